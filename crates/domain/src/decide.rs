@@ -1,0 +1,274 @@
+//! The hold decision: given the current rows of every seat and tier a batch touches, and the
+//! batch's requests in arrival order, decide each request all or nothing.
+//!
+//! The store calls [`decide_holds`] inside one short transaction after locking the rows, then
+//! writes the winners. The function is pure and total: every request gets exactly one
+//! [`HoldOutcome`], and the state it leaves ([`BatchState`]) is what the store must write.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use time::{Duration, OffsetDateTime};
+
+use crate::event::SaleRules;
+use crate::hold::{SeatStatus, seat_is_free};
+
+/// One reserved seat as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatRow {
+    pub seat_id: String,
+    pub status: SeatStatus,
+    pub hold_id: Option<String>,
+    pub hold_expires_at: Option<OffsetDateTime>,
+    pub price_minor: i64,
+}
+
+/// One general-admission tier as the store holds it. `available + held + sold = capacity`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierRow {
+    pub tier_id: String,
+    pub capacity: i64,
+    pub available: i64,
+    pub held: i64,
+    pub sold: i64,
+    pub price_minor: i64,
+}
+
+/// What a hold request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldShape {
+    /// These reserved seats, all or nothing.
+    Seats { seat_ids: Vec<String> },
+    /// This many units of a general-admission tier, all or nothing.
+    Tier { tier_id: String, quantity: u32 },
+}
+
+impl HoldShape {
+    pub fn quantity(&self) -> u32 {
+        match self {
+            Self::Seats { seat_ids } => u32::try_from(seat_ids.len()).unwrap_or(u32::MAX),
+            Self::Tier { quantity, .. } => *quantity,
+        }
+    }
+}
+
+/// One hold request of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldRequest {
+    pub account_id: String,
+    pub idempotency_key: String,
+    pub request_digest: String,
+    /// The id the hold gets if granted, chosen by the caller so this function stays pure.
+    pub new_hold_id: String,
+    pub shape: HoldShape,
+}
+
+/// A granted hold: what the store writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewHold {
+    pub hold_id: String,
+    pub account_id: String,
+    /// Seat id and price, in request order. Empty for a tier hold.
+    pub seats: Vec<(String, i64)>,
+    pub tier_id: Option<String>,
+    pub quantity: u32,
+    pub total_minor: i64,
+    pub expires_at: OffsetDateTime,
+}
+
+/// The outcome of one request. Exhaustive: the store and the HTTP layer match on every case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldOutcome {
+    Held(NewHold),
+    /// The key was used before for the same request: answer with the stored response.
+    Replayed,
+    /// The key appears earlier in this same batch for the same request: answer as that one.
+    ReplayOfEarlierInBatch { index: usize },
+    /// The key was used before (or earlier in this batch) for a different request.
+    KeyReusedWithOtherRequest,
+    /// Some requested seat is sold or held by a live hold; nothing was held.
+    SeatsUnavailable { unavailable_seat_ids: Vec<String> },
+    /// The tier has fewer units left than requested; nothing was held.
+    SoldOut { tier_id: String, available: i64 },
+    /// Granting would put the account over `maxTicketsPerAccount` for the event.
+    PurchaseLimit { limit: u32, current: u32, requested: u32 },
+    /// The sale opens later (by the store's clock).
+    SaleNotOpen { on_sale_at: OffsetDateTime },
+    /// The request does not fit the event: unknown seat or tier, zero, too many, duplicates.
+    Invalid { field: String, reason: String },
+}
+
+impl HoldOutcome {
+    /// Whether the request's idempotency record stores this outcome. Decisions about
+    /// inventory are recorded (a retry must not take seats the first attempt was refused or
+    /// granted); "not yet" answers (sale not open) and refusals of the request's shape are
+    /// not, because they create no state and a retry with the same key may succeed later.
+    pub fn is_recorded(&self) -> bool {
+        match self {
+            Self::Held(_) | Self::SeatsUnavailable { .. } | Self::SoldOut { .. } | Self::PurchaseLimit { .. } => true,
+            Self::Replayed
+            | Self::ReplayOfEarlierInBatch { .. }
+            | Self::KeyReusedWithOtherRequest
+            | Self::SaleNotOpen { .. }
+            | Self::Invalid { .. } => false,
+        }
+    }
+}
+
+/// Everything a batch decision reads and changes. The store fills it from locked rows; after
+/// [`decide_holds`] the rows of granted holds show their new state.
+#[derive(Debug, Clone)]
+pub struct BatchState {
+    /// The store's clock, read after the rows were locked.
+    pub now: OffsetDateTime,
+    pub seats: BTreeMap<String, SeatRow>,
+    pub tiers: BTreeMap<String, TierRow>,
+    /// Seats or tier units each account holds live or owns for this event.
+    pub usage_by_account: BTreeMap<String, u32>,
+    /// Request digests of idempotency records already stored, by (account, key).
+    pub prior_digests: BTreeMap<(String, String), String>,
+}
+
+/// Decides each request in arrival order, all or nothing per request, and applies the
+/// winners to `state` so that later requests in the batch see them.
+pub fn decide_holds(rules: &SaleRules, state: &mut BatchState, requests: &[HoldRequest]) -> Vec<HoldOutcome> {
+    let mut first_in_batch: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let mut outcomes = Vec::with_capacity(requests.len());
+    for (index, request) in requests.iter().enumerate() {
+        let scope = (request.account_id.as_str(), request.idempotency_key.as_str());
+        let outcome = if let Some(&earlier) = first_in_batch.get(&scope) {
+            if requests[earlier].request_digest == request.request_digest {
+                HoldOutcome::ReplayOfEarlierInBatch { index: earlier }
+            } else {
+                HoldOutcome::KeyReusedWithOtherRequest
+            }
+        } else {
+            let prior = state
+                .prior_digests
+                .get(&(request.account_id.clone(), request.idempotency_key.clone()));
+            let outcome = match prior {
+                Some(digest) if *digest == request.request_digest => HoldOutcome::Replayed,
+                Some(_) => HoldOutcome::KeyReusedWithOtherRequest,
+                None => decide_one(rules, state, request),
+            };
+            // Only a recorded outcome binds the key for the rest of the batch, exactly as a
+            // stored record binds it for later batches.
+            if outcome.is_recorded() {
+                first_in_batch.insert(scope, index);
+            }
+            outcome
+        };
+        outcomes.push(outcome);
+    }
+    outcomes
+}
+
+fn invalid(field: &str, reason: impl Into<String>) -> HoldOutcome {
+    HoldOutcome::Invalid {
+        field: field.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn decide_one(rules: &SaleRules, state: &mut BatchState, request: &HoldRequest) -> HoldOutcome {
+    if state.now < rules.on_sale_at {
+        return HoldOutcome::SaleNotOpen {
+            on_sale_at: rules.on_sale_at,
+        };
+    }
+    let requested = request.shape.quantity();
+    if requested == 0 {
+        return invalid("quantity", "must hold at least one seat");
+    }
+    if requested > rules.max_seats_per_hold {
+        return invalid(
+            "quantity",
+            format!("at most {} seats per hold", rules.max_seats_per_hold),
+        );
+    }
+    if let HoldShape::Seats { seat_ids } = &request.shape {
+        let distinct: BTreeSet<&String> = seat_ids.iter().collect();
+        if distinct.len() != seat_ids.len() {
+            return invalid("seatIds", "duplicate seat ids");
+        }
+        if let Some(unknown) = seat_ids.iter().find(|id| !state.seats.contains_key(*id)) {
+            return invalid("seatIds", format!("unknown seat {unknown}"));
+        }
+    }
+    if let HoldShape::Tier { tier_id, .. } = &request.shape
+        && !state.tiers.contains_key(tier_id)
+    {
+        return invalid("tierId", format!("unknown tier {tier_id}"));
+    }
+    let current = state.usage_by_account.get(&request.account_id).copied().unwrap_or(0);
+    if current.saturating_add(requested) > rules.max_tickets_per_account {
+        return HoldOutcome::PurchaseLimit {
+            limit: rules.max_tickets_per_account,
+            current,
+            requested,
+        };
+    }
+    let expires_at = state.now + Duration::seconds(i64::from(rules.hold_ttl_s));
+    let new_hold = match &request.shape {
+        HoldShape::Seats { seat_ids } => {
+            let unavailable: Vec<String> = seat_ids
+                .iter()
+                .filter(|id| {
+                    let row = &state.seats[*id];
+                    !seat_is_free(row.status, row.hold_expires_at, state.now)
+                })
+                .cloned()
+                .collect();
+            if !unavailable.is_empty() {
+                return HoldOutcome::SeatsUnavailable {
+                    unavailable_seat_ids: unavailable,
+                };
+            }
+            let mut seats = Vec::with_capacity(seat_ids.len());
+            for id in seat_ids {
+                let row = state.seats.get_mut(id).expect("checked above");
+                row.status = SeatStatus::Held;
+                row.hold_id = Some(request.new_hold_id.clone());
+                row.hold_expires_at = Some(expires_at);
+                seats.push((id.clone(), row.price_minor));
+            }
+            let total_minor = seats.iter().map(|(_, price)| price).sum();
+            NewHold {
+                hold_id: request.new_hold_id.clone(),
+                account_id: request.account_id.clone(),
+                seats,
+                tier_id: None,
+                quantity: requested,
+                total_minor,
+                expires_at,
+            }
+        }
+        HoldShape::Tier { tier_id, quantity } => {
+            let tier = state.tiers.get_mut(tier_id).expect("checked above");
+            let quantity_i64 = i64::from(*quantity);
+            if tier.available < quantity_i64 {
+                return HoldOutcome::SoldOut {
+                    tier_id: tier_id.clone(),
+                    available: tier.available,
+                };
+            }
+            tier.available -= quantity_i64;
+            tier.held += quantity_i64;
+            NewHold {
+                hold_id: request.new_hold_id.clone(),
+                account_id: request.account_id.clone(),
+                seats: Vec::new(),
+                tier_id: Some(tier_id.clone()),
+                quantity: *quantity,
+                total_minor: tier.price_minor * quantity_i64,
+                expires_at,
+            }
+        }
+    };
+    state
+        .usage_by_account
+        .insert(request.account_id.clone(), current + requested);
+    HoldOutcome::Held(new_hold)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,300 @@
+//! Events and their inventory: reserved-seat sections and general-admission tiers, the sale
+//! rules that bound every hold, and the validation of a new event with its limits.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::ids::{SeatRef, check_name_id};
+
+/// Sections per event; a stadium has tens.
+pub const SECTIONS_PER_EVENT_MAX: usize = 200;
+/// Tiers per event.
+pub const TIERS_PER_EVENT_MAX: usize = 50;
+/// Rows per section.
+pub const ROWS_PER_SECTION_MAX: u32 = 1_000;
+/// Seats per row.
+pub const SEATS_PER_ROW_MAX: u32 = 1_000;
+/// Reserved seats per event, summed over sections. Bounds event creation time and the size
+/// of one event's seat map.
+pub const SEATS_PER_EVENT_MAX: u64 = 200_000;
+/// Capacity of one general-admission tier.
+pub const TIER_CAPACITY_MAX: u32 = 1_000_000;
+/// Longest event name, in bytes.
+pub const EVENT_NAME_LEN_MAX: usize = 200;
+/// Longest hold time to live: a day. Longer would block seats from sale for no reason.
+pub const HOLD_TTL_S_MAX: u32 = 86_400;
+/// Longest payment grace extension.
+pub const PAYMENT_GRACE_S_MAX: u32 = 3_600;
+/// Most seats in one hold the operator may configure.
+pub const SEATS_PER_HOLD_MAX: u32 = 100;
+/// Highest price of one seat or tier unit, in minor units.
+pub const PRICE_MINOR_MAX: i64 = 100_000_000;
+
+/// A section of reserved seats: `rows` x `seats_per_row`, one price.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Section {
+    pub name: String,
+    pub rows: u32,
+    pub seats_per_row: u32,
+    pub price_minor: i64,
+}
+
+impl Section {
+    pub fn seat_count(&self) -> u64 {
+        u64::from(self.rows) * u64::from(self.seats_per_row)
+    }
+
+    pub fn contains(&self, seat: &SeatRef) -> bool {
+        seat.section == self.name && seat.row <= self.rows && seat.number <= self.seats_per_row
+    }
+}
+
+/// A general-admission tier: a capacity sold by quantity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tier {
+    pub tier_id: String,
+    pub name: String,
+    pub capacity: u32,
+    pub price_minor: i64,
+}
+
+/// The waiting-room settings of an event. The waiting room itself comes later; the settings
+/// are stored from the start so that no event has to be migrated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingRoomSettings {
+    pub enabled: bool,
+    pub policy: QueuePolicy,
+    pub max_active_shoppers: u32,
+    pub admission_ttl_seconds: u32,
+}
+
+impl Default for WaitingRoomSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            policy: QueuePolicy::Fifo,
+            max_active_shoppers: 10_000,
+            admission_ttl_seconds: 900,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueuePolicy {
+    Fifo,
+    Random,
+}
+
+/// The rules every hold decision of an event applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaleRules {
+    pub on_sale_at: OffsetDateTime,
+    pub hold_ttl_s: u32,
+    pub max_seats_per_hold: u32,
+    pub max_tickets_per_account: u32,
+    pub currency: String,
+}
+
+/// A complete event definition, validated: what the store persists on creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    pub name: String,
+    pub starts_at: OffsetDateTime,
+    /// `None` means "now by the store's clock", resolved inside the creating transaction.
+    pub on_sale_at: Option<OffsetDateTime>,
+    pub currency: String,
+    pub hold_ttl_s: u32,
+    pub payment_grace_s: u32,
+    pub max_seats_per_hold: u32,
+    pub max_tickets_per_account: u32,
+    pub exchange_cutoff_s: u32,
+    pub waiting_room: WaitingRoomSettings,
+    pub sections: Vec<Section>,
+    pub tiers: Vec<Tier>,
+}
+
+/// A refusal of an event definition: the field and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct SpecError {
+    pub field: String,
+    pub reason: String,
+}
+
+fn spec_error(field: impl Into<String>, reason: impl Into<String>) -> SpecError {
+    SpecError {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+fn check_range(field: &str, value: u64, min: u64, max: u64) -> Result<(), SpecError> {
+    if value < min || value > max {
+        return Err(spec_error(field, format!("must be between {min} and {max}")));
+    }
+    Ok(())
+}
+
+fn check_price(field: &str, price_minor: i64) -> Result<(), SpecError> {
+    if !(0..=PRICE_MINOR_MAX).contains(&price_minor) {
+        return Err(spec_error(field, format!("must be between 0 and {PRICE_MINOR_MAX}")));
+    }
+    Ok(())
+}
+
+impl EventSpec {
+    /// Checks every field against its limit; the error names the first bad field in the
+    /// API's camelCase spelling.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let name = self.name.trim();
+        if name.is_empty() || self.name.len() > EVENT_NAME_LEN_MAX {
+            return Err(spec_error("name", format!("must be 1-{EVENT_NAME_LEN_MAX} bytes")));
+        }
+        let currency_ok = self.currency.len() == 3 && self.currency.bytes().all(|b| b.is_ascii_uppercase());
+        if !currency_ok {
+            return Err(spec_error("currency", "must be an ISO 4217 code such as EUR"));
+        }
+        check_range("holdTtlSeconds", self.hold_ttl_s.into(), 1, HOLD_TTL_S_MAX.into())?;
+        check_range("paymentGraceSeconds", self.payment_grace_s.into(), 0, PAYMENT_GRACE_S_MAX.into())?;
+        check_range("maxSeatsPerHold", self.max_seats_per_hold.into(), 1, SEATS_PER_HOLD_MAX.into())?;
+        check_range("maxTicketsPerAccount", self.max_tickets_per_account.into(), 1, 10_000)?;
+        check_range("exchangeCutoffSeconds", self.exchange_cutoff_s.into(), 0, 31_536_000)?;
+        check_range(
+            "waitingRoom.maxActiveShoppers",
+            self.waiting_room.max_active_shoppers.into(),
+            1,
+            10_000_000,
+        )?;
+        check_range(
+            "waitingRoom.admissionTtlSeconds",
+            self.waiting_room.admission_ttl_seconds.into(),
+            10,
+            86_400,
+        )?;
+        if self.sections.is_empty() && self.tiers.is_empty() {
+            return Err(spec_error("sections", "an event needs at least one section or tier"));
+        }
+        if self.sections.len() > SECTIONS_PER_EVENT_MAX {
+            return Err(spec_error("sections", format!("at most {SECTIONS_PER_EVENT_MAX} sections")));
+        }
+        if self.tiers.len() > TIERS_PER_EVENT_MAX {
+            return Err(spec_error("tiers", format!("at most {TIERS_PER_EVENT_MAX} tiers")));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut seat_total = 0u64;
+        for (i, section) in self.sections.iter().enumerate() {
+            let field = |f: &str| format!("sections[{i}].{f}");
+            check_name_id(&section.name, "section name").map_err(|e| spec_error(field("name"), e.0))?;
+            if !seen.insert(section.name.clone()) {
+                return Err(spec_error(field("name"), "duplicate section name"));
+            }
+            check_range(&field("rows"), section.rows.into(), 1, ROWS_PER_SECTION_MAX.into())?;
+            check_range(&field("seatsPerRow"), section.seats_per_row.into(), 1, SEATS_PER_ROW_MAX.into())?;
+            check_price(&field("priceMinor"), section.price_minor)?;
+            seat_total += section.seat_count();
+        }
+        if seat_total > SEATS_PER_EVENT_MAX {
+            return Err(spec_error("sections", format!("at most {SEATS_PER_EVENT_MAX} seats per event")));
+        }
+        let mut seen_tiers = std::collections::BTreeSet::new();
+        for (i, tier) in self.tiers.iter().enumerate() {
+            let field = |f: &str| format!("tiers[{i}].{f}");
+            check_name_id(&tier.tier_id, "tier id").map_err(|e| spec_error(field("tierId"), e.0))?;
+            if !seen_tiers.insert(tier.tier_id.clone()) {
+                return Err(spec_error(field("tierId"), "duplicate tier id"));
+            }
+            if tier.name.trim().is_empty() || tier.name.len() > EVENT_NAME_LEN_MAX {
+                return Err(spec_error(field("name"), format!("must be 1-{EVENT_NAME_LEN_MAX} bytes")));
+            }
+            check_range(&field("capacity"), tier.capacity.into(), 1, TIER_CAPACITY_MAX.into())?;
+            check_price(&field("priceMinor"), tier.price_minor)?;
+        }
+        Ok(())
+    }
+
+    /// Every seat of every section, in section order then row then number.
+    pub fn seats(&self) -> impl Iterator<Item = (SeatRef, i64)> + '_ {
+        self.sections.iter().flat_map(|section| {
+            (1..=section.rows).flat_map(move |row| {
+                (1..=section.seats_per_row).map(move |number| {
+                    let seat = SeatRef {
+                        section: section.name.clone(),
+                        row,
+                        number,
+                    };
+                    (seat, section.price_minor)
+                })
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn spec() -> EventSpec {
+        EventSpec {
+            name: "Stadium Night".into(),
+            starts_at: time::macros::datetime!(2026-12-31 20:00 UTC),
+            on_sale_at: None,
+            currency: "EUR".into(),
+            hold_ttl_s: 300,
+            payment_grace_s: 120,
+            max_seats_per_hold: 6,
+            max_tickets_per_account: 6,
+            exchange_cutoff_s: 3600,
+            waiting_room: WaitingRoomSettings::default(),
+            sections: vec![Section {
+                name: "A".into(),
+                rows: 2,
+                seats_per_row: 3,
+                price_minor: 9900,
+            }],
+            tiers: vec![Tier {
+                tier_id: "FLOOR".into(),
+                name: "Floor".into(),
+                capacity: 10,
+                price_minor: 5900,
+            }],
+        }
+    }
+
+    #[test]
+    fn valid_spec_and_its_seats() {
+        let spec = spec();
+        spec.validate().unwrap();
+        let seats: Vec<String> = spec.seats().map(|(s, _)| s.to_string()).collect();
+        assert_eq!(seats, ["A-1-1", "A-1-2", "A-1-3", "A-2-1", "A-2-2", "A-2-3"]);
+    }
+
+    #[test]
+    fn each_limit_names_its_field() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut EventSpec)>)> = vec![
+            ("name", Box::new(|s| s.name = " ".into())),
+            ("currency", Box::new(|s| s.currency = "eur".into())),
+            ("holdTtlSeconds", Box::new(|s| s.hold_ttl_s = 0)),
+            ("maxSeatsPerHold", Box::new(|s| s.max_seats_per_hold = 0)),
+            ("sections[0].rows", Box::new(|s| s.sections[0].rows = 0)),
+            ("sections[0].name", Box::new(|s| s.sections[0].name = "A-B".into())),
+            ("sections[0].priceMinor", Box::new(|s| s.sections[0].price_minor = -1)),
+            ("tiers[0].capacity", Box::new(|s| s.tiers[0].capacity = 0)),
+            ("sections", Box::new(|s| {
+                s.sections.clear();
+                s.tiers.clear();
+            })),
+            ("sections", Box::new(|s| {
+                s.sections[0].rows = 1000;
+                s.sections[0].seats_per_row = 1000;
+            })),
+        ];
+        for (field, mutate) in cases {
+            let mut spec = spec();
+            mutate(&mut spec);
+            let err = spec.validate().unwrap_err();
+            assert_eq!(err.field, field, "{err}");
+        }
+    }
+}

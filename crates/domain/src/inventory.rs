@@ -1,0 +1,190 @@
+//! The whole inventory of one event as plain data, and [`Inventory::invariants`]: the
+//! single-condition checks of DESIGN.md's I1, I3, I4, I5 and I7 that must hold after every
+//! transition. Tests call it after each step; `boxoffice check` loads a live database into
+//! this shape and calls the same function.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use time::OffsetDateTime;
+
+use crate::decide::TierRow;
+use crate::hold::{HoldStatus, SeatStatus};
+
+/// A seat as stored, with what a sale would point to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatRecord {
+    pub seat_id: String,
+    pub status: SeatStatus,
+    pub hold_id: Option<String>,
+    pub hold_expires_at: Option<OffsetDateTime>,
+    pub order_id: Option<String>,
+}
+
+/// A hold as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldRecord {
+    pub hold_id: String,
+    pub event_id: String,
+    pub account_id: String,
+    pub status: HoldStatus,
+    pub expires_at: OffsetDateTime,
+    pub seat_ids: Vec<String>,
+    pub tier_id: Option<String>,
+    pub quantity: u32,
+    pub idempotency_key: String,
+}
+
+/// One event's seats, tiers and holds, read at one instant of the store's clock.
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    pub event_id: String,
+    pub now: OffsetDateTime,
+    pub max_tickets_per_account: u32,
+    pub seats: Vec<SeatRecord>,
+    pub tiers: Vec<TierRow>,
+    pub holds: Vec<HoldRecord>,
+}
+
+/// One broken invariant: which one, and exactly where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// `I1`..`I7`, as numbered in DESIGN.md.
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+impl Inventory {
+    /// Every violated invariant; empty when the inventory is sound.
+    pub fn invariants(&self) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let mut fail = |invariant: &'static str, detail: String| out.push(Violation { invariant, detail });
+        let holds: BTreeMap<&str, &HoldRecord> = self.holds.iter().map(|h| (h.hold_id.as_str(), h)).collect();
+        let seats: BTreeMap<&str, &SeatRecord> = self.seats.iter().map(|s| (s.seat_id.as_str(), s)).collect();
+
+        for seat in &self.seats {
+            let id = &seat.seat_id;
+            match seat.status {
+                SeatStatus::Available => {
+                    if seat.hold_id.is_some() {
+                        fail("I3", format!("available seat {id} still points to a hold"));
+                    }
+                    if seat.order_id.is_some() {
+                        fail("I1", format!("available seat {id} still points to an order"));
+                    }
+                }
+                SeatStatus::Sold => {
+                    if seat.order_id.is_none() {
+                        fail("I1", format!("sold seat {id} points to no order"));
+                    }
+                }
+                SeatStatus::Held => {
+                    let Some(hold_id) = &seat.hold_id else {
+                        fail("I3", format!("held seat {id} points to no hold"));
+                        continue;
+                    };
+                    let Some(hold) = holds.get(hold_id.as_str()) else {
+                        fail("I3", format!("held seat {id} points to missing hold {hold_id}"));
+                        continue;
+                    };
+                    if !matches!(hold.status, HoldStatus::Held | HoldStatus::PaymentPending) {
+                        fail("I3", format!("held seat {id} points to hold {hold_id} in {}", hold.status.as_str()));
+                    }
+                    if seat.hold_expires_at != Some(hold.expires_at) {
+                        fail("I3", format!("held seat {id} has another deadline than hold {hold_id}"));
+                    }
+                    if !hold.seat_ids.contains(id) {
+                        fail("I3", format!("held seat {id} is not among the seats of hold {hold_id}"));
+                    }
+                    if hold.event_id != self.event_id {
+                        fail("I3", format!("held seat {id} points to hold {hold_id} of another event"));
+                    }
+                }
+            }
+        }
+
+        // A live hold claims each of its seats: each must point back to it. Two live holds
+        // on one seat would make one of them fail this check.
+        let mut claimed_by: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut usage: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut held_by_tier: BTreeMap<&str, i64> = BTreeMap::new();
+        for hold in &self.holds {
+            let hid = &hold.hold_id;
+            let live = hold.status.is_live(hold.expires_at, self.now);
+            if live || hold.status == HoldStatus::Confirmed {
+                *usage.entry(hold.account_id.as_str()).or_default() += u64::from(hold.quantity);
+            }
+            if let Some(tier_id) = &hold.tier_id {
+                if !hold.seat_ids.is_empty() {
+                    fail("I3", format!("hold {hid} names both a tier and seats"));
+                }
+                if matches!(hold.status, HoldStatus::Held | HoldStatus::PaymentPending) {
+                    *held_by_tier.entry(tier_id.as_str()).or_default() += i64::from(hold.quantity);
+                }
+                continue;
+            }
+            if u32::try_from(hold.seat_ids.len()).ok() != Some(hold.quantity) {
+                fail("I3", format!("hold {hid} quantity {} differs from its {} seats", hold.quantity, hold.seat_ids.len()));
+            }
+            for seat_id in &hold.seat_ids {
+                let Some(seat) = seats.get(seat_id.as_str()) else {
+                    fail("I3", format!("hold {hid} names seat {seat_id} that this event does not have"));
+                    continue;
+                };
+                if !live {
+                    continue;
+                }
+                if seat.status != SeatStatus::Held || seat.hold_id.as_deref() != Some(hid.as_str()) {
+                    fail("I5", format!("live hold {hid} lost seat {seat_id} (seat is {} for {:?})", seat.status.as_str(), seat.hold_id));
+                }
+                if let Some(other) = claimed_by.insert(seat_id.as_str(), hid.as_str()) {
+                    fail("I1", format!("seat {seat_id} is claimed by live holds {other} and {hid}"));
+                }
+            }
+        }
+
+        for tier in &self.tiers {
+            let tid = &tier.tier_id;
+            if tier.available < 0 || tier.held < 0 || tier.sold < 0 {
+                fail("I4", format!("tier {tid} has a negative count ({}/{}/{})", tier.available, tier.held, tier.sold));
+            }
+            if tier.available + tier.held + tier.sold != tier.capacity {
+                fail("I4", format!(
+                    "tier {tid}: available {} + held {} + sold {} != capacity {}",
+                    tier.available, tier.held, tier.sold, tier.capacity
+                ));
+            }
+            let held_by_holds = held_by_tier.get(tid.as_str()).copied().unwrap_or(0);
+            if tier.held != held_by_holds {
+                fail("I4", format!("tier {tid} counts {} held but its holds hold {held_by_holds}", tier.held));
+            }
+        }
+        let tier_ids: BTreeSet<&str> = self.tiers.iter().map(|t| t.tier_id.as_str()).collect();
+        for hold in &self.holds {
+            if let Some(tier_id) = &hold.tier_id
+                && !tier_ids.contains(tier_id.as_str())
+            {
+                fail("I4", format!("hold {} names unknown tier {tier_id}", hold.hold_id));
+            }
+        }
+
+        for (account, n) in usage {
+            if n > u64::from(self.max_tickets_per_account) {
+                fail("I7", format!("account {account} holds or owns {n} > limit {}", self.max_tickets_per_account));
+            }
+        }
+
+        let mut keys = BTreeSet::new();
+        for hold in &self.holds {
+            if !keys.insert((hold.account_id.as_str(), hold.idempotency_key.as_str())) {
+                fail("I6", format!("account {} has two holds under key {:?}", hold.account_id, hold.idempotency_key));
+            }
+        }
+        out
+    }
+}
