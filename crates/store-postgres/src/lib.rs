@@ -1,1 +1,1056 @@
-pub fn x(){}
+//! The PostgreSQL backend of the boxoffice [`Store`]: the production store.
+//!
+//! Each trait method is one short transaction at READ COMMITTED. Writers lock rows in one
+//! global order — seats by (event_id, seat_id), then tiers by tier_id, then holds — so that
+//! concurrent batches, releases and sweeps cannot deadlock among themselves; a deadlock or
+//! unique-key race that happens anyway (another process) is retried whole, up to
+//! [`BATCH_ATTEMPTS_MAX`] times, and never reaches a client. Bulk writes use `UNNEST` so a
+//! batch of any size costs a fixed number of round trips.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::decide::{BatchState, HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow, decide_holds};
+use boxoffice_domain::event::{EventSpec, Section, Tier};
+use boxoffice_domain::hold::{HoldStatus, SeatStatus};
+use boxoffice_domain::idempotency::{Idempotent, IdempotencyScope, StoredResponse};
+use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_store::{
+    BATCH_ATTEMPTS_MAX, Counts, EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, RenderHold, Store,
+    StoreError, StoreResult, SweepReport, answer_batch, event_record, hold_created_payload, hold_ended_payload,
+    held_seats_json, parse_held_seats, parse_hold_status, parse_waiting_room, waiting_room_json,
+};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Row, Transaction};
+
+/// Connections in the pool. Batching keeps the write path to about one connection per hot
+/// event; the rest serve reads.
+pub const POOL_CONNECTIONS_MAX: u32 = 16;
+/// How long a request waits for a pooled connection before the store counts as unavailable.
+pub const POOL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+/// Seats inserted per statement when creating an event.
+const SEAT_INSERT_CHUNK: usize = 10_000;
+
+/// The store's clock, truncated to milliseconds so both backends render the same times.
+const NOW_SQL: &str = "SELECT date_trunc('milliseconds', clock_timestamp())";
+
+/// A PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+fn classify(error: sqlx::Error) -> StoreError {
+    match &error {
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            // 40001 serialization failure, 40P01 deadlock, 23505 unique violation (a
+            // concurrent insert of the same key): transient, the batch is retried.
+            if matches!(code.as_ref(), "40001" | "40P01" | "23505") {
+                StoreError::Conflict(error.to_string())
+            } else if code.starts_with("08") || code.starts_with("57") || code.starts_with("53") {
+                StoreError::Unavailable(error.to_string())
+            } else {
+                StoreError::Internal(error.to_string())
+            }
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => StoreError::Unavailable(error.to_string()),
+        _ => StoreError::Internal(error.to_string()),
+    }
+}
+
+/// Runs `attempt` again after a transient conflict, with a short growing pause.
+async fn retrying<T, F, Fut>(mut attempt: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut n_attempts = 0;
+    loop {
+        n_attempts += 1;
+        match attempt().await {
+            Err(StoreError::Conflict(why)) if n_attempts < BATCH_ATTEMPTS_MAX => {
+                tracing::debug!(n_attempts, %why, "retrying after a transient conflict");
+                tokio::time::sleep(Duration::from_millis(2u64 << n_attempts)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn store_now(tx: &mut Transaction<'_, Postgres>) -> StoreResult<OffsetDateTime> {
+    sqlx::query_scalar::<_, OffsetDateTime>(NOW_SQL)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(classify)
+}
+
+fn to_u32(value: i32) -> u32 {
+    u32::try_from(value).unwrap_or(0)
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://...`). Does not migrate.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_CONNECTIONS_MAX)
+            .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
+            .connect_with(options)
+            .await
+            .map_err(classify)?;
+        Ok(Self { pool })
+    }
+
+    /// The pool, for tests that plant rows directly.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn load_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
+        let row = sqlx::query(
+            "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
+                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
+                    waiting_room::text AS waiting_room, created_at
+               FROM event WHERE event_id = $1",
+        )
+        .bind(event_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(classify)?;
+        let Some(row) = row else { return Ok(None) };
+        let sections = sqlx::query_as::<_, (String, i32, i32, i64)>(
+            "SELECT name, rows, seats_per_row, price_minor FROM section WHERE event_id = $1 ORDER BY position",
+        )
+        .bind(event_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(name, rows, seats_per_row, price_minor)| Section {
+            name,
+            rows: to_u32(rows),
+            seats_per_row: to_u32(seats_per_row),
+            price_minor,
+        })
+        .collect();
+        let tiers = sqlx::query_as::<_, (String, String, i64, i64)>(
+            "SELECT tier_id, name, capacity, price_minor FROM tier WHERE event_id = $1 ORDER BY position",
+        )
+        .bind(event_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(tier_id, name, capacity, price_minor)| Tier {
+            tier_id,
+            name,
+            capacity: u32::try_from(capacity).unwrap_or(0),
+            price_minor,
+        })
+        .collect();
+        let waiting_room: String = row.get("waiting_room");
+        Ok(Some(EventRecord {
+            event_id: row.get("event_id"),
+            name: row.get("name"),
+            starts_at: row.get("starts_at"),
+            on_sale_at: row.get("on_sale_at"),
+            currency: row.get("currency"),
+            hold_ttl_s: to_u32(row.get("hold_ttl_s")),
+            payment_grace_s: to_u32(row.get("payment_grace_s")),
+            max_seats_per_hold: to_u32(row.get("max_seats_per_hold")),
+            max_tickets_per_account: to_u32(row.get("max_tickets_per_account")),
+            exchange_cutoff_s: to_u32(row.get("exchange_cutoff_s")),
+            waiting_room: parse_waiting_room(&waiting_room),
+            sections,
+            tiers,
+            created_at: row.get("created_at"),
+        }))
+    }
+
+    async fn create_event_once(
+        &self,
+        scope: &IdempotencyScope,
+        request_digest: &str,
+        event_id: &str,
+        spec: &EventSpec,
+        render: &RenderEvent,
+    ) -> StoreResult<Idempotent> {
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        if let Some(answer) = prior_answer(&mut tx, scope, request_digest).await? {
+            return Ok(answer);
+        }
+        let now = store_now(&mut tx).await?;
+        let record = event_record(event_id, spec, now);
+        sqlx::query(
+            "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
+                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, waiting_room, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12)",
+        )
+        .bind(&record.event_id)
+        .bind(&record.name)
+        .bind(record.starts_at)
+        .bind(record.on_sale_at)
+        .bind(&record.currency)
+        .bind(record.hold_ttl_s as i32)
+        .bind(record.payment_grace_s as i32)
+        .bind(record.max_seats_per_hold as i32)
+        .bind(record.max_tickets_per_account as i32)
+        .bind(record.exchange_cutoff_s as i32)
+        .bind(waiting_room_json(&record.waiting_room))
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        for (position, section) in spec.sections.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO section (event_id, name, position, rows, seats_per_row, price_minor)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(event_id)
+            .bind(&section.name)
+            .bind(position as i32)
+            .bind(section.rows as i32)
+            .bind(section.seats_per_row as i32)
+            .bind(section.price_minor)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        for (position, tier) in spec.tiers.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO tier (event_id, tier_id, position, name, capacity, price_minor, available, held, sold)
+                 VALUES ($1, $2, $3, $4, $5, $6, $5, 0, 0)",
+            )
+            .bind(event_id)
+            .bind(&tier.tier_id)
+            .bind(position as i32)
+            .bind(&tier.name)
+            .bind(i64::from(tier.capacity))
+            .bind(tier.price_minor)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        let seats: Vec<_> = spec.seats().collect();
+        for chunk in seats.chunks(SEAT_INSERT_CHUNK) {
+            let ids: Vec<String> = chunk.iter().map(|(s, _)| s.to_string()).collect();
+            let sections: Vec<&str> = chunk.iter().map(|(s, _)| s.section.as_str()).collect();
+            let rows: Vec<i32> = chunk.iter().map(|(s, _)| s.row as i32).collect();
+            let numbers: Vec<i32> = chunk.iter().map(|(s, _)| s.number as i32).collect();
+            let prices: Vec<i64> = chunk.iter().map(|(_, p)| *p).collect();
+            sqlx::query(
+                "INSERT INTO seat (event_id, seat_id, section, row_no, seat_no, price_minor, status)
+                 SELECT $1, u.seat_id, u.section, u.row_no, u.seat_no, u.price_minor, 'AVAILABLE'
+                   FROM UNNEST($2::text[], $3::text[], $4::int[], $5::int[], $6::bigint[])
+                        AS u(seat_id, section, row_no, seat_no, price_minor)",
+            )
+            .bind(event_id)
+            .bind(&ids)
+            .bind(&sections)
+            .bind(&rows)
+            .bind(&numbers)
+            .bind(&prices)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        let response = render(&record);
+        insert_records(
+            &mut tx,
+            &scope.endpoint,
+            &[boxoffice_store::NewRecord {
+                account_id: scope.account_id.clone(),
+                key: scope.key.clone(),
+                request_digest: request_digest.to_owned(),
+                response: response.clone(),
+            }],
+            now,
+        )
+        .await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(Idempotent::Fresh(response))
+    }
+
+    async fn hold_batch_once(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+        requests: &[HoldRequest],
+        render: &RenderHold,
+    ) -> StoreResult<Vec<Idempotent>> {
+        let event_id = event.event_id.as_str();
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+
+        // 1. Idempotency records already stored for the batch's keys.
+        let accounts: Vec<&str> = requests.iter().map(|r| r.account_id.as_str()).collect();
+        let keys: Vec<&str> = requests.iter().map(|r| r.idempotency_key.as_str()).collect();
+        let prior_rows = sqlx::query_as::<_, (String, String, String, i32, Vec<u8>)>(
+            "SELECT i.account_id, i.idem_key, i.request_digest, i.status_code, i.response_body
+               FROM idempotency i
+               JOIN UNNEST($2::text[], $3::text[]) AS k(account_id, idem_key)
+                 ON i.account_id = k.account_id AND i.idem_key = k.idem_key
+              WHERE i.endpoint = $1",
+        )
+        .bind(endpoint)
+        .bind(&accounts)
+        .bind(&keys)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let mut prior_digests = BTreeMap::new();
+        let mut prior_responses = BTreeMap::new();
+        for (account_id, key, digest, status, body) in prior_rows {
+            prior_digests.insert((account_id.clone(), key.clone()), digest);
+            let response = StoredResponse {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            };
+            prior_responses.insert((account_id, key), response);
+        }
+
+        // 2. Lock the seats involved, in seat order.
+        let mut seat_ids = BTreeSet::new();
+        let mut tier_ids = BTreeSet::new();
+        for request in requests {
+            match &request.shape {
+                HoldShape::Seats { seat_ids: ids } => seat_ids.extend(ids.iter().cloned()),
+                HoldShape::Tier { tier_id, .. } => {
+                    tier_ids.insert(tier_id.clone());
+                }
+            }
+        }
+        let seat_ids: Vec<String> = seat_ids.into_iter().collect();
+        let seat_rows = if seat_ids.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_as::<_, (String, String, Option<String>, Option<OffsetDateTime>, i64)>(
+                "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
+                   FROM seat WHERE event_id = $1 AND seat_id = ANY($2)
+                  ORDER BY seat_id FOR UPDATE",
+            )
+            .bind(event_id)
+            .bind(&seat_ids)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+        };
+        let now = store_now(&mut tx).await?;
+
+        // 3. Lock the tiers involved, then give back units of their expired, unswept holds
+        //    (an expired hold never blocks a new one).
+        let tier_ids: Vec<String> = tier_ids.into_iter().collect();
+        let mut tiers = BTreeMap::new();
+        if !tier_ids.is_empty() {
+            sqlx::query("SELECT 1 FROM tier WHERE event_id = $1 AND tier_id = ANY($2) ORDER BY tier_id FOR UPDATE")
+                .bind(event_id)
+                .bind(&tier_ids)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+            reclaim_expired_tier_holds(&mut tx, event_id, &tier_ids, now).await?;
+            let rows = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
+                "SELECT tier_id, capacity, available, held, sold, price_minor
+                   FROM tier WHERE event_id = $1 AND tier_id = ANY($2)",
+            )
+            .bind(event_id)
+            .bind(&tier_ids)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?;
+            for (tier_id, capacity, available, held, sold, price_minor) in rows {
+                let row = TierRow {
+                    tier_id: tier_id.clone(),
+                    capacity,
+                    available,
+                    held,
+                    sold,
+                    price_minor,
+                };
+                tiers.insert(tier_id, row);
+            }
+        }
+
+        // 4. What each account already holds or owns for this event.
+        let mut distinct_accounts: Vec<&str> = accounts.clone();
+        distinct_accounts.sort_unstable();
+        distinct_accounts.dedup();
+        let usage_by_account: BTreeMap<String, u32> = sqlx::query_as::<_, (String, i64)>(
+            "SELECT account_id, sum(quantity)::bigint FROM hold
+              WHERE event_id = $1 AND account_id = ANY($2)
+                AND (status IN ('PAYMENT_PENDING', 'CONFIRMED') OR (status = 'HELD' AND expires_at > $3))
+              GROUP BY account_id",
+        )
+        .bind(event_id)
+        .bind(&distinct_accounts)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(account, n)| (account, u32::try_from(n).unwrap_or(u32::MAX)))
+        .collect();
+
+        // 5. Decide, in memory, in arrival order.
+        let mut seats = BTreeMap::new();
+        for (seat_id, status, hold_id, hold_expires_at, price_minor) in seat_rows {
+            let status = SeatStatus::parse(&status)
+                .ok_or_else(|| StoreError::Internal(format!("seat {seat_id} has status {status:?}")))?;
+            let row = SeatRow {
+                seat_id: seat_id.clone(),
+                status,
+                hold_id,
+                hold_expires_at,
+                price_minor,
+            };
+            seats.insert(seat_id, row);
+        }
+        let mut state = BatchState {
+            now,
+            seats,
+            tiers,
+            usage_by_account,
+            prior_digests,
+        };
+        let outcomes = decide_holds(&event.rules(), &mut state, requests);
+        let (answers, records) = answer_batch(requests, &outcomes, &prior_responses, render);
+
+        // 6. Write the winners, every record, the outbox; then commit.
+        let winners: Vec<(&HoldRequest, &boxoffice_domain::decide::NewHold)> = requests
+            .iter()
+            .zip(&outcomes)
+            .filter_map(|(request, outcome)| match outcome {
+                HoldOutcome::Held(hold) => Some((request, hold)),
+                _ => None,
+            })
+            .collect();
+        if !winners.is_empty() {
+            write_winners(&mut tx, event, &winners, &state, now).await?;
+        }
+        insert_records(&mut tx, endpoint, &records, now).await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(answers)
+    }
+
+    async fn release_once(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
+        let Some(hold) = self.get_hold(hold_id).await? else {
+            return Ok(ReleaseOutcome::NotFound);
+        };
+        if hold.account_id != account_id {
+            return Ok(ReleaseOutcome::NotFound);
+        }
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        lock_hold_resources(&mut tx, &hold).await?;
+        let now = store_now(&mut tx).await?;
+        let released = sqlx::query(
+            "UPDATE hold SET status = 'RELEASED', updated_at = $3
+              WHERE event_id = $1 AND hold_id = $2 AND status = 'HELD' AND expires_at > $3",
+        )
+        .bind(&hold.event_id)
+        .bind(hold_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if released == 1 {
+            free_hold_resources(&mut tx, &hold, now, HoldStatus::Released).await?;
+        }
+        tx.commit().await.map_err(classify)?;
+        if released == 0 {
+            // Already ended (or past its deadline, which the sweeper will write): harmless.
+            let current = self.get_hold(hold_id).await?.unwrap_or(hold);
+            return Ok(match current.status {
+                HoldStatus::PaymentPending => ReleaseOutcome::InCheckout(current),
+                _ => ReleaseOutcome::AlreadyEnded(current),
+            });
+        }
+        let current = self.get_hold(hold_id).await?.unwrap_or(hold);
+        Ok(ReleaseOutcome::Released(current))
+    }
+
+    async fn expire_once(&self, hold_ids: &[String]) -> StoreResult<SweepReport> {
+        let mut report = SweepReport::default();
+        if hold_ids.is_empty() {
+            return Ok(report);
+        }
+        let holds = fetch_holds(&self.pool, hold_ids).await?;
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        // Lock every seat and tier involved in the global order before any hold changes.
+        let mut by_event: BTreeMap<&str, Vec<&HoldView>> = BTreeMap::new();
+        for hold in &holds {
+            by_event.entry(hold.event_id.as_str()).or_default().push(hold);
+        }
+        for (event_id, event_holds) in &by_event {
+            let ids: Vec<&str> = event_holds.iter().map(|h| h.hold_id.as_str()).collect();
+            sqlx::query("SELECT 1 FROM seat WHERE event_id = $1 AND hold_id = ANY($2) ORDER BY seat_id FOR UPDATE")
+                .bind(*event_id)
+                .bind(&ids)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+            let mut tier_ids: Vec<&str> = event_holds.iter().filter_map(|h| h.tier_id.as_deref()).collect();
+            tier_ids.sort_unstable();
+            tier_ids.dedup();
+            if !tier_ids.is_empty() {
+                sqlx::query("SELECT 1 FROM tier WHERE event_id = $1 AND tier_id = ANY($2) ORDER BY tier_id FOR UPDATE")
+                    .bind(*event_id)
+                    .bind(&tier_ids)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(classify)?;
+            }
+        }
+        let now = store_now(&mut tx).await?;
+        for hold in &holds {
+            let expired = sqlx::query(
+                "UPDATE hold SET status = 'EXPIRED', updated_at = $3
+                  WHERE event_id = $1 AND hold_id = $2 AND status = 'HELD' AND expires_at <= $3",
+            )
+            .bind(&hold.event_id)
+            .bind(&hold.hold_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if expired == 1 {
+                let freed = free_hold_resources(&mut tx, hold, now, HoldStatus::Expired).await?;
+                report.holds_expired += 1;
+                report.seats_freed += freed;
+                if hold.tier_id.is_some() {
+                    report.tier_units_returned += u64::from(hold.quantity);
+                }
+            }
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(report)
+    }
+}
+
+/// The stored answer for `scope`, if any: a replay or a key reuse.
+async fn prior_answer(
+    tx: &mut Transaction<'_, Postgres>,
+    scope: &IdempotencyScope,
+    request_digest: &str,
+) -> StoreResult<Option<Idempotent>> {
+    let row = sqlx::query_as::<_, (String, i32, Vec<u8>)>(
+        "SELECT request_digest, status_code, response_body FROM idempotency
+          WHERE account_id = $1 AND endpoint = $2 AND idem_key = $3",
+    )
+    .bind(&scope.account_id)
+    .bind(&scope.endpoint)
+    .bind(&scope.key)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(row.map(|(digest, status, body)| {
+        if digest == request_digest {
+            Idempotent::Replayed(StoredResponse {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            })
+        } else {
+            Idempotent::KeyReusedWithOtherRequest
+        }
+    }))
+}
+
+async fn insert_records(
+    tx: &mut Transaction<'_, Postgres>,
+    endpoint: &str,
+    records: &[boxoffice_store::NewRecord],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let accounts: Vec<&str> = records.iter().map(|r| r.account_id.as_str()).collect();
+    let keys: Vec<&str> = records.iter().map(|r| r.key.as_str()).collect();
+    let digests: Vec<&str> = records.iter().map(|r| r.request_digest.as_str()).collect();
+    let statuses: Vec<i32> = records.iter().map(|r| i32::from(r.response.status)).collect();
+    let bodies: Vec<Vec<u8>> = records.iter().map(|r| r.response.body.clone()).collect();
+    sqlx::query(
+        "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
+         SELECT u.account_id, $1, u.idem_key, u.digest, u.status, u.body, $7
+           FROM UNNEST($2::text[], $3::text[], $4::text[], $5::int[], $6::bytea[])
+                AS u(account_id, idem_key, digest, status, body)",
+    )
+    .bind(endpoint)
+    .bind(&accounts)
+    .bind(&keys)
+    .bind(&digests)
+    .bind(&statuses)
+    .bind(&bodies)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+async fn reclaim_expired_tier_holds(
+    tx: &mut Transaction<'_, Postgres>,
+    event_id: &str,
+    tier_ids: &[String],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    sqlx::query(
+        "WITH due AS (
+            UPDATE hold SET status = 'EXPIRED', updated_at = $3
+             WHERE event_id = $1 AND tier_id = ANY($2) AND status = 'HELD' AND expires_at <= $3
+            RETURNING hold_id, tier_id, quantity
+         ), announced AS (
+            INSERT INTO outbox (event_id, topic, payload, created_at)
+            SELECT $1, 'hold.expired',
+                   jsonb_build_object('eventId', $1::text, 'holdId', hold_id, 'status', 'EXPIRED'), $3
+              FROM due
+         )
+         UPDATE tier t SET held = t.held - d.n, available = t.available + d.n
+           FROM (SELECT tier_id, sum(quantity)::bigint AS n FROM due GROUP BY tier_id) d
+          WHERE t.event_id = $1 AND t.tier_id = d.tier_id",
+    )
+    .bind(event_id)
+    .bind(tier_ids)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+async fn write_winners(
+    tx: &mut Transaction<'_, Postgres>,
+    event: &EventRecord,
+    winners: &[(&HoldRequest, &boxoffice_domain::decide::NewHold)],
+    state: &BatchState,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let event_id = event.event_id.as_str();
+    let mut seat_ids = Vec::new();
+    let mut seat_holds = Vec::new();
+    let mut seat_deadlines = Vec::new();
+    for (_, hold) in winners {
+        for (seat_id, _) in &hold.seats {
+            seat_ids.push(seat_id.as_str());
+            seat_holds.push(hold.hold_id.as_str());
+            seat_deadlines.push(hold.expires_at);
+        }
+    }
+    if !seat_ids.is_empty() {
+        sqlx::query(
+            "UPDATE seat s SET status = 'HELD', hold_id = u.hold_id, hold_expires_at = u.expires_at,
+                               order_id = NULL, version = s.version + 1
+               FROM UNNEST($2::text[], $3::text[], $4::timestamptz[]) AS u(seat_id, hold_id, expires_at)
+              WHERE s.event_id = $1 AND s.seat_id = u.seat_id",
+        )
+        .bind(event_id)
+        .bind(&seat_ids)
+        .bind(&seat_holds)
+        .bind(&seat_deadlines)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    let hold_ids: Vec<&str> = winners.iter().map(|(_, h)| h.hold_id.as_str()).collect();
+    let accounts: Vec<&str> = winners.iter().map(|(_, h)| h.account_id.as_str()).collect();
+    let tiers: Vec<Option<&str>> = winners.iter().map(|(_, h)| h.tier_id.as_deref()).collect();
+    let quantities: Vec<i32> = winners.iter().map(|(_, h)| h.quantity as i32).collect();
+    let seats_json: Vec<String> = winners.iter().map(|(_, h)| held_seats_json(&h.seats)).collect();
+    let totals: Vec<i64> = winners.iter().map(|(_, h)| h.total_minor).collect();
+    let keys: Vec<&str> = winners.iter().map(|(r, _)| r.idempotency_key.as_str()).collect();
+    let deadlines: Vec<OffsetDateTime> = winners.iter().map(|(_, h)| h.expires_at).collect();
+    let payloads: Vec<String> = winners.iter().map(|(_, h)| hold_created_payload(event_id, h)).collect();
+    sqlx::query(
+        "WITH new_hold AS (
+            INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
+                              currency, idempotency_key, created_at, expires_at, updated_at)
+            SELECT $1, u.hold_id, u.account_id, 'HELD', u.tier_id, u.quantity, u.seats::jsonb, u.total,
+                   $10, u.idem_key, $11, u.expires_at, $11
+              FROM UNNEST($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::bigint[], $8::text[],
+                          $9::timestamptz[])
+                   AS u(hold_id, account_id, tier_id, quantity, seats, total, idem_key, expires_at)
+         )
+         INSERT INTO outbox (event_id, topic, payload, created_at)
+         SELECT $1, 'hold.created', p::jsonb, $11 FROM UNNEST($12::text[]) AS p",
+    )
+    .bind(event_id)
+    .bind(&hold_ids)
+    .bind(&accounts)
+    .bind(&tiers)
+    .bind(&quantities)
+    .bind(&seats_json)
+    .bind(&totals)
+    .bind(&keys)
+    .bind(&deadlines)
+    .bind(&event.currency)
+    .bind(now)
+    .bind(&payloads)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let touched_tiers: BTreeSet<&str> = winners.iter().filter_map(|(_, h)| h.tier_id.as_deref()).collect();
+    for tier_id in touched_tiers {
+        let tier = &state.tiers[tier_id];
+        sqlx::query("UPDATE tier SET available = $3, held = $4 WHERE event_id = $1 AND tier_id = $2")
+            .bind(event_id)
+            .bind(tier_id)
+            .bind(tier.available)
+            .bind(tier.held)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?;
+    }
+    Ok(())
+}
+
+/// Locks the seats (in seat order) and the tier of a hold, before its status changes.
+async fn lock_hold_resources(tx: &mut Transaction<'_, Postgres>, hold: &HoldView) -> StoreResult<()> {
+    sqlx::query("SELECT 1 FROM seat WHERE event_id = $1 AND hold_id = $2 ORDER BY seat_id FOR UPDATE")
+        .bind(&hold.event_id)
+        .bind(&hold.hold_id)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    if let Some(tier_id) = &hold.tier_id {
+        sqlx::query("SELECT 1 FROM tier WHERE event_id = $1 AND tier_id = $2 FOR UPDATE")
+            .bind(&hold.event_id)
+            .bind(tier_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?;
+    }
+    Ok(())
+}
+
+/// After a hold left `HELD` (in this transaction): frees the seats that still point to it and
+/// returns its tier units, exactly once because the status change was conditional.
+async fn free_hold_resources(
+    tx: &mut Transaction<'_, Postgres>,
+    hold: &HoldView,
+    now: OffsetDateTime,
+    ended_as: HoldStatus,
+) -> StoreResult<u64> {
+    let freed = sqlx::query(
+        "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+          WHERE event_id = $1 AND hold_id = $2 AND status = 'HELD'",
+    )
+    .bind(&hold.event_id)
+    .bind(&hold.hold_id)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if let Some(tier_id) = &hold.tier_id {
+        sqlx::query(
+            "UPDATE tier SET held = held - $3, available = available + $3 WHERE event_id = $1 AND tier_id = $2",
+        )
+        .bind(&hold.event_id)
+        .bind(tier_id)
+        .bind(i64::from(hold.quantity))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    let topic = if ended_as == HoldStatus::Released { "hold.released" } else { "hold.expired" };
+    sqlx::query("INSERT INTO outbox (event_id, topic, payload, created_at) VALUES ($1, $2, $3::jsonb, $4)")
+        .bind(&hold.event_id)
+        .bind(topic)
+        .bind(hold_ended_payload(&hold.event_id, &hold.hold_id, ended_as))
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    Ok(freed)
+}
+
+const HOLD_COLUMNS: &str = "hold_id, event_id, account_id, status, expires_at, seats::text AS seats, tier_id, quantity,
+                            total_minor, currency, created_at, updated_at";
+
+fn hold_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<HoldView> {
+    let status: String = row.get("status");
+    let seats: String = row.get("seats");
+    Ok(HoldView {
+        hold_id: row.get("hold_id"),
+        event_id: row.get("event_id"),
+        account_id: row.get("account_id"),
+        status: parse_hold_status(&status)?,
+        expires_at: row.get("expires_at"),
+        seats: parse_held_seats(&seats)?,
+        tier_id: row.get("tier_id"),
+        quantity: to_u32(row.get("quantity")),
+        total_minor: row.get("total_minor"),
+        currency: row.get("currency"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+    })
+}
+
+async fn fetch_holds(pool: &PgPool, hold_ids: &[String]) -> StoreResult<Vec<HoldView>> {
+    let sql = format!("SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id = ANY($1) ORDER BY event_id, hold_id");
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(hold_ids)
+        .fetch_all(pool)
+        .await
+        .map_err(classify)?
+        .iter()
+        .map(hold_from_row)
+        .collect()
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        sqlx::migrate!("./migrations")
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(classify)?;
+        Ok(())
+    }
+
+    async fn now(&self) -> StoreResult<OffsetDateTime> {
+        sqlx::query_scalar::<_, OffsetDateTime>(NOW_SQL)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(classify)
+    }
+
+    async fn create_event(
+        &self,
+        scope: &IdempotencyScope,
+        request_digest: &str,
+        event_id: &str,
+        spec: &EventSpec,
+        render: &RenderEvent,
+    ) -> StoreResult<Idempotent> {
+        retrying(|| self.create_event_once(scope, request_digest, event_id, spec, render)).await
+    }
+
+    async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
+        self.load_event(event_id).await
+    }
+
+    async fn list_events(&self, after_event_id: Option<&str>, limit: u32) -> StoreResult<Vec<EventRecord>> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT event_id FROM event WHERE ($1::text IS NULL OR event_id > $1) ORDER BY event_id LIMIT $2",
+        )
+        .bind(after_event_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)?;
+        let mut events = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(event) = self.load_event(&id).await? {
+                events.push(event);
+            }
+        }
+        Ok(events)
+    }
+
+    async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts> {
+        let now = self.now().await?;
+        let section_rows = sqlx::query_as::<_, (String, i64, i64, i64)>(
+            "SELECT section,
+                    count(*) FILTER (WHERE status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= $2)),
+                    count(*) FILTER (WHERE status = 'HELD' AND hold_expires_at > $2),
+                    count(*) FILTER (WHERE status = 'SOLD')
+               FROM seat WHERE event_id = $1 GROUP BY section",
+        )
+        .bind(&event.event_id)
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)?;
+        let by_section: BTreeMap<String, Counts> = section_rows
+            .into_iter()
+            .map(|(name, available, held, sold)| (name, Counts { available, held, sold }))
+            .collect();
+        let tier_rows = sqlx::query_as::<_, (String, i64, i64, i64)>(
+            "SELECT t.tier_id, t.capacity, t.sold,
+                    coalesce((SELECT sum(h.quantity) FROM hold h
+                               WHERE h.event_id = t.event_id AND h.tier_id = t.tier_id
+                                 AND (h.status = 'PAYMENT_PENDING' OR (h.status = 'HELD' AND h.expires_at > $2))), 0)::bigint
+               FROM tier t WHERE t.event_id = $1",
+        )
+        .bind(&event.event_id)
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)?;
+        let by_tier: BTreeMap<String, Counts> = tier_rows
+            .into_iter()
+            .map(|(tier_id, capacity, sold, held)| {
+                let counts = Counts {
+                    available: capacity - sold - held,
+                    held,
+                    sold,
+                };
+                (tier_id, counts)
+            })
+            .collect();
+        Ok(EventCounts {
+            sections: event
+                .sections
+                .iter()
+                .map(|s| (s.name.clone(), by_section.get(&s.name).copied().unwrap_or_default()))
+                .collect(),
+            tiers: event
+                .tiers
+                .iter()
+                .map(|t| (t.tier_id.clone(), by_tier.get(&t.tier_id).copied().unwrap_or_default()))
+                .collect(),
+        })
+    }
+
+    async fn hold_batch(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+        requests: &[HoldRequest],
+        render: &RenderHold,
+    ) -> StoreResult<Vec<Idempotent>> {
+        retrying(|| self.hold_batch_once(event, endpoint, requests, render)).await
+    }
+
+    async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {
+        Ok(fetch_holds(&self.pool, &[hold_id.to_owned()]).await?.pop())
+    }
+
+    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
+        retrying(|| self.release_once(account_id, hold_id)).await
+    }
+
+    async fn expire_due_holds(&self, limit: u32) -> StoreResult<SweepReport> {
+        let due: Vec<String> = sqlx::query_scalar(
+            "SELECT hold_id FROM hold WHERE status = 'HELD' AND expires_at <= clock_timestamp()
+              ORDER BY expires_at LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(classify)?;
+        self.expire_holds(&due).await
+    }
+
+    async fn expire_holds(&self, hold_ids: &[String]) -> StoreResult<SweepReport> {
+        retrying(|| self.expire_once(hold_ids)).await
+    }
+
+    async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64> {
+        let deleted = sqlx::query(
+            "DELETE FROM idempotency WHERE created_at < clock_timestamp() - make_interval(secs => $1)",
+        )
+        .bind(f64::from(older_than_s))
+        .execute(&self.pool)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        Ok(deleted)
+    }
+
+    async fn list_event_ids(&self) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar("SELECT event_id FROM event ORDER BY event_id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(classify)
+    }
+
+    async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>> {
+        let Some(event) = self.load_event(event_id).await? else {
+            return Ok(None);
+        };
+        // One REPEATABLE READ transaction: every table read at the same instant.
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        let now = store_now(&mut tx).await?;
+        let seats = sqlx::query_as::<_, (String, String, Option<String>, Option<OffsetDateTime>, Option<String>)>(
+            "SELECT seat_id, status, hold_id, hold_expires_at, order_id FROM seat WHERE event_id = $1 ORDER BY seat_id",
+        )
+        .bind(event_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(seat_id, status, hold_id, hold_expires_at, order_id)| {
+            let status = SeatStatus::parse(&status)
+                .ok_or_else(|| StoreError::Internal(format!("seat {seat_id} has status {status:?}")))?;
+            Ok(SeatRecord {
+                seat_id,
+                status,
+                hold_id,
+                hold_expires_at,
+                order_id,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
+            "SELECT tier_id, capacity, available, held, sold, price_minor FROM tier WHERE event_id = $1 ORDER BY position",
+        )
+        .bind(event_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(tier_id, capacity, available, held, sold, price_minor)| TierRow {
+            tier_id,
+            capacity,
+            available,
+            held,
+            sold,
+            price_minor,
+        })
+        .collect();
+        let sql = format!("SELECT {HOLD_COLUMNS}, idempotency_key FROM hold WHERE event_id = $1 ORDER BY hold_id");
+        let holds = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .iter()
+            .map(|row| {
+                let view = hold_from_row(row)?;
+                Ok(HoldRecord {
+                    hold_id: view.hold_id,
+                    event_id: view.event_id,
+                    account_id: view.account_id,
+                    status: view.status,
+                    expires_at: view.expires_at,
+                    seat_ids: view.seats.into_iter().map(|s| s.seat_id).collect(),
+                    tier_id: view.tier_id,
+                    quantity: view.quantity,
+                    idempotency_key: row.get("idempotency_key"),
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        tx.commit().await.map_err(classify)?;
+        Ok(Some(Inventory {
+            event_id: event_id.to_owned(),
+            now,
+            max_tickets_per_account: event.max_tickets_per_account,
+            seats,
+            tiers,
+            holds,
+        }))
+    }
+}

@@ -1,1 +1,348 @@
-pub fn x(){}
+//! The [`Store`] trait: everything boxoffice asks of its authoritative store, and the records
+//! it gets back. Backends live in their own crates (`boxoffice-store-postgres`,
+//! `boxoffice-store-sqlite`), each with its own migrations; the story tests in
+//! `crates/server/tests` run unchanged against both.
+//!
+//! Architecture invariant: every state transition a backend performs is a conditional update
+//! on the authoritative row (status, hold id, deadline from the store's clock), so a late or
+//! repeated call finds nothing to do. Every idempotent write stores its response in the same
+//! transaction as the state it creates.
+
+use async_trait::async_trait;
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
+use boxoffice_domain::event::{EventSpec, QueuePolicy, SaleRules, Section, Tier, WaitingRoomSettings};
+use boxoffice_domain::hold::HoldStatus;
+use boxoffice_domain::idempotency::{Idempotent, IdempotencyScope, StoredResponse};
+use boxoffice_domain::ids::SeatRef;
+use boxoffice_domain::inventory::Inventory;
+
+/// Times a batch is retried after a transient conflict (deadlock, serialization failure, a
+/// concurrent insert of the same idempotency key) before the error reaches the caller.
+pub const BATCH_ATTEMPTS_MAX: u32 = 5;
+
+/// How a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot be reached or is shutting down: answer 503, never guess.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A transient conflict that survived every retry.
+    #[error("store conflict: {0}")]
+    Conflict(String),
+    /// Anything else: a bug or corrupt data. Logged, answered as a bare 500.
+    #[error("store error: {0}")]
+    Internal(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Renders the stored response of a created event, inside the creating transaction.
+pub type RenderEvent = dyn Fn(&EventRecord) -> StoredResponse + Send + Sync;
+/// Renders the stored response of one decided hold request, inside the batch transaction.
+pub type RenderHold = dyn Fn(&HoldOutcome) -> StoredResponse + Send + Sync;
+
+/// An event as stored. Immutable after creation, so the server may cache it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    pub event_id: String,
+    pub name: String,
+    pub starts_at: OffsetDateTime,
+    pub on_sale_at: OffsetDateTime,
+    pub currency: String,
+    pub hold_ttl_s: u32,
+    pub payment_grace_s: u32,
+    pub max_seats_per_hold: u32,
+    pub max_tickets_per_account: u32,
+    pub exchange_cutoff_s: u32,
+    pub waiting_room: WaitingRoomSettings,
+    pub sections: Vec<Section>,
+    pub tiers: Vec<Tier>,
+    pub created_at: OffsetDateTime,
+}
+
+impl EventRecord {
+    pub fn rules(&self) -> SaleRules {
+        SaleRules {
+            on_sale_at: self.on_sale_at,
+            hold_ttl_s: self.hold_ttl_s,
+            max_seats_per_hold: self.max_seats_per_hold,
+            max_tickets_per_account: self.max_tickets_per_account,
+            currency: self.currency.clone(),
+        }
+    }
+
+    /// Whether the seat exists in this event's layout; answered without the store.
+    pub fn has_seat(&self, seat: &SeatRef) -> bool {
+        self.sections.iter().any(|section| section.contains(seat))
+    }
+
+    pub fn has_tier(&self, tier_id: &str) -> bool {
+        self.tiers.iter().any(|tier| tier.tier_id == tier_id)
+    }
+}
+
+/// Builds the record a backend persists for a new event. `now` is the store's clock, which
+/// fills `on_sale_at` when the spec leaves it out.
+pub fn event_record(event_id: &str, spec: &EventSpec, now: OffsetDateTime) -> EventRecord {
+    EventRecord {
+        event_id: event_id.to_owned(),
+        name: spec.name.clone(),
+        starts_at: spec.starts_at,
+        on_sale_at: spec.on_sale_at.unwrap_or(now),
+        currency: spec.currency.clone(),
+        hold_ttl_s: spec.hold_ttl_s,
+        payment_grace_s: spec.payment_grace_s,
+        max_seats_per_hold: spec.max_seats_per_hold,
+        max_tickets_per_account: spec.max_tickets_per_account,
+        exchange_cutoff_s: spec.exchange_cutoff_s,
+        waiting_room: spec.waiting_room.clone(),
+        sections: spec.sections.clone(),
+        tiers: spec.tiers.clone(),
+        created_at: now,
+    }
+}
+
+/// Serializes waiting-room settings for a JSON column.
+pub fn waiting_room_json(settings: &WaitingRoomSettings) -> String {
+    serde_json::to_string(settings).unwrap_or_else(|_| "{}".into())
+}
+
+/// Reads waiting-room settings from a JSON column; a damaged value falls back to the
+/// defaults with the door shut, never to an open sale without a queue that was configured.
+pub fn parse_waiting_room(raw: &str) -> WaitingRoomSettings {
+    serde_json::from_str(raw).unwrap_or(WaitingRoomSettings {
+        enabled: true,
+        policy: QueuePolicy::Fifo,
+        ..WaitingRoomSettings::default()
+    })
+}
+
+/// Live counts of one section or tier, as of the store's clock (an expired hold counts as
+/// available).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    pub available: i64,
+    pub held: i64,
+    pub sold: i64,
+}
+
+/// Counts per section name and per tier id, in the event's order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventCounts {
+    pub sections: Vec<(String, Counts)>,
+    pub tiers: Vec<(String, Counts)>,
+}
+
+/// A hold as stored, with the seats and prices it was granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldView {
+    pub hold_id: String,
+    pub event_id: String,
+    pub account_id: String,
+    /// The stored status; [`HoldView::effective_status`] accounts for the clock.
+    pub status: HoldStatus,
+    pub expires_at: OffsetDateTime,
+    pub seats: Vec<HeldSeat>,
+    pub tier_id: Option<String>,
+    pub quantity: u32,
+    pub total_minor: i64,
+    pub currency: String,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+impl HoldView {
+    pub fn effective_status(&self, now: OffsetDateTime) -> HoldStatus {
+        self.status.effective(self.expires_at, now)
+    }
+}
+
+/// One seat of a hold and the price it was held at.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldSeat {
+    pub seat_id: String,
+    pub price_minor: i64,
+}
+
+/// What releasing a hold did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// Released now.
+    Released(HoldView),
+    /// Nothing to do: the hold had already ended (released, expired, confirmed). Repeating
+    /// a release is harmless.
+    AlreadyEnded(HoldView),
+    /// The hold is in checkout; only the payment flow may end it.
+    InCheckout(HoldView),
+    /// No such hold for this account.
+    NotFound,
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SweepReport {
+    pub holds_expired: u64,
+    pub seats_freed: u64,
+    pub tier_units_returned: u64,
+}
+
+/// The authoritative store. Every method is one short transaction (or none).
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// `"postgres"` or `"sqlite"`.
+    fn backend(&self) -> &'static str;
+
+    /// Applies pending migrations.
+    async fn migrate(&self) -> StoreResult<()>;
+
+    /// Round trip to the store (readiness).
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// The store's clock, truncated to milliseconds.
+    async fn now(&self) -> StoreResult<OffsetDateTime>;
+
+    /// Creates an event with its seats and tiers, or replays the stored answer of `scope`.
+    async fn create_event(
+        &self,
+        scope: &IdempotencyScope,
+        request_digest: &str,
+        event_id: &str,
+        spec: &EventSpec,
+        render: &RenderEvent,
+    ) -> StoreResult<Idempotent>;
+
+    async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>>;
+
+    /// Events in id order (ids sort by creation time), after `after_event_id`.
+    async fn list_events(&self, after_event_id: Option<&str>, limit: u32) -> StoreResult<Vec<EventRecord>>;
+
+    /// Live counts per section and tier.
+    async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts>;
+
+    /// Decides a batch of hold requests for one event in ONE transaction: lock the involved
+    /// rows in seat order, decide with [`boxoffice_domain::decide::decide_holds`], write the
+    /// winners, every recorded outcome's idempotency record (rendered by `render`) and the
+    /// outbox rows, commit. Returns one answer per request, in order, only after the commit.
+    async fn hold_batch(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+        requests: &[HoldRequest],
+        render: &RenderHold,
+    ) -> StoreResult<Vec<Idempotent>>;
+
+    async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>>;
+
+    /// Releases a live `HELD` hold of `account_id`.
+    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome>;
+
+    /// Expires up to `limit` holds whose deadline has passed (the sweeper's work).
+    async fn expire_due_holds(&self, limit: u32) -> StoreResult<SweepReport>;
+
+    /// Expires the given holds if, by the store's clock, they are still `HELD` and past their
+    /// deadline; frees only the seats that still point to them. A late or repeated call
+    /// changes nothing.
+    async fn expire_holds(&self, hold_ids: &[String]) -> StoreResult<SweepReport>;
+
+    /// Deletes idempotency records older than `older_than_s` seconds.
+    async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64>;
+
+    async fn list_event_ids(&self) -> StoreResult<Vec<String>>;
+
+    /// One event's whole inventory at one instant, for [`Inventory::invariants`].
+    async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>>;
+}
+
+/// An idempotency record to insert with a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRecord {
+    pub account_id: String,
+    pub key: String,
+    pub request_digest: String,
+    pub response: StoredResponse,
+}
+
+/// Turns a batch's decided outcomes into one answer per request and the idempotency records
+/// to store: backend-independent, so both backends answer replays the same way.
+/// `prior` holds the stored responses found for the batch's keys, by (account, key).
+pub fn answer_batch(
+    requests: &[HoldRequest],
+    outcomes: &[HoldOutcome],
+    prior: &std::collections::BTreeMap<(String, String), StoredResponse>,
+    render: &RenderHold,
+) -> (Vec<Idempotent>, Vec<NewRecord>) {
+    let mut answers: Vec<Idempotent> = Vec::with_capacity(outcomes.len());
+    let mut records = Vec::new();
+    for (request, outcome) in requests.iter().zip(outcomes) {
+        let answer = match outcome {
+            HoldOutcome::Replayed => {
+                let scope = (request.account_id.clone(), request.idempotency_key.clone());
+                match prior.get(&scope) {
+                    Some(response) => Idempotent::Replayed(response.clone()),
+                    // The decision only says Replayed for a key it was given a digest for, and
+                    // digests and responses are loaded together.
+                    None => Idempotent::KeyReusedWithOtherRequest,
+                }
+            }
+            HoldOutcome::ReplayOfEarlierInBatch { index } => match &answers[*index] {
+                Idempotent::Fresh(response) | Idempotent::Replayed(response) => Idempotent::Replayed(response.clone()),
+                Idempotent::KeyReusedWithOtherRequest => Idempotent::KeyReusedWithOtherRequest,
+            },
+            HoldOutcome::KeyReusedWithOtherRequest => Idempotent::KeyReusedWithOtherRequest,
+            decided => {
+                let response = render(decided);
+                if decided.is_recorded() {
+                    records.push(NewRecord {
+                        account_id: request.account_id.clone(),
+                        key: request.idempotency_key.clone(),
+                        request_digest: request.request_digest.clone(),
+                        response: response.clone(),
+                    });
+                }
+                Idempotent::Fresh(response)
+            }
+        };
+        answers.push(answer);
+    }
+    (answers, records)
+}
+
+/// The outbox payload announcing a new hold.
+pub fn hold_created_payload(event_id: &str, hold: &boxoffice_domain::decide::NewHold) -> String {
+    serde_json::json!({
+        "eventId": event_id,
+        "holdId": hold.hold_id,
+        "accountId": hold.account_id,
+        "seatIds": hold.seats.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+        "tierId": hold.tier_id,
+        "quantity": hold.quantity,
+    })
+    .to_string()
+}
+
+/// The outbox payload announcing that a hold ended (`hold.released`, `hold.expired`).
+pub fn hold_ended_payload(event_id: &str, hold_id: &str, status: HoldStatus) -> String {
+    serde_json::json!({ "eventId": event_id, "holdId": hold_id, "status": status.as_str() }).to_string()
+}
+
+/// Serializes a hold's seats for its JSON column.
+pub fn held_seats_json(seats: &[(String, i64)]) -> String {
+    let seats: Vec<HeldSeat> = seats
+        .iter()
+        .map(|(seat_id, price_minor)| HeldSeat {
+            seat_id: seat_id.clone(),
+            price_minor: *price_minor,
+        })
+        .collect();
+    serde_json::to_string(&seats).unwrap_or_else(|_| "[]".into())
+}
+
+pub fn parse_held_seats(raw: &str) -> StoreResult<Vec<HeldSeat>> {
+    serde_json::from_str(raw).map_err(|e| StoreError::Internal(format!("hold seats column: {e}")))
+}
+
+pub fn parse_hold_status(raw: &str) -> StoreResult<HoldStatus> {
+    HoldStatus::parse(raw).ok_or_else(|| StoreError::Internal(format!("unknown hold status {raw:?}")))
+}
