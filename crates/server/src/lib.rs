@@ -1,1 +1,178 @@
-pub fn x(){}
+//! The HTTP API of boxoffice (axum). [`app`] builds the router from an [`AppState`];
+//! [`serve`] binds it and runs the background workers beside it.
+//!
+//! Where to start: `routes/holds.rs` (the write path, through [`batcher`]), then
+//! `idempotency.rs` and `error.rs`. Handlers parse and answer; the store decides.
+//!
+//! Architecture invariant: no handler writes to the store except through one store call
+//! that is a single short transaction; no handler answers a write before its commit.
+
+pub mod api;
+pub mod auth;
+pub mod batcher;
+pub mod body;
+pub mod error;
+pub mod idempotency;
+pub mod routes;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use boxoffice_store::{EventRecord, Store};
+use boxoffice_workers::expiry::ExpirySweeper;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tower_http::catch_panic::CatchPanicLayer;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::auth::TokenVerifier;
+use crate::batcher::HoldBatcher;
+use crate::error::ApiError;
+use crate::idempotency::InFlight;
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub verifier: TokenVerifier,
+    pub batcher: HoldBatcher,
+    pub in_flight: InFlight,
+    /// Events are immutable once created, so they are cached for the life of the process.
+    pub events: Arc<Mutex<HashMap<String, Arc<EventRecord>>>>,
+    pub metrics: PrometheusHandle,
+    pub openapi_json: Arc<String>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").field("store", &self.store.backend()).finish_non_exhaustive()
+    }
+}
+
+/// The process-wide Prometheus recorder (metrics macros write to one global recorder).
+fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (a test process building several
+            // apps); the handle then renders an empty page rather than failing.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+struct SecurityAddon;
+
+impl Modify for SecurityAddon {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "boxoffice", description = "Ticket reservation API: events, holds. See API.md for the contract."),
+    modifiers(&SecurityAddon),
+    components(schemas(api::Problem))
+)]
+struct ApiDoc;
+
+fn api_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(routes::health::healthz))
+        .routes(routes!(routes::health::readyz))
+        .routes(routes!(routes::health::metrics))
+        .routes(routes!(routes::events::create_event))
+        .routes(routes!(routes::events::list_events))
+        .routes(routes!(routes::events::get_event))
+        .routes(routes!(routes::holds::create_hold))
+        .routes(routes!(routes::holds::get_hold, routes::holds::release_hold))
+}
+
+/// The OpenAPI document, generated from the handlers' annotations.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_router().into_openapi()
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, jwt_secret: &str) -> Result<Self, String> {
+        let render: batcher::HoldRenderer = Arc::new(routes::holds::render_hold_outcome);
+        Ok(Self {
+            batcher: HoldBatcher::new(store.clone(), render),
+            store,
+            verifier: TokenVerifier::hs256(jwt_secret)?,
+            in_flight: InFlight::default(),
+            events: Arc::default(),
+            metrics: metrics_handle(),
+            openapi_json: Arc::new(openapi().to_pretty_json().unwrap_or_default()),
+        })
+    }
+}
+
+async fn openapi_json(State(state): State<AppState>) -> Response {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], state.openapi_json.as_str().to_owned()).into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("route")
+}
+
+/// Counts and times every request by route template and status.
+async fn track(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = request.method().to_string();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::histogram!("boxoffice_http_request_seconds", "route" => route.clone(), "method" => method.clone())
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!("boxoffice_http_requests_total", "route" => route, "method" => method, "status" => status).increment(1);
+    response
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a handler panicked");
+    ApiError::internal().into_response()
+}
+
+/// The whole HTTP application.
+pub fn app(state: AppState) -> Router {
+    let (router, _) = api_router().split_for_parts();
+    router
+        .route("/openapi.json", axum::routing::get(openapi_json))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body::BODY_BYTES_MAX))
+        .layer(middleware::from_fn(track))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(state)
+}
+
+/// Binds `listen`, runs the expiry sweeper, serves until the process ends. Calls `ready`
+/// with the bound address (port 0 picks a free port).
+pub async fn serve(store: Arc<dyn Store>, jwt_secret: &str, listen: SocketAddr, ready: impl FnOnce(SocketAddr)) -> std::io::Result<()> {
+    let state = AppState::new(store.clone(), jwt_secret).map_err(std::io::Error::other)?;
+    let sweeper = ExpirySweeper::new(store);
+    tokio::spawn(sweeper.run());
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    ready(listener.local_addr()?);
+    axum::serve(listener, app(state)).await
+}

@@ -1,1 +1,4 @@
-pub fn x(){}
+//! Background reconcilers. Each has no input, is idempotent, runs on a timer and when poked,
+//! and reports what it did. Start with [`expiry`].
+
+pub mod expiry;

@@ -1,0 +1,380 @@
+//! The JSON shapes of the API (camelCase, unknown fields refused) and their conversion from
+//! store records. These types are also the OpenAPI schemas.
+
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::event::{EventSpec, QueuePolicy, Section, Tier, WaitingRoomSettings};
+use boxoffice_store::{Counts, EventCounts, EventRecord, HeldSeat, HoldView};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `POST /v1/admin/events` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateEventBody {
+    pub name: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub starts_at: OffsetDateTime,
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub on_sale_at: Option<OffsetDateTime>,
+    pub currency: String,
+    #[serde(default = "default_hold_ttl")]
+    pub hold_ttl_seconds: u32,
+    #[serde(default = "default_payment_grace")]
+    pub payment_grace_seconds: u32,
+    #[serde(default = "default_six")]
+    pub max_seats_per_hold: u32,
+    #[serde(default = "default_six")]
+    pub max_tickets_per_account: u32,
+    #[serde(default = "default_exchange_cutoff")]
+    pub exchange_cutoff_seconds: u32,
+    #[serde(default)]
+    pub waiting_room: Option<WaitingRoomBody>,
+    #[serde(default)]
+    pub sections: Vec<SectionBody>,
+    #[serde(default)]
+    pub tiers: Vec<TierBody>,
+    /// Alternative to the `Idempotency-Key` header.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+fn default_hold_ttl() -> u32 {
+    300
+}
+fn default_payment_grace() -> u32 {
+    120
+}
+fn default_six() -> u32 {
+    6
+}
+fn default_exchange_cutoff() -> u32 {
+    3600
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitingRoomBody {
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>, example = "fifo")]
+    pub policy: Option<QueuePolicy>,
+    #[serde(default)]
+    pub max_active_shoppers: Option<u32>,
+    #[serde(default)]
+    pub admission_ttl_seconds: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SectionBody {
+    pub name: String,
+    pub rows: u32,
+    pub seats_per_row: u32,
+    pub price_minor: i64,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TierBody {
+    pub tier_id: String,
+    pub name: String,
+    pub capacity: u32,
+    pub price_minor: i64,
+}
+
+impl CreateEventBody {
+    pub fn into_spec(self) -> EventSpec {
+        let defaults = WaitingRoomSettings::default();
+        let waiting_room = match self.waiting_room {
+            None => defaults,
+            Some(body) => WaitingRoomSettings {
+                enabled: body.enabled.unwrap_or(defaults.enabled),
+                policy: body.policy.unwrap_or(defaults.policy),
+                max_active_shoppers: body.max_active_shoppers.unwrap_or(defaults.max_active_shoppers),
+                admission_ttl_seconds: body.admission_ttl_seconds.unwrap_or(defaults.admission_ttl_seconds),
+            },
+        };
+        EventSpec {
+            name: self.name,
+            starts_at: self.starts_at,
+            on_sale_at: self.on_sale_at,
+            currency: self.currency,
+            hold_ttl_s: self.hold_ttl_seconds,
+            payment_grace_s: self.payment_grace_seconds,
+            max_seats_per_hold: self.max_seats_per_hold,
+            max_tickets_per_account: self.max_tickets_per_account,
+            exchange_cutoff_s: self.exchange_cutoff_seconds,
+            waiting_room,
+            sections: self
+                .sections
+                .into_iter()
+                .map(|s| Section {
+                    name: s.name,
+                    rows: s.rows,
+                    seats_per_row: s.seats_per_row,
+                    price_minor: s.price_minor,
+                })
+                .collect(),
+            tiers: self
+                .tiers
+                .into_iter()
+                .map(|t| Tier {
+                    tier_id: t.tier_id,
+                    name: t.name,
+                    capacity: t.capacity,
+                    price_minor: t.price_minor,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An event with its sections and tiers; counts are present on `GET /v1/events/{id}` and on
+/// creation.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventView {
+    pub event_id: String,
+    pub name: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub starts_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub on_sale_at: OffsetDateTime,
+    pub currency: String,
+    pub hold_ttl_seconds: u32,
+    pub payment_grace_seconds: u32,
+    pub max_seats_per_hold: u32,
+    pub max_tickets_per_account: u32,
+    pub exchange_cutoff_seconds: u32,
+    pub waiting_room: WaitingRoomView,
+    pub sections: Vec<SectionView>,
+    pub tiers: Vec<TierView>,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: OffsetDateTime,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingRoomView {
+    pub enabled: bool,
+    #[schema(value_type = String, example = "fifo")]
+    pub policy: QueuePolicy,
+    pub max_active_shoppers: u32,
+    pub admission_ttl_seconds: u32,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SectionView {
+    pub name: String,
+    pub rows: u32,
+    pub seats_per_row: u32,
+    pub price_minor: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sold: Option<i64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TierView {
+    pub tier_id: String,
+    pub name: String,
+    pub capacity: u32,
+    pub price_minor: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sold: Option<i64>,
+}
+
+impl EventView {
+    /// The event; `counts` fills the per-section and per-tier counts when given.
+    pub fn new(event: &EventRecord, counts: Option<&EventCounts>) -> Self {
+        let section_counts = |name: &str| -> Option<Counts> {
+            counts.map(|c| c.sections.iter().find(|(n, _)| n == name).map(|(_, c)| *c).unwrap_or_default())
+        };
+        let tier_counts = |id: &str| -> Option<Counts> {
+            counts.map(|c| c.tiers.iter().find(|(n, _)| n == id).map(|(_, c)| *c).unwrap_or_default())
+        };
+        Self {
+            event_id: event.event_id.clone(),
+            name: event.name.clone(),
+            starts_at: event.starts_at,
+            on_sale_at: event.on_sale_at,
+            currency: event.currency.clone(),
+            hold_ttl_seconds: event.hold_ttl_s,
+            payment_grace_seconds: event.payment_grace_s,
+            max_seats_per_hold: event.max_seats_per_hold,
+            max_tickets_per_account: event.max_tickets_per_account,
+            exchange_cutoff_seconds: event.exchange_cutoff_s,
+            waiting_room: WaitingRoomView {
+                enabled: event.waiting_room.enabled,
+                policy: event.waiting_room.policy,
+                max_active_shoppers: event.waiting_room.max_active_shoppers,
+                admission_ttl_seconds: event.waiting_room.admission_ttl_seconds,
+            },
+            sections: event
+                .sections
+                .iter()
+                .map(|s| {
+                    let c = section_counts(&s.name);
+                    SectionView {
+                        name: s.name.clone(),
+                        rows: s.rows,
+                        seats_per_row: s.seats_per_row,
+                        price_minor: s.price_minor,
+                        available: c.map(|c| c.available),
+                        held: c.map(|c| c.held),
+                        sold: c.map(|c| c.sold),
+                    }
+                })
+                .collect(),
+            tiers: event
+                .tiers
+                .iter()
+                .map(|t| {
+                    let c = tier_counts(&t.tier_id);
+                    TierView {
+                        tier_id: t.tier_id.clone(),
+                        name: t.name.clone(),
+                        capacity: t.capacity,
+                        price_minor: t.price_minor,
+                        available: c.map(|c| c.available),
+                        held: c.map(|c| c.held),
+                        sold: c.map(|c| c.sold),
+                    }
+                })
+                .collect(),
+            created_at: event.created_at,
+        }
+    }
+
+    /// Counts of a brand-new event: everything available.
+    pub fn fresh_counts(event: &EventRecord) -> EventCounts {
+        let all_available = |n: u64| Counts {
+            available: i64::try_from(n).unwrap_or(i64::MAX),
+            held: 0,
+            sold: 0,
+        };
+        EventCounts {
+            sections: event.sections.iter().map(|s| (s.name.clone(), all_available(s.seat_count()))).collect(),
+            tiers: event.tiers.iter().map(|t| (t.tier_id.clone(), all_available(t.capacity.into()))).collect(),
+        }
+    }
+}
+
+/// A page of events.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPage {
+    pub events: Vec<EventView>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /v1/events/{eventId}/holds` body: exactly one of `seatIds`, `tierId` + `quantity`,
+/// `bestAvailable`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateHoldBody {
+    #[serde(default)]
+    pub seat_ids: Option<Vec<String>>,
+    #[serde(default)]
+    pub tier_id: Option<String>,
+    #[serde(default)]
+    pub quantity: Option<u32>,
+    #[serde(default)]
+    pub best_available: Option<BestAvailableBody>,
+    /// Alternative to the `Idempotency-Key` header.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Alternative to the `Admission-Token` header.
+    #[serde(default)]
+    pub admission_token: Option<String>,
+}
+
+/// n adjacent seats in one row chosen by the server.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BestAvailableBody {
+    pub quantity: u32,
+    #[serde(default)]
+    pub section: Option<String>,
+    #[serde(default)]
+    pub max_price_minor: Option<i64>,
+}
+
+/// A hold. `status` accounts for the store's clock: a hold past its deadline is `EXPIRED`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldResponse {
+    pub hold_id: String,
+    pub event_id: String,
+    #[schema(example = "HELD")]
+    pub status: String,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: OffsetDateTime,
+    pub seats: Vec<HeldSeatView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantity: Option<u32>,
+    pub total_minor: i64,
+    pub currency: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldSeatView {
+    pub seat_id: String,
+    pub price_minor: i64,
+}
+
+impl HoldResponse {
+    pub fn from_view(hold: &HoldView, now: OffsetDateTime) -> Self {
+        Self {
+            hold_id: hold.hold_id.clone(),
+            event_id: hold.event_id.clone(),
+            status: hold.effective_status(now).as_str().to_owned(),
+            expires_at: hold.expires_at,
+            seats: hold.seats.iter().map(seat_view).collect(),
+            tier_id: hold.tier_id.clone(),
+            quantity: hold.tier_id.as_ref().map(|_| hold.quantity),
+            total_minor: hold.total_minor,
+            currency: hold.currency.clone(),
+        }
+    }
+}
+
+fn seat_view(seat: &HeldSeat) -> HeldSeatView {
+    HeldSeatView {
+        seat_id: seat.seat_id.clone(),
+        price_minor: seat.price_minor,
+    }
+}
+
+/// RFC 9457 problem details, as every error is rendered.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Stable UPPER_SNAKE code clients branch on.
+    pub code: String,
+}

@@ -1,0 +1,112 @@
+//! The one HTTP error type. Every failure the API reports is an [`ApiError`], rendered as
+//! RFC 9457 problem details with a stable `code`. A 500 never carries internal details: they
+//! are logged, the client gets a bare title.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use boxoffice_store::StoreError;
+use serde_json::{Map, Value, json};
+
+/// Media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+/// Seconds a client should wait after a 503 or 429.
+pub const RETRY_AFTER_S: u32 = 1;
+
+/// An error answer: status, stable code, human detail, optional extra members.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub detail: String,
+    pub extra: Map<String, Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            detail: detail.into(),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, member: &str, value: impl Into<Value>) -> Self {
+        self.extra.insert(member.to_owned(), value.into());
+        self
+    }
+
+    pub fn validation(field: &str, reason: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION", format!("{field}: {reason}")).with("field", field)
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "NOT_FOUND", format!("{what} not found"))
+    }
+
+    pub fn unauthenticated(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", detail)
+    }
+
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", detail)
+    }
+
+    pub fn internal() -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", "internal error")
+    }
+
+    /// The problem document, as bytes: also what an idempotency record stores.
+    pub fn body(&self) -> Vec<u8> {
+        let title = self.status.canonical_reason().unwrap_or("Error");
+        let mut doc = json!({
+            "type": format!("/problems/{}", self.code.to_ascii_lowercase().replace('_', "-")),
+            "title": title,
+            "status": self.status.as_u16(),
+            "detail": self.detail,
+            "code": self.code,
+        });
+        if let Value::Object(map) = &mut doc {
+            for (member, value) in &self.extra {
+                map.insert(member.clone(), value.clone());
+            }
+        }
+        serde_json::to_vec(&doc).unwrap_or_default()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(why) => {
+                tracing::warn!(%why, "store unavailable");
+                Self::unavailable("the inventory store is unavailable; retry shortly")
+            }
+            StoreError::Conflict(why) => {
+                tracing::warn!(%why, "store conflict survived retries");
+                Self::unavailable("the inventory store is busy; retry shortly")
+            }
+            StoreError::Internal(why) => {
+                tracing::error!(%why, "store error");
+                Self::internal()
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, self.body()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if matches!(self.status, StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS) {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,262 @@
+//! Holds: create (through the per-event batcher), read, release.
+
+use std::collections::BTreeSet;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
+use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse, request_digest};
+use boxoffice_domain::ids::SeatRef;
+use boxoffice_store::{EventRecord, ReleaseOutcome};
+
+use crate::AppState;
+use crate::api::{CreateHoldBody, HeldSeatView, HoldResponse, Problem};
+use crate::auth::Account;
+use crate::batcher::SubmitError;
+use crate::body::JsonBody;
+use crate::error::{ApiError, ApiResult};
+use crate::idempotency::{answer, request_key};
+
+/// Holds a set of seats or a tier quantity, all or nothing.
+#[utoipa::path(
+    post, path = "/v1/events/{eventId}/holds", tag = "holds",
+    params(
+        ("eventId" = String, Path),
+        ("Idempotency-Key" = String, Header, description = "1-255 characters; or body idempotencyKey"),
+        ("Admission-Token" = Option<String>, Header, description = "required when the event's waiting room is enabled"),
+    ),
+    request_body = CreateHoldBody,
+    responses(
+        (status = 201, description = "Held", body = HoldResponse),
+        (status = 400, description = "Idempotency key missing", body = Problem),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 403, description = "Admission token missing or invalid", body = Problem),
+        (status = 404, description = "No such event", body = Problem),
+        (status = 409, description = "SEATS_UNAVAILABLE, SOLD_OUT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 413, description = "Body over 64 KiB", body = Problem),
+        (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_KEY_MISMATCH", body = Problem),
+        (status = 429, description = "Too many queued requests for this event", body = Problem),
+        (status = 503, description = "Store unavailable", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_hold(
+    State(state): State<AppState>,
+    account: Account,
+    Path(event_id): Path<String>,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> ApiResult<Response> {
+    let key = request_key(&headers, &body)?;
+    let hold_body = body.parse::<CreateHoldBody>()?;
+    let event = state.event(&event_id).await?;
+    check_admission(&event, &headers, hold_body.admission_token.as_deref())?;
+    let shape = hold_shape(&event, hold_body)?;
+    let path = format!("/v1/events/{}/holds", event.event_id);
+    let endpoint = format!("POST {path}");
+    let scope = IdempotencyScope {
+        account_id: account.account_id.to_string(),
+        endpoint: endpoint.clone(),
+        key,
+    };
+    let _in_flight = state.in_flight.claim(&scope)?;
+    let request = HoldRequest {
+        account_id: scope.account_id.clone(),
+        idempotency_key: scope.key.clone(),
+        request_digest: request_digest("POST", &path, &body.0),
+        new_hold_id: uuid::Uuid::now_v7().to_string(),
+        shape,
+    };
+    match state.batcher.submit(event, endpoint, request).await {
+        Ok(result) => Ok(answer(result)),
+        Err(SubmitError::Overloaded) => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RATE_LIMITED",
+            "too many hold requests are queued for this event; retry shortly",
+        )),
+        Err(SubmitError::Store(error)) => Err(error.into()),
+    }
+}
+
+/// The waiting-room seam. The waiting room itself (queue, admission tokens) is a later
+/// piece of work; until it exists an event with `waitingRoom.enabled` admits nobody, which
+/// is the safe answer: the door is shut, never open by accident.
+fn check_admission(event: &EventRecord, headers: &HeaderMap, body_token: Option<&str>) -> ApiResult<()> {
+    if !event.waiting_room.enabled {
+        return Ok(());
+    }
+    let header_token = headers.get("admission-token").and_then(|v| v.to_str().ok());
+    if header_token.or(body_token).is_none() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "ADMISSION_REQUIRED",
+            "this event's waiting room is enabled: join the queue and send its Admission-Token",
+        ));
+    }
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        "ADMISSION_INVALID",
+        "the admission token is not valid for this event",
+    ))
+}
+
+/// Checks the request against the event's layout and limits, without the store.
+fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult<HoldShape> {
+    let shapes = [body.seat_ids.is_some(), body.tier_id.is_some() || body.quantity.is_some(), body.best_available.is_some()];
+    if shapes.iter().filter(|given| **given).count() != 1 {
+        return Err(ApiError::validation("body", "give exactly one of seatIds, tierId + quantity, bestAvailable"));
+    }
+    let max = event.max_seats_per_hold;
+    if let Some(seat_ids) = body.seat_ids {
+        if seat_ids.is_empty() {
+            return Err(ApiError::validation("seatIds", "must name at least one seat"));
+        }
+        if seat_ids.len() > max as usize {
+            return Err(ApiError::validation("seatIds", format!("at most {max} seats per hold")));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, raw) in seat_ids.iter().enumerate() {
+            let field = format!("seatIds[{i}]");
+            let seat = SeatRef::parse(raw).map_err(|e| ApiError::validation(&field, e))?;
+            if !event.has_seat(&seat) {
+                return Err(ApiError::validation(&field, format!("unknown seat {raw}")));
+            }
+            if !seen.insert(raw.as_str()) {
+                return Err(ApiError::validation(&field, format!("duplicate seat {raw}")));
+            }
+        }
+        return Ok(HoldShape::Seats { seat_ids });
+    }
+    if body.best_available.is_some() {
+        return Err(ApiError::validation(
+            "bestAvailable",
+            "best-available selection is not available on this server yet; name seatIds",
+        ));
+    }
+    let tier_id = body.tier_id.ok_or_else(|| ApiError::validation("tierId", "is required with quantity"))?;
+    let quantity = body.quantity.ok_or_else(|| ApiError::validation("quantity", "is required with tierId"))?;
+    if !event.has_tier(&tier_id) {
+        return Err(ApiError::validation("tierId", format!("unknown tier {tier_id}")));
+    }
+    if quantity == 0 || quantity > max {
+        return Err(ApiError::validation("quantity", format!("must be between 1 and {max}")));
+    }
+    Ok(HoldShape::Tier { tier_id, quantity })
+}
+
+/// The stored response of one decided hold request.
+pub fn render_hold_outcome(event: &EventRecord, outcome: &HoldOutcome) -> StoredResponse {
+    let error = match outcome {
+        HoldOutcome::Held(hold) => {
+            let view = HoldResponse {
+                hold_id: hold.hold_id.clone(),
+                event_id: event.event_id.clone(),
+                status: "HELD".into(),
+                expires_at: hold.expires_at,
+                seats: hold
+                    .seats
+                    .iter()
+                    .map(|(seat_id, price_minor)| HeldSeatView {
+                        seat_id: seat_id.clone(),
+                        price_minor: *price_minor,
+                    })
+                    .collect(),
+                tier_id: hold.tier_id.clone(),
+                quantity: hold.tier_id.as_ref().map(|_| hold.quantity),
+                total_minor: hold.total_minor,
+                currency: event.currency.clone(),
+            };
+            return StoredResponse {
+                status: 201,
+                body: serde_json::to_vec(&view).unwrap_or_default(),
+            };
+        }
+        HoldOutcome::SeatsUnavailable { unavailable_seat_ids } => ApiError::new(
+            StatusCode::CONFLICT,
+            "SEATS_UNAVAILABLE",
+            format!("{} of the requested seats are sold or held; nothing was held", unavailable_seat_ids.len()),
+        )
+        .with("unavailableSeatIds", unavailable_seat_ids.clone()),
+        HoldOutcome::SoldOut { tier_id, available } => ApiError::new(
+            StatusCode::CONFLICT,
+            "SOLD_OUT",
+            format!("tier {tier_id} has {available} left; nothing was held"),
+        )
+        .with("tierId", tier_id.clone())
+        .with("available", *available),
+        HoldOutcome::PurchaseLimit { limit, current, requested } => ApiError::new(
+            StatusCode::CONFLICT,
+            "PURCHASE_LIMIT",
+            format!("at most {limit} tickets per account for this event: you hold or own {current}, asked for {requested}"),
+        )
+        .with("limit", *limit)
+        .with("current", *current),
+        HoldOutcome::SaleNotOpen { on_sale_at } => ApiError::new(
+            StatusCode::CONFLICT,
+            "SALE_NOT_OPEN",
+            "the sale has not opened yet",
+        )
+        .with(
+            "onSaleAt",
+            on_sale_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        ),
+        HoldOutcome::Invalid { field, reason } => ApiError::validation(field, reason),
+        HoldOutcome::Replayed | HoldOutcome::ReplayOfEarlierInBatch { .. } | HoldOutcome::KeyReusedWithOtherRequest => {
+            // Never rendered: replays answer with stored bytes (see boxoffice_store::answer_batch).
+            ApiError::internal()
+        }
+    };
+    StoredResponse {
+        status: error.status.as_u16(),
+        body: error.body(),
+    }
+}
+
+/// The hold, if it is the caller's.
+#[utoipa::path(
+    get, path = "/v1/holds/{holdId}", tag = "holds",
+    params(("holdId" = String, Path)),
+    responses(
+        (status = 200, description = "The hold", body = HoldResponse),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 404, description = "No such hold for this account", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_hold(State(state): State<AppState>, account: Account, Path(hold_id): Path<String>) -> ApiResult<Response> {
+    let hold = state.store.get_hold(&hold_id).await?;
+    let hold = hold
+        .filter(|h| h.account_id == account.account_id.as_str())
+        .ok_or_else(|| ApiError::not_found("hold"))?;
+    let now = state.store.now().await?;
+    Ok(axum::Json(HoldResponse::from_view(&hold, now)).into_response())
+}
+
+/// Releases a held hold; repeating it is harmless.
+#[utoipa::path(
+    delete, path = "/v1/holds/{holdId}", tag = "holds",
+    params(("holdId" = String, Path)),
+    responses(
+        (status = 200, description = "The hold, now released (or already ended)", body = HoldResponse),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 404, description = "No such hold for this account", body = Problem),
+        (status = 409, description = "HOLD_IN_CHECKOUT", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn release_hold(State(state): State<AppState>, account: Account, Path(hold_id): Path<String>) -> ApiResult<Response> {
+    let outcome = state.store.release_hold(account.account_id.as_str(), &hold_id).await?;
+    let now = state.store.now().await?;
+    match outcome {
+        ReleaseOutcome::Released(hold) | ReleaseOutcome::AlreadyEnded(hold) => {
+            Ok(axum::Json(HoldResponse::from_view(&hold, now)).into_response())
+        }
+        ReleaseOutcome::InCheckout(_) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "HOLD_IN_CHECKOUT",
+            "the hold is in checkout and cannot be released",
+        )),
+        ReleaseOutcome::NotFound => Err(ApiError::not_found("hold")),
+    }
+}

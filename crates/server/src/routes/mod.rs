@@ -1,0 +1,5 @@
+//! Route handlers, one module per resource.
+
+pub mod events;
+pub mod health;
+pub mod holds;
