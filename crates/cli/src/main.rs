@@ -1,1 +1,192 @@
-fn main(){}
+//! The `boxoffice` binary: `serve`, `demo`, `migrate`, `token`, `check`.
+//!
+//! Each subcommand is a thin shell over the library crates: it parses flags, opens the store
+//! named by the URL (`postgres://…` or `sqlite://…`) and calls into `boxoffice-server` or the
+//! store. Start with [`Command`].
+
+mod check;
+mod demo;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use boxoffice_domain::ids::AccountId;
+use boxoffice_server::auth::{DEV_JWT_SECRET, mint_token};
+use boxoffice_store::Store;
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "boxoffice", version, about = "Ticket reservation for on-sales where demand crushes supply")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API (migrations run first).
+    Serve {
+        /// `postgres://user@host/db` or `sqlite://path/to/file.db`.
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        #[arg(long, env = "BOXOFFICE_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// HS256 secret that signs account tokens.
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Use the built-in development secret when no secret is configured. Never in production.
+        #[arg(long)]
+        dev_auth: bool,
+    },
+    /// Run the demo: embedded SQLite under ./data, a 50,000-seat stadium, dev auth.
+    Demo {
+        #[arg(long, default_value = "./data")]
+        data_dir: std::path::PathBuf,
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+    },
+    /// Apply migrations and exit.
+    Migrate {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+    /// Print a signed account token (JWT, HS256).
+    Token {
+        #[arg(long)]
+        account: String,
+        /// Mark the token as an operator's (`role: "admin"`).
+        #[arg(long)]
+        admin: bool,
+        /// Lifetime: `90s`, `30m`, `1h`, `7d`.
+        #[arg(long, default_value = "1h")]
+        ttl: String,
+        /// Defaults to the development secret when unset.
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+    },
+    /// Check the invariants (DESIGN.md I1-I7) on a live database; exit 1 on any violation.
+    Check {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+}
+
+/// Opens the store a URL names. PostgreSQL databases are created when missing.
+pub async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        boxoffice_store_postgres::PgStore::create_database_if_missing(url)
+            .await
+            .context("creating the PostgreSQL database")?;
+        let store = boxoffice_store_postgres::PgStore::connect(url).await.context("connecting to PostgreSQL")?;
+        Ok(Arc::new(store))
+    } else if url.starts_with("sqlite:") {
+        let store = boxoffice_store_sqlite::SqliteStore::connect(url).await.context("opening SQLite")?;
+        Ok(Arc::new(store))
+    } else {
+        bail!("unsupported database url {url:?}: use postgres://… or sqlite://…")
+    }
+}
+
+/// Parses `90s`, `30m`, `1h`, `7d` (or bare seconds) into seconds.
+fn parse_ttl_s(raw: &str) -> anyhow::Result<u64> {
+    let raw = raw.trim();
+    let (digits, unit_s) = match raw.char_indices().last() {
+        Some((i, 's')) => (&raw[..i], 1),
+        Some((i, 'm')) => (&raw[..i], 60),
+        Some((i, 'h')) => (&raw[..i], 3600),
+        Some((i, 'd')) => (&raw[..i], 86_400),
+        _ => (raw, 1),
+    };
+    let n: u64 = digits.parse().with_context(|| format!("bad ttl {raw:?}: use 90s, 30m, 1h or 7d"))?;
+    let ttl_s = n.checked_mul(unit_s).context("ttl too large")?;
+    if ttl_s == 0 || ttl_s > 366 * 86_400 {
+        bail!("ttl must be between 1s and 366d");
+    }
+    Ok(ttl_s)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_tracing();
+    match cli.command {
+        Command::Serve {
+            database_url,
+            listen,
+            jwt_secret,
+            dev_auth,
+        } => {
+            let secret = match (jwt_secret, dev_auth) {
+                (Some(secret), _) => secret,
+                (None, true) => {
+                    tracing::warn!("dev auth: tokens are signed with the public development secret");
+                    DEV_JWT_SECRET.to_owned()
+                }
+                (None, false) => bail!("set BOXOFFICE_JWT_SECRET (or pass --dev-auth for local development)"),
+            };
+            let store = open_store(&database_url).await?;
+            store.migrate().await?;
+            boxoffice_server::serve(store, &secret, listen, |addr| {
+                tracing::info!(%addr, "listening");
+                // Test harnesses read this line to learn the port when listening on port 0.
+                println!("listening on http://{addr}");
+            })
+            .await?;
+            Ok(())
+        }
+        Command::Demo { data_dir, listen } => demo::run(&data_dir, listen).await,
+        Command::Migrate { database_url } => {
+            let store = open_store(&database_url).await?;
+            store.migrate().await?;
+            println!("migrations applied ({})", store.backend());
+            Ok(())
+        }
+        Command::Token {
+            account,
+            admin,
+            ttl,
+            jwt_secret,
+        } => {
+            let account = AccountId::parse(&account).map_err(|e| anyhow::anyhow!("--account: {e}"))?;
+            let secret = jwt_secret.unwrap_or_else(|| {
+                eprintln!("note: BOXOFFICE_JWT_SECRET is not set; signing with the development secret");
+                DEV_JWT_SECRET.to_owned()
+            });
+            let token = mint_token(&secret, &account, admin, parse_ttl_s(&ttl)?).map_err(anyhow::Error::msg)?;
+            println!("{token}");
+            Ok(())
+        }
+        Command::Check { database_url } => {
+            let store = open_store(&database_url).await?;
+            let clean = check::run(store.as_ref()).await?;
+            if !clean {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ttl_s;
+
+    #[test]
+    fn ttls() {
+        assert_eq!(parse_ttl_s("90s").unwrap(), 90);
+        assert_eq!(parse_ttl_s("30m").unwrap(), 1800);
+        assert_eq!(parse_ttl_s("1h").unwrap(), 3600);
+        assert_eq!(parse_ttl_s("7d").unwrap(), 604_800);
+        assert_eq!(parse_ttl_s("45").unwrap(), 45);
+        for bad in ["", "h", "0s", "-1h", "1y", "99999999999999999999d"] {
+            assert!(parse_ttl_s(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -111,6 +111,20 @@ impl PgStore {
         Ok(Self { pool })
     }
 
+    /// Creates the database `url` names when it does not exist yet (a fresh machine, a test).
+    pub async fn create_database_if_missing(url: &str) -> StoreResult<()> {
+        use sqlx::migrate::MigrateDatabase;
+        if !Postgres::database_exists(url).await.map_err(classify)? {
+            // Two processes may race to create it; the loser's error is harmless.
+            if let Err(error) = Postgres::create_database(url).await
+                && !Postgres::database_exists(url).await.map_err(classify)?
+            {
+                return Err(classify(error));
+            }
+        }
+        Ok(())
+    }
+
     /// The pool, for tests that plant rows directly.
     pub fn pool(&self) -> &PgPool {
         &self.pool

@@ -1,1 +1,1174 @@
-pub fn x(){}
+//! The SQLite backend of the boxoffice [`Store`]: one file, for development, tests and small
+//! single-node deployments. It answers exactly as the PostgreSQL backend does (same
+//! conditional updates, outbox topics and idempotency behaviour); only the mechanics differ.
+//!
+//! SQLite allows one writer at a time per database file. Every write transaction therefore
+//! goes through a WRITER pool of exactly one connection and starts with `BEGIN IMMEDIATE`,
+//! which takes the file's write lock up front: writers of this process queue on the pool,
+//! writers of other processes wait on the lock (`busy_timeout`), and no transaction ever has
+//! to upgrade a read lock into a write lock (the source of SQLITE_BUSY deadlocks). Holding the
+//! write lock is what PostgreSQL's `SELECT ... FOR UPDATE` in seat order achieves there, so
+//! there is no row locking here. Plain reads use a READER pool of several connections; in WAL
+//! mode they never block the writer nor are blocked by it. A busy lock or unique-key race that
+//! happens anyway (another process) is retried whole, up to [`BATCH_ATTEMPTS_MAX`] times.
+//!
+//! Times are INTEGER unix milliseconds. SQLite has no arrays: IN-lists bind one JSON array and
+//! read it with `json_each`, and per-row writes reuse one cached prepared statement inside the
+//! batch's single transaction.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::decide::{
+    BatchState, HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow, decide_holds,
+};
+use boxoffice_domain::event::{EventSpec, Section, Tier};
+use boxoffice_domain::hold::{HoldStatus, SeatStatus};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
+use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_store::{
+    BATCH_ATTEMPTS_MAX, Counts, EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent,
+    RenderHold, Store, StoreError, StoreResult, SweepReport, answer_batch, event_record,
+    held_seats_json, hold_created_payload, hold_ended_payload, parse_held_seats, parse_hold_status,
+    parse_waiting_room, waiting_room_json,
+};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+
+/// Connections in the reader pool. Writers have a pool of their own with one connection.
+pub const READER_CONNECTIONS_MAX: u32 = 8;
+/// How long a read waits for a pooled connection before the store counts as unavailable.
+pub const POOL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+/// How long a write waits for the single writer connection. Writers queue here as they would
+/// on the file lock, so this matches [`BUSY_TIMEOUT_MS`].
+pub const WRITER_ACQUIRE_TIMEOUT_MS: u64 = 10_000;
+/// How long a connection waits for another process's lock on the file before SQLITE_BUSY.
+pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+/// Seats inserted per statement when creating an event.
+const SEAT_INSERT_CHUNK: usize = 10_000;
+
+/// The store's clock in unix milliseconds, as an SQL expression. `unixepoch('subsec')` has
+/// millisecond resolution; rounding (not truncating) undoes the binary floating point error
+/// of the multiplication, so the result is the exact millisecond, as with the PostgreSQL
+/// backend's `date_trunc('milliseconds', clock_timestamp())`.
+macro_rules! now_ms {
+    () => {
+        "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)"
+    };
+}
+
+/// The store's clock, truncated to milliseconds so both backends render the same times.
+const NOW_SQL: &str = concat!("SELECT ", now_ms!());
+
+// SQLite primary result codes (the low byte of an extended code).
+const SQLITE_IOERR: i64 = 10;
+const SQLITE_BUSY: i64 = 5;
+const SQLITE_LOCKED: i64 = 6;
+const SQLITE_FULL: i64 = 13;
+const SQLITE_CANTOPEN: i64 = 14;
+
+/// A SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    /// One connection: every write transaction, begun with `BEGIN IMMEDIATE`.
+    writer: SqlitePool,
+    /// Several connections for plain reads.
+    reader: SqlitePool,
+}
+
+fn classify(error: sqlx::Error) -> StoreError {
+    match &error {
+        sqlx::Error::Database(db) => {
+            let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or_default();
+            let primary = code & 0xff;
+            // SQLITE_BUSY / SQLITE_LOCKED (another process held the file past busy_timeout,
+            // or a stale WAL snapshot) and a unique violation (a concurrent insert of the
+            // same key by another process): transient, the batch is retried.
+            if primary == SQLITE_BUSY || primary == SQLITE_LOCKED || db.is_unique_violation() {
+                StoreError::Conflict(error.to_string())
+            } else if matches!(primary, SQLITE_IOERR | SQLITE_FULL | SQLITE_CANTOPEN) {
+                StoreError::Unavailable(error.to_string())
+            } else {
+                StoreError::Internal(error.to_string())
+            }
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => StoreError::Unavailable(error.to_string()),
+        _ => StoreError::Internal(error.to_string()),
+    }
+}
+
+/// Runs `attempt` again after a transient conflict, with a short growing pause.
+async fn retrying<T, F, Fut>(mut attempt: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut n_attempts = 0;
+    loop {
+        n_attempts += 1;
+        match attempt().await {
+            Err(StoreError::Conflict(why)) if n_attempts < BATCH_ATTEMPTS_MAX => {
+                tracing::debug!(n_attempts, %why, "retrying after a transient conflict");
+                tokio::time::sleep(Duration::from_millis(2u64 << n_attempts)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Unix milliseconds to a time.
+fn from_ms(ms: i64) -> StoreResult<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .map_err(|e| StoreError::Internal(format!("time {ms} ms out of range: {e}")))
+}
+
+/// A time to unix milliseconds, truncated.
+fn to_ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+fn opt_from_ms(ms: Option<i64>) -> StoreResult<Option<OffsetDateTime>> {
+    ms.map(from_ms).transpose()
+}
+
+fn to_u32(value: i64) -> u32 {
+    u32::try_from(value).unwrap_or(0)
+}
+
+fn column<'r, T>(row: &'r SqliteRow, name: &str) -> StoreResult<T>
+where
+    T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
+{
+    row.try_get(name)
+        .map_err(|e| StoreError::Internal(format!("column {name}: {e}")))
+}
+
+/// A JSON array of strings, for `IN (SELECT value FROM json_each(?))`.
+fn json_list<S: AsRef<str>>(items: &[S]) -> String {
+    let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
+    serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())
+}
+
+async fn begin_write(pool: &SqlitePool) -> StoreResult<Transaction<'static, Sqlite>> {
+    pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)
+}
+
+async fn store_now(tx: &mut Transaction<'_, Sqlite>) -> StoreResult<OffsetDateTime> {
+    let ms: i64 = sqlx::query_scalar(NOW_SQL)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(classify)?;
+    from_ms(ms)
+}
+
+impl SqliteStore {
+    /// Opens `url` (`sqlite://path/to/file.db` or `sqlite:path`), creating the file if it is
+    /// missing. Does not migrate.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Internal(format!("bad database url: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // Durable commits: a committed transaction survives a crash or power loss.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+            .foreign_keys(true);
+        // The writer connects first: it creates the file and switches it to WAL.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_millis(WRITER_ACQUIRE_TIMEOUT_MS))
+            .connect_with(options.clone())
+            .await
+            .map_err(classify)?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(READER_CONNECTIONS_MAX)
+            .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
+            .connect_with(options)
+            .await
+            .map_err(classify)?;
+        Ok(Self { writer, reader })
+    }
+
+    /// The writer pool, for tests that plant rows directly.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    /// The reader pool.
+    pub fn reader_pool(&self) -> &SqlitePool {
+        &self.reader
+    }
+
+    async fn load_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
+        let row = sqlx::query(
+            "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
+                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, waiting_room, created_at
+               FROM event WHERE event_id = ?1",
+        )
+        .bind(event_id)
+        .fetch_optional(&self.reader)
+        .await
+        .map_err(classify)?;
+        let Some(row) = row else { return Ok(None) };
+        let sections = sqlx::query_as::<_, (String, i64, i64, i64)>(
+            "SELECT name, rows, seats_per_row, price_minor FROM section WHERE event_id = ?1 ORDER BY position",
+        )
+        .bind(event_id)
+        .fetch_all(&self.reader)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(name, rows, seats_per_row, price_minor)| Section {
+            name,
+            rows: to_u32(rows),
+            seats_per_row: to_u32(seats_per_row),
+            price_minor,
+        })
+        .collect();
+        let tiers = sqlx::query_as::<_, (String, String, i64, i64)>(
+            "SELECT tier_id, name, capacity, price_minor FROM tier WHERE event_id = ?1 ORDER BY position",
+        )
+        .bind(event_id)
+        .fetch_all(&self.reader)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(tier_id, name, capacity, price_minor)| Tier {
+            tier_id,
+            name,
+            capacity: to_u32(capacity),
+            price_minor,
+        })
+        .collect();
+        let waiting_room: String = column(&row, "waiting_room")?;
+        Ok(Some(EventRecord {
+            event_id: column(&row, "event_id")?,
+            name: column(&row, "name")?,
+            starts_at: from_ms(column(&row, "starts_at")?)?,
+            on_sale_at: from_ms(column(&row, "on_sale_at")?)?,
+            currency: column(&row, "currency")?,
+            hold_ttl_s: to_u32(column(&row, "hold_ttl_s")?),
+            payment_grace_s: to_u32(column(&row, "payment_grace_s")?),
+            max_seats_per_hold: to_u32(column(&row, "max_seats_per_hold")?),
+            max_tickets_per_account: to_u32(column(&row, "max_tickets_per_account")?),
+            exchange_cutoff_s: to_u32(column(&row, "exchange_cutoff_s")?),
+            waiting_room: parse_waiting_room(&waiting_room),
+            sections,
+            tiers,
+            created_at: from_ms(column(&row, "created_at")?)?,
+        }))
+    }
+
+    async fn create_event_once(
+        &self,
+        scope: &IdempotencyScope,
+        request_digest: &str,
+        event_id: &str,
+        spec: &EventSpec,
+        render: &RenderEvent,
+    ) -> StoreResult<Idempotent> {
+        let mut tx = begin_write(&self.writer).await?;
+        if let Some(answer) = prior_answer(&mut tx, scope, request_digest).await? {
+            return Ok(answer);
+        }
+        let now = store_now(&mut tx).await?;
+        let record = event_record(event_id, spec, now);
+        sqlx::query(
+            "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
+                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, waiting_room, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )
+        .bind(&record.event_id)
+        .bind(&record.name)
+        .bind(to_ms(record.starts_at))
+        .bind(to_ms(record.on_sale_at))
+        .bind(&record.currency)
+        .bind(i64::from(record.hold_ttl_s))
+        .bind(i64::from(record.payment_grace_s))
+        .bind(i64::from(record.max_seats_per_hold))
+        .bind(i64::from(record.max_tickets_per_account))
+        .bind(i64::from(record.exchange_cutoff_s))
+        .bind(waiting_room_json(&record.waiting_room))
+        .bind(to_ms(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        for (position, section) in spec.sections.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO section (event_id, name, position, rows, seats_per_row, price_minor)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .bind(event_id)
+            .bind(&section.name)
+            .bind(position as i64)
+            .bind(i64::from(section.rows))
+            .bind(i64::from(section.seats_per_row))
+            .bind(section.price_minor)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        for (position, tier) in spec.tiers.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO tier (event_id, tier_id, position, name, capacity, price_minor, available, held, sold)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?5, 0, 0)",
+            )
+            .bind(event_id)
+            .bind(&tier.tier_id)
+            .bind(position as i64)
+            .bind(&tier.name)
+            .bind(i64::from(tier.capacity))
+            .bind(tier.price_minor)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        // Seats in chunks, each one statement reading a JSON array of
+        // [seat_id, section, row_no, seat_no, price_minor] rows (SQLite's UNNEST).
+        // Inserted in key order, so the primary key's b-tree only ever appends.
+        let mut seats: Vec<(String, _, i64)> = spec
+            .seats()
+            .map(|(seat, price)| (seat.to_string(), seat, price))
+            .collect();
+        seats.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for chunk in seats.chunks(SEAT_INSERT_CHUNK) {
+            let rows: Vec<serde_json::Value> = chunk
+                .iter()
+                .map(|(id, seat, price)| {
+                    serde_json::json!([id, seat.section, seat.row, seat.number, price])
+                })
+                .collect();
+            let rows = serde_json::Value::Array(rows).to_string();
+            sqlx::query(
+                "INSERT INTO seat (event_id, seat_id, section, row_no, seat_no, price_minor, status)
+                 SELECT ?1, u.value ->> 0, u.value ->> 1, u.value ->> 2, u.value ->> 3, u.value ->> 4, 'AVAILABLE'
+                   FROM json_each(?2) AS u",
+            )
+            .bind(event_id)
+            .bind(rows)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        let response = render(&record);
+        insert_records(
+            &mut tx,
+            &scope.endpoint,
+            &[boxoffice_store::NewRecord {
+                account_id: scope.account_id.clone(),
+                key: scope.key.clone(),
+                request_digest: request_digest.to_owned(),
+                response: response.clone(),
+            }],
+            now,
+        )
+        .await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(Idempotent::Fresh(response))
+    }
+
+    async fn hold_batch_once(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+        requests: &[HoldRequest],
+        render: &RenderHold,
+    ) -> StoreResult<Vec<Idempotent>> {
+        let event_id = event.event_id.as_str();
+        // BEGIN IMMEDIATE: the write lock is ours until commit, so everything read below
+        // stays as read (what FOR UPDATE achieves on PostgreSQL).
+        let mut tx = begin_write(&self.writer).await?;
+
+        // 1. Idempotency records already stored for the batch's keys.
+        let scopes: BTreeSet<(&str, &str)> = requests
+            .iter()
+            .map(|r| (r.account_id.as_str(), r.idempotency_key.as_str()))
+            .collect();
+        let mut prior_digests = BTreeMap::new();
+        let mut prior_responses = BTreeMap::new();
+        for (account_id, key) in scopes {
+            let row = sqlx::query_as::<_, (String, i64, Vec<u8>)>(
+                "SELECT request_digest, status_code, response_body FROM idempotency
+                  WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+            )
+            .bind(account_id)
+            .bind(endpoint)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(classify)?;
+            if let Some((digest, status, body)) = row {
+                let scope = (account_id.to_owned(), key.to_owned());
+                prior_digests.insert(scope.clone(), digest);
+                let response = StoredResponse {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                };
+                prior_responses.insert(scope, response);
+            }
+        }
+
+        // 2. The seats involved, in seat order.
+        let mut seat_ids = BTreeSet::new();
+        let mut tier_ids = BTreeSet::new();
+        for request in requests {
+            match &request.shape {
+                HoldShape::Seats { seat_ids: ids } => seat_ids.extend(ids.iter().cloned()),
+                HoldShape::Tier { tier_id, .. } => {
+                    tier_ids.insert(tier_id.clone());
+                }
+            }
+        }
+        let seat_ids: Vec<String> = seat_ids.into_iter().collect();
+        let seat_rows = if seat_ids.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_as::<_, (String, String, Option<String>, Option<i64>, i64)>(
+                "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
+                   FROM seat WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
+                  ORDER BY seat_id",
+            )
+            .bind(event_id)
+            .bind(json_list(&seat_ids))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+        };
+        let now = store_now(&mut tx).await?;
+
+        // 3. Give back units of the tiers' expired, unswept holds (an expired hold never
+        //    blocks a new one), then read the tiers.
+        let tier_ids: Vec<String> = tier_ids.into_iter().collect();
+        let mut tiers = BTreeMap::new();
+        if !tier_ids.is_empty() {
+            reclaim_expired_tier_holds(&mut tx, event_id, &tier_ids, now).await?;
+            let rows = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
+                "SELECT tier_id, capacity, available, held, sold, price_minor
+                   FROM tier WHERE event_id = ?1 AND tier_id IN (SELECT value FROM json_each(?2))",
+            )
+            .bind(event_id)
+            .bind(json_list(&tier_ids))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?;
+            for (tier_id, capacity, available, held, sold, price_minor) in rows {
+                let row = TierRow {
+                    tier_id: tier_id.clone(),
+                    capacity,
+                    available,
+                    held,
+                    sold,
+                    price_minor,
+                };
+                tiers.insert(tier_id, row);
+            }
+        }
+
+        // 4. What each account already holds or owns for this event.
+        let mut distinct_accounts: Vec<&str> =
+            requests.iter().map(|r| r.account_id.as_str()).collect();
+        distinct_accounts.sort_unstable();
+        distinct_accounts.dedup();
+        let usage_by_account: BTreeMap<String, u32> = sqlx::query_as::<_, (String, i64)>(
+            "SELECT account_id, sum(quantity) FROM hold
+              WHERE event_id = ?1 AND account_id IN (SELECT value FROM json_each(?2))
+                AND (status IN ('PAYMENT_PENDING', 'CONFIRMED') OR (status = 'HELD' AND expires_at > ?3))
+              GROUP BY account_id",
+        )
+        .bind(event_id)
+        .bind(json_list(&distinct_accounts))
+        .bind(to_ms(now))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(account, n)| (account, u32::try_from(n).unwrap_or(u32::MAX)))
+        .collect();
+
+        // 5. Decide, in memory, in arrival order.
+        let mut seats = BTreeMap::new();
+        for (seat_id, status, hold_id, hold_expires_at, price_minor) in seat_rows {
+            let status = SeatStatus::parse(&status).ok_or_else(|| {
+                StoreError::Internal(format!("seat {seat_id} has status {status:?}"))
+            })?;
+            let row = SeatRow {
+                seat_id: seat_id.clone(),
+                status,
+                hold_id,
+                hold_expires_at: opt_from_ms(hold_expires_at)?,
+                price_minor,
+            };
+            seats.insert(seat_id, row);
+        }
+        let mut state = BatchState {
+            now,
+            seats,
+            tiers,
+            usage_by_account,
+            prior_digests,
+        };
+        let outcomes = decide_holds(&event.rules(), &mut state, requests);
+        let (answers, records) = answer_batch(requests, &outcomes, &prior_responses, render);
+
+        // 6. Write the winners, every record, the outbox; then commit.
+        let winners: Vec<(&HoldRequest, &boxoffice_domain::decide::NewHold)> = requests
+            .iter()
+            .zip(&outcomes)
+            .filter_map(|(request, outcome)| match outcome {
+                HoldOutcome::Held(hold) => Some((request, hold)),
+                _ => None,
+            })
+            .collect();
+        if !winners.is_empty() {
+            write_winners(&mut tx, event, &winners, &state, now).await?;
+        }
+        insert_records(&mut tx, endpoint, &records, now).await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(answers)
+    }
+
+    async fn release_once(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
+        let Some(hold) = self.get_hold(hold_id).await? else {
+            return Ok(ReleaseOutcome::NotFound);
+        };
+        if hold.account_id != account_id {
+            return Ok(ReleaseOutcome::NotFound);
+        }
+        let mut tx = begin_write(&self.writer).await?;
+        let now = store_now(&mut tx).await?;
+        let released = sqlx::query(
+            "UPDATE hold SET status = 'RELEASED', updated_at = ?3
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND expires_at > ?3",
+        )
+        .bind(&hold.event_id)
+        .bind(hold_id)
+        .bind(to_ms(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if released == 1 {
+            free_hold_resources(&mut tx, &hold, now, HoldStatus::Released).await?;
+        }
+        tx.commit().await.map_err(classify)?;
+        if released == 0 {
+            // Already ended (or past its deadline, which the sweeper will write): harmless.
+            let current = self.get_hold(hold_id).await?.unwrap_or(hold);
+            return Ok(match current.status {
+                HoldStatus::PaymentPending => ReleaseOutcome::InCheckout(current),
+                _ => ReleaseOutcome::AlreadyEnded(current),
+            });
+        }
+        let current = self.get_hold(hold_id).await?.unwrap_or(hold);
+        Ok(ReleaseOutcome::Released(current))
+    }
+
+    async fn expire_once(&self, hold_ids: &[String]) -> StoreResult<SweepReport> {
+        let mut report = SweepReport::default();
+        if hold_ids.is_empty() {
+            return Ok(report);
+        }
+        let holds = fetch_holds(&self.reader, hold_ids).await?;
+        let mut tx = begin_write(&self.writer).await?;
+        let now = store_now(&mut tx).await?;
+        for hold in &holds {
+            let expired = sqlx::query(
+                "UPDATE hold SET status = 'EXPIRED', updated_at = ?3
+                  WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND expires_at <= ?3",
+            )
+            .bind(&hold.event_id)
+            .bind(&hold.hold_id)
+            .bind(to_ms(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if expired == 1 {
+                let freed = free_hold_resources(&mut tx, hold, now, HoldStatus::Expired).await?;
+                report.holds_expired += 1;
+                report.seats_freed += freed;
+                if hold.tier_id.is_some() {
+                    report.tier_units_returned += u64::from(hold.quantity);
+                }
+            }
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(report)
+    }
+
+    async fn purge_once(&self, older_than_s: u32) -> StoreResult<u64> {
+        let mut tx = begin_write(&self.writer).await?;
+        let now = store_now(&mut tx).await?;
+        let deleted = sqlx::query("DELETE FROM idempotency WHERE created_at < ?1")
+            .bind(to_ms(now) - i64::from(older_than_s) * 1_000)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+        tx.commit().await.map_err(classify)?;
+        Ok(deleted)
+    }
+}
+
+/// The stored answer for `scope`, if any: a replay or a key reuse.
+async fn prior_answer(
+    tx: &mut Transaction<'_, Sqlite>,
+    scope: &IdempotencyScope,
+    request_digest: &str,
+) -> StoreResult<Option<Idempotent>> {
+    let row = sqlx::query_as::<_, (String, i64, Vec<u8>)>(
+        "SELECT request_digest, status_code, response_body FROM idempotency
+          WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+    )
+    .bind(&scope.account_id)
+    .bind(&scope.endpoint)
+    .bind(&scope.key)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(row.map(|(digest, status, body)| {
+        if digest == request_digest {
+            Idempotent::Replayed(StoredResponse {
+                status: u16::try_from(status).unwrap_or(500),
+                body,
+            })
+        } else {
+            Idempotent::KeyReusedWithOtherRequest
+        }
+    }))
+}
+
+async fn insert_records(
+    tx: &mut Transaction<'_, Sqlite>,
+    endpoint: &str,
+    records: &[boxoffice_store::NewRecord],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    for record in records {
+        sqlx::query(
+            "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .bind(&record.account_id)
+        .bind(endpoint)
+        .bind(&record.key)
+        .bind(&record.request_digest)
+        .bind(i64::from(record.response.status))
+        .bind(&record.response.body)
+        .bind(to_ms(now))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    Ok(())
+}
+
+/// Expires the given tiers' `HELD` holds past their deadline, announces each on the outbox
+/// and returns their units to the tiers, exactly once (the status change is conditional).
+async fn reclaim_expired_tier_holds(
+    tx: &mut Transaction<'_, Sqlite>,
+    event_id: &str,
+    tier_ids: &[String],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let due = sqlx::query_as::<_, (String, String, i64)>(
+        "UPDATE hold SET status = 'EXPIRED', updated_at = ?3
+          WHERE event_id = ?1 AND tier_id IN (SELECT value FROM json_each(?2))
+            AND status = 'HELD' AND expires_at <= ?3
+         RETURNING hold_id, tier_id, quantity",
+    )
+    .bind(event_id)
+    .bind(json_list(tier_ids))
+    .bind(to_ms(now))
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let mut returned: BTreeMap<&str, i64> = BTreeMap::new();
+    for (hold_id, tier_id, quantity) in &due {
+        insert_outbox(
+            tx,
+            event_id,
+            "hold.expired",
+            &hold_ended_payload(event_id, hold_id, HoldStatus::Expired),
+            now,
+        )
+        .await?;
+        *returned.entry(tier_id.as_str()).or_default() += quantity;
+    }
+    for (tier_id, n) in returned {
+        sqlx::query("UPDATE tier SET held = held - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2")
+            .bind(event_id)
+            .bind(tier_id)
+            .bind(n)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?;
+    }
+    Ok(())
+}
+
+async fn insert_outbox(
+    tx: &mut Transaction<'_, Sqlite>,
+    event_id: &str,
+    topic: &str,
+    payload: &str,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO outbox (event_id, topic, payload, created_at) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .bind(event_id)
+    .bind(topic)
+    .bind(payload)
+    .bind(to_ms(now))
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+async fn write_winners(
+    tx: &mut Transaction<'_, Sqlite>,
+    event: &EventRecord,
+    winners: &[(&HoldRequest, &boxoffice_domain::decide::NewHold)],
+    state: &BatchState,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let event_id = event.event_id.as_str();
+    for (_, hold) in winners {
+        for (seat_id, _) in &hold.seats {
+            sqlx::query(
+                "UPDATE seat SET status = 'HELD', hold_id = ?3, hold_expires_at = ?4,
+                                 order_id = NULL, version = version + 1
+                  WHERE event_id = ?1 AND seat_id = ?2",
+            )
+            .bind(event_id)
+            .bind(seat_id)
+            .bind(&hold.hold_id)
+            .bind(to_ms(hold.expires_at))
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?;
+        }
+    }
+    for (request, hold) in winners {
+        sqlx::query(
+            "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
+                               currency, idempotency_key, created_at, expires_at, updated_at)
+             VALUES (?1, ?2, ?3, 'HELD', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10)",
+        )
+        .bind(event_id)
+        .bind(&hold.hold_id)
+        .bind(&hold.account_id)
+        .bind(hold.tier_id.as_deref())
+        .bind(i64::from(hold.quantity))
+        .bind(held_seats_json(&hold.seats))
+        .bind(hold.total_minor)
+        .bind(&event.currency)
+        .bind(&request.idempotency_key)
+        .bind(to_ms(now))
+        .bind(to_ms(hold.expires_at))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    for (_, hold) in winners {
+        insert_outbox(
+            tx,
+            event_id,
+            "hold.created",
+            &hold_created_payload(event_id, hold),
+            now,
+        )
+        .await?;
+    }
+    let touched_tiers: BTreeSet<&str> = winners
+        .iter()
+        .filter_map(|(_, h)| h.tier_id.as_deref())
+        .collect();
+    for tier_id in touched_tiers {
+        let tier = state.tiers.get(tier_id).ok_or_else(|| {
+            StoreError::Internal(format!("decided a hold on unread tier {tier_id}"))
+        })?;
+        sqlx::query(
+            "UPDATE tier SET available = ?3, held = ?4 WHERE event_id = ?1 AND tier_id = ?2",
+        )
+        .bind(event_id)
+        .bind(tier_id)
+        .bind(tier.available)
+        .bind(tier.held)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    Ok(())
+}
+
+/// After a hold left `HELD` (in this transaction): frees the seats that still point to it and
+/// returns its tier units, exactly once because the status change was conditional.
+async fn free_hold_resources(
+    tx: &mut Transaction<'_, Sqlite>,
+    hold: &HoldView,
+    now: OffsetDateTime,
+    ended_as: HoldStatus,
+) -> StoreResult<u64> {
+    let freed = sqlx::query(
+        "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+          WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD'",
+    )
+    .bind(&hold.event_id)
+    .bind(&hold.hold_id)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if let Some(tier_id) = &hold.tier_id {
+        sqlx::query(
+            "UPDATE tier SET held = held - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2",
+        )
+        .bind(&hold.event_id)
+        .bind(tier_id)
+        .bind(i64::from(hold.quantity))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    let topic = if ended_as == HoldStatus::Released {
+        "hold.released"
+    } else {
+        "hold.expired"
+    };
+    insert_outbox(
+        tx,
+        &hold.event_id,
+        topic,
+        &hold_ended_payload(&hold.event_id, &hold.hold_id, ended_as),
+        now,
+    )
+    .await?;
+    Ok(freed)
+}
+
+const HOLD_COLUMNS: &str =
+    "hold_id, event_id, account_id, status, expires_at, seats, tier_id, quantity,
+                            total_minor, currency, created_at, updated_at";
+
+fn hold_from_row(row: &SqliteRow) -> StoreResult<HoldView> {
+    let status: String = column(row, "status")?;
+    let seats: String = column(row, "seats")?;
+    Ok(HoldView {
+        hold_id: column(row, "hold_id")?,
+        event_id: column(row, "event_id")?,
+        account_id: column(row, "account_id")?,
+        status: parse_hold_status(&status)?,
+        expires_at: from_ms(column(row, "expires_at")?)?,
+        seats: parse_held_seats(&seats)?,
+        tier_id: column(row, "tier_id")?,
+        quantity: to_u32(column(row, "quantity")?),
+        total_minor: column(row, "total_minor")?,
+        currency: column(row, "currency")?,
+        created_at: from_ms(column(row, "created_at")?)?,
+        updated_at: from_ms(column(row, "updated_at")?)?,
+    })
+}
+
+async fn fetch_holds(pool: &SqlitePool, hold_ids: &[String]) -> StoreResult<Vec<HoldView>> {
+    let sql = format!(
+        "SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id IN (SELECT value FROM json_each(?1)) ORDER BY event_id, hold_id"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(json_list(hold_ids))
+        .fetch_all(pool)
+        .await
+        .map_err(classify)?
+        .iter()
+        .map(hold_from_row)
+        .collect()
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        sqlx::migrate!("./migrations")
+            .run(&self.writer)
+            .await
+            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.reader)
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn now(&self) -> StoreResult<OffsetDateTime> {
+        let ms: i64 = sqlx::query_scalar(NOW_SQL)
+            .fetch_one(&self.reader)
+            .await
+            .map_err(classify)?;
+        from_ms(ms)
+    }
+
+    async fn create_event(
+        &self,
+        scope: &IdempotencyScope,
+        request_digest: &str,
+        event_id: &str,
+        spec: &EventSpec,
+        render: &RenderEvent,
+    ) -> StoreResult<Idempotent> {
+        retrying(|| self.create_event_once(scope, request_digest, event_id, spec, render)).await
+    }
+
+    async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
+        self.load_event(event_id).await
+    }
+
+    async fn list_events(
+        &self,
+        after_event_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<EventRecord>> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT event_id FROM event WHERE (?1 IS NULL OR event_id > ?1) ORDER BY event_id LIMIT ?2",
+        )
+        .bind(after_event_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(classify)?;
+        let mut events = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(event) = self.load_event(&id).await? {
+                events.push(event);
+            }
+        }
+        Ok(events)
+    }
+
+    async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts> {
+        let now = to_ms(self.now().await?);
+        let section_rows = sqlx::query_as::<_, (String, i64, i64, i64)>(
+            "SELECT section,
+                    count(*) FILTER (WHERE status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= ?2)),
+                    count(*) FILTER (WHERE status = 'HELD' AND hold_expires_at > ?2),
+                    count(*) FILTER (WHERE status = 'SOLD')
+               FROM seat WHERE event_id = ?1 GROUP BY section",
+        )
+        .bind(&event.event_id)
+        .bind(now)
+        .fetch_all(&self.reader)
+        .await
+        .map_err(classify)?;
+        let by_section: BTreeMap<String, Counts> = section_rows
+            .into_iter()
+            .map(|(name, available, held, sold)| {
+                (
+                    name,
+                    Counts {
+                        available,
+                        held,
+                        sold,
+                    },
+                )
+            })
+            .collect();
+        let tier_rows = sqlx::query_as::<_, (String, i64, i64, i64)>(
+            "SELECT t.tier_id, t.capacity, t.sold,
+                    coalesce((SELECT sum(h.quantity) FROM hold h
+                               WHERE h.event_id = t.event_id AND h.tier_id = t.tier_id
+                                 AND (h.status = 'PAYMENT_PENDING' OR (h.status = 'HELD' AND h.expires_at > ?2))), 0)
+               FROM tier t WHERE t.event_id = ?1",
+        )
+        .bind(&event.event_id)
+        .bind(now)
+        .fetch_all(&self.reader)
+        .await
+        .map_err(classify)?;
+        let by_tier: BTreeMap<String, Counts> = tier_rows
+            .into_iter()
+            .map(|(tier_id, capacity, sold, held)| {
+                let counts = Counts {
+                    available: capacity - sold - held,
+                    held,
+                    sold,
+                };
+                (tier_id, counts)
+            })
+            .collect();
+        Ok(EventCounts {
+            sections: event
+                .sections
+                .iter()
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        by_section.get(&s.name).copied().unwrap_or_default(),
+                    )
+                })
+                .collect(),
+            tiers: event
+                .tiers
+                .iter()
+                .map(|t| {
+                    (
+                        t.tier_id.clone(),
+                        by_tier.get(&t.tier_id).copied().unwrap_or_default(),
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    async fn hold_batch(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+        requests: &[HoldRequest],
+        render: &RenderHold,
+    ) -> StoreResult<Vec<Idempotent>> {
+        retrying(|| self.hold_batch_once(event, endpoint, requests, render)).await
+    }
+
+    async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {
+        Ok(fetch_holds(&self.reader, &[hold_id.to_owned()])
+            .await?
+            .pop())
+    }
+
+    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
+        retrying(|| self.release_once(account_id, hold_id)).await
+    }
+
+    async fn expire_due_holds(&self, limit: u32) -> StoreResult<SweepReport> {
+        let due: Vec<String> = sqlx::query_scalar(concat!(
+            "SELECT hold_id FROM hold WHERE status = 'HELD' AND expires_at <= ",
+            now_ms!(),
+            " ORDER BY expires_at LIMIT ?1"
+        ))
+        .bind(i64::from(limit))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(classify)?;
+        self.expire_holds(&due).await
+    }
+
+    async fn expire_holds(&self, hold_ids: &[String]) -> StoreResult<SweepReport> {
+        retrying(|| self.expire_once(hold_ids)).await
+    }
+
+    async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64> {
+        retrying(|| self.purge_once(older_than_s)).await
+    }
+
+    async fn list_event_ids(&self) -> StoreResult<Vec<String>> {
+        sqlx::query_scalar("SELECT event_id FROM event ORDER BY event_id")
+            .fetch_all(&self.reader)
+            .await
+            .map_err(classify)
+    }
+
+    async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>> {
+        let Some(event) = self.load_event(event_id).await? else {
+            return Ok(None);
+        };
+        // One read transaction: its WAL snapshot starts with the first statement that reads
+        // a table, which also reads the clock, so every table is read at that instant.
+        let mut tx = self.reader.begin().await.map_err(classify)?;
+        let now_ms: i64 = sqlx::query_scalar(concat!(
+            "SELECT ",
+            now_ms!(),
+            " FROM event WHERE event_id = ?1"
+        ))
+        .bind(event_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let now = from_ms(now_ms)?;
+        let seats = sqlx::query_as::<_, (String, String, Option<String>, Option<i64>, Option<String>)>(
+            "SELECT seat_id, status, hold_id, hold_expires_at, order_id FROM seat WHERE event_id = ?1 ORDER BY seat_id",
+        )
+        .bind(event_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(seat_id, status, hold_id, hold_expires_at, order_id)| {
+            let status = SeatStatus::parse(&status)
+                .ok_or_else(|| StoreError::Internal(format!("seat {seat_id} has status {status:?}")))?;
+            Ok(SeatRecord {
+                seat_id,
+                status,
+                hold_id,
+                hold_expires_at: opt_from_ms(hold_expires_at)?,
+                order_id,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
+            "SELECT tier_id, capacity, available, held, sold, price_minor FROM tier WHERE event_id = ?1 ORDER BY position",
+        )
+        .bind(event_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(tier_id, capacity, available, held, sold, price_minor)| TierRow {
+            tier_id,
+            capacity,
+            available,
+            held,
+            sold,
+            price_minor,
+        })
+        .collect();
+        let sql = format!(
+            "SELECT {HOLD_COLUMNS}, idempotency_key FROM hold WHERE event_id = ?1 ORDER BY hold_id"
+        );
+        let holds = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .iter()
+            .map(|row| {
+                let view = hold_from_row(row)?;
+                Ok(HoldRecord {
+                    hold_id: view.hold_id,
+                    event_id: view.event_id,
+                    account_id: view.account_id,
+                    status: view.status,
+                    expires_at: view.expires_at,
+                    seat_ids: view.seats.into_iter().map(|s| s.seat_id).collect(),
+                    tier_id: view.tier_id,
+                    quantity: view.quantity,
+                    idempotency_key: column(row, "idempotency_key")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        tx.commit().await.map_err(classify)?;
+        Ok(Some(Inventory {
+            event_id: event_id.to_owned(),
+            now,
+            max_tickets_per_account: event.max_tickets_per_account,
+            seats,
+            tiers,
+            holds,
+        }))
+    }
+}

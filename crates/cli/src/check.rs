@@ -1,0 +1,30 @@
+//! `boxoffice check`: loads every event's inventory from a live store and runs the domain's
+//! invariants on it. Prints one line per violation and a summary.
+
+use boxoffice_store::Store;
+
+/// Returns whether every event is clean.
+pub async fn run(store: &dyn Store) -> anyhow::Result<bool> {
+    let event_ids = store.list_event_ids().await?;
+    let mut n_violations = 0usize;
+    let mut n_seats = 0usize;
+    let mut n_holds = 0usize;
+    for event_id in &event_ids {
+        let Some(inventory) = store.load_inventory(event_id).await? else {
+            continue;
+        };
+        n_seats += inventory.seats.len();
+        n_holds += inventory.holds.len();
+        for violation in inventory.invariants() {
+            n_violations += 1;
+            println!("VIOLATION event {event_id}: {violation}");
+        }
+    }
+    println!(
+        "checked {} events, {n_seats} seats, {n_holds} holds ({}): {}",
+        event_ids.len(),
+        store.backend(),
+        if n_violations == 0 { "all invariants hold".to_owned() } else { format!("{n_violations} violations") }
+    );
+    Ok(n_violations == 0)
+}

@@ -1,0 +1,258 @@
+//! Test harness: a fresh store per test (a new PostgreSQL database, or a new SQLite file),
+//! the app served in-process on port 0, and small HTTP helpers.
+//!
+//! PostgreSQL is reached at `BOXOFFICE_TEST_PG_URL` (default
+//! `postgres://postgres@127.0.0.1:5432`); each test creates its own database
+//! `boxoffice_test_<uuid>` and drops it at the end.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use boxoffice_domain::ids::AccountId;
+use boxoffice_server::auth::mint_token;
+use boxoffice_server::{AppState, app};
+use boxoffice_store::Store;
+use boxoffice_store_postgres::PgStore;
+use boxoffice_store_sqlite::SqliteStore;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+pub const SECRET: &str = "story-test-secret-0123456789";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// A fresh, migrated store and how to remove it afterwards.
+pub struct TestStore {
+    pub backend: Backend,
+    pub store: Arc<dyn Store>,
+    pub pg: Option<PgStore>,
+    pub sqlite: Option<SqliteStore>,
+    admin_url: Option<String>,
+    db_name: String,
+    sqlite_path: Option<std::path::PathBuf>,
+}
+
+pub fn pg_base_url() -> String {
+    std::env::var("BOXOFFICE_TEST_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+}
+
+impl TestStore {
+    pub async fn new(backend: Backend) -> Self {
+        let db_name = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
+        match backend {
+            Backend::Postgres => {
+                let base = pg_base_url();
+                let url = format!("{base}/{db_name}");
+                PgStore::create_database_if_missing(&url).await.expect("create test database");
+                let store = PgStore::connect(&url).await.expect("connect to test database");
+                store.migrate().await.expect("migrate");
+                Self {
+                    backend,
+                    store: Arc::new(store.clone()),
+                    pg: Some(store),
+                    sqlite: None,
+                    admin_url: Some(format!("{base}/postgres")),
+                    db_name,
+                    sqlite_path: None,
+                }
+            }
+            Backend::Sqlite => {
+                let path = std::env::temp_dir().join(format!("{db_name}.db"));
+                let url = format!("sqlite://{}", path.display());
+                let store = SqliteStore::connect(&url).await.expect("open test sqlite");
+                store.migrate().await.expect("migrate");
+                Self {
+                    backend,
+                    store: Arc::new(store.clone()),
+                    pg: None,
+                    sqlite: Some(store),
+                    admin_url: None,
+                    db_name,
+                    sqlite_path: Some(path),
+                }
+            }
+        }
+    }
+
+    /// Runs every invariant on every event and returns the violations.
+    pub async fn violations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for event_id in self.store.list_event_ids().await.expect("list events") {
+            let inventory = self.store.load_inventory(&event_id).await.expect("load").expect("event exists");
+            out.extend(inventory.invariants().into_iter().map(|v| format!("{event_id}: {v}")));
+        }
+        out
+    }
+
+    pub async fn assert_invariants(&self) {
+        let violations = self.violations().await;
+        assert!(violations.is_empty(), "invariants violated:\n{}", violations.join("\n"));
+    }
+
+    /// Removes the database this test created (and nothing else).
+    pub async fn cleanup(self) {
+        if let (Some(pg), Some(admin_url)) = (self.pg, self.admin_url) {
+            pg.pool().close().await;
+            let admin = PgStore::connect(&admin_url).await.expect("connect to postgres db");
+            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.db_name);
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(admin.pool()).await.expect("drop test database");
+            admin.pool().close().await;
+        }
+        if let Some(path) = self.sqlite_path {
+            if let Some(sqlite) = self.sqlite {
+                sqlite.pool().close().await;
+                sqlite.reader_pool().close().await;
+            }
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+        }
+    }
+}
+
+/// The app served on 127.0.0.1:0 over a fresh store.
+pub struct TestApp {
+    pub db: TestStore,
+    pub addr: SocketAddr,
+    pub base: String,
+    pub http: reqwest::Client,
+    pub admin: String,
+}
+
+/// One HTTP answer, body kept as bytes (replays must be byte-identical).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub bytes: Vec<u8>,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    }
+
+    pub fn code(&self) -> String {
+        self.json()["code"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+pub fn token(account: &str) -> String {
+    mint_token(SECRET, &AccountId::parse(account).unwrap(), false, 3600).unwrap()
+}
+
+pub fn admin_token() -> String {
+    mint_token(SECRET, &AccountId::parse("ops").unwrap(), true, 3600).unwrap()
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> Self {
+        let db = TestStore::new(backend).await;
+        let state = AppState::new(db.store.clone(), SECRET).expect("state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app(state)).await });
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(512)
+            .timeout(std::time::Duration::from_secs(60))
+            .build()
+            .unwrap();
+        Self {
+            db,
+            addr,
+            base: format!("http://{addr}"),
+            http,
+            admin: admin_token(),
+        }
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Answer {
+        let response = request.send().await.expect("request reaches the server");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body").to_vec();
+        assert!(
+            !status.is_server_error(),
+            "the server answered {status}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        Answer { status, headers, bytes }
+    }
+
+    pub async fn get(&self, token: &str, path: &str) -> Answer {
+        self.send(self.http.get(format!("{}{path}", self.base)).bearer_auth(token)).await
+    }
+
+    pub async fn delete(&self, token: &str, path: &str) -> Answer {
+        self.send(self.http.delete(format!("{}{path}", self.base)).bearer_auth(token)).await
+    }
+
+    pub async fn post(&self, token: &str, path: &str, key: Option<&str>, body: &Value) -> Answer {
+        let mut request = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(body).unwrap());
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        self.send(request).await
+    }
+
+    /// Creates an event from `overrides` merged over a small default and returns its id.
+    pub async fn create_event(&self, overrides: Value) -> String {
+        let mut body = json!({
+            "name": "Story Night",
+            "startsAt": "2027-01-01T20:00:00Z",
+            "currency": "EUR",
+            "sections": [{"name": "A", "rows": 20, "seatsPerRow": 30, "priceMinor": 1000}],
+            "tiers": [{"tierId": "GA", "name": "Floor", "capacity": 100, "priceMinor": 500}],
+        });
+        for (k, v) in overrides.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let key = uuid::Uuid::now_v7().to_string();
+        let answer = self.post(&self.admin, "/v1/admin/events", Some(&key), &body).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&answer.bytes));
+        answer.json()["eventId"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn hold(&self, account: &str, event_id: &str, key: &str, body: Value) -> Answer {
+        self.post(&token(account), &format!("/v1/events/{event_id}/holds"), Some(key), &body).await
+    }
+
+    pub async fn finish(self) {
+        self.db.assert_invariants().await;
+        self.db.cleanup().await;
+    }
+}
+
+/// Declares each story once per backend: `postgres::name` and `sqlite::name`.
+#[macro_export]
+macro_rules! stories {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(super::common::Backend::Postgres).await
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(super::common::Backend::Sqlite).await
+                }
+            )*
+        }
+    };
+}
