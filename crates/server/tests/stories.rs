@@ -36,7 +36,7 @@ async fn same_seat_race(backend: Backend) {
         let seat = format!("A-1-{round}");
         let attempts = (0..256).map(|i| {
             let (app, event_id, seat) = (&app, &event_id, &seat);
-            async move { app.hold(&format!("fan{i}"), event_id, &format!("r{round}"), json!({"seatIds": [seat]})).await }
+            async move { app.hold(&format!("fan{round}-{i}"), event_id, &format!("r{round}"), json!({"seatIds": [seat]})).await }
         });
         let answers = join_all(attempts).await;
         let granted = answers.iter().filter(|a| a.status == StatusCode::CREATED).count();
@@ -67,7 +67,7 @@ async fn overlapping_subsets_race(backend: Backend) {
             .collect();
         let attempts = requests.iter().enumerate().map(|(i, pick)| {
             let (app, event_id) = (&app, &event_id);
-            async move { app.hold(&format!("fan{i}"), event_id, &format!("r{round}"), json!({"seatIds": pick})).await }
+            async move { app.hold(&format!("fan{round}-{i}"), event_id, &format!("r{round}"), json!({"seatIds": pick})).await }
         });
         let answers = join_all(attempts).await;
         let mut taken = BTreeSet::new();
