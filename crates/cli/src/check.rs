@@ -24,7 +24,11 @@ pub async fn run(store: &dyn Store) -> anyhow::Result<bool> {
         "checked {} events, {n_seats} seats, {n_holds} holds ({}): {}",
         event_ids.len(),
         store.backend(),
-        if n_violations == 0 { "all invariants hold".to_owned() } else { format!("{n_violations} violations") }
+        if n_violations == 0 {
+            "all invariants hold".to_owned()
+        } else {
+            format!("{n_violations} violations")
+        }
     );
     Ok(n_violations == 0)
 }

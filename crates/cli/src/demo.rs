@@ -49,11 +49,13 @@ fn stadium(now: time::OffsetDateTime) -> EventSpec {
 }
 
 pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
     let url = format!("sqlite://{}", data_dir.join("boxoffice.db").display());
     let store = crate::open_store(&url).await?;
     store.migrate().await?;
-    let secret = std::env::var("BOXOFFICE_JWT_SECRET").unwrap_or_else(|_| DEV_JWT_SECRET.to_owned());
+    let secret =
+        std::env::var("BOXOFFICE_JWT_SECRET").unwrap_or_else(|_| DEV_JWT_SECRET.to_owned());
 
     // Created once: the same idempotency key replays the first creation on later runs.
     let spec = stadium(store.now().await?);
@@ -68,19 +70,40 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
         status: 201,
         body: event.event_id.clone().into_bytes(),
     };
-    eprintln!("preparing the demo stadium (50,000 seats) in {} ...", data_dir.display());
-    let answer = store.create_event(&scope, &digest, &event_id, &spec, &render).await?;
+    eprintln!(
+        "preparing the demo stadium (50,000 seats) in {} ...",
+        data_dir.display()
+    );
+    let answer = store
+        .create_event(&scope, &digest, &event_id, &spec, &render)
+        .await?;
     let event_id = match answer {
-        boxoffice_domain::idempotency::Idempotent::Fresh(r) | boxoffice_domain::idempotency::Idempotent::Replayed(r) => {
+        boxoffice_domain::idempotency::Idempotent::Fresh(r)
+        | boxoffice_domain::idempotency::Idempotent::Replayed(r) => {
             String::from_utf8(r.body).context("demo event id")?
         }
         boxoffice_domain::idempotency::Idempotent::KeyReusedWithOtherRequest => {
-            anyhow::bail!("the demo data folder holds another demo; remove {} and retry", data_dir.display())
+            anyhow::bail!(
+                "the demo data folder holds another demo; remove {} and retry",
+                data_dir.display()
+            )
         }
     };
 
-    let fan = mint_token(&secret, &AccountId::parse(DEMO_FAN)?, false, DEMO_TOKEN_TTL_S).map_err(anyhow::Error::msg)?;
-    let admin = mint_token(&secret, &AccountId::parse(DEMO_ADMIN)?, true, DEMO_TOKEN_TTL_S).map_err(anyhow::Error::msg)?;
+    let fan = mint_token(
+        &secret,
+        &AccountId::parse(DEMO_FAN)?,
+        false,
+        DEMO_TOKEN_TTL_S,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let admin = mint_token(
+        &secret,
+        &AccountId::parse(DEMO_ADMIN)?,
+        true,
+        DEMO_TOKEN_TTL_S,
+    )
+    .map_err(anyhow::Error::msg)?;
     let base = format!("http://{listen}");
     println!(
         "\nboxoffice demo — embedded SQLite at {url}\n\n\

@@ -17,7 +17,11 @@ use boxoffice_store::Store;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "boxoffice", version, about = "Ticket reservation for on-sales where demand crushes supply")]
+#[command(
+    name = "boxoffice",
+    version,
+    about = "Ticket reservation for on-sales where demand crushes supply"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -78,10 +82,14 @@ pub async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
         boxoffice_store_postgres::PgStore::create_database_if_missing(url)
             .await
             .context("creating the PostgreSQL database")?;
-        let store = boxoffice_store_postgres::PgStore::connect(url).await.context("connecting to PostgreSQL")?;
+        let store = boxoffice_store_postgres::PgStore::connect(url)
+            .await
+            .context("connecting to PostgreSQL")?;
         Ok(Arc::new(store))
     } else if url.starts_with("sqlite:") {
-        let store = boxoffice_store_sqlite::SqliteStore::connect(url).await.context("opening SQLite")?;
+        let store = boxoffice_store_sqlite::SqliteStore::connect(url)
+            .await
+            .context("opening SQLite")?;
         Ok(Arc::new(store))
     } else {
         bail!("unsupported database url {url:?}: use postgres://… or sqlite://…")
@@ -98,7 +106,9 @@ fn parse_ttl_s(raw: &str) -> anyhow::Result<u64> {
         Some((i, 'd')) => (&raw[..i], 86_400),
         _ => (raw, 1),
     };
-    let n: u64 = digits.parse().with_context(|| format!("bad ttl {raw:?}: use 90s, 30m, 1h or 7d"))?;
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("bad ttl {raw:?}: use 90s, 30m, 1h or 7d"))?;
     let ttl_s = n.checked_mul(unit_s).context("ttl too large")?;
     if ttl_s == 0 || ttl_s > 366 * 86_400 {
         bail!("ttl must be between 1s and 366d");
@@ -109,7 +119,10 @@ fn parse_ttl_s(raw: &str) -> anyhow::Result<u64> {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 #[tokio::main]
@@ -126,10 +139,14 @@ async fn main() -> anyhow::Result<()> {
             let secret = match (jwt_secret, dev_auth) {
                 (Some(secret), _) => secret,
                 (None, true) => {
-                    tracing::warn!("dev auth: tokens are signed with the public development secret");
+                    tracing::warn!(
+                        "dev auth: tokens are signed with the public development secret"
+                    );
                     DEV_JWT_SECRET.to_owned()
                 }
-                (None, false) => bail!("set BOXOFFICE_JWT_SECRET (or pass --dev-auth for local development)"),
+                (None, false) => {
+                    bail!("set BOXOFFICE_JWT_SECRET (or pass --dev-auth for local development)")
+                }
             };
             let store = open_store(&database_url).await?;
             store.migrate().await?;
@@ -154,12 +171,16 @@ async fn main() -> anyhow::Result<()> {
             ttl,
             jwt_secret,
         } => {
-            let account = AccountId::parse(&account).map_err(|e| anyhow::anyhow!("--account: {e}"))?;
+            let account =
+                AccountId::parse(&account).map_err(|e| anyhow::anyhow!("--account: {e}"))?;
             let secret = jwt_secret.unwrap_or_else(|| {
-                eprintln!("note: BOXOFFICE_JWT_SECRET is not set; signing with the development secret");
+                eprintln!(
+                    "note: BOXOFFICE_JWT_SECRET is not set; signing with the development secret"
+                );
                 DEV_JWT_SECRET.to_owned()
             });
-            let token = mint_token(&secret, &account, admin, parse_ttl_s(&ttl)?).map_err(anyhow::Error::msg)?;
+            let token = mint_token(&secret, &account, admin, parse_ttl_s(&ttl)?)
+                .map_err(anyhow::Error::msg)?;
             println!("{token}");
             Ok(())
         }

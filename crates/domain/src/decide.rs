@@ -82,19 +82,35 @@ pub enum HoldOutcome {
     /// The key was used before for the same request: answer with the stored response.
     Replayed,
     /// The key appears earlier in this same batch for the same request: answer as that one.
-    ReplayOfEarlierInBatch { index: usize },
+    ReplayOfEarlierInBatch {
+        index: usize,
+    },
     /// The key was used before (or earlier in this batch) for a different request.
     KeyReusedWithOtherRequest,
     /// Some requested seat is sold or held by a live hold; nothing was held.
-    SeatsUnavailable { unavailable_seat_ids: Vec<String> },
+    SeatsUnavailable {
+        unavailable_seat_ids: Vec<String>,
+    },
     /// The tier has fewer units left than requested; nothing was held.
-    SoldOut { tier_id: String, available: i64 },
+    SoldOut {
+        tier_id: String,
+        available: i64,
+    },
     /// Granting would put the account over `maxTicketsPerAccount` for the event.
-    PurchaseLimit { limit: u32, current: u32, requested: u32 },
+    PurchaseLimit {
+        limit: u32,
+        current: u32,
+        requested: u32,
+    },
     /// The sale opens later (by the store's clock).
-    SaleNotOpen { on_sale_at: OffsetDateTime },
+    SaleNotOpen {
+        on_sale_at: OffsetDateTime,
+    },
     /// The request does not fit the event: unknown seat or tier, zero, too many, duplicates.
-    Invalid { field: String, reason: String },
+    Invalid {
+        field: String,
+        reason: String,
+    },
 }
 
 impl HoldOutcome {
@@ -104,7 +120,10 @@ impl HoldOutcome {
     /// not, because they create no state and a retry with the same key may succeed later.
     pub fn is_recorded(&self) -> bool {
         match self {
-            Self::Held(_) | Self::SeatsUnavailable { .. } | Self::SoldOut { .. } | Self::PurchaseLimit { .. } => true,
+            Self::Held(_)
+            | Self::SeatsUnavailable { .. }
+            | Self::SoldOut { .. }
+            | Self::PurchaseLimit { .. } => true,
             Self::Replayed
             | Self::ReplayOfEarlierInBatch { .. }
             | Self::KeyReusedWithOtherRequest
@@ -130,11 +149,18 @@ pub struct BatchState {
 
 /// Decides each request in arrival order, all or nothing per request, and applies the
 /// winners to `state` so that later requests in the batch see them.
-pub fn decide_holds(rules: &SaleRules, state: &mut BatchState, requests: &[HoldRequest]) -> Vec<HoldOutcome> {
+pub fn decide_holds(
+    rules: &SaleRules,
+    state: &mut BatchState,
+    requests: &[HoldRequest],
+) -> Vec<HoldOutcome> {
     let mut first_in_batch: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     let mut outcomes = Vec::with_capacity(requests.len());
     for (index, request) in requests.iter().enumerate() {
-        let scope = (request.account_id.as_str(), request.idempotency_key.as_str());
+        let scope = (
+            request.account_id.as_str(),
+            request.idempotency_key.as_str(),
+        );
         let outcome = if let Some(&earlier) = first_in_batch.get(&scope) {
             if requests[earlier].request_digest == request.request_digest {
                 HoldOutcome::ReplayOfEarlierInBatch { index: earlier }
@@ -199,7 +225,11 @@ fn decide_one(rules: &SaleRules, state: &mut BatchState, request: &HoldRequest) 
     {
         return invalid("tierId", format!("unknown tier {tier_id}"));
     }
-    let current = state.usage_by_account.get(&request.account_id).copied().unwrap_or(0);
+    let current = state
+        .usage_by_account
+        .get(&request.account_id)
+        .copied()
+        .unwrap_or(0);
     if current.saturating_add(requested) > rules.max_tickets_per_account {
         return HoldOutcome::PurchaseLimit {
             limit: rules.max_tickets_per_account,

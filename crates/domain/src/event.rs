@@ -132,14 +132,20 @@ fn spec_error(field: impl Into<String>, reason: impl Into<String>) -> SpecError 
 
 fn check_range(field: &str, value: u64, min: u64, max: u64) -> Result<(), SpecError> {
     if value < min || value > max {
-        return Err(spec_error(field, format!("must be between {min} and {max}")));
+        return Err(spec_error(
+            field,
+            format!("must be between {min} and {max}"),
+        ));
     }
     Ok(())
 }
 
 fn check_price(field: &str, price_minor: i64) -> Result<(), SpecError> {
     if !(0..=PRICE_MINOR_MAX).contains(&price_minor) {
-        return Err(spec_error(field, format!("must be between 0 and {PRICE_MINOR_MAX}")));
+        return Err(spec_error(
+            field,
+            format!("must be between 0 and {PRICE_MINOR_MAX}"),
+        ));
     }
     Ok(())
 }
@@ -150,17 +156,49 @@ impl EventSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
         let name = self.name.trim();
         if name.is_empty() || self.name.len() > EVENT_NAME_LEN_MAX {
-            return Err(spec_error("name", format!("must be 1-{EVENT_NAME_LEN_MAX} bytes")));
+            return Err(spec_error(
+                "name",
+                format!("must be 1-{EVENT_NAME_LEN_MAX} bytes"),
+            ));
         }
-        let currency_ok = self.currency.len() == 3 && self.currency.bytes().all(|b| b.is_ascii_uppercase());
+        let currency_ok =
+            self.currency.len() == 3 && self.currency.bytes().all(|b| b.is_ascii_uppercase());
         if !currency_ok {
-            return Err(spec_error("currency", "must be an ISO 4217 code such as EUR"));
+            return Err(spec_error(
+                "currency",
+                "must be an ISO 4217 code such as EUR",
+            ));
         }
-        check_range("holdTtlSeconds", self.hold_ttl_s.into(), 1, HOLD_TTL_S_MAX.into())?;
-        check_range("paymentGraceSeconds", self.payment_grace_s.into(), 0, PAYMENT_GRACE_S_MAX.into())?;
-        check_range("maxSeatsPerHold", self.max_seats_per_hold.into(), 1, SEATS_PER_HOLD_MAX.into())?;
-        check_range("maxTicketsPerAccount", self.max_tickets_per_account.into(), 1, 10_000)?;
-        check_range("exchangeCutoffSeconds", self.exchange_cutoff_s.into(), 0, 31_536_000)?;
+        check_range(
+            "holdTtlSeconds",
+            self.hold_ttl_s.into(),
+            1,
+            HOLD_TTL_S_MAX.into(),
+        )?;
+        check_range(
+            "paymentGraceSeconds",
+            self.payment_grace_s.into(),
+            0,
+            PAYMENT_GRACE_S_MAX.into(),
+        )?;
+        check_range(
+            "maxSeatsPerHold",
+            self.max_seats_per_hold.into(),
+            1,
+            SEATS_PER_HOLD_MAX.into(),
+        )?;
+        check_range(
+            "maxTicketsPerAccount",
+            self.max_tickets_per_account.into(),
+            1,
+            10_000,
+        )?;
+        check_range(
+            "exchangeCutoffSeconds",
+            self.exchange_cutoff_s.into(),
+            0,
+            31_536_000,
+        )?;
         check_range(
             "waitingRoom.maxActiveShoppers",
             self.waiting_room.max_active_shoppers.into(),
@@ -174,41 +212,73 @@ impl EventSpec {
             86_400,
         )?;
         if self.sections.is_empty() && self.tiers.is_empty() {
-            return Err(spec_error("sections", "an event needs at least one section or tier"));
+            return Err(spec_error(
+                "sections",
+                "an event needs at least one section or tier",
+            ));
         }
         if self.sections.len() > SECTIONS_PER_EVENT_MAX {
-            return Err(spec_error("sections", format!("at most {SECTIONS_PER_EVENT_MAX} sections")));
+            return Err(spec_error(
+                "sections",
+                format!("at most {SECTIONS_PER_EVENT_MAX} sections"),
+            ));
         }
         if self.tiers.len() > TIERS_PER_EVENT_MAX {
-            return Err(spec_error("tiers", format!("at most {TIERS_PER_EVENT_MAX} tiers")));
+            return Err(spec_error(
+                "tiers",
+                format!("at most {TIERS_PER_EVENT_MAX} tiers"),
+            ));
         }
         let mut seen = std::collections::BTreeSet::new();
         let mut seat_total = 0u64;
         for (i, section) in self.sections.iter().enumerate() {
             let field = |f: &str| format!("sections[{i}].{f}");
-            check_name_id(&section.name, "section name").map_err(|e| spec_error(field("name"), e.0))?;
+            check_name_id(&section.name, "section name")
+                .map_err(|e| spec_error(field("name"), e.0))?;
             if !seen.insert(section.name.clone()) {
                 return Err(spec_error(field("name"), "duplicate section name"));
             }
-            check_range(&field("rows"), section.rows.into(), 1, ROWS_PER_SECTION_MAX.into())?;
-            check_range(&field("seatsPerRow"), section.seats_per_row.into(), 1, SEATS_PER_ROW_MAX.into())?;
+            check_range(
+                &field("rows"),
+                section.rows.into(),
+                1,
+                ROWS_PER_SECTION_MAX.into(),
+            )?;
+            check_range(
+                &field("seatsPerRow"),
+                section.seats_per_row.into(),
+                1,
+                SEATS_PER_ROW_MAX.into(),
+            )?;
             check_price(&field("priceMinor"), section.price_minor)?;
             seat_total += section.seat_count();
         }
         if seat_total > SEATS_PER_EVENT_MAX {
-            return Err(spec_error("sections", format!("at most {SEATS_PER_EVENT_MAX} seats per event")));
+            return Err(spec_error(
+                "sections",
+                format!("at most {SEATS_PER_EVENT_MAX} seats per event"),
+            ));
         }
         let mut seen_tiers = std::collections::BTreeSet::new();
         for (i, tier) in self.tiers.iter().enumerate() {
             let field = |f: &str| format!("tiers[{i}].{f}");
-            check_name_id(&tier.tier_id, "tier id").map_err(|e| spec_error(field("tierId"), e.0))?;
+            check_name_id(&tier.tier_id, "tier id")
+                .map_err(|e| spec_error(field("tierId"), e.0))?;
             if !seen_tiers.insert(tier.tier_id.clone()) {
                 return Err(spec_error(field("tierId"), "duplicate tier id"));
             }
             if tier.name.trim().is_empty() || tier.name.len() > EVENT_NAME_LEN_MAX {
-                return Err(spec_error(field("name"), format!("must be 1-{EVENT_NAME_LEN_MAX} bytes")));
+                return Err(spec_error(
+                    field("name"),
+                    format!("must be 1-{EVENT_NAME_LEN_MAX} bytes"),
+                ));
             }
-            check_range(&field("capacity"), tier.capacity.into(), 1, TIER_CAPACITY_MAX.into())?;
+            check_range(
+                &field("capacity"),
+                tier.capacity.into(),
+                1,
+                TIER_CAPACITY_MAX.into(),
+            )?;
             check_price(&field("priceMinor"), tier.price_minor)?;
         }
         Ok(())
@@ -267,28 +337,44 @@ mod tests {
         let spec = spec();
         spec.validate().unwrap();
         let seats: Vec<String> = spec.seats().map(|(s, _)| s.to_string()).collect();
-        assert_eq!(seats, ["A-1-1", "A-1-2", "A-1-3", "A-2-1", "A-2-2", "A-2-3"]);
+        assert_eq!(
+            seats,
+            ["A-1-1", "A-1-2", "A-1-3", "A-2-1", "A-2-2", "A-2-3"]
+        );
     }
 
     #[test]
     fn each_limit_names_its_field() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut EventSpec)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut EventSpec)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             ("name", Box::new(|s| s.name = " ".into())),
             ("currency", Box::new(|s| s.currency = "eur".into())),
             ("holdTtlSeconds", Box::new(|s| s.hold_ttl_s = 0)),
             ("maxSeatsPerHold", Box::new(|s| s.max_seats_per_hold = 0)),
             ("sections[0].rows", Box::new(|s| s.sections[0].rows = 0)),
-            ("sections[0].name", Box::new(|s| s.sections[0].name = "A-B".into())),
-            ("sections[0].priceMinor", Box::new(|s| s.sections[0].price_minor = -1)),
+            (
+                "sections[0].name",
+                Box::new(|s| s.sections[0].name = "A-B".into()),
+            ),
+            (
+                "sections[0].priceMinor",
+                Box::new(|s| s.sections[0].price_minor = -1),
+            ),
             ("tiers[0].capacity", Box::new(|s| s.tiers[0].capacity = 0)),
-            ("sections", Box::new(|s| {
-                s.sections.clear();
-                s.tiers.clear();
-            })),
-            ("sections", Box::new(|s| {
-                s.sections[0].rows = 1000;
-                s.sections[0].seats_per_row = 1000;
-            })),
+            (
+                "sections",
+                Box::new(|s| {
+                    s.sections.clear();
+                    s.tiers.clear();
+                }),
+            ),
+            (
+                "sections",
+                Box::new(|s| {
+                    s.sections[0].rows = 1000;
+                    s.sections[0].seats_per_row = 1000;
+                }),
+            ),
         ];
         for (field, mutate) in cases {
             let mut spec = spec();

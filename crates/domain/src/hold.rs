@@ -106,7 +106,11 @@ impl HoldStatus {
 
 /// Whether a seat row can be taken by a new hold at `now`: it is available, or its hold has
 /// passed its deadline (nobody needs to have released it).
-pub fn seat_is_free(status: SeatStatus, hold_expires_at: Option<OffsetDateTime>, now: OffsetDateTime) -> bool {
+pub fn seat_is_free(
+    status: SeatStatus,
+    hold_expires_at: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> bool {
     match status {
         SeatStatus::Available => true,
         SeatStatus::Held => hold_expires_at.is_some_and(|deadline| deadline <= now),
@@ -159,9 +163,16 @@ mod tests {
     fn deadline_is_inclusive() {
         let t = datetime!(2026-12-01 10:00 UTC);
         assert_eq!(HoldStatus::Held.effective(t, t), HoldStatus::Expired);
-        assert_eq!(HoldStatus::Held.effective(t, t - time::Duration::milliseconds(1)), HoldStatus::Held);
+        assert_eq!(
+            HoldStatus::Held.effective(t, t - time::Duration::milliseconds(1)),
+            HoldStatus::Held
+        );
         assert!(seat_is_free(SeatStatus::Held, Some(t), t));
-        assert!(!seat_is_free(SeatStatus::Held, Some(t), t - time::Duration::milliseconds(1)));
+        assert!(!seat_is_free(
+            SeatStatus::Held,
+            Some(t),
+            t - time::Duration::milliseconds(1)
+        ));
         assert!(!seat_is_free(SeatStatus::Sold, None, t));
         assert!(seat_is_free(SeatStatus::Available, None, t));
         assert!(HoldStatus::PaymentPending.is_live(t, t + time::Duration::hours(1)));

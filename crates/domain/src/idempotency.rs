@@ -65,10 +65,16 @@ mod tests {
 
     #[test]
     fn digest_ignores_key_order_whitespace_and_transport_fields() {
-        let a: serde_json::Value = serde_json::from_str(r#"{"seatIds":["A-1-1"],"x":{"b":1,"a":2}}"#).unwrap();
-        let b: serde_json::Value =
-            serde_json::from_str(r#"{ "x": {"a":2, "b":1}, "idempotencyKey":"k", "seatIds": ["A-1-1"] }"#).unwrap();
-        assert_eq!(request_digest("POST", "/p", &a), request_digest("POST", "/p", &b));
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"seatIds":["A-1-1"],"x":{"b":1,"a":2}}"#).unwrap();
+        let b: serde_json::Value = serde_json::from_str(
+            r#"{ "x": {"a":2, "b":1}, "idempotencyKey":"k", "seatIds": ["A-1-1"] }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            request_digest("POST", "/p", &a),
+            request_digest("POST", "/p", &b)
+        );
     }
 
     #[test]
@@ -77,7 +83,14 @@ mod tests {
         let base = request_digest("POST", "/v1/events/e1/holds", &body);
         assert_ne!(base, request_digest("PUT", "/v1/events/e1/holds", &body));
         assert_ne!(base, request_digest("POST", "/v1/events/e2/holds", &body));
-        assert_ne!(base, request_digest("POST", "/v1/events/e1/holds", &json!({"seatIds": ["A-1-2"]})));
+        assert_ne!(
+            base,
+            request_digest(
+                "POST",
+                "/v1/events/e1/holds",
+                &json!({"seatIds": ["A-1-2"]})
+            )
+        );
         assert_eq!(base.len(), 64);
     }
 }

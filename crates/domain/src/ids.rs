@@ -130,7 +130,19 @@ mod tests {
         let seat = SeatRef::parse("A-12-7").unwrap();
         assert_eq!((seat.section.as_str(), seat.row, seat.number), ("A", 12, 7));
         assert_eq!(seat.to_string(), "A-12-7");
-        for bad in ["", "A", "A-1", "A-0-1", "A-1-0", "A-01-1", "-1-1", "A-B-1-1", "A-1-x", "A-1-9999999", "Ä-1-1"] {
+        for bad in [
+            "",
+            "A",
+            "A-1",
+            "A-0-1",
+            "A-1-0",
+            "A-01-1",
+            "-1-1",
+            "A-B-1-1",
+            "A-1-x",
+            "A-1-9999999",
+            "Ä-1-1",
+        ] {
             assert!(SeatRef::parse(bad).is_err(), "{bad} should be refused");
         }
     }

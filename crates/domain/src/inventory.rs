@@ -63,9 +63,12 @@ impl Inventory {
     /// Every violated invariant; empty when the inventory is sound.
     pub fn invariants(&self) -> Vec<Violation> {
         let mut out = Vec::new();
-        let mut fail = |invariant: &'static str, detail: String| out.push(Violation { invariant, detail });
-        let holds: BTreeMap<&str, &HoldRecord> = self.holds.iter().map(|h| (h.hold_id.as_str(), h)).collect();
-        let seats: BTreeMap<&str, &SeatRecord> = self.seats.iter().map(|s| (s.seat_id.as_str(), s)).collect();
+        let mut fail =
+            |invariant: &'static str, detail: String| out.push(Violation { invariant, detail });
+        let holds: BTreeMap<&str, &HoldRecord> =
+            self.holds.iter().map(|h| (h.hold_id.as_str(), h)).collect();
+        let seats: BTreeMap<&str, &SeatRecord> =
+            self.seats.iter().map(|s| (s.seat_id.as_str(), s)).collect();
 
         for seat in &self.seats {
             let id = &seat.seat_id;
@@ -75,7 +78,10 @@ impl Inventory {
                         fail("I3", format!("available seat {id} still points to a hold"));
                     }
                     if seat.order_id.is_some() {
-                        fail("I1", format!("available seat {id} still points to an order"));
+                        fail(
+                            "I1",
+                            format!("available seat {id} still points to an order"),
+                        );
                     }
                 }
                 SeatStatus::Sold => {
@@ -89,20 +95,38 @@ impl Inventory {
                         continue;
                     };
                     let Some(hold) = holds.get(hold_id.as_str()) else {
-                        fail("I3", format!("held seat {id} points to missing hold {hold_id}"));
+                        fail(
+                            "I3",
+                            format!("held seat {id} points to missing hold {hold_id}"),
+                        );
                         continue;
                     };
                     if !matches!(hold.status, HoldStatus::Held | HoldStatus::PaymentPending) {
-                        fail("I3", format!("held seat {id} points to hold {hold_id} in {}", hold.status.as_str()));
+                        fail(
+                            "I3",
+                            format!(
+                                "held seat {id} points to hold {hold_id} in {}",
+                                hold.status.as_str()
+                            ),
+                        );
                     }
                     if seat.hold_expires_at != Some(hold.expires_at) {
-                        fail("I3", format!("held seat {id} has another deadline than hold {hold_id}"));
+                        fail(
+                            "I3",
+                            format!("held seat {id} has another deadline than hold {hold_id}"),
+                        );
                     }
                     if !hold.seat_ids.contains(id) {
-                        fail("I3", format!("held seat {id} is not among the seats of hold {hold_id}"));
+                        fail(
+                            "I3",
+                            format!("held seat {id} is not among the seats of hold {hold_id}"),
+                        );
                     }
                     if hold.event_id != self.event_id {
-                        fail("I3", format!("held seat {id} points to hold {hold_id} of another event"));
+                        fail(
+                            "I3",
+                            format!("held seat {id} points to hold {hold_id} of another event"),
+                        );
                     }
                 }
             }
@@ -129,21 +153,42 @@ impl Inventory {
                 continue;
             }
             if u32::try_from(hold.seat_ids.len()).ok() != Some(hold.quantity) {
-                fail("I3", format!("hold {hid} quantity {} differs from its {} seats", hold.quantity, hold.seat_ids.len()));
+                fail(
+                    "I3",
+                    format!(
+                        "hold {hid} quantity {} differs from its {} seats",
+                        hold.quantity,
+                        hold.seat_ids.len()
+                    ),
+                );
             }
             for seat_id in &hold.seat_ids {
                 let Some(seat) = seats.get(seat_id.as_str()) else {
-                    fail("I3", format!("hold {hid} names seat {seat_id} that this event does not have"));
+                    fail(
+                        "I3",
+                        format!("hold {hid} names seat {seat_id} that this event does not have"),
+                    );
                     continue;
                 };
                 if !live {
                     continue;
                 }
-                if seat.status != SeatStatus::Held || seat.hold_id.as_deref() != Some(hid.as_str()) {
-                    fail("I5", format!("live hold {hid} lost seat {seat_id} (seat is {} for {:?})", seat.status.as_str(), seat.hold_id));
+                if seat.status != SeatStatus::Held || seat.hold_id.as_deref() != Some(hid.as_str())
+                {
+                    fail(
+                        "I5",
+                        format!(
+                            "live hold {hid} lost seat {seat_id} (seat is {} for {:?})",
+                            seat.status.as_str(),
+                            seat.hold_id
+                        ),
+                    );
                 }
                 if let Some(other) = claimed_by.insert(seat_id.as_str(), hid.as_str()) {
-                    fail("I1", format!("seat {seat_id} is claimed by live holds {other} and {hid}"));
+                    fail(
+                        "I1",
+                        format!("seat {seat_id} is claimed by live holds {other} and {hid}"),
+                    );
                 }
             }
         }
@@ -151,17 +196,32 @@ impl Inventory {
         for tier in &self.tiers {
             let tid = &tier.tier_id;
             if tier.available < 0 || tier.held < 0 || tier.sold < 0 {
-                fail("I4", format!("tier {tid} has a negative count ({}/{}/{})", tier.available, tier.held, tier.sold));
+                fail(
+                    "I4",
+                    format!(
+                        "tier {tid} has a negative count ({}/{}/{})",
+                        tier.available, tier.held, tier.sold
+                    ),
+                );
             }
             if tier.available + tier.held + tier.sold != tier.capacity {
-                fail("I4", format!(
-                    "tier {tid}: available {} + held {} + sold {} != capacity {}",
-                    tier.available, tier.held, tier.sold, tier.capacity
-                ));
+                fail(
+                    "I4",
+                    format!(
+                        "tier {tid}: available {} + held {} + sold {} != capacity {}",
+                        tier.available, tier.held, tier.sold, tier.capacity
+                    ),
+                );
             }
             let held_by_holds = held_by_tier.get(tid.as_str()).copied().unwrap_or(0);
             if tier.held != held_by_holds {
-                fail("I4", format!("tier {tid} counts {} held but its holds hold {held_by_holds}", tier.held));
+                fail(
+                    "I4",
+                    format!(
+                        "tier {tid} counts {} held but its holds hold {held_by_holds}",
+                        tier.held
+                    ),
+                );
             }
         }
         let tier_ids: BTreeSet<&str> = self.tiers.iter().map(|t| t.tier_id.as_str()).collect();
@@ -169,20 +229,35 @@ impl Inventory {
             if let Some(tier_id) = &hold.tier_id
                 && !tier_ids.contains(tier_id.as_str())
             {
-                fail("I4", format!("hold {} names unknown tier {tier_id}", hold.hold_id));
+                fail(
+                    "I4",
+                    format!("hold {} names unknown tier {tier_id}", hold.hold_id),
+                );
             }
         }
 
         for (account, n) in usage {
             if n > u64::from(self.max_tickets_per_account) {
-                fail("I7", format!("account {account} holds or owns {n} > limit {}", self.max_tickets_per_account));
+                fail(
+                    "I7",
+                    format!(
+                        "account {account} holds or owns {n} > limit {}",
+                        self.max_tickets_per_account
+                    ),
+                );
             }
         }
 
         let mut keys = BTreeSet::new();
         for hold in &self.holds {
             if !keys.insert((hold.account_id.as_str(), hold.idempotency_key.as_str())) {
-                fail("I6", format!("account {} has two holds under key {:?}", hold.account_id, hold.idempotency_key));
+                fail(
+                    "I6",
+                    format!(
+                        "account {} has two holds under key {:?}",
+                        hold.account_id, hold.idempotency_key
+                    ),
+                );
             }
         }
         out

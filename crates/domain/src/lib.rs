@@ -13,8 +13,8 @@
 pub mod decide;
 pub mod event;
 pub mod hold;
-pub mod ids;
 pub mod idempotency;
+pub mod ids;
 pub mod inventory;
 
 pub use time::OffsetDateTime;

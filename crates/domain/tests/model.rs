@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use boxoffice_domain::decide::{BatchState, HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow, decide_holds};
+use boxoffice_domain::decide::{
+    BatchState, HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow, decide_holds,
+};
 use boxoffice_domain::event::SaleRules;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
@@ -115,14 +117,21 @@ impl Subject {
 
     fn free(&mut self, hold: &HoldRecord) {
         for seat in &mut self.inv.seats {
-            if seat.status == SeatStatus::Held && seat.hold_id.as_deref() == Some(hold.hold_id.as_str()) {
+            if seat.status == SeatStatus::Held
+                && seat.hold_id.as_deref() == Some(hold.hold_id.as_str())
+            {
                 seat.status = SeatStatus::Available;
                 seat.hold_id = None;
                 seat.hold_expires_at = None;
             }
         }
         if let Some(tier_id) = &hold.tier_id {
-            let tier = self.inv.tiers.iter_mut().find(|t| &t.tier_id == tier_id).unwrap();
+            let tier = self
+                .inv
+                .tiers
+                .iter_mut()
+                .find(|t| &t.tier_id == tier_id)
+                .unwrap();
             tier.held -= i64::from(hold.quantity);
             tier.available += i64::from(hold.quantity);
         }
@@ -159,7 +168,12 @@ impl Subject {
                     (s.seat_id.clone(), row)
                 })
                 .collect(),
-            tiers: self.inv.tiers.iter().map(|t| (t.tier_id.clone(), t.clone())).collect(),
+            tiers: self
+                .inv
+                .tiers
+                .iter()
+                .map(|t| (t.tier_id.clone(), t.clone()))
+                .collect(),
             usage_by_account: usage,
             prior_digests: self.records.clone(),
         };
@@ -206,21 +220,38 @@ struct Reference {
 }
 
 impl Reference {
-    fn live(&self, now: OffsetDateTime) -> impl Iterator<Item = &(String, String, Vec<String>, u32, OffsetDateTime, bool)> {
+    fn live(
+        &self,
+        now: OffsetDateTime,
+    ) -> impl Iterator<Item = &(String, String, Vec<String>, u32, OffsetDateTime, bool)> {
         self.holds.iter().filter(move |h| !h.5 && h.4 > now)
     }
 
-    fn expect(&mut self, now: OffsetDateTime, request: &HoldRequest, batch_seen: &mut BTreeMap<(String, String), String>) -> &'static str {
+    fn expect(
+        &mut self,
+        now: OffsetDateTime,
+        request: &HoldRequest,
+        batch_seen: &mut BTreeMap<(String, String), String>,
+    ) -> &'static str {
         let scope = (request.account_id.clone(), request.idempotency_key.clone());
         if let Some(digest) = batch_seen.get(&scope) {
-            return if *digest == request.request_digest { "replay-in-batch" } else { "key-reused" };
+            return if *digest == request.request_digest {
+                "replay-in-batch"
+            } else {
+                "key-reused"
+            };
         }
         if let Some(digest) = self.records.get(&scope) {
-            return if *digest == request.request_digest { "replayed" } else { "key-reused" };
+            return if *digest == request.request_digest {
+                "replayed"
+            } else {
+                "key-reused"
+            };
         }
         let verdict = self.decide(now, request);
         if verdict != "invalid" {
-            self.records.insert(scope.clone(), request.request_digest.clone());
+            self.records
+                .insert(scope.clone(), request.request_digest.clone());
             batch_seen.insert(scope, request.request_digest.clone());
         }
         verdict
@@ -237,7 +268,11 @@ impl Reference {
         if quantity == 0 || quantity > 3 || distinct.len() != seat_ids.len() {
             return "invalid";
         }
-        let used: u32 = self.live(now).filter(|h| h.1 == request.account_id).map(|h| h.3).sum();
+        let used: u32 = self
+            .live(now)
+            .filter(|h| h.1 == request.account_id)
+            .map(|h| h.3)
+            .sum();
         if used + quantity > 4 {
             return "limit";
         }
@@ -246,11 +281,21 @@ impl Reference {
             if i64::from(taken + quantity) > TIER_CAPACITY {
                 return "sold-out";
             }
-        } else if self.live(now).any(|h| h.2.iter().any(|s| seat_ids.contains(s))) {
+        } else if self
+            .live(now)
+            .any(|h| h.2.iter().any(|s| seat_ids.contains(s)))
+        {
             return "unavailable";
         }
         let expires = now + Duration::seconds(TTL_S.into());
-        self.holds.push((request.new_hold_id.clone(), request.account_id.clone(), seat_ids, quantity, expires, false));
+        self.holds.push((
+            request.new_hold_id.clone(),
+            request.account_id.clone(),
+            seat_ids,
+            quantity,
+            expires,
+            false,
+        ));
         "held"
     }
 }
@@ -337,7 +382,9 @@ fn invariants_catch_a_planted_double_hold() {
         idempotency_key: key.into(),
         request_digest: key.into(),
         new_hold_id: format!("h-{key}"),
-        shape: HoldShape::Seats { seat_ids: vec!["A-1-1".into()] },
+        shape: HoldShape::Seats {
+            seat_ids: vec!["A-1-1".into()],
+        },
     };
     let out = subject.batch(&[req("k1", "a0")]);
     assert!(matches!(out[0], HoldOutcome::Held(_)));
@@ -347,5 +394,10 @@ fn invariants_catch_a_planted_double_hold() {
     planted.account_id = "a1".into();
     subject.inv.holds.push(planted);
     let violations = subject.inv.invariants();
-    assert!(violations.iter().any(|v| v.invariant == "I5" && v.detail.contains("intruder")), "{violations:?}");
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.invariant == "I5" && v.detail.contains("intruder")),
+        "{violations:?}"
+    );
 }

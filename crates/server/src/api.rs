@@ -93,8 +93,12 @@ impl CreateEventBody {
             Some(body) => WaitingRoomSettings {
                 enabled: body.enabled.unwrap_or(defaults.enabled),
                 policy: body.policy.unwrap_or(defaults.policy),
-                max_active_shoppers: body.max_active_shoppers.unwrap_or(defaults.max_active_shoppers),
-                admission_ttl_seconds: body.admission_ttl_seconds.unwrap_or(defaults.admission_ttl_seconds),
+                max_active_shoppers: body
+                    .max_active_shoppers
+                    .unwrap_or(defaults.max_active_shoppers),
+                admission_ttl_seconds: body
+                    .admission_ttl_seconds
+                    .unwrap_or(defaults.admission_ttl_seconds),
             },
         };
         EventSpec {
@@ -203,10 +207,22 @@ impl EventView {
     /// The event; `counts` fills the per-section and per-tier counts when given.
     pub fn new(event: &EventRecord, counts: Option<&EventCounts>) -> Self {
         let section_counts = |name: &str| -> Option<Counts> {
-            counts.map(|c| c.sections.iter().find(|(n, _)| n == name).map(|(_, c)| *c).unwrap_or_default())
+            counts.map(|c| {
+                c.sections
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, c)| *c)
+                    .unwrap_or_default()
+            })
         };
         let tier_counts = |id: &str| -> Option<Counts> {
-            counts.map(|c| c.tiers.iter().find(|(n, _)| n == id).map(|(_, c)| *c).unwrap_or_default())
+            counts.map(|c| {
+                c.tiers
+                    .iter()
+                    .find(|(n, _)| n == id)
+                    .map(|(_, c)| *c)
+                    .unwrap_or_default()
+            })
         };
         Self {
             event_id: event.event_id.clone(),
@@ -269,8 +285,16 @@ impl EventView {
             sold: 0,
         };
         EventCounts {
-            sections: event.sections.iter().map(|s| (s.name.clone(), all_available(s.seat_count()))).collect(),
-            tiers: event.tiers.iter().map(|t| (t.tier_id.clone(), all_available(t.capacity.into()))).collect(),
+            sections: event
+                .sections
+                .iter()
+                .map(|s| (s.name.clone(), all_available(s.seat_count())))
+                .collect(),
+            tiers: event
+                .tiers
+                .iter()
+                .map(|t| (t.tier_id.clone(), all_available(t.capacity.into())))
+                .collect(),
         }
     }
 }

@@ -48,7 +48,9 @@ impl TokenVerifier {
     /// A verifier for HS256 tokens signed with `secret` (at least [`JWT_SECRET_LEN_MIN`] bytes).
     pub fn hs256(secret: &str) -> Result<Self, String> {
         if secret.len() < JWT_SECRET_LEN_MIN {
-            return Err(format!("the JWT secret must be at least {JWT_SECRET_LEN_MIN} bytes"));
+            return Err(format!(
+                "the JWT secret must be at least {JWT_SECRET_LEN_MIN} bytes"
+            ));
         }
         let mut validation = Validation::new(Algorithm::HS256);
         validation.leeway = JWT_LEEWAY_S;
@@ -75,7 +77,12 @@ impl TokenVerifier {
 }
 
 /// Signs a token for `account_id`, valid for `ttl_s` seconds from now.
-pub fn mint_token(secret: &str, account_id: &AccountId, admin: bool, ttl_s: u64) -> Result<String, String> {
+pub fn mint_token(
+    secret: &str,
+    account_id: &AccountId,
+    admin: bool,
+    ttl_s: u64,
+) -> Result<String, String> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|e| e.to_string())?
@@ -99,7 +106,10 @@ pub struct Account {
 impl FromRequestParts<AppState> for Account {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let header = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -122,10 +132,17 @@ pub struct Admin(pub Account);
 impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let account = Account::from_request_parts(parts, state).await?;
         if !account.admin {
-            return Err(ApiError::new(StatusCode::FORBIDDEN, "FORBIDDEN", "this operation needs an admin token"));
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "FORBIDDEN",
+                "this operation needs an admin token",
+            ));
         }
         Ok(Self(account))
     }

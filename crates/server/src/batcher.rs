@@ -58,7 +58,12 @@ impl HoldBatcher {
     }
 
     /// Queues `request` for `event` and waits for its answer, which comes after the commit.
-    pub async fn submit(&self, event: Arc<EventRecord>, endpoint: String, request: HoldRequest) -> Result<Idempotent, SubmitError> {
+    pub async fn submit(
+        &self,
+        event: Arc<EventRecord>,
+        endpoint: String,
+        request: HoldRequest,
+    ) -> Result<Idempotent, SubmitError> {
         let (reply, answer) = oneshot::channel();
         let job = Job { request, reply };
         let sender = self.queue_for(&event, endpoint);
@@ -66,17 +71,24 @@ impl HoldBatcher {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => return Err(SubmitError::Overloaded),
             Err(mpsc::error::TrySendError::Closed(_)) => {
-                return Err(SubmitError::Store(StoreError::Internal("hold batcher stopped".into())));
+                return Err(SubmitError::Store(StoreError::Internal(
+                    "hold batcher stopped".into(),
+                )));
             }
         }
         match answer.await {
             Ok(result) => result.map_err(SubmitError::Store),
-            Err(_) => Err(SubmitError::Store(StoreError::Internal("hold batcher dropped a request".into()))),
+            Err(_) => Err(SubmitError::Store(StoreError::Internal(
+                "hold batcher dropped a request".into(),
+            ))),
         }
     }
 
     fn queue_for(&self, event: &Arc<EventRecord>, endpoint: String) -> mpsc::Sender<Job> {
-        let mut queues = self.queues.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(sender) = queues.get(&event.event_id)
             && !sender.is_closed()
         {
@@ -84,7 +96,13 @@ impl HoldBatcher {
         }
         let (sender, receiver) = mpsc::channel(HOLD_QUEUE_REQUESTS_MAX);
         queues.insert(event.event_id.clone(), sender.clone());
-        tokio::spawn(run_event_queue(self.store.clone(), self.render.clone(), event.clone(), endpoint, receiver));
+        tokio::spawn(run_event_queue(
+            self.store.clone(),
+            self.render.clone(),
+            event.clone(),
+            endpoint,
+            receiver,
+        ));
         sender
     }
 }
@@ -102,7 +120,9 @@ async fn run_event_queue(
     while receiver.recv_many(&mut jobs, HOLD_BATCH_REQUESTS_MAX).await > 0 {
         let requests: Vec<HoldRequest> = jobs.iter().map(|job| job.request.clone()).collect();
         let started = Instant::now();
-        let result = store.hold_batch(&event, &endpoint, &requests, &render_one).await;
+        let result = store
+            .hold_batch(&event, &endpoint, &requests, &render_one)
+            .await;
         metrics::histogram!("boxoffice_hold_batch_seconds").record(started.elapsed().as_secs_f64());
         metrics::histogram!("boxoffice_hold_batch_requests").record(requests.len() as f64);
         match result {

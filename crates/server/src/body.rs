@@ -22,17 +22,23 @@ impl FromRequest<AppState> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "PAYLOAD_TOO_LARGE",
-                    format!("request bodies are limited to {BODY_BYTES_MAX} bytes"),
-                )
-            } else {
-                ApiError::new(StatusCode::BAD_REQUEST, "BAD_REQUEST", "could not read the request body")
-            }
-        })?;
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "PAYLOAD_TOO_LARGE",
+                        format!("request bodies are limited to {BODY_BYTES_MAX} bytes"),
+                    )
+                } else {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "BAD_REQUEST",
+                        "could not read the request body",
+                    )
+                }
+            })?;
         if bytes.is_empty() {
             return Err(ApiError::validation("body", "a JSON object is required"));
         }

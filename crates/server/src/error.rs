@@ -37,11 +37,20 @@ impl ApiError {
     }
 
     pub fn validation(field: &str, reason: impl std::fmt::Display) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION", format!("{field}: {reason}")).with("field", field)
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+            format!("{field}: {reason}"),
+        )
+        .with("field", field)
     }
 
     pub fn not_found(what: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "NOT_FOUND", format!("{what} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            format!("{what} not found"),
+        )
     }
 
     pub fn unauthenticated(detail: impl Into<String>) -> Self {
@@ -53,7 +62,11 @@ impl ApiError {
     }
 
     pub fn internal() -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", "internal error")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            "internal error",
+        )
     }
 
     /// The problem document, as bytes: also what an idempotency record stores.
@@ -99,7 +112,10 @@ impl IntoResponse for ApiError {
         let mut response = (self.status, self.body()).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
-        if matches!(self.status, StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS) {
+        if matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
         }
         if self.status == StatusCode::UNAUTHORIZED {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use boxoffice_domain::idempotency::{Idempotent, IdempotencyScope, StoredResponse};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::ids::check_idempotency_key;
 
 use crate::body::JsonBody;
@@ -71,7 +71,10 @@ pub struct InFlightGuard {
 impl InFlight {
     /// Claims `scope`, or answers 409 when a request with the same key is still running.
     pub fn claim(&self, scope: &IdempotencyScope) -> Result<InFlightGuard, ApiError> {
-        let mut scopes = self.scopes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut scopes = self
+            .scopes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if !scopes.insert(scope.clone()) {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -88,7 +91,10 @@ impl InFlight {
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        let mut scopes = self.scopes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut scopes = self
+            .scopes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         scopes.remove(&self.scope);
     }
 }
@@ -96,7 +102,11 @@ impl Drop for InFlightGuard {
 /// A stored response as sent: the same bytes, status and media type every time.
 pub fn stored_response(stored: &StoredResponse, replayed: bool) -> Response {
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let media = if status.is_success() { "application/json" } else { PROBLEM_JSON };
+    let media = if status.is_success() {
+        "application/json"
+    } else {
+        PROBLEM_JSON
+    };
     let mut response = (status, stored.body.clone()).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media));

@@ -53,7 +53,9 @@ pub struct AppState {
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppState").field("store", &self.store.backend()).finish_non_exhaustive()
+        f.debug_struct("AppState")
+            .field("store", &self.store.backend())
+            .finish_non_exhaustive()
     }
 }
 
@@ -79,7 +81,12 @@ impl Modify for SecurityAddon {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
         );
     }
 }
@@ -101,7 +108,10 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::events::list_events))
         .routes(routes!(routes::events::get_event))
         .routes(routes!(routes::holds::create_hold))
-        .routes(routes!(routes::holds::get_hold, routes::holds::release_hold))
+        .routes(routes!(
+            routes::holds::get_hold,
+            routes::holds::release_hold
+        ))
 }
 
 /// The OpenAPI document, generated from the handlers' annotations.
@@ -125,7 +135,11 @@ impl AppState {
 }
 
 async fn openapi_json(State(state): State<AppState>) -> Response {
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], state.openapi_json.as_str().to_owned()).into_response()
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        state.openapi_json.as_str().to_owned(),
+    )
+        .into_response()
 }
 
 async fn not_found() -> ApiError {
@@ -168,7 +182,12 @@ pub fn app(state: AppState) -> Router {
 
 /// Binds `listen`, runs the expiry sweeper, serves until the process ends. Calls `ready`
 /// with the bound address (port 0 picks a free port).
-pub async fn serve(store: Arc<dyn Store>, jwt_secret: &str, listen: SocketAddr, ready: impl FnOnce(SocketAddr)) -> std::io::Result<()> {
+pub async fn serve(
+    store: Arc<dyn Store>,
+    jwt_secret: &str,
+    listen: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
     let state = AppState::new(store.clone(), jwt_secret).map_err(std::io::Error::other)?;
     let sweeper = ExpirySweeper::new(store);
     tokio::spawn(sweeper.run());

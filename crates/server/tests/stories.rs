@@ -36,10 +36,21 @@ async fn same_seat_race(backend: Backend) {
         let seat = format!("A-1-{round}");
         let attempts = (0..256).map(|i| {
             let (app, event_id, seat) = (&app, &event_id, &seat);
-            async move { app.hold(&format!("fan{round}-{i}"), event_id, &format!("r{round}"), json!({"seatIds": [seat]})).await }
+            async move {
+                app.hold(
+                    &format!("fan{round}-{i}"),
+                    event_id,
+                    &format!("r{round}"),
+                    json!({"seatIds": [seat]}),
+                )
+                .await
+            }
         });
         let answers = join_all(attempts).await;
-        let granted = answers.iter().filter(|a| a.status == StatusCode::CREATED).count();
+        let granted = answers
+            .iter()
+            .filter(|a| a.status == StatusCode::CREATED)
+            .count();
         assert_eq!(granted, 1, "round {round}: exactly one hold");
         for answer in answers.iter().filter(|a| a.status != StatusCode::CREATED) {
             assert_eq!(answer.status, StatusCode::CONFLICT);
@@ -67,7 +78,15 @@ async fn overlapping_subsets_race(backend: Backend) {
             .collect();
         let attempts = requests.iter().enumerate().map(|(i, pick)| {
             let (app, event_id) = (&app, &event_id);
-            async move { app.hold(&format!("fan{round}-{i}"), event_id, &format!("r{round}"), json!({"seatIds": pick})).await }
+            async move {
+                app.hold(
+                    &format!("fan{round}-{i}"),
+                    event_id,
+                    &format!("r{round}"),
+                    json!({"seatIds": pick}),
+                )
+                .await
+            }
         });
         let answers = join_all(attempts).await;
         let mut taken = BTreeSet::new();
@@ -88,7 +107,10 @@ async fn overlapping_subsets_race(backend: Backend) {
                     }
                 }
                 StatusCode::CONFLICT => assert_eq!(answer.code(), "SEATS_UNAVAILABLE"),
-                other => panic!("unexpected {other}: {}", String::from_utf8_lossy(&answer.bytes)),
+                other => panic!(
+                    "unexpected {other}: {}",
+                    String::from_utf8_lossy(&answer.bytes)
+                ),
             }
         }
         assert!(!taken.is_empty(), "round {round}: somebody wins");
@@ -104,7 +126,14 @@ async fn tier_capacity_race(backend: Backend) {
         let (app, event_id) = (&app, &event_id);
         async move {
             let quantity = 1 + i % 3;
-            let answer = app.hold(&format!("fan{i}"), event_id, "k", json!({"tierId": "GA", "quantity": quantity})).await;
+            let answer = app
+                .hold(
+                    &format!("fan{i}"),
+                    event_id,
+                    "k",
+                    json!({"tierId": "GA", "quantity": quantity}),
+                )
+                .await;
             (quantity, answer)
         }
     });
@@ -121,40 +150,83 @@ async fn tier_capacity_race(backend: Backend) {
         }
     }
     assert!(granted <= 100, "granted {granted} of 100");
-    let event = app.get(&token("fan0"), &format!("/v1/events/{event_id}")).await.json();
+    let event = app
+        .get(&token("fan0"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
     let tier = &event["tiers"][0];
     assert_eq!(tier["held"], json!(granted));
-    assert_eq!(tier["available"].as_i64().unwrap() + tier["held"].as_i64().unwrap(), 100);
-    assert!(tier["available"].as_i64().unwrap() < 3, "refusals only when fewer than 3 were left: {tier}");
+    assert_eq!(
+        tier["available"].as_i64().unwrap() + tier["held"].as_i64().unwrap(),
+        100
+    );
+    assert!(
+        tier["available"].as_i64().unwrap() < 3,
+        "refusals only when fewer than 3 were left: {tier}"
+    );
     app.finish().await;
 }
 
 async fn hold_count(app: &TestApp, event_id: &str) -> usize {
-    app.db.store.load_inventory(event_id).await.unwrap().unwrap().holds.len()
+    app.db
+        .store
+        .load_inventory(event_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .holds
+        .len()
 }
 
 /// Replays return the stored bytes and status with `Idempotent-Replayed`, and create nothing.
 async fn idempotent_replay(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let first = app.hold("ann", &event_id, "key-1", json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
+    let first = app
+        .hold(
+            "ann",
+            &event_id,
+            "key-1",
+            json!({"seatIds": ["A-1-1", "A-1-2"]}),
+        )
+        .await;
     assert_eq!(first.status, StatusCode::CREATED);
     assert!(first.headers.get("idempotent-replayed").is_none());
-    let replay = app.hold("ann", &event_id, "key-1", json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
+    let replay = app
+        .hold(
+            "ann",
+            &event_id,
+            "key-1",
+            json!({"seatIds": ["A-1-1", "A-1-2"]}),
+        )
+        .await;
     assert_eq!(replay.status, StatusCode::CREATED);
     assert_eq!(replay.bytes, first.bytes, "byte-identical body");
     assert_eq!(replay.headers["idempotent-replayed"], "true");
-    assert_eq!(hold_count(&app, &event_id).await, 1, "a replay creates no hold");
+    assert_eq!(
+        hold_count(&app, &event_id).await,
+        1,
+        "a replay creates no hold"
+    );
 
     // A refusal is stored too: the replay of a 409 is the same 409.
-    let refused = app.hold("bob", &event_id, "key-1", json!({"seatIds": ["A-1-2"]})).await;
+    let refused = app
+        .hold("bob", &event_id, "key-1", json!({"seatIds": ["A-1-2"]}))
+        .await;
     assert_eq!(refused.code(), "SEATS_UNAVAILABLE");
-    let refused_again = app.hold("bob", &event_id, "key-1", json!({"seatIds": ["A-1-2"]})).await;
-    assert_eq!((refused_again.status, &refused_again.bytes), (refused.status, &refused.bytes));
+    let refused_again = app
+        .hold("bob", &event_id, "key-1", json!({"seatIds": ["A-1-2"]}))
+        .await;
+    assert_eq!(
+        (refused_again.status, &refused_again.bytes),
+        (refused.status, &refused.bytes)
+    );
     assert_eq!(refused_again.headers["idempotent-replayed"], "true");
 
     // Same key, different request: 422, nothing created.
-    let reused = app.hold("ann", &event_id, "key-1", json!({"seatIds": ["A-1-3"]})).await;
+    let reused = app
+        .hold("ann", &event_id, "key-1", json!({"seatIds": ["A-1-3"]}))
+        .await;
     assert_eq!(reused.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(reused.code(), "IDEMPOTENCY_KEY_REUSED");
     assert_eq!(hold_count(&app, &event_id).await, 1);
@@ -162,10 +234,17 @@ async fn idempotent_replay(backend: Backend) {
     // Event creation is idempotent the same way.
     let body = json!({"name": "Replay Night", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
                       "tiers": [{"tierId": "GA", "name": "GA", "capacity": 10, "priceMinor": 100}]});
-    let created = app.post(&app.admin, "/v1/admin/events", Some("ev-1"), &body).await;
-    let again = app.post(&app.admin, "/v1/admin/events", Some("ev-1"), &body).await;
+    let created = app
+        .post(&app.admin, "/v1/admin/events", Some("ev-1"), &body)
+        .await;
+    let again = app
+        .post(&app.admin, "/v1/admin/events", Some("ev-1"), &body)
+        .await;
     assert_eq!(created.status, StatusCode::CREATED);
-    assert_eq!((again.status, &again.bytes), (created.status, &created.bytes));
+    assert_eq!(
+        (again.status, &again.bytes),
+        (created.status, &created.bytes)
+    );
     assert_eq!(app.db.store.list_event_ids().await.unwrap().len(), 2);
     app.finish().await;
 }
@@ -174,7 +253,8 @@ async fn idempotent_replay(backend: Backend) {
 async fn idempotent_concurrent_same_key(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let attempts = (0..32).map(|_| app.hold("ann", &event_id, "same", json!({"seatIds": ["A-2-1"]})));
+    let attempts =
+        (0..32).map(|_| app.hold("ann", &event_id, "same", json!({"seatIds": ["A-2-1"]})));
     let answers = join_all(attempts).await;
     let mut hold_ids = BTreeSet::new();
     for answer in &answers {
@@ -187,10 +267,16 @@ async fn idempotent_concurrent_same_key(backend: Backend) {
         }
     }
     assert_eq!(hold_ids.len(), 1, "every 201 names the same hold");
-    assert_eq!(hold_count(&app, &event_id).await, 1, "exactly one execution");
+    assert_eq!(
+        hold_count(&app, &event_id).await,
+        1,
+        "exactly one execution"
+    );
     let fresh = answers
         .iter()
-        .filter(|a| a.status == StatusCode::CREATED && a.headers.get("idempotent-replayed").is_none())
+        .filter(|a| {
+            a.status == StatusCode::CREATED && a.headers.get("idempotent-replayed").is_none()
+        })
         .count();
     assert_eq!(fresh, 1, "one fresh answer, the rest replays or 409");
     app.finish().await;
@@ -201,19 +287,53 @@ async fn idempotency_key_forms(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
     let path = format!("/v1/events/{event_id}/holds");
-    let missing = app.post(&token("ann"), &path, None, &json!({"seatIds": ["A-1-1"]})).await;
-    assert_eq!((missing.status, missing.code().as_str()), (StatusCode::BAD_REQUEST, "IDEMPOTENCY_KEY_REQUIRED"));
-    let mismatch = app
-        .post(&token("ann"), &path, Some("a"), &json!({"seatIds": ["A-1-1"], "idempotencyKey": "b"}))
+    let missing = app
+        .post(&token("ann"), &path, None, &json!({"seatIds": ["A-1-1"]}))
         .await;
-    assert_eq!((mismatch.status, mismatch.code().as_str()), (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_MISMATCH"));
-    let in_body = app.post(&token("ann"), &path, None, &json!({"seatIds": ["A-1-1"], "idempotencyKey": "b"})).await;
+    assert_eq!(
+        (missing.status, missing.code().as_str()),
+        (StatusCode::BAD_REQUEST, "IDEMPOTENCY_KEY_REQUIRED")
+    );
+    let mismatch = app
+        .post(
+            &token("ann"),
+            &path,
+            Some("a"),
+            &json!({"seatIds": ["A-1-1"], "idempotencyKey": "b"}),
+        )
+        .await;
+    assert_eq!(
+        (mismatch.status, mismatch.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "IDEMPOTENCY_KEY_MISMATCH")
+    );
+    let in_body = app
+        .post(
+            &token("ann"),
+            &path,
+            None,
+            &json!({"seatIds": ["A-1-1"], "idempotencyKey": "b"}),
+        )
+        .await;
     assert_eq!(in_body.status, StatusCode::CREATED);
     // The same request with the key in the header instead is the same request: a replay.
-    let in_header = app.post(&token("ann"), &path, Some("b"), &json!({"seatIds": ["A-1-1"]})).await;
+    let in_header = app
+        .post(
+            &token("ann"),
+            &path,
+            Some("b"),
+            &json!({"seatIds": ["A-1-1"]}),
+        )
+        .await;
     assert_eq!(in_header.bytes, in_body.bytes);
     assert_eq!(in_header.headers["idempotent-replayed"], "true");
-    let too_long = app.post(&token("ann"), &path, Some(&"k".repeat(256)), &json!({"seatIds": ["A-1-2"]})).await;
+    let too_long = app
+        .post(
+            &token("ann"),
+            &path,
+            Some(&"k".repeat(256)),
+            &json!({"seatIds": ["A-1-2"]}),
+        )
+        .await;
     assert_eq!(too_long.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(hold_count(&app, &event_id).await, 1);
     app.finish().await;
@@ -222,7 +342,10 @@ async fn idempotency_key_forms(backend: Backend) {
 /// Polls the hold until the store's clock has passed its deadline (bounded).
 async fn wait_until_expired(app: &TestApp, account: &str, hold_id: &str) {
     for _ in 0..100 {
-        let hold = app.get(&token(account), &format!("/v1/holds/{hold_id}")).await.json();
+        let hold = app
+            .get(&token(account), &format!("/v1/holds/{hold_id}"))
+            .await
+            .json();
         if hold["status"] == "EXPIRED" {
             return;
         }
@@ -236,31 +359,89 @@ async fn wait_until_expired(app: &TestApp, account: &str, hold_id: &str) {
 async fn expiry_frees_seats_and_late_release_changes_nothing(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({"holdTtlSeconds": 1})).await;
-    let first = app.hold("ann", &event_id, "k", json!({"seatIds": ["A-1-1", "A-1-2"]})).await.json();
+    let first = app
+        .hold(
+            "ann",
+            &event_id,
+            "k",
+            json!({"seatIds": ["A-1-1", "A-1-2"]}),
+        )
+        .await
+        .json();
     let old_hold = first["holdId"].as_str().unwrap().to_owned();
-    let blocked = app.hold("bob", &event_id, "k0", json!({"seatIds": ["A-1-1"]})).await;
-    assert_eq!(blocked.code(), "SEATS_UNAVAILABLE", "a live hold protects its seat");
+    let blocked = app
+        .hold("bob", &event_id, "k0", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(
+        blocked.code(),
+        "SEATS_UNAVAILABLE",
+        "a live hold protects its seat"
+    );
     wait_until_expired(&app, "ann", &old_hold).await;
 
-    let second = app.hold("bob", &event_id, "k1", json!({"seatIds": ["A-1-1"]})).await;
-    assert_eq!(second.status, StatusCode::CREATED, "an expired hold does not block, swept or not");
+    let second = app
+        .hold("bob", &event_id, "k1", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(
+        second.status,
+        StatusCode::CREATED,
+        "an expired hold does not block, swept or not"
+    );
     let new_hold = second.json()["holdId"].as_str().unwrap().to_owned();
 
     // The old owner's delayed release: harmless, reports the hold as expired.
-    let late_release = app.delete(&token("ann"), &format!("/v1/holds/{old_hold}")).await;
+    let late_release = app
+        .delete(&token("ann"), &format!("/v1/holds/{old_hold}"))
+        .await;
     assert_eq!(late_release.status, StatusCode::OK);
     assert_eq!(late_release.json()["status"], "EXPIRED");
     // The sweeper's release of the old hold, run after the seat was re-held.
-    let report = app.db.store.expire_holds(std::slice::from_ref(&old_hold)).await.unwrap();
-    assert_eq!(report.seats_freed, 1, "only A-1-2 still pointed to the old hold");
-    let again = app.db.store.expire_holds(std::slice::from_ref(&old_hold)).await.unwrap();
-    assert_eq!(again.holds_expired, 0, "a repeated expiry finds nothing to do");
+    let report = app
+        .db
+        .store
+        .expire_holds(std::slice::from_ref(&old_hold))
+        .await
+        .unwrap();
+    assert_eq!(
+        report.seats_freed, 1,
+        "only A-1-2 still pointed to the old hold"
+    );
+    let again = app
+        .db
+        .store
+        .expire_holds(std::slice::from_ref(&old_hold))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.holds_expired, 0,
+        "a repeated expiry finds nothing to do"
+    );
 
-    let inventory = app.db.store.load_inventory(&event_id).await.unwrap().unwrap();
-    let seat = |id: &str| inventory.seats.iter().find(|s| s.seat_id == id).unwrap().clone();
-    assert_eq!(seat("A-1-1").hold_id.as_deref(), Some(new_hold.as_str()), "the newer hold keeps its seat");
+    let inventory = app
+        .db
+        .store
+        .load_inventory(&event_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let seat = |id: &str| {
+        inventory
+            .seats
+            .iter()
+            .find(|s| s.seat_id == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        seat("A-1-1").hold_id.as_deref(),
+        Some(new_hold.as_str()),
+        "the newer hold keeps its seat"
+    );
     assert_eq!(seat("A-1-2").status.as_str(), "AVAILABLE");
-    let bob_hold = app.get(&token("bob"), &format!("/v1/holds/{new_hold}")).await.json();
+    let bob_hold = app
+        .get(&token("bob"), &format!("/v1/holds/{new_hold}"))
+        .await
+        .json();
     assert_eq!(bob_hold["status"], "HELD");
     app.finish().await;
 }
@@ -269,14 +450,34 @@ async fn expiry_frees_seats_and_late_release_changes_nothing(backend: Backend) {
 async fn tier_units_return_exactly_once(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({"holdTtlSeconds": 1})).await;
-    let hold = app.hold("ann", &event_id, "k", json!({"tierId": "GA", "quantity": 3})).await.json();
+    let hold = app
+        .hold(
+            "ann",
+            &event_id,
+            "k",
+            json!({"tierId": "GA", "quantity": 3}),
+        )
+        .await
+        .json();
     let hold_id = hold["holdId"].as_str().unwrap().to_owned();
     wait_until_expired(&app, "ann", &hold_id).await;
     let sweeps = (0..4).map(|_| app.db.store.expire_due_holds(100));
     let reports = join_all(sweeps).await;
-    let returned: u64 = reports.into_iter().map(|r| r.unwrap().tier_units_returned).sum();
-    assert_eq!(returned, 3, "returned exactly once across concurrent sweeps");
-    let inventory = app.db.store.load_inventory(&event_id).await.unwrap().unwrap();
+    let returned: u64 = reports
+        .into_iter()
+        .map(|r| r.unwrap().tier_units_returned)
+        .sum();
+    assert_eq!(
+        returned, 3,
+        "returned exactly once across concurrent sweeps"
+    );
+    let inventory = app
+        .db
+        .store
+        .load_inventory(&event_id)
+        .await
+        .unwrap()
+        .unwrap();
     let tier = &inventory.tiers[0];
     assert_eq!((tier.available, tier.held, tier.sold), (100, 0, 0));
     app.finish().await;
@@ -285,28 +486,74 @@ async fn tier_units_return_exactly_once(backend: Backend) {
 async fn purchase_limit_counts_live_holds(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({"maxTicketsPerAccount": 4})).await;
-    let first = app.hold("ann", &event_id, "k1", json!({"seatIds": ["A-1-1", "A-1-2", "A-1-3"]})).await;
+    let first = app
+        .hold(
+            "ann",
+            &event_id,
+            "k1",
+            json!({"seatIds": ["A-1-1", "A-1-2", "A-1-3"]}),
+        )
+        .await;
     assert_eq!(first.status, StatusCode::CREATED);
-    let over = app.hold("ann", &event_id, "k2", json!({"tierId": "GA", "quantity": 2})).await;
-    assert_eq!((over.status, over.code().as_str()), (StatusCode::CONFLICT, "PURCHASE_LIMIT"));
-    let fits = app.hold("ann", &event_id, "k3", json!({"tierId": "GA", "quantity": 1})).await;
+    let over = app
+        .hold(
+            "ann",
+            &event_id,
+            "k2",
+            json!({"tierId": "GA", "quantity": 2}),
+        )
+        .await;
+    assert_eq!(
+        (over.status, over.code().as_str()),
+        (StatusCode::CONFLICT, "PURCHASE_LIMIT")
+    );
+    let fits = app
+        .hold(
+            "ann",
+            &event_id,
+            "k3",
+            json!({"tierId": "GA", "quantity": 1}),
+        )
+        .await;
     assert_eq!(fits.status, StatusCode::CREATED);
     let hold_id = first.json()["holdId"].as_str().unwrap().to_owned();
-    let released = app.delete(&token("ann"), &format!("/v1/holds/{hold_id}")).await;
+    let released = app
+        .delete(&token("ann"), &format!("/v1/holds/{hold_id}"))
+        .await;
     assert_eq!(released.json()["status"], "RELEASED");
-    let after_release = app.hold("ann", &event_id, "k4", json!({"seatIds": ["A-1-1", "A-1-2", "A-1-3"]})).await;
-    assert_eq!(after_release.status, StatusCode::CREATED, "a released hold no longer counts");
+    let after_release = app
+        .hold(
+            "ann",
+            &event_id,
+            "k4",
+            json!({"seatIds": ["A-1-1", "A-1-2", "A-1-3"]}),
+        )
+        .await;
+    assert_eq!(
+        after_release.status,
+        StatusCode::CREATED,
+        "a released hold no longer counts"
+    );
     app.finish().await;
 }
 
 async fn sale_not_open(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let event_id = app.create_event(json!({"onSaleAt": "2099-01-01T00:00:00Z"})).await;
-    let early = app.hold("ann", &event_id, "k", json!({"seatIds": ["A-1-1"]})).await;
-    assert_eq!((early.status, early.code().as_str()), (StatusCode::CONFLICT, "SALE_NOT_OPEN"));
+    let event_id = app
+        .create_event(json!({"onSaleAt": "2099-01-01T00:00:00Z"}))
+        .await;
+    let early = app
+        .hold("ann", &event_id, "k", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(
+        (early.status, early.code().as_str()),
+        (StatusCode::CONFLICT, "SALE_NOT_OPEN")
+    );
     assert_eq!(early.json()["onSaleAt"], "2099-01-01T00:00:00Z");
     // Not recorded under the key: the same key can hold once the sale opens.
-    let again = app.hold("ann", &event_id, "k", json!({"seatIds": ["A-1-1"]})).await;
+    let again = app
+        .hold("ann", &event_id, "k", json!({"seatIds": ["A-1-1"]}))
+        .await;
     assert!(again.headers.get("idempotent-replayed").is_none());
     assert_eq!(hold_count(&app, &event_id).await, 0);
     app.finish().await;
@@ -316,7 +563,10 @@ async fn sale_not_open(backend: Backend) {
 async fn hold_owner_read_and_release(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let hold = app.hold("ann", &event_id, "k", json!({"seatIds": ["A-3-3"]})).await.json();
+    let hold = app
+        .hold("ann", &event_id, "k", json!({"seatIds": ["A-3-3"]}))
+        .await
+        .json();
     let hold_id = hold["holdId"].as_str().unwrap();
     assert_eq!(hold["status"], "HELD");
     assert_eq!(hold["totalMinor"], 1000);
@@ -325,17 +575,32 @@ async fn hold_owner_read_and_release(backend: Backend) {
     let mine = app.get(&token("ann"), &path).await;
     assert_eq!(mine.json()["holdId"], hold["holdId"]);
     assert_eq!(mine.json()["expiresAt"], hold["expiresAt"]);
-    for answer in [app.get(&token("eve"), &path).await, app.delete(&token("eve"), &path).await] {
-        assert_eq!((answer.status, answer.code().as_str()), (StatusCode::NOT_FOUND, "NOT_FOUND"));
+    for answer in [
+        app.get(&token("eve"), &path).await,
+        app.delete(&token("eve"), &path).await,
+    ] {
+        assert_eq!(
+            (answer.status, answer.code().as_str()),
+            (StatusCode::NOT_FOUND, "NOT_FOUND")
+        );
     }
     let missing = app.get(&token("ann"), "/v1/holds/no-such-hold").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     let released = app.delete(&token("ann"), &path).await;
     assert_eq!(released.json()["status"], "RELEASED");
     let again = app.delete(&token("ann"), &path).await;
-    assert_eq!((again.status, again.json()["status"].clone()), (StatusCode::OK, json!("RELEASED")));
-    let retake = app.hold("eve", &event_id, "k", json!({"seatIds": ["A-3-3"]})).await;
-    assert_eq!(retake.status, StatusCode::CREATED, "a released seat is for sale again");
+    assert_eq!(
+        (again.status, again.json()["status"].clone()),
+        (StatusCode::OK, json!("RELEASED"))
+    );
+    let retake = app
+        .hold("eve", &event_id, "k", json!({"seatIds": ["A-3-3"]}))
+        .await;
+    assert_eq!(
+        retake.status,
+        StatusCode::CREATED,
+        "a released seat is for sale again"
+    );
     app.finish().await;
 }
 
@@ -348,15 +613,36 @@ async fn events_list_and_counts(backend: Backend) {
     let page = app.get(&token("ann"), "/v1/events?limit=2").await.json();
     assert_eq!(page["events"].as_array().unwrap().len(), 2);
     let cursor = page["nextCursor"].as_str().unwrap();
-    let rest = app.get(&token("ann"), &format!("/v1/events?limit=2&cursor={cursor}")).await.json();
+    let rest = app
+        .get(
+            &token("ann"),
+            &format!("/v1/events?limit=2&cursor={cursor}"),
+        )
+        .await
+        .json();
     assert_eq!(rest["events"].as_array().unwrap().len(), 1);
     assert!(rest.get("nextCursor").is_none());
-    let listed: Vec<Value> = page["events"].as_array().unwrap().iter().chain(rest["events"].as_array().unwrap()).map(|e| e["eventId"].clone()).collect();
-    assert_eq!(listed, ids.iter().map(|i| json!(i)).collect::<Vec<_>>(), "oldest first, no gaps");
+    let listed: Vec<Value> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(rest["events"].as_array().unwrap())
+        .map(|e| e["eventId"].clone())
+        .collect();
+    assert_eq!(
+        listed,
+        ids.iter().map(|i| json!(i)).collect::<Vec<_>>(),
+        "oldest first, no gaps"
+    );
 
-    app.hold("ann", &ids[0], "k", json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
-    app.hold("bob", &ids[0], "k", json!({"tierId": "GA", "quantity": 4})).await;
-    let event = app.get(&token("ann"), &format!("/v1/events/{}", ids[0])).await.json();
+    app.hold("ann", &ids[0], "k", json!({"seatIds": ["A-1-1", "A-1-2"]}))
+        .await;
+    app.hold("bob", &ids[0], "k", json!({"tierId": "GA", "quantity": 4}))
+        .await;
+    let event = app
+        .get(&token("ann"), &format!("/v1/events/{}", ids[0]))
+        .await
+        .json();
     assert_eq!(event["sections"][0]["available"], 598);
     assert_eq!(event["sections"][0]["held"], 2);
     assert_eq!(event["sections"][0]["sold"], 0);
@@ -365,7 +651,10 @@ async fn events_list_and_counts(backend: Backend) {
     assert_eq!(event["holdTtlSeconds"], 300);
     assert_eq!(event["waitingRoom"]["enabled"], false);
     let unknown = app.get(&token("ann"), "/v1/events/nope").await;
-    assert_eq!((unknown.status, unknown.code().as_str()), (StatusCode::NOT_FOUND, "NOT_FOUND"));
+    assert_eq!(
+        (unknown.status, unknown.code().as_str()),
+        (StatusCode::NOT_FOUND, "NOT_FOUND")
+    );
     app.finish().await;
 }
 
@@ -376,7 +665,11 @@ async fn malformed_input_never_5xx(backend: Backend) {
     let path = format!("/v1/events/{event_id}/holds");
     let url = format!("{}{path}", app.base);
     let raw = |body: Vec<u8>, token: Option<String>| {
-        let mut request = app.http.post(&url).header("idempotency-key", uuid::Uuid::now_v7().to_string()).body(body);
+        let mut request = app
+            .http
+            .post(&url)
+            .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+            .body(body);
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
@@ -384,62 +677,282 @@ async fn malformed_input_never_5xx(backend: Backend) {
     };
     let ann = || Some(token("ann"));
     let cases: Vec<(&str, reqwest::RequestBuilder, StatusCode, &str)> = vec![
-        ("bad json", raw(b"{\"seatIds\": [".to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("not an object", raw(b"[1,2]".to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("empty body", raw(Vec::new(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("wrong type", raw(br#"{"seatIds": "A-1-1"}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("unknown field", raw(br#"{"seatIds": ["A-1-1"], "price": 0}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("huge body", raw(vec![b' '; 65 * 1024 + 1], ann()), StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE"),
-        ("bad seat id", raw(br#"{"seatIds": ["A-1-x"]}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("unknown seat", raw(br#"{"seatIds": ["A-99-1"]}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("unknown section", raw(br#"{"seatIds": ["Z-1-1"]}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("zero seats", raw(br#"{"seatIds": []}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("seven seats", raw(br#"{"seatIds": ["A-1-1","A-1-2","A-1-3","A-1-4","A-1-5","A-1-6","A-1-7"]}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("duplicates", raw(br#"{"seatIds": ["A-1-1","A-1-1"]}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("two shapes", raw(br#"{"seatIds": ["A-1-1"], "tierId": "GA", "quantity": 1}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("no shape", raw(br#"{}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("negative quantity", raw(br#"{"tierId": "GA", "quantity": -1}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("huge quantity", raw(br#"{"tierId": "GA", "quantity": 99999999999}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("unknown tier", raw(br#"{"tierId": "VIP", "quantity": 1}"#.to_vec(), ann()), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("no token", raw(br#"{"seatIds": ["A-1-1"]}"#.to_vec(), None), StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
-        ("garbage token", raw(br#"{"seatIds": ["A-1-1"]}"#.to_vec(), Some("not.a.jwt".into())), StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
         (
-            "wrong secret",
-            raw(br#"{"seatIds": ["A-1-1"]}"#.to_vec(), Some(boxoffice_server::auth::mint_token("another-secret-0123456789", &boxoffice_domain::ids::AccountId::parse("ann").unwrap(), false, 60).unwrap())),
+            "bad json",
+            raw(b"{\"seatIds\": [".to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "not an object",
+            raw(b"[1,2]".to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "empty body",
+            raw(Vec::new(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "wrong type",
+            raw(br#"{"seatIds": "A-1-1"}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "unknown field",
+            raw(br#"{"seatIds": ["A-1-1"], "price": 0}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "huge body",
+            raw(vec![b' '; 65 * 1024 + 1], ann()),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+        ),
+        (
+            "bad seat id",
+            raw(br#"{"seatIds": ["A-1-x"]}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "unknown seat",
+            raw(br#"{"seatIds": ["A-99-1"]}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "unknown section",
+            raw(br#"{"seatIds": ["Z-1-1"]}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "zero seats",
+            raw(br#"{"seatIds": []}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "seven seats",
+            raw(
+                br#"{"seatIds": ["A-1-1","A-1-2","A-1-3","A-1-4","A-1-5","A-1-6","A-1-7"]}"#
+                    .to_vec(),
+                ann(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "duplicates",
+            raw(br#"{"seatIds": ["A-1-1","A-1-1"]}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "two shapes",
+            raw(
+                br#"{"seatIds": ["A-1-1"], "tierId": "GA", "quantity": 1}"#.to_vec(),
+                ann(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "no shape",
+            raw(br#"{}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "negative quantity",
+            raw(br#"{"tierId": "GA", "quantity": -1}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "huge quantity",
+            raw(
+                br#"{"tierId": "GA", "quantity": 99999999999}"#.to_vec(),
+                ann(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "unknown tier",
+            raw(br#"{"tierId": "VIP", "quantity": 1}"#.to_vec(), ann()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "no token",
+            raw(br#"{"seatIds": ["A-1-1"]}"#.to_vec(), None),
             StatusCode::UNAUTHORIZED,
             "UNAUTHENTICATED",
         ),
-        ("alg none", raw(br#"{"seatIds": ["A-1-1"]}"#.to_vec(), Some(unsigned_token("ann"))), StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
-        ("expired token", raw(br#"{"seatIds": ["A-1-1"]}"#.to_vec(), Some(expired_token("ann"))), StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
-        ("bad subject", raw(br#"{"seatIds": ["A-1-1"]}"#.to_vec(), Some(token_with_sub("a b"))), StatusCode::UNAUTHORIZED, "UNAUTHENTICATED"),
-        ("non-admin creates event", app.http.post(format!("{}/v1/admin/events", app.base)).bearer_auth(token("ann")).header("idempotency-key", "x").body("{}"), StatusCode::FORBIDDEN, "FORBIDDEN"),
-        ("unknown route", app.http.get(format!("{}/v1/nothing", app.base)), StatusCode::NOT_FOUND, "NOT_FOUND"),
-        ("bad limit", app.http.get(format!("{}/v1/events?limit=0", app.base)).bearer_auth(token("ann")), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
-        ("non-numeric limit", app.http.get(format!("{}/v1/events?limit=x", app.base)).bearer_auth(token("ann")), StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
+        (
+            "garbage token",
+            raw(
+                br#"{"seatIds": ["A-1-1"]}"#.to_vec(),
+                Some("not.a.jwt".into()),
+            ),
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "wrong secret",
+            raw(
+                br#"{"seatIds": ["A-1-1"]}"#.to_vec(),
+                Some(
+                    boxoffice_server::auth::mint_token(
+                        "another-secret-0123456789",
+                        &boxoffice_domain::ids::AccountId::parse("ann").unwrap(),
+                        false,
+                        60,
+                    )
+                    .unwrap(),
+                ),
+            ),
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "alg none",
+            raw(
+                br#"{"seatIds": ["A-1-1"]}"#.to_vec(),
+                Some(unsigned_token("ann")),
+            ),
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "expired token",
+            raw(
+                br#"{"seatIds": ["A-1-1"]}"#.to_vec(),
+                Some(expired_token("ann")),
+            ),
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "bad subject",
+            raw(
+                br#"{"seatIds": ["A-1-1"]}"#.to_vec(),
+                Some(token_with_sub("a b")),
+            ),
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "non-admin creates event",
+            app.http
+                .post(format!("{}/v1/admin/events", app.base))
+                .bearer_auth(token("ann"))
+                .header("idempotency-key", "x")
+                .body("{}"),
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN",
+        ),
+        (
+            "unknown route",
+            app.http.get(format!("{}/v1/nothing", app.base)),
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+        ),
+        (
+            "bad limit",
+            app.http
+                .get(format!("{}/v1/events?limit=0", app.base))
+                .bearer_auth(token("ann")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
+        (
+            "non-numeric limit",
+            app.http
+                .get(format!("{}/v1/events?limit=x", app.base))
+                .bearer_auth(token("ann")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION",
+        ),
     ];
     for (name, request, status, code) in cases {
         let answer = app.send(request).await;
-        assert_eq!(answer.status, status, "{name}: {}", String::from_utf8_lossy(&answer.bytes));
+        assert_eq!(
+            answer.status,
+            status,
+            "{name}: {}",
+            String::from_utf8_lossy(&answer.bytes)
+        );
         assert_eq!(answer.code(), code, "{name}");
-        assert_eq!(answer.headers["content-type"], "application/problem+json", "{name}");
+        assert_eq!(
+            answer.headers["content-type"], "application/problem+json",
+            "{name}"
+        );
     }
-    let field = app.send(raw(br#"{"seatIds": "A-1-1"}"#.to_vec(), ann())).await.json();
-    assert!(field["detail"].as_str().unwrap().contains("seatIds"), "the detail names the field: {field}");
+    let field = app
+        .send(raw(br#"{"seatIds": "A-1-1"}"#.to_vec(), ann()))
+        .await
+        .json();
+    assert!(
+        field["detail"].as_str().unwrap().contains("seatIds"),
+        "the detail names the field: {field}"
+    );
 
     let bad_events: Vec<(Value, &str)> = vec![
-        (json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR"}), "sections"),
-        (json!({"name": "x", "startsAt": "yesterday", "currency": "EUR", "tiers": []}), "startsAt"),
-        (json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "euro", "tiers": [{"tierId": "GA", "name": "GA", "capacity": 1, "priceMinor": 1}]}), "currency"),
-        (json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "sections": [{"name": "A-1", "rows": 1, "seatsPerRow": 1, "priceMinor": 1}]}), "sections[0].name"),
-        (json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "sections": [{"name": "A", "rows": 1000, "seatsPerRow": 1000, "priceMinor": 1}]}), "sections"),
-        (json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "holdTtlSeconds": 0, "tiers": [{"tierId": "GA", "name": "GA", "capacity": 1, "priceMinor": 1}]}), "holdTtlSeconds"),
-        (json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "waitingRoom": {"policy": "lottery"}, "tiers": [{"tierId": "GA", "name": "GA", "capacity": 1, "priceMinor": 1}]}), "waitingRoom.policy"),
-        (json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "mystery": 1, "tiers": []}), "mystery"),
+        (
+            json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR"}),
+            "sections",
+        ),
+        (
+            json!({"name": "x", "startsAt": "yesterday", "currency": "EUR", "tiers": []}),
+            "startsAt",
+        ),
+        (
+            json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "euro", "tiers": [{"tierId": "GA", "name": "GA", "capacity": 1, "priceMinor": 1}]}),
+            "currency",
+        ),
+        (
+            json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "sections": [{"name": "A-1", "rows": 1, "seatsPerRow": 1, "priceMinor": 1}]}),
+            "sections[0].name",
+        ),
+        (
+            json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "sections": [{"name": "A", "rows": 1000, "seatsPerRow": 1000, "priceMinor": 1}]}),
+            "sections",
+        ),
+        (
+            json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "holdTtlSeconds": 0, "tiers": [{"tierId": "GA", "name": "GA", "capacity": 1, "priceMinor": 1}]}),
+            "holdTtlSeconds",
+        ),
+        (
+            json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "waitingRoom": {"policy": "lottery"}, "tiers": [{"tierId": "GA", "name": "GA", "capacity": 1, "priceMinor": 1}]}),
+            "waitingRoom.policy",
+        ),
+        (
+            json!({"name": "x", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "mystery": 1, "tiers": []}),
+            "mystery",
+        ),
     ];
     for (body, field) in bad_events {
-        let answer = app.post(&app.admin, "/v1/admin/events", Some(&uuid::Uuid::now_v7().to_string()), &body).await;
+        let answer = app
+            .post(
+                &app.admin,
+                "/v1/admin/events",
+                Some(&uuid::Uuid::now_v7().to_string()),
+                &body,
+            )
+            .await;
         assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-        assert!(answer.json()["detail"].as_str().unwrap().contains(field), "{field}: {}", answer.json());
+        assert!(
+            answer.json()["detail"].as_str().unwrap().contains(field),
+            "{field}: {}",
+            answer.json()
+        );
     }
     app.finish().await;
 }
@@ -448,7 +961,11 @@ fn b64url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..=chunk.len() {
             out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
@@ -459,27 +976,44 @@ fn b64url(bytes: &[u8]) -> String {
 
 fn unsigned_token(sub: &str) -> String {
     let header = b64url(br#"{"alg":"none","typ":"JWT"}"#);
-    let claims = b64url(json!({"sub": sub, "exp": 4_000_000_000u64, "role": "admin"}).to_string().as_bytes());
+    let claims = b64url(
+        json!({"sub": sub, "exp": 4_000_000_000u64, "role": "admin"})
+            .to_string()
+            .as_bytes(),
+    );
     format!("{header}.{claims}.")
 }
 
 fn expired_token(sub: &str) -> String {
     use jsonwebtoken::{EncodingKey, Header, encode};
     let claims = json!({"sub": sub, "exp": 1_000_000_000u64});
-    encode(&Header::default(), &claims, &EncodingKey::from_secret(common::SECRET.as_bytes()).unwrap()).unwrap()
+    encode(
+        &Header::default(),
+        &claims,
+        &EncodingKey::from_secret(common::SECRET.as_bytes()).unwrap(),
+    )
+    .unwrap()
 }
 
 fn token_with_sub(sub: &str) -> String {
     use jsonwebtoken::{EncodingKey, Header, encode};
     let claims = json!({"sub": sub, "exp": 4_000_000_000u64});
-    encode(&Header::default(), &claims, &EncodingKey::from_secret(common::SECRET.as_bytes()).unwrap()).unwrap()
+    encode(
+        &Header::default(),
+        &claims,
+        &EncodingKey::from_secret(common::SECRET.as_bytes()).unwrap(),
+    )
+    .unwrap()
 }
 
 /// The invariant checker must be able to fail: plant a second live hold on a held seat.
 async fn checker_catches_a_planted_double_hold(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let hold = app.hold("ann", &event_id, "k", json!({"seatIds": ["A-1-1"]})).await.json();
+    let hold = app
+        .hold("ann", &event_id, "k", json!({"seatIds": ["A-1-1"]}))
+        .await
+        .json();
     app.db.assert_invariants().await;
     let seats = r#"[{"seatId":"A-1-1","priceMinor":1000}]"#;
     match backend {
@@ -514,7 +1048,9 @@ async fn checker_catches_a_planted_double_hold(backend: Backend) {
     }
     let violations = app.db.violations().await;
     assert!(
-        violations.iter().any(|v| v.contains("planted") && v.contains("A-1-1")),
+        violations
+            .iter()
+            .any(|v| v.contains("planted") && v.contains("A-1-1")),
         "the planted double hold is reported: {violations:?}"
     );
     assert!(hold["holdId"].is_string());
@@ -528,7 +1064,16 @@ async fn openapi_document_lists_the_routes() {
     let json = serde_json::to_value(&doc).unwrap();
     assert!(json["openapi"].as_str().unwrap().starts_with("3.1"));
     let paths: BTreeMap<String, Value> = serde_json::from_value(json["paths"].clone()).unwrap();
-    for path in ["/v1/admin/events", "/v1/events", "/v1/events/{eventId}", "/v1/events/{eventId}/holds", "/v1/holds/{holdId}", "/healthz", "/readyz", "/metrics"] {
+    for path in [
+        "/v1/admin/events",
+        "/v1/events",
+        "/v1/events/{eventId}",
+        "/v1/events/{eventId}/holds",
+        "/v1/holds/{holdId}",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
         assert!(paths.contains_key(path), "{path} is documented");
     }
     assert!(json["components"]["schemas"]["CreateHoldBody"].is_object());

@@ -12,15 +12,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::decide::{BatchState, HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow, decide_holds};
+use boxoffice_domain::decide::{
+    BatchState, HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow, decide_holds,
+};
 use boxoffice_domain::event::{EventSpec, Section, Tier};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
-use boxoffice_domain::idempotency::{Idempotent, IdempotencyScope, StoredResponse};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
 use boxoffice_store::{
-    BATCH_ATTEMPTS_MAX, Counts, EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, RenderHold, Store,
-    StoreError, StoreResult, SweepReport, answer_batch, event_record, hold_created_payload, hold_ended_payload,
-    held_seats_json, parse_held_seats, parse_hold_status, parse_waiting_room, waiting_room_json,
+    BATCH_ATTEMPTS_MAX, Counts, EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent,
+    RenderHold, Store, StoreError, StoreResult, SweepReport, answer_batch, event_record,
+    held_seats_json, hold_created_payload, hold_ended_payload, parse_held_seats, parse_hold_status,
+    parse_waiting_room, waiting_room_json,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
@@ -307,7 +310,10 @@ impl PgStore {
 
         // 1. Idempotency records already stored for the batch's keys.
         let accounts: Vec<&str> = requests.iter().map(|r| r.account_id.as_str()).collect();
-        let keys: Vec<&str> = requests.iter().map(|r| r.idempotency_key.as_str()).collect();
+        let keys: Vec<&str> = requests
+            .iter()
+            .map(|r| r.idempotency_key.as_str())
+            .collect();
         let prior_rows = sqlx::query_as::<_, (String, String, String, i32, Vec<u8>)>(
             "SELECT i.account_id, i.idem_key, i.request_digest, i.status_code, i.response_body
                FROM idempotency i
@@ -417,8 +423,9 @@ impl PgStore {
         // 5. Decide, in memory, in arrival order.
         let mut seats = BTreeMap::new();
         for (seat_id, status, hold_id, hold_expires_at, price_minor) in seat_rows {
-            let status = SeatStatus::parse(&status)
-                .ok_or_else(|| StoreError::Internal(format!("seat {seat_id} has status {status:?}")))?;
+            let status = SeatStatus::parse(&status).ok_or_else(|| {
+                StoreError::Internal(format!("seat {seat_id} has status {status:?}"))
+            })?;
             let row = SeatRow {
                 seat_id: seat_id.clone(),
                 status,
@@ -502,7 +509,10 @@ impl PgStore {
         // Lock every seat and tier involved in the global order before any hold changes.
         let mut by_event: BTreeMap<&str, Vec<&HoldView>> = BTreeMap::new();
         for hold in &holds {
-            by_event.entry(hold.event_id.as_str()).or_default().push(hold);
+            by_event
+                .entry(hold.event_id.as_str())
+                .or_default()
+                .push(hold);
         }
         for (event_id, event_holds) in &by_event {
             let ids: Vec<&str> = event_holds.iter().map(|h| h.hold_id.as_str()).collect();
@@ -512,7 +522,10 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(classify)?;
-            let mut tier_ids: Vec<&str> = event_holds.iter().filter_map(|h| h.tier_id.as_deref()).collect();
+            let mut tier_ids: Vec<&str> = event_holds
+                .iter()
+                .filter_map(|h| h.tier_id.as_deref())
+                .collect();
             tier_ids.sort_unstable();
             tier_ids.dedup();
             if !tier_ids.is_empty() {
@@ -591,7 +604,10 @@ async fn insert_records(
     let accounts: Vec<&str> = records.iter().map(|r| r.account_id.as_str()).collect();
     let keys: Vec<&str> = records.iter().map(|r| r.key.as_str()).collect();
     let digests: Vec<&str> = records.iter().map(|r| r.request_digest.as_str()).collect();
-    let statuses: Vec<i32> = records.iter().map(|r| i32::from(r.response.status)).collect();
+    let statuses: Vec<i32> = records
+        .iter()
+        .map(|r| i32::from(r.response.status))
+        .collect();
     let bodies: Vec<Vec<u8>> = records.iter().map(|r| r.response.body.clone()).collect();
     sqlx::query(
         "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
@@ -679,11 +695,20 @@ async fn write_winners(
     let accounts: Vec<&str> = winners.iter().map(|(_, h)| h.account_id.as_str()).collect();
     let tiers: Vec<Option<&str>> = winners.iter().map(|(_, h)| h.tier_id.as_deref()).collect();
     let quantities: Vec<i32> = winners.iter().map(|(_, h)| h.quantity as i32).collect();
-    let seats_json: Vec<String> = winners.iter().map(|(_, h)| held_seats_json(&h.seats)).collect();
+    let seats_json: Vec<String> = winners
+        .iter()
+        .map(|(_, h)| held_seats_json(&h.seats))
+        .collect();
     let totals: Vec<i64> = winners.iter().map(|(_, h)| h.total_minor).collect();
-    let keys: Vec<&str> = winners.iter().map(|(r, _)| r.idempotency_key.as_str()).collect();
+    let keys: Vec<&str> = winners
+        .iter()
+        .map(|(r, _)| r.idempotency_key.as_str())
+        .collect();
     let deadlines: Vec<OffsetDateTime> = winners.iter().map(|(_, h)| h.expires_at).collect();
-    let payloads: Vec<String> = winners.iter().map(|(_, h)| hold_created_payload(event_id, h)).collect();
+    let payloads: Vec<String> = winners
+        .iter()
+        .map(|(_, h)| hold_created_payload(event_id, h))
+        .collect();
     sqlx::query(
         "WITH new_hold AS (
             INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
@@ -712,29 +737,39 @@ async fn write_winners(
     .execute(&mut **tx)
     .await
     .map_err(classify)?;
-    let touched_tiers: BTreeSet<&str> = winners.iter().filter_map(|(_, h)| h.tier_id.as_deref()).collect();
+    let touched_tiers: BTreeSet<&str> = winners
+        .iter()
+        .filter_map(|(_, h)| h.tier_id.as_deref())
+        .collect();
     for tier_id in touched_tiers {
         let tier = &state.tiers[tier_id];
-        sqlx::query("UPDATE tier SET available = $3, held = $4 WHERE event_id = $1 AND tier_id = $2")
-            .bind(event_id)
-            .bind(tier_id)
-            .bind(tier.available)
-            .bind(tier.held)
-            .execute(&mut **tx)
-            .await
-            .map_err(classify)?;
+        sqlx::query(
+            "UPDATE tier SET available = $3, held = $4 WHERE event_id = $1 AND tier_id = $2",
+        )
+        .bind(event_id)
+        .bind(tier_id)
+        .bind(tier.available)
+        .bind(tier.held)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
     }
     Ok(())
 }
 
 /// Locks the seats (in seat order) and the tier of a hold, before its status changes.
-async fn lock_hold_resources(tx: &mut Transaction<'_, Postgres>, hold: &HoldView) -> StoreResult<()> {
-    sqlx::query("SELECT 1 FROM seat WHERE event_id = $1 AND hold_id = $2 ORDER BY seat_id FOR UPDATE")
-        .bind(&hold.event_id)
-        .bind(&hold.hold_id)
-        .execute(&mut **tx)
-        .await
-        .map_err(classify)?;
+async fn lock_hold_resources(
+    tx: &mut Transaction<'_, Postgres>,
+    hold: &HoldView,
+) -> StoreResult<()> {
+    sqlx::query(
+        "SELECT 1 FROM seat WHERE event_id = $1 AND hold_id = $2 ORDER BY seat_id FOR UPDATE",
+    )
+    .bind(&hold.event_id)
+    .bind(&hold.hold_id)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
     if let Some(tier_id) = &hold.tier_id {
         sqlx::query("SELECT 1 FROM tier WHERE event_id = $1 AND tier_id = $2 FOR UPDATE")
             .bind(&hold.event_id)
@@ -775,19 +810,26 @@ async fn free_hold_resources(
         .await
         .map_err(classify)?;
     }
-    let topic = if ended_as == HoldStatus::Released { "hold.released" } else { "hold.expired" };
-    sqlx::query("INSERT INTO outbox (event_id, topic, payload, created_at) VALUES ($1, $2, $3::jsonb, $4)")
-        .bind(&hold.event_id)
-        .bind(topic)
-        .bind(hold_ended_payload(&hold.event_id, &hold.hold_id, ended_as))
-        .bind(now)
-        .execute(&mut **tx)
-        .await
-        .map_err(classify)?;
+    let topic = if ended_as == HoldStatus::Released {
+        "hold.released"
+    } else {
+        "hold.expired"
+    };
+    sqlx::query(
+        "INSERT INTO outbox (event_id, topic, payload, created_at) VALUES ($1, $2, $3::jsonb, $4)",
+    )
+    .bind(&hold.event_id)
+    .bind(topic)
+    .bind(hold_ended_payload(&hold.event_id, &hold.hold_id, ended_as))
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
     Ok(freed)
 }
 
-const HOLD_COLUMNS: &str = "hold_id, event_id, account_id, status, expires_at, seats::text AS seats, tier_id, quantity,
+const HOLD_COLUMNS: &str =
+    "hold_id, event_id, account_id, status, expires_at, seats::text AS seats, tier_id, quantity,
                             total_minor, currency, created_at, updated_at";
 
 fn hold_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<HoldView> {
@@ -810,7 +852,9 @@ fn hold_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<HoldView> {
 }
 
 async fn fetch_holds(pool: &PgPool, hold_ids: &[String]) -> StoreResult<Vec<HoldView>> {
-    let sql = format!("SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id = ANY($1) ORDER BY event_id, hold_id");
+    let sql = format!(
+        "SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id = ANY($1) ORDER BY event_id, hold_id"
+    );
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(hold_ids)
         .fetch_all(pool)
@@ -835,7 +879,10 @@ impl Store for PgStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(classify)?;
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(classify)?;
         Ok(())
     }
 
@@ -861,7 +908,11 @@ impl Store for PgStore {
         self.load_event(event_id).await
     }
 
-    async fn list_events(&self, after_event_id: Option<&str>, limit: u32) -> StoreResult<Vec<EventRecord>> {
+    async fn list_events(
+        &self,
+        after_event_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<EventRecord>> {
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT event_id FROM event WHERE ($1::text IS NULL OR event_id > $1) ORDER BY event_id LIMIT $2",
         )
@@ -895,7 +946,16 @@ impl Store for PgStore {
         .map_err(classify)?;
         let by_section: BTreeMap<String, Counts> = section_rows
             .into_iter()
-            .map(|(name, available, held, sold)| (name, Counts { available, held, sold }))
+            .map(|(name, available, held, sold)| {
+                (
+                    name,
+                    Counts {
+                        available,
+                        held,
+                        sold,
+                    },
+                )
+            })
             .collect();
         let tier_rows = sqlx::query_as::<_, (String, i64, i64, i64)>(
             "SELECT t.tier_id, t.capacity, t.sold,
@@ -924,12 +984,22 @@ impl Store for PgStore {
             sections: event
                 .sections
                 .iter()
-                .map(|s| (s.name.clone(), by_section.get(&s.name).copied().unwrap_or_default()))
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        by_section.get(&s.name).copied().unwrap_or_default(),
+                    )
+                })
                 .collect(),
             tiers: event
                 .tiers
                 .iter()
-                .map(|t| (t.tier_id.clone(), by_tier.get(&t.tier_id).copied().unwrap_or_default()))
+                .map(|t| {
+                    (
+                        t.tier_id.clone(),
+                        by_tier.get(&t.tier_id).copied().unwrap_or_default(),
+                    )
+                })
                 .collect(),
         })
     }
@@ -1035,7 +1105,9 @@ impl Store for PgStore {
             price_minor,
         })
         .collect();
-        let sql = format!("SELECT {HOLD_COLUMNS}, idempotency_key FROM hold WHERE event_id = $1 ORDER BY hold_id");
+        let sql = format!(
+            "SELECT {HOLD_COLUMNS}, idempotency_key FROM hold WHERE event_id = $1 ORDER BY hold_id"
+        );
         let holds = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(event_id)
             .fetch_all(&mut *tx)

@@ -11,9 +11,11 @@
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
-use boxoffice_domain::event::{EventSpec, QueuePolicy, SaleRules, Section, Tier, WaitingRoomSettings};
+use boxoffice_domain::event::{
+    EventSpec, QueuePolicy, SaleRules, Section, Tier, WaitingRoomSettings,
+};
 use boxoffice_domain::hold::HoldStatus;
-use boxoffice_domain::idempotency::{Idempotent, IdempotencyScope, StoredResponse};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::ids::SeatRef;
 use boxoffice_domain::inventory::Inventory;
 
@@ -216,7 +218,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>>;
 
     /// Events in id order (ids sort by creation time), after `after_event_id`.
-    async fn list_events(&self, after_event_id: Option<&str>, limit: u32) -> StoreResult<Vec<EventRecord>>;
+    async fn list_events(
+        &self,
+        after_event_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<EventRecord>>;
 
     /// Live counts per section and tier.
     async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts>;
@@ -287,7 +293,9 @@ pub fn answer_batch(
                 }
             }
             HoldOutcome::ReplayOfEarlierInBatch { index } => match &answers[*index] {
-                Idempotent::Fresh(response) | Idempotent::Replayed(response) => Idempotent::Replayed(response.clone()),
+                Idempotent::Fresh(response) | Idempotent::Replayed(response) => {
+                    Idempotent::Replayed(response.clone())
+                }
                 Idempotent::KeyReusedWithOtherRequest => Idempotent::KeyReusedWithOtherRequest,
             },
             HoldOutcome::KeyReusedWithOtherRequest => Idempotent::KeyReusedWithOtherRequest,
@@ -324,7 +332,8 @@ pub fn hold_created_payload(event_id: &str, hold: &boxoffice_domain::decide::New
 
 /// The outbox payload announcing that a hold ended (`hold.released`, `hold.expired`).
 pub fn hold_ended_payload(event_id: &str, hold_id: &str, status: HoldStatus) -> String {
-    serde_json::json!({ "eventId": event_id, "holdId": hold_id, "status": status.as_str() }).to_string()
+    serde_json::json!({ "eventId": event_id, "holdId": hold_id, "status": status.as_str() })
+        .to_string()
 }
 
 /// Serializes a hold's seats for its JSON column.
@@ -344,5 +353,6 @@ pub fn parse_held_seats(raw: &str) -> StoreResult<Vec<HeldSeat>> {
 }
 
 pub fn parse_hold_status(raw: &str) -> StoreResult<HoldStatus> {
-    HoldStatus::parse(raw).ok_or_else(|| StoreError::Internal(format!("unknown hold status {raw:?}")))
+    HoldStatus::parse(raw)
+        .ok_or_else(|| StoreError::Internal(format!("unknown hold status {raw:?}")))
 }

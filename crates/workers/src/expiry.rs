@@ -61,8 +61,10 @@ impl ExpirySweeper {
         loop {
             match self.run_once().await {
                 Ok(report) => {
-                    metrics::counter!("boxoffice_sweeper_holds_expired_total").increment(report.holds_expired);
-                    metrics::counter!("boxoffice_sweeper_seats_freed_total").increment(report.seats_freed);
+                    metrics::counter!("boxoffice_sweeper_holds_expired_total")
+                        .increment(report.holds_expired);
+                    metrics::counter!("boxoffice_sweeper_seats_freed_total")
+                        .increment(report.seats_freed);
                     if report.holds_expired > 0 {
                         tracing::debug!(?report, "expired holds");
                     }
@@ -73,7 +75,7 @@ impl ExpirySweeper {
                 }
             }
             n_sweeps += 1;
-            if n_sweeps % SWEEPS_PER_PURGE == 0 {
+            if n_sweeps.is_multiple_of(SWEEPS_PER_PURGE) {
                 match self.store.purge_idempotency(IDEMPOTENCY_RETENTION_S).await {
                     Ok(n) => tracing::debug!(n, "purged old idempotency records"),
                     Err(error) => tracing::warn!(%error, "idempotency purge failed"),

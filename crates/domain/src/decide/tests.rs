@@ -98,7 +98,10 @@ fn first_request_wins_a_contested_seat() {
     let out = decide_holds(
         &rules(),
         &mut st,
-        &[seats_req("a", "k1", &["A-1-1"]), seats_req("b", "k1", &["A-1-1", "A-1-2"])],
+        &[
+            seats_req("a", "k1", &["A-1-1"]),
+            seats_req("b", "k1", &["A-1-1", "A-1-2"]),
+        ],
     );
     assert_eq!(kinds(&out), ["held", "unavailable"]);
     assert_eq!(
@@ -108,15 +111,28 @@ fn first_request_wins_a_contested_seat() {
         }
     );
     assert_eq!(st.seats["A-1-1"].hold_id.as_deref(), Some("h-a-k1"));
-    assert_eq!(st.seats["A-1-2"].status, SeatStatus::Available, "all or nothing");
+    assert_eq!(
+        st.seats["A-1-2"].status,
+        SeatStatus::Available,
+        "all or nothing"
+    );
 }
 
 #[test]
 fn granted_hold_carries_prices_total_and_deadline() {
     let mut st = state(&["A-1-1", "A-1-2"]);
-    let out = decide_holds(&rules(), &mut st, &[seats_req("a", "k", &["A-1-2", "A-1-1"])]);
-    let HoldOutcome::Held(hold) = &out[0] else { panic!("{out:?}") };
-    assert_eq!(hold.seats, vec![("A-1-2".to_string(), 1000), ("A-1-1".to_string(), 1000)]);
+    let out = decide_holds(
+        &rules(),
+        &mut st,
+        &[seats_req("a", "k", &["A-1-2", "A-1-1"])],
+    );
+    let HoldOutcome::Held(hold) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        hold.seats,
+        vec![("A-1-2".to_string(), 1000), ("A-1-1".to_string(), 1000)]
+    );
     assert_eq!(hold.total_minor, 2000);
     assert_eq!(hold.expires_at, NOW + Duration::seconds(300));
     assert_eq!(st.usage_by_account["a"], 2);
@@ -141,7 +157,11 @@ fn live_hold_and_sold_seat_are_unavailable() {
     held.hold_id = Some("old".into());
     held.hold_expires_at = Some(NOW + Duration::milliseconds(1));
     st.seats.get_mut("A-1-2").unwrap().status = SeatStatus::Sold;
-    let out = decide_holds(&rules(), &mut st, &[seats_req("b", "k", &["A-1-1", "A-1-2", "A-1-3"])]);
+    let out = decide_holds(
+        &rules(),
+        &mut st,
+        &[seats_req("b", "k", &["A-1-1", "A-1-2", "A-1-3"])],
+    );
     assert_eq!(
         out[0],
         HoldOutcome::SeatsUnavailable {
@@ -157,7 +177,11 @@ fn tier_capacity_is_never_oversold() {
     let out = decide_holds(
         &rules(),
         &mut st,
-        &[tier_req("a", "k", 3), tier_req("b", "k", 3), tier_req("c", "k", 2)],
+        &[
+            tier_req("a", "k", 3),
+            tier_req("b", "k", 3),
+            tier_req("c", "k", 2),
+        ],
     );
     assert_eq!(kinds(&out), ["held", "sold-out", "held"]);
     assert_eq!(
@@ -178,7 +202,10 @@ fn purchase_limit_counts_earlier_holds_of_the_batch() {
     let out = decide_holds(
         &rules(),
         &mut st,
-        &[seats_req("a", "k1", &["A-1-1", "A-1-2"]), seats_req("a", "k2", &["A-1-3", "A-1-4"])],
+        &[
+            seats_req("a", "k1", &["A-1-1", "A-1-2"]),
+            seats_req("a", "k2", &["A-1-3", "A-1-4"]),
+        ],
     );
     assert_eq!(kinds(&out), ["held", "limit"]);
     assert_eq!(
@@ -195,7 +222,8 @@ fn purchase_limit_counts_earlier_holds_of_the_batch() {
 fn idempotency_cases() {
     let mut st = state(&["A-1-1", "A-1-2"]);
     let same = seats_req("a", "old", &["A-1-1"]);
-    st.prior_digests.insert(("a".into(), "old".into()), same.request_digest.clone());
+    st.prior_digests
+        .insert(("a".into(), "old".into()), same.request_digest.clone());
     let other = seats_req("a", "old", &["A-1-2"]);
     let out = decide_holds(
         &rules(),
@@ -212,7 +240,14 @@ fn idempotency_cases() {
     );
     assert_eq!(
         kinds(&out),
-        ["replayed", "key-reused", "held", "replay-in-batch", "key-reused", "held"]
+        [
+            "replayed",
+            "key-reused",
+            "held",
+            "replay-in-batch",
+            "key-reused",
+            "held"
+        ]
     );
     assert_eq!(out[3], HoldOutcome::ReplayOfEarlierInBatch { index: 2 });
 }
@@ -226,7 +261,11 @@ fn sale_not_open_before_on_sale_at() {
     assert_eq!(kinds(&out), ["not-open"]);
     rules.on_sale_at = NOW;
     let out = decide_holds(&rules, &mut st, &[seats_req("a", "k", &["A-1-1"])]);
-    assert_eq!(kinds(&out), ["held"], "the sale opens at on_sale_at inclusive");
+    assert_eq!(
+        kinds(&out),
+        ["held"],
+        "the sale opens at on_sale_at inclusive"
+    );
 }
 
 #[test]

@@ -41,10 +41,16 @@ const CURSOR_LEN_MAX: usize = 128;
     ),
     security(("bearer" = []))
 )]
-pub async fn create_event(State(state): State<AppState>, Admin(admin): Admin, headers: HeaderMap, body: JsonBody) -> ApiResult<Response> {
+pub async fn create_event(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> ApiResult<Response> {
     let key = request_key(&headers, &body)?;
     let spec = body.parse::<CreateEventBody>()?.into_spec();
-    spec.validate().map_err(|e| ApiError::validation(&e.field, e.reason))?;
+    spec.validate()
+        .map_err(|e| ApiError::validation(&e.field, e.reason))?;
     let path = "/v1/admin/events";
     let scope = IdempotencyScope {
         account_id: admin.account_id.to_string(),
@@ -61,7 +67,10 @@ pub async fn create_event(State(state): State<AppState>, Admin(admin): Admin, he
             body: serde_json::to_vec(&view).unwrap_or_default(),
         }
     };
-    let result = state.store.create_event(&scope, &digest, &event_id, &spec, &render).await?;
+    let result = state
+        .store
+        .create_event(&scope, &digest, &event_id, &spec, &render)
+        .await?;
     Ok(answer(result))
 }
 
@@ -84,17 +93,34 @@ pub struct PageQuery {
     ),
     security(("bearer" = []))
 )]
-pub async fn list_events(State(state): State<AppState>, _account: Account, query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>) -> ApiResult<Response> {
+pub async fn list_events(
+    State(state): State<AppState>,
+    _account: Account,
+    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
     let Query(page) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
     let limit = page.limit.unwrap_or(EVENTS_PAGE_DEFAULT);
     if !(1..=EVENTS_PAGE_MAX).contains(&limit) {
-        return Err(ApiError::validation("limit", format!("must be between 1 and {EVENTS_PAGE_MAX}")));
+        return Err(ApiError::validation(
+            "limit",
+            format!("must be between 1 and {EVENTS_PAGE_MAX}"),
+        ));
     }
-    if page.cursor.as_ref().is_some_and(|c| c.is_empty() || c.len() > CURSOR_LEN_MAX) {
-        return Err(ApiError::validation("cursor", "is not a cursor this server gave out"));
+    if page
+        .cursor
+        .as_ref()
+        .is_some_and(|c| c.is_empty() || c.len() > CURSOR_LEN_MAX)
+    {
+        return Err(ApiError::validation(
+            "cursor",
+            "is not a cursor this server gave out",
+        ));
     }
     // One extra row tells whether there is a next page.
-    let mut events = state.store.list_events(page.cursor.as_deref(), limit + 1).await?;
+    let mut events = state
+        .store
+        .list_events(page.cursor.as_deref(), limit + 1)
+        .await?;
     let next_cursor = if events.len() > limit as usize {
         events.truncate(limit as usize);
         events.last().map(|e| e.event_id.clone())
@@ -119,7 +145,11 @@ pub async fn list_events(State(state): State<AppState>, _account: Account, query
     ),
     security(("bearer" = []))
 )]
-pub async fn get_event(State(state): State<AppState>, _account: Account, Path(event_id): Path<String>) -> ApiResult<Response> {
+pub async fn get_event(
+    State(state): State<AppState>,
+    _account: Account,
+    Path(event_id): Path<String>,
+) -> ApiResult<Response> {
     let event = state.event(&event_id).await?;
     let counts = state.store.event_counts(&event).await?;
     Ok(axum::Json(EventView::new(&event, Some(&counts))).into_response())
@@ -131,10 +161,19 @@ impl AppState {
         if event_id.is_empty() || event_id.len() > CURSOR_LEN_MAX {
             return Err(ApiError::not_found("event"));
         }
-        if let Some(event) = self.events.lock().unwrap_or_else(|p| p.into_inner()).get(event_id) {
+        if let Some(event) = self
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(event_id)
+        {
             return Ok(event.clone());
         }
-        let event = self.store.get_event(event_id).await?.ok_or_else(|| ApiError::not_found("event"))?;
+        let event = self
+            .store
+            .get_event(event_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("event"))?;
         let event = Arc::new(event);
         self.events
             .lock()

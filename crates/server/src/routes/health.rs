@@ -21,7 +21,9 @@ pub async fn healthz() -> Response {
 ))]
 pub async fn readyz(State(state): State<AppState>) -> Response {
     match state.store.ping().await {
-        Ok(()) => axum::Json(json!({"status": "ready", "store": state.store.backend()})).into_response(),
+        Ok(()) => {
+            axum::Json(json!({"status": "ready", "store": state.store.backend()})).into_response()
+        }
         Err(error) => ApiError::from(error).into_response(),
     }
 }
@@ -30,8 +32,9 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 #[utoipa::path(get, path = "/metrics", tag = "ops", responses((status = 200, description = "Prometheus metrics", content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let mut response = state.metrics.render().into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
     response
 }

@@ -82,7 +82,11 @@ pub async fn create_hold(
 /// The waiting-room seam. The waiting room itself (queue, admission tokens) is a later
 /// piece of work; until it exists an event with `waitingRoom.enabled` admits nobody, which
 /// is the safe answer: the door is shut, never open by accident.
-fn check_admission(event: &EventRecord, headers: &HeaderMap, body_token: Option<&str>) -> ApiResult<()> {
+fn check_admission(
+    event: &EventRecord,
+    headers: &HeaderMap,
+    body_token: Option<&str>,
+) -> ApiResult<()> {
     if !event.waiting_room.enabled {
         return Ok(());
     }
@@ -103,17 +107,30 @@ fn check_admission(event: &EventRecord, headers: &HeaderMap, body_token: Option<
 
 /// Checks the request against the event's layout and limits, without the store.
 fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult<HoldShape> {
-    let shapes = [body.seat_ids.is_some(), body.tier_id.is_some() || body.quantity.is_some(), body.best_available.is_some()];
+    let shapes = [
+        body.seat_ids.is_some(),
+        body.tier_id.is_some() || body.quantity.is_some(),
+        body.best_available.is_some(),
+    ];
     if shapes.iter().filter(|given| **given).count() != 1 {
-        return Err(ApiError::validation("body", "give exactly one of seatIds, tierId + quantity, bestAvailable"));
+        return Err(ApiError::validation(
+            "body",
+            "give exactly one of seatIds, tierId + quantity, bestAvailable",
+        ));
     }
     let max = event.max_seats_per_hold;
     if let Some(seat_ids) = body.seat_ids {
         if seat_ids.is_empty() {
-            return Err(ApiError::validation("seatIds", "must name at least one seat"));
+            return Err(ApiError::validation(
+                "seatIds",
+                "must name at least one seat",
+            ));
         }
         if seat_ids.len() > max as usize {
-            return Err(ApiError::validation("seatIds", format!("at most {max} seats per hold")));
+            return Err(ApiError::validation(
+                "seatIds",
+                format!("at most {max} seats per hold"),
+            ));
         }
         let mut seen = BTreeSet::new();
         for (i, raw) in seat_ids.iter().enumerate() {
@@ -123,7 +140,10 @@ fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult<HoldShape>
                 return Err(ApiError::validation(&field, format!("unknown seat {raw}")));
             }
             if !seen.insert(raw.as_str()) {
-                return Err(ApiError::validation(&field, format!("duplicate seat {raw}")));
+                return Err(ApiError::validation(
+                    &field,
+                    format!("duplicate seat {raw}"),
+                ));
             }
         }
         return Ok(HoldShape::Seats { seat_ids });
@@ -134,13 +154,23 @@ fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult<HoldShape>
             "best-available selection is not available on this server yet; name seatIds",
         ));
     }
-    let tier_id = body.tier_id.ok_or_else(|| ApiError::validation("tierId", "is required with quantity"))?;
-    let quantity = body.quantity.ok_or_else(|| ApiError::validation("quantity", "is required with tierId"))?;
+    let tier_id = body
+        .tier_id
+        .ok_or_else(|| ApiError::validation("tierId", "is required with quantity"))?;
+    let quantity = body
+        .quantity
+        .ok_or_else(|| ApiError::validation("quantity", "is required with tierId"))?;
     if !event.has_tier(&tier_id) {
-        return Err(ApiError::validation("tierId", format!("unknown tier {tier_id}")));
+        return Err(ApiError::validation(
+            "tierId",
+            format!("unknown tier {tier_id}"),
+        ));
     }
     if quantity == 0 || quantity > max {
-        return Err(ApiError::validation("quantity", format!("must be between 1 and {max}")));
+        return Err(ApiError::validation(
+            "quantity",
+            format!("must be between 1 and {max}"),
+        ));
     }
     Ok(HoldShape::Tier { tier_id, quantity })
 }
@@ -224,7 +254,11 @@ pub fn render_hold_outcome(event: &EventRecord, outcome: &HoldOutcome) -> Stored
     ),
     security(("bearer" = []))
 )]
-pub async fn get_hold(State(state): State<AppState>, account: Account, Path(hold_id): Path<String>) -> ApiResult<Response> {
+pub async fn get_hold(
+    State(state): State<AppState>,
+    account: Account,
+    Path(hold_id): Path<String>,
+) -> ApiResult<Response> {
     let hold = state.store.get_hold(&hold_id).await?;
     let hold = hold
         .filter(|h| h.account_id == account.account_id.as_str())
@@ -245,8 +279,15 @@ pub async fn get_hold(State(state): State<AppState>, account: Account, Path(hold
     ),
     security(("bearer" = []))
 )]
-pub async fn release_hold(State(state): State<AppState>, account: Account, Path(hold_id): Path<String>) -> ApiResult<Response> {
-    let outcome = state.store.release_hold(account.account_id.as_str(), &hold_id).await?;
+pub async fn release_hold(
+    State(state): State<AppState>,
+    account: Account,
+    Path(hold_id): Path<String>,
+) -> ApiResult<Response> {
+    let outcome = state
+        .store
+        .release_hold(account.account_id.as_str(), &hold_id)
+        .await?;
     let now = state.store.now().await?;
     match outcome {
         ReleaseOutcome::Released(hold) | ReleaseOutcome::AlreadyEnded(hold) => {

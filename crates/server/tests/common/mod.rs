@@ -39,7 +39,8 @@ pub struct TestStore {
 }
 
 pub fn pg_base_url() -> String {
-    std::env::var("BOXOFFICE_TEST_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+    std::env::var("BOXOFFICE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
 }
 
 impl TestStore {
@@ -49,8 +50,12 @@ impl TestStore {
             Backend::Postgres => {
                 let base = pg_base_url();
                 let url = format!("{base}/{db_name}");
-                PgStore::create_database_if_missing(&url).await.expect("create test database");
-                let store = PgStore::connect(&url).await.expect("connect to test database");
+                PgStore::create_database_if_missing(&url)
+                    .await
+                    .expect("create test database");
+                let store = PgStore::connect(&url)
+                    .await
+                    .expect("connect to test database");
                 store.migrate().await.expect("migrate");
                 Self {
                     backend,
@@ -84,24 +89,43 @@ impl TestStore {
     pub async fn violations(&self) -> Vec<String> {
         let mut out = Vec::new();
         for event_id in self.store.list_event_ids().await.expect("list events") {
-            let inventory = self.store.load_inventory(&event_id).await.expect("load").expect("event exists");
-            out.extend(inventory.invariants().into_iter().map(|v| format!("{event_id}: {v}")));
+            let inventory = self
+                .store
+                .load_inventory(&event_id)
+                .await
+                .expect("load")
+                .expect("event exists");
+            out.extend(
+                inventory
+                    .invariants()
+                    .into_iter()
+                    .map(|v| format!("{event_id}: {v}")),
+            );
         }
         out
     }
 
     pub async fn assert_invariants(&self) {
         let violations = self.violations().await;
-        assert!(violations.is_empty(), "invariants violated:\n{}", violations.join("\n"));
+        assert!(
+            violations.is_empty(),
+            "invariants violated:\n{}",
+            violations.join("\n")
+        );
     }
 
     /// Removes the database this test created (and nothing else).
     pub async fn cleanup(self) {
         if let (Some(pg), Some(admin_url)) = (self.pg, self.admin_url) {
             pg.pool().close().await;
-            let admin = PgStore::connect(&admin_url).await.expect("connect to postgres db");
+            let admin = PgStore::connect(&admin_url)
+                .await
+                .expect("connect to postgres db");
             let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.db_name);
-            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(admin.pool()).await.expect("drop test database");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(admin.pool())
+                .await
+                .expect("drop test database");
             admin.pool().close().await;
         }
         if let Some(path) = self.sqlite_path {
@@ -182,15 +206,29 @@ impl TestApp {
             "the server answered {status}: {}",
             String::from_utf8_lossy(&bytes)
         );
-        Answer { status, headers, bytes }
+        Answer {
+            status,
+            headers,
+            bytes,
+        }
     }
 
     pub async fn get(&self, token: &str, path: &str) -> Answer {
-        self.send(self.http.get(format!("{}{path}", self.base)).bearer_auth(token)).await
+        self.send(
+            self.http
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(token),
+        )
+        .await
     }
 
     pub async fn delete(&self, token: &str, path: &str) -> Answer {
-        self.send(self.http.delete(format!("{}{path}", self.base)).bearer_auth(token)).await
+        self.send(
+            self.http
+                .delete(format!("{}{path}", self.base))
+                .bearer_auth(token),
+        )
+        .await
     }
 
     pub async fn post(&self, token: &str, path: &str, key: Option<&str>, body: &Value) -> Answer {
@@ -219,13 +257,26 @@ impl TestApp {
             body[k] = v.clone();
         }
         let key = uuid::Uuid::now_v7().to_string();
-        let answer = self.post(&self.admin, "/v1/admin/events", Some(&key), &body).await;
-        assert_eq!(answer.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&answer.bytes));
+        let answer = self
+            .post(&self.admin, "/v1/admin/events", Some(&key), &body)
+            .await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "{}",
+            String::from_utf8_lossy(&answer.bytes)
+        );
         answer.json()["eventId"].as_str().unwrap().to_owned()
     }
 
     pub async fn hold(&self, account: &str, event_id: &str, key: &str, body: Value) -> Answer {
-        self.post(&token(account), &format!("/v1/events/{event_id}/holds"), Some(key), &body).await
+        self.post(
+            &token(account),
+            &format!("/v1/events/{event_id}/holds"),
+            Some(key),
+            &body,
+        )
+        .await
     }
 
     pub async fn finish(self) {
