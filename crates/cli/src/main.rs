@@ -69,10 +69,41 @@ enum Command {
         #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
         jwt_secret: Option<String>,
     },
+    /// Drive a running server with load and report throughput and latency.
+    Load {
+        #[command(subcommand)]
+        scenario: LoadScenario,
+    },
     /// Check the invariants (DESIGN.md I1-I7) on a live database; exit 1 on any violation.
     Check {
         #[arg(long, env = "DATABASE_URL")]
         database_url: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum LoadScenario {
+    /// Hold requests only: 1-6 adjacent seats, hot-skewed, fresh account per request.
+    Holds {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Concurrent closed-loop clients.
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        #[arg(long, default_value_t = 20)]
+        duration_s: u64,
+        /// Sections of 50 x 100 seats in the generated venue.
+        #[arg(long, default_value_t = 20)]
+        sections: u32,
+        /// Share of requests aimed at the two best sections.
+        #[arg(long, default_value_t = 0.8)]
+        hot_share: f64,
+        /// Short, so seats recycle and the venue never sells out.
+        #[arg(long, default_value_t = 1)]
+        hold_ttl_s: u32,
     },
 }
 
@@ -182,6 +213,37 @@ async fn main() -> anyhow::Result<()> {
             let token = mint_token(&secret, &account, admin, parse_ttl_s(&ttl)?)
                 .map_err(anyhow::Error::msg)?;
             println!("{token}");
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::Holds {
+                    base_url,
+                    jwt_secret,
+                    clients,
+                    duration_s,
+                    sections,
+                    hot_share,
+                    hold_ttl_s,
+                },
+        } => {
+            if !(0.0..=1.0).contains(&hot_share) {
+                bail!("--hot-share must be between 0 and 1");
+            }
+            let scenario = boxoffice_load::HoldsScenario {
+                base_url,
+                jwt_secret: jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),
+                clients,
+                duration_s,
+                sections,
+                hot_share,
+                hold_ttl_s,
+            };
+            let report = boxoffice_load::run_holds(&scenario).await?;
+            println!("holds {report}");
+            if report.errors > 0 {
+                bail!("{} requests were answered neither 201 nor 409", report.errors);
+            }
             Ok(())
         }
         Command::Check { database_url } => {

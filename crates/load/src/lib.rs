@@ -1,0 +1,216 @@
+//! `boxoffice load`: drives a running server over HTTP and reports what it measured.
+//!
+//! The first scenario is `holds`: closed-loop clients send hold requests for 1-6 adjacent
+//! seats of one row, skewed towards the best sections as fans are, each from a fresh account
+//! (so the purchase limit never interferes) with its own idempotency key. The event is
+//! created with a short hold TTL so seats recycle and the venue never sells out. Every
+//! answer must be 201 or 409; anything else is counted as an error and reported.
+//!
+//! Closed loop means a slow server slows the offered load; the open-loop on-sale simulator
+//! is later work (see the issue tracker).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use boxoffice_domain::ids::AccountId;
+use boxoffice_server::auth::mint_token;
+use hdrhistogram::Histogram;
+use rand::Rng;
+use serde_json::json;
+
+/// Settings of the `holds` scenario.
+#[derive(Debug, Clone)]
+pub struct HoldsScenario {
+    pub base_url: String,
+    pub jwt_secret: String,
+    pub clients: usize,
+    pub duration_s: u64,
+    /// Sections of 50 rows x 100 seats in the generated venue.
+    pub sections: u32,
+    /// Share of requests aimed at the two best sections.
+    pub hot_share: f64,
+    pub hold_ttl_s: u32,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub struct HoldsReport {
+    pub elapsed_s: f64,
+    pub granted: u64,
+    pub refused: u64,
+    pub errors: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl HoldsReport {
+    /// Requests answered 201 or 409 per second: hold decisions.
+    pub fn decided_per_s(&self) -> f64 {
+        (self.granted + self.refused) as f64 / self.elapsed_s
+    }
+
+    pub fn granted_per_s(&self) -> f64 {
+        self.granted as f64 / self.elapsed_s
+    }
+}
+
+impl std::fmt::Display for HoldsReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "decided/s={:.0} granted/s={:.0} granted={} refused={} errors={} p50_ms={:.1} p99_ms={:.1} max_ms={:.1} elapsed_s={:.1}",
+            self.decided_per_s(),
+            self.granted_per_s(),
+            self.granted,
+            self.refused,
+            self.errors,
+            self.p50_ms,
+            self.p99_ms,
+            self.max_ms,
+            self.elapsed_s
+        )
+    }
+}
+
+const ROWS: u32 = 50;
+const SEATS_PER_ROW: u32 = 100;
+
+fn section_name(i: u32) -> String {
+    format!("S{i}")
+}
+
+/// Runs the scenario to completion.
+pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> {
+    if scenario.clients == 0 || scenario.clients > 4096 {
+        bail!("clients must be between 1 and 4096");
+    }
+    if scenario.sections == 0 || scenario.sections > 40 {
+        bail!("sections must be between 1 and 40");
+    }
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(scenario.clients)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let base = scenario.base_url.trim_end_matches('/').to_owned();
+    let admin = mint_token(&scenario.jwt_secret, &AccountId::parse("load-admin")?, true, 3600).map_err(anyhow::Error::msg)?;
+    let sections: Vec<_> = (0..scenario.sections)
+        .map(|i| json!({"name": section_name(i), "rows": ROWS, "seatsPerRow": SEATS_PER_ROW, "priceMinor": 10_000 - i64::from(i) * 100}))
+        .collect();
+    let created = http
+        .post(format!("{base}/v1/admin/events"))
+        .bearer_auth(&admin)
+        .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+        .json(&json!({
+            "name": "Load test venue",
+            "startsAt": "2030-01-01T20:00:00Z",
+            "currency": "EUR",
+            "holdTtlSeconds": scenario.hold_ttl_s,
+            "sections": sections,
+        }))
+        .send()
+        .await
+        .context("creating the load-test event")?;
+    let status = created.status();
+    let body: serde_json::Value = created.json().await.unwrap_or_default();
+    if status.as_u16() != 201 {
+        bail!("creating the event answered {status}: {body}");
+    }
+    let event_id = body["eventId"].as_str().context("eventId")?.to_owned();
+    let url = Arc::new(format!("{base}/v1/events/{event_id}/holds"));
+    // Tokens are minted up front: signing is not what this measures.
+    let tokens: Arc<Vec<String>> = Arc::new(
+        (0..scenario.clients * 64)
+            .map(|i| mint_token(&scenario.jwt_secret, &AccountId::parse(&format!("fan-{i}")).unwrap(), false, 3600))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?,
+    );
+
+    let granted = Arc::new(AtomicU64::new(0));
+    let refused = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(scenario.duration_s);
+    let bar = indicatif::ProgressBar::new(scenario.duration_s);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len}s {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut workers = Vec::new();
+    for client in 0..scenario.clients {
+        let (http, url, tokens) = (http.clone(), url.clone(), tokens.clone());
+        let (granted, refused, errors) = (granted.clone(), refused.clone(), errors.clone());
+        let (n_sections, hot_share) = (scenario.sections, scenario.hot_share);
+        workers.push(tokio::spawn(async move {
+            let mut latencies = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+            let mut n = 0usize;
+            while Instant::now() < deadline {
+                let (section, row, first, quantity) = {
+                    let mut rng = rand::rng();
+                    let hot = n_sections.min(2);
+                    let section = if rng.random_bool(hot_share) { rng.random_range(0..hot) } else { rng.random_range(0..n_sections) };
+                    let quantity = rng.random_range(1..=6u32);
+                    (section, rng.random_range(1..=ROWS), rng.random_range(1..=SEATS_PER_ROW - quantity + 1), quantity)
+                };
+                let seat_ids: Vec<String> = (first..first + quantity)
+                    .map(|number| format!("{}-{row}-{number}", section_name(section)))
+                    .collect();
+                let token = &tokens[(client * 64 + n % 64) % tokens.len()];
+                n += 1;
+                let sent = Instant::now();
+                let answer = http
+                    .post(url.as_str())
+                    .bearer_auth(token)
+                    .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+                    .json(&json!({ "seatIds": seat_ids }))
+                    .send()
+                    .await;
+                let status = match answer {
+                    Ok(response) => {
+                        let status = response.status().as_u16();
+                        let _ = response.bytes().await;
+                        status
+                    }
+                    Err(_) => 0,
+                };
+                let _ = latencies.record(sent.elapsed().as_micros() as u64);
+                match status {
+                    201 => granted.fetch_add(1, Ordering::Relaxed),
+                    409 => refused.fetch_add(1, Ordering::Relaxed),
+                    _ => errors.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+            latencies
+        }));
+    }
+    let ticker = {
+        let (bar, granted, refused, errors) = (bar.clone(), granted.clone(), refused.clone(), errors.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let elapsed = started.elapsed().as_secs_f64();
+                let decided = granted.load(Ordering::Relaxed) + refused.load(Ordering::Relaxed);
+                bar.set_position(elapsed as u64);
+                bar.set_message(format!("decided/s {:.0} errors {}", decided as f64 / elapsed, errors.load(Ordering::Relaxed)));
+            }
+        })
+    };
+    let mut latencies = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    for worker in workers {
+        latencies.add(worker.await?)?;
+    }
+    ticker.abort();
+    bar.finish_and_clear();
+    let elapsed_s = started.elapsed().as_secs_f64();
+    Ok(HoldsReport {
+        elapsed_s,
+        granted: granted.load(Ordering::Relaxed),
+        refused: refused.load(Ordering::Relaxed),
+        errors: errors.load(Ordering::Relaxed),
+        p50_ms: latencies.value_at_quantile(0.50) as f64 / 1000.0,
+        p99_ms: latencies.value_at_quantile(0.99) as f64 / 1000.0,
+        max_ms: latencies.max() as f64 / 1000.0,
+    })
+}
