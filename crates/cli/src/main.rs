@@ -242,7 +242,10 @@ async fn main() -> anyhow::Result<()> {
             let report = boxoffice_load::run_holds(&scenario).await?;
             println!("holds {report}");
             if report.errors > 0 {
-                bail!("{} requests were answered neither 201 nor 409", report.errors);
+                bail!(
+                    "{} requests were answered neither 201 nor 409",
+                    report.errors
+                );
             }
             Ok(())
         }

@@ -95,7 +95,13 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
         .timeout(Duration::from_secs(30))
         .build()?;
     let base = scenario.base_url.trim_end_matches('/').to_owned();
-    let admin = mint_token(&scenario.jwt_secret, &AccountId::parse("load-admin")?, true, 3600).map_err(anyhow::Error::msg)?;
+    let admin = mint_token(
+        &scenario.jwt_secret,
+        &AccountId::parse("load-admin")?,
+        true,
+        3600,
+    )
+    .map_err(anyhow::Error::msg)?;
     let sections: Vec<_> = (0..scenario.sections)
         .map(|i| json!({"name": section_name(i), "rows": ROWS, "seatsPerRow": SEATS_PER_ROW, "priceMinor": 10_000 - i64::from(i) * 100}))
         .collect();
@@ -123,7 +129,14 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
     // Tokens are minted up front: signing is not what this measures.
     let tokens: Arc<Vec<String>> = Arc::new(
         (0..scenario.clients * 64)
-            .map(|i| mint_token(&scenario.jwt_secret, &AccountId::parse(&format!("fan-{i}")).unwrap(), false, 3600))
+            .map(|i| {
+                mint_token(
+                    &scenario.jwt_secret,
+                    &AccountId::parse(&format!("fan-{i}")).unwrap(),
+                    false,
+                    3600,
+                )
+            })
             .collect::<Result<_, _>>()
             .map_err(anyhow::Error::msg)?,
     );
@@ -144,15 +157,25 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
         let (granted, refused, errors) = (granted.clone(), refused.clone(), errors.clone());
         let (n_sections, hot_share) = (scenario.sections, scenario.hot_share);
         workers.push(tokio::spawn(async move {
-            let mut latencies = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
+            let mut latencies =
+                Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds");
             let mut n = 0usize;
             while Instant::now() < deadline {
                 let (section, row, first, quantity) = {
                     let mut rng = rand::rng();
                     let hot = n_sections.min(2);
-                    let section = if rng.random_bool(hot_share) { rng.random_range(0..hot) } else { rng.random_range(0..n_sections) };
+                    let section = if rng.random_bool(hot_share) {
+                        rng.random_range(0..hot)
+                    } else {
+                        rng.random_range(0..n_sections)
+                    };
                     let quantity = rng.random_range(1..=6u32);
-                    (section, rng.random_range(1..=ROWS), rng.random_range(1..=SEATS_PER_ROW - quantity + 1), quantity)
+                    (
+                        section,
+                        rng.random_range(1..=ROWS),
+                        rng.random_range(1..=SEATS_PER_ROW - quantity + 1),
+                        quantity,
+                    )
                 };
                 let seat_ids: Vec<String> = (first..first + quantity)
                     .map(|number| format!("{}-{row}-{number}", section_name(section)))
@@ -186,14 +209,23 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
         }));
     }
     let ticker = {
-        let (bar, granted, refused, errors) = (bar.clone(), granted.clone(), refused.clone(), errors.clone());
+        let (bar, granted, refused, errors) = (
+            bar.clone(),
+            granted.clone(),
+            refused.clone(),
+            errors.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 let elapsed = started.elapsed().as_secs_f64();
                 let decided = granted.load(Ordering::Relaxed) + refused.load(Ordering::Relaxed);
                 bar.set_position(elapsed as u64);
-                bar.set_message(format!("decided/s {:.0} errors {}", decided as f64 / elapsed, errors.load(Ordering::Relaxed)));
+                bar.set_message(format!(
+                    "decided/s {:.0} errors {}",
+                    decided as f64 / elapsed,
+                    errors.load(Ordering::Relaxed)
+                ));
             }
         })
     };

@@ -1,0 +1,284 @@
+//! The `boxoffice` binary end to end: `token`, `serve` (killed with SIGKILL and restarted on
+//! the same database), and `check` passing on a sound database and failing on a planted
+//! double hold, on both backends.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+const SECRET: &str = "cli-test-secret-0123456789";
+const BIN: &str = env!("CARGO_BIN_EXE_boxoffice");
+
+fn boxoffice(args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env("BOXOFFICE_JWT_SECRET", SECRET)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn token(account: &str, admin: bool) -> String {
+    let mut args = vec!["token", "--account", account, "--ttl", "10m"];
+    if admin {
+        args.push("--admin");
+    }
+    let out = boxoffice(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A running `boxoffice serve` on port 0.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(database_url: &str) -> Self {
+        let mut child = Command::new(BIN)
+            .args([
+                "serve",
+                "--database-url",
+                database_url,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env("BOXOFFICE_JWT_SECRET", SECRET)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, base }
+    }
+
+    fn kill(mut self) {
+        // SIGKILL: no shutdown hook runs.
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+async fn post(
+    http: &reqwest::Client,
+    url: String,
+    token: &str,
+    key: &str,
+    body: Value,
+) -> (u16, Value) {
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .header("idempotency-key", key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (
+        response.status().as_u16(),
+        response.json().await.unwrap_or(Value::Null),
+    )
+}
+
+async fn story(database_url: &str, plant: impl AsyncFnOnce(&str)) {
+    let http = reqwest::Client::new();
+    let admin = token("ops", true);
+    let fan = token("ann", false);
+    let server = Server::start(database_url);
+    let health = http
+        .get(format!("{}/healthz", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let ready = http
+        .get(format!("{}/readyz", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    let openapi: Value = http
+        .get(format!("{}/openapi.json", server.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(openapi["paths"]["/v1/events/{eventId}/holds"]["post"].is_object());
+
+    let (status, event) = post(
+        &http,
+        format!("{}/v1/admin/events", server.base),
+        &admin,
+        "ev",
+        json!({"name": "CLI Night", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+               "sections": [{"name": "A", "rows": 2, "seatsPerRow": 5, "priceMinor": 100}]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap().to_owned();
+    let holds_url = format!("{}/v1/events/{event_id}/holds", server.base);
+    let (status, hold) = post(
+        &http,
+        holds_url.clone(),
+        &fan,
+        "h1",
+        json!({"seatIds": ["A-1-1"]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{hold}");
+    server.kill();
+
+    // After SIGKILL right after the hold committed, a restart on the same database knows it.
+    let server = Server::start(database_url);
+    let holds_url = holds_url.replace(holds_url.split("/v1").next().unwrap(), &server.base);
+    let (status, replay) = post(
+        &http,
+        holds_url.clone(),
+        &fan,
+        "h1",
+        json!({"seatIds": ["A-1-1"]}),
+    )
+    .await;
+    assert_eq!(
+        (status, &replay),
+        (201, &hold),
+        "the committed hold survived the kill"
+    );
+    let (status, taken) = post(
+        &http,
+        holds_url,
+        &token("bob", false),
+        "h1",
+        json!({"seatIds": ["A-1-1"]}),
+    )
+    .await;
+    assert_eq!(
+        (status, taken["code"].as_str()),
+        (409, Some("SEATS_UNAVAILABLE"))
+    );
+    server.kill();
+
+    let clean = boxoffice(&["check", "--database-url", database_url]);
+    let report = String::from_utf8_lossy(&clean.stdout);
+    assert!(
+        clean.status.success(),
+        "check fails on a sound database: {report}"
+    );
+    assert!(report.contains("all invariants hold"), "{report}");
+
+    plant(&event_id).await;
+    let dirty = boxoffice(&["check", "--database-url", database_url]);
+    let report = String::from_utf8_lossy(&dirty.stdout);
+    assert_eq!(
+        dirty.status.code(),
+        Some(1),
+        "check must fail on a planted double hold: {report}"
+    );
+    assert!(
+        report.contains("VIOLATION") && report.contains("planted"),
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_serve_kill_restart_and_check() {
+    let path = std::env::temp_dir().join(format!(
+        "boxoffice-cli-{}.db",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let url = format!("sqlite://{}", path.display());
+    story(&url, async |event_id| {
+        let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+        sqlx::query(
+            "INSERT INTO hold (event_id, hold_id, account_id, status, quantity, seats, total_minor, currency,
+                               idempotency_key, created_at, expires_at, updated_at)
+             VALUES (?1, 'planted', 'mallory', 'HELD', 1, '[{\"seatId\":\"A-1-1\",\"priceMinor\":100}]', 100, 'EUR',
+                     'x', 0, 4000000000000, 0)",
+        )
+        .bind(event_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    })
+    .await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_serve_kill_restart_and_check() {
+    let base = std::env::var("BOXOFFICE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
+    let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
+    let url = format!("{base}/{db}");
+    story(&url, async |event_id| {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        sqlx::query(
+            "INSERT INTO hold (event_id, hold_id, account_id, status, quantity, seats, total_minor, currency,
+                               idempotency_key, created_at, expires_at, updated_at)
+             VALUES ($1, 'planted', 'mallory', 'HELD', 1, '[{\"seatId\":\"A-1-1\",\"priceMinor\":100}]', 100, 'EUR',
+                     'x', now(), now() + interval '1 hour', now())",
+        )
+        .bind(event_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    })
+    .await;
+    // Drop the database this test created (serve created it).
+    let admin = sqlx::PgPool::connect(&format!("{base}/postgres"))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await
+    .unwrap();
+}
+
+#[test]
+fn token_command_signs_with_the_configured_secret() {
+    let token = token("ann.smith", true);
+    let verifier = boxoffice_server::auth::TokenVerifier::hs256(SECRET).unwrap();
+    let account = verifier.verify(&token).unwrap();
+    assert_eq!(account.account_id.as_str(), "ann.smith");
+    assert!(account.admin);
+    let other = boxoffice_server::auth::TokenVerifier::hs256("some-other-secret-123456").unwrap();
+    assert!(
+        other.verify(&token).is_err(),
+        "a token only verifies with its own secret"
+    );
+    let bad = boxoffice(&["token", "--account", "not valid"]);
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn serve_refuses_to_start_without_a_secret() {
+    let out = Command::new(BIN)
+        .args(["serve", "--database-url", "sqlite://unused.db"])
+        .env_remove("BOXOFFICE_JWT_SECRET")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("BOXOFFICE_JWT_SECRET"));
+}
