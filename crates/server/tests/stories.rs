@@ -26,6 +26,7 @@ stories!(
     events_list_and_counts,
     malformed_input_never_5xx,
     checker_catches_a_planted_double_hold,
+    store_down_answers_503,
 );
 
 /// 256 accounts race for one seat, 20 rounds: exactly one 201 each round, the rest 409.
@@ -246,6 +247,21 @@ async fn idempotent_replay(backend: Backend) {
         (created.status, &created.bytes)
     );
     assert_eq!(app.db.store.list_event_ids().await.unwrap().len(), 2);
+
+    // Past the retention the record is purged, but the hold still owns its key: reusing it
+    // is refused, never a second hold and never a 5xx.
+    let purged = app.db.store.purge_idempotency(0).await.unwrap();
+    assert!(purged >= 3, "purged {purged}");
+    let after_purge = app
+        .hold(
+            "ann",
+            &event_id,
+            "key-1",
+            json!({"seatIds": ["A-1-1", "A-1-2"]}),
+        )
+        .await;
+    assert_eq!(after_purge.code(), "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(hold_count(&app, &event_id).await, 1);
     app.finish().await;
 }
 
@@ -610,6 +626,10 @@ async fn events_list_and_counts(backend: Backend) {
     for _ in 0..3 {
         ids.push(app.create_event(json!({})).await);
     }
+    let anonymous = app
+        .send(app.http.get(format!("{}/v1/events", app.base)))
+        .await;
+    assert_eq!(anonymous.status, StatusCode::OK, "anyone may read events");
     let page = app.get(&token("ann"), "/v1/events?limit=2").await.json();
     assert_eq!(page["events"].as_array().unwrap().len(), 2);
     let cursor = page["nextCursor"].as_str().unwrap();
@@ -1077,4 +1097,61 @@ async fn openapi_document_lists_the_routes() {
         assert!(paths.contains_key(path), "{path} is documented");
     }
     assert!(json["components"]["schemas"]["CreateHoldBody"].is_object());
+}
+
+/// When the store cannot be reached, holds and readiness answer 503 `UNAVAILABLE` with
+/// `Retry-After`; nothing is guessed from memory.
+async fn store_down_answers_503(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let before = app
+        .hold("ann", &event_id, "k1", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(before.status, StatusCode::CREATED);
+    match backend {
+        Backend::Postgres => app.db.pg.as_ref().unwrap().pool().close().await,
+        Backend::Sqlite => {
+            let sqlite = app.db.sqlite.as_ref().unwrap();
+            sqlite.pool().close().await;
+            sqlite.reader_pool().close().await;
+        }
+    }
+    let url = format!("{}/v1/events/{event_id}/holds", app.base);
+    let hold = app
+        .http
+        .post(&url)
+        .bearer_auth(token("bob"))
+        .header("idempotency-key", "k2")
+        .json(&json!({"seatIds": ["A-1-2"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hold.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(hold.headers()["retry-after"], "1");
+    let body: Value = hold.json().await.unwrap();
+    assert_eq!(body["code"], "UNAVAILABLE");
+    assert!(
+        !body["detail"].as_str().unwrap().contains("pool"),
+        "no internals leak: {body}"
+    );
+    let ready = app
+        .http
+        .get(format!("{}/readyz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let event = app
+        .http
+        .get(format!("{}/v1/events/{event_id}", app.base))
+        .bearer_auth(token("bob"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        event.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "counts are never guessed"
+    );
+    app.db.cleanup().await;
 }

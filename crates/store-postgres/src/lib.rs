@@ -308,7 +308,9 @@ impl PgStore {
         let event_id = event.event_id.as_str();
         let mut tx = self.pool.begin().await.map_err(classify)?;
 
-        // 1. Idempotency records already stored for the batch's keys.
+        // 1. Idempotency records already stored for the batch's keys. A hold whose record
+        //    was purged (older than the retention) still owns its key: it comes back with an
+        //    empty digest, which matches no request, so the key counts as reused.
         let accounts: Vec<&str> = requests.iter().map(|r| r.account_id.as_str()).collect();
         let keys: Vec<&str> = requests
             .iter()
@@ -319,18 +321,32 @@ impl PgStore {
                FROM idempotency i
                JOIN UNNEST($2::text[], $3::text[]) AS k(account_id, idem_key)
                  ON i.account_id = k.account_id AND i.idem_key = k.idem_key
-              WHERE i.endpoint = $1",
+              WHERE i.endpoint = $1
+             UNION ALL
+             SELECT h.account_id, h.idempotency_key, '', 0, ''::bytea
+               FROM hold h
+               JOIN UNNEST($2::text[], $3::text[]) AS k(account_id, idem_key)
+                 ON h.account_id = k.account_id AND h.idempotency_key = k.idem_key
+              WHERE h.event_id = $4
+                AND NOT EXISTS (SELECT 1 FROM idempotency i
+                                 WHERE i.account_id = h.account_id AND i.endpoint = $1
+                                   AND i.idem_key = h.idempotency_key)",
         )
         .bind(endpoint)
         .bind(&accounts)
         .bind(&keys)
+        .bind(event_id)
         .fetch_all(&mut *tx)
         .await
         .map_err(classify)?;
         let mut prior_digests = BTreeMap::new();
         let mut prior_responses = BTreeMap::new();
         for (account_id, key, digest, status, body) in prior_rows {
+            let purged = digest.is_empty();
             prior_digests.insert((account_id.clone(), key.clone()), digest);
+            if purged {
+                continue;
+            }
             let response = StoredResponse {
                 status: u16::try_from(status).unwrap_or(500),
                 body,

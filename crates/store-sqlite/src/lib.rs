@@ -414,6 +414,20 @@ impl SqliteStore {
                     body,
                 };
                 prior_responses.insert(scope, response);
+                continue;
+            }
+            // A hold whose record was purged (older than the retention) still owns its key:
+            // an empty digest matches no request, so the key counts as reused.
+            let purged_hold: Option<i64> =
+                sqlx::query_scalar("SELECT 1 FROM hold WHERE event_id = ?1 AND account_id = ?2 AND idempotency_key = ?3")
+                    .bind(event_id)
+                    .bind(account_id)
+                    .bind(key)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(classify)?;
+            if purged_hold.is_some() {
+                prior_digests.insert((account_id.to_owned(), key.to_owned()), String::new());
             }
         }
 
