@@ -10,7 +10,7 @@
 //! write lock is what PostgreSQL's `SELECT ... FOR UPDATE` in seat order achieves there, so
 //! there is no row locking here. Plain reads use a READER pool of several connections; in WAL
 //! mode they never block the writer nor are blocked by it. A busy lock or unique-key race that
-//! happens anyway (another process) is retried whole, up to [`BATCH_ATTEMPTS_MAX`] times.
+//! happens anyway (another process) is retried whole, up to [`boxoffice_store::BATCH_ATTEMPTS_MAX`] times.
 //!
 //! Times are INTEGER unix milliseconds. SQLite has no arrays: IN-lists bind one JSON array and
 //! read it with `json_each`, and per-row writes reuse one cached prepared statement inside the
@@ -30,10 +30,10 @@ use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
 use boxoffice_store::{
-    BATCH_ATTEMPTS_MAX, Counts, EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent,
-    RenderHold, Store, StoreError, StoreResult, SweepReport, answer_batch, event_record,
-    held_seats_json, hold_created_payload, hold_ended_payload, parse_held_seats, parse_hold_status,
-    parse_waiting_room, waiting_room_json,
+    EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, RenderHold, Store, StoreError,
+    StoreResult, SweepReport, answer_batch, event_record, held_seats_json, hold_created_payload,
+    hold_ended_payload, parse_held_seats, parse_hold_status, parse_waiting_room, retrying,
+    waiting_room_json,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
@@ -103,25 +103,6 @@ fn classify(error: sqlx::Error) -> StoreError {
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Protocol(_) => StoreError::Unavailable(error.to_string()),
         _ => StoreError::Internal(error.to_string()),
-    }
-}
-
-/// Runs `attempt` again after a transient conflict, with a short growing pause.
-async fn retrying<T, F, Fut>(mut attempt: F) -> StoreResult<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = StoreResult<T>>,
-{
-    let mut n_attempts = 0;
-    loop {
-        n_attempts += 1;
-        match attempt().await {
-            Err(StoreError::Conflict(why)) if n_attempts < BATCH_ATTEMPTS_MAX => {
-                tracing::debug!(n_attempts, %why, "retrying after a transient conflict");
-                tokio::time::sleep(Duration::from_millis(2u64 << n_attempts)).await;
-            }
-            other => return other,
-        }
     }
 }
 
@@ -989,19 +970,6 @@ impl Store for SqliteStore {
         .fetch_all(&self.reader)
         .await
         .map_err(classify)?;
-        let by_section: BTreeMap<String, Counts> = section_rows
-            .into_iter()
-            .map(|(name, available, held, sold)| {
-                (
-                    name,
-                    Counts {
-                        available,
-                        held,
-                        sold,
-                    },
-                )
-            })
-            .collect();
         let tier_rows = sqlx::query_as::<_, (String, i64, i64, i64)>(
             "SELECT t.tier_id, t.capacity, t.sold,
                     coalesce((SELECT sum(h.quantity) FROM hold h
@@ -1014,39 +982,7 @@ impl Store for SqliteStore {
         .fetch_all(&self.reader)
         .await
         .map_err(classify)?;
-        let by_tier: BTreeMap<String, Counts> = tier_rows
-            .into_iter()
-            .map(|(tier_id, capacity, sold, held)| {
-                let counts = Counts {
-                    available: capacity - sold - held,
-                    held,
-                    sold,
-                };
-                (tier_id, counts)
-            })
-            .collect();
-        Ok(EventCounts {
-            sections: event
-                .sections
-                .iter()
-                .map(|s| {
-                    (
-                        s.name.clone(),
-                        by_section.get(&s.name).copied().unwrap_or_default(),
-                    )
-                })
-                .collect(),
-            tiers: event
-                .tiers
-                .iter()
-                .map(|t| {
-                    (
-                        t.tier_id.clone(),
-                        by_tier.get(&t.tier_id).copied().unwrap_or_default(),
-                    )
-                })
-                .collect(),
-        })
+        Ok(EventCounts::assemble(event, section_rows, tier_rows))
     }
 
     async fn hold_batch(

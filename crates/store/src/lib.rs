@@ -136,6 +136,76 @@ pub struct EventCounts {
     pub tiers: Vec<(String, Counts)>,
 }
 
+impl EventCounts {
+    /// Puts counts read from a backend in the event's order. `section_rows` are
+    /// (section, available, held, sold); `tier_rows` are (tier id, capacity, sold, live held).
+    /// A section or tier without rows counts zero.
+    pub fn assemble(
+        event: &EventRecord,
+        section_rows: Vec<(String, i64, i64, i64)>,
+        tier_rows: Vec<(String, i64, i64, i64)>,
+    ) -> Self {
+        let by_section: std::collections::BTreeMap<String, Counts> = section_rows
+            .into_iter()
+            .map(|(name, available, held, sold)| {
+                (
+                    name,
+                    Counts {
+                        available,
+                        held,
+                        sold,
+                    },
+                )
+            })
+            .collect();
+        let by_tier: std::collections::BTreeMap<String, Counts> = tier_rows
+            .into_iter()
+            .map(|(tier_id, capacity, sold, held)| {
+                let counts = Counts {
+                    available: capacity - sold - held,
+                    held,
+                    sold,
+                };
+                (tier_id, counts)
+            })
+            .collect();
+        let section_counts = |name: &String| by_section.get(name).copied().unwrap_or_default();
+        let tier_counts = |id: &String| by_tier.get(id).copied().unwrap_or_default();
+        Self {
+            sections: event
+                .sections
+                .iter()
+                .map(|s| (s.name.clone(), section_counts(&s.name)))
+                .collect(),
+            tiers: event
+                .tiers
+                .iter()
+                .map(|t| (t.tier_id.clone(), tier_counts(&t.tier_id)))
+                .collect(),
+        }
+    }
+}
+
+/// Runs `attempt` again after a transient conflict ([`StoreError::Conflict`]), with a short
+/// growing pause, up to [`BATCH_ATTEMPTS_MAX`] attempts.
+pub async fn retrying<T, F, Fut>(mut attempt: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut n_attempts = 0;
+    loop {
+        n_attempts += 1;
+        match attempt().await {
+            Err(StoreError::Conflict(why)) if n_attempts < BATCH_ATTEMPTS_MAX => {
+                tracing::debug!(n_attempts, %why, "retrying after a transient conflict");
+                tokio::time::sleep(std::time::Duration::from_millis(2u64 << n_attempts)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A hold as stored, with the seats and prices it was granted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoldView {
