@@ -118,9 +118,21 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
          -H 'Content-Type: application/json' -d '{{\"seatIds\":[\"A-1-1\",\"A-1-2\"]}}' \\\n       \
          {base}/v1/events/{event_id}/holds\n"
     );
-    boxoffice_server::serve(store, &secret, listen, |addr| {
-        println!("listening on http://{addr} (Ctrl-C to stop)");
-    })
-    .await?;
-    Ok(())
+    let payments = crate::PaymentsArgs {
+        payments: "sim".into(),
+        stripe_api_base: String::new(),
+        stripe_secret_key: None,
+        stripe_webhook_secret: None,
+    };
+    println!(
+        "payments: the built-in simulator (cards pm_card_visa, pm_card_chargeDeclined, pm_card_threeDSecure2Required)"
+    );
+    crate::serve_with(
+        store,
+        secret,
+        listen,
+        &payments,
+        &data_dir.join("ticket-key.pem"),
+    )
+    .await
 }

@@ -42,6 +42,26 @@ enum Command {
         /// Use the built-in development secret when no secret is configured. Never in production.
         #[arg(long)]
         dev_auth: bool,
+        #[command(flatten)]
+        payments: PaymentsArgs,
+        /// Ed25519 key (PKCS#8 PEM) that signs ticket codes; created when missing.
+        #[arg(
+            long,
+            env = "BOXOFFICE_TICKET_KEY",
+            default_value = "./data/ticket-key.pem"
+        )]
+        ticket_key: std::path::PathBuf,
+    },
+    /// Run the payment provider simulator (a Stripe-like HTTP subset with test cards).
+    Paysim {
+        #[arg(long, default_value = "127.0.0.1:12111")]
+        listen: SocketAddr,
+        /// Where to POST signed webhooks, e.g. http://127.0.0.1:8080/v1/payments/webhooks/stripe
+        #[arg(long)]
+        webhook_url: Option<String>,
+        /// Seed of every random choice (latency, webhook duplicates and delays).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
     },
     /// Run the demo: embedded SQLite under ./data, a 50,000-seat stadium, dev auth.
     Demo {
@@ -81,6 +101,91 @@ enum Command {
     },
 }
 
+/// Which payment provider `serve` talks to.
+#[derive(Debug, clap::Args)]
+struct PaymentsArgs {
+    /// `sim`: the built-in simulator, in process (test cards, no network). `stripe`: the
+    /// Stripe adapter against `--stripe-api-base` with STRIPE_SECRET_KEY and
+    /// STRIPE_WEBHOOK_SECRET.
+    #[arg(long, default_value = "sim", value_parser = ["sim", "stripe"])]
+    payments: String,
+    #[arg(
+        long,
+        env = "STRIPE_API_BASE",
+        default_value = "https://api.stripe.com"
+    )]
+    stripe_api_base: String,
+    #[arg(long, env = "STRIPE_SECRET_KEY", hide_env_values = true)]
+    stripe_secret_key: Option<String>,
+    #[arg(long, env = "STRIPE_WEBHOOK_SECRET", hide_env_values = true)]
+    stripe_webhook_secret: Option<String>,
+}
+
+/// Builds the provider `serve` uses. The simulator runs in this process and sends its
+/// webhooks to this server at `listen_addr`.
+async fn payment_provider(
+    args: &PaymentsArgs,
+    listen_addr: SocketAddr,
+) -> anyhow::Result<Arc<dyn boxoffice_payments::PaymentProvider>> {
+    use boxoffice_payments::simulator::{
+        DEFAULT_SECRET_KEY, DEFAULT_WEBHOOK_SECRET, SimulatorConfig, spawn,
+    };
+    if args.payments == "stripe" {
+        let secret = args
+            .stripe_secret_key
+            .clone()
+            .context("--payments stripe needs STRIPE_SECRET_KEY")?;
+        let webhook = args
+            .stripe_webhook_secret
+            .clone()
+            .context("--payments stripe needs STRIPE_WEBHOOK_SECRET")?;
+        return Ok(Arc::new(boxoffice_payments::StripeProvider::new(
+            args.stripe_api_base.clone(),
+            secret,
+            webhook,
+        )));
+    }
+    let config = SimulatorConfig {
+        webhook_url: Some(format!("http://{listen_addr}/v1/payments/webhooks/stripe")),
+        ..SimulatorConfig::default()
+    };
+    let sim = spawn(config)
+        .await
+        .context("starting the payment simulator")?;
+    tracing::info!(base_url = %sim.base_url, "payment simulator running in process");
+    Ok(Arc::new(boxoffice_payments::StripeProvider::new(
+        sim.base_url.clone(),
+        DEFAULT_SECRET_KEY.to_owned(),
+        DEFAULT_WEBHOOK_SECRET.to_owned(),
+    )))
+}
+
+/// Binds `listen` and serves with the simulator or Stripe, printing the bound address.
+async fn serve_with(
+    store: Arc<dyn Store>,
+    jwt_secret: String,
+    listen: SocketAddr,
+    payments: &PaymentsArgs,
+    ticket_key: &std::path::Path,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr()?;
+    let ticket_signer = boxoffice_tickets::TicketSigner::load_or_create(ticket_key)
+        .with_context(|| format!("loading the ticket key {}", ticket_key.display()))?;
+    let config = boxoffice_server::ServerConfig {
+        jwt_secret,
+        provider: payment_provider(payments, addr).await?,
+        ticket_signer,
+    };
+    tracing::info!(%addr, "listening");
+    // Test harnesses read this line to learn the port when listening on port 0.
+    println!("listening on http://{addr}");
+    boxoffice_server::serve(store, &config, listener).await?;
+    Ok(())
+}
+
 #[derive(Debug, Subcommand)]
 enum LoadScenario {
     /// Hold requests only: 1-6 adjacent seats, hot-skewed, fresh account per request.
@@ -108,7 +213,7 @@ enum LoadScenario {
 }
 
 /// Opens the store a URL names. PostgreSQL databases are created when missing.
-pub async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         boxoffice_store_postgres::PgStore::create_database_if_missing(url)
             .await
@@ -166,6 +271,8 @@ async fn main() -> anyhow::Result<()> {
             listen,
             jwt_secret,
             dev_auth,
+            payments,
+            ticket_key,
         } => {
             let secret = match (jwt_secret, dev_auth) {
                 (Some(secret), _) => secret,
@@ -181,12 +288,21 @@ async fn main() -> anyhow::Result<()> {
             };
             let store = open_store(&database_url).await?;
             store.migrate().await?;
-            boxoffice_server::serve(store, &secret, listen, |addr| {
-                tracing::info!(%addr, "listening");
-                // Test harnesses read this line to learn the port when listening on port 0.
-                println!("listening on http://{addr}");
-            })
-            .await?;
+            serve_with(store, secret, listen, &payments, &ticket_key).await
+        }
+        Command::Paysim {
+            listen,
+            webhook_url,
+            seed,
+        } => {
+            let config = boxoffice_payments::simulator::SimulatorConfig {
+                seed,
+                webhook_url,
+                ..Default::default()
+            };
+            let listener = tokio::net::TcpListener::bind(listen).await?;
+            println!("payment simulator on http://{}", listener.local_addr()?);
+            boxoffice_payments::simulator::serve(config, listener).await?;
             Ok(())
         }
         Command::Demo { data_dir, listen } => demo::run(&data_dir, listen).await,

@@ -84,10 +84,10 @@ impl HoldStatus {
         matches!(self, Self::Confirmed | Self::Released | Self::Expired)
     }
 
-    /// The status as of `now`: a `HELD` hold past its deadline is `EXPIRED` even before the
-    /// sweeper writes it.
+    /// The status as of `now`: a `HELD` hold past its deadline (or a `PAYMENT_PENDING` one
+    /// past its grace deadline) is `EXPIRED` even before the sweeper writes it.
     pub fn effective(self, expires_at: OffsetDateTime, now: OffsetDateTime) -> HoldStatus {
-        if self == Self::Held && expires_at <= now {
+        if matches!(self, Self::Held | Self::PaymentPending) && expires_at <= now {
             Self::Expired
         } else {
             self
@@ -97,8 +97,8 @@ impl HoldStatus {
     /// Whether the hold still claims its seats or tier units at `now`.
     pub fn is_live(self, expires_at: OffsetDateTime, now: OffsetDateTime) -> bool {
         match self {
-            Self::Held => expires_at > now,
-            Self::PaymentPending => true,
+            // In checkout, `expires_at` is the grace deadline: one bounded extension.
+            Self::Held | Self::PaymentPending => expires_at > now,
             Self::Confirmed | Self::Released | Self::Expired => false,
         }
     }
@@ -175,6 +175,10 @@ mod tests {
         ));
         assert!(!seat_is_free(SeatStatus::Sold, None, t));
         assert!(seat_is_free(SeatStatus::Available, None, t));
-        assert!(HoldStatus::PaymentPending.is_live(t, t + time::Duration::hours(1)));
+        assert!(HoldStatus::PaymentPending.is_live(t, t - time::Duration::hours(1)));
+        assert!(
+            !HoldStatus::PaymentPending.is_live(t, t),
+            "the grace deadline bounds checkout"
+        );
     }
 }

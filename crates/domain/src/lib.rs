@@ -16,5 +16,6 @@ pub mod hold;
 pub mod idempotency;
 pub mod ids;
 pub mod inventory;
+pub mod order;
 
 pub use time::OffsetDateTime;

@@ -16,7 +16,6 @@ pub mod idempotency;
 pub mod routes;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -32,6 +31,11 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+
+use boxoffice_payments::PaymentProvider;
+use boxoffice_tickets::TicketSigner;
+use boxoffice_workers::reconciler::PaymentReconciler;
+use boxoffice_workers::relay::OutboxRelay;
 
 use crate::auth::TokenVerifier;
 use crate::batcher::HoldBatcher;
@@ -49,6 +53,30 @@ pub struct AppState {
     pub events: Arc<Mutex<HashMap<String, Arc<EventRecord>>>>,
     pub metrics: PrometheusHandle,
     pub openapi_json: Arc<String>,
+    pub provider: Arc<dyn PaymentProvider>,
+    pub ticket_signer: TicketSigner,
+    /// Poked after a confirmation so capture and tickets go out at once.
+    pub relay: OutboxRelay,
+    /// Poked when a payment's outcome could not be recorded.
+    pub reconciler: PaymentReconciler,
+}
+
+/// What a server needs besides its store.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// HS256 secret of account tokens.
+    pub jwt_secret: String,
+    pub provider: Arc<dyn PaymentProvider>,
+    /// Signs ticket codes; its public key verifies them offline.
+    pub ticket_signer: TicketSigner,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("provider", &self.provider.name())
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for AppState {
@@ -112,6 +140,14 @@ fn api_router() -> OpenApiRouter<AppState> {
             routes::holds::get_hold,
             routes::holds::release_hold
         ))
+        .routes(routes!(routes::checkout::checkout))
+        .routes(routes!(routes::checkout::get_order))
+        .routes(routes!(routes::checkout::list_orders))
+        .routes(routes!(routes::checkout::webhook))
+        .routes(routes!(routes::tickets::public_key))
+        .routes(routes!(routes::tickets::get_ticket))
+        .routes(routes!(routes::tickets::ticket_qr))
+        .routes(routes!(routes::tickets::check_in))
 }
 
 /// The OpenAPI document, generated from the handlers' annotations.
@@ -120,9 +156,18 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 impl AppState {
-    pub fn new(store: Arc<dyn Store>, jwt_secret: &str) -> Result<Self, String> {
+    pub fn new(store: Arc<dyn Store>, config: &ServerConfig) -> Result<Self, String> {
         let render: batcher::HoldRenderer = Arc::new(routes::holds::render_hold_outcome);
+        let jwt_secret = config.jwt_secret.as_str();
         Ok(Self {
+            relay: OutboxRelay::new(
+                store.clone(),
+                config.provider.clone(),
+                config.ticket_signer.clone(),
+            ),
+            reconciler: PaymentReconciler::new(store.clone(), config.provider.clone()),
+            provider: config.provider.clone(),
+            ticket_signer: config.ticket_signer.clone(),
             batcher: HoldBatcher::new(store.clone(), render),
             store,
             verifier: TokenVerifier::hs256(jwt_secret)?,
@@ -180,18 +225,21 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Binds `listen`, runs the expiry sweeper, serves until the process ends. Calls `ready`
-/// with the bound address (port 0 picks a free port).
+/// Runs the background workers (expiry sweeper, outbox relay, payment reconciler) beside
+/// the app, serves on `listener` until the process ends.
 pub async fn serve(
     store: Arc<dyn Store>,
-    jwt_secret: &str,
-    listen: SocketAddr,
-    ready: impl FnOnce(SocketAddr),
+    config: &ServerConfig,
+    listener: tokio::net::TcpListener,
 ) -> std::io::Result<()> {
-    let state = AppState::new(store.clone(), jwt_secret).map_err(std::io::Error::other)?;
-    let sweeper = ExpirySweeper::new(store);
-    tokio::spawn(sweeper.run());
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    ready(listener.local_addr()?);
+    let state = AppState::new(store.clone(), config).map_err(std::io::Error::other)?;
+    spawn_workers(&state);
     axum::serve(listener, app(state)).await
+}
+
+/// Starts the reconcilers of `state` as background tasks.
+pub fn spawn_workers(state: &AppState) {
+    tokio::spawn(ExpirySweeper::new(state.store.clone()).run());
+    tokio::spawn(state.relay.clone().run());
+    tokio::spawn(state.reconciler.clone().run());
 }

@@ -7,6 +7,10 @@
 //! [`boxoffice_store::BATCH_ATTEMPTS_MAX`] times, and never reaches a client. Bulk writes use `UNNEST` so a
 //! batch of any size costs a fixed number of round trips.
 
+mod checkout;
+
+pub use checkout::unknown_backoff_s;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -45,7 +49,7 @@ pub struct PgStore {
     pool: PgPool,
 }
 
-fn classify(error: sqlx::Error) -> StoreError {
+pub(crate) fn classify(error: sqlx::Error) -> StoreError {
     match &error {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
@@ -69,7 +73,7 @@ fn classify(error: sqlx::Error) -> StoreError {
     }
 }
 
-async fn store_now(tx: &mut Transaction<'_, Postgres>) -> StoreResult<OffsetDateTime> {
+pub(crate) async fn store_now(tx: &mut Transaction<'_, Postgres>) -> StoreResult<OffsetDateTime> {
     sqlx::query_scalar::<_, OffsetDateTime>(NOW_SQL)
         .fetch_one(&mut **tx)
         .await
@@ -404,7 +408,7 @@ impl PgStore {
         let usage_by_account: BTreeMap<String, u32> = sqlx::query_as::<_, (String, i64)>(
             "SELECT account_id, sum(quantity)::bigint FROM hold
               WHERE event_id = $1 AND account_id = ANY($2)
-                AND (status IN ('PAYMENT_PENDING', 'CONFIRMED') OR (status = 'HELD' AND expires_at > $3))
+                AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > $3))
               GROUP BY account_id",
         )
         .bind(event_id)
@@ -538,7 +542,8 @@ impl PgStore {
         for hold in &holds {
             let expired = sqlx::query(
                 "UPDATE hold SET status = 'EXPIRED', updated_at = $3
-                  WHERE event_id = $1 AND hold_id = $2 AND status = 'HELD' AND expires_at <= $3",
+                  WHERE event_id = $1 AND hold_id = $2 AND status IN ('HELD', 'PAYMENT_PENDING')
+                    AND expires_at <= $3",
             )
             .bind(&hold.event_id)
             .bind(&hold.hold_id)
@@ -548,6 +553,22 @@ impl PgStore {
             .map_err(classify)?
             .rows_affected();
             if expired == 1 {
+                // A hold that ran out of grace in checkout takes its order with it; an
+                // authorization that arrives later is voided (see settle_payment).
+                sqlx::query(
+                    "WITH cancelled AS (
+                        UPDATE orders SET status = 'CANCELLED', cancel_reason = 'HOLD_EXPIRED', updated_at = $2
+                         WHERE hold_id = $1 AND status = 'PENDING_PAYMENT' RETURNING event_id, order_id)
+                     INSERT INTO outbox (event_id, topic, payload, created_at)
+                     SELECT event_id, 'order.cancelled',
+                            jsonb_build_object('orderId', order_id, 'reason', 'HOLD_EXPIRED'), $2
+                       FROM cancelled",
+                )
+                .bind(&hold.hold_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
                 let freed = free_hold_resources(&mut tx, hold, now, HoldStatus::Expired).await?;
                 report.holds_expired += 1;
                 report.seats_freed += freed;
@@ -562,7 +583,7 @@ impl PgStore {
 }
 
 /// The stored answer for `scope`, if any: a replay or a key reuse.
-async fn prior_answer(
+pub(crate) async fn prior_answer(
     tx: &mut Transaction<'_, Postgres>,
     scope: &IdempotencyScope,
     request_digest: &str,
@@ -589,7 +610,7 @@ async fn prior_answer(
     }))
 }
 
-async fn insert_records(
+pub(crate) async fn insert_records(
     tx: &mut Transaction<'_, Postgres>,
     endpoint: &str,
     records: &[boxoffice_store::NewRecord],
@@ -755,7 +776,7 @@ async fn write_winners(
 }
 
 /// Locks the seats (in seat order) and the tier of a hold, before its status changes.
-async fn lock_hold_resources(
+pub(crate) async fn lock_hold_resources(
     tx: &mut Transaction<'_, Postgres>,
     hold: &HoldView,
 ) -> StoreResult<()> {
@@ -780,7 +801,7 @@ async fn lock_hold_resources(
 
 /// After a hold left `HELD` (in this transaction): frees the seats that still point to it and
 /// returns its tier units, exactly once because the status change was conditional.
-async fn free_hold_resources(
+pub(crate) async fn free_hold_resources(
     tx: &mut Transaction<'_, Postgres>,
     hold: &HoldView,
     now: OffsetDateTime,
@@ -825,11 +846,11 @@ async fn free_hold_resources(
     Ok(freed)
 }
 
-const HOLD_COLUMNS: &str =
+pub(crate) const HOLD_COLUMNS: &str =
     "hold_id, event_id, account_id, status, expires_at, seats::text AS seats, tier_id, quantity,
                             total_minor, currency, created_at, updated_at";
 
-fn hold_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<HoldView> {
+pub(crate) fn hold_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<HoldView> {
     let status: String = row.get("status");
     let seats: String = row.get("seats");
     Ok(HoldView {
@@ -848,7 +869,7 @@ fn hold_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<HoldView> {
     })
 }
 
-async fn fetch_holds(pool: &PgPool, hold_ids: &[String]) -> StoreResult<Vec<HoldView>> {
+pub(crate) async fn fetch_holds(pool: &PgPool, hold_ids: &[String]) -> StoreResult<Vec<HoldView>> {
     let sql = format!(
         "SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id = ANY($1) ORDER BY event_id, hold_id"
     );
@@ -945,7 +966,7 @@ impl Store for PgStore {
             "SELECT t.tier_id, t.capacity, t.sold,
                     coalesce((SELECT sum(h.quantity) FROM hold h
                                WHERE h.event_id = t.event_id AND h.tier_id = t.tier_id
-                                 AND (h.status = 'PAYMENT_PENDING' OR (h.status = 'HELD' AND h.expires_at > $2))), 0)::bigint
+                                 AND h.status IN ('HELD', 'PAYMENT_PENDING') AND h.expires_at > $2), 0)::bigint
                FROM tier t WHERE t.event_id = $1",
         )
         .bind(&event.event_id)
@@ -976,7 +997,7 @@ impl Store for PgStore {
 
     async fn expire_due_holds(&self, limit: u32) -> StoreResult<SweepReport> {
         let due: Vec<String> = sqlx::query_scalar(
-            "SELECT hold_id FROM hold WHERE status = 'HELD' AND expires_at <= clock_timestamp()
+            "SELECT hold_id FROM hold WHERE status IN ('HELD', 'PAYMENT_PENDING') AND expires_at <= clock_timestamp()
               ORDER BY expires_at LIMIT $1",
         )
         .bind(i64::from(limit))
@@ -1090,5 +1111,109 @@ impl Store for PgStore {
             tiers,
             holds,
         }))
+    }
+
+    async fn begin_checkout(
+        &self,
+        start: &boxoffice_store::checkout::CheckoutStart,
+        render: &boxoffice_store::checkout::RenderOrder,
+    ) -> StoreResult<boxoffice_store::checkout::CheckoutBegun> {
+        retrying(|| self.begin_checkout_once(start, render)).await
+    }
+
+    async fn settle_payment(
+        &self,
+        operation_id: &str,
+        verdict: &boxoffice_store::checkout::ProviderVerdict,
+        webhook: Option<(&str, &str)>,
+        answer: Option<(&IdempotencyScope, &boxoffice_store::checkout::RenderOrder)>,
+    ) -> StoreResult<Option<boxoffice_store::checkout::Settled>> {
+        retrying(|| self.settle_once(operation_id, verdict, webhook, answer)).await
+    }
+
+    async fn payment_operation(
+        &self,
+        operation_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::PaymentOperation>> {
+        self.payment_operation_by_id(operation_id).await
+    }
+
+    async fn payment_operation_by_ref(
+        &self,
+        provider: &str,
+        provider_ref: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::PaymentOperation>> {
+        PgStore::payment_operation_by_ref(self, provider, provider_ref).await
+    }
+
+    async fn due_payment_operations(
+        &self,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::checkout::PaymentOperation>> {
+        self.due_operations(limit).await
+    }
+
+    async fn postpone_payment_operation(
+        &self,
+        operation_id: &str,
+        delay_s: f64,
+        error: &str,
+    ) -> StoreResult<()> {
+        self.postpone_operation(operation_id, delay_s, error).await
+    }
+
+    async fn get_order(
+        &self,
+        order_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::OrderView>> {
+        self.order_by_id(order_id).await
+    }
+
+    async fn list_orders(
+        &self,
+        account_id: &str,
+        before_order_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::checkout::OrderView>> {
+        self.orders_of(account_id, before_order_id, limit).await
+    }
+
+    async fn issue_tickets(
+        &self,
+        order_id: &str,
+        sign: &boxoffice_store::checkout::SignTicket,
+    ) -> StoreResult<u32> {
+        retrying(|| self.issue_tickets_once(order_id, sign)).await
+    }
+
+    async fn get_ticket(
+        &self,
+        ticket_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::TicketView>> {
+        self.ticket_by_id(ticket_id).await
+    }
+
+    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
+        self.check_in_ticket(ticket_id).await
+    }
+
+    async fn claim_outbox(
+        &self,
+        limit: u32,
+        lease_s: f64,
+    ) -> StoreResult<Vec<boxoffice_store::checkout::OutboxMessage>> {
+        self.claim_outbox_rows(limit, lease_s).await
+    }
+
+    async fn finish_outbox(&self, id: i64) -> StoreResult<()> {
+        self.finish_outbox_row(id).await
+    }
+
+    async fn retry_outbox(&self, id: i64, delay_s: f64, error: &str) -> StoreResult<()> {
+        self.retry_outbox_row(id, delay_s, error).await
+    }
+
+    async fn outbox_lag_s(&self) -> StoreResult<f64> {
+        self.outbox_lag().await
     }
 }

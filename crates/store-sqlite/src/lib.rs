@@ -62,6 +62,9 @@ macro_rules! now_ms {
     };
 }
 
+// Declared after `now_ms!` so the module sees the macro.
+mod checkout;
+
 /// The store's clock, truncated to milliseconds so both backends render the same times.
 const NOW_SQL: &str = concat!("SELECT ", now_ms!());
 
@@ -81,7 +84,7 @@ pub struct SqliteStore {
     reader: SqlitePool,
 }
 
-fn classify(error: sqlx::Error) -> StoreError {
+pub(crate) fn classify(error: sqlx::Error) -> StoreError {
     match &error {
         sqlx::Error::Database(db) => {
             let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or_default();
@@ -107,13 +110,13 @@ fn classify(error: sqlx::Error) -> StoreError {
 }
 
 /// Unix milliseconds to a time.
-fn from_ms(ms: i64) -> StoreResult<OffsetDateTime> {
+pub(crate) fn from_ms(ms: i64) -> StoreResult<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .map_err(|e| StoreError::Internal(format!("time {ms} ms out of range: {e}")))
 }
 
 /// A time to unix milliseconds, truncated.
-fn to_ms(t: OffsetDateTime) -> i64 {
+pub(crate) fn to_ms(t: OffsetDateTime) -> i64 {
     (t.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
@@ -121,11 +124,11 @@ fn opt_from_ms(ms: Option<i64>) -> StoreResult<Option<OffsetDateTime>> {
     ms.map(from_ms).transpose()
 }
 
-fn to_u32(value: i64) -> u32 {
+pub(crate) fn to_u32(value: i64) -> u32 {
     u32::try_from(value).unwrap_or(0)
 }
 
-fn column<'r, T>(row: &'r SqliteRow, name: &str) -> StoreResult<T>
+pub(crate) fn column<'r, T>(row: &'r SqliteRow, name: &str) -> StoreResult<T>
 where
     T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
 {
@@ -139,11 +142,11 @@ fn json_list<S: AsRef<str>>(items: &[S]) -> String {
     serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())
 }
 
-async fn begin_write(pool: &SqlitePool) -> StoreResult<Transaction<'static, Sqlite>> {
+pub(crate) async fn begin_write(pool: &SqlitePool) -> StoreResult<Transaction<'static, Sqlite>> {
     pool.begin_with("BEGIN IMMEDIATE").await.map_err(classify)
 }
 
-async fn store_now(tx: &mut Transaction<'_, Sqlite>) -> StoreResult<OffsetDateTime> {
+pub(crate) async fn store_now(tx: &mut Transaction<'_, Sqlite>) -> StoreResult<OffsetDateTime> {
     let ms: i64 = sqlx::query_scalar(NOW_SQL)
         .fetch_one(&mut **tx)
         .await
@@ -476,7 +479,7 @@ impl SqliteStore {
         let usage_by_account: BTreeMap<String, u32> = sqlx::query_as::<_, (String, i64)>(
             "SELECT account_id, sum(quantity) FROM hold
               WHERE event_id = ?1 AND account_id IN (SELECT value FROM json_each(?2))
-                AND (status IN ('PAYMENT_PENDING', 'CONFIRMED') OR (status = 'HELD' AND expires_at > ?3))
+                AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > ?3))
               GROUP BY account_id",
         )
         .bind(event_id)
@@ -578,7 +581,8 @@ impl SqliteStore {
         for hold in &holds {
             let expired = sqlx::query(
                 "UPDATE hold SET status = 'EXPIRED', updated_at = ?3
-                  WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND expires_at <= ?3",
+                  WHERE event_id = ?1 AND hold_id = ?2 AND status IN ('HELD', 'PAYMENT_PENDING')
+                    AND expires_at <= ?3",
             )
             .bind(&hold.event_id)
             .bind(&hold.hold_id)
@@ -588,6 +592,31 @@ impl SqliteStore {
             .map_err(classify)?
             .rows_affected();
             if expired == 1 {
+                // A hold that ran out of grace in checkout takes its order with it; an
+                // authorization that arrives later is voided (see settle_payment). Two
+                // statements: SQLite has no UPDATE ... RETURNING inside a WITH.
+                let cancelled = sqlx::query_as::<_, (String, String)>(
+                    "UPDATE orders SET status = 'CANCELLED', cancel_reason = 'HOLD_EXPIRED', updated_at = ?2
+                      WHERE hold_id = ?1 AND status = 'PENDING_PAYMENT'
+                     RETURNING event_id, order_id",
+                )
+                .bind(&hold.hold_id)
+                .bind(to_ms(now))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(classify)?;
+                for (event_id, order_id) in &cancelled {
+                    let payload =
+                        serde_json::json!({"orderId": order_id, "reason": "HOLD_EXPIRED"});
+                    insert_outbox(
+                        &mut tx,
+                        event_id,
+                        boxoffice_store::checkout::topic::ORDER_CANCELLED,
+                        &payload.to_string(),
+                        now,
+                    )
+                    .await?;
+                }
                 let freed = free_hold_resources(&mut tx, hold, now, HoldStatus::Expired).await?;
                 report.holds_expired += 1;
                 report.seats_freed += freed;
@@ -615,7 +644,7 @@ impl SqliteStore {
 }
 
 /// The stored answer for `scope`, if any: a replay or a key reuse.
-async fn prior_answer(
+pub(crate) async fn prior_answer(
     tx: &mut Transaction<'_, Sqlite>,
     scope: &IdempotencyScope,
     request_digest: &str,
@@ -642,7 +671,7 @@ async fn prior_answer(
     }))
 }
 
-async fn insert_records(
+pub(crate) async fn insert_records(
     tx: &mut Transaction<'_, Sqlite>,
     endpoint: &str,
     records: &[boxoffice_store::NewRecord],
@@ -711,7 +740,7 @@ async fn reclaim_expired_tier_holds(
     Ok(())
 }
 
-async fn insert_outbox(
+pub(crate) async fn insert_outbox(
     tx: &mut Transaction<'_, Sqlite>,
     event_id: &str,
     topic: &str,
@@ -810,7 +839,7 @@ async fn write_winners(
 
 /// After a hold left `HELD` (in this transaction): frees the seats that still point to it and
 /// returns its tier units, exactly once because the status change was conditional.
-async fn free_hold_resources(
+pub(crate) async fn free_hold_resources(
     tx: &mut Transaction<'_, Sqlite>,
     hold: &HoldView,
     now: OffsetDateTime,
@@ -853,11 +882,11 @@ async fn free_hold_resources(
     Ok(freed)
 }
 
-const HOLD_COLUMNS: &str =
+pub(crate) const HOLD_COLUMNS: &str =
     "hold_id, event_id, account_id, status, expires_at, seats, tier_id, quantity,
                             total_minor, currency, created_at, updated_at";
 
-fn hold_from_row(row: &SqliteRow) -> StoreResult<HoldView> {
+pub(crate) fn hold_from_row(row: &SqliteRow) -> StoreResult<HoldView> {
     let status: String = column(row, "status")?;
     let seats: String = column(row, "seats")?;
     Ok(HoldView {
@@ -876,7 +905,10 @@ fn hold_from_row(row: &SqliteRow) -> StoreResult<HoldView> {
     })
 }
 
-async fn fetch_holds(pool: &SqlitePool, hold_ids: &[String]) -> StoreResult<Vec<HoldView>> {
+pub(crate) async fn fetch_holds(
+    pool: &SqlitePool,
+    hold_ids: &[String],
+) -> StoreResult<Vec<HoldView>> {
     let sql = format!(
         "SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id IN (SELECT value FROM json_each(?1)) ORDER BY event_id, hold_id"
     );
@@ -974,7 +1006,7 @@ impl Store for SqliteStore {
             "SELECT t.tier_id, t.capacity, t.sold,
                     coalesce((SELECT sum(h.quantity) FROM hold h
                                WHERE h.event_id = t.event_id AND h.tier_id = t.tier_id
-                                 AND (h.status = 'PAYMENT_PENDING' OR (h.status = 'HELD' AND h.expires_at > ?2))), 0)
+                                 AND h.status IN ('HELD', 'PAYMENT_PENDING') AND h.expires_at > ?2), 0)
                FROM tier t WHERE t.event_id = ?1",
         )
         .bind(&event.event_id)
@@ -1007,7 +1039,7 @@ impl Store for SqliteStore {
 
     async fn expire_due_holds(&self, limit: u32) -> StoreResult<SweepReport> {
         let due: Vec<String> = sqlx::query_scalar(concat!(
-            "SELECT hold_id FROM hold WHERE status = 'HELD' AND expires_at <= ",
+            "SELECT hold_id FROM hold WHERE status IN ('HELD', 'PAYMENT_PENDING') AND expires_at <= ",
             now_ms!(),
             " ORDER BY expires_at LIMIT ?1"
         ))
@@ -1120,5 +1152,110 @@ impl Store for SqliteStore {
             tiers,
             holds,
         }))
+    }
+
+    async fn begin_checkout(
+        &self,
+        start: &boxoffice_store::checkout::CheckoutStart,
+        render: &boxoffice_store::checkout::RenderOrder,
+    ) -> StoreResult<boxoffice_store::checkout::CheckoutBegun> {
+        retrying(|| self.begin_checkout_once(start, render)).await
+    }
+
+    async fn settle_payment(
+        &self,
+        operation_id: &str,
+        verdict: &boxoffice_store::checkout::ProviderVerdict,
+        webhook: Option<(&str, &str)>,
+        answer: Option<(&IdempotencyScope, &boxoffice_store::checkout::RenderOrder)>,
+    ) -> StoreResult<Option<boxoffice_store::checkout::Settled>> {
+        retrying(|| self.settle_once(operation_id, verdict, webhook, answer)).await
+    }
+
+    async fn payment_operation(
+        &self,
+        operation_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::PaymentOperation>> {
+        self.payment_operation_by_id(operation_id).await
+    }
+
+    async fn payment_operation_by_ref(
+        &self,
+        provider: &str,
+        provider_ref: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::PaymentOperation>> {
+        self.payment_operation_with_ref(provider, provider_ref)
+            .await
+    }
+
+    async fn due_payment_operations(
+        &self,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::checkout::PaymentOperation>> {
+        self.due_operations(limit).await
+    }
+
+    async fn postpone_payment_operation(
+        &self,
+        operation_id: &str,
+        delay_s: f64,
+        error: &str,
+    ) -> StoreResult<()> {
+        self.postpone_operation(operation_id, delay_s, error).await
+    }
+
+    async fn get_order(
+        &self,
+        order_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::OrderView>> {
+        self.order_by_id(order_id).await
+    }
+
+    async fn list_orders(
+        &self,
+        account_id: &str,
+        before_order_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::checkout::OrderView>> {
+        self.orders_of(account_id, before_order_id, limit).await
+    }
+
+    async fn issue_tickets(
+        &self,
+        order_id: &str,
+        sign: &boxoffice_store::checkout::SignTicket,
+    ) -> StoreResult<u32> {
+        retrying(|| self.issue_tickets_once(order_id, sign)).await
+    }
+
+    async fn get_ticket(
+        &self,
+        ticket_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::TicketView>> {
+        self.ticket_by_id(ticket_id).await
+    }
+
+    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
+        self.check_in_ticket(ticket_id).await
+    }
+
+    async fn claim_outbox(
+        &self,
+        limit: u32,
+        lease_s: f64,
+    ) -> StoreResult<Vec<boxoffice_store::checkout::OutboxMessage>> {
+        self.claim_outbox_rows(limit, lease_s).await
+    }
+
+    async fn finish_outbox(&self, id: i64) -> StoreResult<()> {
+        self.finish_outbox_row(id).await
+    }
+
+    async fn retry_outbox(&self, id: i64, delay_s: f64, error: &str) -> StoreResult<()> {
+        self.retry_outbox_row(id, delay_s, error).await
+    }
+
+    async fn outbox_lag_s(&self) -> StoreResult<f64> {
+        self.outbox_lag().await
     }
 }

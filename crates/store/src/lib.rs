@@ -8,6 +8,8 @@
 //! repeated call finds nothing to do. Every idempotent write stores its response in the same
 //! transaction as the state it creates.
 
+pub mod checkout;
+
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
@@ -329,6 +331,91 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// One event's whole inventory at one instant, for [`Inventory::invariants`].
     async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>>;
+
+    // ----- checkout -----
+
+    /// Starts checkout of a `HELD` hold in one transaction: the hold moves to
+    /// `PAYMENT_PENDING` with its one grace extension, an order and its payment operation
+    /// (`AUTHORIZING`) are created, and the idempotency record stores `render(order)`.
+    async fn begin_checkout(
+        &self,
+        start: &checkout::CheckoutStart,
+        render: &checkout::RenderOrder,
+    ) -> StoreResult<checkout::CheckoutBegun>;
+
+    /// Applies what the provider said about an operation, in one transaction: forward-only
+    /// payment status; on authorization a still-valid hold is sold and the order confirmed
+    /// (capture and tickets queued), otherwise the order is cancelled and a void queued; on
+    /// failure the order is cancelled and the hold's stock freed. `webhook` (provider, event
+    /// id) is recorded in the same transaction: a duplicate returns `None` and changes
+    /// nothing. `answer` rewrites the checkout's idempotency record with the settled order.
+    async fn settle_payment(
+        &self,
+        operation_id: &str,
+        verdict: &checkout::ProviderVerdict,
+        webhook: Option<(&str, &str)>,
+        answer: Option<(&IdempotencyScope, &checkout::RenderOrder)>,
+    ) -> StoreResult<Option<checkout::Settled>>;
+
+    async fn payment_operation(
+        &self,
+        operation_id: &str,
+    ) -> StoreResult<Option<checkout::PaymentOperation>>;
+
+    async fn payment_operation_by_ref(
+        &self,
+        provider: &str,
+        provider_ref: &str,
+    ) -> StoreResult<Option<checkout::PaymentOperation>>;
+
+    /// The reconciler's work list (see the backends for the exact conditions).
+    async fn due_payment_operations(
+        &self,
+        limit: u32,
+    ) -> StoreResult<Vec<checkout::PaymentOperation>>;
+
+    /// Counts an attempt and moves the operation's next look `delay_s` out.
+    async fn postpone_payment_operation(
+        &self,
+        operation_id: &str,
+        delay_s: f64,
+        error: &str,
+    ) -> StoreResult<()>;
+
+    async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>>;
+
+    /// The account's orders, newest first, before `before_order_id`.
+    async fn list_orders(
+        &self,
+        account_id: &str,
+        before_order_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<checkout::OrderView>>;
+
+    /// Issues a confirmed order's tickets once (one per seat or tier unit); returns how many
+    /// were new.
+    async fn issue_tickets(&self, order_id: &str, sign: &checkout::SignTicket) -> StoreResult<u32>;
+
+    async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>>;
+
+    /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.
+    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>>;
+
+    /// Claims undelivered outbox rows for `lease_s` seconds (at-least-once delivery).
+    async fn claim_outbox(
+        &self,
+        limit: u32,
+        lease_s: f64,
+    ) -> StoreResult<Vec<checkout::OutboxMessage>>;
+
+    /// Marks a delivered outbox row.
+    async fn finish_outbox(&self, id: i64) -> StoreResult<()>;
+
+    /// Schedules another delivery attempt of an outbox row.
+    async fn retry_outbox(&self, id: i64, delay_s: f64, error: &str) -> StoreResult<()>;
+
+    /// Seconds since the oldest undelivered outbox row was written (0 when none).
+    async fn outbox_lag_s(&self) -> StoreResult<f64>;
 }
 
 /// An idempotency record to insert with a batch.

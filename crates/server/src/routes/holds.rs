@@ -82,7 +82,7 @@ pub async fn create_hold(
 /// The waiting-room seam. The waiting room itself (queue, admission tokens) is a later
 /// piece of work; until it exists an event with `waitingRoom.enabled` admits nobody, which
 /// is the safe answer: the door is shut, never open by accident.
-fn check_admission(
+pub fn check_admission(
     event: &EventRecord,
     headers: &HeaderMap,
     body_token: Option<&str>,

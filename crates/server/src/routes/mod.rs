@@ -1,5 +1,7 @@
 //! Route handlers, one module per resource.
 
+pub mod checkout;
 pub mod events;
 pub mod health;
 pub mod holds;
+pub mod tickets;

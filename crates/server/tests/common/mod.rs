@@ -11,11 +11,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use boxoffice_domain::ids::AccountId;
+use boxoffice_payments::simulator::{
+    DEFAULT_SECRET_KEY, DEFAULT_WEBHOOK_SECRET, SimulatorConfig, SimulatorHandle,
+};
 use boxoffice_server::auth::mint_token;
-use boxoffice_server::{AppState, app};
+use boxoffice_server::{AppState, ServerConfig, app};
 use boxoffice_store::Store;
 use boxoffice_store_postgres::PgStore;
 use boxoffice_store_sqlite::SqliteStore;
+use boxoffice_tickets::TicketSigner;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -143,6 +147,8 @@ impl TestStore {
 /// The app served on 127.0.0.1:0 over a fresh store.
 pub struct TestApp {
     pub db: TestStore,
+    pub sim: SimulatorHandle,
+    pub signer: TicketSigner,
     pub addr: SocketAddr,
     pub base: String,
     pub http: reqwest::Client,
@@ -177,10 +183,37 @@ pub fn admin_token() -> String {
 
 impl TestApp {
     pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_with(backend, SimulatorConfig::default()).await
+    }
+
+    /// The app over a fresh store, with the payment simulator in process (webhooks to this
+    /// app), the outbox relay and the payment reconciler running. The expiry sweeper does
+    /// not run: tests drive expiry themselves.
+    pub async fn spawn_with(backend: Backend, sim_config: SimulatorConfig) -> Self {
         let db = TestStore::new(backend).await;
-        let state = AppState::new(db.store.clone(), SECRET).expect("state");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let sim = boxoffice_payments::simulator::spawn(SimulatorConfig {
+            webhook_url: Some(format!("http://{addr}/v1/payments/webhooks/stripe")),
+            ..sim_config
+        })
+        .await
+        .expect("simulator");
+        let provider = boxoffice_payments::StripeProvider::new(
+            sim.base_url.clone(),
+            DEFAULT_SECRET_KEY.to_owned(),
+            DEFAULT_WEBHOOK_SECRET.to_owned(),
+        )
+        .with_timeout_ms(1_500);
+        let signer = TicketSigner::generate().expect("ticket key");
+        let config = ServerConfig {
+            jwt_secret: SECRET.to_owned(),
+            provider: Arc::new(provider),
+            ticket_signer: signer.clone(),
+        };
+        let state = AppState::new(db.store.clone(), &config).expect("state");
+        tokio::spawn(state.relay.clone().run());
+        tokio::spawn(state.reconciler.clone().run());
         tokio::spawn(async move { axum::serve(listener, app(state)).await });
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(512)
@@ -189,6 +222,8 @@ impl TestApp {
             .unwrap();
         Self {
             db,
+            sim,
+            signer,
             addr,
             base: format!("http://{addr}"),
             http,

@@ -1,0 +1,1116 @@
+//! A payment provider simulator: an axum server speaking the same Stripe PaymentIntents
+//! subset as [`crate::stripe`], with Stripe's test cards and injectable faults. Tests run it
+//! in-process ([`spawn`]); `boxoffice paysim --listen ADDR` runs it standalone ([`serve`]).
+//!
+//! It owns, in memory: payment intents by id, idempotency keys with their stored answers
+//! (same key and parameters replay the answer, other parameters get 400 `idempotency_error`,
+//! a key still running gets 409), the log of emitted events, and how many authorizations
+//! each `metadata[operation_id]` created, so tests can assert that an order was never
+//! authorized twice.
+//!
+//! Test cards (`payment_method`): `pm_card_visa` authorizes; `pm_card_chargeDeclined`
+//! declines with 402; `pm_card_visa_chargeDeclinedInsufficientFunds` declines with
+//! `insufficient_funds`; `pm_card_threeDSecure2Required` needs the shopper to visit
+//! `/sim/3ds/{id}/complete` (or `/fail`); `pm_sim_timeout` authorizes but the answer is lost
+//! (held back for [`LOST_RESPONSE_DELAY_MS`]); `pm_sim_slow` authorizes after
+//! [`SimulatorConfig::slow_ms`].
+//!
+//! Every state change emits a Stripe event. When a webhook URL is set, each event is POSTed
+//! with a valid `Stripe-Signature` 1..=[`SimulatorConfig::webhook_duplicates_max`] times,
+//! each copy after its own random delay, from spawned tasks that retry failed deliveries, so
+//! webhooks arrive late, twice and out of order, as they do in production.
+//!
+//! Random choices (ids, latencies, faults, webhook copies and delays) come from one RNG seeded
+//! with [`SimulatorConfig::seed`]: the same requests in the same order give the same run.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Map, Value, json};
+
+use crate::stripe::{SIGNATURE_HEADER, sign_webhook};
+
+/// The API key the simulator accepts by default (`Authorization: Bearer ...`).
+pub const DEFAULT_SECRET_KEY: &str = "sk_test_boxoffice_simulator";
+/// The webhook signing secret the simulator uses by default.
+pub const DEFAULT_WEBHOOK_SECRET: &str = "whsec_boxoffice_simulator";
+/// How long a `pm_sim_timeout` answer is held back: longer than any client timeout, so the
+/// caller sees a lost response although the authorization exists.
+pub const LOST_RESPONSE_DELAY_MS: u64 = 30_000;
+/// Default delay of `pm_sim_slow`.
+pub const SLOW_DEFAULT_MS: u64 = 2_000;
+/// Attempts per webhook copy before the simulator gives up on it.
+pub const WEBHOOK_DELIVERY_ATTEMPTS_MAX: u32 = 5;
+/// Pause before the first retry of a failed webhook delivery; doubles on each retry.
+pub const WEBHOOK_RETRY_BACKOFF_MS: u64 = 100;
+/// Timeout of one webhook delivery attempt.
+pub const WEBHOOK_DELIVERY_TIMEOUT_MS: u64 = 5_000;
+/// Largest request body accepted, in bytes.
+pub const REQUEST_BODY_BYTES_MAX: usize = 16 * 1024;
+/// Longest `Idempotency-Key` accepted, in bytes (Stripe's limit).
+pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 255;
+/// Largest amount accepted, in minor units (Stripe's limit for most currencies).
+pub const AMOUNT_MINOR_MAX: i64 = 99_999_999;
+
+/// How the simulator behaves. [`Default`] is a well-behaved provider: no latency, no
+/// faults, each webhook delivered once, at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimulatorConfig {
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// The API key clients must present as `Authorization: Bearer <secret_key>`.
+    pub secret_key: String,
+    /// The secret webhooks are signed with.
+    pub webhook_secret: String,
+    /// Where webhooks are POSTed; none are sent while `None`.
+    pub webhook_url: Option<String>,
+    /// Delay of a `pm_sim_slow` authorization.
+    pub slow_ms: u64,
+    /// Uniform latency, min..=max, added to every authorization.
+    pub auth_latency_ms: (u64, u64),
+    /// Each webhook is delivered 1..=n times (0 counts as 1).
+    pub webhook_duplicates_max: u32,
+    /// Uniform delay, min..=max, before each webhook copy is sent.
+    pub webhook_delay_ms: (u64, u64),
+    /// Share of API requests answered 503 before doing anything (0.0..=1.0).
+    pub fail_5xx_share: f64,
+    /// Capture answers a 402 card error and the payment stays authorized.
+    pub capture_fails: bool,
+}
+
+impl Default for SimulatorConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            secret_key: DEFAULT_SECRET_KEY.to_owned(),
+            webhook_secret: DEFAULT_WEBHOOK_SECRET.to_owned(),
+            webhook_url: None,
+            slow_ms: SLOW_DEFAULT_MS,
+            auth_latency_ms: (0, 0),
+            webhook_duplicates_max: 1,
+            webhook_delay_ms: (0, 0),
+            fail_5xx_share: 0.0,
+            capture_fails: false,
+        }
+    }
+}
+
+/// A running in-process simulator.
+#[derive(Debug, Clone)]
+pub struct SimulatorHandle {
+    /// `http://127.0.0.1:<port>`, to give to [`crate::StripeProvider::new`].
+    pub base_url: String,
+    pub sim: Arc<Simulator>,
+}
+
+/// Binds `127.0.0.1:0` and serves the simulator from a task of the current tokio runtime.
+pub async fn spawn(config: SimulatorConfig) -> std::io::Result<SimulatorHandle> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let base_url = base_url_of(listener.local_addr()?);
+    let sim = Arc::new(Simulator::new(config, base_url.clone()));
+    let app = router(sim.clone());
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::error!(%error, "payment simulator stopped");
+        }
+    });
+    Ok(SimulatorHandle { base_url, sim })
+}
+
+/// Serves the simulator on `listener` until the process ends (`boxoffice paysim`).
+pub async fn serve(
+    config: SimulatorConfig,
+    listener: tokio::net::TcpListener,
+) -> std::io::Result<()> {
+    let base_url = base_url_of(listener.local_addr()?);
+    tracing::info!(%base_url, "payment simulator listening");
+    let sim = Arc::new(Simulator::new(config, base_url));
+    axum::serve(listener, router(sim)).await
+}
+
+/// The simulator's routes, for embedding it in another axum server.
+pub fn router(sim: Arc<Simulator>) -> Router {
+    Router::new()
+        .route("/v1/payment_intents", post(create_intent))
+        .route("/v1/payment_intents/{id}", get(retrieve_intent))
+        .route("/v1/payment_intents/{id}/capture", post(capture_intent))
+        .route("/v1/payment_intents/{id}/cancel", post(cancel_intent))
+        .route(
+            "/sim/3ds/{id}/complete",
+            get(complete_3ds).post(complete_3ds),
+        )
+        .route("/sim/3ds/{id}/fail", get(fail_3ds).post(fail_3ds))
+        .route("/healthz", get(|| async { "ok" }))
+        .fallback(|| async {
+            stripe_error(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                Some("resource_missing"),
+                "Unrecognized request URL.",
+            )
+            .into_response()
+        })
+        .layer(DefaultBodyLimit::max(REQUEST_BODY_BYTES_MAX))
+        .with_state(sim)
+}
+
+fn base_url_of(address: SocketAddr) -> String {
+    // A wildcard bind is reachable on loopback; a redirect URL must name a real address.
+    let host = match address.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
+        ip if ip.is_unspecified() => "[::1]".to_owned(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    format!("http://{host}:{}", address.port())
+}
+
+/// The simulated provider: its state and its webhook sender.
+pub struct Simulator {
+    /// Used in 3-D Secure redirect URLs.
+    base_url: String,
+    /// One lock for everything: the simulator favours determinism and simplicity over
+    /// throughput, and no lock is held across an await.
+    state: Mutex<SimState>,
+    /// Sends webhooks.
+    http: reqwest::Client,
+    /// Webhook copies planned so far; with `webhooks_delivered`, tells tests when every
+    /// webhook has landed.
+    webhooks_planned: AtomicU64,
+    webhooks_delivered: AtomicU64,
+}
+
+impl std::fmt::Debug for Simulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulator")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct SimState {
+    config: SimulatorConfig,
+    rng: StdRng,
+    intents: HashMap<String, Value>,
+    idempotency: HashMap<String, IdempotencyEntry>,
+    events: Vec<Value>,
+    authorizations_by_operation: HashMap<String, u32>,
+}
+
+#[derive(Debug)]
+enum IdempotencyEntry {
+    /// A request with this key is running; a concurrent one gets 409.
+    InFlight {
+        fingerprint: String,
+    },
+    Done {
+        fingerprint: String,
+        answer: Answer,
+    },
+}
+
+/// An HTTP answer of the API.
+#[derive(Debug, Clone)]
+struct Answer {
+    status: StatusCode,
+    body: Value,
+}
+
+/// A webhook to send: one event, several copies, each after its own delay.
+#[derive(Debug)]
+struct Delivery {
+    url: String,
+    body: Vec<u8>,
+    delays: Vec<Duration>,
+}
+
+impl Simulator {
+    /// A simulator whose 3-D Secure URLs point at `base_url`. Use [`spawn`] or [`serve`] to
+    /// run it; this is for embedding its [`router`] elsewhere.
+    pub fn new(config: SimulatorConfig, base_url: String) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(WEBHOOK_DELIVERY_TIMEOUT_MS))
+            .build()
+            .unwrap_or_default();
+        Self {
+            base_url,
+            state: Mutex::new(SimState {
+                rng: StdRng::seed_from_u64(config.seed),
+                config,
+                intents: HashMap::new(),
+                idempotency: HashMap::new(),
+                events: Vec::new(),
+                authorizations_by_operation: HashMap::new(),
+            }),
+            http,
+            webhooks_planned: AtomicU64::new(0),
+            webhooks_delivered: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        // A panic while holding the lock leaves plain data behind; keep serving.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Where webhooks go from now on (`None` stops them). Events already emitted are not
+    /// resent.
+    pub fn set_webhook_url(&self, url: impl Into<Option<String>>) {
+        self.lock().config.webhook_url = url.into();
+    }
+
+    /// Changes the share of API requests answered 503.
+    pub fn set_fail_5xx_share(&self, share: f64) {
+        self.lock().config.fail_5xx_share = share;
+    }
+
+    /// Makes captures fail (402) or succeed.
+    pub fn set_capture_fails(&self, capture_fails: bool) {
+        self.lock().config.capture_fails = capture_fails;
+    }
+
+    /// Every event emitted so far, oldest first (whether or not it was delivered).
+    pub fn events(&self) -> Vec<Value> {
+        self.lock().events.clone()
+    }
+
+    /// A payment intent as the API would return it.
+    pub fn intent(&self, id: &str) -> Option<Value> {
+        self.lock().intents.get(id).cloned()
+    }
+
+    /// How many payment intents were created with `metadata[operation_id] = operation_id`
+    /// (idempotent replays create none).
+    pub fn authorizations(&self, operation_id: &str) -> u32 {
+        self.lock()
+            .authorizations_by_operation
+            .get(operation_id)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Authorizations created per operation id.
+    pub fn authorizations_by_operation(&self) -> HashMap<String, u32> {
+        self.lock().authorizations_by_operation.clone()
+    }
+
+    /// Webhook copies planned so far (each event 1..=`webhook_duplicates_max` copies).
+    pub fn webhooks_planned(&self) -> u64 {
+        self.webhooks_planned.load(Ordering::Relaxed)
+    }
+
+    /// Webhook copies the receiver acknowledged with a 2xx.
+    pub fn webhooks_delivered(&self) -> u64 {
+        self.webhooks_delivered.load(Ordering::Relaxed)
+    }
+
+    fn authorized(&self, headers: &HeaderMap) -> bool {
+        let expected = format!("Bearer {}", self.lock().config.secret_key);
+        headers
+            .get(header::AUTHORIZATION)
+            .is_some_and(|value| value.as_bytes() == expected.as_bytes())
+    }
+
+    /// The 401 or injected 503 an API request gets before anything else, if any.
+    fn gate(&self, headers: &HeaderMap) -> Option<Response> {
+        let outage = {
+            let mut state = self.lock();
+            let share = state.config.fail_5xx_share;
+            share > 0.0 && state.rng.random::<f64>() < share
+        };
+        if outage {
+            return Some(
+                stripe_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "api_error",
+                    None,
+                    "The payment simulator is failing on purpose (fail_5xx_share).",
+                )
+                .into_response(),
+            );
+        }
+        if !self.authorized(headers) {
+            return Some(
+                stripe_error(
+                    StatusCode::UNAUTHORIZED,
+                    "invalid_request_error",
+                    None,
+                    "Invalid API Key provided.",
+                )
+                .into_response(),
+            );
+        }
+        None
+    }
+
+    /// Runs `apply` under the idempotency key of `headers`, if any: replays a stored answer,
+    /// refuses a reused or running key, else waits `delay`, applies, stores the answer and
+    /// sends the webhooks, all state changes in one critical section.
+    async fn idempotent(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        fingerprint: String,
+        delay: Duration,
+        apply: impl FnOnce(&Self, &mut SimState) -> (Answer, Vec<Delivery>),
+    ) -> (Answer, bool) {
+        let key = match headers.get("idempotency-key") {
+            None => None,
+            Some(value) => match value.to_str() {
+                Ok(key) if !key.is_empty() && key.len() <= IDEMPOTENCY_KEY_LEN_MAX => {
+                    Some(key.to_owned())
+                }
+                _ => {
+                    let message = format!(
+                        "Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_LEN_MAX} visible characters."
+                    );
+                    let answer = stripe_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request_error",
+                        None,
+                        &message,
+                    );
+                    return (answer, false);
+                }
+            },
+        };
+        let mut guard = None;
+        if let Some(key) = &key {
+            let mut state = self.lock();
+            let (stored, in_flight) = match state.idempotency.get(key) {
+                Some(IdempotencyEntry::Done {
+                    fingerprint: stored,
+                    answer,
+                }) if *stored == fingerprint => return (answer.clone(), true),
+                Some(IdempotencyEntry::Done { fingerprint, .. }) => (Some(fingerprint), false),
+                Some(IdempotencyEntry::InFlight { fingerprint }) => (Some(fingerprint), true),
+                None => (None, false),
+            };
+            match stored {
+                Some(stored) if *stored != fingerprint => {
+                    let message = format!(
+                        "Keys for idempotent requests can only be used with the same \
+                         parameters they were first used with. Try using a key other than \
+                         '{key}' if you meant to execute a different request."
+                    );
+                    let answer =
+                        stripe_error(StatusCode::BAD_REQUEST, "idempotency_error", None, &message);
+                    return (answer, false);
+                }
+                Some(_) => {
+                    debug_assert!(in_flight, "a finished same-request key was replayed above");
+                    let answer = stripe_error(
+                        StatusCode::CONFLICT,
+                        "idempotency_error",
+                        None,
+                        "There is currently another in-progress request using this \
+                         Idempotent Key. Please try again later.",
+                    );
+                    return (answer, false);
+                }
+                None => {
+                    state.idempotency.insert(
+                        key.clone(),
+                        IdempotencyEntry::InFlight {
+                            fingerprint: fingerprint.clone(),
+                        },
+                    );
+                    guard = Some(InFlightGuard {
+                        sim: self.clone(),
+                        key: key.clone(),
+                    });
+                }
+            }
+        }
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let (answer, deliveries) = {
+            let mut state = self.lock();
+            let (answer, deliveries) = apply(self, &mut state);
+            if let Some(key) = key {
+                state.idempotency.insert(
+                    key,
+                    IdempotencyEntry::Done {
+                        fingerprint,
+                        answer: answer.clone(),
+                    },
+                );
+            }
+            (answer, deliveries)
+        };
+        drop(guard);
+        self.dispatch(deliveries);
+        (answer, false)
+    }
+
+    /// Records an event for a state change of `intent` and plans its webhook copies.
+    fn emit(&self, state: &mut SimState, kind: &str, intent: &Value) -> Option<Delivery> {
+        let event_id = format!("evt_{}", random_id(&mut state.rng));
+        let event = json!({
+            "id": event_id,
+            "object": "event",
+            "api_version": "2024-06-20",
+            "type": kind,
+            "created": now_unix_s(),
+            "livemode": false,
+            "data": {"object": intent},
+        });
+        state.events.push(event.clone());
+        let url = state.config.webhook_url.clone()?;
+        let copies = state.config.webhook_duplicates_max.max(1);
+        let copies = state.rng.random_range(1..=copies);
+        self.webhooks_planned
+            .fetch_add(u64::from(copies), Ordering::Relaxed);
+        let (delay_min_ms, delay_max_ms) = state.config.webhook_delay_ms;
+        let delays = (0..copies)
+            .map(|_| Duration::from_millis(uniform(&mut state.rng, delay_min_ms, delay_max_ms)))
+            .collect();
+        Some(Delivery {
+            url,
+            body: serde_json::to_vec(&event).unwrap_or_default(),
+            delays,
+        })
+    }
+
+    /// Sends each planned webhook copy from its own task.
+    fn dispatch(self: &Arc<Self>, deliveries: Vec<Delivery>) {
+        for delivery in deliveries {
+            let body = Bytes::from(delivery.body);
+            for delay in delivery.delays {
+                let sim = self.clone();
+                let url = delivery.url.clone();
+                let body = body.clone();
+                tokio::spawn(async move { sim.deliver(url, body, delay).await });
+            }
+        }
+    }
+
+    async fn deliver(&self, url: String, body: Bytes, delay: Duration) {
+        tokio::time::sleep(delay).await;
+        let webhook_secret = self.lock().config.webhook_secret.clone();
+        let mut backoff = Duration::from_millis(WEBHOOK_RETRY_BACKOFF_MS);
+        for attempt in 1..=WEBHOOK_DELIVERY_ATTEMPTS_MAX {
+            let signature = sign_webhook(&webhook_secret, now_unix_s(), &body);
+            let sent = self
+                .http
+                .post(&url)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(SIGNATURE_HEADER, signature)
+                .body(body.clone())
+                .send()
+                .await;
+            match sent {
+                Ok(response) if response.status().is_success() => {
+                    self.webhooks_delivered.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Ok(response) => {
+                    tracing::debug!(%url, attempt, status = %response.status(), "webhook refused");
+                }
+                Err(error) => tracing::debug!(%url, attempt, %error, "webhook not delivered"),
+            }
+            if attempt < WEBHOOK_DELIVERY_ATTEMPTS_MAX {
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+            }
+        }
+        tracing::warn!(%url, "webhook dropped after {WEBHOOK_DELIVERY_ATTEMPTS_MAX} attempts");
+    }
+}
+
+/// Releases an idempotency key whose request never finished (its client went away while
+/// it waited), so a retry is not refused forever.
+struct InFlightGuard {
+    sim: Arc<Simulator>,
+    key: String,
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        let mut state = self.sim.lock();
+        if matches!(
+            state.idempotency.get(&self.key),
+            Some(IdempotencyEntry::InFlight { .. })
+        ) {
+            state.idempotency.remove(&self.key);
+        }
+    }
+}
+
+fn now_unix_s() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX)
+        })
+}
+
+fn uniform(rng: &mut StdRng, min: u64, max: u64) -> u64 {
+    if max <= min {
+        min
+    } else {
+        rng.random_range(min..=max)
+    }
+}
+
+fn random_id(rng: &mut StdRng) -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    (0..24)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+fn stripe_error(status: StatusCode, kind: &str, code: Option<&str>, message: &str) -> Answer {
+    let mut error = json!({"type": kind, "message": message});
+    if let Some(code) = code {
+        error["code"] = json!(code);
+    }
+    Answer {
+        status,
+        body: json!({ "error": error }),
+    }
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        respond(self, false)
+    }
+}
+
+fn respond(answer: Answer, replayed: bool) -> Response {
+    let mut response = (answer.status, axum::Json(answer.body)).into_response();
+    if replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// What identifies a request for idempotency: method, path and the sorted parameters.
+fn fingerprint(method: &Method, path: &str, params: &[(String, String)]) -> String {
+    let mut sorted: Vec<_> = params.iter().collect();
+    sorted.sort();
+    let mut text = format!("{method} {path}");
+    for (name, value) in sorted {
+        text.push('\n');
+        text.push_str(name);
+        text.push('=');
+        text.push_str(value);
+    }
+    text
+}
+
+fn parse_form(body: &[u8]) -> Result<Vec<(String, String)>, Answer> {
+    serde_urlencoded::from_bytes(body).map_err(|error| {
+        stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            None,
+            &format!("Invalid form body: {error}"),
+        )
+    })
+}
+
+fn invalid(message: &str) -> Answer {
+    stripe_error(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        Some("parameter_invalid"),
+        message,
+    )
+}
+
+/// How a test card behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Card {
+    Authorizes,
+    Declines(&'static str),
+    RequiresAction,
+    LosesResponse,
+    Slow,
+}
+
+fn card(payment_method: &str) -> Option<Card> {
+    Some(match payment_method {
+        "pm_card_visa" | "pm_card_mastercard" => Card::Authorizes,
+        "pm_card_chargeDeclined" => Card::Declines("generic_decline"),
+        "pm_card_visa_chargeDeclinedInsufficientFunds" => Card::Declines("insufficient_funds"),
+        "pm_card_threeDSecure2Required" => Card::RequiresAction,
+        "pm_sim_timeout" => Card::LosesResponse,
+        "pm_sim_slow" => Card::Slow,
+        _ => return None,
+    })
+}
+
+/// The validated parameters of `POST /v1/payment_intents`.
+#[derive(Debug)]
+struct CreateParams {
+    amount_minor: i64,
+    currency: String,
+    payment_method: String,
+    card: Card,
+    metadata: Map<String, Value>,
+}
+
+fn create_params(params: &[(String, String)]) -> Result<CreateParams, Answer> {
+    let mut amount_minor = None;
+    let mut currency = None;
+    let mut payment_method = None;
+    let mut capture_method = None;
+    let mut confirm = None;
+    let mut metadata = Map::new();
+    for (name, value) in params {
+        match name.as_str() {
+            "amount" => amount_minor = value.parse::<i64>().ok().or(Some(-1)),
+            "currency" => currency = Some(value.to_ascii_lowercase()),
+            "payment_method" => payment_method = Some(value.clone()),
+            "capture_method" => capture_method = Some(value.as_str()),
+            "confirm" => confirm = Some(value.as_str()),
+            _ => {
+                let key = name
+                    .strip_prefix("metadata[")
+                    .and_then(|rest| rest.strip_suffix(']'))
+                    .ok_or_else(|| invalid(&format!("Received unknown parameter: {name}")))?;
+                metadata.insert(key.to_owned(), Value::String(value.clone()));
+            }
+        }
+    }
+    let amount_minor = amount_minor.ok_or_else(|| invalid("Missing required param: amount."))?;
+    if !(1..=AMOUNT_MINOR_MAX).contains(&amount_minor) {
+        return Err(invalid(&format!(
+            "amount must be an integer from 1 to {AMOUNT_MINOR_MAX}."
+        )));
+    }
+    let currency = currency.ok_or_else(|| invalid("Missing required param: currency."))?;
+    if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_lowercase()) {
+        return Err(invalid(&format!("Invalid currency: {currency}.")));
+    }
+    if capture_method != Some("manual") || confirm != Some("true") {
+        return Err(invalid(
+            "The simulator only supports capture_method=manual with confirm=true.",
+        ));
+    }
+    let payment_method =
+        payment_method.ok_or_else(|| invalid("Missing required param: payment_method."))?;
+    let card = card(&payment_method).ok_or_else(|| {
+        stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("resource_missing"),
+            &format!("No such PaymentMethod: '{payment_method}'"),
+        )
+    })?;
+    Ok(CreateParams {
+        amount_minor,
+        currency,
+        payment_method,
+        card,
+        metadata,
+    })
+}
+
+async fn create_intent(
+    State(sim): State<Arc<Simulator>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refusal) = sim.gate(&headers) {
+        return refusal;
+    }
+    let params = match parse_form(&body) {
+        Ok(params) => params,
+        Err(answer) => return respond(answer, false),
+    };
+    let create = match create_params(&params) {
+        Ok(create) => create,
+        Err(answer) => return respond(answer, false),
+    };
+    let delay_ms = {
+        let mut state = sim.lock();
+        let (latency_min_ms, latency_max_ms) = state.config.auth_latency_ms;
+        let latency_ms = uniform(&mut state.rng, latency_min_ms, latency_max_ms);
+        let slow_ms = if create.card == Card::Slow {
+            state.config.slow_ms
+        } else {
+            0
+        };
+        latency_ms.saturating_add(slow_ms)
+    };
+    let card = create.card;
+    let fingerprint = fingerprint(&method, "/v1/payment_intents", &params);
+    let (answer, replayed) = sim
+        .idempotent(
+            &headers,
+            fingerprint,
+            Duration::from_millis(delay_ms),
+            |sim, state| create_in(sim, state, create),
+        )
+        .await;
+    if card == Card::LosesResponse && !replayed {
+        // The authorization exists and its answer is stored for replay; this copy is lost.
+        tokio::time::sleep(Duration::from_millis(LOST_RESPONSE_DELAY_MS)).await;
+    }
+    respond(answer, replayed)
+}
+
+fn create_in(
+    sim: &Simulator,
+    state: &mut SimState,
+    create: CreateParams,
+) -> (Answer, Vec<Delivery>) {
+    let id = format!("pi_{}", random_id(&mut state.rng));
+    if let Some(Value::String(operation_id)) = create.metadata.get("operation_id") {
+        *state
+            .authorizations_by_operation
+            .entry(operation_id.clone())
+            .or_insert(0) += 1;
+    }
+    let mut intent = json!({
+        "id": id,
+        "object": "payment_intent",
+        "amount": create.amount_minor,
+        "amount_capturable": 0,
+        "amount_received": 0,
+        "capture_method": "manual",
+        "confirmation_method": "automatic",
+        "created": now_unix_s(),
+        "currency": create.currency,
+        "livemode": false,
+        "metadata": create.metadata,
+        "payment_method": create.payment_method,
+        "status": "requires_capture",
+        "next_action": null,
+        "last_payment_error": null,
+        "canceled_at": null,
+        "cancellation_reason": null,
+    });
+    let (answer, kind) = match create.card {
+        Card::Authorizes | Card::LosesResponse | Card::Slow => {
+            intent["amount_capturable"] = json!(create.amount_minor);
+            (
+                Answer {
+                    status: StatusCode::OK,
+                    body: intent.clone(),
+                },
+                "payment_intent.amount_capturable_updated",
+            )
+        }
+        Card::RequiresAction => {
+            intent["status"] = json!("requires_action");
+            intent["next_action"] = json!({
+                "type": "redirect_to_url",
+                "redirect_to_url": {
+                    "url": format!("{}/sim/3ds/{id}/complete", sim.base_url),
+                    "return_url": null,
+                },
+            });
+            (
+                Answer {
+                    status: StatusCode::OK,
+                    body: intent.clone(),
+                },
+                "payment_intent.requires_action",
+            )
+        }
+        Card::Declines(decline_code) => {
+            let error = json!({
+                "type": "card_error",
+                "code": "card_declined",
+                "decline_code": decline_code,
+                "message": "Your card was declined.",
+            });
+            intent["status"] = json!("requires_payment_method");
+            intent["last_payment_error"] = error.clone();
+            let mut body = json!({ "error": error });
+            body["error"]["payment_intent"] = intent.clone();
+            (
+                Answer {
+                    status: StatusCode::PAYMENT_REQUIRED,
+                    body,
+                },
+                "payment_intent.payment_failed",
+            )
+        }
+    };
+    let delivery = sim.emit(state, kind, &intent);
+    state.intents.insert(id, intent);
+    (answer, delivery.into_iter().collect())
+}
+
+fn missing_intent(id: &str) -> Answer {
+    stripe_error(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        Some("resource_missing"),
+        &format!("No such payment_intent: '{id}'"),
+    )
+}
+
+fn unexpected_state(intent: &Value, action: &str) -> Answer {
+    let status = intent["status"].as_str().unwrap_or_default();
+    let mut answer = stripe_error(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        Some("payment_intent_unexpected_state"),
+        &format!("This PaymentIntent could not be {action} because it has a status of {status}."),
+    );
+    answer.body["error"]["payment_intent"] = intent.clone();
+    answer
+}
+
+async fn retrieve_intent(
+    State(sim): State<Arc<Simulator>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refusal) = sim.gate(&headers) {
+        return refusal;
+    }
+    let intent = sim.intent(&id);
+    match intent {
+        Some(intent) => respond(
+            Answer {
+                status: StatusCode::OK,
+                body: intent,
+            },
+            false,
+        ),
+        None => respond(missing_intent(&id), false),
+    }
+}
+
+async fn capture_intent(
+    State(sim): State<Arc<Simulator>>,
+    Path(id): Path<String>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refusal) = sim.gate(&headers) {
+        return refusal;
+    }
+    let params = match parse_form(&body) {
+        Ok(params) => params,
+        Err(answer) => return respond(answer, false),
+    };
+    let path = format!("/v1/payment_intents/{id}/capture");
+    let (answer, replayed) = sim
+        .idempotent(
+            &headers,
+            fingerprint(&method, &path, &params),
+            Duration::ZERO,
+            |sim, state| {
+                let capture_fails = state.config.capture_fails;
+                let Some(intent) = state.intents.get(&id).cloned() else {
+                    return (missing_intent(&id), Vec::new());
+                };
+                match intent["status"].as_str() {
+                    Some("succeeded") => (ok(intent), Vec::new()),
+                    Some("requires_capture") if capture_fails => {
+                        let mut answer = stripe_error(
+                            StatusCode::PAYMENT_REQUIRED,
+                            "card_error",
+                            Some("card_declined"),
+                            "The capture was declined (capture_fails).",
+                        );
+                        answer.body["error"]["decline_code"] = json!("capture_declined");
+                        answer.body["error"]["payment_intent"] = intent;
+                        (answer, Vec::new())
+                    }
+                    Some("requires_capture") => {
+                        let mut intent = intent;
+                        intent["status"] = json!("succeeded");
+                        intent["amount_received"] = intent["amount"].clone();
+                        intent["amount_capturable"] = json!(0);
+                        let delivery = sim.emit(state, "payment_intent.succeeded", &intent);
+                        state.intents.insert(id.clone(), intent.clone());
+                        (ok(intent), delivery.into_iter().collect())
+                    }
+                    _ => (unexpected_state(&intent, "captured"), Vec::new()),
+                }
+            },
+        )
+        .await;
+    respond(answer, replayed)
+}
+
+async fn cancel_intent(
+    State(sim): State<Arc<Simulator>>,
+    Path(id): Path<String>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refusal) = sim.gate(&headers) {
+        return refusal;
+    }
+    let params = match parse_form(&body) {
+        Ok(params) => params,
+        Err(answer) => return respond(answer, false),
+    };
+    let path = format!("/v1/payment_intents/{id}/cancel");
+    let (answer, replayed) = sim
+        .idempotent(
+            &headers,
+            fingerprint(&method, &path, &params),
+            Duration::ZERO,
+            |sim, state| {
+                let Some(intent) = state.intents.get(&id).cloned() else {
+                    return (missing_intent(&id), Vec::new());
+                };
+                match intent["status"].as_str() {
+                    Some("canceled") => (ok(intent), Vec::new()),
+                    Some("requires_capture" | "requires_action" | "requires_payment_method") => {
+                        let mut intent = intent;
+                        intent["status"] = json!("canceled");
+                        intent["amount_capturable"] = json!(0);
+                        intent["next_action"] = Value::Null;
+                        intent["canceled_at"] = json!(now_unix_s());
+                        intent["cancellation_reason"] = json!("requested_by_customer");
+                        let delivery = sim.emit(state, "payment_intent.canceled", &intent);
+                        state.intents.insert(id.clone(), intent.clone());
+                        (ok(intent), delivery.into_iter().collect())
+                    }
+                    _ => (unexpected_state(&intent, "canceled"), Vec::new()),
+                }
+            },
+        )
+        .await;
+    respond(answer, replayed)
+}
+
+fn ok(intent: Value) -> Answer {
+    Answer {
+        status: StatusCode::OK,
+        body: intent,
+    }
+}
+
+/// The shopper's bank page: no API key, as it is the shopper's browser that calls it.
+async fn complete_3ds(State(sim): State<Arc<Simulator>>, Path(id): Path<String>) -> Response {
+    finish_3ds(&sim, &id, true)
+}
+
+async fn fail_3ds(State(sim): State<Arc<Simulator>>, Path(id): Path<String>) -> Response {
+    finish_3ds(&sim, &id, false)
+}
+
+fn finish_3ds(sim: &Arc<Simulator>, id: &str, passed: bool) -> Response {
+    let target = if passed {
+        "requires_capture"
+    } else {
+        "requires_payment_method"
+    };
+    let (answer, deliveries) = {
+        let mut state = sim.lock();
+        let Some(mut intent) = state.intents.get(id).cloned() else {
+            return respond(missing_intent(id), false);
+        };
+        match intent["status"].as_str() {
+            // A second click finds the work done.
+            Some(status) if status == target => (ok(intent), Vec::new()),
+            Some("requires_action") => {
+                intent["status"] = json!(target);
+                intent["next_action"] = Value::Null;
+                let kind = if passed {
+                    intent["amount_capturable"] = intent["amount"].clone();
+                    "payment_intent.amount_capturable_updated"
+                } else {
+                    intent["last_payment_error"] = json!({
+                        "type": "card_error",
+                        "code": "payment_intent_authentication_failure",
+                        "message": "The shopper failed 3-D Secure authentication.",
+                    });
+                    "payment_intent.payment_failed"
+                };
+                let delivery = sim.emit(&mut state, kind, &intent);
+                state.intents.insert(id.to_owned(), intent.clone());
+                (ok(intent), delivery.into_iter().collect())
+            }
+            _ => (unexpected_state(&intent, "authenticated"), Vec::new()),
+        }
+    };
+    sim.dispatch(deliveries);
+    respond(answer, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_ignores_parameter_order() {
+        let a = vec![
+            ("a".to_owned(), "1".to_owned()),
+            ("b".to_owned(), "2".to_owned()),
+        ];
+        let b = vec![
+            ("b".to_owned(), "2".to_owned()),
+            ("a".to_owned(), "1".to_owned()),
+        ];
+        assert_eq!(
+            fingerprint(&Method::POST, "/x", &a),
+            fingerprint(&Method::POST, "/x", &b)
+        );
+        assert_ne!(
+            fingerprint(&Method::POST, "/x", &a),
+            fingerprint(&Method::POST, "/y", &a)
+        );
+    }
+
+    #[test]
+    fn create_params_refuse_unknown_cards_and_parameters() {
+        let params = |pm: &str, extra: Option<(&str, &str)>| {
+            let mut params: Vec<(String, String)> = [
+                ("amount", "1000"),
+                ("currency", "EUR"),
+                ("payment_method", pm),
+                ("capture_method", "manual"),
+                ("confirm", "true"),
+                ("metadata[operation_id]", "op_1"),
+            ]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+            if let Some((k, v)) = extra {
+                params.push((k.to_owned(), v.to_owned()));
+            }
+            params
+        };
+        let create = create_params(&params("pm_card_visa", None)).expect("valid");
+        assert_eq!(create.currency, "eur");
+        assert_eq!(create.metadata["operation_id"], "op_1");
+        let unknown_card = create_params(&params("pm_nope", None)).expect_err("unknown card");
+        assert_eq!(unknown_card.status, StatusCode::BAD_REQUEST);
+        let unknown_param =
+            create_params(&params("pm_card_visa", Some(("x", "1")))).expect_err("unknown param");
+        assert_eq!(unknown_param.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn same_seed_same_ids() {
+        let mut a = StdRng::seed_from_u64(7);
+        let mut b = StdRng::seed_from_u64(7);
+        assert_eq!(random_id(&mut a), random_id(&mut b));
+    }
+}

@@ -1,0 +1,514 @@
+//! The Stripe adapter: [`StripeProvider`] speaks the PaymentIntents subset boxoffice needs
+//! (create-and-confirm with manual capture, capture, cancel, retrieve) and verifies Stripe
+//! webhooks. This module owns the mapping from Stripe's HTTP answers to
+//! [`ProviderPayment`] / [`ProviderError`] and the `Stripe-Signature` scheme
+//! ([`sign_webhook`], [`verify_signature`]), which the simulator reuses so both sides agree
+//! byte for byte.
+//!
+//! How answers map: 2xx is the PaymentIntent; 402 with `error.payment_intent` is a card
+//! decline and still `Ok`; 5xx, 429 and a refused connection are
+//! [`ProviderError::Unavailable`]; a timeout, a connection lost after sending, an unreadable
+//! body and 409 (another request with the same idempotency key is still running) are
+//! [`ProviderError::Unknown`]; any other 4xx is [`ProviderError::Rejected`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hmac::{Hmac, KeyInit, Mac};
+use reqwest::StatusCode;
+use serde_json::Value;
+use sha2::Sha256;
+
+use crate::{
+    AuthorizeRequest, PaymentProvider, ProviderError, ProviderPayment, ProviderStatus,
+    WEBHOOK_TOLERANCE_S, WebhookError, WebhookEvent,
+};
+
+/// Whole-request timeout of a provider call. Past it the outcome is unknown and settled by
+/// retrying with the same idempotency key, by the reconciler, or by webhook.
+pub const PROVIDER_TIMEOUT_MS: u64 = 5_000;
+/// Time allowed to open a connection. A connect failure means nothing was sent, so it is
+/// safely [`ProviderError::Unavailable`].
+pub const PROVIDER_CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// Longest error text kept from a provider answer, in bytes (for logs, not for shoppers).
+pub const ERROR_DETAIL_BYTES_MAX: usize = 512;
+/// The header Stripe signs webhooks with.
+pub const SIGNATURE_HEADER: &str = "Stripe-Signature";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// A [`PaymentProvider`] for Stripe (or anything speaking its PaymentIntents API, such as
+/// the [`crate::simulator`]).
+#[derive(Clone)]
+pub struct StripeProvider {
+    /// Without a trailing slash, e.g. `https://api.stripe.com`.
+    api_base: String,
+    secret_key: String,
+    webhook_secret: String,
+    client: reqwest::Client,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for StripeProvider {
+    /// Never prints the secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StripeProvider")
+            .field("api_base", &self.api_base)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StripeProvider {
+    /// A provider calling `api_base` (`https://api.stripe.com`, or a simulator's base URL)
+    /// with the API `secret_key`, verifying webhooks with `webhook_secret` (`whsec_...`).
+    ///
+    /// # Panics
+    /// When the TLS backend cannot be initialised (as `reqwest::Client::new` does).
+    pub fn new(api_base: String, secret_key: String, webhook_secret: String) -> Self {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(PROVIDER_CONNECT_TIMEOUT_MS))
+            .build()
+            .expect("the HTTP client (TLS backend) failed to initialise");
+        Self {
+            api_base: api_base.trim_end_matches('/').to_owned(),
+            secret_key,
+            webhook_secret,
+            client,
+            timeout: Duration::from_millis(PROVIDER_TIMEOUT_MS),
+        }
+    }
+
+    /// Replaces [`PROVIDER_TIMEOUT_MS`]; tests use a short one to see a lost response.
+    #[must_use]
+    pub fn with_timeout_ms(mut self, timeout_ms: u64) -> Self {
+        self.timeout = Duration::from_millis(timeout_ms);
+        self
+    }
+
+    pub fn api_base(&self) -> &str {
+        &self.api_base
+    }
+
+    async fn post(
+        &self,
+        path: &str,
+        idempotency_key: &str,
+        form: &[(&str, &str)],
+    ) -> Result<ProviderPayment, ProviderError> {
+        let request = self
+            .client
+            .post(format!("{}{path}", self.api_base))
+            .timeout(self.timeout)
+            .bearer_auth(&self.secret_key)
+            .header("Idempotency-Key", idempotency_key)
+            .form(form);
+        answer(request.send().await).await
+    }
+}
+
+#[async_trait]
+impl PaymentProvider for StripeProvider {
+    fn name(&self) -> &'static str {
+        "stripe"
+    }
+
+    async fn authorize(
+        &self,
+        request: &AuthorizeRequest,
+    ) -> Result<ProviderPayment, ProviderError> {
+        let amount = request.amount_minor.to_string();
+        let currency = request.currency.to_ascii_lowercase();
+        let form = [
+            ("amount", amount.as_str()),
+            ("currency", currency.as_str()),
+            ("payment_method", request.payment_method_token.as_str()),
+            ("capture_method", "manual"),
+            ("confirm", "true"),
+            ("metadata[operation_id]", request.operation_id.as_str()),
+            ("metadata[order_id]", request.order_id.as_str()),
+        ];
+        self.post("/v1/payment_intents", &request.operation_id, &form)
+            .await
+    }
+
+    async fn capture(
+        &self,
+        operation_id: &str,
+        provider_ref: &str,
+    ) -> Result<ProviderPayment, ProviderError> {
+        let path = format!(
+            "/v1/payment_intents/{}/capture",
+            path_segment(provider_ref)?
+        );
+        self.post(&path, &format!("{operation_id}-capture"), &[])
+            .await
+    }
+
+    async fn void(
+        &self,
+        operation_id: &str,
+        provider_ref: &str,
+    ) -> Result<ProviderPayment, ProviderError> {
+        let path = format!("/v1/payment_intents/{}/cancel", path_segment(provider_ref)?);
+        self.post(&path, &format!("{operation_id}-void"), &[]).await
+    }
+
+    async fn retrieve(&self, provider_ref: &str) -> Result<ProviderPayment, ProviderError> {
+        let url = format!(
+            "{}/v1/payment_intents/{}",
+            self.api_base,
+            path_segment(provider_ref)?
+        );
+        let request = self
+            .client
+            .get(url)
+            .timeout(self.timeout)
+            .bearer_auth(&self.secret_key);
+        answer(request.send().await).await
+    }
+
+    fn verify_webhook(
+        &self,
+        signature_header: Option<&str>,
+        body: &[u8],
+        now_unix_s: i64,
+    ) -> Result<WebhookEvent, WebhookError> {
+        verify_signature(&self.webhook_secret, signature_header, body, now_unix_s)?;
+        parse_event(body)
+    }
+}
+
+/// Refuses a provider reference that would change the request path.
+fn path_segment(provider_ref: &str) -> Result<&str, ProviderError> {
+    let valid = !provider_ref.is_empty()
+        && provider_ref
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid {
+        Ok(provider_ref)
+    } else {
+        Err(ProviderError::Rejected(format!(
+            "invalid provider reference {provider_ref:?}"
+        )))
+    }
+}
+
+/// Turns a sent request's result into the trait's answer (see the module docs for the table).
+async fn answer(
+    sent: Result<reqwest::Response, reqwest::Error>,
+) -> Result<ProviderPayment, ProviderError> {
+    let response = match sent {
+        Ok(response) => response,
+        // A connect error happens before any byte of the request is written.
+        Err(error) if error.is_connect() => {
+            return Err(ProviderError::Unavailable(error_chain(&error)));
+        }
+        Err(error) => return Err(ProviderError::Unknown(error_chain(&error))),
+    };
+    let status = response.status();
+    let body = match response.bytes().await {
+        Ok(body) => body,
+        Err(error) => return Err(ProviderError::Unknown(error_chain(&error))),
+    };
+    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+        return Err(ProviderError::Unavailable(format!(
+            "HTTP {status}: {}",
+            detail(&body)
+        )));
+    }
+    let json: Value = match serde_json::from_slice(&body) {
+        Ok(json) => json,
+        Err(error) if status.is_success() => {
+            return Err(ProviderError::Unknown(format!(
+                "unreadable HTTP {status} answer: {error}"
+            )));
+        }
+        Err(_) => Value::Null,
+    };
+    if status.is_success() {
+        return parse_payment_intent(&json).map_err(ProviderError::Unknown);
+    }
+    let error = &json["error"];
+    if status == StatusCode::PAYMENT_REQUIRED && error["payment_intent"].is_object() {
+        let mut payment =
+            parse_payment_intent(&error["payment_intent"]).map_err(ProviderError::Unknown)?;
+        if payment.decline_code.is_none() {
+            payment.decline_code = error["decline_code"]
+                .as_str()
+                .or_else(|| error["code"].as_str())
+                .map(str::to_owned);
+        }
+        return Ok(payment);
+    }
+    let code = error["code"].as_str().or_else(|| error["type"].as_str());
+    let message = match (code, error["message"].as_str()) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        (None, Some(message)) => message.to_owned(),
+        (Some(code), None) => code.to_owned(),
+        (None, None) => detail(&body),
+    };
+    if status == StatusCode::CONFLICT {
+        // Another request with the same idempotency key is still running; its outcome is
+        // not known yet.
+        return Err(ProviderError::Unknown(format!("HTTP {status}: {message}")));
+    }
+    Err(ProviderError::Rejected(format!("HTTP {status}: {message}")))
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn detail(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let mut end = text.len().min(ERROR_DETAIL_BYTES_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// Maps a Stripe PaymentIntent status. `requires_payment_method` and `requires_confirmation`
+/// both mean "no authorization exists" after a confirming create, hence `Failed`.
+pub fn map_status(status: &str) -> Option<ProviderStatus> {
+    Some(match status {
+        "requires_action" => ProviderStatus::RequiresAction,
+        "requires_capture" => ProviderStatus::Authorized,
+        "succeeded" => ProviderStatus::Captured,
+        "canceled" => ProviderStatus::Voided,
+        "requires_payment_method" | "requires_confirmation" => ProviderStatus::Failed,
+        "processing" => ProviderStatus::Processing,
+        _ => return None,
+    })
+}
+
+/// Reads the fields boxoffice uses from a Stripe PaymentIntent object.
+pub fn parse_payment_intent(intent: &Value) -> Result<ProviderPayment, String> {
+    let provider_ref = intent["id"]
+        .as_str()
+        .ok_or("payment intent without an id")?
+        .to_owned();
+    let status_text = intent["status"]
+        .as_str()
+        .ok_or("payment intent without a status")?;
+    let status = map_status(status_text)
+        .ok_or_else(|| format!("unknown payment intent status {status_text:?}"))?;
+    let amount_minor = intent["amount"]
+        .as_i64()
+        .ok_or("payment intent without an amount")?;
+    let currency = intent["currency"]
+        .as_str()
+        .ok_or("payment intent without a currency")?
+        .to_ascii_uppercase();
+    let operation_id = intent["metadata"]["operation_id"]
+        .as_str()
+        .map(str::to_owned);
+    let last_error = &intent["last_payment_error"];
+    let decline_code = last_error["decline_code"]
+        .as_str()
+        .or_else(|| {
+            // A failed payment always says why, even when the processor gave no decline code.
+            (status == ProviderStatus::Failed)
+                .then(|| last_error["code"].as_str())
+                .flatten()
+        })
+        .map(str::to_owned);
+    let next_action_url = intent["next_action"]["redirect_to_url"]["url"]
+        .as_str()
+        .map(str::to_owned);
+    Ok(ProviderPayment {
+        provider_ref,
+        status,
+        amount_minor,
+        currency,
+        operation_id,
+        decline_code,
+        next_action_url,
+    })
+}
+
+fn mac_for(secret: &str, timestamp_unix_s: i64, body: &[u8]) -> HmacSha256 {
+    // HMAC accepts a key of any length, so this cannot fail.
+    let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(timestamp_unix_s.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac
+}
+
+/// The `Stripe-Signature` header value for `body` sent at `timestamp_unix_s`:
+/// `t=<unix>,v1=<hex hmac_sha256(secret, "<t>.<body>")>`.
+pub fn sign_webhook(secret: &str, timestamp_unix_s: i64, body: &[u8]) -> String {
+    let signature = mac_for(secret, timestamp_unix_s, body)
+        .finalize()
+        .into_bytes();
+    format!("t={timestamp_unix_s},v1={}", hex::encode(signature))
+}
+
+/// Checks a `Stripe-Signature` header the way Stripe's libraries do: any `v1` entry that
+/// matches (compared in constant time) is enough, then the timestamp must be within
+/// [`WEBHOOK_TOLERANCE_S`] of `now_unix_s` either way.
+pub fn verify_signature(
+    secret: &str,
+    signature_header: Option<&str>,
+    body: &[u8],
+    now_unix_s: i64,
+) -> Result<(), WebhookError> {
+    let header = signature_header
+        .filter(|header| !header.trim().is_empty())
+        .ok_or(WebhookError::MissingSignature)?;
+    let mut timestamp_unix_s = None;
+    let mut signatures = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", value)) => timestamp_unix_s = value.parse::<i64>().ok(),
+            Some(("v1", value)) => signatures.push(value),
+            _ => {}
+        }
+    }
+    let timestamp_unix_s = timestamp_unix_s.ok_or(WebhookError::BadSignature)?;
+    let expected = mac_for(secret, timestamp_unix_s, body);
+    let matches = signatures.iter().any(|signature| {
+        hex::decode(signature)
+            .is_ok_and(|signature| expected.clone().verify_slice(&signature).is_ok())
+    });
+    if !matches {
+        return Err(WebhookError::BadSignature);
+    }
+    if now_unix_s.abs_diff(timestamp_unix_s) > WEBHOOK_TOLERANCE_S.unsigned_abs() {
+        return Err(WebhookError::StaleTimestamp);
+    }
+    Ok(())
+}
+
+/// Parses a Stripe event `{id, type, created, data: {object: <PaymentIntent>}}`.
+pub fn parse_event(body: &[u8]) -> Result<WebhookEvent, WebhookError> {
+    let event: Value = serde_json::from_slice(body)
+        .map_err(|error| WebhookError::Malformed(format!("not JSON: {error}")))?;
+    let field = |name: &str| {
+        event[name]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| WebhookError::Malformed(format!("event without {name}")))
+    };
+    let event_id = field("id")?;
+    let kind = field("type")?;
+    let created_unix_s = event["created"]
+        .as_i64()
+        .ok_or_else(|| WebhookError::Malformed("event without created".to_owned()))?;
+    let object = &event["data"]["object"];
+    if object["object"]
+        .as_str()
+        .is_some_and(|o| o != "payment_intent")
+    {
+        return Err(WebhookError::Malformed(format!(
+            "event {event_id} ({kind}) is not about a payment intent"
+        )));
+    }
+    let payment = parse_payment_intent(object).map_err(WebhookError::Malformed)?;
+    Ok(WebhookEvent {
+        event_id,
+        kind,
+        payment,
+        created_unix_s,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_like_stripe() {
+        assert_eq!(
+            map_status("requires_capture"),
+            Some(ProviderStatus::Authorized)
+        );
+        assert_eq!(map_status("succeeded"), Some(ProviderStatus::Captured));
+        assert_eq!(map_status("canceled"), Some(ProviderStatus::Voided));
+        assert_eq!(
+            map_status("requires_action"),
+            Some(ProviderStatus::RequiresAction)
+        );
+        assert_eq!(
+            map_status("requires_payment_method"),
+            Some(ProviderStatus::Failed)
+        );
+        assert_eq!(map_status("processing"), Some(ProviderStatus::Processing));
+        assert_eq!(map_status("bogus"), None);
+    }
+
+    #[test]
+    fn signature_round_trip_and_second_v1_entry() {
+        let body = br#"{"id":"evt_1"}"#;
+        let good = sign_webhook("whsec_a", 1_000, body);
+        assert_eq!(
+            verify_signature("whsec_a", Some(&good), body, 1_000),
+            Ok(())
+        );
+        let other = sign_webhook("whsec_b", 1_000, body);
+        let other_v1 = other
+            .split_once(",v1=")
+            .map(|(_, v1)| v1)
+            .unwrap_or_default();
+        let both = format!("{good},v1={other_v1}");
+        assert_eq!(
+            verify_signature("whsec_b", Some(&both), body, 1_000),
+            Ok(())
+        );
+        assert_eq!(
+            verify_signature("whsec_c", Some(&both), body, 1_000),
+            Err(WebhookError::BadSignature)
+        );
+        assert_eq!(
+            verify_signature("whsec_a", Some("v1=00"), body, 1_000),
+            Err(WebhookError::BadSignature)
+        );
+        assert_eq!(
+            verify_signature("whsec_a", Some(""), body, 1_000),
+            Err(WebhookError::MissingSignature)
+        );
+        assert_eq!(
+            verify_signature(
+                "whsec_a",
+                Some(&good),
+                body,
+                1_000 + WEBHOOK_TOLERANCE_S + 1
+            ),
+            Err(WebhookError::StaleTimestamp)
+        );
+        assert_eq!(
+            verify_signature("whsec_a", Some(&good), body, 1_000 - WEBHOOK_TOLERANCE_S),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn failed_intent_reports_a_decline_code() {
+        let intent = serde_json::json!({
+            "id": "pi_1", "status": "requires_payment_method", "amount": 500,
+            "currency": "eur", "metadata": {"operation_id": "op_1"},
+            "last_payment_error": {"code": "card_declined", "decline_code": "insufficient_funds"}
+        });
+        let payment = parse_payment_intent(&intent).expect("valid intent");
+        assert_eq!(payment.status, ProviderStatus::Failed);
+        assert_eq!(payment.currency, "EUR");
+        assert_eq!(payment.operation_id.as_deref(), Some("op_1"));
+        assert_eq!(payment.decline_code.as_deref(), Some("insufficient_funds"));
+    }
+
+    #[test]
+    fn provider_refs_cannot_change_the_path() {
+        assert!(path_segment("pi_123").is_ok());
+        assert!(path_segment("../v1/x").is_err());
+        assert!(path_segment("").is_err());
+    }
+}

@@ -1,0 +1,460 @@
+//! Checkout, orders and payment webhooks.
+//!
+//! Checkout is three steps and never holds a transaction across the provider call: (1) one
+//! short transaction creates the order and its payment operation and moves the hold to
+//! `PAYMENT_PENDING`; (2) the provider authorizes, outside any transaction, with the
+//! operation id as its idempotency key; (3) one short transaction applies the answer (sold
+//! and confirmed, or cancelled, or recorded as unknown for the reconciler).
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse, request_digest};
+use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::AppState;
+use crate::api::{HeldSeatView, Problem};
+use crate::auth::Account;
+use crate::body::JsonBody;
+use crate::error::{ApiError, ApiResult};
+use crate::idempotency::{answer, request_key, stored_response};
+
+/// Longest payment method token accepted.
+pub const PAYMENT_METHOD_LEN_MAX: usize = 255;
+/// Default and largest page of `GET /v1/orders`.
+pub const ORDERS_PAGE_DEFAULT: u32 = 20;
+pub const ORDERS_PAGE_MAX: u32 = 100;
+/// Largest webhook body accepted.
+pub const WEBHOOK_BYTES_MAX: usize = 64 * 1024;
+
+/// `POST /v1/holds/{holdId}/checkout` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckoutBody {
+    /// A provider payment method, e.g. `pm_card_visa`.
+    pub payment_method_token: String,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    #[serde(default)]
+    pub admission_token: Option<String>,
+}
+
+/// What the shopper must do next (3-D Secure).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NextAction {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub url: String,
+}
+
+/// The checkout answer: it may come before the payment outcome is known (poll the order).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckoutResponse {
+    pub order_id: String,
+    #[schema(example = "CONFIRMED")]
+    pub order_status: String,
+    #[schema(example = "AUTHORIZED")]
+    pub payment_status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<NextAction>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TicketSummary {
+    pub ticket_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seat_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier_id: Option<String>,
+    pub code: String,
+    #[schema(example = "VALID")]
+    pub status: String,
+}
+
+/// An order.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderResponse {
+    pub order_id: String,
+    pub event_id: String,
+    pub hold_id: String,
+    pub order_status: String,
+    pub payment_status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<NextAction>,
+    pub seats: Vec<HeldSeatView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantity: Option<u32>,
+    pub total_minor: i64,
+    pub currency: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancel_reason: Option<String>,
+    pub tickets: Vec<TicketSummary>,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: time::OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: time::OffsetDateTime,
+}
+
+fn next_action(order: &OrderView) -> Option<NextAction> {
+    let waiting = order.payment_status == boxoffice_domain::order::PaymentStatus::RequiresAction;
+    order
+        .next_action_url
+        .as_ref()
+        .filter(|_| waiting)
+        .map(|url| NextAction {
+            kind: "redirect_to_url".into(),
+            url: url.clone(),
+        })
+}
+
+impl OrderResponse {
+    pub fn new(order: &OrderView) -> Self {
+        Self {
+            order_id: order.order_id.clone(),
+            event_id: order.event_id.clone(),
+            hold_id: order.hold_id.clone(),
+            order_status: order.status.as_str().into(),
+            payment_status: order.payment_status.as_str().into(),
+            next_action: next_action(order),
+            seats: order
+                .seats
+                .iter()
+                .map(|s| HeldSeatView {
+                    seat_id: s.seat_id.clone(),
+                    price_minor: s.price_minor,
+                })
+                .collect(),
+            tier_id: order.tier_id.clone(),
+            quantity: order.tier_id.as_ref().map(|_| order.quantity),
+            total_minor: order.total_minor,
+            currency: order.currency.clone(),
+            cancel_reason: order.cancel_reason.clone(),
+            // Tickets appear only on a confirmed order.
+            tickets: if order.status == boxoffice_domain::order::OrderStatus::Confirmed {
+                order
+                    .tickets
+                    .iter()
+                    .map(|t| TicketSummary {
+                        ticket_id: t.ticket_id.clone(),
+                        seat_id: t.seat_id.clone(),
+                        tier_id: t.tier_id.clone(),
+                        code: t.code.clone(),
+                        status: t.status.clone(),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            created_at: order.created_at,
+            updated_at: order.updated_at,
+        }
+    }
+}
+
+/// The stored checkout answer for an order as it stands.
+pub fn render_checkout(order: &OrderView) -> StoredResponse {
+    let body = CheckoutResponse {
+        order_id: order.order_id.clone(),
+        order_status: order.status.as_str().into(),
+        payment_status: order.payment_status.as_str().into(),
+        next_action: next_action(order),
+    };
+    StoredResponse {
+        status: 201,
+        body: serde_json::to_vec(&body).unwrap_or_default(),
+    }
+}
+
+/// Pays for a hold: creates the order, authorizes, confirms.
+#[utoipa::path(
+    post, path = "/v1/holds/{holdId}/checkout", tag = "orders",
+    params(
+        ("holdId" = String, Path),
+        ("Idempotency-Key" = String, Header, description = "1-255 characters; or body idempotencyKey"),
+    ),
+    request_body = CheckoutBody,
+    responses(
+        (status = 201, description = "Order created; payment outcome may still be pending", body = CheckoutResponse),
+        (status = 400, description = "Idempotency key missing", body = Problem),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 404, description = "No such hold for this account", body = Problem),
+        (status = 409, description = "HOLD_EXPIRED, HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
+        (status = 503, description = "Store unavailable", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn checkout(
+    State(state): State<AppState>,
+    account: Account,
+    Path(hold_id): Path<String>,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> ApiResult<Response> {
+    let key = request_key(&headers, &body)?;
+    let checkout = body.parse::<CheckoutBody>()?;
+    let token = checkout.payment_method_token.trim();
+    if token.is_empty()
+        || token.len() > PAYMENT_METHOD_LEN_MAX
+        || !token.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(ApiError::validation(
+            "paymentMethodToken",
+            format!("must be 1-{PAYMENT_METHOD_LEN_MAX} visible ASCII characters"),
+        ));
+    }
+    if hold_id.is_empty() || hold_id.len() > 128 {
+        return Err(ApiError::not_found("hold"));
+    }
+    if let Some(hold) = state.store.get_hold(&hold_id).await?
+        && hold.account_id == account.account_id.as_str()
+    {
+        let event = state.event(&hold.event_id).await?;
+        crate::routes::holds::check_admission(
+            &event,
+            &headers,
+            checkout.admission_token.as_deref(),
+        )?;
+    }
+    let path = format!("/v1/holds/{hold_id}/checkout");
+    let scope = IdempotencyScope {
+        account_id: account.account_id.to_string(),
+        endpoint: format!("POST {path}"),
+        key,
+    };
+    let _in_flight = state.in_flight.claim(&scope)?;
+    let start = CheckoutStart {
+        scope: scope.clone(),
+        request_digest: request_digest("POST", &path, &body.0),
+        hold_id,
+        order_id: uuid::Uuid::now_v7().to_string(),
+        operation_id: uuid::Uuid::now_v7().to_string(),
+        provider: state.provider.name().to_owned(),
+        payment_method: token.to_owned(),
+    };
+    let begun = state.store.begin_checkout(&start, &render_checkout).await?;
+    let (order, operation) = match begun {
+        CheckoutBegun::Started { order, operation } => (*order, *operation),
+        CheckoutBegun::Replayed(stored) => return Ok(stored_response(&stored, true)),
+        CheckoutBegun::KeyReusedWithOtherRequest => {
+            return Ok(answer(
+                boxoffice_domain::idempotency::Idempotent::KeyReusedWithOtherRequest,
+            ));
+        }
+        CheckoutBegun::HoldNotFound => return Err(ApiError::not_found("hold")),
+        CheckoutBegun::HoldExpired => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "HOLD_EXPIRED",
+                "the hold expired or was released",
+            ));
+        }
+        CheckoutBegun::HoldInCheckout => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "HOLD_IN_CHECKOUT",
+                "the hold is already in checkout under another request",
+            ));
+        }
+    };
+    boxoffice_workers::crash::point("checkout_committed");
+    let settled = boxoffice_workers::payment::authorize_and_settle(
+        &state.store,
+        &state.provider,
+        &operation,
+        Some((&scope, &render_checkout)),
+    )
+    .await;
+    let order = match settled {
+        Ok(Some(settled)) => {
+            if settled.order.status == boxoffice_domain::order::OrderStatus::Confirmed {
+                boxoffice_workers::crash::point("sold_committed");
+            }
+            state.relay.poke();
+            settled.order
+        }
+        Ok(None) => order,
+        Err(error) => {
+            // The order exists and the reconciler will settle it; answer what is known.
+            tracing::warn!(%error, order_id = %order.order_id, "settling the authorization failed; the reconciler will");
+            state.reconciler.poke();
+            order
+        }
+    };
+    Ok(stored_response(&render_checkout(&order), false))
+}
+
+/// One of the caller's orders.
+#[utoipa::path(
+    get, path = "/v1/orders/{orderId}", tag = "orders",
+    params(("orderId" = String, Path)),
+    responses(
+        (status = 200, description = "The order", body = OrderResponse),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 404, description = "No such order for this account", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_order(
+    State(state): State<AppState>,
+    account: Account,
+    Path(order_id): Path<String>,
+) -> ApiResult<Response> {
+    let order = state
+        .store
+        .get_order(&order_id)
+        .await?
+        .filter(|o| o.account_id == account.account_id.as_str())
+        .ok_or_else(|| ApiError::not_found("order"))?;
+    Ok(axum::Json(OrderResponse::new(&order)).into_response())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct OrdersQuery {
+    /// 1-100, default 20.
+    pub limit: Option<u32>,
+    /// `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A page of the caller's orders, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderPage {
+    pub orders: Vec<OrderResponse>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// The caller's orders, newest first.
+#[utoipa::path(
+    get, path = "/v1/orders", tag = "orders", params(OrdersQuery),
+    responses(
+        (status = 200, description = "A page of orders", body = OrderPage),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 422, description = "Bad limit or cursor", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list_orders(
+    State(state): State<AppState>,
+    account: Account,
+    query: Result<Query<OrdersQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(page) = query.map_err(|e| ApiError::validation("query", e.body_text()))?;
+    let limit = page.limit.unwrap_or(ORDERS_PAGE_DEFAULT);
+    if !(1..=ORDERS_PAGE_MAX).contains(&limit) {
+        return Err(ApiError::validation(
+            "limit",
+            format!("must be between 1 and {ORDERS_PAGE_MAX}"),
+        ));
+    }
+    if page
+        .cursor
+        .as_ref()
+        .is_some_and(|c| c.is_empty() || c.len() > 128)
+    {
+        return Err(ApiError::validation(
+            "cursor",
+            "is not a cursor this server gave out",
+        ));
+    }
+    let mut orders = state
+        .store
+        .list_orders(
+            account.account_id.as_str(),
+            page.cursor.as_deref(),
+            limit + 1,
+        )
+        .await?;
+    let next_cursor = if orders.len() > limit as usize {
+        orders.truncate(limit as usize);
+        orders.last().map(|o| o.order_id.clone())
+    } else {
+        None
+    };
+    let page = OrderPage {
+        orders: orders.iter().map(OrderResponse::new).collect(),
+        next_cursor,
+    };
+    Ok(axum::Json(page).into_response())
+}
+
+/// The payment provider's signed callbacks. Bad signature: 400; duplicates are acknowledged
+/// and ignored; each event is applied at most once and only moves a payment forward.
+#[utoipa::path(
+    post, path = "/v1/payments/webhooks/{provider}", tag = "orders",
+    params(("provider" = String, Path, description = "the configured provider, e.g. stripe")),
+    responses(
+        (status = 200, description = "Received"),
+        (status = 400, description = "Bad signature or body", body = Problem),
+        (status = 404, description = "Not the configured provider", body = Problem),
+    )
+)]
+pub async fn webhook(
+    State(state): State<AppState>,
+    Path(provider): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    if provider != state.provider.name() {
+        return Err(ApiError::not_found("payment provider"));
+    }
+    if body.len() > WEBHOOK_BYTES_MAX {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+            "webhook too large",
+        ));
+    }
+    let signature = headers
+        .get("stripe-signature")
+        .and_then(|v| v.to_str().ok());
+    let now_unix_s = time::OffsetDateTime::now_utc().unix_timestamp();
+    let event = state
+        .provider
+        .verify_webhook(signature, &body, now_unix_s)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "INVALID_WEBHOOK", e.to_string()))?;
+    let operation = match &event.payment.operation_id {
+        Some(operation_id) => state.store.payment_operation(operation_id).await?,
+        None => None,
+    };
+    let operation = match operation {
+        Some(operation) => Some(operation),
+        None => {
+            state
+                .store
+                .payment_operation_by_ref(state.provider.name(), &event.payment.provider_ref)
+                .await?
+        }
+    };
+    let Some(operation) = operation else {
+        tracing::info!(event_id = %event.event_id, "webhook for a payment we do not know; acknowledged");
+        return Ok(axum::Json(serde_json::json!({"received": true})).into_response());
+    };
+    let verdict = boxoffice_workers::payment::verdict_of(&event.payment);
+    let applied = state
+        .store
+        .settle_payment(
+            &operation.operation_id,
+            &verdict,
+            Some((state.provider.name(), &event.event_id)),
+            None,
+        )
+        .await?;
+    if applied.is_some_and(|s| s.changed) {
+        state.relay.poke();
+    }
+    Ok(axum::Json(serde_json::json!({"received": true})).into_response())
+}

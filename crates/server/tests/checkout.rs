@@ -1,0 +1,402 @@
+//! Checkout stories over HTTP with the payment simulator in process, on both backends:
+//! happy path to tickets and check-in, decline, 3-D Secure completed by webhook, a lost
+//! authorization response settled by the reconciler, replays, and webhook signatures.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Backend, TestApp, token};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+stories!(
+    pay_confirm_capture_ticket_checkin,
+    decline_frees_the_seats,
+    three_d_secure_completes_by_webhook,
+    lost_authorization_response_converges,
+    checkout_replay_and_second_key,
+    checkout_of_expired_or_foreign_hold,
+    webhook_signatures_are_checked,
+);
+
+async fn hold_seats(app: &TestApp, account: &str, event_id: &str, seats: &[&str]) -> String {
+    let hold = app
+        .hold(
+            account,
+            event_id,
+            &format!("hold-{}", seats.join(",")),
+            json!({"seatIds": seats}),
+        )
+        .await;
+    assert_eq!(
+        hold.status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&hold.bytes)
+    );
+    hold.json()["holdId"].as_str().unwrap().to_owned()
+}
+
+async fn checkout(
+    app: &TestApp,
+    account: &str,
+    hold_id: &str,
+    key: &str,
+    card: &str,
+) -> common::Answer {
+    app.post(
+        &token(account),
+        &format!("/v1/holds/{hold_id}/checkout"),
+        Some(key),
+        &json!({"paymentMethodToken": card}),
+    )
+    .await
+}
+
+/// Polls the order until `done` holds (bounded: 20 s).
+async fn order_until(
+    app: &TestApp,
+    account: &str,
+    order_id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = app
+            .get(&token(account), &format!("/v1/orders/{order_id}"))
+            .await
+            .json();
+        if done(&last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("order {order_id} never reached the expected state: {last}");
+}
+
+async fn pay_confirm_capture_ticket_checkin(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-1-1", "A-1-2"]).await;
+    let paid = checkout(&app, "ann", &hold_id, "pay-1", "pm_card_visa").await;
+    assert_eq!(paid.status, StatusCode::CREATED);
+    let body = paid.json();
+    assert_eq!(body["orderStatus"], "CONFIRMED");
+    assert_eq!(body["paymentStatus"], "AUTHORIZED");
+    let order_id = body["orderId"].as_str().unwrap().to_owned();
+
+    let order = order_until(&app, "ann", &order_id, |o| {
+        o["paymentStatus"] == "CAPTURED" && o["tickets"].as_array().is_some_and(|t| t.len() == 2)
+    })
+    .await;
+    assert_eq!(order["orderStatus"], "CONFIRMED");
+    assert_eq!(order["totalMinor"], 2000);
+    let hold = app
+        .get(&token("ann"), &format!("/v1/holds/{hold_id}"))
+        .await
+        .json();
+    assert_eq!(hold["status"], "CONFIRMED");
+
+    // Codes verify offline with the public key alone.
+    let public_pem = app
+        .send(app.http.get(format!("{}/v1/tickets/public-key", app.base)))
+        .await;
+    let verifier = boxoffice_tickets::TicketVerifier::from_public_key_pem(
+        &String::from_utf8(public_pem.bytes).unwrap(),
+    )
+    .unwrap();
+    let mut seats = Vec::new();
+    for ticket in order["tickets"].as_array().unwrap() {
+        let claims = verifier
+            .verify(ticket["code"].as_str().unwrap())
+            .expect("code verifies offline");
+        assert_eq!(claims.order_id, order_id);
+        seats.push(claims.seat_id.unwrap());
+    }
+    seats.sort();
+    assert_eq!(seats, ["A-1-1", "A-1-2"]);
+
+    let ticket_id = order["tickets"][0]["ticketId"].as_str().unwrap();
+    let ticket = app
+        .get(&token("ann"), &format!("/v1/tickets/{ticket_id}"))
+        .await;
+    assert_eq!(ticket.json()["status"], "VALID");
+    let qr = app
+        .get(&token("ann"), &format!("/v1/tickets/{ticket_id}/qr.svg"))
+        .await;
+    assert_eq!(qr.headers["content-type"], "image/svg+xml");
+    assert!(String::from_utf8_lossy(&qr.bytes).contains("<svg"));
+    assert_eq!(
+        app.get(&token("eve"), &format!("/v1/tickets/{ticket_id}"))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    let code = ticket.json()["code"].clone();
+    let first = app
+        .post(
+            &app.admin,
+            "/v1/admin/checkin",
+            None,
+            &json!({"code": code}),
+        )
+        .await;
+    assert_eq!(first.status, StatusCode::OK);
+    let second = app
+        .post(
+            &app.admin,
+            "/v1/admin/checkin",
+            None,
+            &json!({"code": code}),
+        )
+        .await;
+    assert_eq!(
+        (second.status, second.code().as_str()),
+        (StatusCode::CONFLICT, "ALREADY_CHECKED_IN")
+    );
+    let forged = app
+        .post(
+            &app.admin,
+            "/v1/admin/checkin",
+            None,
+            &json!({"code": format!("{}x", code.as_str().unwrap())}),
+        )
+        .await;
+    assert_eq!(
+        (forged.status, forged.code().as_str()),
+        (StatusCode::BAD_REQUEST, "INVALID_TICKET")
+    );
+
+    let taken = app
+        .hold("bob", &event_id, "k", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(
+        taken.code(),
+        "SEATS_UNAVAILABLE",
+        "a sold seat is never held again"
+    );
+    let orders = app.get(&token("ann"), "/v1/orders").await.json();
+    assert_eq!(orders["orders"][0]["orderId"], json!(order_id));
+    assert_eq!(
+        app.get(&token("eve"), &format!("/v1/orders/{order_id}"))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    app.finish().await;
+}
+
+async fn decline_frees_the_seats(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-2-1"]).await;
+    let declined = checkout(&app, "ann", &hold_id, "pay", "pm_card_chargeDeclined").await;
+    assert_eq!(declined.status, StatusCode::CREATED);
+    assert_eq!(declined.json()["orderStatus"], "CANCELLED");
+    assert_eq!(declined.json()["paymentStatus"], "FAILED");
+    let retake = app
+        .hold("bob", &event_id, "k", json!({"seatIds": ["A-2-1"]}))
+        .await;
+    assert_eq!(
+        retake.status,
+        StatusCode::CREATED,
+        "a declined order gives its seats back"
+    );
+    let again = checkout(&app, "ann", &hold_id, "pay-2", "pm_card_visa").await;
+    assert_eq!(again.code(), "HOLD_EXPIRED", "the declined hold is over");
+    app.finish().await;
+}
+
+async fn three_d_secure_completes_by_webhook(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold = app
+        .hold(
+            "ann",
+            &event_id,
+            "k",
+            json!({"tierId": "GA", "quantity": 2}),
+        )
+        .await
+        .json();
+    let hold_id = hold["holdId"].as_str().unwrap();
+    let started = checkout(&app, "ann", hold_id, "pay", "pm_card_threeDSecure2Required")
+        .await
+        .json();
+    assert_eq!(started["orderStatus"], "PENDING_PAYMENT");
+    assert_eq!(started["paymentStatus"], "REQUIRES_ACTION");
+    let url = started["nextAction"]["url"]
+        .as_str()
+        .expect("a 3-D Secure URL")
+        .to_owned();
+    let completed = app.http.post(&url).send().await.unwrap();
+    assert!(completed.status().is_success());
+    let order_id = started["orderId"].as_str().unwrap();
+    let order = order_until(&app, "ann", order_id, |o| {
+        o["paymentStatus"] == "CAPTURED" && o["tickets"].as_array().is_some_and(|t| t.len() == 2)
+    })
+    .await;
+    assert_eq!(order["orderStatus"], "CONFIRMED");
+    assert_eq!(order["tierId"], "GA");
+    let event = app
+        .get(&token("ann"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
+    assert_eq!(event["tiers"][0]["sold"], 2);
+    assert_eq!(event["tiers"][0]["held"], 0);
+    app.finish().await;
+}
+
+async fn lost_authorization_response_converges(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    // No webhooks: only the reconciler can learn what happened.
+    app.sim.sim.set_webhook_url(None);
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-3-1"]).await;
+    let started = checkout(&app, "ann", &hold_id, "pay", "pm_sim_timeout")
+        .await
+        .json();
+    assert_eq!(started["orderStatus"], "PENDING_PAYMENT");
+    assert_eq!(
+        started["paymentStatus"], "UNKNOWN",
+        "a lost response is unknown, never a failure"
+    );
+    let order_id = started["orderId"].as_str().unwrap();
+    let order = order_until(&app, "ann", order_id, |o| o["orderStatus"] == "CONFIRMED").await;
+    assert_ne!(order["paymentStatus"], "FAILED");
+    let authorizations = app.sim.sim.authorizations_by_operation();
+    assert!(
+        authorizations.values().all(|n| *n == 1),
+        "one authorization per order: {authorizations:?}"
+    );
+    app.finish().await;
+}
+
+async fn checkout_replay_and_second_key(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-4-1"]).await;
+    let first = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa").await;
+    let replay = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa").await;
+    assert_eq!((replay.status, &replay.bytes), (first.status, &first.bytes));
+    assert_eq!(replay.headers["idempotent-replayed"], "true");
+    let other_key = checkout(&app, "ann", &hold_id, "pay-2", "pm_card_visa").await;
+    assert_eq!(
+        (other_key.status, other_key.code().as_str()),
+        (StatusCode::CONFLICT, "HOLD_IN_CHECKOUT")
+    );
+    let reused = checkout(&app, "ann", &hold_id, "pay", "pm_card_mastercard").await;
+    assert_eq!(reused.code(), "IDEMPOTENCY_KEY_REUSED");
+    let authorizations = app.sim.sim.authorizations_by_operation();
+    assert_eq!(authorizations.len(), 1);
+    assert!(
+        authorizations.values().all(|n| *n == 1),
+        "never a second authorization: {authorizations:?}"
+    );
+    app.finish().await;
+}
+
+async fn checkout_of_expired_or_foreign_hold(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({"holdTtlSeconds": 1})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-5-1"]).await;
+    let foreign = checkout(&app, "eve", &hold_id, "pay", "pm_card_visa").await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND);
+    for _ in 0..50 {
+        let hold = app
+            .get(&token("ann"), &format!("/v1/holds/{hold_id}"))
+            .await
+            .json();
+        if hold["status"] == "EXPIRED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let expired = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa").await;
+    assert_eq!(
+        (expired.status, expired.code().as_str()),
+        (StatusCode::CONFLICT, "HOLD_EXPIRED")
+    );
+    let bad = app
+        .post(
+            &token("ann"),
+            &format!("/v1/holds/{hold_id}/checkout"),
+            Some("k"),
+            &json!({"paymentMethodToken": ""}),
+        )
+        .await;
+    assert_eq!(bad.code(), "VALIDATION");
+    assert_eq!(
+        app.sim.sim.authorizations_by_operation().len(),
+        0,
+        "nothing was authorized"
+    );
+    app.finish().await;
+}
+
+async fn webhook_signatures_are_checked(backend: Backend) {
+    use boxoffice_payments::simulator::DEFAULT_WEBHOOK_SECRET;
+    use boxoffice_payments::stripe::sign_webhook;
+    let app = TestApp::spawn(backend).await;
+    let url = format!("{}/v1/payments/webhooks/stripe", app.base);
+    let body = json!({"id": "evt_test", "type": "payment_intent.succeeded", "created": 0,
+                      "data": {"object": {"id": "pi_unknown", "object": "payment_intent", "status": "succeeded",
+                                          "amount": 100, "currency": "eur", "metadata": {}}}})
+    .to_string();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let cases = [
+        ("no signature", None, body.clone(), StatusCode::BAD_REQUEST),
+        (
+            "wrong secret",
+            Some(sign_webhook("whsec_other", now, body.as_bytes())),
+            body.clone(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "stale",
+            Some(sign_webhook(
+                DEFAULT_WEBHOOK_SECRET,
+                now - 301,
+                body.as_bytes(),
+            )),
+            body.clone(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "tampered",
+            Some(sign_webhook(DEFAULT_WEBHOOK_SECRET, now, body.as_bytes())),
+            body.replace("100", "1"),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "good, unknown payment",
+            Some(sign_webhook(DEFAULT_WEBHOOK_SECRET, now, body.as_bytes())),
+            body.clone(),
+            StatusCode::OK,
+        ),
+    ];
+    for (name, signature, payload, expected) in cases {
+        let mut request = app.http.post(&url).body(payload);
+        if let Some(signature) = signature {
+            request = request.header("stripe-signature", signature);
+        }
+        let answer = app.send(request).await;
+        assert_eq!(
+            answer.status,
+            expected,
+            "{name}: {}",
+            String::from_utf8_lossy(&answer.bytes)
+        );
+    }
+    let other_provider = app
+        .send(
+            app.http
+                .post(format!("{}/v1/payments/webhooks/paypal", app.base))
+                .body("{}"),
+        )
+        .await;
+    assert_eq!(other_provider.status, StatusCode::NOT_FOUND);
+    app.finish().await;
+}

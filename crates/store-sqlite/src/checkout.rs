@@ -1,0 +1,946 @@
+//! Checkout on SQLite: begin (order + payment operation, hold to `PAYMENT_PENDING`), settle a
+//! provider verdict (confirm, cancel, or record), tickets, and the outbox relay's
+//! claim/finish/retry. Mirrors the PostgreSQL backend statement for statement; where that one
+//! locks rows (`FOR UPDATE`, `SKIP LOCKED`), every write here runs in a `BEGIN IMMEDIATE`
+//! transaction on the single writer connection, whose file write lock serializes it with
+//! every other writer. Times are INTEGER unix milliseconds from the store's clock.
+
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::hold::HoldStatus;
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
+use boxoffice_domain::order::{OrderStatus, PaymentStatus};
+use boxoffice_store::checkout::{
+    CheckoutBegun, CheckoutStart, OrderView, OutboxMessage, PaymentOperation, ProviderVerdict,
+    RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
+};
+use boxoffice_store::{
+    HoldView, NewRecord, StoreError, StoreResult, held_seats_json, parse_held_seats,
+};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Sqlite, Transaction};
+
+use crate::{
+    HOLD_COLUMNS, begin_write, classify, column, fetch_holds, free_hold_resources, from_ms,
+    hold_from_row, insert_outbox, insert_records, prior_answer, store_now, to_ms, to_u32,
+};
+
+/// Seconds after which the reconciler looks at an operation nobody settled (its process may
+/// have died between the order commit and the provider's answer). Same as PostgreSQL's.
+pub const OPERATION_RECHECK_S: f64 = 10.0;
+
+const ORDER_COLUMNS: &str = "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats,
+     o.tier_id, o.quantity, o.total_minor, o.currency, o.cancel_reason, o.created_at, o.updated_at,
+     p.status AS payment_status, p.next_action_url";
+
+const OPERATION_COLUMNS: &str =
+    "operation_id, order_id, event_id, provider, payment_method, status, provider_ref,
+     amount_minor, currency, n_attempts";
+
+/// `t + secs` in unix ms (PostgreSQL's `t + make_interval(secs => secs)`, to the millisecond).
+fn plus_secs_ms(t: OffsetDateTime, secs: f64) -> i64 {
+    to_ms(t).saturating_add((secs * 1000.0).round() as i64)
+}
+
+/// How long to wait before asking the provider again about an operation whose outcome is
+/// unknown: 1, 2, 4, ... seconds, at most a minute. The same formula as
+/// `boxoffice_store_postgres::unknown_backoff_s` (not a dependency of this crate).
+fn unknown_backoff_s(n_attempts: u32) -> f64 {
+    f64::from(1u32 << n_attempts.min(6)).min(60.0)
+}
+
+fn parse_order_status(raw: &str) -> StoreResult<OrderStatus> {
+    OrderStatus::parse(raw)
+        .ok_or_else(|| StoreError::Internal(format!("unknown order status {raw:?}")))
+}
+
+fn parse_payment_status(raw: &str) -> StoreResult<PaymentStatus> {
+    PaymentStatus::parse(raw)
+        .ok_or_else(|| StoreError::Internal(format!("unknown payment status {raw:?}")))
+}
+
+fn order_from_row(row: &SqliteRow) -> StoreResult<OrderView> {
+    let status: String = column(row, "status")?;
+    let payment_status: String = column(row, "payment_status")?;
+    let seats: String = column(row, "seats")?;
+    Ok(OrderView {
+        order_id: column(row, "order_id")?,
+        event_id: column(row, "event_id")?,
+        hold_id: column(row, "hold_id")?,
+        account_id: column(row, "account_id")?,
+        status: parse_order_status(&status)?,
+        payment_status: parse_payment_status(&payment_status)?,
+        next_action_url: column(row, "next_action_url")?,
+        seats: parse_held_seats(&seats)?,
+        tier_id: column(row, "tier_id")?,
+        quantity: to_u32(column(row, "quantity")?),
+        total_minor: column(row, "total_minor")?,
+        currency: column(row, "currency")?,
+        cancel_reason: column(row, "cancel_reason")?,
+        tickets: Vec::new(),
+        created_at: from_ms(column(row, "created_at")?)?,
+        updated_at: from_ms(column(row, "updated_at")?)?,
+    })
+}
+
+fn ticket_from_row(row: &SqliteRow) -> StoreResult<TicketView> {
+    Ok(TicketView {
+        ticket_id: column(row, "ticket_id")?,
+        event_id: column(row, "event_id")?,
+        order_id: column(row, "order_id")?,
+        account_id: column(row, "account_id")?,
+        seat_id: column(row, "seat_id")?,
+        tier_id: column(row, "tier_id")?,
+        unit: to_u32(column(row, "unit")?),
+        code: column(row, "code")?,
+        status: column(row, "status")?,
+        issued_at: from_ms(column(row, "issued_at")?)?,
+    })
+}
+
+fn operation_from_row(row: &SqliteRow) -> StoreResult<PaymentOperation> {
+    let status: String = column(row, "status")?;
+    Ok(PaymentOperation {
+        operation_id: column(row, "operation_id")?,
+        order_id: column(row, "order_id")?,
+        event_id: column(row, "event_id")?,
+        provider: column(row, "provider")?,
+        payment_method: column(row, "payment_method")?,
+        status: parse_payment_status(&status)?,
+        provider_ref: column(row, "provider_ref")?,
+        amount_minor: column(row, "amount_minor")?,
+        currency: column(row, "currency")?,
+        n_attempts: to_u32(column(row, "n_attempts")?),
+    })
+}
+
+/// One order with its tickets, read inside `executor`.
+async fn load_order<'e, E>(executor: E, order_id: &str) -> StoreResult<Option<OrderView>>
+where
+    E: sqlx::SqliteExecutor<'e> + Copy,
+{
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN payment_operation p ON p.order_id = o.order_id WHERE o.order_id = ?1"
+    );
+    let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(order_id)
+        .fetch_optional(executor)
+        .await
+        .map_err(classify)?
+    else {
+        return Ok(None);
+    };
+    let mut order = order_from_row(&row)?;
+    order.tickets = sqlx::query("SELECT * FROM ticket WHERE order_id = ?1 ORDER BY unit")
+        .bind(order_id)
+        .fetch_all(executor)
+        .await
+        .map_err(classify)?
+        .iter()
+        .map(ticket_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(Some(order))
+}
+
+async fn load_order_tx(tx: &mut Transaction<'_, Sqlite>, order_id: &str) -> StoreResult<OrderView> {
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN payment_operation p ON p.order_id = o.order_id WHERE o.order_id = ?1"
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(order_id)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(classify)?;
+    let mut order = order_from_row(&row)?;
+    order.tickets = sqlx::query("SELECT * FROM ticket WHERE order_id = ?1 ORDER BY unit")
+        .bind(order_id)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?
+        .iter()
+        .map(ticket_from_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(order)
+}
+
+async fn outbox(
+    tx: &mut Transaction<'_, Sqlite>,
+    event_id: &str,
+    topic: &str,
+    payload: serde_json::Value,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    insert_outbox(tx, event_id, topic, &payload.to_string(), now).await
+}
+
+/// Cancels a pending order and, if its hold is still in checkout, ends the hold and frees
+/// what it held. Conditional on the order's status: a second call changes nothing.
+async fn cancel_pending_order(
+    tx: &mut Transaction<'_, Sqlite>,
+    order: &OrderView,
+    hold: &HoldView,
+    reason: &str,
+    now: OffsetDateTime,
+) -> StoreResult<bool> {
+    let cancelled = sqlx::query(
+        "UPDATE orders SET status = 'CANCELLED', cancel_reason = ?2, updated_at = ?3
+          WHERE order_id = ?1 AND status = 'PENDING_PAYMENT'",
+    )
+    .bind(&order.order_id)
+    .bind(reason)
+    .bind(to_ms(now))
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if cancelled == 0 {
+        return Ok(false);
+    }
+    let ended = sqlx::query(
+        "UPDATE hold SET status = 'RELEASED', updated_at = ?3
+          WHERE event_id = ?1 AND hold_id = ?2 AND status = 'PAYMENT_PENDING'",
+    )
+    .bind(&hold.event_id)
+    .bind(&hold.hold_id)
+    .bind(to_ms(now))
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if ended == 1 {
+        free_hold_resources(tx, hold, now, HoldStatus::Released).await?;
+    }
+    outbox(
+        tx,
+        &order.event_id,
+        topic::ORDER_CANCELLED,
+        serde_json::json!({"orderId": order.order_id, "reason": reason}),
+        now,
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Confirms a pending order whose hold is still in checkout and within its deadline: seats
+/// `SOLD`, tier units sold, hold `CONFIRMED`, order `CONFIRMED`, capture and ticket issuance
+/// queued. Returns the reason when it cannot.
+async fn confirm_order(
+    tx: &mut Transaction<'_, Sqlite>,
+    order: &OrderView,
+    hold: &HoldView,
+    operation_id: &str,
+    max_tickets_per_account: i64,
+    now: OffsetDateTime,
+) -> StoreResult<Result<(), &'static str>> {
+    let hold_ok = hold.status == HoldStatus::PaymentPending && hold.expires_at > now;
+    if !hold_ok {
+        return Ok(Err("HOLD_EXPIRED"));
+    }
+    // The purchase limit, re-checked at confirmation: other live or confirmed holds of the
+    // account for this event, plus this one.
+    let others: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(quantity), 0) FROM hold
+          WHERE event_id = ?1 AND account_id = ?2 AND hold_id <> ?3
+            AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > ?4))",
+    )
+    .bind(&hold.event_id)
+    .bind(&hold.account_id)
+    .bind(&hold.hold_id)
+    .bind(to_ms(now))
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(classify)?;
+    if others + i64::from(hold.quantity) > max_tickets_per_account {
+        return Ok(Err("PURCHASE_LIMIT"));
+    }
+    if hold.tier_id.is_none() {
+        let sold = sqlx::query(
+            "UPDATE seat SET status = 'SOLD', order_id = ?3, hold_expires_at = NULL, version = version + 1
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND hold_expires_at > ?4",
+        )
+        .bind(&hold.event_id)
+        .bind(&hold.hold_id)
+        .bind(&order.order_id)
+        .bind(to_ms(now))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if sold != hold.seats.len() as u64 {
+            // Cannot happen while the hold is live (its seats point to it); refuse to sell
+            // part of a hold rather than trust it. The transaction is rolled back.
+            return Err(StoreError::Internal(format!(
+                "hold {} had {} of {} seats at confirmation",
+                hold.hold_id,
+                sold,
+                hold.seats.len()
+            )));
+        }
+    } else if let Some(tier_id) = &hold.tier_id {
+        sqlx::query(
+            "UPDATE tier SET held = held - ?3, sold = sold + ?3 WHERE event_id = ?1 AND tier_id = ?2",
+        )
+        .bind(&hold.event_id)
+        .bind(tier_id)
+        .bind(i64::from(hold.quantity))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    sqlx::query(
+        "UPDATE hold SET status = 'CONFIRMED', updated_at = ?3
+          WHERE event_id = ?1 AND hold_id = ?2 AND status = 'PAYMENT_PENDING'",
+    )
+    .bind(&hold.event_id)
+    .bind(&hold.hold_id)
+    .bind(to_ms(now))
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    sqlx::query(
+        "UPDATE orders SET status = 'CONFIRMED', updated_at = ?2 WHERE order_id = ?1 AND status = 'PENDING_PAYMENT'",
+    )
+    .bind(&order.order_id)
+    .bind(to_ms(now))
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let event_id = order.event_id.as_str();
+    outbox(
+        tx,
+        event_id,
+        topic::PAYMENT_CAPTURE,
+        serde_json::json!({"operationId": operation_id}),
+        now,
+    )
+    .await?;
+    outbox(
+        tx,
+        event_id,
+        topic::TICKETS_ISSUE,
+        serde_json::json!({"orderId": order.order_id}),
+        now,
+    )
+    .await?;
+    outbox(
+        tx,
+        event_id,
+        topic::ORDER_CONFIRMED,
+        serde_json::json!({"orderId": order.order_id}),
+        now,
+    )
+    .await?;
+    Ok(Ok(()))
+}
+
+impl crate::SqliteStore {
+    pub(crate) async fn begin_checkout_once(
+        &self,
+        start: &CheckoutStart,
+        render: &RenderOrder,
+    ) -> StoreResult<CheckoutBegun> {
+        let Some(hold) = fetch_holds(self.reader_pool(), std::slice::from_ref(&start.hold_id))
+            .await?
+            .pop()
+        else {
+            return Ok(CheckoutBegun::HoldNotFound);
+        };
+        if hold.account_id != start.scope.account_id {
+            return Ok(CheckoutBegun::HoldNotFound);
+        }
+        let mut tx = begin_write(self.pool()).await?;
+        if let Some(answer) = prior_answer(&mut tx, &start.scope, &start.request_digest).await? {
+            return Ok(match answer {
+                Idempotent::Replayed(stored) => CheckoutBegun::Replayed(stored),
+                _ => CheckoutBegun::KeyReusedWithOtherRequest,
+            });
+        }
+        let now = store_now(&mut tx).await?;
+        let grace_s: i64 =
+            sqlx::query_scalar("SELECT payment_grace_s FROM event WHERE event_id = ?1")
+                .bind(&hold.event_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(classify)?;
+        // One bounded extension: the deadline moves once, by the event's grace, here.
+        let deadline = to_ms(hold.expires_at) + grace_s * 1_000;
+        let moved = sqlx::query(
+            "UPDATE hold SET status = 'PAYMENT_PENDING', expires_at = ?3, order_id = ?4, updated_at = ?5
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND expires_at > ?5",
+        )
+        .bind(&hold.event_id)
+        .bind(&hold.hold_id)
+        .bind(deadline)
+        .bind(&start.order_id)
+        .bind(to_ms(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if moved == 0 {
+            let current: String = sqlx::query_scalar("SELECT status FROM hold WHERE hold_id = ?1")
+                .bind(&hold.hold_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(classify)?;
+            return Ok(match current.as_str() {
+                "PAYMENT_PENDING" | "CONFIRMED" => CheckoutBegun::HoldInCheckout,
+                _ => CheckoutBegun::HoldExpired,
+            });
+        }
+        sqlx::query(
+            "UPDATE seat SET hold_expires_at = ?3 WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD'",
+        )
+        .bind(&hold.event_id)
+        .bind(&hold.hold_id)
+        .bind(deadline)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let seats: Vec<(String, i64)> = hold
+            .seats
+            .iter()
+            .map(|s| (s.seat_id.clone(), s.price_minor))
+            .collect();
+        sqlx::query(
+            "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity, total_minor,
+                                 currency, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 'PENDING_PAYMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+        )
+        .bind(&hold.event_id)
+        .bind(&start.order_id)
+        .bind(&hold.hold_id)
+        .bind(&hold.account_id)
+        .bind(held_seats_json(&seats))
+        .bind(&hold.tier_id)
+        .bind(i64::from(hold.quantity))
+        .bind(hold.total_minor)
+        .bind(&hold.currency)
+        .bind(to_ms(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        sqlx::query(
+            "INSERT INTO payment_operation (event_id, operation_id, order_id, provider, payment_method, status,
+                                            amount_minor, currency, next_attempt_at, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'AUTHORIZING', ?6, ?7, ?8, ?9, ?9)",
+        )
+        .bind(&hold.event_id)
+        .bind(&start.operation_id)
+        .bind(&start.order_id)
+        .bind(&start.provider)
+        .bind(&start.payment_method)
+        .bind(hold.total_minor)
+        .bind(&hold.currency)
+        .bind(plus_secs_ms(now, OPERATION_RECHECK_S))
+        .bind(to_ms(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let order = load_order_tx(&mut tx, &start.order_id).await?;
+        let record = NewRecord {
+            account_id: start.scope.account_id.clone(),
+            key: start.scope.key.clone(),
+            request_digest: start.request_digest.clone(),
+            response: render(&order),
+        };
+        insert_records(
+            &mut tx,
+            &start.scope.endpoint,
+            std::slice::from_ref(&record),
+            now,
+        )
+        .await?;
+        let operation = fetch_operation_tx(&mut tx, &start.operation_id).await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(CheckoutBegun::Started {
+            order: Box::new(order),
+            operation: Box::new(operation),
+        })
+    }
+
+    pub(crate) async fn settle_once(
+        &self,
+        operation_id: &str,
+        verdict: &ProviderVerdict,
+        webhook: Option<(&str, &str)>,
+        answer: Option<(&IdempotencyScope, &RenderOrder)>,
+    ) -> StoreResult<Option<Settled>> {
+        let Some(operation) = self.payment_operation_by_id(operation_id).await? else {
+            return Ok(None);
+        };
+        let Some(order) = load_order(self.reader_pool(), &operation.order_id).await? else {
+            return Ok(None);
+        };
+        if fetch_holds(self.reader_pool(), std::slice::from_ref(&order.hold_id))
+            .await?
+            .is_empty()
+        {
+            return Ok(None);
+        }
+        // The write lock, taken up front, stands for PostgreSQL's row locks on the seats,
+        // tier, hold and operation.
+        let mut tx = begin_write(self.pool()).await?;
+        let now = store_now(&mut tx).await?;
+        if let Some((provider, event_id)) = webhook {
+            let fresh = sqlx::query(
+                "INSERT INTO webhook_event (provider, event_id, received_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(provider)
+            .bind(event_id)
+            .bind(to_ms(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if fresh == 0 {
+                return Ok(None);
+            }
+        }
+        // Re-read under the lock: everything below is conditional on these rows.
+        let current = fetch_operation_tx(&mut tx, operation_id).await?;
+        let order = load_order_tx(&mut tx, &operation.order_id).await?;
+        let hold = fetch_hold_tx(&mut tx, &order.hold_id).await?;
+        let target = verdict.payment_status();
+        let mut changed = false;
+        if current.status.can_become(target) {
+            changed = true;
+            let (next_action_url, retry_after_s) = match verdict {
+                ProviderVerdict::RequiresAction {
+                    next_action_url, ..
+                } => (next_action_url.clone(), OPERATION_RECHECK_S),
+                ProviderVerdict::Unknown { .. } => (None, unknown_backoff_s(current.n_attempts)),
+                _ => (None, OPERATION_RECHECK_S),
+            };
+            let last_error = match verdict {
+                ProviderVerdict::Failed { reason, .. } | ProviderVerdict::Unknown { reason } => {
+                    Some(reason.clone())
+                }
+                _ => None,
+            };
+            sqlx::query(
+                "UPDATE payment_operation
+                    SET status = ?2, provider_ref = coalesce(provider_ref, ?3), next_action_url = ?4, last_error = ?5,
+                        updated_at = ?6, next_attempt_at = ?7
+                  WHERE operation_id = ?1 AND status = ?8",
+            )
+            .bind(operation_id)
+            .bind(target.as_str())
+            .bind(verdict.provider_ref())
+            .bind(next_action_url)
+            .bind(last_error)
+            .bind(to_ms(now))
+            .bind(plus_secs_ms(now, retry_after_s))
+            .bind(current.status.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+            match target {
+                PaymentStatus::Authorized | PaymentStatus::Captured => {
+                    if order.status == OrderStatus::PendingPayment {
+                        let max: i64 = sqlx::query_scalar(
+                            "SELECT max_tickets_per_account FROM event WHERE event_id = ?1",
+                        )
+                        .bind(&order.event_id)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(classify)?;
+                        if let Err(reason) =
+                            confirm_order(&mut tx, &order, &hold, operation_id, max, now).await?
+                        {
+                            cancel_pending_order(&mut tx, &order, &hold, reason, now).await?;
+                            void_later(&mut tx, &order.event_id, operation_id, now).await?;
+                        }
+                    } else if order.status == OrderStatus::Cancelled
+                        && target == PaymentStatus::Authorized
+                    {
+                        // A late authorization of a cancelled order is voided, never confirmed.
+                        void_later(&mut tx, &order.event_id, operation_id, now).await?;
+                    }
+                }
+                PaymentStatus::Failed | PaymentStatus::Voided => {
+                    let reason = if target == PaymentStatus::Failed {
+                        "PAYMENT_FAILED"
+                    } else {
+                        "PAYMENT_VOIDED"
+                    };
+                    cancel_pending_order(&mut tx, &order, &hold, reason, now).await?;
+                }
+                PaymentStatus::Authorizing
+                | PaymentStatus::RequiresAction
+                | PaymentStatus::Unknown => {}
+            }
+        }
+        let order = load_order_tx(&mut tx, &operation.order_id).await?;
+        if let Some((scope, render)) = answer {
+            let response = render(&order);
+            update_record(&mut tx, scope, &response).await?;
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(Some(Settled { order, changed }))
+    }
+
+    pub(crate) async fn payment_operation_by_id(
+        &self,
+        operation_id: &str,
+    ) -> StoreResult<Option<PaymentOperation>> {
+        let sql =
+            format!("SELECT {OPERATION_COLUMNS} FROM payment_operation WHERE operation_id = ?1");
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(operation_id)
+            .fetch_optional(self.reader_pool())
+            .await
+            .map_err(classify)?
+            .as_ref()
+            .map(operation_from_row)
+            .transpose()
+    }
+
+    pub(crate) async fn payment_operation_with_ref(
+        &self,
+        provider: &str,
+        provider_ref: &str,
+    ) -> StoreResult<Option<PaymentOperation>> {
+        let sql = format!(
+            "SELECT {OPERATION_COLUMNS} FROM payment_operation WHERE provider = ?1 AND provider_ref = ?2"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(provider)
+            .bind(provider_ref)
+            .fetch_optional(self.reader_pool())
+            .await
+            .map_err(classify)?
+            .as_ref()
+            .map(operation_from_row)
+            .transpose()
+    }
+
+    /// Operations the reconciler should look at now: unsettled authorizations past their
+    /// next attempt time, and authorizations left open on cancelled orders.
+    pub(crate) async fn due_operations(&self, limit: u32) -> StoreResult<Vec<PaymentOperation>> {
+        let sql = format!(
+            "SELECT {OPERATION_COLUMNS} FROM payment_operation p
+              WHERE p.next_attempt_at <= {now}
+                AND (p.status IN ('AUTHORIZING', 'REQUIRES_ACTION', 'UNKNOWN')
+                     OR (p.status = 'AUTHORIZED'
+                         AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CANCELLED')))
+              ORDER BY p.next_attempt_at LIMIT ?1",
+            now = now_ms!()
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(i64::from(limit))
+            .fetch_all(self.reader_pool())
+            .await
+            .map_err(classify)?
+            .iter()
+            .map(operation_from_row)
+            .collect()
+    }
+
+    /// Pushes an operation's next reconciler look further out and counts the attempt.
+    pub(crate) async fn postpone_operation(
+        &self,
+        operation_id: &str,
+        delay_s: f64,
+        error: &str,
+    ) -> StoreResult<()> {
+        let mut tx = begin_write(self.pool()).await?;
+        let now = store_now(&mut tx).await?;
+        sqlx::query(
+            "UPDATE payment_operation SET n_attempts = n_attempts + 1, last_error = ?3, next_attempt_at = ?2
+              WHERE operation_id = ?1",
+        )
+        .bind(operation_id)
+        .bind(plus_secs_ms(now, delay_s))
+        .bind(error)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(())
+    }
+
+    pub(crate) async fn order_by_id(&self, order_id: &str) -> StoreResult<Option<OrderView>> {
+        load_order(self.reader_pool(), order_id).await
+    }
+
+    pub(crate) async fn orders_of(
+        &self,
+        account_id: &str,
+        before: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<OrderView>> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT order_id FROM orders WHERE account_id = ?1 AND (?2 IS NULL OR order_id < ?2)
+              ORDER BY order_id DESC LIMIT ?3",
+        )
+        .bind(account_id)
+        .bind(before)
+        .bind(i64::from(limit))
+        .fetch_all(self.reader_pool())
+        .await
+        .map_err(classify)?;
+        let mut orders = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(order) = load_order(self.reader_pool(), &id).await? {
+                orders.push(order);
+            }
+        }
+        Ok(orders)
+    }
+
+    /// Issues the tickets of a confirmed order, once: a unit already issued is skipped.
+    pub(crate) async fn issue_tickets_once(
+        &self,
+        order_id: &str,
+        sign: &SignTicket,
+    ) -> StoreResult<u32> {
+        let mut tx = begin_write(self.pool()).await?;
+        let order = load_order_tx(&mut tx, order_id).await?;
+        if order.status != OrderStatus::Confirmed {
+            return Ok(0);
+        }
+        let now = store_now(&mut tx).await?;
+        let drafts: Vec<TicketDraft> = if order.tier_id.is_some() {
+            (1..=order.quantity)
+                .map(|unit| TicketDraft {
+                    ticket_id: uuid::Uuid::now_v7().to_string(),
+                    event_id: order.event_id.clone(),
+                    order_id: order.order_id.clone(),
+                    seat_id: None,
+                    tier_id: order.tier_id.clone(),
+                    unit,
+                })
+                .collect()
+        } else {
+            order
+                .seats
+                .iter()
+                .enumerate()
+                .map(|(i, seat)| TicketDraft {
+                    ticket_id: uuid::Uuid::now_v7().to_string(),
+                    event_id: order.event_id.clone(),
+                    order_id: order.order_id.clone(),
+                    seat_id: Some(seat.seat_id.clone()),
+                    tier_id: None,
+                    unit: i as u32 + 1,
+                })
+                .collect()
+        };
+        let mut issued = 0;
+        for draft in &drafts {
+            let code = sign(draft);
+            issued += sqlx::query(
+                "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code, status, issued_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'VALID', ?9)
+                 ON CONFLICT (order_id, unit) DO NOTHING",
+            )
+            .bind(&draft.event_id)
+            .bind(&draft.ticket_id)
+            .bind(&draft.order_id)
+            .bind(&order.account_id)
+            .bind(&draft.seat_id)
+            .bind(&draft.tier_id)
+            .bind(i64::from(draft.unit))
+            .bind(code)
+            .bind(to_ms(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?
+            .rows_affected() as u32;
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(issued)
+    }
+
+    pub(crate) async fn ticket_by_id(&self, ticket_id: &str) -> StoreResult<Option<TicketView>> {
+        sqlx::query("SELECT * FROM ticket WHERE ticket_id = ?1")
+            .bind(ticket_id)
+            .fetch_optional(self.reader_pool())
+            .await
+            .map_err(classify)?
+            .as_ref()
+            .map(ticket_from_row)
+            .transpose()
+    }
+
+    /// Checks a ticket in: `VALID` to `CHECKED_IN`, once. Returns the ticket's status after.
+    pub(crate) async fn check_in_ticket(
+        &self,
+        ticket_id: &str,
+    ) -> StoreResult<Option<(bool, String)>> {
+        let mut tx = begin_write(self.pool()).await?;
+        let now = store_now(&mut tx).await?;
+        let updated = sqlx::query(
+            "UPDATE ticket SET status = 'CHECKED_IN', checked_in_at = ?2
+              WHERE ticket_id = ?1 AND status = 'VALID'",
+        )
+        .bind(ticket_id)
+        .bind(to_ms(now))
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM ticket WHERE ticket_id = ?1")
+                .bind(ticket_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(status.map(|s| (updated == 1, s)))
+    }
+
+    /// Claims up to `limit` undelivered outbox rows for `lease_s` seconds. The write lock
+    /// makes the claim atomic (PostgreSQL skips rows another relay locked; here the second
+    /// relay waits and then finds the rows leased); a claim that is never finished comes
+    /// back when its lease ends, so delivery is at least once.
+    pub(crate) async fn claim_outbox_rows(
+        &self,
+        limit: u32,
+        lease_s: f64,
+    ) -> StoreResult<Vec<OutboxMessage>> {
+        let mut tx = begin_write(self.pool()).await?;
+        let now = store_now(&mut tx).await?;
+        let rows = sqlx::query_as::<_, (i64, String, String, String, i64, i64)>(
+            "UPDATE outbox SET n_attempts = n_attempts + 1, next_attempt_at = ?3
+              WHERE id IN (SELECT id FROM outbox
+                            WHERE published_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= ?2)
+                            ORDER BY id LIMIT ?1)
+             RETURNING id, event_id, topic, payload, n_attempts, created_at",
+        )
+        .bind(i64::from(limit))
+        .bind(to_ms(now))
+        .bind(plus_secs_ms(now, lease_s))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        let mut messages = rows
+            .into_iter()
+            .map(
+                |(id, event_id, topic, payload, n_attempts, created_at)| -> StoreResult<_> {
+                    Ok(OutboxMessage {
+                        id,
+                        event_id,
+                        topic,
+                        payload,
+                        n_attempts: to_u32(n_attempts),
+                        created_at: from_ms(created_at)?,
+                    })
+                },
+            )
+            .collect::<StoreResult<Vec<_>>>()?;
+        // RETURNING yields rows in no particular order.
+        messages.sort_by_key(|m| m.id);
+        Ok(messages)
+    }
+
+    pub(crate) async fn finish_outbox_row(&self, id: i64) -> StoreResult<()> {
+        let mut tx = begin_write(self.pool()).await?;
+        let now = store_now(&mut tx).await?;
+        sqlx::query("UPDATE outbox SET published_at = ?2, last_error = NULL WHERE id = ?1")
+            .bind(id)
+            .bind(to_ms(now))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(())
+    }
+
+    pub(crate) async fn retry_outbox_row(
+        &self,
+        id: i64,
+        delay_s: f64,
+        error: &str,
+    ) -> StoreResult<()> {
+        let mut tx = begin_write(self.pool()).await?;
+        let now = store_now(&mut tx).await?;
+        sqlx::query(
+            "UPDATE outbox SET next_attempt_at = ?2, last_error = ?3
+              WHERE id = ?1 AND published_at IS NULL",
+        )
+        .bind(id)
+        .bind(plus_secs_ms(now, delay_s))
+        .bind(error)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(())
+    }
+
+    /// Age in seconds of the oldest undelivered outbox row (0 when none): the relay's lag.
+    pub(crate) async fn outbox_lag(&self) -> StoreResult<f64> {
+        let lag: Option<f64> = sqlx::query_scalar(concat!(
+            "SELECT (",
+            now_ms!(),
+            " - min(created_at)) / 1000.0 FROM outbox WHERE published_at IS NULL"
+        ))
+        .fetch_one(self.reader_pool())
+        .await
+        .map_err(classify)?;
+        Ok(lag.unwrap_or(0.0))
+    }
+}
+
+/// Queues a void of the operation's authorization (delivered by the outbox relay).
+async fn void_later(
+    tx: &mut Transaction<'_, Sqlite>,
+    event_id: &str,
+    operation_id: &str,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    outbox(
+        tx,
+        event_id,
+        topic::PAYMENT_VOID,
+        serde_json::json!({"operationId": operation_id}),
+        now,
+    )
+    .await
+}
+
+async fn update_record(
+    tx: &mut Transaction<'_, Sqlite>,
+    scope: &IdempotencyScope,
+    response: &StoredResponse,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE idempotency SET status_code = ?4, response_body = ?5
+          WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+    )
+    .bind(&scope.account_id)
+    .bind(&scope.endpoint)
+    .bind(&scope.key)
+    .bind(i64::from(response.status))
+    .bind(&response.body)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+async fn fetch_operation_tx(
+    tx: &mut Transaction<'_, Sqlite>,
+    operation_id: &str,
+) -> StoreResult<PaymentOperation> {
+    let sql = format!("SELECT {OPERATION_COLUMNS} FROM payment_operation WHERE operation_id = ?1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(operation_id)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(classify)?;
+    operation_from_row(&row)
+}
+
+async fn fetch_hold_tx(tx: &mut Transaction<'_, Sqlite>, hold_id: &str) -> StoreResult<HoldView> {
+    let sql = format!("SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id = ?1");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(hold_id)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(classify)?;
+    hold_from_row(&row)
+}

@@ -1,0 +1,195 @@
+//! Records and outcomes of checkout: orders, payment operations, tickets, and the outbox
+//! messages the relay delivers. The [`crate::Store`] methods that use them are the only way
+//! an order changes state.
+
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
+use boxoffice_domain::order::{OrderStatus, PaymentStatus};
+
+use crate::HeldSeat;
+
+/// Renders the stored checkout response from an order.
+pub type RenderOrder = dyn Fn(&OrderView) -> StoredResponse + Send + Sync;
+
+/// An order with its payment state and tickets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderView {
+    pub order_id: String,
+    pub event_id: String,
+    pub hold_id: String,
+    pub account_id: String,
+    pub status: OrderStatus,
+    pub payment_status: PaymentStatus,
+    pub next_action_url: Option<String>,
+    pub seats: Vec<HeldSeat>,
+    pub tier_id: Option<String>,
+    pub quantity: u32,
+    pub total_minor: i64,
+    pub currency: String,
+    pub cancel_reason: Option<String>,
+    pub tickets: Vec<TicketView>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+/// One issued ticket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketView {
+    pub ticket_id: String,
+    pub event_id: String,
+    pub order_id: String,
+    pub account_id: String,
+    pub seat_id: Option<String>,
+    pub tier_id: Option<String>,
+    pub unit: u32,
+    pub code: String,
+    /// `VALID`, `VOIDED` or `CHECKED_IN`.
+    pub status: String,
+    pub issued_at: OffsetDateTime,
+}
+
+/// The payment operation of an order (its authorization, later captured or voided).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentOperation {
+    pub operation_id: String,
+    pub order_id: String,
+    pub event_id: String,
+    pub provider: String,
+    pub payment_method: String,
+    pub status: PaymentStatus,
+    pub provider_ref: Option<String>,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub n_attempts: u32,
+}
+
+/// What `begin_checkout` is asked to do.
+#[derive(Debug, Clone)]
+pub struct CheckoutStart {
+    pub scope: IdempotencyScope,
+    pub request_digest: String,
+    pub hold_id: String,
+    /// Ids for the new order and its payment operation, chosen by the caller.
+    pub order_id: String,
+    pub operation_id: String,
+    pub provider: String,
+    pub payment_method: String,
+}
+
+/// How `begin_checkout` answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckoutBegun {
+    /// Order and operation committed; the caller now authorizes, outside any transaction.
+    Started {
+        order: Box<OrderView>,
+        operation: Box<PaymentOperation>,
+    },
+    /// The key was used before for the same request: its latest stored answer.
+    Replayed(StoredResponse),
+    KeyReusedWithOtherRequest,
+    /// No such hold for this account.
+    HoldNotFound,
+    /// The hold expired or was released.
+    HoldExpired,
+    /// The hold is already in checkout (or sold) under another request.
+    HoldInCheckout,
+}
+
+/// What the provider said about an authorization (from its answer, a webhook, or a
+/// reconciler's query).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderVerdict {
+    Authorized {
+        provider_ref: String,
+    },
+    RequiresAction {
+        provider_ref: String,
+        next_action_url: Option<String>,
+    },
+    Captured {
+        provider_ref: String,
+    },
+    Voided {
+        provider_ref: String,
+    },
+    Failed {
+        provider_ref: Option<String>,
+        reason: String,
+    },
+    /// The call's outcome is not known (timeout, lost response): never a failure.
+    Unknown {
+        reason: String,
+    },
+}
+
+impl ProviderVerdict {
+    pub fn payment_status(&self) -> PaymentStatus {
+        match self {
+            Self::Authorized { .. } => PaymentStatus::Authorized,
+            Self::RequiresAction { .. } => PaymentStatus::RequiresAction,
+            Self::Captured { .. } => PaymentStatus::Captured,
+            Self::Voided { .. } => PaymentStatus::Voided,
+            Self::Failed { .. } => PaymentStatus::Failed,
+            Self::Unknown { .. } => PaymentStatus::Unknown,
+        }
+    }
+
+    pub fn provider_ref(&self) -> Option<&str> {
+        match self {
+            Self::Authorized { provider_ref }
+            | Self::RequiresAction { provider_ref, .. }
+            | Self::Captured { provider_ref }
+            | Self::Voided { provider_ref } => Some(provider_ref),
+            Self::Failed { provider_ref, .. } => provider_ref.as_deref(),
+            Self::Unknown { .. } => None,
+        }
+    }
+}
+
+/// The result of applying a verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    pub order: OrderView,
+    /// Whether anything changed (false for a stale or duplicated verdict).
+    pub changed: bool,
+}
+
+/// A message of the transactional outbox, claimed for delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxMessage {
+    pub id: i64,
+    pub event_id: String,
+    pub topic: String,
+    pub payload: String,
+    pub n_attempts: u32,
+    pub created_at: OffsetDateTime,
+}
+
+/// A ticket to be issued; the caller signs its code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketDraft {
+    pub ticket_id: String,
+    pub event_id: String,
+    pub order_id: String,
+    pub seat_id: Option<String>,
+    pub tier_id: Option<String>,
+    pub unit: u32,
+}
+
+/// Signs a ticket draft into its code.
+pub type SignTicket = dyn Fn(&TicketDraft) -> String + Send + Sync;
+
+/// Outbox topics.
+pub mod topic {
+    pub const HOLD_CREATED: &str = "hold.created";
+    pub const HOLD_RELEASED: &str = "hold.released";
+    pub const HOLD_EXPIRED: &str = "hold.expired";
+    /// Capture the authorization of a confirmed order. Payload `{operationId}`.
+    pub const PAYMENT_CAPTURE: &str = "payment.capture";
+    /// Void the authorization of a cancelled order. Payload `{operationId}`.
+    pub const PAYMENT_VOID: &str = "payment.void";
+    /// Issue the tickets of a confirmed order. Payload `{orderId}`.
+    pub const TICKETS_ISSUE: &str = "tickets.issue";
+    pub const ORDER_CONFIRMED: &str = "order.confirmed";
+    pub const ORDER_CANCELLED: &str = "order.cancelled";
+}

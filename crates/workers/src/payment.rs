@@ -1,0 +1,74 @@
+//! Turning what the payment provider answered into a [`ProviderVerdict`] the store applies,
+//! and the one "authorize, then settle" step that checkout and the reconciler share.
+
+use std::sync::Arc;
+
+use boxoffice_domain::idempotency::IdempotencyScope;
+use boxoffice_payments::{
+    AuthorizeRequest, PaymentProvider, ProviderError, ProviderPayment, ProviderStatus,
+};
+use boxoffice_store::checkout::{PaymentOperation, ProviderVerdict, RenderOrder, Settled};
+use boxoffice_store::{Store, StoreResult};
+
+/// The verdict a provider's view of a payment implies. `Processing` is not an outcome yet:
+/// it is recorded as unknown and asked again later.
+pub fn verdict_of(payment: &ProviderPayment) -> ProviderVerdict {
+    let provider_ref = payment.provider_ref.clone();
+    match payment.status {
+        ProviderStatus::Authorized => ProviderVerdict::Authorized { provider_ref },
+        ProviderStatus::RequiresAction => ProviderVerdict::RequiresAction {
+            provider_ref,
+            next_action_url: payment.next_action_url.clone(),
+        },
+        ProviderStatus::Captured => ProviderVerdict::Captured { provider_ref },
+        ProviderStatus::Voided => ProviderVerdict::Voided { provider_ref },
+        ProviderStatus::Failed => ProviderVerdict::Failed {
+            provider_ref: Some(provider_ref),
+            reason: payment
+                .decline_code
+                .clone()
+                .unwrap_or_else(|| "declined".into()),
+        },
+        ProviderStatus::Processing => ProviderVerdict::Unknown {
+            reason: "the provider is still processing".into(),
+        },
+    }
+}
+
+/// A call that gave no answer is never a failure: the outcome is unknown until the
+/// reconciler learns it.
+pub fn verdict_of_error(error: &ProviderError) -> ProviderVerdict {
+    ProviderVerdict::Unknown {
+        reason: error.to_string(),
+    }
+}
+
+/// Asks the provider to authorize `operation` (again: the operation id is the idempotency
+/// key, so a retry returns the first attempt's payment) and applies the answer. Called
+/// outside any store transaction.
+pub async fn authorize_and_settle(
+    store: &Arc<dyn Store>,
+    provider: &Arc<dyn PaymentProvider>,
+    operation: &PaymentOperation,
+    answer: Option<(&IdempotencyScope, &RenderOrder)>,
+) -> StoreResult<Option<Settled>> {
+    let request = AuthorizeRequest {
+        operation_id: operation.operation_id.clone(),
+        order_id: operation.order_id.clone(),
+        amount_minor: operation.amount_minor,
+        currency: operation.currency.clone(),
+        payment_method_token: operation.payment_method.clone(),
+    };
+    crate::crash::point("authorization_sent");
+    let verdict = match provider.authorize(&request).await {
+        Ok(payment) => verdict_of(&payment),
+        Err(error) => {
+            tracing::warn!(operation_id = %operation.operation_id, %error, "authorization outcome unknown");
+            verdict_of_error(&error)
+        }
+    };
+    crate::crash::point("authorization_returned");
+    store
+        .settle_payment(&operation.operation_id, &verdict, None, answer)
+        .await
+}

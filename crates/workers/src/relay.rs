@@ -1,0 +1,231 @@
+//! The outbox relay: delivers every outbox row at least once to its consumer, then marks it.
+//!
+//! Rows are claimed with a lease (`FOR UPDATE SKIP LOCKED` on PostgreSQL), delivered outside
+//! any transaction, and marked delivered; a failed delivery is retried with backoff, and a
+//! claim whose process died comes back when its lease ends. No row is skipped: the relay
+//! reads every undelivered row, not a high-water mark, so rows committed out of id order are
+//! delivered too. Consumers are idempotent: capture and void carry derived idempotency keys,
+//! ticket issuance skips units already issued, notifications are a log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use boxoffice_payments::{PaymentProvider, ProviderError};
+use boxoffice_store::checkout::{OutboxMessage, TicketDraft, topic};
+use boxoffice_store::{Store, StoreError};
+use boxoffice_tickets::{TicketClaims, TicketSigner};
+use tokio::sync::Notify;
+
+use crate::payment::verdict_of;
+
+/// Rows claimed per round.
+pub const RELAY_BATCH_MAX: u32 = 100;
+/// How long a claim lasts before another relay may take the row again.
+pub const RELAY_LEASE_S: f64 = 30.0;
+/// Pause between rounds when nothing pokes the relay.
+pub const RELAY_INTERVAL_MS: u64 = 500;
+/// Longest pause between two delivery attempts of one row.
+pub const RELAY_BACKOFF_MAX_S: f64 = 60.0;
+
+/// Why one delivery did not complete.
+#[derive(Debug)]
+enum Delivery {
+    /// Try again later.
+    Retry(String),
+    Store(StoreError),
+}
+
+/// The relay and its poke handle.
+#[derive(Clone)]
+pub struct OutboxRelay {
+    store: Arc<dyn Store>,
+    provider: Arc<dyn PaymentProvider>,
+    signer: TicketSigner,
+    poke: Arc<Notify>,
+}
+
+impl std::fmt::Debug for OutboxRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutboxRelay").finish_non_exhaustive()
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayReport {
+    pub delivered: u64,
+    pub retried: u64,
+}
+
+impl OutboxRelay {
+    pub fn new(
+        store: Arc<dyn Store>,
+        provider: Arc<dyn PaymentProvider>,
+        signer: TicketSigner,
+    ) -> Self {
+        Self {
+            store,
+            provider,
+            signer,
+            poke: Arc::new(Notify::new()),
+        }
+    }
+
+    pub fn poke(&self) {
+        self.poke.notify_one();
+    }
+
+    /// Claims and delivers one round of rows.
+    pub async fn run_once(&self) -> Result<RelayReport, StoreError> {
+        let mut report = RelayReport::default();
+        let messages = self
+            .store
+            .claim_outbox(RELAY_BATCH_MAX, RELAY_LEASE_S)
+            .await?;
+        for message in messages {
+            match self.deliver(&message).await {
+                Ok(()) => {
+                    crate::crash::point("outbox_delivered");
+                    self.store.finish_outbox(message.id).await?;
+                    report.delivered += 1;
+                }
+                Err(Delivery::Retry(why)) => {
+                    let delay_s =
+                        f64::from(1u32 << message.n_attempts.min(6)).min(RELAY_BACKOFF_MAX_S);
+                    tracing::warn!(id = message.id, topic = %message.topic, %why, delay_s, "outbox delivery will be retried");
+                    self.store.retry_outbox(message.id, delay_s, &why).await?;
+                    report.retried += 1;
+                }
+                Err(Delivery::Store(error)) => return Err(error),
+            }
+        }
+        Ok(report)
+    }
+
+    async fn deliver(&self, message: &OutboxMessage) -> Result<(), Delivery> {
+        let payload: serde_json::Value = serde_json::from_str(&message.payload).unwrap_or_default();
+        let field = |name: &str| payload[name].as_str().unwrap_or_default().to_owned();
+        match message.topic.as_str() {
+            topic::PAYMENT_CAPTURE => self.capture(&field("operationId")).await,
+            topic::PAYMENT_VOID => self.void(&field("operationId")).await,
+            topic::TICKETS_ISSUE => {
+                let signer = self.signer.clone();
+                let sign = move |draft: &TicketDraft| {
+                    signer.sign(&TicketClaims {
+                        ticket_id: draft.ticket_id.clone(),
+                        event_id: draft.event_id.clone(),
+                        order_id: draft.order_id.clone(),
+                        seat_id: draft.seat_id.clone(),
+                        tier_id: draft.tier_id.clone(),
+                        unit: draft.unit,
+                        issued_at_unix_s: now_unix_s(),
+                    })
+                };
+                let issued = self
+                    .store
+                    .issue_tickets(&field("orderId"), &sign)
+                    .await
+                    .map_err(Delivery::Store)?;
+                metrics::counter!("boxoffice_tickets_issued_total").increment(u64::from(issued));
+                Ok(())
+            }
+            // Notifications: a log line per event others would subscribe to.
+            other => {
+                tracing::info!(topic = other, payload = %message.payload, "notification");
+                Ok(())
+            }
+        }
+    }
+
+    async fn capture(&self, operation_id: &str) -> Result<(), Delivery> {
+        let Some(operation) = self
+            .store
+            .payment_operation(operation_id)
+            .await
+            .map_err(Delivery::Store)?
+        else {
+            return Ok(());
+        };
+        let Some(provider_ref) = operation.provider_ref.clone() else {
+            return Err(Delivery::Retry("no provider reference yet".into()));
+        };
+        crate::crash::point("capture_sent");
+        match self.provider.capture(operation_id, &provider_ref).await {
+            Ok(payment) if payment.status != boxoffice_payments::ProviderStatus::Captured => {
+                // A declined capture answers with the payment still authorized.
+                Err(Delivery::Retry(format!(
+                    "capture declined ({})",
+                    payment.decline_code.as_deref().unwrap_or("no reason given")
+                )))
+            }
+            Ok(payment) => {
+                self.store
+                    .settle_payment(operation_id, &verdict_of(&payment), None, None)
+                    .await
+                    .map_err(Delivery::Store)?;
+                Ok(())
+            }
+            Err(error @ (ProviderError::Unknown(_) | ProviderError::Unavailable(_))) => {
+                Err(Delivery::Retry(error.to_string()))
+            }
+            Err(ProviderError::Rejected(why)) => {
+                // The provider refuses to capture (the authorization lapsed or was voided).
+                // Compensating the order is recorded as a follow-up; until then the row is
+                // retried slowly and stays visible in the relay's lag.
+                Err(Delivery::Retry(format!("capture rejected: {why}")))
+            }
+        }
+    }
+
+    async fn void(&self, operation_id: &str) -> Result<(), Delivery> {
+        let Some(operation) = self
+            .store
+            .payment_operation(operation_id)
+            .await
+            .map_err(Delivery::Store)?
+        else {
+            return Ok(());
+        };
+        let Some(provider_ref) = operation.provider_ref.clone() else {
+            return Err(Delivery::Retry("no provider reference yet".into()));
+        };
+        match self.provider.void(operation_id, &provider_ref).await {
+            Ok(payment) => {
+                self.store
+                    .settle_payment(operation_id, &verdict_of(&payment), None, None)
+                    .await
+                    .map_err(Delivery::Store)?;
+                Ok(())
+            }
+            Err(error) => Err(Delivery::Retry(error.to_string())),
+        }
+    }
+
+    /// Runs until the task is dropped.
+    pub async fn run(self) {
+        loop {
+            match self.run_once().await {
+                Ok(report) => {
+                    metrics::counter!("boxoffice_outbox_delivered_total")
+                        .increment(report.delivered);
+                    metrics::counter!("boxoffice_outbox_retried_total").increment(report.retried);
+                }
+                Err(error) => tracing::warn!(%error, "outbox relay round failed"),
+            }
+            if let Ok(lag_s) = self.store.outbox_lag_s().await {
+                metrics::gauge!("boxoffice_outbox_lag_seconds").set(lag_s);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(RELAY_INTERVAL_MS)) => {}
+                _ = self.poke.notified() => {}
+            }
+        }
+    }
+}
+
+fn now_unix_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
