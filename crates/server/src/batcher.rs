@@ -127,6 +127,7 @@ async fn run_event_queue(
         metrics::histogram!("boxoffice_hold_batch_requests").record(requests.len() as f64);
         match result {
             Ok(answers) => {
+                boxoffice_workers::crash::point("hold_committed");
                 for (job, answer) in jobs.drain(..).zip(answers) {
                     // A client that went away no longer listens; its answer is stored anyway.
                     let _ = job.reply.send(Ok(answer));

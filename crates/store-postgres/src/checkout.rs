@@ -8,8 +8,8 @@ use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
-    CheckoutBegun, CheckoutStart, OrderView, OutboxMessage, PaymentOperation, ProviderVerdict,
-    RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
+    CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
+    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
 };
 use boxoffice_store::{
     HoldView, NewRecord, StoreError, StoreResult, held_seats_json, parse_held_seats,
@@ -20,10 +20,6 @@ use crate::{
     classify, fetch_holds, free_hold_resources, insert_records, lock_hold_resources, prior_answer,
     store_now,
 };
-
-/// Seconds after which the reconciler looks at an operation nobody settled (its process may
-/// have died between the order commit and the provider's answer).
-pub const OPERATION_RECHECK_S: f64 = 10.0;
 
 const ORDER_COLUMNS: &str =
     "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats::text AS seats,

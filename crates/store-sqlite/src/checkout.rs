@@ -10,8 +10,8 @@ use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
-    CheckoutBegun, CheckoutStart, OrderView, OutboxMessage, PaymentOperation, ProviderVerdict,
-    RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
+    CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
+    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
 };
 use boxoffice_store::{
     HoldView, NewRecord, StoreError, StoreResult, held_seats_json, parse_held_seats,
@@ -23,10 +23,6 @@ use crate::{
     HOLD_COLUMNS, begin_write, classify, column, fetch_holds, free_hold_resources, from_ms,
     hold_from_row, insert_outbox, insert_records, prior_answer, store_now, to_ms, to_u32,
 };
-
-/// Seconds after which the reconciler looks at an operation nobody settled (its process may
-/// have died between the order commit and the provider's answer). Same as PostgreSQL's.
-pub const OPERATION_RECHECK_S: f64 = 10.0;
 
 const ORDER_COLUMNS: &str = "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats,
      o.tier_id, o.quantity, o.total_minor, o.currency, o.cancel_reason, o.created_at, o.updated_at,

@@ -8,6 +8,11 @@ use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 
 use crate::HeldSeat;
 
+/// Seconds after which the reconciler looks at a payment operation nobody settled (its
+/// process may have died between the order commit and the provider's answer), and between
+/// two looks at one waiting for the shopper.
+pub const OPERATION_RECHECK_S: f64 = 5.0;
+
 /// Renders the stored checkout response from an order.
 pub type RenderOrder = dyn Fn(&OrderView) -> StoredResponse + Send + Sync;
 

@@ -21,7 +21,7 @@ use crate::payment::verdict_of;
 /// Rows claimed per round.
 pub const RELAY_BATCH_MAX: u32 = 100;
 /// How long a claim lasts before another relay may take the row again.
-pub const RELAY_LEASE_S: f64 = 30.0;
+pub const RELAY_LEASE_S: f64 = 10.0;
 /// Pause between rounds when nothing pokes the relay.
 pub const RELAY_INTERVAL_MS: u64 = 500;
 /// Longest pause between two delivery attempts of one row.

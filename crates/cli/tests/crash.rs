@@ -1,0 +1,340 @@
+//! Crash points: the server process aborts (as abruptly as SIGKILL: no destructors, no
+//! flush) right after each named step of a purchase, is restarted on the same database with
+//! the same payment simulator (a separate `boxoffice paysim` process), and must converge
+//! without an operator: the order confirmed, captured and ticketed exactly once, and
+//! `boxoffice check` clean. Each point runs on PostgreSQL and SQLite.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const SECRET: &str = "crash-test-secret-0123456789";
+const BIN: &str = env!("CARGO_BIN_EXE_boxoffice");
+/// How long a case may take to converge after the restart.
+const CONVERGE_S: u64 = 60;
+
+fn first_line_url(child: &mut Child, prefix: &str) -> String {
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    line.trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned()
+}
+
+struct Paysim {
+    child: Child,
+    base: String,
+}
+
+impl Paysim {
+    fn start() -> Self {
+        let mut child = Command::new(BIN)
+            .args(["paysim", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let base = first_line_url(&mut child, "payment simulator on ");
+        Self { child, base }
+    }
+}
+
+impl Drop for Paysim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(
+        database_url: &str,
+        paysim: &Paysim,
+        ticket_key: &str,
+        crash_at: Option<&str>,
+    ) -> Self {
+        let mut command = Command::new(BIN);
+        command
+            .args([
+                "serve",
+                "--database-url",
+                database_url,
+                "--listen",
+                "127.0.0.1:0",
+                "--payments",
+                "stripe",
+            ])
+            .args([
+                "--stripe-api-base",
+                &paysim.base,
+                "--ticket-key",
+                ticket_key,
+            ])
+            .env("BOXOFFICE_JWT_SECRET", SECRET)
+            .env(
+                "STRIPE_SECRET_KEY",
+                boxoffice_payments::simulator::DEFAULT_SECRET_KEY,
+            )
+            .env(
+                "STRIPE_WEBHOOK_SECRET",
+                boxoffice_payments::simulator::DEFAULT_WEBHOOK_SECRET,
+            )
+            .env("RUST_LOG", "warn")
+            .env_remove("BOXOFFICE_CRASH_AT")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(point) = crash_at {
+            command.env("BOXOFFICE_CRASH_AT", point);
+        }
+        let mut child = command.spawn().unwrap();
+        let base = first_line_url(&mut child, "listening on ");
+        Self { child, base }
+    }
+
+    /// Waits (bounded) for the process to die at its crash point.
+    fn wait_for_crash(&mut self) {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(CONVERGE_S) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(!status.success(), "the server must die at its crash point");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the server never reached its crash point");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn token(account: &str, admin: bool) -> String {
+    let mut args = vec!["token", "--account", account, "--ttl", "10m"];
+    if admin {
+        args.push("--admin");
+    }
+    let out = Command::new(BIN)
+        .args(&args)
+        .env("BOXOFFICE_JWT_SECRET", SECRET)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Sends a POST; a connection that dies with the server is `None`.
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    key: &str,
+    body: &Value,
+) -> Option<(u16, Value)> {
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .ok()?;
+    let status = response.status().as_u16();
+    Some((status, response.json().await.unwrap_or(Value::Null)))
+}
+
+async fn crash_case(database_url: &str, point: &str) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let paysim = Paysim::start();
+    let key_path = std::env::temp_dir().join(format!(
+        "boxoffice-crash-key-{}.pem",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let key_path = key_path.to_str().unwrap().to_owned();
+    let (admin, fan) = (token("ops", true), token("ann", false));
+
+    // The event is created by a server without a crash point.
+    let server = Server::start(database_url, &paysim, &key_path, None);
+    let (status, event) = post(
+        &http,
+        &format!("{}/v1/admin/events", server.base),
+        &admin,
+        "ev",
+        &json!({"name": "Crash Night", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "paymentGraceSeconds": 600,
+                "sections": [{"name": "A", "rows": 2, "seatsPerRow": 5, "priceMinor": 100}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap().to_owned();
+    drop(server);
+
+    // The purchase, against a server that dies at `point`.
+    let mut server = Server::start(database_url, &paysim, &key_path, Some(point));
+    let hold_body = json!({"seatIds": ["A-1-1", "A-1-2"]});
+    let pay_body = json!({"paymentMethodToken": "pm_card_visa"});
+    let holds_url = |base: &str| format!("{base}/v1/events/{event_id}/holds");
+    let mut hold_id = None;
+    if let Some((201, hold)) = post(&http, &holds_url(&server.base), &fan, "hold", &hold_body).await
+    {
+        hold_id = hold["holdId"].as_str().map(str::to_owned);
+    }
+    if let Some(hold_id) = &hold_id {
+        let _ = post(
+            &http,
+            &format!("{}/v1/holds/{hold_id}/checkout", server.base),
+            &fan,
+            "pay",
+            &pay_body,
+        )
+        .await;
+    }
+    server.wait_for_crash();
+
+    // Restart without the crash point; the client retries with the same keys.
+    let server = Server::start(database_url, &paysim, &key_path, None);
+    let (status, hold) = post(&http, &holds_url(&server.base), &fan, "hold", &hold_body)
+        .await
+        .unwrap();
+    assert_eq!(
+        status, 201,
+        "{point}: the hold is replayed after the crash: {hold}"
+    );
+    let hold_id = hold["holdId"].as_str().unwrap().to_owned();
+    let (status, paid) = post(
+        &http,
+        &format!("{}/v1/holds/{hold_id}/checkout", server.base),
+        &fan,
+        "pay",
+        &pay_body,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        status, 201,
+        "{point}: checkout answers (fresh or replayed): {paid}"
+    );
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+
+    let started = Instant::now();
+    let order = loop {
+        let order: Value = http
+            .get(format!("{}/v1/orders/{order_id}", server.base))
+            .bearer_auth(&fan)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let done = order["orderStatus"] == "CONFIRMED"
+            && order["paymentStatus"] == "CAPTURED"
+            && order["tickets"].as_array().is_some_and(|t| t.len() == 2);
+        if done {
+            break order;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(CONVERGE_S),
+            "{point}: never converged: {order}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let mut seats: Vec<&str> = order["tickets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["seatId"].as_str().unwrap())
+        .collect();
+    seats.sort_unstable();
+    assert_eq!(seats, ["A-1-1", "A-1-2"], "{point}: one ticket per seat");
+    let orders: Value = http
+        .get(format!("{}/v1/orders", server.base))
+        .bearer_auth(&fan)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        orders["orders"].as_array().unwrap().len(),
+        1,
+        "{point}: exactly one order"
+    );
+    drop(server);
+
+    let check = Command::new(BIN)
+        .args(["check", "--database-url", database_url])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{point}: check fails after convergence: {report}"
+    );
+    let _ = std::fs::remove_file(&key_path);
+}
+
+async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
+    for point in boxoffice_workers::crash::POINTS {
+        let (url, cleanup) = database_url();
+        crash_case(&url, point).await;
+        cleanup();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_converges_after_every_crash_point() {
+    every_point(|| {
+        let path = std::env::temp_dir().join(format!(
+            "boxoffice-crash-{}.db",
+            uuid::Uuid::now_v7().simple()
+        ));
+        let url = format!("sqlite://{}", path.display());
+        let cleanup = move || {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+        };
+        (url, Box::new(cleanup) as Box<dyn FnOnce()>)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_converges_after_every_crash_point() {
+    let base = std::env::var("BOXOFFICE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
+    let mut created = Vec::new();
+    for point in boxoffice_workers::crash::POINTS {
+        let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
+        let url = format!("{base}/{db}");
+        crash_case(&url, point).await;
+        created.push(db);
+    }
+    let admin = sqlx::PgPool::connect(&format!("{base}/postgres"))
+        .await
+        .unwrap();
+    for db in created {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+        )))
+        .execute(&admin)
+        .await
+        .unwrap();
+    }
+}
