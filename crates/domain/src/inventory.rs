@@ -1,5 +1,5 @@
 //! The whole inventory of one event as plain data, and [`Inventory::invariants`]: the
-//! single-condition checks of DESIGN.md's I1, I3, I4, I5 and I7 that must hold after every
+//! single-condition checks of DESIGN.md's I1-I8 (I6 as far as rows show it) that must hold after every
 //! transition. Tests call it after each step; `boxoffice check` loads a live database into
 //! this shape and calls the same function.
 
@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 
 use crate::decide::TierRow;
 use crate::hold::{HoldStatus, SeatStatus};
+use crate::order::{OrderStatus, PaymentStatus};
 
 /// A seat as stored, with what a sale would point to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +35,21 @@ pub struct HoldRecord {
     pub idempotency_key: String,
 }
 
-/// One event's seats, tiers and holds, read at one instant of the store's clock.
+/// An order as stored, with its payment status and how many of its tickets are not voided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRecord {
+    pub order_id: String,
+    pub hold_id: String,
+    pub account_id: String,
+    pub status: OrderStatus,
+    pub payment_status: PaymentStatus,
+    pub seat_ids: Vec<String>,
+    pub tier_id: Option<String>,
+    pub quantity: u32,
+    pub live_tickets: u32,
+}
+
+/// One event's seats, tiers, holds and orders, read at one instant of the store's clock.
 #[derive(Debug, Clone)]
 pub struct Inventory {
     pub event_id: String,
@@ -43,6 +58,7 @@ pub struct Inventory {
     pub seats: Vec<SeatRecord>,
     pub tiers: Vec<TierRow>,
     pub holds: Vec<HoldRecord>,
+    pub orders: Vec<OrderRecord>,
 }
 
 /// One broken invariant: which one, and exactly where.
@@ -248,6 +264,115 @@ impl Inventory {
             }
         }
 
+        let orders: BTreeMap<&str, &OrderRecord> = self
+            .orders
+            .iter()
+            .map(|o| (o.order_id.as_str(), o))
+            .collect();
+        for seat in self.seats.iter().filter(|s| s.status == SeatStatus::Sold) {
+            let id = &seat.seat_id;
+            let Some(order) = seat.order_id.as_deref().and_then(|o| orders.get(o)) else {
+                fail("I1", format!("sold seat {id} points to a missing order"));
+                continue;
+            };
+            if order.status != OrderStatus::Confirmed {
+                fail(
+                    "I1",
+                    format!(
+                        "sold seat {id} points to order {} in {}",
+                        order.order_id,
+                        order.status.as_str()
+                    ),
+                );
+            }
+            if !order.seat_ids.contains(id) {
+                fail(
+                    "I1",
+                    format!(
+                        "sold seat {id} is not among the seats of order {}",
+                        order.order_id
+                    ),
+                );
+            }
+        }
+        let mut sold_by_tier: BTreeMap<&str, i64> = BTreeMap::new();
+        for order in &self.orders {
+            let oid = &order.order_id;
+            if order.status == OrderStatus::Confirmed {
+                for seat_id in &order.seat_ids {
+                    let owned = seats.get(seat_id.as_str()).is_some_and(|s| {
+                        s.status == SeatStatus::Sold && s.order_id.as_deref() == Some(oid.as_str())
+                    });
+                    if !owned {
+                        fail(
+                            "I2",
+                            format!("confirmed order {oid} does not own seat {seat_id}"),
+                        );
+                    }
+                }
+                if let Some(tier_id) = &order.tier_id {
+                    *sold_by_tier.entry(tier_id.as_str()).or_default() += i64::from(order.quantity);
+                }
+                if order.live_tickets != 0 && order.live_tickets != order.quantity {
+                    fail(
+                        "I2",
+                        format!(
+                            "confirmed order {oid} has {} tickets for {} places",
+                            order.live_tickets, order.quantity
+                        ),
+                    );
+                }
+                if order.payment_status == PaymentStatus::Voided
+                    || order.payment_status == PaymentStatus::Failed
+                {
+                    fail(
+                        "I8",
+                        format!(
+                            "confirmed order {oid} has a {} payment",
+                            order.payment_status.as_str()
+                        ),
+                    );
+                }
+            } else if order.live_tickets != 0 {
+                fail(
+                    "I2",
+                    format!(
+                        "order {oid} in {} has {} live tickets",
+                        order.status.as_str(),
+                        order.live_tickets
+                    ),
+                );
+            }
+            if order.status == OrderStatus::Cancelled
+                && order.payment_status == PaymentStatus::Authorized
+            {
+                fail(
+                    "I8",
+                    format!("cancelled order {oid} keeps an open authorization"),
+                );
+            }
+            if order.status == OrderStatus::Cancelled
+                && order.payment_status == PaymentStatus::Captured
+            {
+                fail("I8", format!("cancelled order {oid} was captured"));
+            }
+        }
+        for tier in &self.tiers {
+            let sold_by_orders = sold_by_tier
+                .get(tier.tier_id.as_str())
+                .copied()
+                .unwrap_or(0);
+            if tier.sold != sold_by_orders {
+                fail(
+                    "I4",
+                    format!(
+                        "tier {} counts {} sold but its confirmed orders hold {sold_by_orders}",
+                        tier.tier_id, tier.sold
+                    ),
+                );
+            }
+        }
+
         let mut keys = BTreeSet::new();
         for hold in &self.holds {
             if !keys.insert((hold.account_id.as_str(), hold.idempotency_key.as_str())) {
@@ -261,5 +386,78 @@ impl Inventory {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    fn sold_inventory() -> Inventory {
+        Inventory {
+            event_id: "e".into(),
+            now: datetime!(2026-12-01 10:00 UTC),
+            max_tickets_per_account: 6,
+            seats: vec![SeatRecord {
+                seat_id: "A-1-1".into(),
+                status: SeatStatus::Sold,
+                hold_id: Some("h".into()),
+                hold_expires_at: None,
+                order_id: Some("o".into()),
+            }],
+            tiers: Vec::new(),
+            holds: vec![HoldRecord {
+                hold_id: "h".into(),
+                event_id: "e".into(),
+                account_id: "ann".into(),
+                status: HoldStatus::Confirmed,
+                expires_at: datetime!(2026-12-01 10:05 UTC),
+                seat_ids: vec!["A-1-1".into()],
+                tier_id: None,
+                quantity: 1,
+                idempotency_key: "k".into(),
+            }],
+            orders: vec![OrderRecord {
+                order_id: "o".into(),
+                hold_id: "h".into(),
+                account_id: "ann".into(),
+                status: OrderStatus::Confirmed,
+                payment_status: PaymentStatus::Captured,
+                seat_ids: vec!["A-1-1".into()],
+                tier_id: None,
+                quantity: 1,
+                live_tickets: 1,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_sound_sale_passes() {
+        assert_eq!(sold_inventory().invariants(), Vec::new());
+    }
+
+    #[test]
+    fn each_planted_sale_fault_is_named() {
+        type Plant = fn(&mut Inventory);
+        let cases: [(&str, Plant); 5] = [
+            ("I1", |inv| inv.orders[0].status = OrderStatus::Cancelled),
+            ("I1", |inv| inv.seats[0].order_id = Some("ghost".into())),
+            ("I2", |inv| inv.orders[0].live_tickets = 2),
+            ("I8", |inv| {
+                inv.orders[0].status = OrderStatus::Cancelled;
+                inv.orders[0].payment_status = PaymentStatus::Authorized;
+            }),
+            ("I2", |inv| inv.seats[0].status = SeatStatus::Available),
+        ];
+        for (expected, plant) in cases {
+            let mut inventory = sold_inventory();
+            plant(&mut inventory);
+            let violations = inventory.invariants();
+            assert!(
+                violations.iter().any(|v| v.invariant == expected),
+                "{expected}: {violations:?}"
+            );
+        }
     }
 }

@@ -96,6 +96,7 @@ impl Subject {
                 seats,
                 tiers: vec![tier],
                 holds: Vec::new(),
+                orders: Vec::new(),
             },
             records: BTreeMap::new(),
             next_hold: 0,

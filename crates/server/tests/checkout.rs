@@ -18,6 +18,8 @@ stories!(
     checkout_replay_and_second_key,
     checkout_of_expired_or_foreign_hold,
     webhook_signatures_are_checked,
+    grace_protects_then_late_authorization_is_voided,
+    duplicated_late_webhooks_apply_once,
 );
 
 async fn hold_seats(app: &TestApp, account: &str, event_id: &str, seats: &[&str]) -> String {
@@ -398,5 +400,159 @@ async fn webhook_signatures_are_checked(backend: Backend) {
         )
         .await;
     assert_eq!(other_provider.status, StatusCode::NOT_FOUND);
+    app.finish().await;
+}
+
+/// A hold in checkout keeps its seats through the grace extension, not beyond; an
+/// authorization that arrives after the grace is voided, never confirmed.
+async fn grace_protects_then_late_authorization_is_voided(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({"holdTtlSeconds": 1, "paymentGraceSeconds": 4}))
+        .await;
+    let hold = app
+        .hold("ann", &event_id, "k", json!({"seatIds": ["A-6-1"]}))
+        .await
+        .json();
+    let hold_id = hold["holdId"].as_str().unwrap().to_owned();
+    let started = checkout(
+        &app,
+        "ann",
+        &hold_id,
+        "pay",
+        "pm_card_threeDSecure2Required",
+    )
+    .await
+    .json();
+    assert_eq!(started["paymentStatus"], "REQUIRES_ACTION");
+    let order_id = started["orderId"].as_str().unwrap().to_owned();
+    let in_checkout = app
+        .get(&token("ann"), &format!("/v1/holds/{hold_id}"))
+        .await
+        .json();
+    assert_eq!(in_checkout["status"], "PAYMENT_PENDING");
+    assert_ne!(
+        in_checkout["expiresAt"], hold["expiresAt"],
+        "the deadline moved by the grace"
+    );
+
+    // Past the hold's own deadline, within the grace: the seat is still protected.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let early = app
+        .hold("bob", &event_id, "k1", json!({"seatIds": ["A-6-1"]}))
+        .await;
+    assert_eq!(
+        early.code(),
+        "SEATS_UNAVAILABLE",
+        "not resold during the grace"
+    );
+
+    // After the grace, the seat is for sale again (nobody had to sweep).
+    let mut taken = None;
+    for attempt in 0..100 {
+        let answer = app
+            .hold(
+                "bob",
+                &event_id,
+                &format!("k2-{attempt}"),
+                json!({"seatIds": ["A-6-1"]}),
+            )
+            .await;
+        if answer.status == StatusCode::CREATED {
+            taken = Some(answer.json()["holdId"].as_str().unwrap().to_owned());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let bob_hold = taken.expect("the seat is sold again after the grace");
+
+    // The shopper finishes 3-D Secure too late: the authorization is voided.
+    let url = started["nextAction"]["url"].as_str().unwrap().to_owned();
+    assert!(
+        app.http
+            .post(&url)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+    let order = order_until(&app, "ann", &order_id, |o| o["paymentStatus"] == "VOIDED").await;
+    assert_eq!(order["orderStatus"], "CANCELLED");
+    assert!(order["tickets"].as_array().unwrap().is_empty());
+    let bob = app
+        .get(&token("bob"), &format!("/v1/holds/{bob_hold}"))
+        .await
+        .json();
+    assert_eq!(
+        bob["status"], "HELD",
+        "the late authorization never touches the newer hold"
+    );
+    app.finish().await;
+}
+
+/// Webhooks delivered up to 5 times each, late and out of order, are applied once and never
+/// move a payment backwards.
+async fn duplicated_late_webhooks_apply_once(backend: Backend) {
+    let config = boxoffice_payments::SimulatorConfig {
+        webhook_duplicates_max: 5,
+        webhook_delay_ms: (0, 400),
+        seed: 7,
+        ..Default::default()
+    };
+    let app = TestApp::spawn_with(backend, config).await;
+    let event_id = app.create_event(json!({})).await;
+    let mut order_ids = Vec::new();
+    for (i, account) in ["ann", "bob", "cat"].iter().enumerate() {
+        let seat = format!("A-7-{}", i + 1);
+        let hold_id = hold_seats(&app, account, &event_id, &[seat.as_str()]).await;
+        let card = if i == 0 {
+            "pm_card_visa"
+        } else {
+            "pm_card_threeDSecure2Required"
+        };
+        let started = checkout(&app, account, &hold_id, "pay", card).await.json();
+        if let Some(url) = started["nextAction"]["url"].as_str() {
+            assert!(
+                app.http
+                    .post(url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .is_success()
+            );
+        }
+        order_ids.push((
+            account.to_string(),
+            started["orderId"].as_str().unwrap().to_owned(),
+        ));
+    }
+    for (account, order_id) in &order_ids {
+        order_until(&app, account, order_id, |o| {
+            o["paymentStatus"] == "CAPTURED"
+                && o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+        })
+        .await;
+    }
+    // Every copy of every webhook has landed; nothing moved back.
+    for _ in 0..100 {
+        if app.sim.sim.webhooks_delivered() >= app.sim.sim.webhooks_planned() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        app.sim.sim.webhooks_planned() > order_ids.len() as u64,
+        "duplicates were sent"
+    );
+    for (account, order_id) in &order_ids {
+        let order = app
+            .get(&token(account), &format!("/v1/orders/{order_id}"))
+            .await
+            .json();
+        assert_eq!(order["paymentStatus"], "CAPTURED", "{order}");
+        assert_eq!(order["tickets"].as_array().unwrap().len(), 1);
+    }
     app.finish().await;
 }

@@ -1143,6 +1143,15 @@ impl Store for SqliteStore {
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
+        let sql = boxoffice_store::ORDER_RECORDS_SQL.replace("{p}", "?1");
+        let orders = sqlx::query_as::<_, boxoffice_store::OrderColumns>(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(boxoffice_store::order_record)
+            .collect::<StoreResult<Vec<_>>>()?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(Inventory {
             event_id: event_id.to_owned(),
@@ -1151,6 +1160,7 @@ impl Store for SqliteStore {
             seats,
             tiers,
             holds,
+            orders,
         }))
     }
 

@@ -618,6 +618,22 @@ async fn grace_deadline_expires_checkout() {
             .iter()
             .all(|s| s.status == SeatStatus::Available)
     );
+    // Until the void is delivered the open authorization is a reported violation (I8);
+    // once the relay (played here) voids it, the inventory is sound.
+    let open = store
+        .load_inventory("short")
+        .await
+        .unwrap()
+        .unwrap()
+        .invariants();
+    assert!(open.iter().any(|v| v.invariant == "I8"), "{open:?}");
+    let voided = ProviderVerdict::Voided {
+        provider_ref: "pi_1".into(),
+    };
+    store
+        .settle_payment("op1", &voided, None, None)
+        .await
+        .unwrap();
     assert_sound(&store, "short").await;
     drop(store);
     remove(&path);

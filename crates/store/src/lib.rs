@@ -509,6 +509,67 @@ pub fn parse_held_seats(raw: &str) -> StoreResult<Vec<HeldSeat>> {
     serde_json::from_str(raw).map_err(|e| StoreError::Internal(format!("hold seats column: {e}")))
 }
 
+/// The columns `load_inventory` reads per order, in this order.
+pub type OrderColumns = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    i64,
+    i64,
+);
+
+/// The SQL (without placeholders' dialect: `{p}` is the event id parameter) that reads
+/// [`OrderColumns`] for one event.
+pub const ORDER_RECORDS_SQL: &str =
+    "SELECT o.order_id, o.hold_id, o.account_id, o.status, p.status, o.seats,
+        o.tier_id, CAST(o.quantity AS BIGINT),
+        (SELECT count(*) FROM ticket t WHERE t.order_id = o.order_id AND t.status <> 'VOIDED')
+   FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
+  WHERE o.event_id = {p} ORDER BY o.order_id";
+
+/// An order row as `load_inventory` reads it.
+pub fn order_record(
+    columns: OrderColumns,
+) -> StoreResult<boxoffice_domain::inventory::OrderRecord> {
+    let (
+        order_id,
+        hold_id,
+        account_id,
+        status,
+        payment_status,
+        seats,
+        tier_id,
+        quantity,
+        live_tickets,
+    ) = columns;
+    let status = boxoffice_domain::order::OrderStatus::parse(&status)
+        .ok_or_else(|| StoreError::Internal(format!("order {order_id} has status {status:?}")))?;
+    let payment_status = boxoffice_domain::order::PaymentStatus::parse(&payment_status)
+        .ok_or_else(|| {
+            StoreError::Internal(format!(
+                "order {order_id} has payment status {payment_status:?}"
+            ))
+        })?;
+    Ok(boxoffice_domain::inventory::OrderRecord {
+        seat_ids: parse_held_seats(&seats)?
+            .into_iter()
+            .map(|s| s.seat_id)
+            .collect(),
+        order_id,
+        hold_id,
+        account_id,
+        status,
+        payment_status,
+        tier_id,
+        quantity: u32::try_from(quantity).unwrap_or(0),
+        live_tickets: u32::try_from(live_tickets).unwrap_or(0),
+    })
+}
+
 pub fn parse_hold_status(raw: &str) -> StoreResult<HoldStatus> {
     HoldStatus::parse(raw)
         .ok_or_else(|| StoreError::Internal(format!("unknown hold status {raw:?}")))
