@@ -77,11 +77,13 @@ impl HoldStatus {
             (self, to),
             (Held, PaymentPending | Released | Expired)
                 | (PaymentPending, Confirmed | Expired | Released)
+                // A recorded compensation (capture failed for good) gives a sale back.
+                | (Confirmed, Released)
         )
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Confirmed | Self::Released | Self::Expired)
+        matches!(self, Self::Released | Self::Expired)
     }
 
     /// The status as of `now`: a `HELD` hold past its deadline (or a `PAYMENT_PENDING` one
@@ -138,6 +140,13 @@ mod tests {
                 assert!(!from.can_become(to), "{from:?} -> {to:?}");
             }
         }
+    }
+
+    #[test]
+    fn only_compensation_reopens_a_confirmed_hold() {
+        assert!(HoldStatus::Confirmed.can_become(HoldStatus::Released));
+        assert!(!HoldStatus::Confirmed.can_become(HoldStatus::Expired));
+        assert!(!HoldStatus::Confirmed.can_become(HoldStatus::PaymentPending));
     }
 
     #[test]

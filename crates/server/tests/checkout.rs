@@ -20,6 +20,7 @@ stories!(
     webhook_signatures_are_checked,
     grace_protects_then_late_authorization_is_voided,
     duplicated_late_webhooks_apply_once,
+    capture_failing_for_good_is_compensated,
 );
 
 async fn hold_seats(app: &TestApp, account: &str, event_id: &str, seats: &[&str]) -> String {
@@ -554,5 +555,29 @@ async fn duplicated_late_webhooks_apply_once(backend: Backend) {
         assert_eq!(order["paymentStatus"], "CAPTURED", "{order}");
         assert_eq!(order["tickets"].as_array().unwrap().len(), 1);
     }
+    app.finish().await;
+}
+
+/// A capture the provider keeps refusing is compensated: the order is cancelled, its seats go
+/// back on sale, its tickets are voided, and the authorization is voided.
+async fn capture_failing_for_good_is_compensated(backend: Backend) {
+    let config = boxoffice_payments::SimulatorConfig {
+        capture_fails: true,
+        ..Default::default()
+    };
+    let app = TestApp::spawn_with(backend, config).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-8-1"]).await;
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa").await.json();
+    assert_eq!(paid["orderStatus"], "CONFIRMED");
+    let order_id = paid["orderId"].as_str().unwrap();
+    let order = order_until(&app, "ann", order_id, |o| o["orderStatus"] == "CANCELLED" && o["paymentStatus"] == "VOIDED").await;
+    assert_eq!(order["cancelReason"], "CAPTURE_FAILED");
+    assert!(order["tickets"].as_array().unwrap().is_empty(), "a cancelled order shows no tickets");
+    let retake = app.hold("bob", &event_id, "k", json!({"seatIds": ["A-8-1"]})).await;
+    assert_eq!(retake.status, StatusCode::CREATED, "the seat is on sale again");
+    let inventory = app.db.store.load_inventory(&event_id).await.unwrap().unwrap();
+    let voided = inventory.orders.iter().find(|o| o.order_id == order_id).unwrap();
+    assert_eq!(voided.live_tickets, 0, "its tickets were voided");
     app.finish().await;
 }

@@ -743,6 +743,106 @@ impl crate::PgStore {
         Ok(issued)
     }
 
+    pub(crate) async fn compensate_once(
+        &self,
+        operation_id: &str,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        let Some(operation) = self.payment_operation_by_id(operation_id).await? else {
+            return Ok(false);
+        };
+        let Some(order) = load_order(self.pool(), &operation.order_id).await? else {
+            return Ok(false);
+        };
+        let mut tx = self.pool().begin().await.map_err(classify)?;
+        // Lock order: seats, tier, then the order row.
+        sqlx::query(
+            "SELECT 1 FROM seat WHERE event_id = $1 AND order_id = $2 ORDER BY seat_id FOR UPDATE",
+        )
+        .bind(&order.event_id)
+        .bind(&order.order_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        if let Some(tier_id) = &order.tier_id {
+            sqlx::query("SELECT 1 FROM tier WHERE event_id = $1 AND tier_id = $2 FOR UPDATE")
+                .bind(&order.event_id)
+                .bind(tier_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+        }
+        let now = store_now(&mut tx).await?;
+        let used: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM ticket WHERE order_id = $1 AND status = 'CHECKED_IN'",
+        )
+        .bind(&order.order_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+        if used > 0 {
+            return Ok(false);
+        }
+        let cancelled = sqlx::query(
+            "UPDATE orders SET status = 'CANCELLED', cancel_reason = $2, updated_at = $3
+              WHERE order_id = $1 AND status = 'CONFIRMED'",
+        )
+        .bind(&order.order_id)
+        .bind(reason)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if cancelled == 0 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE seat SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
+                    version = version + 1
+              WHERE event_id = $1 AND order_id = $2 AND status = 'SOLD'",
+        )
+        .bind(&order.event_id)
+        .bind(&order.order_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        if let Some(tier_id) = &order.tier_id {
+            sqlx::query(
+                "UPDATE tier SET sold = sold - $3, available = available + $3 WHERE event_id = $1 AND tier_id = $2",
+            )
+            .bind(&order.event_id)
+            .bind(tier_id)
+            .bind(i64::from(order.quantity))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        sqlx::query("UPDATE ticket SET status = 'VOIDED' WHERE order_id = $1 AND status = 'VALID'")
+            .bind(&order.order_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        sqlx::query("UPDATE hold SET status = 'RELEASED', updated_at = $2 WHERE hold_id = $1 AND status = 'CONFIRMED'")
+            .bind(&order.hold_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        let event_id = order.event_id.as_str();
+        void_later(&mut tx, event_id, operation_id, now).await?;
+        outbox(
+            &mut tx,
+            event_id,
+            topic::ORDER_CANCELLED,
+            serde_json::json!({"orderId": order.order_id, "reason": reason}),
+            now,
+        )
+        .await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(true)
+    }
+
     pub(crate) async fn ticket_by_id(&self, ticket_id: &str) -> StoreResult<Option<TicketView>> {
         Ok(sqlx::query("SELECT * FROM ticket WHERE ticket_id = $1")
             .bind(ticket_id)

@@ -1209,6 +1209,14 @@ impl Store for PgStore {
         self.check_in_ticket(ticket_id).await
     }
 
+    async fn compensate_failed_capture(
+        &self,
+        operation_id: &str,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        retrying(|| self.compensate_once(operation_id, reason)).await
+    }
+
     async fn claim_outbox(
         &self,
         limit: u32,

@@ -401,6 +401,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>>;
 
+    /// A capture that failed for good: in one transaction the confirmed order is cancelled,
+    /// its seats or tier units go back on sale, its tickets are voided, its hold released,
+    /// and a void of the authorization is queued. Refused (`false`, nothing changes) when the
+    /// order is not confirmed or one of its tickets was already used at the door.
+    async fn compensate_failed_capture(
+        &self,
+        operation_id: &str,
+        reason: &str,
+    ) -> StoreResult<bool>;
+
     /// Claims undelivered outbox rows for `lease_s` seconds (at-least-once delivery).
     async fn claim_outbox(
         &self,

@@ -24,6 +24,9 @@ pub const RELAY_BATCH_MAX: u32 = 100;
 pub const RELAY_LEASE_S: f64 = 10.0;
 /// Pause between rounds when nothing pokes the relay.
 pub const RELAY_INTERVAL_MS: u64 = 500;
+/// Capture attempts the provider refuses before the sale is compensated (order cancelled,
+/// seats back on sale, tickets voided, authorization voided).
+pub const CAPTURE_REFUSALS_MAX: u32 = 3;
 /// Longest pause between two delivery attempts of one row.
 pub const RELAY_BACKOFF_MAX_S: f64 = 60.0;
 
@@ -106,7 +109,10 @@ impl OutboxRelay {
         let payload: serde_json::Value = serde_json::from_str(&message.payload).unwrap_or_default();
         let field = |name: &str| payload[name].as_str().unwrap_or_default().to_owned();
         match message.topic.as_str() {
-            topic::PAYMENT_CAPTURE => self.capture(&field("operationId")).await,
+            topic::PAYMENT_CAPTURE => {
+                self.capture(&field("operationId"), message.n_attempts)
+                    .await
+            }
             topic::PAYMENT_VOID => self.void(&field("operationId")).await,
             topic::TICKETS_ISSUE => {
                 let signer = self.signer.clone();
@@ -137,7 +143,7 @@ impl OutboxRelay {
         }
     }
 
-    async fn capture(&self, operation_id: &str) -> Result<(), Delivery> {
+    async fn capture(&self, operation_id: &str, n_attempts: u32) -> Result<(), Delivery> {
         let Some(operation) = self
             .store
             .payment_operation(operation_id)
@@ -146,34 +152,45 @@ impl OutboxRelay {
         else {
             return Ok(());
         };
+        if operation.status == boxoffice_domain::order::PaymentStatus::Captured {
+            return Ok(());
+        }
         let Some(provider_ref) = operation.provider_ref.clone() else {
             return Err(Delivery::Retry("no provider reference yet".into()));
         };
         crate::crash::point("capture_sent");
-        match self.provider.capture(operation_id, &provider_ref).await {
-            Ok(payment) if payment.status != boxoffice_payments::ProviderStatus::Captured => {
-                // A declined capture answers with the payment still authorized.
-                Err(Delivery::Retry(format!(
-                    "capture declined ({})",
-                    payment.decline_code.as_deref().unwrap_or("no reason given")
-                )))
-            }
-            Ok(payment) => {
+        let refusal = match self.provider.capture(operation_id, &provider_ref).await {
+            Ok(payment) if payment.status == boxoffice_payments::ProviderStatus::Captured => {
                 self.store
                     .settle_payment(operation_id, &verdict_of(&payment), None, None)
                     .await
                     .map_err(Delivery::Store)?;
-                Ok(())
+                return Ok(());
             }
-            Err(error @ (ProviderError::Unknown(_) | ProviderError::Unavailable(_))) => {
-                Err(Delivery::Retry(error.to_string()))
-            }
-            Err(ProviderError::Rejected(why)) => {
-                // The provider refuses to capture (the authorization lapsed or was voided).
-                // Compensating the order is recorded as a follow-up; until then the row is
-                // retried slowly and stays visible in the relay's lag.
-                Err(Delivery::Retry(format!("capture rejected: {why}")))
-            }
+            // A declined capture answers with the payment still authorized.
+            Ok(payment) => format!(
+                "capture declined ({})",
+                payment.decline_code.as_deref().unwrap_or("no reason given")
+            ),
+            Err(ProviderError::Rejected(why)) => format!("capture rejected: {why}"),
+            Err(error) => return Err(Delivery::Retry(error.to_string())),
+        };
+        if n_attempts < CAPTURE_REFUSALS_MAX {
+            return Err(Delivery::Retry(refusal));
+        }
+        // Failed for good: give the sale back, recorded in one transaction.
+        let compensated = self
+            .store
+            .compensate_failed_capture(operation_id, "CAPTURE_FAILED")
+            .await
+            .map_err(Delivery::Store)?;
+        if compensated {
+            tracing::warn!(operation_id, %refusal, "capture failed for good; the order was cancelled and its seats freed");
+            metrics::counter!("boxoffice_capture_compensations_total").increment(1);
+            Ok(())
+        } else {
+            // A ticket was already used (or the order is not confirmed): an operator's case.
+            Err(Delivery::Retry(format!("{refusal}; compensation refused")))
         }
     }
 
