@@ -568,16 +568,40 @@ async fn capture_failing_for_good_is_compensated(backend: Backend) {
     let app = TestApp::spawn_with(backend, config).await;
     let event_id = app.create_event(json!({})).await;
     let hold_id = hold_seats(&app, "ann", &event_id, &["A-8-1"]).await;
-    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa").await.json();
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa")
+        .await
+        .json();
     assert_eq!(paid["orderStatus"], "CONFIRMED");
     let order_id = paid["orderId"].as_str().unwrap();
-    let order = order_until(&app, "ann", order_id, |o| o["orderStatus"] == "CANCELLED" && o["paymentStatus"] == "VOIDED").await;
+    let order = order_until(&app, "ann", order_id, |o| {
+        o["orderStatus"] == "CANCELLED" && o["paymentStatus"] == "VOIDED"
+    })
+    .await;
     assert_eq!(order["cancelReason"], "CAPTURE_FAILED");
-    assert!(order["tickets"].as_array().unwrap().is_empty(), "a cancelled order shows no tickets");
-    let retake = app.hold("bob", &event_id, "k", json!({"seatIds": ["A-8-1"]})).await;
-    assert_eq!(retake.status, StatusCode::CREATED, "the seat is on sale again");
-    let inventory = app.db.store.load_inventory(&event_id).await.unwrap().unwrap();
-    let voided = inventory.orders.iter().find(|o| o.order_id == order_id).unwrap();
+    assert!(
+        order["tickets"].as_array().unwrap().is_empty(),
+        "a cancelled order shows no tickets"
+    );
+    let retake = app
+        .hold("bob", &event_id, "k", json!({"seatIds": ["A-8-1"]}))
+        .await;
+    assert_eq!(
+        retake.status,
+        StatusCode::CREATED,
+        "the seat is on sale again"
+    );
+    let inventory = app
+        .db
+        .store
+        .load_inventory(&event_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let voided = inventory
+        .orders
+        .iter()
+        .find(|o| o.order_id == order_id)
+        .unwrap();
     assert_eq!(voided.live_tickets, 0, "its tickets were voided");
     app.finish().await;
 }
