@@ -1,7 +1,7 @@
 //! Named crash points for fault-injection tests. When the environment variable
-//! `BOXOFFICE_CRASH_AT` names a point, the process aborts there (no destructors, no flush:
-//! as close to SIGKILL as a process can do to itself). Unset in production, where each call
-//! is one cached comparison.
+//! `BOXOFFICE_CRASH_AT` names a point, the process sends itself SIGKILL there (no
+//! destructors, no flush, no shutdown hook), falling back to `abort` if `kill` cannot run.
+//! Unset in production, where each call is one cached comparison.
 
 use std::sync::OnceLock;
 
@@ -24,7 +24,11 @@ pub fn point(name: &str) {
     static TARGET: OnceLock<Option<String>> = OnceLock::new();
     let target = TARGET.get_or_init(|| std::env::var(CRASH_AT_ENV).ok().filter(|v| !v.is_empty()));
     if target.as_deref() == Some(name) {
-        eprintln!("crash point {name}: aborting");
+        eprintln!("crash point {name}: SIGKILL");
+        let pid = std::process::id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status();
         std::process::abort();
     }
 }
