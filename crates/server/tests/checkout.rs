@@ -21,6 +21,7 @@ stories!(
     grace_protects_then_late_authorization_is_voided,
     duplicated_late_webhooks_apply_once,
     capture_failing_for_good_is_compensated,
+    purchase_limit_is_rechecked_at_confirmation,
 );
 
 async fn hold_seats(app: &TestApp, account: &str, event_id: &str, seats: &[&str]) -> String {
@@ -604,4 +605,53 @@ async fn capture_failing_for_good_is_compensated(backend: Backend) {
         .unwrap();
     assert_eq!(voided.live_tickets, 0, "its tickets were voided");
     app.finish().await;
+}
+
+/// The purchase limit is checked again when the payment is authorized: a sale that another
+/// process confirmed meanwhile (planted here) makes this one cancel and void, not oversell.
+async fn purchase_limit_is_rechecked_at_confirmation(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({"maxTicketsPerAccount": 6})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-9-1"]).await;
+    let plant = "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor, currency,
+                                   idempotency_key, created_at, expires_at, updated_at)";
+    match backend {
+        Backend::Postgres => {
+            let sql = format!(
+                "{plant} VALUES ($1, 'elsewhere', 'ann', 'CONFIRMED', 'GA', 6, '[]', 3000, 'EUR', 'x', now(), now(), now())"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(&event_id)
+                .execute(app.db.pg.as_ref().unwrap().pool())
+                .await
+                .unwrap();
+        }
+        Backend::Sqlite => {
+            let sql = format!(
+                "{plant} VALUES (?1, 'elsewhere', 'ann', 'CONFIRMED', 'GA', 6, '[]', 3000, 'EUR', 'x', 0, 0, 0)"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(&event_id)
+                .execute(app.db.sqlite.as_ref().unwrap().pool())
+                .await
+                .unwrap();
+        }
+    }
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa")
+        .await
+        .json();
+    assert_eq!(paid["orderStatus"], "CANCELLED", "{paid}");
+    let order_id = paid["orderId"].as_str().unwrap();
+    let order = order_until(&app, "ann", order_id, |o| o["paymentStatus"] == "VOIDED").await;
+    assert_eq!(order["cancelReason"], "PURCHASE_LIMIT");
+    let retake = app
+        .hold("bob", &event_id, "k", json!({"seatIds": ["A-9-1"]}))
+        .await;
+    assert_eq!(
+        retake.status,
+        StatusCode::CREATED,
+        "the seat went back on sale"
+    );
+    // The planted row breaks I7 on purpose; drop the store without the invariant check.
+    app.db.cleanup().await;
 }
