@@ -59,7 +59,8 @@ for run in $(seq 1 "$RUNS"); do
   # The service: boxoffice serve on the same cluster, boxoffice load driving it over HTTP.
   $PSQL -c "DROP DATABASE IF EXISTS boxoffice_bench" postgres
   BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn "$BOXOFFICE" serve \
-    --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" --listen 127.0.0.1:0 > "$WORK/serve.out" 2> "$WORK/serve.err" &
+    --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" --listen 127.0.0.1:0 \
+    --ticket-key "$WORK/ticket-key.pem" > "$WORK/serve.out" 2> "$WORK/serve.err" &
   SERVER_PID=$!
   for _ in $(seq 1 100); do grep -q 'listening on' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
   URL=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/serve.out" | head -1)

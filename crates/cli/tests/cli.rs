@@ -49,6 +49,9 @@ impl Server {
                 "--listen",
                 "127.0.0.1:0",
             ])
+            // Keep the ticket key out of the source tree (it would default to ./data).
+            .arg("--ticket-key")
+            .arg(std::env::temp_dir().join(format!("boxoffice-cli-key-{}.pem", std::process::id())))
             .env("BOXOFFICE_JWT_SECRET", SECRET)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())

@@ -1,0 +1,22 @@
+//! The virtual waiting room of one boxoffice deployment, as pure synchronous state: who waits
+//! in which order, who is shopping now, the signed tokens that prove both, and how fast the
+//! queue is released.
+//!
+//! Start reading at [`queue::EventQueue`] (one per event: pre-queue, the shuffle at on-sale,
+//! positions and the serving counter). [`admission::ActiveShoppers`] caps how many released
+//! accounts shop at once. [`token::TokenKeys`] signs and verifies queue tickets and admission
+//! tokens. [`controller::ReleaseController`] decides, once per second, how many positions to
+//! release from [`controller::Signals`] the server measures.
+//!
+//! Nothing here reads a clock or does IO: every call that depends on time takes `now_ms`
+//! (unix milliseconds) or `now_s` (unix seconds), so tests control time. The HTTP layer (the
+//! `/v1/events/{eventId}/queue` routes and the `Admission-Token` check) and a shared backend
+//! (Redis) for running several server processes come later and live elsewhere.
+//!
+//! Architecture invariant: this crate depends on no async runtime, no database driver and no
+//! web framework.
+
+pub mod admission;
+pub mod controller;
+pub mod queue;
+pub mod token;
