@@ -109,17 +109,17 @@ fn operation_from_row(row: &SqliteRow) -> StoreResult<PaymentOperation> {
     })
 }
 
-/// One order with its tickets, read inside `executor`.
-async fn load_order<'e, E>(executor: E, order_id: &str) -> StoreResult<Option<OrderView>>
-where
-    E: sqlx::SqliteExecutor<'e> + Copy,
-{
+/// One order with its tickets, read on `conn` (a pooled connection or a transaction).
+async fn load_order(
+    conn: &mut sqlx::SqliteConnection,
+    order_id: &str,
+) -> StoreResult<Option<OrderView>> {
     let sql = format!(
         "SELECT {ORDER_COLUMNS} FROM orders o JOIN payment_operation p ON p.order_id = o.order_id WHERE o.order_id = ?1"
     );
     let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(order_id)
-        .fetch_optional(executor)
+        .fetch_optional(&mut *conn)
         .await
         .map_err(classify)?
     else {
@@ -128,7 +128,7 @@ where
     let mut order = order_from_row(&row)?;
     order.tickets = sqlx::query("SELECT * FROM ticket WHERE order_id = ?1 ORDER BY unit")
         .bind(order_id)
-        .fetch_all(executor)
+        .fetch_all(&mut *conn)
         .await
         .map_err(classify)?
         .iter()
@@ -137,25 +137,11 @@ where
     Ok(Some(order))
 }
 
+/// The order, inside a transaction that already knows it exists.
 async fn load_order_tx(tx: &mut Transaction<'_, Sqlite>, order_id: &str) -> StoreResult<OrderView> {
-    let sql = format!(
-        "SELECT {ORDER_COLUMNS} FROM orders o JOIN payment_operation p ON p.order_id = o.order_id WHERE o.order_id = ?1"
-    );
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(order_id)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(classify)?;
-    let mut order = order_from_row(&row)?;
-    order.tickets = sqlx::query("SELECT * FROM ticket WHERE order_id = ?1 ORDER BY unit")
-        .bind(order_id)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(classify)?
-        .iter()
-        .map(ticket_from_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-    Ok(order)
+    load_order(tx, order_id).await?.ok_or_else(|| {
+        StoreError::Internal(format!("order {order_id} vanished inside its transaction"))
+    })
 }
 
 async fn outbox(
@@ -329,6 +315,11 @@ async fn confirm_order(
 }
 
 impl crate::SqliteStore {
+    async fn load_order_pooled(&self, order_id: &str) -> StoreResult<Option<OrderView>> {
+        let mut conn = self.reader_pool().acquire().await.map_err(classify)?;
+        load_order(&mut conn, order_id).await
+    }
+
     pub(crate) async fn begin_checkout_once(
         &self,
         start: &CheckoutStart,
@@ -464,7 +455,7 @@ impl crate::SqliteStore {
         let Some(operation) = self.payment_operation_by_id(operation_id).await? else {
             return Ok(None);
         };
-        let Some(order) = load_order(self.reader_pool(), &operation.order_id).await? else {
+        let Some(order) = self.load_order_pooled(&operation.order_id).await? else {
             return Ok(None);
         };
         if fetch_holds(self.reader_pool(), std::slice::from_ref(&order.hold_id))
@@ -657,7 +648,7 @@ impl crate::SqliteStore {
     }
 
     pub(crate) async fn order_by_id(&self, order_id: &str) -> StoreResult<Option<OrderView>> {
-        load_order(self.reader_pool(), order_id).await
+        self.load_order_pooled(order_id).await
     }
 
     pub(crate) async fn orders_of(
@@ -678,7 +669,7 @@ impl crate::SqliteStore {
         .map_err(classify)?;
         let mut orders = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(order) = load_order(self.reader_pool(), &id).await? {
+            if let Some(order) = self.load_order_pooled(&id).await? {
                 orders.push(order);
             }
         }
@@ -757,7 +748,7 @@ impl crate::SqliteStore {
         let Some(operation) = self.payment_operation_by_id(operation_id).await? else {
             return Ok(false);
         };
-        let Some(order) = load_order(self.reader_pool(), &operation.order_id).await? else {
+        let Some(order) = self.load_order_pooled(&operation.order_id).await? else {
             return Ok(false);
         };
         let mut tx = begin_write(self.pool()).await?;
