@@ -13,7 +13,8 @@ use std::collections::HashMap;
 pub const ACTIVE_SHOPPERS_MAX: u64 = 1_000_000;
 
 /// One admitted account.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Admission {
     /// The one session this admission is bound to (the admission token carries it).
     pub session_id: String,
@@ -119,6 +120,19 @@ impl ActiveShoppers {
     /// whether it held one.
     pub fn release(&mut self, account_id: &str) -> bool {
         self.admissions.remove(account_id).is_some()
+    }
+
+    /// Gives the slot back only if the admission began at or before `at_ms`: a late message
+    /// about a hold that ended before the account was admitted again must not end the new
+    /// admission. Returns whether a slot was freed.
+    pub fn release_admitted_by(&mut self, account_id: &str, at_ms: i64) -> bool {
+        match self.admissions.get(account_id) {
+            Some(admission) if admission.admitted_at_ms <= at_ms => {
+                self.admissions.remove(account_id);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Frees the slot of every admission whose TTL passed at `now_ms`; returns their accounts.

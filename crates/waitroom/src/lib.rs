@@ -18,5 +18,7 @@
 
 pub mod admission;
 pub mod controller;
+pub mod permutation;
 pub mod queue;
+pub mod room;
 pub mod token;

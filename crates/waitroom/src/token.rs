@@ -43,8 +43,9 @@ pub struct AdmissionClaims {
 pub struct QueueTicketClaims {
     pub sub: String,
     pub evt: String,
-    /// The 1-based position when the ticket was issued.
-    pub pos: u64,
+    /// The account's 0-based join index; its position follows from the queue's view
+    /// (see `queue::QueueView::position`), so the ticket stays valid across the shuffle.
+    pub idx: u64,
     /// Always [`TYP_QUEUE`].
     pub typ: String,
 }
@@ -139,17 +140,17 @@ impl TokenKeys {
         self.sign(&claims)
     }
 
-    /// Signs a queue ticket for `account_id` at `position` in `event_id`'s queue.
+    /// Signs a queue ticket for `account_id` with join index `index` in `event_id`'s queue.
     pub fn issue_queue_ticket(
         &self,
         event_id: &str,
         account_id: &str,
-        position: u64,
+        index: u64,
     ) -> Result<String, KeyError> {
         let claims = QueueTicketClaims {
             sub: account_id.to_owned(),
             evt: event_id.to_owned(),
-            pos: position,
+            idx: index,
             typ: TYP_QUEUE.to_owned(),
         };
         self.sign(&claims)
@@ -417,7 +418,7 @@ mod tests {
             Ok(QueueTicketClaims {
                 sub: "acct-x".into(),
                 evt: "evt-a".into(),
-                pos: 7,
+                idx: 7,
                 typ: TYP_QUEUE.into(),
             })
         );
@@ -431,12 +432,12 @@ mod tests {
         );
         let moved_up = with_payload(
             &ticket,
-            r#"{"sub":"acct-x","evt":"evt-a","pos":1,"typ":"queue"}"#,
+            r#"{"sub":"acct-x","evt":"evt-a","idx":1,"typ":"queue"}"#,
         );
         let alg_none = format!(
             "{}.{}.",
             b64(r#"{"alg":"none","typ":"JWT"}"#),
-            b64(r#"{"sub":"acct-x","evt":"evt-a","pos":1,"typ":"queue"}"#)
+            b64(r#"{"sub":"acct-x","evt":"evt-a","idx":1,"typ":"queue"}"#)
         );
         let admission = keys.issue_admission("evt-a", "acct-x", "s", EXP_S).unwrap();
         let wrong_key = TokenKeys::new(b"another-secret-0123456789")
