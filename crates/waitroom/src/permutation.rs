@@ -59,9 +59,9 @@ impl Permutation {
         let mut left = (x >> self.half_bits) & mask;
         let mut right = x & mask;
         for round in 0..FEISTEL_ROUNDS {
-            let f = mix(
-                self.seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ right.rotate_left(17),
-            ) & mask;
+            let f =
+                mix(self.seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ right.rotate_left(17))
+                    & mask;
             (left, right) = (right, left ^ f);
         }
         (left << self.half_bits) | right

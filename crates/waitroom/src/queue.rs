@@ -486,7 +486,10 @@ mod tests {
         let settled = q.join("acct-0", ON_SALE_MS + 4).unwrap();
         assert!(!settled.provisional);
         assert_eq!(order(&q)[settled.position as usize - 1], "acct-0");
-        assert_eq!(settled.index, provisional.index, "the ticket's index never changes");
+        assert_eq!(
+            settled.index, provisional.index,
+            "the ticket's index never changes"
+        );
     }
 
     #[test]
@@ -593,7 +596,11 @@ mod tests {
         q.advance(1, ON_SALE_MS + 500);
         q.invariants();
         let cases = [
-            ("a", ON_SALE_MS + window_ms, Status::Released { position: 1 }),
+            (
+                "a",
+                ON_SALE_MS + window_ms,
+                Status::Released { position: 1 },
+            ),
             (
                 "a",
                 ON_SALE_MS + window_ms + 1,

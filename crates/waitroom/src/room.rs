@@ -34,7 +34,10 @@ pub struct Controls {
 #[serde(tag = "op", rename_all = "camelCase")]
 pub enum Op {
     #[serde(rename_all = "camelCase")]
-    Join { account_id: String, now_ms: i64 },
+    Join {
+        account_id: String,
+        now_ms: i64,
+    },
     /// A released account asks for its admission; `session_id` is used if a new one starts.
     #[serde(rename_all = "camelCase")]
     Claim {
@@ -44,10 +47,16 @@ pub enum Op {
     },
     /// The account's shopping ended at `at_ms` (order confirmed, hold released or expired).
     #[serde(rename_all = "camelCase")]
-    End { account_id: String, at_ms: i64 },
+    End {
+        account_id: String,
+        at_ms: i64,
+    },
     /// Once per controller step: open if due, expire admissions, release up to `release`.
     #[serde(rename_all = "camelCase")]
-    Tick { now_ms: i64, release: u64 },
+    Tick {
+        now_ms: i64,
+        release: u64,
+    },
     Control(Controls),
 }
 
@@ -149,7 +158,9 @@ impl Room {
 
     pub fn apply(&mut self, op: &Op) -> OpResult {
         match op {
-            Op::Join { account_id, now_ms } => OpResult::Joined(self.queue.join(account_id, *now_ms)),
+            Op::Join { account_id, now_ms } => {
+                OpResult::Joined(self.queue.join(account_id, *now_ms))
+            }
             Op::Claim {
                 account_id,
                 session_id,
@@ -245,19 +256,43 @@ mod tests {
         join(&mut r, "a", 900);
         join(&mut r, "b", 900);
         assert_eq!(claim(&mut r, "a", "s1", 900), ClaimOutcome::NotReleased);
-        r.apply(&Op::Tick { now_ms: 1_000, release: 2 });
+        r.apply(&Op::Tick {
+            now_ms: 1_000,
+            release: 2,
+        });
         let ClaimOutcome::Admitted(first) = claim(&mut r, "a", "s1", 1_001) else {
             panic!("a not admitted");
         };
         assert_eq!(first.session_id, "s1");
-        assert_eq!(claim(&mut r, "a", "s9", 1_002), ClaimOutcome::Admitted(first.clone()));
+        assert_eq!(
+            claim(&mut r, "a", "s9", 1_002),
+            ClaimOutcome::Admitted(first.clone())
+        );
         assert_eq!(claim(&mut r, "b", "s2", 1_002), ClaimOutcome::Full);
         // A message about something that ended before the admission began changes nothing.
-        assert_eq!(r.apply(&Op::End { account_id: "a".into(), at_ms: 1_000 }), OpResult::Ended(false));
-        assert_eq!(r.apply(&Op::End { account_id: "a".into(), at_ms: 1_003 }), OpResult::Ended(true));
-        assert!(matches!(claim(&mut r, "b", "s2", 1_004), ClaimOutcome::Admitted(_)));
+        assert_eq!(
+            r.apply(&Op::End {
+                account_id: "a".into(),
+                at_ms: 1_000
+            }),
+            OpResult::Ended(false)
+        );
+        assert_eq!(
+            r.apply(&Op::End {
+                account_id: "a".into(),
+                at_ms: 1_003
+            }),
+            OpResult::Ended(true)
+        );
+        assert!(matches!(
+            claim(&mut r, "b", "s2", 1_004),
+            ClaimOutcome::Admitted(_)
+        ));
         // The admission TTL frees the slot at the next tick.
-        r.apply(&Op::Tick { now_ms: 1_600, release: 0 });
+        r.apply(&Op::Tick {
+            now_ms: 1_600,
+            release: 0,
+        });
         assert_eq!(r.stats().active, 0);
         assert_eq!(r.stats().admitted_total, 2);
         r.invariants();
@@ -268,16 +303,35 @@ mod tests {
         let mut r = room(3);
         let mut ops = Vec::new();
         for i in 0..20 {
-            ops.push(Op::Join { account_id: format!("acct-{i}"), now_ms: 990 + i });
+            ops.push(Op::Join {
+                account_id: format!("acct-{i}"),
+                now_ms: 990 + i,
+            });
         }
-        ops.push(Op::Tick { now_ms: 1_000, release: 5 });
+        ops.push(Op::Tick {
+            now_ms: 1_000,
+            release: 5,
+        });
         for i in 0..6 {
-            ops.push(Op::Claim { account_id: format!("acct-{i}"), session_id: format!("s{i}"), now_ms: 1_010 });
+            ops.push(Op::Claim {
+                account_id: format!("acct-{i}"),
+                session_id: format!("s{i}"),
+                now_ms: 1_010,
+            });
         }
-        ops.push(Op::End { account_id: "acct-0".into(), at_ms: 1_020 });
-        ops.push(Op::Control(Controls { paused: true, max_release_per_s: Some(7) }));
+        ops.push(Op::End {
+            account_id: "acct-0".into(),
+            at_ms: 1_020,
+        });
+        ops.push(Op::Control(Controls {
+            paused: true,
+            max_release_per_s: Some(7),
+        }));
         let results: Vec<OpResult> = ops.iter().map(|op| r.apply(op)).collect();
-        let lines: Vec<String> = ops.iter().map(|op| serde_json::to_string(op).unwrap()).collect();
+        let lines: Vec<String> = ops
+            .iter()
+            .map(|op| serde_json::to_string(op).unwrap())
+            .collect();
         let mut replayed = room(3);
         let replay_results: Vec<OpResult> = lines
             .iter()
