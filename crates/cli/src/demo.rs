@@ -133,6 +133,10 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
         listen,
         &payments,
         &data_dir.join("ticket-key.pem"),
+        &crate::WaitroomArgs {
+            waitroom_state: data_dir.join("waitroom").display().to_string(),
+            waitroom_secret: None,
+        },
     )
     .await
 }

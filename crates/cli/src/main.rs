@@ -51,6 +51,8 @@ enum Command {
             default_value = "./data/ticket-key.pem"
         )]
         ticket_key: std::path::PathBuf,
+        #[command(flatten)]
+        waitroom: WaitroomArgs,
     },
     /// Run the payment provider simulator (a Stripe-like HTTP subset with test cards).
     Paysim {
@@ -121,6 +123,39 @@ struct PaymentsArgs {
     stripe_webhook_secret: Option<String>,
 }
 
+/// Where the waiting rooms live.
+#[derive(Debug, Clone, clap::Args)]
+struct WaitroomArgs {
+    /// A directory (in process, journaled there: one node) or `redis://host:port` (several
+    /// API nodes share one queue per event).
+    #[arg(
+        long,
+        env = "BOXOFFICE_WAITROOM_STATE",
+        default_value = "./data/waitroom"
+    )]
+    waitroom_state: String,
+    /// Signs queue tickets and admission tokens (every node of a deployment the same);
+    /// derived from the JWT secret when unset.
+    #[arg(long, env = "BOXOFFICE_WAITROOM_SECRET", hide_env_values = true)]
+    waitroom_secret: Option<String>,
+}
+
+/// Opens the waiting-room state `args` names.
+async fn waitroom_state(
+    args: &WaitroomArgs,
+) -> anyhow::Result<Arc<dyn boxoffice_waitroom_state::RoomStore>> {
+    let location = args.waitroom_state.as_str();
+    if location.starts_with("redis://") || location.starts_with("rediss://") {
+        let rooms = boxoffice_waitroom_state::redis::RedisRooms::connect(location, "bo:wr:")
+            .await
+            .with_context(|| format!("connecting to the waiting-room Redis {location}"))?;
+        return Ok(Arc::new(rooms));
+    }
+    let rooms = boxoffice_waitroom_state::memory::MemoryRooms::open(std::path::Path::new(location))
+        .with_context(|| format!("opening the waiting-room journal in {location}"))?;
+    Ok(Arc::new(rooms))
+}
+
 /// Builds the provider `serve` uses. The simulator runs in this process and sends its
 /// webhooks to this server at `listen_addr`.
 async fn payment_provider(
@@ -167,6 +202,7 @@ async fn serve_with(
     listen: SocketAddr,
     payments: &PaymentsArgs,
     ticket_key: &std::path::Path,
+    waitroom: &WaitroomArgs,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -178,6 +214,9 @@ async fn serve_with(
         jwt_secret,
         provider: payment_provider(payments, addr).await?,
         ticket_signer,
+        waitroom_state: waitroom_state(waitroom).await?,
+        waitroom_secret: waitroom.waitroom_secret.clone(),
+        waitroom_options: boxoffice_server::waitroom::WaitingRoomOptions::default(),
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -273,6 +312,7 @@ async fn main() -> anyhow::Result<()> {
             dev_auth,
             payments,
             ticket_key,
+            waitroom,
         } => {
             let secret = match (jwt_secret, dev_auth) {
                 (Some(secret), _) => secret,
@@ -288,7 +328,7 @@ async fn main() -> anyhow::Result<()> {
             };
             let store = open_store(&database_url).await?;
             store.migrate().await?;
-            serve_with(store, secret, listen, &payments, &ticket_key).await
+            serve_with(store, secret, listen, &payments, &ticket_key, &waitroom).await
         }
         Command::Paysim {
             listen,

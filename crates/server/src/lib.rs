@@ -14,6 +14,7 @@ pub mod body;
 pub mod error;
 pub mod idempotency;
 pub mod routes;
+pub mod waitroom;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -41,6 +42,8 @@ use crate::auth::TokenVerifier;
 use crate::batcher::HoldBatcher;
 use crate::error::ApiError;
 use crate::idempotency::InFlight;
+use crate::waitroom::{SlotReturner, WaitingRoom, WaitingRoomOptions};
+use boxoffice_waitroom_state::RoomStore;
 
 /// Shared state of every handler.
 #[derive(Clone)]
@@ -59,6 +62,7 @@ pub struct AppState {
     pub relay: OutboxRelay,
     /// Poked when a payment's outcome could not be recorded.
     pub reconciler: PaymentReconciler,
+    pub waitroom: WaitingRoom,
 }
 
 /// What a server needs besides its store.
@@ -69,12 +73,19 @@ pub struct ServerConfig {
     pub provider: Arc<dyn PaymentProvider>,
     /// Signs ticket codes; its public key verifies them offline.
     pub ticket_signer: TicketSigner,
+    /// Where the waiting rooms live (in process and journaled, or Redis).
+    pub waitroom_state: Arc<dyn RoomStore>,
+    /// Signs queue tickets and admission tokens; `None` derives it from `jwt_secret`.
+    /// Every node of one deployment must use the same.
+    pub waitroom_secret: Option<String>,
+    pub waitroom_options: WaitingRoomOptions,
 }
 
 impl std::fmt::Debug for ServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerConfig")
             .field("provider", &self.provider.name())
+            .field("waitroom_state", &self.waitroom_state.backend())
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +159,12 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::tickets::get_ticket))
         .routes(routes!(routes::tickets::ticket_qr))
         .routes(routes!(routes::tickets::check_in))
+        .routes(routes!(routes::queue::join_queue))
+        .routes(routes!(routes::queue::queue_status))
+        .routes(routes!(
+            routes::queue::get_queue,
+            routes::queue::update_queue
+        ))
 }
 
 /// The OpenAPI document, generated from the handlers' annotations.
@@ -159,12 +176,27 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, config: &ServerConfig) -> Result<Self, String> {
         let render: batcher::HoldRenderer = Arc::new(routes::holds::render_hold_outcome);
         let jwt_secret = config.jwt_secret.as_str();
+        let waitroom_secret = match &config.waitroom_secret {
+            Some(secret) => secret.as_bytes().to_vec(),
+            None => derive_secret(jwt_secret, "boxoffice waiting room v1"),
+        };
+        let waitroom = WaitingRoom::new(
+            config.waitroom_state.clone(),
+            &waitroom_secret,
+            config.waitroom_options,
+        )?;
+        let slots = SlotReturner {
+            waitroom: waitroom.clone(),
+            store: store.clone(),
+        };
         Ok(Self {
             relay: OutboxRelay::new(
                 store.clone(),
                 config.provider.clone(),
                 config.ticket_signer.clone(),
-            ),
+            )
+            .with_listener(Arc::new(slots)),
+            waitroom,
             reconciler: PaymentReconciler::new(store.clone(), config.provider.clone()),
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
@@ -177,6 +209,17 @@ impl AppState {
             openapi_json: Arc::new(openapi().to_pretty_json().unwrap_or_default()),
         })
     }
+}
+
+/// A key for one purpose derived from the account-token secret (SHA-256 of a label and the
+/// secret), so one configured secret serves both without the two keys being equal.
+fn derive_secret(secret: &str, label: &str) -> Vec<u8> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(label.as_bytes());
+    hasher.update([0]);
+    hasher.update(secret.as_bytes());
+    hasher.finalize().to_vec()
 }
 
 async fn openapi_json(State(state): State<AppState>) -> Response {
@@ -242,4 +285,5 @@ pub fn spawn_workers(state: &AppState) {
     tokio::spawn(ExpirySweeper::new(state.store.clone()).run());
     tokio::spawn(state.relay.clone().run());
     tokio::spawn(state.reconciler.clone().run());
+    tokio::spawn(state.waitroom.clone().run(state.store.clone()));
 }

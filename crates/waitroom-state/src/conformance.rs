@@ -300,7 +300,7 @@ pub async fn controls_are_kept(store: &dyn RoomStore) {
 /// pure model.
 pub async fn matches_the_model(store: &dyn RoomStore, seed: u64) {
     let event = event_id("model");
-    let policy = if seed % 2 == 0 {
+    let policy = if seed.is_multiple_of(2) {
         QueuePolicy::Random
     } else {
         QueuePolicy::Fifo

@@ -82,8 +82,10 @@ impl MemoryRooms {
             let room = rooms
                 .get_mut(event_id)
                 .ok_or_else(|| StateError::NoRoom(event_id.to_owned()))?;
+            let before = (room.stats().admitted_total, room.view().opened.is_some());
             let result = room.apply(&op);
             let seq = match &self.journal {
+                Some(_) if !changes_more_than_time(&op, &result, before, room) => None,
                 Some(journal) => Some(journal.append(&Record {
                     event: event_id.to_owned(),
                     create: None,
@@ -105,6 +107,22 @@ impl MemoryRooms {
             .get(event_id)
             .map(f)
             .ok_or_else(|| StateError::NoRoom(event_id.to_owned()))
+    }
+}
+
+/// Whether an applied op must be journaled. A claim that admitted nobody new and a tick that
+/// neither opened the queue nor released anyone changed nothing but what time alone decides
+/// (admissions past their TTL, which every later op treats as gone and the next journaled
+/// tick sweeps), so replay does not need them: a poll storm at the head of a full room costs
+/// no disk writes.
+fn changes_more_than_time(op: &Op, result: &OpResult, before: (u64, bool), room: &Room) -> bool {
+    let (admitted_before, opened_before) = before;
+    match (op, result) {
+        (Op::Claim { .. }, _) => room.stats().admitted_total != admitted_before,
+        (Op::Tick { .. }, OpResult::Ticked { released }) => {
+            *released > 0 || room.view().opened.is_some() != opened_before
+        }
+        _ => true,
     }
 }
 

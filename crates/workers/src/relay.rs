@@ -38,6 +38,14 @@ enum Delivery {
     Store(StoreError),
 }
 
+/// A consumer of notification topics (`hold.*`, `order.*`), told after each one is
+/// delivered. It must be idempotent: a row may be delivered more than once. An error makes
+/// the relay retry the row later.
+#[async_trait::async_trait]
+pub trait OutboxListener: Send + Sync + std::fmt::Debug {
+    async fn delivered(&self, message: &OutboxMessage) -> Result<(), String>;
+}
+
 /// The relay and its poke handle.
 #[derive(Clone)]
 pub struct OutboxRelay {
@@ -45,6 +53,7 @@ pub struct OutboxRelay {
     provider: Arc<dyn PaymentProvider>,
     signer: TicketSigner,
     poke: Arc<Notify>,
+    listener: Option<Arc<dyn OutboxListener>>,
 }
 
 impl std::fmt::Debug for OutboxRelay {
@@ -71,7 +80,14 @@ impl OutboxRelay {
             provider,
             signer,
             poke: Arc::new(Notify::new()),
+            listener: None,
         }
+    }
+
+    /// Tells `listener` about every delivered notification.
+    pub fn with_listener(mut self, listener: Arc<dyn OutboxListener>) -> Self {
+        self.listener = Some(listener);
+        self
     }
 
     pub fn poke(&self) {
@@ -138,7 +154,10 @@ impl OutboxRelay {
             // Notifications: a log line per event others would subscribe to.
             other => {
                 tracing::info!(topic = other, payload = %message.payload, "notification");
-                Ok(())
+                match &self.listener {
+                    Some(listener) => listener.delivered(message).await.map_err(Delivery::Retry),
+                    None => Ok(()),
+                }
             }
         }
     }

@@ -221,10 +221,13 @@ pub async fn checkout(
     {
         let event = state.event(&hold.event_id).await?;
         crate::routes::holds::check_admission(
+            &state,
             &event,
+            &account,
             &headers,
             checkout.admission_token.as_deref(),
-        )?;
+        )
+        .await?;
     }
     let path = format!("/v1/holds/{hold_id}/checkout");
     let scope = IdempotencyScope {
@@ -275,6 +278,8 @@ pub async fn checkout(
         Some((&scope, &render_checkout)),
     )
     .await;
+    // Provider or store trouble (not a card decline) counts against the release rate.
+    state.waitroom.meter.payment_attempt(settled.is_err());
     let order = match settled {
         Ok(Some(settled)) => {
             if settled.order.status == boxoffice_domain::order::OrderStatus::Confirmed {

@@ -51,7 +51,14 @@ pub async fn create_hold(
     let key = request_key(&headers, &body)?;
     let hold_body = body.parse::<CreateHoldBody>()?;
     let event = state.event(&event_id).await?;
-    check_admission(&event, &headers, hold_body.admission_token.as_deref())?;
+    check_admission(
+        &state,
+        &event,
+        &account,
+        &headers,
+        hold_body.admission_token.as_deref(),
+    )
+    .await?;
     let shape = hold_shape(&event, hold_body)?;
     let path = format!("/v1/events/{}/holds", event.event_id);
     let endpoint = format!("POST {path}");
@@ -68,7 +75,13 @@ pub async fn create_hold(
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
     };
-    match state.batcher.submit(event, endpoint, request).await {
+    let timer = state.waitroom.meter.hold_started();
+    let submitted = state.batcher.submit(event, endpoint, request).await;
+    drop(timer);
+    if matches!(submitted, Err(SubmitError::Store(_))) {
+        state.waitroom.meter.store_error();
+    }
+    match submitted {
         Ok(result) => Ok(answer(result)),
         Err(SubmitError::Overloaded) => Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -79,11 +92,12 @@ pub async fn create_hold(
     }
 }
 
-/// The waiting-room seam. The waiting room itself (queue, admission tokens) is a later
-/// piece of work; until it exists an event with `waitingRoom.enabled` admits nobody, which
-/// is the safe answer: the door is shut, never open by accident.
-pub fn check_admission(
+/// On an event whose waiting room is enabled, the request must carry a live admission token
+/// of this account and event (header `Admission-Token` or body `admissionToken`).
+pub async fn check_admission(
+    state: &AppState,
     event: &EventRecord,
+    account: &Account,
     headers: &HeaderMap,
     body_token: Option<&str>,
 ) -> ApiResult<()> {
@@ -91,18 +105,18 @@ pub fn check_admission(
         return Ok(());
     }
     let header_token = headers.get("admission-token").and_then(|v| v.to_str().ok());
-    if header_token.or(body_token).is_none() {
+    let Some(token) = header_token.or(body_token) else {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "ADMISSION_REQUIRED",
             "this event's waiting room is enabled: join the queue and send its Admission-Token",
         ));
-    }
-    Err(ApiError::new(
-        StatusCode::FORBIDDEN,
-        "ADMISSION_INVALID",
-        "the admission token is not valid for this event",
-    ))
+    };
+    state
+        .waitroom
+        .check_admission(event, account.account_id.as_str(), token.trim())
+        .await
+        .map_err(ApiError::from)
 }
 
 /// Checks the request against the event's layout and limits, without the store.
@@ -289,6 +303,18 @@ pub async fn release_hold(
         .release_hold(account.account_id.as_str(), &hold_id)
         .await?;
     let now = state.store.now().await?;
+    if let ReleaseOutcome::Released(hold) = &outcome {
+        // The shopper gave the seats back: the trip ends and its slot goes to the next in
+        // line at once (the relay repeats this from `hold.released`, harmlessly).
+        let at_ms = i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX);
+        if let Err(error) = state
+            .waitroom
+            .end(&hold.event_id, &hold.account_id, at_ms)
+            .await
+        {
+            tracing::warn!(%error, "slot not returned now; the relay will return it");
+        }
+    }
     match outcome {
         ReleaseOutcome::Released(hold) | ReleaseOutcome::AlreadyEnded(hold) => {
             Ok(axum::Json(HoldResponse::from_view(&hold, now)).into_response())

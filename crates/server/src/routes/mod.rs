@@ -4,4 +4,5 @@ pub mod checkout;
 pub mod events;
 pub mod health;
 pub mod holds;
+pub mod queue;
 pub mod tickets;

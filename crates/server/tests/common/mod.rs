@@ -15,11 +15,14 @@ use boxoffice_payments::simulator::{
     DEFAULT_SECRET_KEY, DEFAULT_WEBHOOK_SECRET, SimulatorConfig, SimulatorHandle,
 };
 use boxoffice_server::auth::mint_token;
+use boxoffice_server::waitroom::WaitingRoomOptions;
 use boxoffice_server::{AppState, ServerConfig, app};
 use boxoffice_store::Store;
 use boxoffice_store_postgres::PgStore;
 use boxoffice_store_sqlite::SqliteStore;
 use boxoffice_tickets::TicketSigner;
+use boxoffice_waitroom_state::RoomStore;
+use boxoffice_waitroom_state::memory::MemoryRooms;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -118,6 +121,11 @@ impl TestStore {
         );
     }
 
+    /// The SQLite database file, for a test that opens a second connection to it.
+    pub fn sqlite_file(&self) -> Option<std::path::PathBuf> {
+        self.sqlite_path.clone()
+    }
+
     /// Removes the database this test created (and nothing else).
     pub async fn cleanup(self) {
         if let (Some(pg), Some(admin_url)) = (self.pg, self.admin_url) {
@@ -153,6 +161,27 @@ pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
     pub admin: String,
+    pub state: AppState,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// The waiting-room side of a test app.
+#[derive(Clone)]
+pub struct RoomSetup {
+    pub state: Arc<dyn RoomStore>,
+    pub options: WaitingRoomOptions,
+}
+
+/// The waiting-room secret of test apps (tests mint and tamper tokens with it).
+pub const WAITROOM_SECRET: &str = "waiting-room-test-secret-0123456789";
+
+impl Default for RoomSetup {
+    fn default() -> Self {
+        Self {
+            state: Arc::new(MemoryRooms::ephemeral()),
+            options: WaitingRoomOptions::default(),
+        }
+    }
 }
 
 /// One HTTP answer, body kept as bytes (replays must be byte-identical).
@@ -190,7 +219,23 @@ impl TestApp {
     /// app), the outbox relay and the payment reconciler running. The expiry sweeper does
     /// not run: tests drive expiry themselves.
     pub async fn spawn_with(backend: Backend, sim_config: SimulatorConfig) -> Self {
-        let db = TestStore::new(backend).await;
+        Self::spawn_full(
+            TestStore::new(backend).await,
+            sim_config,
+            RoomSetup::default(),
+            false,
+        )
+        .await
+    }
+
+    /// [`TestApp::spawn_with`] over a given store and waiting-room state; with
+    /// `waitroom_running`, the rooms' release ticker runs too.
+    pub async fn spawn_full(
+        db: TestStore,
+        sim_config: SimulatorConfig,
+        rooms: RoomSetup,
+        waitroom_running: bool,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let sim = boxoffice_payments::simulator::spawn(SimulatorConfig {
@@ -210,11 +255,22 @@ impl TestApp {
             jwt_secret: SECRET.to_owned(),
             provider: Arc::new(provider),
             ticket_signer: signer.clone(),
+            waitroom_state: rooms.state,
+            waitroom_secret: Some(WAITROOM_SECRET.to_owned()),
+            waitroom_options: rooms.options,
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
-        tokio::spawn(state.relay.clone().run());
-        tokio::spawn(state.reconciler.clone().run());
-        tokio::spawn(async move { axum::serve(listener, app(state)).await });
+        let mut tasks = vec![
+            tokio::spawn(state.relay.clone().run()),
+            tokio::spawn(state.reconciler.clone().run()),
+        ];
+        if waitroom_running {
+            tasks.push(tokio::spawn(state.waitroom.clone().run(db.store.clone())));
+        }
+        let served = state.clone();
+        tasks.push(tokio::spawn(async move {
+            let _ = axum::serve(listener, app(served)).await;
+        }));
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(512)
             .timeout(std::time::Duration::from_secs(60))
@@ -228,7 +284,18 @@ impl TestApp {
             base: format!("http://{addr}"),
             http,
             admin: admin_token(),
+            state,
+            tasks,
         }
+    }
+
+    /// Stops this app's server and workers (a process that died), keeping its store.
+    pub fn stop(mut self) -> TestStore {
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+        let TestApp { db, .. } = self;
+        db
     }
 
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Answer {

@@ -1,0 +1,417 @@
+//! The waiting room over HTTP: join, status poll (the hottest endpoint, answered from
+//! memory), and the operator's view and controls.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use boxoffice_store::EventRecord;
+use boxoffice_waitroom::controller::RELEASE_PER_S_MAX;
+use boxoffice_waitroom::room::Controls;
+use boxoffice_waitroom::token::{AdmissionError, QueueTicketError};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::api::Problem;
+use crate::auth::{Account, Admin};
+use crate::body::JsonBody;
+use crate::error::{ApiError, ApiResult};
+use crate::waitroom::{AdminView, PollAnswer, RoomError, RoomHandle};
+
+/// `POST /v1/events/{eventId}/queue` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JoinQueueResponse {
+    /// Send it as `Queue-Ticket` when polling the status. It stays valid for the whole
+    /// wait, across the shuffle at on-sale.
+    pub queue_ticket: String,
+    /// `WAITING`.
+    pub status: &'static str,
+    /// 1-based. Before on-sale under the `random` policy it is the join order and changes
+    /// once, when the queue opens (`provisional: true`).
+    pub position: u64,
+    pub provisional: bool,
+    pub estimated_wait_seconds: u64,
+}
+
+/// `GET /v1/events/{eventId}/queue/status` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatusResponse {
+    /// `WAITING`, `ADMITTED` or `EXPIRED`.
+    pub status: &'static str,
+    pub position: u64,
+    pub ahead_of_you: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_wait_seconds: Option<u64>,
+    /// Send it as `Admission-Token` on holds and checkout of this event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_expires_at: Option<String>,
+}
+
+/// `GET /v1/admin/events/{eventId}/queue` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminQueueResponse {
+    pub event_id: String,
+    /// `fifo` or `random`.
+    pub policy: &'static str,
+    pub on_sale_at: String,
+    /// When the order was fixed, with the shuffle's seed and the pre-queue length (so the
+    /// order can be replayed); absent before on-sale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permutation_seed: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pre_queue_length: Option<u64>,
+    pub joined: u64,
+    pub waiting: u64,
+    /// Highest released position.
+    pub serving: u64,
+    /// Admissions ever started.
+    pub admitted: u64,
+    pub active_shoppers: u64,
+    pub max_active_shoppers: u64,
+    pub release_rate_per_second: u64,
+    /// Why the rate is what it is (the controller's last decision).
+    pub reason: String,
+    pub paused: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_release_per_second: Option<u64>,
+    /// Status polls this node answered.
+    pub polls: u64,
+    /// `memory` or `redis`.
+    pub state_backend: &'static str,
+    /// Whether this node runs the release (with Redis, one node per event does).
+    pub releasing_node: bool,
+}
+
+/// `PUT /v1/admin/events/{eventId}/queue` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateQueueBody {
+    /// Pause (true) or resume (false) release; absent keeps it.
+    #[serde(default)]
+    pub paused: Option<bool>,
+    /// Cap on releases per second, 1-100000; absent keeps it.
+    #[serde(default)]
+    pub max_release_per_second: Option<u64>,
+}
+
+fn rfc3339_ms(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+impl From<RoomError> for ApiError {
+    fn from(error: RoomError) -> Self {
+        match error {
+            RoomError::Ticket(QueueTicketError::OtherAccount | QueueTicketError::OtherEvent) => {
+                ApiError::not_found("queue place")
+            }
+            RoomError::Ticket(QueueTicketError::Invalid(why)) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "QUEUE_TICKET_INVALID",
+                format!("the Queue-Ticket is not valid: {why}"),
+            ),
+            RoomError::Admission(why) => admission_invalid(&why),
+            RoomError::SessionEnded => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "ADMISSION_INVALID",
+                error.to_string(),
+            ),
+            RoomError::State(error) => {
+                tracing::warn!(%error, "waiting-room state");
+                ApiError::unavailable("the waiting room is unavailable; retry shortly")
+            }
+            RoomError::Signing(why) => {
+                tracing::error!(%why, "waiting-room signing");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+fn admission_invalid(why: &AdmissionError) -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "ADMISSION_INVALID",
+        format!("the admission token is not valid: {why}"),
+    )
+}
+
+fn state_error(error: boxoffice_waitroom_state::StateError) -> ApiError {
+    RoomError::State(error).into()
+}
+
+/// The room of an event whose waiting room is enabled.
+async fn room_of(state: &AppState, event: &EventRecord) -> ApiResult<std::sync::Arc<RoomHandle>> {
+    if !event.waiting_room.enabled {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "WAITING_ROOM_DISABLED",
+            "this event has no waiting room: hold seats directly",
+        ));
+    }
+    state.waitroom.room(event).await.map_err(state_error)
+}
+
+/// Joins the event's queue; joining again returns the same place.
+#[utoipa::path(
+    post, path = "/v1/events/{eventId}/queue", tag = "waiting room",
+    params(("eventId" = String, Path)),
+    responses(
+        (status = 201, description = "The account's place (the same one on every join)", body = JoinQueueResponse),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 404, description = "No such event", body = Problem),
+        (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
+        (status = 503, description = "Waiting-room state unavailable", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn join_queue(
+    State(state): State<AppState>,
+    account: Account,
+    Path(event_id): Path<String>,
+) -> ApiResult<Response> {
+    let event = state.event(&event_id).await?;
+    let room = room_of(&state, &event).await?;
+    let (ticket, place, answer) = state
+        .waitroom
+        .join(&room, account.account_id.as_str())
+        .await?;
+    let PollAnswer::Waiting {
+        estimated_wait_s,
+        retry_after_s,
+        ..
+    } = answer
+    else {
+        return Err(ApiError::internal());
+    };
+    let body = JoinQueueResponse {
+        queue_ticket: ticket,
+        status: "WAITING",
+        position: place.position,
+        provisional: place.provisional,
+        estimated_wait_seconds: estimated_wait_s,
+    };
+    let mut response = (StatusCode::CREATED, axum::Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+    Ok(response)
+}
+
+/// Where the account stands; answered from memory. `Retry-After` says when to poll again.
+#[utoipa::path(
+    get, path = "/v1/events/{eventId}/queue/status", tag = "waiting room",
+    params(
+        ("eventId" = String, Path),
+        ("Queue-Ticket" = String, Header, description = "the queueTicket from joining"),
+    ),
+    responses(
+        (status = 200, description = "WAITING, ADMITTED (with the admission token) or EXPIRED", body = QueueStatusResponse),
+        (status = 400, description = "Queue-Ticket missing (VALIDATION) or forged (QUEUE_TICKET_INVALID)", body = Problem),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 404, description = "No such event, or the ticket is another account's or another event's", body = Problem),
+        (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
+        (status = 503, description = "Waiting-room state unavailable", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn queue_status(
+    State(state): State<AppState>,
+    account: Account,
+    Path(event_id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let ticket = headers
+        .get("queue-ticket")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| ApiError::validation("Queue-Ticket", "header is required"))?;
+    let room = match state.waitroom.cached(&event_id) {
+        Some(room) => room,
+        None => {
+            let event = state.event(&event_id).await?;
+            room_of(&state, &event).await?
+        }
+    };
+    let claims = state
+        .waitroom
+        .verify_ticket(&room, ticket, account.account_id.as_str())?;
+    let answer = state.waitroom.poll(&room, &claims).await?;
+    let (body, retry_after_s) = match answer {
+        PollAnswer::Waiting {
+            position,
+            ahead_of_you,
+            retry_after_s,
+            estimated_wait_s,
+        } => (
+            QueueStatusResponse {
+                status: "WAITING",
+                position,
+                ahead_of_you,
+                estimated_wait_seconds: Some(estimated_wait_s),
+                admission_token: None,
+                admission_expires_at: None,
+            },
+            Some(retry_after_s),
+        ),
+        PollAnswer::Admitted {
+            position,
+            token,
+            admission,
+        } => (
+            QueueStatusResponse {
+                status: "ADMITTED",
+                position,
+                ahead_of_you: 0,
+                estimated_wait_seconds: None,
+                admission_token: Some(token),
+                admission_expires_at: Some(rfc3339_ms(admission.expires_at_ms)),
+            },
+            None,
+        ),
+        PollAnswer::Expired { position } => (
+            QueueStatusResponse {
+                status: "EXPIRED",
+                position,
+                ahead_of_you: 0,
+                estimated_wait_seconds: None,
+                admission_token: None,
+                admission_expires_at: None,
+            },
+            None,
+        ),
+    };
+    let mut response = axum::Json(body).into_response();
+    if let Some(seconds) = retry_after_s {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    Ok(response)
+}
+
+fn admin_response(state: &AppState, room: &RoomHandle, view: AdminView) -> AdminQueueResponse {
+    let opened = view.opened;
+    AdminQueueResponse {
+        event_id: room.event_id.clone(),
+        policy: match view.config.queue.policy {
+            boxoffice_waitroom::queue::QueuePolicy::Fifo => "fifo",
+            boxoffice_waitroom::queue::QueuePolicy::Random => "random",
+        },
+        on_sale_at: rfc3339_ms(view.config.queue.on_sale_at_ms),
+        opened_at: opened.map(|o| rfc3339_ms(o.opened_at_ms)),
+        permutation_seed: opened.and_then(|o| o.permutation_seed.map(|s| s.to_string())),
+        pre_queue_length: opened.map(|o| o.pre_queue_len),
+        joined: view.stats.joined,
+        waiting: view.stats.waiting,
+        serving: view.stats.serving,
+        admitted: view.stats.admitted_total,
+        active_shoppers: view.stats.active,
+        max_active_shoppers: view.stats.max_active_shoppers,
+        release_rate_per_second: view.rate_per_s,
+        reason: view.decision.map_or_else(
+            || "not decided yet (the controller decides once a second)".to_owned(),
+            |d| d.reason,
+        ),
+        paused: view.stats.controls.paused,
+        max_release_per_second: view.stats.controls.max_release_per_s,
+        polls: view.polls,
+        state_backend: state.waitroom.backend(),
+        releasing_node: view.leader,
+    }
+}
+
+/// Waiting, admitted, active shoppers, the release rate and why.
+#[utoipa::path(
+    get, path = "/v1/admin/events/{eventId}/queue", tag = "waiting room",
+    params(("eventId" = String, Path)),
+    responses(
+        (status = 200, description = "The queue", body = AdminQueueResponse),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 403, description = "Not an admin", body = Problem),
+        (status = 404, description = "No such event", body = Problem),
+        (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get_queue(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(event_id): Path<String>,
+) -> ApiResult<Response> {
+    let event = state.event(&event_id).await?;
+    let room = room_of(&state, &event).await?;
+    let view = state
+        .waitroom
+        .admin_view(&room)
+        .await
+        .map_err(state_error)?;
+    Ok(axum::Json(admin_response(&state, &room, view)).into_response())
+}
+
+/// Pauses, resumes or caps release.
+#[utoipa::path(
+    put, path = "/v1/admin/events/{eventId}/queue", tag = "waiting room",
+    params(("eventId" = String, Path)),
+    request_body = UpdateQueueBody,
+    responses(
+        (status = 200, description = "The queue after the change", body = AdminQueueResponse),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 403, description = "Not an admin", body = Problem),
+        (status = 404, description = "No such event", body = Problem),
+        (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
+        (status = 422, description = "VALIDATION", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn update_queue(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(event_id): Path<String>,
+    body: JsonBody,
+) -> ApiResult<Response> {
+    let update = body.parse::<UpdateQueueBody>()?;
+    if let Some(cap) = update.max_release_per_second
+        && !(1..=RELEASE_PER_S_MAX).contains(&cap)
+    {
+        return Err(ApiError::validation(
+            "maxReleasePerSecond",
+            format!("must be 1-{RELEASE_PER_S_MAX}"),
+        ));
+    }
+    let event = state.event(&event_id).await?;
+    let room = room_of(&state, &event).await?;
+    let current = state
+        .waitroom
+        .admin_view(&room)
+        .await
+        .map_err(state_error)?;
+    let controls = Controls {
+        paused: update.paused.unwrap_or(current.stats.controls.paused),
+        max_release_per_s: update
+            .max_release_per_second
+            .or(current.stats.controls.max_release_per_s),
+    };
+    state
+        .waitroom
+        .set_controls(&room, controls)
+        .await
+        .map_err(state_error)?;
+    let view = state
+        .waitroom
+        .admin_view(&room)
+        .await
+        .map_err(state_error)?;
+    Ok(axum::Json(admin_response(&state, &room, view)).into_response())
+}

@@ -1,0 +1,801 @@
+//! The waiting room as the server runs it: a cached view per event for status polls, the
+//! admission check of holds and checkout, the release controller ticking every 100 ms, and
+//! the slot release when a shopper's trip ends.
+//!
+//! The model (`boxoffice-waitroom`) decides; the [`RoomStore`] keeps the rooms (in process
+//! with a journal, or in Redis). This module adds time, signing and measurement:
+//!
+//! - **Status polls** are answered from [`RoomHandle::view`], a copy of the queue's view
+//!   refreshed every [`TICK_MS`]: verify the queue ticket's signature, compute the position
+//!   from its join index, compare with the serving counter. Only a released account goes to
+//!   the store, once, to claim its admission.
+//! - **Release**: once a second the AIMD [`ReleaseController`] turns the last second's
+//!   [`Signals`] (hold p99, store errors, store reachability, payment errors, active
+//!   shoppers) into a rate; each 100 ms tick releases a tenth of it, never more than the free
+//!   shopper slots minus the released accounts that have not claimed yet. With Redis, one
+//!   node per event holds a lease and releases; every node refreshes its view.
+//! - **Slots come back** when a shopper's trip ends: a hold released by its owner (at once,
+//!   in the handler), a hold expired or an order confirmed (when the outbox relay delivers
+//!   `hold.released`, `hold.expired` or `order.confirmed`). An end only frees an admission
+//!   that began before the hold ended, so a late message never ends a newer admission.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use boxoffice_store::checkout::{OutboxMessage, topic};
+use boxoffice_store::{EventRecord, Store};
+use boxoffice_waitroom::admission::Admission;
+use boxoffice_waitroom::controller::{
+    ControllerConfig, Decision, DecisionKind, ReleaseController, Signals,
+};
+use boxoffice_waitroom::queue::{QueueConfig, QueuePolicy, QueueView, Status};
+use boxoffice_waitroom::room::{ClaimOutcome, Controls, RoomConfig, RoomStats};
+use boxoffice_waitroom::token::{AdmissionError, QueueTicketClaims, QueueTicketError, TokenKeys};
+use boxoffice_waitroom_state::{RoomStore, StateError};
+use boxoffice_workers::relay::OutboxListener;
+
+/// How often rooms tick: release a slice, expire admissions, refresh views.
+pub const TICK_MS: u64 = 100;
+/// Ticks per controller decision (one decision per second).
+pub const TICKS_PER_DECISION: u32 = 10;
+/// How long a node's lead of one event's release lasts without renewal (Redis rooms).
+pub const LEAD_LEASE_MS: u64 = 3_000;
+/// Ticks of history (10 s) used to count released accounts that have not claimed yet.
+pub const UNCLAIMED_WINDOW_TICKS: usize = 100;
+/// Longest poll interval suggested by `Retry-After`, in seconds (Cloudflare refreshes
+/// every 20 s).
+pub const POLL_INTERVAL_MAX_S: u64 = 20;
+/// How long the readiness probe of the store may take before it counts as down.
+pub const STORE_PROBE_TIMEOUT_MS: u64 = 500;
+
+/// Measurements of the last second, fed by handlers and read by the controller.
+#[derive(Debug, Default)]
+pub struct HealthMeter {
+    hold_latencies_us: Mutex<Vec<u32>>,
+    /// Holds not answered yet, by a request number: a store that hangs shows in the p99
+    /// while it hangs, not only once the stuck requests finally return.
+    holds_in_flight: Mutex<HashMap<u64, std::time::Instant>>,
+    next_hold: AtomicU64,
+    store_errors: AtomicU64,
+    payment_attempts: AtomicU64,
+    payment_failures: AtomicU64,
+}
+
+/// Most latency samples kept per second; beyond it every other sample is dropped.
+const LATENCY_SAMPLES_MAX: usize = 100_000;
+
+/// Times one hold request; records it when dropped.
+#[derive(Debug)]
+pub struct HoldTimer<'a> {
+    meter: &'a HealthMeter,
+    id: u64,
+    started: std::time::Instant,
+}
+
+impl Drop for HoldTimer<'_> {
+    fn drop(&mut self) {
+        self.meter
+            .holds_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+        self.meter.hold_answered(self.started.elapsed());
+    }
+}
+
+impl HealthMeter {
+    /// Starts timing a hold request.
+    pub fn hold_started(&self) -> HoldTimer<'_> {
+        let id = self.next_hold.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        self.holds_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, started);
+        HoldTimer {
+            meter: self,
+            id,
+            started,
+        }
+    }
+
+    pub fn hold_answered(&self, elapsed: Duration) {
+        let mut samples = self
+            .hold_latencies_us
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if samples.len() < LATENCY_SAMPLES_MAX {
+            samples.push(u32::try_from(elapsed.as_micros()).unwrap_or(u32::MAX));
+        }
+    }
+
+    pub fn store_error(&self) {
+        self.store_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn payment_attempt(&self, failed: bool) {
+        self.payment_attempts.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.payment_failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The last second's hold p99 (ms), store errors and payment error rate; resets them.
+    fn take(&self) -> (f64, u32, f64) {
+        let mut samples = std::mem::take(
+            &mut *self
+                .hold_latencies_us
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        let now = std::time::Instant::now();
+        samples.extend(
+            self.holds_in_flight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .map(|started| {
+                    u32::try_from(now.duration_since(*started).as_micros()).unwrap_or(u32::MAX)
+                }),
+        );
+        let p99_ms = if samples.is_empty() {
+            0.0
+        } else {
+            let rank = (samples.len() * 99).div_ceil(100).saturating_sub(1);
+            let (_, p99, _) = samples.select_nth_unstable(rank);
+            f64::from(*p99) / 1_000.0
+        };
+        let errors = self.store_errors.swap(0, Ordering::Relaxed);
+        let attempts = self.payment_attempts.swap(0, Ordering::Relaxed);
+        let failures = self.payment_failures.swap(0, Ordering::Relaxed);
+        let payment_error_rate = if attempts == 0 {
+            0.0
+        } else {
+            failures as f64 / attempts as f64
+        };
+        (
+            p99_ms,
+            u32::try_from(errors).unwrap_or(u32::MAX),
+            payment_error_rate,
+        )
+    }
+}
+
+/// The release state of one room on this node.
+#[derive(Debug)]
+struct Control {
+    controller: ReleaseController,
+    decision: Option<Decision>,
+    /// Fraction of a position carried to the next tick.
+    carry: f64,
+    /// (serving, admitted_total) once per tick, newest last.
+    history: VecDeque<(u64, u64)>,
+    leader: bool,
+}
+
+/// One event's room as this node serves it.
+#[derive(Debug)]
+pub struct RoomHandle {
+    pub event_id: String,
+    pub config: RoomConfig,
+    view: RwLock<Arc<QueueView>>,
+    stats: RwLock<Option<RoomStats>>,
+    control: Mutex<Control>,
+    polls: AtomicU64,
+}
+
+impl RoomHandle {
+    pub fn view(&self) -> Arc<QueueView> {
+        self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_view(&self, view: QueueView) {
+        *self.view.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
+    }
+
+    pub fn polls(&self) -> u64 {
+        self.polls.load(Ordering::Relaxed)
+    }
+}
+
+/// What a status poll answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollAnswer {
+    Waiting {
+        position: u64,
+        ahead_of_you: u64,
+        retry_after_s: u64,
+        estimated_wait_s: u64,
+    },
+    Admitted {
+        position: u64,
+        token: String,
+        admission: Admission,
+    },
+    Expired {
+        position: u64,
+    },
+}
+
+/// Why a poll or an admission was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RoomError {
+    #[error(transparent)]
+    Ticket(#[from] QueueTicketError),
+    #[error(transparent)]
+    Admission(#[from] AdmissionError),
+    #[error("the admission's shopping session has ended; poll the queue status for a new one")]
+    SessionEnded,
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("signing failed: {0}")]
+    Signing(String),
+}
+
+/// Knobs of the waiting room (the defaults suit production; tests speed them up).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WaitingRoomOptions {
+    pub controller: ControllerConfig,
+}
+
+
+/// The waiting rooms of this node. See the module docs.
+#[derive(Clone)]
+pub struct WaitingRoom {
+    store: Arc<dyn RoomStore>,
+    keys: TokenKeys,
+    rooms: Arc<RwLock<HashMap<String, Arc<RoomHandle>>>>,
+    node_id: Arc<str>,
+    options: WaitingRoomOptions,
+    pub meter: Arc<HealthMeter>,
+}
+
+impl std::fmt::Debug for WaitingRoom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitingRoom")
+            .field("backend", &self.store.backend())
+            .field("node_id", &self.node_id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The room settings of an event. The shuffle seed is drawn once, when the room is first
+/// created; an existing room keeps its own (and logs it when it opens).
+pub fn room_config(event: &EventRecord) -> RoomConfig {
+    let policy = match event.waiting_room.policy {
+        boxoffice_domain::event::QueuePolicy::Fifo => QueuePolicy::Fifo,
+        boxoffice_domain::event::QueuePolicy::Random => QueuePolicy::Random,
+    };
+    let on_sale_at_ms =
+        i64::try_from(event.on_sale_at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+    RoomConfig {
+        queue: QueueConfig::new(policy, on_sale_at_ms, rand::random()),
+        max_active_shoppers: u64::from(event.waiting_room.max_active_shoppers),
+        admission_ttl_ms: i64::from(event.waiting_room.admission_ttl_seconds) * 1_000,
+    }
+}
+
+impl WaitingRoom {
+    /// `secret` signs queue tickets and admission tokens (at least 16 bytes).
+    pub fn new(
+        store: Arc<dyn RoomStore>,
+        secret: &[u8],
+        options: WaitingRoomOptions,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            store,
+            keys: TokenKeys::new(secret).map_err(|e| e.to_string())?,
+            rooms: Arc::default(),
+            node_id: uuid::Uuid::now_v7().to_string().into(),
+            options,
+            meter: Arc::default(),
+        })
+    }
+
+    pub fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+
+    pub fn keys(&self) -> &TokenKeys {
+        &self.keys
+    }
+
+    /// The cached room of `event_id`, if this node knows it.
+    pub fn cached(&self, event_id: &str) -> Option<Arc<RoomHandle>> {
+        self.rooms
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(event_id)
+            .cloned()
+    }
+
+    /// The room of an event whose waiting room is enabled, created on first use.
+    pub async fn room(&self, event: &EventRecord) -> Result<Arc<RoomHandle>, StateError> {
+        if let Some(room) = self.cached(&event.event_id) {
+            return Ok(room);
+        }
+        let config = self
+            .store
+            .ensure_room(&event.event_id, room_config(event))
+            .await?;
+        self.adopt(&event.event_id, config).await
+    }
+
+    async fn adopt(
+        &self,
+        event_id: &str,
+        config: RoomConfig,
+    ) -> Result<Arc<RoomHandle>, StateError> {
+        let view = self.store.view(event_id).await?;
+        let stats = self.store.stats(event_id).await?;
+        let mut controller = ReleaseController::new(self.options.controller);
+        apply_controls(&mut controller, stats.controls, self.options.controller);
+        let handle = Arc::new(RoomHandle {
+            event_id: event_id.to_owned(),
+            config,
+            view: RwLock::new(Arc::new(view)),
+            stats: RwLock::new(Some(stats)),
+            control: Mutex::new(Control {
+                controller,
+                decision: None,
+                carry: 0.0,
+                history: VecDeque::new(),
+                leader: false,
+            }),
+            polls: AtomicU64::new(0),
+        });
+        let mut rooms = self.rooms.write().unwrap_or_else(|e| e.into_inner());
+        Ok(rooms.entry(event_id.to_owned()).or_insert(handle).clone())
+    }
+
+    /// Loads every room the store knows (a restarted node resumes their release).
+    pub async fn resume(&self) -> Result<usize, StateError> {
+        let rooms = self.store.rooms().await?;
+        let n = rooms.len();
+        for (event_id, config) in rooms {
+            if self.cached(&event_id).is_none() {
+                self.adopt(&event_id, config).await?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Joins `account_id` to the room; returns the signed queue ticket and the place.
+    pub async fn join(
+        &self,
+        room: &RoomHandle,
+        account_id: &str,
+    ) -> Result<(String, boxoffice_waitroom::queue::Place, PollAnswer), RoomError> {
+        let now_ms = unix_ms();
+        let place = self
+            .store
+            .join(&room.event_id, account_id, now_ms)
+            .await?
+            .map_err(|e| RoomError::Ticket(QueueTicketError::Invalid(e.to_string())))?;
+        let ticket = self
+            .keys
+            .issue_queue_ticket(&room.event_id, account_id, place.index)
+            .map_err(|e| RoomError::Signing(e.to_string()))?;
+        let view = room.view();
+        let ahead = place.position.saturating_sub(view.serving + 1);
+        let answer = waiting(room, place.position, ahead);
+        Ok((ticket, place, answer))
+    }
+
+    /// Verifies a queue ticket for `account_id` on `room`.
+    pub fn verify_ticket(
+        &self,
+        room: &RoomHandle,
+        ticket: &str,
+        account_id: &str,
+    ) -> Result<QueueTicketClaims, RoomError> {
+        Ok(self
+            .keys
+            .verify_queue_ticket(ticket, &room.event_id, account_id)?)
+    }
+
+    /// Answers a status poll: from the cached view, unless the account's turn has come.
+    pub async fn poll(
+        &self,
+        room: &RoomHandle,
+        claims: &QueueTicketClaims,
+    ) -> Result<PollAnswer, RoomError> {
+        room.polls.fetch_add(1, Ordering::Relaxed);
+        let now_ms = unix_ms();
+        let view = room.view();
+        match view.status(claims.idx, now_ms) {
+            Status::Waiting {
+                position,
+                ahead_of_you,
+                ..
+            } => Ok(waiting(room, position, ahead_of_you)),
+            Status::Released { position } | Status::Expired { position } => {
+                self.claim(room, &claims.sub, position, now_ms).await
+            }
+        }
+    }
+
+    async fn claim(
+        &self,
+        room: &RoomHandle,
+        account_id: &str,
+        position: u64,
+        now_ms: i64,
+    ) -> Result<PollAnswer, RoomError> {
+        let session_id = uuid::Uuid::now_v7().simple().to_string();
+        match self
+            .store
+            .claim(&room.event_id, account_id, &session_id, now_ms)
+            .await?
+        {
+            ClaimOutcome::Admitted(admission) => {
+                let exp_s = u64::try_from(admission.expires_at_ms / 1_000).unwrap_or(0);
+                let token = self
+                    .keys
+                    .issue_admission(&room.event_id, account_id, &admission.session_id, exp_s)
+                    .map_err(|e| RoomError::Signing(e.to_string()))?;
+                Ok(PollAnswer::Admitted {
+                    position,
+                    token,
+                    admission,
+                })
+            }
+            // Released, but every slot is taken: first in line for the next free one.
+            ClaimOutcome::Full | ClaimOutcome::NotReleased => Ok(PollAnswer::Waiting {
+                position,
+                ahead_of_you: 0,
+                retry_after_s: 1,
+                estimated_wait_s: 1,
+            }),
+            ClaimOutcome::Expired => Ok(PollAnswer::Expired { position }),
+        }
+    }
+
+    /// Checks an admission token for a hold or checkout on `event`: signature, event,
+    /// account, expiry, then that its session is still the account's live admission.
+    pub async fn check_admission(
+        &self,
+        event: &EventRecord,
+        account_id: &str,
+        token: &str,
+    ) -> Result<(), RoomError> {
+        let now_ms = unix_ms();
+        let now_s = u64::try_from(now_ms / 1_000).unwrap_or(0);
+        let claims = self
+            .keys
+            .verify_admission(token, &event.event_id, account_id, now_s)?;
+        let room = self.room(event).await?;
+        match self
+            .store
+            .admission(&room.event_id, account_id, now_ms)
+            .await?
+        {
+            Some(admission) if admission.session_id == claims.sid => Ok(()),
+            _ => Err(RoomError::SessionEnded),
+        }
+    }
+
+    /// The account's shopping trip on `event_id` ended at `at_ms`: frees its slot.
+    pub async fn end(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        at_ms: i64,
+    ) -> Result<bool, StateError> {
+        if self.cached(event_id).is_none() {
+            return Ok(false);
+        }
+        let ended = self.store.end(event_id, account_id, at_ms).await?;
+        if ended {
+            metrics::counter!("boxoffice_waitroom_slots_returned_total").increment(1);
+        }
+        Ok(ended)
+    }
+
+    /// The admin view of a room.
+    pub async fn admin_view(&self, room: &RoomHandle) -> Result<AdminView, StateError> {
+        let stats = self.store.stats(&room.event_id).await?;
+        let view = self.store.view(&room.event_id).await?;
+        let control = room.control.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(AdminView {
+            stats,
+            opened: view.opened,
+            config: room.config,
+            rate_per_s: control.controller.rate_per_s(),
+            decision: control.decision.clone(),
+            leader: control.leader,
+            polls: room.polls(),
+        })
+    }
+
+    /// Sets the operator's controls and applies them to this node's controller at once.
+    pub async fn set_controls(
+        &self,
+        room: &RoomHandle,
+        controls: Controls,
+    ) -> Result<Controls, StateError> {
+        let controls = self.store.set_controls(&room.event_id, controls).await?;
+        let mut control = room.control.lock().unwrap_or_else(|e| e.into_inner());
+        apply_controls(&mut control.controller, controls, self.options.controller);
+        Ok(controls)
+    }
+
+    /// Runs the rooms' ticks forever.
+    pub async fn run(self, store: Arc<dyn Store>) {
+        if let Err(error) = self.resume().await {
+            tracing::warn!(%error, "could not load the waiting rooms; they load on first use");
+        }
+        let mut interval = tokio::time::interval(Duration::from_millis(TICK_MS));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks: u64 = 0;
+        let mut store_down = false;
+        loop {
+            interval.tick().await;
+            let decide = ticks.is_multiple_of(u64::from(TICKS_PER_DECISION));
+            if decide {
+                store_down = !probe(store.as_ref()).await;
+            }
+            let signals = decide.then(|| self.meter.take());
+            let rooms: Vec<Arc<RoomHandle>> = self
+                .rooms
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .cloned()
+                .collect();
+            for room in rooms {
+                if let Err(error) = self.tick_room(&room, decide, signals, store_down).await {
+                    tracing::warn!(event_id = %room.event_id, %error, "waiting-room tick failed");
+                }
+            }
+            ticks += 1;
+        }
+    }
+
+    async fn tick_room(
+        &self,
+        room: &RoomHandle,
+        decide: bool,
+        signals: Option<(f64, u32, f64)>,
+        store_down: bool,
+    ) -> Result<(), StateError> {
+        let now_ms = unix_ms();
+        if decide {
+            let leader = self
+                .store
+                .lead(&room.event_id, &self.node_id, LEAD_LEASE_MS)
+                .await?;
+            room.control
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .leader = leader;
+        }
+        let leader = room
+            .control
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .leader;
+        if leader {
+            let stats = self.store.stats(&room.event_id).await?;
+            let release = {
+                let mut control = room.control.lock().unwrap_or_else(|e| e.into_inner());
+                apply_controls(
+                    &mut control.controller,
+                    stats.controls,
+                    self.options.controller,
+                );
+                control
+                    .history
+                    .push_back((stats.serving, stats.admitted_total));
+                if control.history.len() > UNCLAIMED_WINDOW_TICKS {
+                    control.history.pop_front();
+                }
+                let unclaimed = unclaimed(&control.history, &stats);
+                if let (true, Some((hold_p99_ms, store_errors, payment_error_rate))) =
+                    (decide, signals)
+                {
+                    let signals = Signals {
+                        hold_p99_ms,
+                        store_errors,
+                        store_down,
+                        payment_error_rate,
+                        active: stats.active + unclaimed,
+                        max_active: stats.max_active_shoppers,
+                    };
+                    let decision = control.controller.tick(&signals);
+                    if control.decision.as_ref().map(|d| d.kind) != Some(decision.kind) {
+                        tracing::info!(event_id = %room.event_id, reason = %decision.reason, "release rate");
+                    }
+                    control.decision = Some(decision);
+                }
+                let free = stats
+                    .max_active_shoppers
+                    .saturating_sub(stats.active + unclaimed);
+                plan_release(&mut control, free)
+            };
+            let released = self.store.tick(&room.event_id, now_ms, release).await?;
+            if released > 0 {
+                metrics::counter!("boxoffice_waitroom_released_total", "event" => room.event_id.clone())
+                    .increment(released);
+            }
+        }
+        let view = self.store.view(&room.event_id).await?;
+        if let (None, Some(opened)) = (room.view().opened, view.opened) {
+            tracing::info!(
+                event_id = %room.event_id,
+                policy = ?room.config.queue.policy,
+                permutation_seed = ?opened.permutation_seed,
+                pre_queue_len = opened.pre_queue_len,
+                "queue opened"
+            );
+        }
+        room.set_view(view);
+        if decide {
+            let stats = self.store.stats(&room.event_id).await?;
+            publish_metrics(room, &stats);
+            *room.stats.write().unwrap_or_else(|e| e.into_inner()) = Some(stats);
+        }
+        Ok(())
+    }
+}
+
+/// Released accounts that have not claimed yet, over the last ten seconds: released minus
+/// newly admitted. They will want slots soon, so release does not hand their slots to others.
+fn unclaimed(history: &VecDeque<(u64, u64)>, stats: &RoomStats) -> u64 {
+    let Some(&(serving_then, admitted_then)) = history.front() else {
+        return 0;
+    };
+    let released = stats.serving.saturating_sub(serving_then);
+    let admitted = stats.admitted_total.saturating_sub(admitted_then);
+    released.saturating_sub(admitted)
+}
+
+/// How many positions this tick releases: a tenth of the decided rate (fractions carried),
+/// never more than the shopper slots free right now. Checking free slots every tick, not
+/// once a second, lets short shopping trips turn slots over quickly.
+fn plan_release(control: &mut Control, free: u64) -> u64 {
+    let Some(decision) = &control.decision else {
+        return 0;
+    };
+    if matches!(
+        decision.kind,
+        DecisionKind::Paused | DecisionKind::StoppedStoreDown
+    ) {
+        control.carry = 0.0;
+        return 0;
+    }
+    let slice = decision.rate_per_s as f64 / f64::from(TICKS_PER_DECISION);
+    control.carry = (control.carry + slice).min(slice.max(1.0) * 2.0);
+    let n = (control.carry.floor() as u64).min(free);
+    control.carry -= n as f64;
+    n
+}
+
+fn apply_controls(
+    controller: &mut ReleaseController,
+    controls: Controls,
+    defaults: ControllerConfig,
+) {
+    controller.set_paused(controls.paused);
+    let cap = controls
+        .max_release_per_s
+        .unwrap_or(defaults.max_release_per_s);
+    if controller.config().max_release_per_s != cap {
+        controller.set_max_release_per_s(cap);
+    }
+}
+
+async fn probe(store: &dyn Store) -> bool {
+    matches!(
+        tokio::time::timeout(Duration::from_millis(STORE_PROBE_TIMEOUT_MS), store.ping()).await,
+        Ok(Ok(()))
+    )
+}
+
+fn waiting(room: &RoomHandle, position: u64, ahead_of_you: u64) -> PollAnswer {
+    let rate = room
+        .control
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .controller
+        .rate_per_s()
+        .max(1);
+    let estimated_wait_s = ahead_of_you.div_ceil(rate);
+    // Poll often near the head, rarely far back: about four polls before the turn comes.
+    let retry_after_s = (estimated_wait_s / 4).clamp(1, POLL_INTERVAL_MAX_S);
+    PollAnswer::Waiting {
+        position,
+        ahead_of_you,
+        retry_after_s,
+        estimated_wait_s,
+    }
+}
+
+fn publish_metrics(room: &RoomHandle, stats: &RoomStats) {
+    let event = room.event_id.clone();
+    let rate = room
+        .control
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .controller
+        .rate_per_s();
+    metrics::gauge!("boxoffice_waitroom_waiting", "event" => event.clone())
+        .set(stats.waiting as f64);
+    metrics::gauge!("boxoffice_waitroom_serving", "event" => event.clone())
+        .set(stats.serving as f64);
+    metrics::gauge!("boxoffice_waitroom_active_shoppers", "event" => event.clone())
+        .set(stats.active as f64);
+    metrics::gauge!("boxoffice_waitroom_max_active_shoppers", "event" => event.clone())
+        .set(stats.max_active_shoppers as f64);
+    metrics::counter!("boxoffice_waitroom_admitted_total", "event" => event.clone())
+        .absolute(stats.admitted_total);
+    metrics::gauge!("boxoffice_waitroom_release_rate_per_second", "event" => event.clone())
+        .set(rate as f64);
+    metrics::counter!("boxoffice_waitroom_polls_total", "event" => event).absolute(room.polls());
+}
+
+/// What `GET /v1/admin/events/{eventId}/queue` shows.
+#[derive(Debug, Clone)]
+pub struct AdminView {
+    pub stats: RoomStats,
+    pub opened: Option<boxoffice_waitroom::queue::Opened>,
+    pub config: RoomConfig,
+    pub rate_per_s: u64,
+    pub decision: Option<Decision>,
+    pub leader: bool,
+    pub polls: u64,
+}
+
+/// Frees shopper slots when the outbox relay delivers the end of a shopping trip.
+#[derive(Debug, Clone)]
+pub struct SlotReturner {
+    pub waitroom: WaitingRoom,
+    pub store: Arc<dyn Store>,
+}
+
+#[async_trait::async_trait]
+impl OutboxListener for SlotReturner {
+    async fn delivered(&self, message: &OutboxMessage) -> Result<(), String> {
+        if self.waitroom.cached(&message.event_id).is_none() {
+            return Ok(());
+        }
+        let payload: serde_json::Value = serde_json::from_str(&message.payload).unwrap_or_default();
+        let account_id = match message.topic.as_str() {
+            topic::HOLD_RELEASED | topic::HOLD_EXPIRED => {
+                let hold_id = payload["holdId"].as_str().unwrap_or_default();
+                self.store
+                    .get_hold(hold_id)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(|hold| hold.account_id)
+            }
+            topic::ORDER_CONFIRMED => {
+                let order_id = payload["orderId"].as_str().unwrap_or_default();
+                self.store
+                    .get_order(order_id)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(|order| order.account_id)
+            }
+            _ => None,
+        };
+        let Some(account_id) = account_id else {
+            return Ok(());
+        };
+        let at_ms = i64::try_from(message.created_at.unix_timestamp_nanos() / 1_000_000)
+            .unwrap_or(i64::MAX);
+        self.waitroom
+            .end(&message.event_id, &account_id, at_ms)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}

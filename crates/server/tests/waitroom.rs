@@ -1,0 +1,781 @@
+//! Waiting-room stories over HTTP, each on both state backends (in process and Redis):
+//! order, one place per account, admission tokens refused in every forged form, the
+//! active-shopper cap under 1,000 concurrent pollers, slots returned on release and on
+//! confirmation, the release controller backing off and stopping with the store, and a
+//! restart that keeps places.
+//!
+//! Redis is reached at `BOXOFFICE_TEST_REDIS_URL` (default `redis://127.0.0.1:6379`); each
+//! test uses its own key prefix and deletes those keys at the end.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use base64::Engine;
+use boxoffice_payments::simulator::SimulatorConfig;
+use boxoffice_server::waitroom::WaitingRoomOptions;
+use boxoffice_waitroom::controller::ControllerConfig;
+use boxoffice_waitroom::token::TokenKeys;
+use boxoffice_waitroom_state::RoomStore;
+use boxoffice_waitroom_state::memory::MemoryRooms;
+use boxoffice_waitroom_state::redis::RedisRooms;
+use common::{Answer, Backend, RoomSetup, TestApp, TestStore, WAITROOM_SECRET, token};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    Memory,
+    Redis,
+}
+
+fn redis_url() -> String {
+    std::env::var("BOXOFFICE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The state a test runs on, and how to remove it afterwards.
+struct Rooms {
+    setup: RoomSetup,
+    prefix: Option<String>,
+    dir: Option<std::path::PathBuf>,
+}
+
+impl Rooms {
+    async fn new(state: State, controller: ControllerConfig) -> Self {
+        let options = WaitingRoomOptions { controller };
+        match state {
+            State::Memory => {
+                let dir = std::env::temp_dir().join(format!(
+                    "boxoffice-waitroom-test-{}",
+                    uuid::Uuid::now_v7().simple()
+                ));
+                Self {
+                    setup: RoomSetup {
+                        state: Arc::new(MemoryRooms::open(&dir).expect("journal")),
+                        options,
+                    },
+                    prefix: None,
+                    dir: Some(dir),
+                }
+            }
+            State::Redis => {
+                let prefix = format!("bo:test:{}:", uuid::Uuid::now_v7().simple());
+                let rooms = RedisRooms::connect(&redis_url(), &prefix)
+                    .await
+                    .expect("Redis for the waiting-room tests (BOXOFFICE_TEST_REDIS_URL)");
+                Self {
+                    setup: RoomSetup {
+                        state: Arc::new(rooms),
+                        options,
+                    },
+                    prefix: Some(prefix),
+                    dir: None,
+                }
+            }
+        }
+    }
+
+    /// A second handle on the same state (another node, or the same node after a restart).
+    async fn reopen(&self) -> Arc<dyn RoomStore> {
+        match (&self.prefix, &self.dir) {
+            (Some(prefix), _) => Arc::new(RedisRooms::connect(&redis_url(), prefix).await.unwrap()),
+            (None, Some(dir)) => Arc::new(MemoryRooms::open(dir).unwrap()),
+            (None, None) => unreachable!(),
+        }
+    }
+
+    async fn cleanup(self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some(prefix) = &self.prefix {
+            let client = ::redis::Client::open(redis_url()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let keys: Vec<String> = ::redis::cmd("KEYS")
+                .arg(format!("{prefix}*"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if !keys.is_empty() {
+                let _: () = ::redis::cmd("DEL")
+                    .arg(keys)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
+/// Releases fast so stories do not wait for the production ramp.
+fn fast() -> ControllerConfig {
+    ControllerConfig {
+        max_release_per_s: 2_000,
+        min_release_per_s: 50,
+        increase_per_s: 500,
+        initial_release_per_s: 1_000,
+    }
+}
+
+async fn spawn(state: State, controller: ControllerConfig) -> (TestApp, Rooms) {
+    let rooms = Rooms::new(state, controller).await;
+    let app = TestApp::spawn_full(
+        TestStore::new(Backend::Sqlite).await,
+        SimulatorConfig::default(),
+        rooms.setup.clone(),
+        true,
+    )
+    .await;
+    (app, rooms)
+}
+
+fn rfc3339_in(ms: i64) -> String {
+    let at = time::OffsetDateTime::now_utc() + time::Duration::milliseconds(ms);
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+async fn room_event(app: &TestApp, policy: &str, max_active: u32, on_sale_in_ms: i64) -> String {
+    app.create_event(json!({
+        "onSaleAt": rfc3339_in(on_sale_in_ms),
+        "waitingRoom": {"enabled": true, "policy": policy, "maxActiveShoppers": max_active,
+                        "admissionTtlSeconds": 600},
+    }))
+    .await
+}
+
+async fn join(app: &TestApp, account: &str, event_id: &str) -> Value {
+    let answer = app
+        .post(
+            &token(account),
+            &format!("/v1/events/{event_id}/queue"),
+            None,
+            &json!({}),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.json());
+    assert!(answer.headers.contains_key("retry-after"));
+    answer.json()
+}
+
+async fn status(app: &TestApp, account: &str, event_id: &str, ticket: &str) -> Answer {
+    app.send(
+        app.http
+            .get(format!("{}/v1/events/{event_id}/queue/status", app.base))
+            .bearer_auth(token(account))
+            .header("queue-ticket", ticket),
+    )
+    .await
+}
+
+/// Polls until the account is admitted; returns its admission token.
+async fn admitted(app: &TestApp, account: &str, event_id: &str, ticket: &str) -> String {
+    for _ in 0..300 {
+        let answer = status(app, account, event_id, ticket).await;
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.json());
+        let body = answer.json();
+        match body["status"].as_str().unwrap() {
+            "ADMITTED" => return body["admissionToken"].as_str().unwrap().to_owned(),
+            "WAITING" => tokio::time::sleep(Duration::from_millis(50)).await,
+            other => panic!("{account}: {other} {body}"),
+        }
+    }
+    panic!("{account} never admitted");
+}
+
+async fn hold_with(
+    app: &TestApp,
+    account: &str,
+    event_id: &str,
+    admission: Option<&str>,
+    seat: &str,
+) -> Answer {
+    let mut request = app
+        .http
+        .post(format!("{}/v1/events/{event_id}/holds", app.base))
+        .bearer_auth(token(account))
+        .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+        .json(&json!({"seatIds": [seat]}));
+    if let Some(admission) = admission {
+        request = request.header("admission-token", admission);
+    }
+    app.send(request).await
+}
+
+async fn queue_admin(app: &TestApp, event_id: &str) -> Value {
+    let answer = app
+        .get(&app.admin, &format!("/v1/admin/events/{event_id}/queue"))
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.json());
+    answer.json()
+}
+
+/// Waits until the admin view satisfies `done`.
+async fn queue_until(
+    app: &TestApp,
+    event_id: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..150 {
+        last = queue_admin(app, event_id).await;
+        if done(&last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("queue never reached {what}: {last}");
+}
+
+macro_rules! on_both_states {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() { super::$name(super::State::Memory).await; })*
+        }
+        mod redis {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() { super::$name(super::State::Redis).await; })*
+        }
+    };
+}
+
+on_both_states!(
+    fifo_queue_admits_in_order_and_guards_holds,
+    admission_tokens_are_refused_in_every_forged_form,
+    random_policy_shuffles_the_pre_queue_once,
+    thousand_pollers_never_exceed_the_cap,
+    slot_returns_on_confirmation,
+    controller_backs_off_when_the_store_slows_and_stops_when_it_is_down,
+    restart_keeps_places,
+);
+
+/// FIFO order for sequential joins; one place per account; holds need the account's own live
+/// admission; a released hold gives its slot to the next in line at once.
+async fn fifo_queue_admits_in_order_and_guards_holds(state: State) {
+    let (app, rooms) = spawn(state, fast()).await;
+    let event_id = room_event(&app, "fifo", 2, 1_500).await;
+    let mut tickets = Vec::new();
+    for (i, account) in ["ann", "bob", "cat", "dan"].iter().enumerate() {
+        let place = join(&app, account, &event_id).await;
+        assert_eq!(place["status"], "WAITING");
+        assert_eq!(place["position"], i as u64 + 1, "{place}");
+        tickets.push(place["queueTicket"].as_str().unwrap().to_owned());
+    }
+    let again = join(&app, "bob", &event_id).await;
+    assert_eq!(again["position"], 2, "joining again keeps the place");
+    let before = status(&app, "cat", &event_id, &tickets[2]).await;
+    assert_eq!(before.json()["status"], "WAITING");
+    assert_eq!(before.json()["aheadOfYou"], 2);
+    assert!(before.headers.contains_key("retry-after"));
+
+    // Holds need an admission on this event.
+    let no_token = hold_with(&app, "ann", &event_id, None, "A-1-1").await;
+    assert_eq!(no_token.status, StatusCode::FORBIDDEN);
+    assert_eq!(no_token.code(), "ADMISSION_REQUIRED");
+
+    let ann = admitted(&app, "ann", &event_id, &tickets[0]).await;
+    let bob = admitted(&app, "bob", &event_id, &tickets[1]).await;
+    // The cap is 2: cat is released but waits at the head for a free slot.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let cat_waits = status(&app, "cat", &event_id, &tickets[2]).await.json();
+    assert_eq!(cat_waits["status"], "WAITING", "{cat_waits}");
+    assert_eq!(queue_admin(&app, &event_id).await["activeShoppers"], 2);
+
+    let other = hold_with(&app, "ann", &event_id, Some(&bob), "A-1-1").await;
+    assert_eq!(
+        other.status,
+        StatusCode::FORBIDDEN,
+        "bob's admission on ann's hold"
+    );
+    assert_eq!(other.code(), "ADMISSION_INVALID");
+    let held = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-1").await;
+    assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
+    let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+
+    // Releasing the hold ends ann's trip: her slot goes to cat at once, her token is spent.
+    let released = app
+        .delete(&token("ann"), &format!("/v1/holds/{hold_id}"))
+        .await;
+    assert_eq!(released.status, StatusCode::OK);
+    assert_eq!(queue_admin(&app, &event_id).await["activeShoppers"], 1);
+    let spent = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-2").await;
+    assert_eq!(spent.code(), "ADMISSION_INVALID");
+    admitted(&app, "cat", &event_id, &tickets[2]).await;
+    let view = queue_admin(&app, &event_id).await;
+    assert!(view["activeShoppers"].as_u64().unwrap() <= 2, "{view}");
+    assert_eq!(view["policy"], "fifo");
+    assert_eq!(view["joined"], 4);
+
+    let metrics = app.get(&app.admin, "/metrics").await;
+    let text = String::from_utf8_lossy(&metrics.bytes);
+    for name in [
+        "boxoffice_waitroom_waiting",
+        "boxoffice_waitroom_active_shoppers",
+        "boxoffice_waitroom_admitted_total",
+        "boxoffice_waitroom_release_rate_per_second",
+        "boxoffice_waitroom_polls_total",
+    ] {
+        assert!(text.contains(name), "{name} missing from /metrics");
+    }
+    app.finish().await;
+    rooms.cleanup().await;
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
+}
+
+/// A token for event A on event B, for account X by Y, tampered, expired, unsigned
+/// (`alg: none`), signed with another key, or a queue ticket offered as admission: all 403
+/// `ADMISSION_INVALID`. Queue tickets: another account's or event's is a 404, a forged one
+/// a 400; a room-less event refuses joining.
+async fn admission_tokens_are_refused_in_every_forged_form(state: State) {
+    let (app, rooms) = spawn(state, fast()).await;
+    let event_a = room_event(&app, "fifo", 10, 0).await;
+    let event_b = room_event(&app, "fifo", 10, 0).await;
+    let ticket = join(&app, "ann", &event_a).await["queueTicket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let good = admitted(&app, "ann", &event_a, &ticket).await;
+    let ticket_b = join(&app, "ann", &event_b).await["queueTicket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    admitted(&app, "ann", &event_b, &ticket_b).await;
+
+    let keys = TokenKeys::new(WAITROOM_SECRET.as_bytes()).unwrap();
+    let other_keys = TokenKeys::new(b"another-secret-entirely-0123").unwrap();
+    let now_s = time::OffsetDateTime::now_utc().unix_timestamp() as u64;
+    let claims: Value = {
+        let payload = good.split('.').nth(1).unwrap();
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(payload)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let sid = claims["sid"].as_str().unwrap();
+    let parts: Vec<&str> = good.split('.').collect();
+    let mut tampered_claims = claims.clone();
+    tampered_claims["sub"] = json!("eve");
+    let cases = [
+        (
+            "another event's token",
+            event_b.clone(),
+            "ann",
+            good.clone(),
+        ),
+        (
+            "another account's token",
+            event_a.clone(),
+            "eve",
+            good.clone(),
+        ),
+        (
+            "tampered payload",
+            event_a.clone(),
+            "eve",
+            format!(
+                "{}.{}.{}",
+                parts[0],
+                b64(&tampered_claims.to_string()),
+                parts[2]
+            ),
+        ),
+        (
+            "alg none",
+            event_a.clone(),
+            "ann",
+            format!("{}.{}.", b64(r#"{"alg":"none","typ":"JWT"}"#), parts[1]),
+        ),
+        (
+            "expired",
+            event_a.clone(),
+            "ann",
+            keys.issue_admission(&event_a, "ann", sid, now_s - 60)
+                .unwrap(),
+        ),
+        (
+            "wrong key",
+            event_a.clone(),
+            "ann",
+            other_keys
+                .issue_admission(&event_a, "ann", sid, now_s + 600)
+                .unwrap(),
+        ),
+        ("a queue ticket", event_a.clone(), "ann", ticket.clone()),
+        (
+            "another session",
+            event_a.clone(),
+            "ann",
+            keys.issue_admission(&event_a, "ann", "not-the-session", now_s + 600)
+                .unwrap(),
+        ),
+        ("garbage", event_a.clone(), "ann", "not.a.token".to_owned()),
+    ];
+    for (what, event_id, account, admission) in cases {
+        let answer = hold_with(&app, account, &event_id, Some(&admission), "A-2-2").await;
+        assert_eq!(
+            answer.status,
+            StatusCode::FORBIDDEN,
+            "{what}: {:?}",
+            answer.json()
+        );
+        assert_eq!(answer.code(), "ADMISSION_INVALID", "{what}");
+    }
+    let ok = hold_with(&app, "ann", &event_a, Some(&good), "A-2-2").await;
+    assert_eq!(ok.status, StatusCode::CREATED, "the genuine token works");
+
+    let others = status(&app, "eve", &event_a, &ticket).await;
+    assert_eq!(
+        others.status,
+        StatusCode::NOT_FOUND,
+        "another account's ticket"
+    );
+    let other_event = status(&app, "ann", &event_b, &ticket).await;
+    assert_eq!(
+        other_event.status,
+        StatusCode::NOT_FOUND,
+        "another event's ticket"
+    );
+    let forged = status(
+        &app,
+        "ann",
+        &event_a,
+        &format!("{}.{}.{}", parts[0], parts[1], b64("sig")),
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::BAD_REQUEST);
+    assert_eq!(forged.code(), "QUEUE_TICKET_INVALID");
+    let missing = app
+        .get(&token("ann"), &format!("/v1/events/{event_a}/queue/status"))
+        .await;
+    assert_eq!(missing.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let plain = app.create_event(json!({})).await;
+    let refused = app
+        .post(
+            &token("ann"),
+            &format!("/v1/events/{plain}/queue"),
+            None,
+            &json!({}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(refused.code(), "WAITING_ROOM_DISABLED");
+    let unknown = app
+        .post(&token("ann"), "/v1/events/nope/queue", None, &json!({}))
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    app.finish().await;
+    rooms.cleanup().await;
+}
+
+/// Under `random`, positions before on-sale are provisional join order; at on-sale the
+/// pre-queue is shuffled once (a permutation, logged with its seed); later joiners append.
+async fn random_policy_shuffles_the_pre_queue_once(state: State) {
+    let (app, rooms) = spawn(state, fast()).await;
+    let event_id = room_event(&app, "random", 1_000, 1_500).await;
+    // Pause release so positions can be read after on-sale without anyone leaving.
+    let paused = app
+        .send(
+            app.http
+                .put(format!("{}/v1/admin/events/{event_id}/queue", app.base))
+                .bearer_auth(&app.admin)
+                .json(&json!({"paused": true})),
+        )
+        .await;
+    assert_eq!(paused.status, StatusCode::OK, "{:?}", paused.json());
+    assert_eq!(paused.json()["paused"], true);
+    let accounts: Vec<String> = (0..40).map(|i| format!("fan-{i}")).collect();
+    let mut tickets = Vec::new();
+    for (i, account) in accounts.iter().enumerate() {
+        let place = join(&app, account, &event_id).await;
+        assert_eq!(place["position"], i as u64 + 1);
+        assert_eq!(place["provisional"], true);
+        tickets.push(place["queueTicket"].as_str().unwrap().to_owned());
+    }
+    let opened = queue_until(&app, &event_id, "opened", |v| v["openedAt"].is_string()).await;
+    assert_eq!(opened["preQueueLength"], 40);
+    assert!(opened["permutationSeed"].is_string());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut positions = Vec::new();
+    for (account, ticket) in accounts.iter().zip(&tickets) {
+        let body = status(&app, account, &event_id, ticket).await.json();
+        assert_eq!(body["status"], "WAITING", "{body}");
+        positions.push(body["position"].as_u64().unwrap());
+    }
+    let mut sorted = positions.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (1..=40).collect::<Vec<u64>>(),
+        "nobody lost or duplicated"
+    );
+    assert_ne!(positions, (1..=40).collect::<Vec<u64>>(), "shuffled");
+    let late = join(&app, "late", &event_id).await;
+    assert_eq!(late["position"], 41);
+    assert_eq!(late["provisional"], false);
+    app.finish().await;
+    rooms.cleanup().await;
+}
+
+/// 1,000 accounts poll at once; each admitted one holds a seat and releases it. A monitor
+/// reading the admin view never sees more active shoppers than the cap, and everyone gets in.
+async fn thousand_pollers_never_exceed_the_cap(state: State) {
+    const POLLERS: usize = 1_000;
+    const CAP: u64 = 25;
+    let (app, rooms) = spawn(state, fast()).await;
+    let app = Arc::new(app);
+    let event_id = room_event(&app, "fifo", CAP as u32, 0).await;
+    let mut tickets = Vec::new();
+    for i in 0..POLLERS {
+        let account = format!("fan-{i}");
+        let ticket = join(&app, &account, &event_id).await["queueTicket"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        tickets.push((account, ticket));
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let monitor = {
+        let (app, event_id, done) = (app.clone(), event_id.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut samples = 0;
+            while done.load(Ordering::Relaxed) < POLLERS as u64 {
+                let view = queue_admin(&app, &event_id).await;
+                let active = view["activeShoppers"].as_u64().unwrap();
+                assert!(
+                    active <= CAP,
+                    "{active} active shoppers over the cap {CAP}: {view}"
+                );
+                samples += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            samples
+        })
+    };
+    let mut pollers = Vec::new();
+    for (i, (account, ticket)) in tickets.into_iter().enumerate() {
+        let (app, event_id, done) = (app.clone(), event_id.clone(), done.clone());
+        pollers.push(tokio::spawn(async move {
+            let admission = admitted(&app, &account, &event_id, &ticket).await;
+            let seat = format!("A-{}-{}", i % 20 + 1, i / 20 % 30 + 1);
+            let held = hold_with(&app, &account, &event_id, Some(&admission), &seat).await;
+            assert_eq!(
+                held.status,
+                StatusCode::CREATED,
+                "{account}: {:?}",
+                held.json()
+            );
+            let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+            let released = app
+                .delete(&token(&account), &format!("/v1/holds/{hold_id}"))
+                .await;
+            assert_eq!(released.status, StatusCode::OK);
+            done.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+    for poller in pollers {
+        poller.await.unwrap();
+    }
+    let samples = monitor.await.unwrap();
+    assert!(samples > 0);
+    let view = queue_admin(&app, &event_id).await;
+    assert_eq!(view["admitted"], POLLERS as u64, "{view}");
+    assert_eq!(view["activeShoppers"], 0, "every slot came back: {view}");
+    let app = Arc::into_inner(app).unwrap();
+    app.finish().await;
+    rooms.cleanup().await;
+}
+
+/// An admitted shopper who pays gives the slot back when the order is confirmed.
+async fn slot_returns_on_confirmation(state: State) {
+    let (app, rooms) = spawn(state, fast()).await;
+    let event_id = room_event(&app, "fifo", 5, 0).await;
+    let ticket = join(&app, "ann", &event_id).await["queueTicket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let admission = admitted(&app, "ann", &event_id, &ticket).await;
+    let held = hold_with(&app, "ann", &event_id, Some(&admission), "A-3-3").await;
+    let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+    assert_eq!(queue_admin(&app, &event_id).await["activeShoppers"], 1);
+    let without = app
+        .post(
+            &token("ann"),
+            &format!("/v1/holds/{hold_id}/checkout"),
+            Some("pay-0"),
+            &json!({"paymentMethodToken": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(
+        without.status,
+        StatusCode::FORBIDDEN,
+        "checkout needs the admission too"
+    );
+    let paid = app
+        .send(
+            app.http
+                .post(format!("{}/v1/holds/{hold_id}/checkout", app.base))
+                .bearer_auth(token("ann"))
+                .header("idempotency-key", "pay-1")
+                .header("admission-token", &admission)
+                .json(&json!({"paymentMethodToken": "pm_card_visa"})),
+        )
+        .await;
+    assert_eq!(paid.status, StatusCode::CREATED, "{:?}", paid.json());
+    assert_eq!(paid.json()["orderStatus"], "CONFIRMED");
+    queue_until(&app, &event_id, "the slot back", |v| {
+        v["activeShoppers"] == 0
+    })
+    .await;
+    app.finish().await;
+    rooms.cleanup().await;
+}
+
+/// Block the store's writers: holds slow down, the controller halves the rate; close the
+/// store: release stops and the serving counter stays put.
+async fn controller_backs_off_when_the_store_slows_and_stops_when_it_is_down(state: State) {
+    let controller = ControllerConfig {
+        max_release_per_s: 400,
+        min_release_per_s: 1,
+        increase_per_s: 100,
+        initial_release_per_s: 400,
+    };
+    let (app, rooms) = spawn(state, controller).await;
+    let app = Arc::new(app);
+    let event_id = room_event(&app, "fifo", 10, 0).await;
+    for i in 0..200 {
+        join(&app, &format!("fan-{i}"), &event_id).await;
+    }
+    let healthy = queue_until(&app, &event_id, "a healthy decision", |v| {
+        v["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("increase")
+    })
+    .await;
+    assert_eq!(healthy["releaseRatePerSecond"], 400, "{healthy}");
+
+    // Slow: another connection holds the SQLite write lock for 2.5 s while holds arrive.
+    let plain = app.create_event(json!({})).await;
+    let path = app.db.sqlite_file().unwrap();
+    let blocker = tokio::spawn(async move {
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        sqlx::query("ROLLBACK").execute(&mut conn).await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let load = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            for i in 0..20 {
+                let url = format!("{}/v1/events/{plain}/holds", app.base);
+                let _ = app
+                    .http
+                    .post(url)
+                    .bearer_auth(token(&format!("load-{i}")))
+                    .header("idempotency-key", format!("slow-{i}"))
+                    .json(&json!({"seatIds": [format!("A-9-{}", i + 1)]}))
+                    .send()
+                    .await;
+            }
+        })
+    };
+    let backed_off = queue_until(&app, &event_id, "a decrease", |v| {
+        v["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("decrease")
+    })
+    .await;
+    assert!(
+        backed_off["releaseRatePerSecond"].as_u64().unwrap() < 400,
+        "{backed_off}"
+    );
+    blocker.await.unwrap();
+    load.await.unwrap();
+
+    // Down: the store's pools are closed; the controller stops release.
+    let sqlite = app.db.sqlite.as_ref().unwrap();
+    sqlite.pool().close().await;
+    sqlite.reader_pool().close().await;
+    let stopped = queue_until(&app, &event_id, "stopped", |v| {
+        v["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("stopped")
+    })
+    .await;
+    assert_eq!(stopped["releaseRatePerSecond"], 0);
+    let serving = stopped["serving"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let later = queue_admin(&app, &event_id).await;
+    assert_eq!(
+        later["serving"].as_u64().unwrap(),
+        serving,
+        "nothing released while down: {later}"
+    );
+    assert!(later["waiting"].as_u64().unwrap() > 0, "{later}");
+    let app = Arc::into_inner(app).unwrap();
+    app.stop().cleanup().await;
+    rooms.cleanup().await;
+}
+
+/// A node restarts: places, the serving counter and admissions survive (the journal in
+/// process; Redis keeps them for every node).
+async fn restart_keeps_places(state: State) {
+    let (app, rooms) = spawn(state, fast()).await;
+    let event_id = room_event(&app, "fifo", 2, 0).await;
+    let mut tickets = Vec::new();
+    for account in ["ann", "bob", "cat", "dan"] {
+        tickets.push(
+            join(&app, account, &event_id).await["queueTicket"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let ann = admitted(&app, "ann", &event_id, &tickets[0]).await;
+    let before = queue_admin(&app, &event_id).await;
+    let db = app.stop();
+
+    let setup = RoomSetup {
+        state: rooms.reopen().await,
+        options: rooms.setup.options,
+    };
+    let app = TestApp::spawn_full(db, SimulatorConfig::default(), setup, true).await;
+    let after = queue_admin(&app, &event_id).await;
+    assert_eq!(after["joined"], before["joined"]);
+    assert!(
+        after["serving"].as_u64() >= before["serving"].as_u64(),
+        "{before} {after}"
+    );
+    assert_eq!(after["activeShoppers"], before["activeShoppers"]);
+    let dan = status(&app, "dan", &event_id, &tickets[3]).await.json();
+    assert_eq!(dan["position"], 4, "{dan}");
+    let again = join(&app, "cat", &event_id).await;
+    assert_eq!(again["position"], 3);
+    let held = hold_with(&app, "ann", &event_id, Some(&ann), "A-4-4").await;
+    assert_eq!(
+        held.status,
+        StatusCode::CREATED,
+        "the admission survived: {:?}",
+        held.json()
+    );
+    app.finish().await;
+    rooms.cleanup().await;
+}
