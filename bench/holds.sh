@@ -60,7 +60,7 @@ for run in $(seq 1 "$RUNS"); do
   $PSQL -c "DROP DATABASE IF EXISTS boxoffice_bench" postgres
   BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn "$BOXOFFICE" serve \
     --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" --listen 127.0.0.1:0 \
-    --ticket-key "$WORK/ticket-key.pem" > "$WORK/serve.out" 2> "$WORK/serve.err" &
+    --ticket-key "$WORK/ticket-key.pem" --waitroom-state "$WORK/waitroom" > "$WORK/serve.out" 2> "$WORK/serve.err" &
   SERVER_PID=$!
   for _ in $(seq 1 100); do grep -q 'listening on' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
   URL=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/serve.out" | head -1)

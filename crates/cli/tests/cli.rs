@@ -41,6 +41,15 @@ struct Server {
 
 impl Server {
     fn start(database_url: &str) -> Self {
+        let rooms = std::env::temp_dir().join(format!(
+            "boxoffice-cli-rooms-{}",
+            uuid::Uuid::now_v7().simple()
+        ));
+        Self::start_with_rooms(database_url, &rooms)
+    }
+
+    /// `serve` with its waiting-room journal in `rooms`.
+    fn start_with_rooms(database_url: &str, rooms: &std::path::Path) -> Self {
         let mut child = Command::new(BIN)
             .args([
                 "serve",
@@ -52,6 +61,8 @@ impl Server {
             // Keep the ticket key out of the source tree (it would default to ./data).
             .arg("--ticket-key")
             .arg(std::env::temp_dir().join(format!("boxoffice-cli-key-{}.pem", std::process::id())))
+            .arg("--waitroom-state")
+            .arg(rooms)
             .env("BOXOFFICE_JWT_SECRET", SECRET)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -284,4 +295,80 @@ fn serve_refuses_to_start_without_a_secret() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("BOXOFFICE_JWT_SECRET"));
+}
+
+/// The waiting room of a single node survives SIGKILL: places, the serving counter and a
+/// live admission come back from the journal, and old queue tickets and admission tokens
+/// still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_room_survives_sigkill() {
+    let work = std::env::temp_dir().join(format!("boxoffice-cli-wr-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&work).unwrap();
+    let url = format!("sqlite://{}", work.join("store.db").display());
+    let rooms = work.join("rooms");
+    let http = reqwest::Client::new();
+    let admin = token("ops", true);
+    let server = Server::start_with_rooms(&url, &rooms);
+    let (status, event) = post(
+        &http,
+        format!("{}/v1/admin/events", server.base),
+        &admin,
+        "event-1",
+        json!({"name": "Door", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+               "waitingRoom": {"enabled": true, "policy": "fifo", "maxActiveShoppers": 1},
+               "sections": [{"name": "A", "rows": 2, "seatsPerRow": 5, "priceMinor": 100}]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap().to_owned();
+    let mut places = Vec::new();
+    for account in ["ann", "bob", "cat"] {
+        let fan = token(account, false);
+        let (status, place) = post(&http, format!("{}/v1/events/{event_id}/queue", server.base), &fan, "", json!({})).await;
+        assert_eq!(status, 201, "{place}");
+        places.push((fan, place["queueTicket"].as_str().unwrap().to_owned(), place["position"].clone()));
+    }
+    let poll = async |base: &str, fan: &str, ticket: &str| -> Value {
+        http.get(format!("{base}/v1/events/{event_id}/queue/status"))
+            .bearer_auth(fan)
+            .header("queue-ticket", ticket)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    };
+    let mut admitted = Value::Null;
+    for _ in 0..100 {
+        admitted = poll(&server.base, &places[0].0, &places[0].1).await;
+        if admitted["status"] == "ADMITTED" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(admitted["status"], "ADMITTED", "{admitted}");
+    server.kill();
+
+    let server = Server::start_with_rooms(&url, &rooms);
+    let again = poll(&server.base, &places[0].0, &places[0].1).await;
+    assert_eq!(again["status"], "ADMITTED", "{again}");
+    assert_eq!(again["admissionToken"], admitted["admissionToken"], "the same session");
+    for (fan, ticket, position) in &places[1..] {
+        let status = poll(&server.base, fan, ticket).await;
+        assert_eq!(status["status"], "WAITING", "the cap of 1 is still taken: {status}");
+        assert_eq!(&status["position"], position);
+    }
+    let hold = http
+        .post(format!("{}/v1/events/{event_id}/holds", server.base))
+        .bearer_auth(&places[0].0)
+        .header("idempotency-key", "h1")
+        .header("admission-token", admitted["admissionToken"].as_str().unwrap())
+        .json(&json!({"seatIds": ["A-1-1"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hold.status(), 201);
+    server.kill();
+    let _ = std::fs::remove_dir_all(&work);
 }

@@ -78,6 +78,8 @@ impl Server {
                 &paysim.base,
                 "--ticket-key",
                 ticket_key,
+                "--waitroom-state",
+                &format!("{ticket_key}.waitroom"),
             ])
             .env("BOXOFFICE_JWT_SECRET", SECRET)
             .env(

@@ -132,7 +132,7 @@ impl Modify for SecurityAddon {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "boxoffice", description = "Ticket reservation API: events, holds. See API.md for the contract."),
+    info(title = "boxoffice", description = "Ticket reservation API: events, waiting room, holds, checkout, orders, tickets. See API.md for the contract."),
     modifiers(&SecurityAddon),
     components(schemas(api::Problem))
 )]
