@@ -101,6 +101,12 @@ enum Command {
         #[arg(long, env = "DATABASE_URL")]
         database_url: String,
     },
+    /// A plain axum hello-world (`GET /`), the baseline of bench/waitroom.sh.
+    #[command(hide = true)]
+    Hello {
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+    },
 }
 
 /// Which payment provider `serve` talks to.
@@ -248,6 +254,29 @@ enum LoadScenario {
         /// Short, so seats recycle and the venue never sells out.
         #[arg(long, default_value_t = 1)]
         hold_ttl_s: u32,
+    },
+    /// Waiting-room joins: fills one event's (paused) queue with N accounts and writes a
+    /// sample of `<bearer token> <queueTicket>` lines for a status-poll load tool.
+    Queue {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and account tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Accounts to join (`q-0` …).
+        #[arg(long, default_value_t = 2_000_000)]
+        accounts: u64,
+        /// Concurrent closed-loop clients.
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        /// Accounts written to --sample-out, spread uniformly over the joined ones.
+        #[arg(long, default_value_t = 10_000)]
+        sample: u64,
+        #[arg(long)]
+        sample_out: std::path::PathBuf,
+        /// Join this event's queue instead of creating a new event with a paused queue.
+        #[arg(long)]
+        event_id: Option<String>,
     },
 }
 
@@ -403,6 +432,43 @@ async fn main() -> anyhow::Result<()> {
                     report.errors
                 );
             }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::Queue {
+                    base_url,
+                    jwt_secret,
+                    accounts,
+                    clients,
+                    sample,
+                    sample_out,
+                    event_id,
+                },
+        } => {
+            let scenario = boxoffice_load::QueueScenario {
+                base_url,
+                jwt_secret: jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),
+                accounts,
+                clients,
+                sample,
+                sample_out,
+                event_id,
+            };
+            let report = boxoffice_load::run_queue(&scenario).await?;
+            println!("queue {report}");
+            println!("event {}", report.event_id);
+            if report.errors > 0 {
+                bail!("{} joins were never answered 201", report.errors);
+            }
+            Ok(())
+        }
+        Command::Hello { listen } => {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("binding {listen}"))?;
+            println!("listening on http://{}", listener.local_addr()?);
+            boxoffice_load::hello::serve_hello(listener).await?;
             Ok(())
         }
         Command::Check { database_url } => {

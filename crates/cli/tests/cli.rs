@@ -302,7 +302,10 @@ fn serve_refuses_to_start_without_a_secret() {
 /// still work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_room_survives_sigkill() {
-    let work = std::env::temp_dir().join(format!("boxoffice-cli-wr-{}", uuid::Uuid::now_v7().simple()));
+    let work = std::env::temp_dir().join(format!(
+        "boxoffice-cli-wr-{}",
+        uuid::Uuid::now_v7().simple()
+    ));
     std::fs::create_dir_all(&work).unwrap();
     let url = format!("sqlite://{}", work.join("store.db").display());
     let rooms = work.join("rooms");
@@ -324,9 +327,20 @@ async fn waiting_room_survives_sigkill() {
     let mut places = Vec::new();
     for account in ["ann", "bob", "cat"] {
         let fan = token(account, false);
-        let (status, place) = post(&http, format!("{}/v1/events/{event_id}/queue", server.base), &fan, "", json!({})).await;
+        let (status, place) = post(
+            &http,
+            format!("{}/v1/events/{event_id}/queue", server.base),
+            &fan,
+            "",
+            json!({}),
+        )
+        .await;
         assert_eq!(status, 201, "{place}");
-        places.push((fan, place["queueTicket"].as_str().unwrap().to_owned(), place["position"].clone()));
+        places.push((
+            fan,
+            place["queueTicket"].as_str().unwrap().to_owned(),
+            place["position"].clone(),
+        ));
     }
     let poll = async |base: &str, fan: &str, ticket: &str| -> Value {
         http.get(format!("{base}/v1/events/{event_id}/queue/status"))
@@ -353,17 +367,26 @@ async fn waiting_room_survives_sigkill() {
     let server = Server::start_with_rooms(&url, &rooms);
     let again = poll(&server.base, &places[0].0, &places[0].1).await;
     assert_eq!(again["status"], "ADMITTED", "{again}");
-    assert_eq!(again["admissionToken"], admitted["admissionToken"], "the same session");
+    assert_eq!(
+        again["admissionToken"], admitted["admissionToken"],
+        "the same session"
+    );
     for (fan, ticket, position) in &places[1..] {
         let status = poll(&server.base, fan, ticket).await;
-        assert_eq!(status["status"], "WAITING", "the cap of 1 is still taken: {status}");
+        assert_eq!(
+            status["status"], "WAITING",
+            "the cap of 1 is still taken: {status}"
+        );
         assert_eq!(&status["position"], position);
     }
     let hold = http
         .post(format!("{}/v1/events/{event_id}/holds", server.base))
         .bearer_auth(&places[0].0)
         .header("idempotency-key", "h1")
-        .header("admission-token", admitted["admissionToken"].as_str().unwrap())
+        .header(
+            "admission-token",
+            admitted["admissionToken"].as_str().unwrap(),
+        )
         .json(&json!({"seatIds": ["A-1-1"]}))
         .send()
         .await

@@ -8,6 +8,14 @@
 //!
 //! Closed loop means a slow server slows the offered load; the open-loop on-sale simulator
 //! is later work (see the issue tracker).
+//!
+//! The `queue` scenario ([`queue`]) fills an event's waiting room for the status-poll
+//! benchmark, and [`hello`] is the plain axum hello-world that benchmark compares against.
+
+pub mod hello;
+pub mod queue;
+
+pub use queue::{QueueReport, QueueScenario, run_queue};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -159,7 +159,10 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::tickets::get_ticket))
         .routes(routes!(routes::tickets::ticket_qr))
         .routes(routes!(routes::tickets::check_in))
-        .routes(routes!(routes::queue::join_queue))
+        .routes(routes!(
+            routes::queue::join_queue,
+            routes::queue::leave_queue
+        ))
         .routes(routes!(routes::queue::queue_status))
         .routes(routes!(
             routes::queue::get_queue,

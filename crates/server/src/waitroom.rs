@@ -240,7 +240,6 @@ pub struct WaitingRoomOptions {
     pub controller: ControllerConfig,
 }
 
-
 /// The waiting rooms of this node. See the module docs.
 #[derive(Clone)]
 pub struct WaitingRoom {

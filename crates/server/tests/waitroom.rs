@@ -172,13 +172,28 @@ async fn status(app: &TestApp, account: &str, event_id: &str, ticket: &str) -> A
 
 /// Polls until the account is admitted; returns its admission token.
 async fn admitted(app: &TestApp, account: &str, event_id: &str, ticket: &str) -> String {
-    for _ in 0..300 {
+    admitted_polling_every(app, account, event_id, ticket, 50).await
+}
+
+/// Polls every `interval_ms` (about; jittered) for up to two minutes until admitted.
+async fn admitted_polling_every(
+    app: &TestApp,
+    account: &str,
+    event_id: &str,
+    ticket: &str,
+    interval_ms: u64,
+) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while std::time::Instant::now() < deadline {
         let answer = status(app, account, event_id, ticket).await;
         assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.json());
         let body = answer.json();
         match body["status"].as_str().unwrap() {
             "ADMITTED" => return body["admissionToken"].as_str().unwrap().to_owned(),
-            "WAITING" => tokio::time::sleep(Duration::from_millis(50)).await,
+            "WAITING" => {
+                let jitter = rand::random::<u64>() % (interval_ms / 2 + 1);
+                tokio::time::sleep(Duration::from_millis(interval_ms + jitter)).await;
+            }
             other => panic!("{account}: {other} {body}"),
         }
     }
@@ -525,8 +540,9 @@ async fn random_policy_shuffles_the_pre_queue_once(state: State) {
     rooms.cleanup().await;
 }
 
-/// 1,000 accounts poll at once; each admitted one holds a seat and releases it. A monitor
-/// reading the admin view never sees more active shoppers than the cap, and everyone gets in.
+/// 1,000 accounts poll at once; each admitted one either holds a seat and releases it or
+/// leaves the room. A monitor reading the admin view never sees more active shoppers than
+/// the cap, and everyone gets in.
 async fn thousand_pollers_never_exceed_the_cap(state: State) {
     const POLLERS: usize = 1_000;
     const CAP: u64 = 25;
@@ -564,20 +580,30 @@ async fn thousand_pollers_never_exceed_the_cap(state: State) {
     for (i, (account, ticket)) in tickets.into_iter().enumerate() {
         let (app, event_id, done) = (app.clone(), event_id.clone(), done.clone());
         pollers.push(tokio::spawn(async move {
-            let admission = admitted(&app, &account, &event_id, &ticket).await;
-            let seat = format!("A-{}-{}", i % 20 + 1, i / 20 % 30 + 1);
-            let held = hold_with(&app, &account, &event_id, Some(&admission), &seat).await;
-            assert_eq!(
-                held.status,
-                StatusCode::CREATED,
-                "{account}: {:?}",
-                held.json()
-            );
-            let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
-            let released = app
-                .delete(&token(&account), &format!("/v1/holds/{hold_id}"))
-                .await;
-            assert_eq!(released.status, StatusCode::OK);
+            let admission = admitted_polling_every(&app, &account, &event_id, &ticket, 200).await;
+            if i % 10 == 0 {
+                // Every tenth shopper holds a seat with the admission and releases it (the
+                // slot returns with the hold); the others leave the room.
+                let seat = format!("A-{}-{}", i / 10 % 20 + 1, i / 200 + 1);
+                let held = hold_with(&app, &account, &event_id, Some(&admission), &seat).await;
+                assert_eq!(
+                    held.status,
+                    StatusCode::CREATED,
+                    "{account}: {:?}",
+                    held.json()
+                );
+                let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+                let released = app
+                    .delete(&token(&account), &format!("/v1/holds/{hold_id}"))
+                    .await;
+                assert_eq!(released.status, StatusCode::OK);
+            } else {
+                let left = app
+                    .delete(&token(&account), &format!("/v1/events/{event_id}/queue"))
+                    .await;
+                assert_eq!(left.status, StatusCode::OK);
+                assert_eq!(left.json()["admissionEnded"], true, "{account}");
+            }
             done.fetch_add(1, Ordering::Relaxed);
         }));
     }

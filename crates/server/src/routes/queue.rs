@@ -210,6 +210,48 @@ pub async fn join_queue(
     Ok(response)
 }
 
+/// `DELETE /v1/events/{eventId}/queue` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaveQueueResponse {
+    /// Whether a live admission was ended (false if there was none: leaving twice is
+    /// harmless).
+    pub admission_ended: bool,
+}
+
+/// Ends the account's shopping session now (the page was closed, the fan gave up): its
+/// active-shopper slot goes to the next in line at once and its admission token stops
+/// working. The place is kept; polling again within the claim window admits anew if a slot
+/// is free.
+#[utoipa::path(
+    delete, path = "/v1/events/{eventId}/queue", tag = "waiting room",
+    params(("eventId" = String, Path)),
+    responses(
+        (status = 200, description = "The session ended (or there was none)", body = LeaveQueueResponse),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 404, description = "No such event", body = Problem),
+        (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
+        (status = 503, description = "Waiting-room state unavailable", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn leave_queue(
+    State(state): State<AppState>,
+    account: Account,
+    Path(event_id): Path<String>,
+) -> ApiResult<Response> {
+    let event = state.event(&event_id).await?;
+    let room = room_of(&state, &event).await?;
+    let now_ms = i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000)
+        .unwrap_or(i64::MAX);
+    let admission_ended = state
+        .waitroom
+        .end(&room.event_id, account.account_id.as_str(), now_ms)
+        .await
+        .map_err(state_error)?;
+    Ok(axum::Json(LeaveQueueResponse { admission_ended }).into_response())
+}
+
 /// Where the account stands; answered from memory. `Retry-After` says when to poll again.
 #[utoipa::path(
     get, path = "/v1/events/{eventId}/queue/status", tag = "waiting room",
