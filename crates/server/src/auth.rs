@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::token_cache::TokenCache;
 
 /// The secret the demo and `boxoffice token` use when none is configured. Never for
 /// production: `serve` refuses to start without `BOXOFFICE_JWT_SECRET` unless told
@@ -36,6 +37,8 @@ pub struct Claims {
 pub struct TokenVerifier {
     key: DecodingKey,
     validation: Validation,
+    /// Tokens that verified, with their account and `exp` (re-checked on every hit).
+    verified: std::sync::Arc<TokenCache<(Account, u64)>>,
 }
 
 impl std::fmt::Debug for TokenVerifier {
@@ -58,6 +61,7 @@ impl TokenVerifier {
         Ok(Self {
             key: DecodingKey::from_secret(secret.as_bytes()).map_err(|e| e.to_string())?,
             validation,
+            verified: std::sync::Arc::default(),
         })
     }
 
@@ -65,15 +69,30 @@ impl TokenVerifier {
         if token.len() > TOKEN_LEN_MAX {
             return Err(ApiError::unauthenticated("token too long"));
         }
+        if let Some((account, exp)) = self.verified.get(token) {
+            if exp.saturating_add(JWT_LEEWAY_S) > unix_s() {
+                return Ok(account);
+            }
+            return Err(ApiError::unauthenticated("invalid token: ExpiredSignature"));
+        }
         let data = jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation)
             .map_err(|e| ApiError::unauthenticated(format!("invalid token: {e}")))?;
         let account_id = AccountId::parse(&data.claims.sub)
             .map_err(|e| ApiError::unauthenticated(format!("invalid token subject: {e}")))?;
-        Ok(Account {
+        let account = Account {
             account_id,
             admin: data.claims.role.as_deref() == Some("admin"),
-        })
+        };
+        self.verified
+            .insert(token, (account.clone(), data.claims.exp));
+        Ok(account)
     }
+}
+
+fn unix_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Signs a token for `account_id`, valid for `ttl_s` seconds from now.

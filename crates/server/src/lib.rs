@@ -14,6 +14,7 @@ pub mod body;
 pub mod error;
 pub mod idempotency;
 pub mod routes;
+pub mod token_cache;
 pub mod waitroom;
 
 use std::collections::HashMap;
@@ -45,9 +46,21 @@ use crate::idempotency::InFlight;
 use crate::waitroom::{SlotReturner, WaitingRoom, WaitingRoomOptions};
 use boxoffice_waitroom_state::RoomStore;
 
-/// Shared state of every handler.
+/// Shared state of every handler. Cloning it (axum does, several times per request) copies
+/// one pointer.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] points to.
+pub struct Shared {
     pub store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
     pub batcher: HoldBatcher,
@@ -91,6 +104,12 @@ impl std::fmt::Debug for ServerConfig {
 }
 
 impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
             .field("store", &self.store.backend())
@@ -192,7 +211,7 @@ impl AppState {
             waitroom: waitroom.clone(),
             store: store.clone(),
         };
-        Ok(Self {
+        Ok(Self(Arc::new(Shared {
             relay: OutboxRelay::new(
                 store.clone(),
                 config.provider.clone(),
@@ -210,7 +229,7 @@ impl AppState {
             events: Arc::default(),
             metrics: metrics_handle(),
             openapi_json: Arc::new(openapi().to_pretty_json().unwrap_or_default()),
-        })
+        })))
     }
 }
 
@@ -289,4 +308,19 @@ pub fn spawn_workers(state: &AppState) {
     tokio::spawn(state.relay.clone().run());
     tokio::spawn(state.reconciler.clone().run());
     tokio::spawn(state.waitroom.clone().run(state.store.clone()));
+    tokio::spawn(metrics_upkeep(state.metrics.clone()));
+}
+
+/// How often the metrics recorder folds recorded samples into its summaries.
+pub const METRICS_UPKEEP_INTERVAL_S: u64 = 5;
+
+/// Without upkeep the Prometheus recorder keeps every histogram sample until the next
+/// scrape: memory would grow with traffic when nobody scrapes.
+async fn metrics_upkeep(handle: PrometheusHandle) {
+    let mut interval =
+        tokio::time::interval(std::time::Duration::from_secs(METRICS_UPKEEP_INTERVAL_S));
+    loop {
+        interval.tick().await;
+        handle.run_upkeep();
+    }
 }

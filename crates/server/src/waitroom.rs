@@ -36,6 +36,8 @@ use boxoffice_waitroom::token::{AdmissionError, QueueTicketClaims, QueueTicketEr
 use boxoffice_waitroom_state::{RoomStore, StateError};
 use boxoffice_workers::relay::OutboxListener;
 
+use crate::token_cache::TokenCache;
+
 /// How often rooms tick: release a slice, expire admissions, refresh views.
 pub const TICK_MS: u64 = 100;
 /// Ticks per controller decision (one decision per second).
@@ -184,6 +186,8 @@ pub struct RoomHandle {
     stats: RwLock<Option<RoomStats>>,
     control: Mutex<Control>,
     polls: AtomicU64,
+    /// The controller's current rate, readable by polls without the control lock.
+    rate_per_s: AtomicU64,
 }
 
 impl RoomHandle {
@@ -249,6 +253,9 @@ pub struct WaitingRoom {
     node_id: Arc<str>,
     options: WaitingRoomOptions,
     pub meter: Arc<HealthMeter>,
+    /// Queue tickets that verified (they carry no `exp`; the event and account are
+    /// compared on every hit).
+    tickets: Arc<TokenCache<QueueTicketClaims>>,
 }
 
 impl std::fmt::Debug for WaitingRoom {
@@ -296,6 +303,7 @@ impl WaitingRoom {
             node_id: uuid::Uuid::now_v7().to_string().into(),
             options,
             meter: Arc::default(),
+            tickets: Arc::default(),
         })
     }
 
@@ -350,6 +358,7 @@ impl WaitingRoom {
                 leader: false,
             }),
             polls: AtomicU64::new(0),
+            rate_per_s: AtomicU64::new(self.options.controller.initial_release_per_s),
         });
         let mut rooms = self.rooms.write().unwrap_or_else(|e| e.into_inner());
         Ok(rooms.entry(event_id.to_owned()).or_insert(handle).clone())
@@ -396,9 +405,20 @@ impl WaitingRoom {
         ticket: &str,
         account_id: &str,
     ) -> Result<QueueTicketClaims, RoomError> {
-        Ok(self
+        if let Some(claims) = self.tickets.get(ticket) {
+            if claims.evt != room.event_id {
+                return Err(QueueTicketError::OtherEvent.into());
+            }
+            if claims.sub != account_id {
+                return Err(QueueTicketError::OtherAccount.into());
+            }
+            return Ok(claims);
+        }
+        let claims = self
             .keys
-            .verify_queue_ticket(ticket, &room.event_id, account_id)?)
+            .verify_queue_ticket(ticket, &room.event_id, account_id)?;
+        self.tickets.insert(ticket, claims.clone());
+        Ok(claims)
     }
 
     /// Answers a status poll: from the cached view, unless the account's turn has come.
@@ -613,6 +633,8 @@ impl WaitingRoom {
                     if control.decision.as_ref().map(|d| d.kind) != Some(decision.kind) {
                         tracing::info!(event_id = %room.event_id, reason = %decision.reason, "release rate");
                     }
+                    room.rate_per_s
+                        .store(decision.rate_per_s, Ordering::Relaxed);
                     control.decision = Some(decision);
                 }
                 let free = stats
@@ -700,13 +722,7 @@ async fn probe(store: &dyn Store) -> bool {
 }
 
 fn waiting(room: &RoomHandle, position: u64, ahead_of_you: u64) -> PollAnswer {
-    let rate = room
-        .control
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .controller
-        .rate_per_s()
-        .max(1);
+    let rate = room.rate_per_s.load(Ordering::Relaxed).max(1);
     let estimated_wait_s = ahead_of_you.div_ceil(rate);
     // Poll often near the head, rarely far back: about four polls before the turn comes.
     let retry_after_s = (estimated_wait_s / 4).clamp(1, POLL_INTERVAL_MAX_S);
