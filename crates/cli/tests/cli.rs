@@ -37,6 +37,8 @@ fn token(account: &str, admin: bool) -> String {
 struct Server {
     child: Child,
     base: String,
+    /// A waiting-room directory this server owns, removed when it is killed.
+    own_rooms: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -45,7 +47,9 @@ impl Server {
             "boxoffice-cli-rooms-{}",
             uuid::Uuid::now_v7().simple()
         ));
-        Self::start_with_rooms(database_url, &rooms)
+        let mut server = Self::start_with_rooms(database_url, &rooms);
+        server.own_rooms = Some(rooms);
+        server
     }
 
     /// `serve` with its waiting-room journal in `rooms`.
@@ -77,13 +81,20 @@ impl Server {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        Self { child, base }
+        Self {
+            child,
+            base,
+            own_rooms: None,
+        }
     }
 
     fn kill(mut self) {
         // SIGKILL: no shutdown hook runs.
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+        if let Some(rooms) = &self.own_rooms {
+            let _ = std::fs::remove_dir_all(rooms);
+        }
     }
 }
 

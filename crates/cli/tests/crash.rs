@@ -294,6 +294,7 @@ async fn crash_case(database_url: &str, point: &str) {
         "{point}: check fails after convergence: {report}"
     );
     let _ = std::fs::remove_file(&key_path);
+    let _ = std::fs::remove_dir_all(format!("{key_path}.waitroom"));
 }
 
 async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
