@@ -208,4 +208,29 @@ printf '%s\n' "${ROWS[@]}" | awk -v accounts="$ACCOUNTS" -v rss0="$RSS0" -v rss1
     printf "queued accounts: %.1f MiB, %.0f bytes per account\n", (rss1 - rss0) / 1024, (rss1 - rss0) * 1024 / accounts
   }'
 echo "journal on disk: $(du -sh "$WORK/waitroom" | cut -f1)"
+
+# Restart: SIGKILL the server and start it on the same journal; the time to "listening"
+# is migrations plus the journal replay. One sampled account's answer must not change.
+read -r TOKEN TICKET < "$WORK/sample.txt"
+poll_once() { curl -s -H "Authorization: Bearer $TOKEN" -H "Queue-Ticket: $TICKET" "$1/v1/events/$EVENT/queue/status"; }
+BEFORE=$(poll_once "$URL")
+kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+STARTED=$(date +%s.%N)
+BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn \
+  DATABASE_URL="sqlite://$WORK/bench.db" BOXOFFICE_WAITROOM_STATE="$WORK/waitroom" \
+  BOXOFFICE_TICKET_KEY="$WORK/ticket.pem" \
+  "$BOXOFFICE" serve --listen "127.0.0.1:$PORT" > "$WORK/serve2.out" 2> "$WORK/serve2.err" &
+SERVER_PID=$!
+for _ in $(seq 1 6000); do
+  grep -q 'listening on' "$WORK/serve2.out" 2>/dev/null && break
+  kill -0 "$SERVER_PID" 2>/dev/null || break
+  sleep 0.1
+done
+URL2=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/serve2.out" | head -1)
+[ -n "$URL2" ] || { cat "$WORK/serve2.err"; exit 1; }
+READY=$(date +%s.%N)
+AFTER=$(poll_once "$URL2")
+echo "restart after SIGKILL: listening again in $(awk -v a="$STARTED" -v b="$READY" 'BEGIN{printf "%.1f", b - a}') s with $ACCOUNTS accounts replayed (VmRSS $(( $(rss_kb "$SERVER_PID") / 1024 )) MiB)"
+echo "  one sampled account before: $BEFORE"
+echo "  after:                      $AFTER"
 echo "# goal: poll >= 100000 req/s, p99 < 10 ms, ratio >= 0.6; $(date -u +%FT%TZ) load: $(load_avg)"
