@@ -210,8 +210,8 @@ printf '%s\n' "${ROWS[@]}" | awk -v accounts="$ACCOUNTS" -v rss0="$RSS0" -v rss1
 echo "journal on disk: $(du -sh "$WORK/waitroom" | cut -f1)"
 
 # Restart: SIGKILL the server and start it on the same journal; the time to "listening"
-# is migrations plus the journal replay. One sampled account's answer must not change.
-read -r TOKEN TICKET < "$WORK/sample.txt"
+# is migrations plus the journal replay. The middle sampled account's answer must not change.
+read -r TOKEN TICKET <<<"$(sed -n "$(( ($(wc -l < "$WORK/sample.txt") + 1) / 2 ))p" "$WORK/sample.txt")"
 poll_once() { curl -s -H "Authorization: Bearer $TOKEN" -H "Queue-Ticket: $TICKET" "$1/v1/events/$EVENT/queue/status"; }
 BEFORE=$(poll_once "$URL")
 kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true

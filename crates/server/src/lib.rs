@@ -298,6 +298,11 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
 ) -> std::io::Result<()> {
     let state = AppState::new(store.clone(), config).map_err(std::io::Error::other)?;
+    // The rooms are known before the relay runs, so the first delivered `hold.expired` or
+    // `order.confirmed` after a restart already returns its slot.
+    if let Err(error) = state.waitroom.resume().await {
+        tracing::warn!(%error, "waiting rooms not loaded yet; they load on first use");
+    }
     spawn_workers(&state);
     axum::serve(listener, app(state)).await
 }

@@ -233,6 +233,8 @@ pub enum RoomError {
     #[error("the admission's shopping session has ended; poll the queue status for a new one")]
     SessionEnded,
     #[error(transparent)]
+    Join(#[from] boxoffice_waitroom::queue::JoinError),
+    #[error(transparent)]
     State(#[from] StateError),
     #[error("signing failed: {0}")]
     Signing(String),
@@ -386,8 +388,7 @@ impl WaitingRoom {
         let place = self
             .store
             .join(&room.event_id, account_id, now_ms)
-            .await?
-            .map_err(|e| RoomError::Ticket(QueueTicketError::Invalid(e.to_string())))?;
+            .await??;
         let ticket = self
             .keys
             .issue_queue_ticket(&room.event_id, account_id, place.index)

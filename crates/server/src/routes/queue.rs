@@ -128,6 +128,10 @@ impl From<RoomError> for ApiError {
                 "ADMISSION_INVALID",
                 error.to_string(),
             ),
+            RoomError::Join(boxoffice_waitroom::queue::JoinError::QueueFull) => {
+                ApiError::new(StatusCode::CONFLICT, "QUEUE_FULL", error.to_string())
+            }
+            RoomError::Join(why) => ApiError::validation("sub", why),
             RoomError::State(error) => {
                 tracing::warn!(%error, "waiting-room state");
                 ApiError::unavailable("the waiting room is unavailable; retry shortly")
@@ -172,7 +176,7 @@ async fn room_of(state: &AppState, event: &EventRecord) -> ApiResult<std::sync::
         (status = 201, description = "The account's place (the same one on every join)", body = JoinQueueResponse),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such event", body = Problem),
-        (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
+        (status = 409, description = "WAITING_ROOM_DISABLED or QUEUE_FULL", body = Problem),
         (status = 503, description = "Waiting-room state unavailable", body = Problem),
     ),
     security(("bearer" = []))
