@@ -10,6 +10,7 @@
 //! Architecture invariant: this crate depends on no async runtime, no database driver and no
 //! web framework (CI checks `cargo tree`).
 
+pub mod best;
 pub mod decide;
 pub mod event;
 pub mod hold;
