@@ -18,5 +18,6 @@ pub mod idempotency;
 pub mod ids;
 pub mod inventory;
 pub mod order;
+pub mod seatmap;
 
 pub use time::OffsetDateTime;

@@ -1,0 +1,269 @@
+//! The seat map as fans see it: a versioned snapshot of every seat's status and a bounded log
+//! of the committed changes since, so a client holding version `v` catches up with only the
+//! changes after `v` (or learns that `v` is too old and refetches the snapshot).
+//!
+//! The read model is advanced only by committed changes, in commit order: each
+//! [`ChangeBatch`] is one committed transaction's seat changes with the next version number.
+//! A gap (a batch whose version is not the next one) is refused, so the caller rebuilds from
+//! the store rather than silently missing a change. The map is never consulted to grant a
+//! hold; a hold past its deadline shows as available ([`SeatMap::status_at`]) even before the
+//! sweeper has written it.
+//!
+//! Pure core only: the change feed from the stores, the HTTP snapshot/changes/SSE endpoints
+//! and the web page come with issue 5.
+
+use std::collections::VecDeque;
+
+/// A seat's status on the map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MapStatus {
+    Available,
+    /// Held until this time (unix ms); after it the seat shows as available.
+    Held {
+        until_ms: i64,
+    },
+    Sold,
+}
+
+/// One seat's new status; `seat` indexes the event's seats in layout order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeatChange {
+    pub seat: u32,
+    pub status: MapStatus,
+}
+
+/// The seat changes of one committed transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeBatch {
+    pub version: u64,
+    pub changes: Vec<SeatChange>,
+}
+
+/// Why a batch was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("change feed gap: the map is at version {at}, the batch is version {got}")]
+    Gap { at: u64, got: u64 },
+    #[error("seat index {0} is outside the map")]
+    UnknownSeat(u32),
+}
+
+/// Why changes since a version cannot be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SinceError {
+    /// The log no longer reaches back to that version: refetch the snapshot.
+    #[error("version {asked} is older than the oldest kept change ({oldest_kept})")]
+    TooOld { asked: u64, oldest_kept: u64 },
+    /// A version the map has not reached (a client from the future, or another map).
+    #[error("version {asked} is newer than the map ({at})")]
+    Ahead { asked: u64, at: u64 },
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub struct SeatMap {
+    version: u64,
+    status: Vec<MapStatus>,
+    log: VecDeque<ChangeBatch>,
+    /// Most seat changes kept in the log; older batches are dropped first.
+    log_changes_max: usize,
+    log_changes: usize,
+}
+
+impl SeatMap {
+    /// A map at `version` with these statuses, keeping up to `log_changes_max` seat changes.
+    pub fn new(status: Vec<MapStatus>, version: u64, log_changes_max: usize) -> Self {
+        Self {
+            version,
+            status,
+            log: VecDeque::new(),
+            log_changes_max,
+            log_changes: 0,
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn len(&self) -> usize {
+        self.status.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.status.is_empty()
+    }
+
+    /// The stored status of every seat (holds past their deadline included as held).
+    pub fn statuses(&self) -> &[MapStatus] {
+        &self.status
+    }
+
+    /// What a fan sees for `seat` at `now_ms`: a hold past its deadline is available.
+    pub fn status_at(&self, seat: usize, now_ms: i64) -> Option<MapStatus> {
+        self.status.get(seat).map(|status| match *status {
+            MapStatus::Held { until_ms } if until_ms <= now_ms => MapStatus::Available,
+            other => other,
+        })
+    }
+
+    /// Applies the next committed batch; refuses a gap or an unknown seat (all or nothing).
+    pub fn apply(&mut self, batch: ChangeBatch) -> Result<(), ApplyError> {
+        if batch.version != self.version + 1 {
+            return Err(ApplyError::Gap {
+                at: self.version,
+                got: batch.version,
+            });
+        }
+        if let Some(bad) = batch
+            .changes
+            .iter()
+            .find(|change| change.seat as usize >= self.status.len())
+        {
+            return Err(ApplyError::UnknownSeat(bad.seat));
+        }
+        for change in &batch.changes {
+            self.status[change.seat as usize] = change.status;
+        }
+        self.version = batch.version;
+        self.log_changes += batch.changes.len();
+        self.log.push_back(batch);
+        while self.log_changes > self.log_changes_max && self.log.len() > 1 {
+            if let Some(dropped) = self.log.pop_front() {
+                self.log_changes -= dropped.changes.len();
+            }
+        }
+        Ok(())
+    }
+
+    /// The batches after `version`, oldest first.
+    pub fn changes_since(&self, version: u64) -> Result<Vec<&ChangeBatch>, SinceError> {
+        if version > self.version {
+            return Err(SinceError::Ahead {
+                asked: version,
+                at: self.version,
+            });
+        }
+        if version == self.version {
+            return Ok(Vec::new());
+        }
+        let oldest_kept = self.log.front().map_or(self.version, |b| b.version);
+        if version + 1 < oldest_kept {
+            return Err(SinceError::TooOld {
+                asked: version,
+                oldest_kept,
+            });
+        }
+        Ok(self.log.iter().filter(|b| b.version > version).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn held(until_ms: i64) -> MapStatus {
+        MapStatus::Held { until_ms }
+    }
+
+    #[test]
+    fn an_expired_hold_shows_available_and_gaps_are_refused() {
+        let mut map = SeatMap::new(vec![MapStatus::Available; 3], 10, 100);
+        map.apply(ChangeBatch {
+            version: 11,
+            changes: vec![SeatChange {
+                seat: 1,
+                status: held(1_000),
+            }],
+        })
+        .unwrap();
+        assert_eq!(map.status_at(1, 999), Some(held(1_000)));
+        assert_eq!(map.status_at(1, 1_000), Some(MapStatus::Available));
+        assert_eq!(
+            map.apply(ChangeBatch {
+                version: 13,
+                changes: vec![]
+            }),
+            Err(ApplyError::Gap { at: 11, got: 13 })
+        );
+        assert_eq!(
+            map.apply(ChangeBatch {
+                version: 12,
+                changes: vec![
+                    SeatChange {
+                        seat: 0,
+                        status: MapStatus::Sold
+                    },
+                    SeatChange {
+                        seat: 3,
+                        status: MapStatus::Sold
+                    },
+                ],
+            }),
+            Err(ApplyError::UnknownSeat(3))
+        );
+        assert_eq!(map.statuses()[0], MapStatus::Available, "all or nothing");
+        assert_eq!(map.version(), 11);
+        assert_eq!(
+            map.changes_since(12),
+            Err(SinceError::Ahead { asked: 12, at: 11 })
+        );
+    }
+
+    fn status_strategy() -> impl Strategy<Value = MapStatus> {
+        prop_oneof![
+            Just(MapStatus::Available),
+            (0i64..100).prop_map(|until_ms| MapStatus::Held { until_ms }),
+            Just(MapStatus::Sold),
+        ]
+    }
+
+    proptest! {
+        /// A client that took the snapshot at any version and replays the changes since
+        /// equals the truth; a version the log no longer reaches is refused as too old.
+        #[test]
+        fn snapshot_plus_replayed_changes_equals_the_truth(
+            batches in proptest::collection::vec(
+                proptest::collection::vec((0u32..20, status_strategy()), 0..6), 1..60),
+            log_changes_max in 1usize..40,
+            client_at in 0usize..60,
+        ) {
+            let mut map = SeatMap::new(vec![MapStatus::Available; 20], 0, log_changes_max);
+            let mut truth = vec![MapStatus::Available; 20];
+            let mut snapshots = vec![(0u64, truth.clone())];
+            for (i, changes) in batches.iter().enumerate() {
+                let batch = ChangeBatch {
+                    version: i as u64 + 1,
+                    changes: changes.iter().map(|&(seat, status)| SeatChange { seat, status }).collect(),
+                };
+                for change in &batch.changes {
+                    truth[change.seat as usize] = change.status;
+                }
+                map.apply(batch).unwrap();
+                snapshots.push((map.version(), map.statuses().to_vec()));
+                prop_assert_eq!(map.statuses(), &truth[..]);
+            }
+            let (version, mut client) = snapshots[client_at.min(snapshots.len() - 1)].clone();
+            match map.changes_since(version) {
+                Ok(batches) => {
+                    let mut expected_version = version;
+                    for batch in batches {
+                        prop_assert_eq!(batch.version, expected_version + 1);
+                        expected_version = batch.version;
+                        for change in &batch.changes {
+                            client[change.seat as usize] = change.status;
+                        }
+                    }
+                    prop_assert_eq!(expected_version, map.version());
+                    prop_assert_eq!(client, truth);
+                }
+                Err(SinceError::TooOld { oldest_kept, .. }) => {
+                    prop_assert!(version + 1 < oldest_kept);
+                }
+                Err(other) => prop_assert!(false, "{other}"),
+            }
+        }
+    }
+}
