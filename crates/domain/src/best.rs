@@ -11,7 +11,9 @@
 //! Within a row, the placement whose middle is nearest the row's middle wins (the centre of
 //! a row sees best); ties go to the lower seat number.
 //!
-//! Not wired to the hold path yet: the stores still refuse `bestAvailable` (issue 5).
+//! The hold decision (`decide::decide_holds`) calls [`choose`] for a `bestAvailable`
+//! request on the rows of the candidate sections, which the store locks whole (every seat of
+//! the named section, or of every section when none is named) in the batch's transaction.
 
 /// The free seats of one row, as the caller locked them.
 #[derive(Debug, Clone, PartialEq, Eq)]

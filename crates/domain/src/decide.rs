@@ -9,8 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use time::{Duration, OffsetDateTime};
 
+use crate::best::{BestRequest, RowSeats};
 use crate::event::SaleRules;
 use crate::hold::{SeatStatus, seat_is_free};
+use crate::ids::SeatRef;
 
 /// One reserved seat as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,13 +42,20 @@ pub enum HoldShape {
     Seats { seat_ids: Vec<String> },
     /// This many units of a general-admission tier, all or nothing.
     Tier { tier_id: String, quantity: u32 },
+    /// The best `quantity` adjacent seats of one row, chosen here from the locked rows of the
+    /// candidate sections (see [`crate::best`]).
+    BestAvailable {
+        quantity: u32,
+        section: Option<String>,
+        max_price_minor: Option<i64>,
+    },
 }
 
 impl HoldShape {
     pub fn quantity(&self) -> u32 {
         match self {
             Self::Seats { seat_ids } => u32::try_from(seat_ids.len()).unwrap_or(u32::MAX),
-            Self::Tier { quantity, .. } => *quantity,
+            Self::Tier { quantity, .. } | Self::BestAvailable { quantity, .. } => *quantity,
         }
     }
 }
@@ -225,6 +234,17 @@ fn decide_one(rules: &SaleRules, state: &mut BatchState, request: &HoldRequest) 
     {
         return invalid("tierId", format!("unknown tier {tier_id}"));
     }
+    if let HoldShape::BestAvailable {
+        section: Some(section),
+        ..
+    } = &request.shape
+        && !rules.section_order.contains(section)
+    {
+        return invalid(
+            "bestAvailable.section",
+            format!("unknown section {section}"),
+        );
+    }
     let current = state
         .usage_by_account
         .get(&request.account_id)
@@ -238,38 +258,42 @@ fn decide_one(rules: &SaleRules, state: &mut BatchState, request: &HoldRequest) 
         };
     }
     let expires_at = state.now + Duration::seconds(i64::from(rules.hold_ttl_s));
+    let chosen;
     let new_hold = match &request.shape {
         HoldShape::Seats { seat_ids } => {
-            let unavailable: Vec<String> = seat_ids
-                .iter()
-                .filter(|id| {
-                    let row = &state.seats[*id];
-                    !seat_is_free(row.status, row.hold_expires_at, state.now)
-                })
-                .cloned()
-                .collect();
-            if !unavailable.is_empty() {
+            match hold_seats(state, request, seat_ids, requested, expires_at) {
+                Ok(hold) => hold,
+                Err(unavailable_seat_ids) => {
+                    return HoldOutcome::SeatsUnavailable {
+                        unavailable_seat_ids,
+                    };
+                }
+            }
+        }
+        HoldShape::BestAvailable {
+            quantity,
+            section,
+            max_price_minor,
+        } => {
+            let best = BestRequest {
+                quantity: *quantity,
+                section: section.clone(),
+                max_price_minor: *max_price_minor,
+            };
+            let Some(choice) = crate::best::choose(&candidate_rows(rules, state, &best), &best)
+            else {
                 return HoldOutcome::SeatsUnavailable {
-                    unavailable_seat_ids: unavailable,
+                    unavailable_seat_ids: Vec::new(),
                 };
-            }
-            let mut seats = Vec::with_capacity(seat_ids.len());
-            for id in seat_ids {
-                let row = state.seats.get_mut(id).expect("checked above");
-                row.status = SeatStatus::Held;
-                row.hold_id = Some(request.new_hold_id.clone());
-                row.hold_expires_at = Some(expires_at);
-                seats.push((id.clone(), row.price_minor));
-            }
-            let total_minor = seats.iter().map(|(_, price)| price).sum();
-            NewHold {
-                hold_id: request.new_hold_id.clone(),
-                account_id: request.account_id.clone(),
-                seats,
-                tier_id: None,
-                quantity: requested,
-                total_minor,
-                expires_at,
+            };
+            chosen = choice.seat_ids();
+            match hold_seats(state, request, &chosen, requested, expires_at) {
+                Ok(hold) => hold,
+                Err(unavailable_seat_ids) => {
+                    return HoldOutcome::SeatsUnavailable {
+                        unavailable_seat_ids,
+                    };
+                }
             }
         }
         HoldShape::Tier { tier_id, quantity } => {
@@ -298,6 +322,80 @@ fn decide_one(rules: &SaleRules, state: &mut BatchState, request: &HoldRequest) 
         .usage_by_account
         .insert(request.account_id.clone(), current + requested);
     HoldOutcome::Held(new_hold)
+}
+
+/// Holds `seat_ids` for `request` if every one is free (marking them held in `state`);
+/// otherwise returns the ones that are not.
+fn hold_seats(
+    state: &mut BatchState,
+    request: &HoldRequest,
+    seat_ids: &[String],
+    requested: u32,
+    expires_at: OffsetDateTime,
+) -> Result<NewHold, Vec<String>> {
+    let unavailable: Vec<String> = seat_ids
+        .iter()
+        .filter(|id| {
+            let row = &state.seats[*id];
+            !seat_is_free(row.status, row.hold_expires_at, state.now)
+        })
+        .cloned()
+        .collect();
+    if !unavailable.is_empty() {
+        return Err(unavailable);
+    }
+    let mut seats = Vec::with_capacity(seat_ids.len());
+    for id in seat_ids {
+        let row = state.seats.get_mut(id).expect("checked by the caller");
+        row.status = SeatStatus::Held;
+        row.hold_id = Some(request.new_hold_id.clone());
+        row.hold_expires_at = Some(expires_at);
+        seats.push((id.clone(), row.price_minor));
+    }
+    let total_minor = seats.iter().map(|(_, price)| price).sum();
+    Ok(NewHold {
+        hold_id: request.new_hold_id.clone(),
+        account_id: request.account_id.clone(),
+        seats,
+        tier_id: None,
+        quantity: requested,
+        total_minor,
+        expires_at,
+    })
+}
+
+/// The rows of the sections a best-available request may use, best first (sections in the
+/// event's order, then row 1 first), with which seats are free now. The store locked every
+/// seat of those sections, so each row is complete.
+fn candidate_rows(rules: &SaleRules, state: &BatchState, best: &BestRequest) -> Vec<RowSeats> {
+    let mut rows: BTreeMap<(usize, u32), RowSeats> = BTreeMap::new();
+    for (seat_id, row) in &state.seats {
+        let Ok(seat) = SeatRef::parse(seat_id) else {
+            continue;
+        };
+        let Some(rank) = rules.section_order.iter().position(|s| *s == seat.section) else {
+            continue;
+        };
+        if best.section.as_ref().is_some_and(|s| *s != seat.section)
+            || best
+                .max_price_minor
+                .is_some_and(|max| row.price_minor > max)
+        {
+            continue;
+        }
+        let entry = rows.entry((rank, seat.row)).or_insert_with(|| RowSeats {
+            section: seat.section.clone(),
+            row: seat.row,
+            price_minor: row.price_minor,
+            free: Vec::new(),
+        });
+        let i = seat.number.saturating_sub(1) as usize;
+        if entry.free.len() <= i {
+            entry.free.resize(i + 1, false);
+        }
+        entry.free[i] = seat_is_free(row.status, row.hold_expires_at, state.now);
+    }
+    rows.into_values().collect()
 }
 
 #[cfg(test)]

@@ -91,6 +91,8 @@ pub enum QueuePolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaleRules {
     pub on_sale_at: OffsetDateTime,
+    /// Section names in the event's order: best-available tries them first to last.
+    pub section_order: Vec<String>,
     pub hold_ttl_s: u32,
     pub max_seats_per_hold: u32,
     pub max_tickets_per_account: u32,

@@ -23,6 +23,7 @@ const START: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
 
 fn rules() -> SaleRules {
     SaleRules {
+        section_order: vec!["A".into()],
         on_sale_at: START,
         hold_ttl_s: TTL_S,
         max_seats_per_hold: 3,
@@ -262,6 +263,9 @@ impl Reference {
         let (seat_ids, quantity) = match &request.shape {
             HoldShape::Seats { seat_ids } => (seat_ids.clone(), seat_ids.len() as u32),
             HoldShape::Tier { quantity, .. } => (Vec::new(), *quantity),
+            HoldShape::BestAvailable { .. } => {
+                unreachable!("best available is covered by domain::best and the HTTP stories")
+            }
         };
         let mut distinct = seat_ids.clone();
         distinct.sort();

@@ -418,25 +418,39 @@ impl SqliteStore {
         // 2. The seats involved, in seat order.
         let mut seat_ids = BTreeSet::new();
         let mut tier_ids = BTreeSet::new();
+        let mut best_sections = BTreeSet::new();
+        let mut best_everywhere = false;
         for request in requests {
             match &request.shape {
                 HoldShape::Seats { seat_ids: ids } => seat_ids.extend(ids.iter().cloned()),
                 HoldShape::Tier { tier_id, .. } => {
                     tier_ids.insert(tier_id.clone());
                 }
+                // Best available decides among every seat of its candidate sections, so
+                // all of them are locked (in the same seat order as everything else).
+                HoldShape::BestAvailable { section, .. } => match section {
+                    Some(section) => {
+                        best_sections.insert(section.clone());
+                    }
+                    None => best_everywhere = true,
+                },
             }
         }
         let seat_ids: Vec<String> = seat_ids.into_iter().collect();
-        let seat_rows = if seat_ids.is_empty() {
+        let best_sections: Vec<String> = best_sections.into_iter().collect();
+        let seat_rows = if seat_ids.is_empty() && best_sections.is_empty() && !best_everywhere {
             Vec::new()
         } else {
             sqlx::query_as::<_, (String, String, Option<String>, Option<i64>, i64)>(
                 "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
-                   FROM seat WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
+                   FROM seat WHERE event_id = ?1 AND (seat_id IN (SELECT value FROM json_each(?2))
+                                                   OR section IN (SELECT value FROM json_each(?3)) OR ?4)
                   ORDER BY seat_id",
             )
             .bind(event_id)
             .bind(json_list(&seat_ids))
+            .bind(json_list(&best_sections))
+            .bind(best_everywhere)
             .fetch_all(&mut *tx)
             .await
             .map_err(classify)?

@@ -69,6 +69,7 @@ impl EventRecord {
     pub fn rules(&self) -> SaleRules {
         SaleRules {
             on_sale_at: self.on_sale_at,
+            section_order: self.sections.iter().map(|s| s.name.clone()).collect(),
             hold_ttl_s: self.hold_ttl_s,
             max_seats_per_hold: self.max_seats_per_hold,
             max_tickets_per_account: self.max_tickets_per_account,

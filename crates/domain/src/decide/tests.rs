@@ -11,6 +11,7 @@ const NOW: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
 
 fn rules() -> SaleRules {
     SaleRules {
+        section_order: vec!["A".into()],
         on_sale_at: NOW - Duration::hours(1),
         hold_ttl_s: 300,
         max_seats_per_hold: 3,

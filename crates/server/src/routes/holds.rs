@@ -162,11 +162,38 @@ fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult<HoldShape>
         }
         return Ok(HoldShape::Seats { seat_ids });
     }
-    if body.best_available.is_some() {
-        return Err(ApiError::validation(
-            "bestAvailable",
-            "best-available selection is not available on this server yet; name seatIds",
-        ));
+    if let Some(best) = body.best_available {
+        if best.quantity == 0 || best.quantity > max {
+            return Err(ApiError::validation(
+                "bestAvailable.quantity",
+                format!("must be 1-{max}"),
+            ));
+        }
+        if let Some(section) = &best.section
+            && !event.sections.iter().any(|s| s.name == *section)
+        {
+            return Err(ApiError::validation(
+                "bestAvailable.section",
+                format!("unknown section {section}"),
+            ));
+        }
+        if best.max_price_minor.is_some_and(|p| p < 0) {
+            return Err(ApiError::validation(
+                "bestAvailable.maxPriceMinor",
+                "must not be negative",
+            ));
+        }
+        if event.sections.is_empty() {
+            return Err(ApiError::validation(
+                "bestAvailable",
+                "this event has no reserved seats",
+            ));
+        }
+        return Ok(HoldShape::BestAvailable {
+            quantity: best.quantity,
+            section: best.section,
+            max_price_minor: best.max_price_minor,
+        });
     }
     let tier_id = body
         .tier_id

@@ -1,0 +1,256 @@
+//! Best available over HTTP, on PostgreSQL and SQLite: adjacent seats in one row, best row
+//! and centre first, no stranded single seat when another choice exists, all or nothing
+//! under concurrency, a clear 409 when nothing fits, idempotent replays.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use common::{Backend, TestApp};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+stories!(
+    takes_the_centre_of_the_best_row,
+    never_strands_a_single_seat_when_avoidable,
+    concurrent_best_available_never_overlaps,
+    nothing_fits_and_bad_requests,
+);
+
+fn seats_of(hold: &Value) -> Vec<String> {
+    hold["seats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["seatId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// (section, row, number) of a seat id.
+fn parts(seat_id: &str) -> (String, u32, u32) {
+    let mut it = seat_id.split('-');
+    let section = it.next().unwrap().to_owned();
+    let row = it.next().unwrap().parse().unwrap();
+    let number = it.next().unwrap().parse().unwrap();
+    (section, row, number)
+}
+
+/// The seats are in one row and consecutive.
+fn assert_adjacent(seats: &[String]) {
+    let parsed: Vec<_> = seats.iter().map(|s| parts(s)).collect();
+    for pair in parsed.windows(2) {
+        assert_eq!(
+            (&pair[0].0, pair[0].1),
+            (&pair[1].0, pair[1].1),
+            "{seats:?}"
+        );
+        assert_eq!(pair[0].2 + 1, pair[1].2, "{seats:?}");
+    }
+}
+
+async fn best(
+    app: &TestApp,
+    account: &str,
+    event_id: &str,
+    key: &str,
+    body: Value,
+) -> common::Answer {
+    app.hold(account, event_id, key, json!({"bestAvailable": body}))
+        .await
+}
+
+async fn takes_the_centre_of_the_best_row(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [
+                {"name": "A", "rows": 3, "seatsPerRow": 30, "priceMinor": 9900},
+                {"name": "B", "rows": 3, "seatsPerRow": 30, "priceMinor": 4900},
+            ],
+        }))
+        .await;
+    let first = best(&app, "ann", &event_id, "k1", json!({"quantity": 4})).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{:?}", first.json());
+    assert_eq!(
+        seats_of(&first.json()),
+        ["A-1-14", "A-1-15", "A-1-16", "A-1-17"]
+    );
+    assert_eq!(first.json()["totalMinor"], 4 * 9900);
+    // The replay answers the same seats, byte for byte.
+    let replay = best(&app, "ann", &event_id, "k1", json!({"quantity": 4})).await;
+    assert_eq!(replay.bytes, first.bytes);
+    assert_eq!(replay.headers["idempotent-replayed"], "true");
+    // A price cap picks the cheaper section; a section picks that one.
+    let cheap = best(
+        &app,
+        "bob",
+        &event_id,
+        "k2",
+        json!({"quantity": 2, "maxPriceMinor": 5000}),
+    )
+    .await;
+    assert_eq!(parts(&seats_of(&cheap.json())[0]).0, "B");
+    let in_a = best(
+        &app,
+        "cat",
+        &event_id,
+        "k3",
+        json!({"quantity": 3, "section": "A"}),
+    )
+    .await;
+    let seats = seats_of(&in_a.json());
+    assert_adjacent(&seats);
+    assert_eq!(parts(&seats[0]).1, 1, "row 1 still has room: {seats:?}");
+    app.finish().await;
+}
+
+async fn never_strands_a_single_seat_when_avoidable(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [{"name": "A", "rows": 2, "seatsPerRow": 8, "priceMinor": 1000}],
+        }))
+        .await;
+    // Row 1 keeps seats 1-3 free: a pair there would strand a single seat.
+    for (i, seats) in [["A-1-4", "A-1-5", "A-1-6"], ["A-1-7", "A-1-8", "A-2-1"]]
+        .iter()
+        .enumerate()
+    {
+        let held = app
+            .hold(
+                &format!("taker-{i}"),
+                &event_id,
+                &format!("t{i}"),
+                json!({"seatIds": seats}),
+            )
+            .await;
+        assert_eq!(held.status, StatusCode::CREATED);
+    }
+    let pair = best(&app, "ann", &event_id, "k1", json!({"quantity": 2})).await;
+    assert_eq!(pair.status, StatusCode::CREATED, "{:?}", pair.json());
+    let seats = seats_of(&pair.json());
+    assert_adjacent(&seats);
+    // Row 2 has seats 2-8 free: a pair that leaves no single seat, nearest the centre.
+    assert_eq!(
+        parts(&seats[0]).1,
+        2,
+        "row 1 would strand a seat: {seats:?}"
+    );
+    let (_, _, first) = parts(&seats[0]);
+    assert!(
+        first != 3 && first != 7,
+        "a pair at {first} strands a seat: {seats:?}"
+    );
+    app.finish().await;
+}
+
+async fn concurrent_best_available_never_overlaps(backend: Backend) {
+    let app = Arc::new(TestApp::spawn(backend).await);
+    let event_id = app
+        .create_event(json!({
+            "sections": [{"name": "A", "rows": 10, "seatsPerRow": 20, "priceMinor": 1000}],
+        }))
+        .await;
+    let mut tasks = Vec::new();
+    for i in 0..80 {
+        let (app, event_id) = (app.clone(), event_id.clone());
+        tasks.push(tokio::spawn(async move {
+            let quantity = 1 + i % 4;
+            let answer = best(
+                &app,
+                &format!("fan-{i}"),
+                &event_id,
+                "k",
+                json!({"quantity": quantity, "section": "A"}),
+            )
+            .await;
+            (quantity, answer)
+        }));
+    }
+    let mut taken = BTreeSet::new();
+    let mut granted = 0;
+    for task in tasks {
+        let (quantity, answer) = task.await.unwrap();
+        match answer.status {
+            StatusCode::CREATED => {
+                let seats = seats_of(&answer.json());
+                assert_eq!(seats.len(), quantity as usize);
+                assert_adjacent(&seats);
+                for seat in seats {
+                    assert!(taken.insert(seat.clone()), "{seat} granted twice");
+                }
+                granted += 1;
+            }
+            StatusCode::CONFLICT => assert_eq!(answer.code(), "SEATS_UNAVAILABLE"),
+            other => panic!("unexpected {other}: {:?}", answer.json()),
+        }
+    }
+    // 200 seats, 80 requests of 1-4 (200 seats in all): room for nearly everyone.
+    assert!(granted >= 60, "only {granted} of 80 granted");
+    let app = Arc::into_inner(app).unwrap();
+    app.finish().await;
+}
+
+async fn nothing_fits_and_bad_requests(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [{"name": "A", "rows": 1, "seatsPerRow": 3, "priceMinor": 1000}],
+        }))
+        .await;
+    let too_many = best(&app, "ann", &event_id, "k1", json!({"quantity": 4})).await;
+    assert_eq!(too_many.status, StatusCode::CONFLICT);
+    assert_eq!(too_many.code(), "SEATS_UNAVAILABLE");
+    let too_dear = best(
+        &app,
+        "ann",
+        &event_id,
+        "k2",
+        json!({"quantity": 1, "maxPriceMinor": 999}),
+    )
+    .await;
+    assert_eq!(too_dear.code(), "SEATS_UNAVAILABLE");
+    for (body, field) in [
+        (json!({"quantity": 0}), "bestAvailable.quantity"),
+        (json!({"quantity": 7}), "bestAvailable.quantity"),
+        (
+            json!({"quantity": 1, "section": "Z"}),
+            "bestAvailable.section",
+        ),
+        (
+            json!({"quantity": 1, "maxPriceMinor": -1}),
+            "bestAvailable.maxPriceMinor",
+        ),
+        (json!({"quantity": 1, "extra": true}), "bestAvailable"),
+    ] {
+        let answer = best(
+            &app,
+            "ann",
+            &event_id,
+            &format!("bad-{field}"),
+            body.clone(),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(answer.code(), "VALIDATION");
+        assert!(
+            answer.json()["detail"].as_str().unwrap().contains(field),
+            "{body}: {:?}",
+            answer.json()
+        );
+    }
+    let both = app
+        .hold(
+            "ann",
+            &event_id,
+            "k3",
+            json!({"seatIds": ["A-1-1"], "bestAvailable": {"quantity": 1}}),
+        )
+        .await;
+    assert_eq!(both.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let fits = best(&app, "ann", &event_id, "k4", json!({"quantity": 3})).await;
+    assert_eq!(fits.status, StatusCode::CREATED);
+    assert_eq!(seats_of(&fits.json()), ["A-1-1", "A-1-2", "A-1-3"]);
+    app.finish().await;
+}
