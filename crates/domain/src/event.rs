@@ -58,8 +58,7 @@ pub struct Tier {
     pub price_minor: i64,
 }
 
-/// The waiting-room settings of an event. The waiting room itself comes later; the settings
-/// are stored from the start so that no event has to be migrated.
+/// The waiting-room settings of an event (`boxoffice-waitroom` runs the room itself).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingRoomSettings {

@@ -4,8 +4,8 @@
 //! A slot is taken by [`ActiveShoppers::admit`] and given back by
 //! [`ActiveShoppers::release`] (order confirmed, hold released: at once) or by
 //! [`ActiveShoppers::expire`] (the admission's TTL passed). [`ActiveShoppers::active`] never
-//! exceeds `max_active_shoppers`. The HTTP layer that calls these and a Redis backend shared
-//! by several server processes come later.
+//! exceeds `max_active_shoppers`. `room::Room` drives it; a Redis backend mirrors it in
+//! `boxoffice-waitroom-state`.
 
 use std::collections::HashMap;
 

@@ -5,7 +5,7 @@
 //! rate (never below [`ControllerConfig::min_release_per_s`]); otherwise add
 //! [`ControllerConfig::increase_per_s`] up to the operator's cap. Never release more than the
 //! free active-shopper slots. Every [`Decision`] carries a `reason` the admin endpoint shows.
-//! Measuring the signals, the one-second timer and the admin HTTP endpoint come later.
+//! The server measures the signals and ticks it once a second (`server/src/waitroom.rs`).
 
 /// Hold latency above which the controller backs off, p99 in milliseconds.
 pub const HOLD_P99_TARGET_MS: f64 = 300.0;

@@ -60,7 +60,7 @@ pub enum Op {
     Control(Controls),
 }
 
-/// What [`Room::claim`] answered.
+/// What a claim (`Op::Claim`) answered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "camelCase")]
 pub enum ClaimOutcome {

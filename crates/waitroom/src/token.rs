@@ -5,8 +5,8 @@
 //! Both are HS256 JWTs told apart by `typ`. Verification accepts only HS256, so `alg: none`
 //! and any other algorithm are refused, then checks `typ`, the event, the account and, for
 //! admissions, `exp` against the caller's clock (`now_s`), so tests control time. The HTTP
-//! layer (reading `Queue-Ticket` / `Admission-Token` and answering 403 `ADMISSION_REQUIRED`
-//! or `ADMISSION_INVALID`) comes later.
+//! layer reads `Queue-Ticket` / `Admission-Token` and answers 403 `ADMISSION_REQUIRED` or
+//! `ADMISSION_INVALID` (`server/src/waitroom.rs`).
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
