@@ -183,7 +183,6 @@ pub struct RoomHandle {
     pub event_id: String,
     pub config: RoomConfig,
     view: RwLock<Arc<QueueView>>,
-    stats: RwLock<Option<RoomStats>>,
     control: Mutex<Control>,
     polls: AtomicU64,
     /// The controller's current rate, readable by polls without the control lock.
@@ -269,10 +268,14 @@ impl std::fmt::Debug for WaitingRoom {
     }
 }
 
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// Now, in unix milliseconds (the waiting room's clock).
+pub fn unix_ms() -> i64 {
+    unix_ms_of(time::OffsetDateTime::now_utc())
+}
+
+/// `at` in unix milliseconds.
+pub fn unix_ms_of(at: time::OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
 /// The room settings of an event. The shuffle seed is drawn once, when the room is first
@@ -282,8 +285,7 @@ pub fn room_config(event: &EventRecord) -> RoomConfig {
         boxoffice_domain::event::QueuePolicy::Fifo => QueuePolicy::Fifo,
         boxoffice_domain::event::QueuePolicy::Random => QueuePolicy::Random,
     };
-    let on_sale_at_ms =
-        i64::try_from(event.on_sale_at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
+    let on_sale_at_ms = unix_ms_of(event.on_sale_at);
     RoomConfig {
         queue: QueueConfig::new(policy, on_sale_at_ms, rand::random()),
         max_active_shoppers: u64::from(event.waiting_room.max_active_shoppers),
@@ -351,7 +353,6 @@ impl WaitingRoom {
             event_id: event_id.to_owned(),
             config,
             view: RwLock::new(Arc::new(view)),
-            stats: RwLock::new(Some(stats)),
             control: Mutex::new(Control {
                 controller,
                 decision: None,
@@ -523,11 +524,11 @@ impl WaitingRoom {
     /// The admin view of a room.
     pub async fn admin_view(&self, room: &RoomHandle) -> Result<AdminView, StateError> {
         let stats = self.store.stats(&room.event_id).await?;
-        let view = self.store.view(&room.event_id).await?;
         let control = room.control.lock().unwrap_or_else(|e| e.into_inner());
         Ok(AdminView {
             stats,
-            opened: view.opened,
+            // The cached view (at most one tick old): the whole view is not worth a read.
+            opened: room.view().opened,
             config: room.config,
             rate_per_s: control.controller.rate_per_s(),
             decision: control.decision.clone(),
@@ -603,8 +604,14 @@ impl WaitingRoom {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .leader;
-        if leader {
-            let stats = self.store.stats(&room.event_id).await?;
+        // One read of the counters per tick serves both the release plan (leader) and, once
+        // a second, the metrics.
+        let stats = if leader || decide {
+            Some(self.store.stats(&room.event_id).await?)
+        } else {
+            None
+        };
+        if let (true, Some(stats)) = (leader, &stats) {
             let release = {
                 let mut control = room.control.lock().unwrap_or_else(|e| e.into_inner());
                 apply_controls(
@@ -618,7 +625,7 @@ impl WaitingRoom {
                 if control.history.len() > UNCLAIMED_WINDOW_TICKS {
                     control.history.pop_front();
                 }
-                let unclaimed = unclaimed(&control.history, &stats);
+                let unclaimed = unclaimed(&control.history, stats);
                 if let (true, Some((hold_p99_ms, store_errors, payment_error_rate))) =
                     (decide, signals)
                 {
@@ -660,10 +667,8 @@ impl WaitingRoom {
             );
         }
         room.set_view(view);
-        if decide {
-            let stats = self.store.stats(&room.event_id).await?;
-            publish_metrics(room, &stats);
-            *room.stats.write().unwrap_or_else(|e| e.into_inner()) = Some(stats);
+        if let (true, Some(stats)) = (decide, &stats) {
+            publish_metrics(room, stats);
         }
         Ok(())
     }
@@ -806,8 +811,7 @@ impl OutboxListener for SlotReturner {
         let Some(account_id) = account_id else {
             return Ok(());
         };
-        let at_ms = i64::try_from(message.created_at.unix_timestamp_nanos() / 1_000_000)
-            .unwrap_or(i64::MAX);
+        let at_ms = unix_ms_of(message.created_at);
         self.waitroom
             .end(&message.event_id, &account_id, at_ms)
             .await

@@ -333,7 +333,7 @@ pub async fn release_hold(
     if let ReleaseOutcome::Released(hold) = &outcome {
         // The shopper gave the seats back: the trip ends and its slot goes to the next in
         // line at once (the relay repeats this from `hold.released`, harmlessly).
-        let at_ms = i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX);
+        let at_ms = crate::waitroom::unix_ms_of(now);
         if let Err(error) = state
             .waitroom
             .end(&hold.event_id, &hold.account_id, at_ms)

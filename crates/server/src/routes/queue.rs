@@ -246,8 +246,7 @@ pub async fn leave_queue(
 ) -> ApiResult<Response> {
     let event = state.event(&event_id).await?;
     let room = room_of(&state, &event).await?;
-    let now_ms = i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000)
-        .unwrap_or(i64::MAX);
+    let now_ms = crate::waitroom::unix_ms();
     let admission_ended = state
         .waitroom
         .end(&room.event_id, account.account_id.as_str(), now_ms)
