@@ -32,11 +32,19 @@ pub struct SeatChange {
     pub status: MapStatus,
 }
 
-/// The seat changes of one committed transaction.
+/// A tier's new count of available units; `tier` indexes the event's tiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierChange {
+    pub tier: u32,
+    pub available: i64,
+}
+
+/// The seat and tier changes of one committed transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeBatch {
     pub version: u64,
     pub changes: Vec<SeatChange>,
+    pub tiers: Vec<TierChange>,
 }
 
 /// Why a batch was refused.
@@ -46,6 +54,8 @@ pub enum ApplyError {
     Gap { at: u64, got: u64 },
     #[error("seat index {0} is outside the map")]
     UnknownSeat(u32),
+    #[error("tier index {0} is outside the map")]
+    UnknownTier(u32),
 }
 
 /// Why changes since a version cannot be given.
@@ -64,6 +74,7 @@ pub enum SinceError {
 pub struct SeatMap {
     version: u64,
     status: Vec<MapStatus>,
+    tiers: Vec<i64>,
     log: VecDeque<ChangeBatch>,
     /// Most seat changes kept in the log; older batches are dropped first.
     log_changes_max: usize,
@@ -71,11 +82,18 @@ pub struct SeatMap {
 }
 
 impl SeatMap {
-    /// A map at `version` with these statuses, keeping up to `log_changes_max` seat changes.
-    pub fn new(status: Vec<MapStatus>, version: u64, log_changes_max: usize) -> Self {
+    /// A map at `version` with these seat statuses and tier counts, keeping up to
+    /// `log_changes_max` changes in its log.
+    pub fn new(
+        status: Vec<MapStatus>,
+        tiers: Vec<i64>,
+        version: u64,
+        log_changes_max: usize,
+    ) -> Self {
         Self {
             version,
             status,
+            tiers,
             log: VecDeque::new(),
             log_changes_max,
             log_changes: 0,
@@ -97,6 +115,33 @@ impl SeatMap {
     /// The stored status of every seat (holds past their deadline included as held).
     pub fn statuses(&self) -> &[MapStatus] {
         &self.status
+    }
+
+    /// Available units of every tier.
+    pub fn tiers(&self) -> &[i64] {
+        &self.tiers
+    }
+
+    /// Fills the log with the batches that led to the current version (after a restart, so
+    /// clients that were a little behind still catch up). Refused unless they are contiguous
+    /// and end at the current version; keeps the newest that fit.
+    pub fn seed_log(&mut self, batches: Vec<ChangeBatch>) -> bool {
+        let contiguous = batches
+            .windows(2)
+            .all(|pair| pair[1].version == pair[0].version + 1);
+        let ends_here = batches.last().is_none_or(|b| b.version == self.version);
+        if !self.log.is_empty() || !contiguous || !ends_here {
+            return false;
+        }
+        for batch in batches.into_iter().rev() {
+            let size = batch_size(&batch);
+            if self.log_changes + size > self.log_changes_max && !self.log.is_empty() {
+                break;
+            }
+            self.log_changes += size;
+            self.log.push_front(batch);
+        }
+        true
     }
 
     /// What a fan sees for `seat` at `now_ms`: a hold past its deadline is available.
@@ -122,15 +167,25 @@ impl SeatMap {
         {
             return Err(ApplyError::UnknownSeat(bad.seat));
         }
+        if let Some(bad) = batch
+            .tiers
+            .iter()
+            .find(|change| change.tier as usize >= self.tiers.len())
+        {
+            return Err(ApplyError::UnknownTier(bad.tier));
+        }
         for change in &batch.changes {
             self.status[change.seat as usize] = change.status;
         }
+        for change in &batch.tiers {
+            self.tiers[change.tier as usize] = change.available;
+        }
         self.version = batch.version;
-        self.log_changes += batch.changes.len();
+        self.log_changes += batch_size(&batch);
         self.log.push_back(batch);
         while self.log_changes > self.log_changes_max && self.log.len() > 1 {
             if let Some(dropped) = self.log.pop_front() {
-                self.log_changes -= dropped.changes.len();
+                self.log_changes -= batch_size(&dropped);
             }
         }
         Ok(())
@@ -158,6 +213,11 @@ impl SeatMap {
     }
 }
 
+/// What a batch costs in the log: its changes, at least one.
+fn batch_size(batch: &ChangeBatch) -> usize {
+    (batch.changes.len() + batch.tiers.len()).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -170,21 +230,27 @@ mod tests {
 
     #[test]
     fn an_expired_hold_shows_available_and_gaps_are_refused() {
-        let mut map = SeatMap::new(vec![MapStatus::Available; 3], 10, 100);
+        let mut map = SeatMap::new(vec![MapStatus::Available; 3], vec![7], 10, 100);
         map.apply(ChangeBatch {
             version: 11,
             changes: vec![SeatChange {
                 seat: 1,
                 status: held(1_000),
             }],
+            tiers: vec![TierChange {
+                tier: 0,
+                available: 5,
+            }],
         })
         .unwrap();
+        assert_eq!(map.tiers(), &[5]);
         assert_eq!(map.status_at(1, 999), Some(held(1_000)));
         assert_eq!(map.status_at(1, 1_000), Some(MapStatus::Available));
         assert_eq!(
             map.apply(ChangeBatch {
                 version: 13,
-                changes: vec![]
+                changes: vec![],
+                tiers: vec![],
             }),
             Err(ApplyError::Gap { at: 11, got: 13 })
         );
@@ -201,8 +267,20 @@ mod tests {
                         status: MapStatus::Sold
                     },
                 ],
+                tiers: vec![],
             }),
             Err(ApplyError::UnknownSeat(3))
+        );
+        assert_eq!(
+            map.apply(ChangeBatch {
+                version: 12,
+                changes: vec![],
+                tiers: vec![TierChange {
+                    tier: 1,
+                    available: 0
+                }],
+            }),
+            Err(ApplyError::UnknownTier(1))
         );
         assert_eq!(map.statuses()[0], MapStatus::Available, "all or nothing");
         assert_eq!(map.version(), 11);
@@ -210,6 +288,34 @@ mod tests {
             map.changes_since(12),
             Err(SinceError::Ahead { asked: 12, at: 11 })
         );
+    }
+
+    #[test]
+    fn a_seeded_log_serves_clients_from_before_a_restart() {
+        let batch = |version: u64| ChangeBatch {
+            version,
+            changes: vec![SeatChange {
+                seat: 0,
+                status: MapStatus::Sold,
+            }],
+            tiers: vec![],
+        };
+        let mut map = SeatMap::new(vec![MapStatus::Sold; 1], vec![], 12, 2);
+        assert!(!map.seed_log(vec![batch(10), batch(12)]), "gap");
+        assert!(
+            !map.seed_log(vec![batch(10), batch(11)]),
+            "does not end here"
+        );
+        assert!(map.seed_log(vec![batch(9), batch(10), batch(11), batch(12)]));
+        // Two changes fit: versions 11 and 12 are kept, so a client at 10 catches up.
+        assert_eq!(map.changes_since(10).unwrap().len(), 2);
+        assert!(matches!(
+            map.changes_since(9),
+            Err(SinceError::TooOld {
+                oldest_kept: 11,
+                ..
+            })
+        ));
     }
 
     fn status_strategy() -> impl Strategy<Value = MapStatus> {
@@ -230,13 +336,14 @@ mod tests {
             log_changes_max in 1usize..40,
             client_at in 0usize..60,
         ) {
-            let mut map = SeatMap::new(vec![MapStatus::Available; 20], 0, log_changes_max);
+            let mut map = SeatMap::new(vec![MapStatus::Available; 20], vec![], 0, log_changes_max);
             let mut truth = vec![MapStatus::Available; 20];
             let mut snapshots = vec![(0u64, truth.clone())];
             for (i, changes) in batches.iter().enumerate() {
                 let batch = ChangeBatch {
                     version: i as u64 + 1,
                     changes: changes.iter().map(|&(seat, status)| SeatChange { seat, status }).collect(),
+                    tiers: vec![],
                 };
                 for change in &batch.changes {
                     truth[change.seat as usize] = change.status;

@@ -14,8 +14,10 @@ pub mod body;
 pub mod error;
 pub mod idempotency;
 pub mod routes;
+pub mod seatmap;
 pub mod token_cache;
 pub mod waitroom;
+pub mod web;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -23,6 +25,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use boxoffice_store::{EventRecord, Store};
@@ -43,6 +46,7 @@ use crate::auth::TokenVerifier;
 use crate::batcher::HoldBatcher;
 use crate::error::ApiError;
 use crate::idempotency::InFlight;
+use crate::seatmap::SeatMaps;
 use crate::waitroom::{SlotReturner, WaitingRoom, WaitingRoomOptions};
 use boxoffice_waitroom_state::RoomStore;
 
@@ -76,6 +80,12 @@ pub struct Shared {
     /// Poked when a payment's outcome could not be recorded.
     pub reconciler: PaymentReconciler,
     pub waitroom: WaitingRoom,
+    /// The server signs with the public development secret: `POST /v1/dev/token` works.
+    pub dev_auth: bool,
+    /// The live seat maps (read model) and their feeder.
+    pub seatmaps: SeatMaps,
+    /// Seat-map streams open now.
+    pub seatmap_streams: std::sync::atomic::AtomicUsize,
 }
 
 /// What a server needs besides its store.
@@ -187,6 +197,10 @@ fn api_router() -> OpenApiRouter<AppState> {
             routes::queue::get_queue,
             routes::queue::update_queue
         ))
+        .routes(routes!(routes::dev::dev_token))
+        .routes(routes!(routes::seatmap::get_seatmap))
+        .routes(routes!(routes::seatmap::get_changes))
+        .routes(routes!(routes::seatmap::stream))
 }
 
 /// The OpenAPI document, generated from the handlers' annotations.
@@ -223,12 +237,15 @@ impl AppState {
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
             batcher: HoldBatcher::new(store.clone(), render),
+            seatmaps: SeatMaps::new(store.clone()),
             store,
             verifier: TokenVerifier::hs256(jwt_secret)?,
             in_flight: InFlight::default(),
             events: Arc::default(),
             metrics: metrics_handle(),
             openapi_json: Arc::new(openapi().to_pretty_json().unwrap_or_default()),
+            dev_auth: jwt_secret == auth::DEV_JWT_SECRET,
+            seatmap_streams: std::sync::atomic::AtomicUsize::new(0),
         })))
     }
 }
@@ -273,6 +290,17 @@ async fn track(request: Request, next: Next) -> Response {
     response
 }
 
+/// After a request that may have written seats (any POST or DELETE), the seat-map feeder
+/// looks for new change rows at once instead of at its next poll.
+async fn poke_seatmaps(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let writes = matches!(request.method(), &Method::POST | &Method::DELETE);
+    let response = next.run(request).await;
+    if writes {
+        state.seatmaps.poke();
+    }
+    response
+}
+
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("a handler panicked");
     ApiError::internal().into_response()
@@ -283,8 +311,10 @@ pub fn app(state: AppState) -> Router {
     let (router, _) = api_router().split_for_parts();
     router
         .route("/openapi.json", axum::routing::get(openapi_json))
+        .merge(web::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body::BODY_BYTES_MAX))
+        .layer(middleware::from_fn_with_state(state.clone(), poke_seatmaps))
         .layer(middleware::from_fn(track))
         .layer(CatchPanicLayer::custom(panic_response))
         .with_state(state)
@@ -314,6 +344,7 @@ pub fn spawn_workers(state: &AppState) {
     tokio::spawn(state.reconciler.clone().run());
     tokio::spawn(state.waitroom.clone().run(state.store.clone()));
     tokio::spawn(metrics_upkeep(state.metrics.clone()));
+    tokio::spawn(state.seatmaps.clone().run());
 }
 
 /// How often the metrics recorder folds recorded samples into its summaries.

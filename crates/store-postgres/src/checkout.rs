@@ -4,13 +4,14 @@
 //! and operation rows.
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::hold::HoldStatus;
+use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
     ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
 };
+use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
     HoldView, NewRecord, StoreError, StoreResult, held_seats_json, parse_held_seats,
 };
@@ -18,7 +19,7 @@ use sqlx::{Postgres, Row, Transaction};
 
 use crate::{
     classify, fetch_holds, free_hold_resources, insert_records, lock_hold_resources, prior_answer,
-    store_now,
+    seatmap, store_now,
 };
 
 const ORDER_COLUMNS: &str =
@@ -161,6 +162,7 @@ async fn cancel_pending_order(
     hold: &HoldView,
     reason: &str,
     now: OffsetDateTime,
+    map: &mut MapChanges,
 ) -> StoreResult<bool> {
     let cancelled = sqlx::query(
         "UPDATE orders SET status = 'CANCELLED', cancel_reason = $2, updated_at = $3
@@ -188,7 +190,7 @@ async fn cancel_pending_order(
     .map_err(classify)?
     .rows_affected();
     if ended == 1 {
-        free_hold_resources(tx, hold, now, HoldStatus::Released).await?;
+        free_hold_resources(tx, hold, now, HoldStatus::Released, map).await?;
     }
     outbox(
         tx,
@@ -211,6 +213,7 @@ async fn confirm_order(
     operation_id: &str,
     max_tickets_per_account: i64,
     now: OffsetDateTime,
+    map: &mut MapChanges,
 ) -> StoreResult<Result<(), &'static str>> {
     let hold_ok = hold.status == HoldStatus::PaymentPending && hold.expires_at > now;
     if !hold_ok {
@@ -255,6 +258,9 @@ async fn confirm_order(
                 sold,
                 hold.seats.len()
             )));
+        }
+        for seat in &hold.seats {
+            map.seat(&hold.event_id, &seat.seat_id, SeatStatus::Sold, None);
         }
     } else if let Some(tier_id) = &hold.tier_id {
         sqlx::query("UPDATE tier SET held = held - $3, sold = sold + $3 WHERE event_id = $1 AND tier_id = $2")
@@ -372,15 +378,20 @@ impl crate::PgStore {
                 _ => CheckoutBegun::HoldExpired,
             });
         }
-        sqlx::query(
-            "UPDATE seat SET hold_expires_at = $3 WHERE event_id = $1 AND hold_id = $2 AND status = 'HELD'",
+        let extended = sqlx::query_scalar::<_, String>(
+            "UPDATE seat SET hold_expires_at = $3, version = version + 1
+              WHERE event_id = $1 AND hold_id = $2 AND status = 'HELD' RETURNING seat_id",
         )
         .bind(&hold.event_id)
         .bind(&hold.hold_id)
         .bind(deadline)
-        .execute(&mut *tx)
+        .fetch_all(&mut *tx)
         .await
         .map_err(classify)?;
+        let mut map = MapChanges::default();
+        for seat_id in &extended {
+            map.seat(&hold.event_id, seat_id, SeatStatus::Held, Some(deadline));
+        }
         let seats: Vec<(String, i64)> = hold
             .seats
             .iter()
@@ -436,6 +447,7 @@ impl crate::PgStore {
         )
         .await?;
         let operation = fetch_operation_tx(&mut tx, &start.operation_id).await?;
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(CheckoutBegun::Started {
             order: Box::new(order),
@@ -486,6 +498,7 @@ impl crate::PgStore {
         let hold = fetch_holds_tx(&mut tx, &order.hold_id).await?;
         let target = verdict.payment_status();
         let mut changed = false;
+        let mut map = MapChanges::default();
         if current.status.can_become(target) {
             changed = true;
             let (next_action_url, retry_after_s) = match verdict {
@@ -528,11 +541,19 @@ impl crate::PgStore {
                         .fetch_one(&mut *tx)
                         .await
                         .map_err(classify)?;
-                        if let Err(reason) =
-                            confirm_order(&mut tx, &order, &hold, operation_id, i64::from(max), now)
-                                .await?
+                        if let Err(reason) = confirm_order(
+                            &mut tx,
+                            &order,
+                            &hold,
+                            operation_id,
+                            i64::from(max),
+                            now,
+                            &mut map,
+                        )
+                        .await?
                         {
-                            cancel_pending_order(&mut tx, &order, &hold, reason, now).await?;
+                            cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map)
+                                .await?;
                             void_later(&mut tx, &order.event_id, operation_id, now).await?;
                         }
                     } else if order.status == OrderStatus::Cancelled
@@ -548,7 +569,7 @@ impl crate::PgStore {
                     } else {
                         "PAYMENT_VOIDED"
                     };
-                    cancel_pending_order(&mut tx, &order, &hold, reason, now).await?;
+                    cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map).await?;
                 }
                 PaymentStatus::Authorizing
                 | PaymentStatus::RequiresAction
@@ -560,6 +581,7 @@ impl crate::PgStore {
             let response = render(&order);
             update_record(&mut tx, scope, &response).await?;
         }
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(Settled { order, changed }))
     }
@@ -788,26 +810,32 @@ impl crate::PgStore {
         if cancelled == 0 {
             return Ok(false);
         }
-        sqlx::query(
+        let mut map = MapChanges::default();
+        let freed = sqlx::query_scalar::<_, String>(
             "UPDATE seat SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
                     version = version + 1
-              WHERE event_id = $1 AND order_id = $2 AND status = 'SOLD'",
+              WHERE event_id = $1 AND order_id = $2 AND status = 'SOLD' RETURNING seat_id",
         )
         .bind(&order.event_id)
         .bind(&order.order_id)
-        .execute(&mut *tx)
+        .fetch_all(&mut *tx)
         .await
         .map_err(classify)?;
+        for seat_id in &freed {
+            map.seat(&order.event_id, seat_id, SeatStatus::Available, None);
+        }
         if let Some(tier_id) = &order.tier_id {
-            sqlx::query(
-                "UPDATE tier SET sold = sold - $3, available = available + $3 WHERE event_id = $1 AND tier_id = $2",
+            let available = sqlx::query_scalar::<_, i64>(
+                "UPDATE tier SET sold = sold - $3, available = available + $3 WHERE event_id = $1 AND tier_id = $2
+                 RETURNING available",
             )
             .bind(&order.event_id)
             .bind(tier_id)
             .bind(i64::from(order.quantity))
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await
             .map_err(classify)?;
+            map.tier(&order.event_id, tier_id, available);
         }
         sqlx::query("UPDATE ticket SET status = 'VOIDED' WHERE order_id = $1 AND status = 'VALID'")
             .bind(&order.order_id)
@@ -830,6 +858,7 @@ impl crate::PgStore {
             now,
         )
         .await?;
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(true)
     }

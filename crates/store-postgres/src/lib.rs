@@ -8,6 +8,7 @@
 //! batch of any size costs a fixed number of round trips.
 
 mod checkout;
+mod seatmap;
 
 pub use checkout::unknown_backoff_s;
 
@@ -23,6 +24,7 @@ use boxoffice_domain::event::{EventSpec, Section, Tier};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
     EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, RenderHold, Store, StoreError,
     StoreResult, SweepReport, answer_batch, event_record, held_seats_json, hold_created_payload,
@@ -266,6 +268,11 @@ impl PgStore {
             .await
             .map_err(classify)?;
         }
+        sqlx::query("INSERT INTO seatmap (event_id, version) VALUES ($1, 0)")
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
         let response = render(&record);
         insert_records(
             &mut tx,
@@ -384,6 +391,7 @@ impl PgStore {
         //    (an expired hold never blocks a new one).
         let tier_ids: Vec<String> = tier_ids.into_iter().collect();
         let mut tiers = BTreeMap::new();
+        let mut map = MapChanges::default();
         if !tier_ids.is_empty() {
             sqlx::query("SELECT 1 FROM tier WHERE event_id = $1 AND tier_id = ANY($2) ORDER BY tier_id FOR UPDATE")
                 .bind(event_id)
@@ -391,7 +399,7 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(classify)?;
-            reclaim_expired_tier_holds(&mut tx, event_id, &tier_ids, now).await?;
+            reclaim_expired_tier_holds(&mut tx, event_id, &tier_ids, now, &mut map).await?;
             let rows = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
                 "SELECT tier_id, capacity, available, held, sold, price_minor
                    FROM tier WHERE event_id = $1 AND tier_id = ANY($2)",
@@ -469,9 +477,10 @@ impl PgStore {
             })
             .collect();
         if !winners.is_empty() {
-            write_winners(&mut tx, event, &winners, &state, now).await?;
+            write_winners(&mut tx, event, &winners, &state, now, &mut map).await?;
         }
         insert_records(&mut tx, endpoint, &records, now).await?;
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(answers)
     }
@@ -498,7 +507,9 @@ impl PgStore {
         .map_err(classify)?
         .rows_affected();
         if released == 1 {
-            free_hold_resources(&mut tx, &hold, now, HoldStatus::Released).await?;
+            let mut map = MapChanges::default();
+            free_hold_resources(&mut tx, &hold, now, HoldStatus::Released, &mut map).await?;
+            seatmap::record(&mut tx, &map, now).await?;
         }
         tx.commit().await.map_err(classify)?;
         if released == 0 {
@@ -552,6 +563,7 @@ impl PgStore {
             }
         }
         let now = store_now(&mut tx).await?;
+        let mut map = MapChanges::default();
         for hold in &holds {
             let expired = sqlx::query(
                 "UPDATE hold SET status = 'EXPIRED', updated_at = $3
@@ -582,7 +594,8 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(classify)?;
-                let freed = free_hold_resources(&mut tx, hold, now, HoldStatus::Expired).await?;
+                let freed =
+                    free_hold_resources(&mut tx, hold, now, HoldStatus::Expired, &mut map).await?;
                 report.holds_expired += 1;
                 report.seats_freed += freed;
                 if hold.tier_id.is_some() {
@@ -590,6 +603,7 @@ impl PgStore {
                 }
             }
         }
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(report)
     }
@@ -664,8 +678,9 @@ async fn reclaim_expired_tier_holds(
     event_id: &str,
     tier_ids: &[String],
     now: OffsetDateTime,
+    map: &mut MapChanges,
 ) -> StoreResult<()> {
-    sqlx::query(
+    let returned = sqlx::query_as::<_, (String, i64)>(
         "WITH due AS (
             UPDATE hold SET status = 'EXPIRED', updated_at = $3
              WHERE event_id = $1 AND tier_id = ANY($2) AND status = 'HELD' AND expires_at <= $3
@@ -678,14 +693,18 @@ async fn reclaim_expired_tier_holds(
          )
          UPDATE tier t SET held = t.held - d.n, available = t.available + d.n
            FROM (SELECT tier_id, sum(quantity)::bigint AS n FROM due GROUP BY tier_id) d
-          WHERE t.event_id = $1 AND t.tier_id = d.tier_id",
+          WHERE t.event_id = $1 AND t.tier_id = d.tier_id
+         RETURNING t.tier_id, t.available",
     )
     .bind(event_id)
     .bind(tier_ids)
     .bind(now)
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await
     .map_err(classify)?;
+    for (tier_id, available) in returned {
+        map.tier(event_id, &tier_id, available);
+    }
     Ok(())
 }
 
@@ -695,6 +714,7 @@ async fn write_winners(
     winners: &[(&HoldRequest, &boxoffice_domain::decide::NewHold)],
     state: &BatchState,
     now: OffsetDateTime,
+    map: &mut MapChanges,
 ) -> StoreResult<()> {
     let event_id = event.event_id.as_str();
     let mut seat_ids = Vec::new();
@@ -705,6 +725,7 @@ async fn write_winners(
             seat_ids.push(seat_id.as_str());
             seat_holds.push(hold.hold_id.as_str());
             seat_deadlines.push(hold.expires_at);
+            map.seat(event_id, seat_id, SeatStatus::Held, Some(hold.expires_at));
         }
     }
     if !seat_ids.is_empty() {
@@ -784,6 +805,7 @@ async fn write_winners(
         .execute(&mut **tx)
         .await
         .map_err(classify)?;
+        map.tier(event_id, tier_id, tier.available);
     }
     Ok(())
 }
@@ -819,27 +841,33 @@ pub(crate) async fn free_hold_resources(
     hold: &HoldView,
     now: OffsetDateTime,
     ended_as: HoldStatus,
+    map: &mut MapChanges,
 ) -> StoreResult<u64> {
-    let freed = sqlx::query(
+    let freed = sqlx::query_scalar::<_, String>(
         "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
-          WHERE event_id = $1 AND hold_id = $2 AND status = 'HELD'",
+          WHERE event_id = $1 AND hold_id = $2 AND status = 'HELD' RETURNING seat_id",
     )
     .bind(&hold.event_id)
     .bind(&hold.hold_id)
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await
-    .map_err(classify)?
-    .rows_affected();
+    .map_err(classify)?;
+    for seat_id in &freed {
+        map.seat(&hold.event_id, seat_id, SeatStatus::Available, None);
+    }
+    let freed = freed.len() as u64;
     if let Some(tier_id) = &hold.tier_id {
-        sqlx::query(
-            "UPDATE tier SET held = held - $3, available = available + $3 WHERE event_id = $1 AND tier_id = $2",
+        let available = sqlx::query_scalar::<_, i64>(
+            "UPDATE tier SET held = held - $3, available = available + $3 WHERE event_id = $1 AND tier_id = $2
+             RETURNING available",
         )
         .bind(&hold.event_id)
         .bind(tier_id)
         .bind(i64::from(hold.quantity))
-        .execute(&mut **tx)
+        .fetch_one(&mut **tx)
         .await
         .map_err(classify)?;
+        map.tier(&hold.event_id, tier_id, available);
     }
     let topic = if ended_as == HoldStatus::Released {
         "hold.released"
@@ -1248,5 +1276,24 @@ impl Store for PgStore {
 
     async fn outbox_lag_s(&self) -> StoreResult<f64> {
         self.outbox_lag().await
+    }
+    async fn seat_map(
+        &self,
+        event_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::seatmap::MapSnapshot>> {
+        seatmap::snapshot(&self.pool, event_id).await
+    }
+
+    async fn seat_map_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
+        seatmap::changes_after(&self.pool, event_id, after, limit).await
+    }
+
+    async fn prune_seat_map_changes(&self, keep: u64) -> StoreResult<u64> {
+        seatmap::prune(&self.pool, keep).await
     }
 }

@@ -6,13 +6,14 @@
 //! every other writer. Times are INTEGER unix milliseconds from the store's clock.
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::hold::HoldStatus;
+use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
     ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
 };
+use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
     HoldView, NewRecord, StoreError, StoreResult, held_seats_json, parse_held_seats,
 };
@@ -21,7 +22,7 @@ use sqlx::{Sqlite, Transaction};
 
 use crate::{
     HOLD_COLUMNS, begin_write, classify, column, fetch_holds, free_hold_resources, from_ms,
-    hold_from_row, insert_outbox, insert_records, prior_answer, store_now, to_ms, to_u32,
+    hold_from_row, insert_outbox, insert_records, prior_answer, seatmap, store_now, to_ms, to_u32,
 };
 
 const ORDER_COLUMNS: &str = "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats,
@@ -162,6 +163,7 @@ async fn cancel_pending_order(
     hold: &HoldView,
     reason: &str,
     now: OffsetDateTime,
+    map: &mut MapChanges,
 ) -> StoreResult<bool> {
     let cancelled = sqlx::query(
         "UPDATE orders SET status = 'CANCELLED', cancel_reason = ?2, updated_at = ?3
@@ -189,7 +191,7 @@ async fn cancel_pending_order(
     .map_err(classify)?
     .rows_affected();
     if ended == 1 {
-        free_hold_resources(tx, hold, now, HoldStatus::Released).await?;
+        free_hold_resources(tx, hold, now, HoldStatus::Released, map).await?;
     }
     outbox(
         tx,
@@ -212,6 +214,7 @@ async fn confirm_order(
     operation_id: &str,
     max_tickets_per_account: i64,
     now: OffsetDateTime,
+    map: &mut MapChanges,
 ) -> StoreResult<Result<(), &'static str>> {
     let hold_ok = hold.status == HoldStatus::PaymentPending && hold.expires_at > now;
     if !hold_ok {
@@ -256,6 +259,9 @@ async fn confirm_order(
                 sold,
                 hold.seats.len()
             )));
+        }
+        for seat in &hold.seats {
+            map.seat(&hold.event_id, &seat.seat_id, SeatStatus::Sold, None);
         }
     } else if let Some(tier_id) = &hold.tier_id {
         sqlx::query(
@@ -374,15 +380,25 @@ impl crate::SqliteStore {
                 _ => CheckoutBegun::HoldExpired,
             });
         }
-        sqlx::query(
-            "UPDATE seat SET hold_expires_at = ?3 WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD'",
+        let extended = sqlx::query_scalar::<_, String>(
+            "UPDATE seat SET hold_expires_at = ?3, version = version + 1
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' RETURNING seat_id",
         )
         .bind(&hold.event_id)
         .bind(&hold.hold_id)
         .bind(deadline)
-        .execute(&mut *tx)
+        .fetch_all(&mut *tx)
         .await
         .map_err(classify)?;
+        let mut map = MapChanges::default();
+        for seat_id in &extended {
+            map.seat(
+                &hold.event_id,
+                seat_id,
+                SeatStatus::Held,
+                Some(from_ms(deadline)?),
+            );
+        }
         let seats: Vec<(String, i64)> = hold
             .seats
             .iter()
@@ -438,6 +454,7 @@ impl crate::SqliteStore {
         )
         .await?;
         let operation = fetch_operation_tx(&mut tx, &start.operation_id).await?;
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(CheckoutBegun::Started {
             order: Box::new(order),
@@ -490,6 +507,7 @@ impl crate::SqliteStore {
         let hold = fetch_hold_tx(&mut tx, &order.hold_id).await?;
         let target = verdict.payment_status();
         let mut changed = false;
+        let mut map = MapChanges::default();
         if current.status.can_become(target) {
             changed = true;
             let (next_action_url, retry_after_s) = match verdict {
@@ -533,9 +551,11 @@ impl crate::SqliteStore {
                         .await
                         .map_err(classify)?;
                         if let Err(reason) =
-                            confirm_order(&mut tx, &order, &hold, operation_id, max, now).await?
+                            confirm_order(&mut tx, &order, &hold, operation_id, max, now, &mut map)
+                                .await?
                         {
-                            cancel_pending_order(&mut tx, &order, &hold, reason, now).await?;
+                            cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map)
+                                .await?;
                             void_later(&mut tx, &order.event_id, operation_id, now).await?;
                         }
                     } else if order.status == OrderStatus::Cancelled
@@ -551,7 +571,7 @@ impl crate::SqliteStore {
                     } else {
                         "PAYMENT_VOIDED"
                     };
-                    cancel_pending_order(&mut tx, &order, &hold, reason, now).await?;
+                    cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map).await?;
                 }
                 PaymentStatus::Authorizing
                 | PaymentStatus::RequiresAction
@@ -563,6 +583,7 @@ impl crate::SqliteStore {
             let response = render(&order);
             update_record(&mut tx, scope, &response).await?;
         }
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(Settled { order, changed }))
     }
@@ -777,26 +798,32 @@ impl crate::SqliteStore {
         if cancelled == 0 {
             return Ok(false);
         }
-        sqlx::query(
+        let mut map = MapChanges::default();
+        let freed = sqlx::query_scalar::<_, String>(
             "UPDATE seat SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
                     version = version + 1
-              WHERE event_id = ?1 AND order_id = ?2 AND status = 'SOLD'",
+              WHERE event_id = ?1 AND order_id = ?2 AND status = 'SOLD' RETURNING seat_id",
         )
         .bind(&order.event_id)
         .bind(&order.order_id)
-        .execute(&mut *tx)
+        .fetch_all(&mut *tx)
         .await
         .map_err(classify)?;
+        for seat_id in &freed {
+            map.seat(&order.event_id, seat_id, SeatStatus::Available, None);
+        }
         if let Some(tier_id) = &order.tier_id {
-            sqlx::query(
-                "UPDATE tier SET sold = sold - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2",
+            let available = sqlx::query_scalar::<_, i64>(
+                "UPDATE tier SET sold = sold - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2
+                 RETURNING available",
             )
             .bind(&order.event_id)
             .bind(tier_id)
             .bind(i64::from(order.quantity))
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await
             .map_err(classify)?;
+            map.tier(&order.event_id, tier_id, available);
         }
         sqlx::query("UPDATE ticket SET status = 'VOIDED' WHERE order_id = ?1 AND status = 'VALID'")
             .bind(&order.order_id)
@@ -819,6 +846,7 @@ impl crate::SqliteStore {
             now,
         )
         .await?;
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(true)
     }

@@ -29,6 +29,7 @@ use boxoffice_domain::event::{EventSpec, Section, Tier};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
     EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, RenderHold, Store, StoreError,
     StoreResult, SweepReport, answer_batch, event_record, held_seats_json, hold_created_payload,
@@ -64,6 +65,7 @@ macro_rules! now_ms {
 
 // Declared after `now_ms!` so the module sees the macro.
 mod checkout;
+mod seatmap;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
 const NOW_SQL: &str = concat!("SELECT ", now_ms!());
@@ -343,6 +345,11 @@ impl SqliteStore {
             .await
             .map_err(classify)?;
         }
+        sqlx::query("INSERT INTO seatmap (event_id, version) VALUES (?1, 0)")
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
         let response = render(&record);
         insert_records(
             &mut tx,
@@ -461,8 +468,9 @@ impl SqliteStore {
         //    blocks a new one), then read the tiers.
         let tier_ids: Vec<String> = tier_ids.into_iter().collect();
         let mut tiers = BTreeMap::new();
+        let mut map = MapChanges::default();
         if !tier_ids.is_empty() {
-            reclaim_expired_tier_holds(&mut tx, event_id, &tier_ids, now).await?;
+            reclaim_expired_tier_holds(&mut tx, event_id, &tier_ids, now, &mut map).await?;
             let rows = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
                 "SELECT tier_id, capacity, available, held, sold, price_minor
                    FROM tier WHERE event_id = ?1 AND tier_id IN (SELECT value FROM json_each(?2))",
@@ -541,9 +549,10 @@ impl SqliteStore {
             })
             .collect();
         if !winners.is_empty() {
-            write_winners(&mut tx, event, &winners, &state, now).await?;
+            write_winners(&mut tx, event, &winners, &state, now, &mut map).await?;
         }
         insert_records(&mut tx, endpoint, &records, now).await?;
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(answers)
     }
@@ -569,7 +578,9 @@ impl SqliteStore {
         .map_err(classify)?
         .rows_affected();
         if released == 1 {
-            free_hold_resources(&mut tx, &hold, now, HoldStatus::Released).await?;
+            let mut map = MapChanges::default();
+            free_hold_resources(&mut tx, &hold, now, HoldStatus::Released, &mut map).await?;
+            seatmap::record(&mut tx, &map, now).await?;
         }
         tx.commit().await.map_err(classify)?;
         if released == 0 {
@@ -592,6 +603,7 @@ impl SqliteStore {
         let holds = fetch_holds(&self.reader, hold_ids).await?;
         let mut tx = begin_write(&self.writer).await?;
         let now = store_now(&mut tx).await?;
+        let mut map = MapChanges::default();
         for hold in &holds {
             let expired = sqlx::query(
                 "UPDATE hold SET status = 'EXPIRED', updated_at = ?3
@@ -631,7 +643,8 @@ impl SqliteStore {
                     )
                     .await?;
                 }
-                let freed = free_hold_resources(&mut tx, hold, now, HoldStatus::Expired).await?;
+                let freed =
+                    free_hold_resources(&mut tx, hold, now, HoldStatus::Expired, &mut map).await?;
                 report.holds_expired += 1;
                 report.seats_freed += freed;
                 if hold.tier_id.is_some() {
@@ -639,6 +652,7 @@ impl SqliteStore {
                 }
             }
         }
+        seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(report)
     }
@@ -717,6 +731,7 @@ async fn reclaim_expired_tier_holds(
     event_id: &str,
     tier_ids: &[String],
     now: OffsetDateTime,
+    map: &mut MapChanges,
 ) -> StoreResult<()> {
     let due = sqlx::query_as::<_, (String, String, i64)>(
         "UPDATE hold SET status = 'EXPIRED', updated_at = ?3
@@ -743,13 +758,17 @@ async fn reclaim_expired_tier_holds(
         *returned.entry(tier_id.as_str()).or_default() += quantity;
     }
     for (tier_id, n) in returned {
-        sqlx::query("UPDATE tier SET held = held - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2")
-            .bind(event_id)
-            .bind(tier_id)
-            .bind(n)
-            .execute(&mut **tx)
-            .await
-            .map_err(classify)?;
+        let available = sqlx::query_scalar::<_, i64>(
+            "UPDATE tier SET held = held - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2
+             RETURNING available",
+        )
+        .bind(event_id)
+        .bind(tier_id)
+        .bind(n)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(classify)?;
+        map.tier(event_id, tier_id, available);
     }
     Ok(())
 }
@@ -780,10 +799,12 @@ async fn write_winners(
     winners: &[(&HoldRequest, &boxoffice_domain::decide::NewHold)],
     state: &BatchState,
     now: OffsetDateTime,
+    map: &mut MapChanges,
 ) -> StoreResult<()> {
     let event_id = event.event_id.as_str();
     for (_, hold) in winners {
         for (seat_id, _) in &hold.seats {
+            map.seat(event_id, seat_id, SeatStatus::Held, Some(hold.expires_at));
             sqlx::query(
                 "UPDATE seat SET status = 'HELD', hold_id = ?3, hold_expires_at = ?4,
                                  order_id = NULL, version = version + 1
@@ -847,6 +868,7 @@ async fn write_winners(
         .execute(&mut **tx)
         .await
         .map_err(classify)?;
+        map.tier(event_id, tier_id, tier.available);
     }
     Ok(())
 }
@@ -858,27 +880,33 @@ pub(crate) async fn free_hold_resources(
     hold: &HoldView,
     now: OffsetDateTime,
     ended_as: HoldStatus,
+    map: &mut MapChanges,
 ) -> StoreResult<u64> {
-    let freed = sqlx::query(
+    let freed = sqlx::query_scalar::<_, String>(
         "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
-          WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD'",
+          WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' RETURNING seat_id",
     )
     .bind(&hold.event_id)
     .bind(&hold.hold_id)
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await
-    .map_err(classify)?
-    .rows_affected();
+    .map_err(classify)?;
+    for seat_id in &freed {
+        map.seat(&hold.event_id, seat_id, SeatStatus::Available, None);
+    }
+    let freed = freed.len() as u64;
     if let Some(tier_id) = &hold.tier_id {
-        sqlx::query(
-            "UPDATE tier SET held = held - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2",
+        let available = sqlx::query_scalar::<_, i64>(
+            "UPDATE tier SET held = held - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2
+             RETURNING available",
         )
         .bind(&hold.event_id)
         .bind(tier_id)
         .bind(i64::from(hold.quantity))
-        .execute(&mut **tx)
+        .fetch_one(&mut **tx)
         .await
         .map_err(classify)?;
+        map.tier(&hold.event_id, tier_id, available);
     }
     let topic = if ended_as == HoldStatus::Released {
         "hold.released"
@@ -1289,5 +1317,24 @@ impl Store for SqliteStore {
 
     async fn outbox_lag_s(&self) -> StoreResult<f64> {
         self.outbox_lag().await
+    }
+    async fn seat_map(
+        &self,
+        event_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::seatmap::MapSnapshot>> {
+        seatmap::snapshot(&self.reader, event_id).await
+    }
+
+    async fn seat_map_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
+        seatmap::changes_after(&self.reader, event_id, after, limit).await
+    }
+
+    async fn prune_seat_map_changes(&self, keep: u64) -> StoreResult<u64> {
+        retrying(|| seatmap::prune(&self.writer, keep)).await
     }
 }

@@ -9,6 +9,7 @@
 //! transaction as the state it creates.
 
 pub mod checkout;
+pub mod seatmap;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
@@ -427,6 +428,23 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Seconds since the oldest undelivered outbox row was written (0 when none).
     async fn outbox_lag_s(&self) -> StoreResult<f64>;
+
+    /// Every seat and tier of an event and the map version they are at, read in one
+    /// consistent snapshot; `None` for an unknown event.
+    async fn seat_map(&self, event_id: &str) -> StoreResult<Option<seatmap::MapSnapshot>>;
+
+    /// The committed change rows of an event after version `after`, oldest first, at most
+    /// `limit`.
+    async fn seat_map_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<seatmap::StoredBatch>>;
+
+    /// Deletes change rows more than `keep` versions behind their event's current version;
+    /// returns how many went.
+    async fn prune_seat_map_changes(&self, keep: u64) -> StoreResult<u64>;
 }
 
 /// An idempotency record to insert with a batch.

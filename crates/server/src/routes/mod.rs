@@ -1,8 +1,10 @@
 //! Route handlers, one module per resource.
 
 pub mod checkout;
+pub mod dev;
 pub mod events;
 pub mod health;
 pub mod holds;
 pub mod queue;
+pub mod seatmap;
 pub mod tickets;

@@ -263,6 +263,7 @@ impl TestApp {
         let mut tasks = vec![
             tokio::spawn(state.relay.clone().run()),
             tokio::spawn(state.reconciler.clone().run()),
+            tokio::spawn(state.seatmaps.clone().run()),
         ];
         if waitroom_running {
             tasks.push(tokio::spawn(state.waitroom.clone().run(db.store.clone())));

@@ -1,0 +1,67 @@
+//! Development sign-in for the storefront: only when the server runs with the public
+//! development secret (`--dev-auth`, the demo), where anyone can mint a token anyway.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use boxoffice_domain::ids::AccountId;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::auth::mint_token;
+use crate::body::JsonBody;
+use crate::error::ApiError;
+
+/// How long a development token lasts.
+pub const DEV_TOKEN_TTL_S: u64 = 12 * 3600;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DevTokenBody {
+    /// The account to sign in as (1-64 chars of `[A-Za-z0-9_.-]`).
+    pub account_id: String,
+    /// An operator token.
+    #[serde(default)]
+    pub admin: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DevToken {
+    pub token: String,
+    pub account_id: String,
+}
+
+/// A signed account token, for development servers only (404 unless `--dev-auth`).
+#[utoipa::path(post, path = "/v1/dev/token", tag = "dev", request_body = DevTokenBody, responses(
+    (status = 201, description = "A token for the account", body = DevToken),
+    (status = 404, description = "Not a development server", body = crate::api::Problem),
+    (status = 422, description = "Bad account id", body = crate::api::Problem),
+))]
+pub async fn dev_token(
+    State(state): State<AppState>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    if !state.dev_auth {
+        return Err(ApiError::not_found("route"));
+    }
+    let request: DevTokenBody = body.parse()?;
+    let account =
+        AccountId::parse(&request.account_id).map_err(|e| ApiError::validation("accountId", e))?;
+    let token = mint_token(
+        crate::auth::DEV_JWT_SECRET,
+        &account,
+        request.admin,
+        DEV_TOKEN_TTL_S,
+    )
+    .map_err(|error| {
+        tracing::error!(%error, "minting a development token");
+        ApiError::internal()
+    })?;
+    let answer = DevToken {
+        token,
+        account_id: account.to_string(),
+    };
+    Ok((StatusCode::CREATED, axum::Json(answer)).into_response())
+}

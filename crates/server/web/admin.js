@@ -1,0 +1,421 @@
+// boxoffice admin page: create an event, watch its sales and waiting room live.
+// Plain JavaScript, served at /assets/admin.js.
+'use strict';
+
+(() => {
+  const $ = (selector, root = document) => root.querySelector(selector);
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name.startsWith('on') && typeof value === 'function') el.addEventListener(name.slice(2), value);
+      else if (name === 'class') el.className = value;
+      else if (value === true) el.setAttribute(name, '');
+      else el.setAttribute(name, String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function clear(el, ...children) {
+    el.replaceChildren();
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function uuid() {
+    if (crypto.randomUUID) return crypto.randomUUID();
+    return [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  const num = (n) => Number(n || 0).toLocaleString();
+
+  const moneyFormats = new Map();
+  function money(minor, currency) {
+    let fmt = moneyFormats.get(currency);
+    if (!fmt) {
+      try { fmt = new Intl.NumberFormat(undefined, { style: 'currency', currency }); } catch { fmt = new Intl.NumberFormat(); }
+      moneyFormats.set(currency, fmt);
+    }
+    return fmt.format(minor / 10 ** fmt.resolvedOptions().maximumFractionDigits);
+  }
+  /** Major units typed in a form ("59.90") → minor units for the currency. */
+  function toMinor(value, currency) {
+    let digits = 2;
+    try { digits = new Intl.NumberFormat('en', { style: 'currency', currency }).resolvedOptions().maximumFractionDigits; } catch { /* default */ }
+    return Math.round(Number(value) * 10 ** digits);
+  }
+
+  function toast(text, kind = 'info') {
+    const el = $('#toast');
+    clear(el, h('div', { class: kind }, text));
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => el.replaceChildren(), 6000);
+  }
+
+  // -- Session ------------------------------------------------------------------------------
+
+  const KEY = 'bo.admin';
+  const session = {
+    get() {
+      try {
+        const s = JSON.parse(sessionStorage.getItem(KEY));
+        if (s && s.exp && s.exp * 1000 < Date.now()) return null;
+        return s;
+      } catch { return null; }
+    },
+    set(token, account) {
+      let exp;
+      try { exp = JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))).exp; } catch { exp = undefined; }
+      sessionStorage.setItem(KEY, JSON.stringify({ token, account, exp }));
+    },
+    clear() { sessionStorage.removeItem(KEY); },
+  };
+
+  class ApiError extends Error {
+    constructor(status, problem) {
+      super((problem && (problem.detail || problem.title)) || `HTTP ${status}`);
+      this.status = status;
+      this.code = (problem && problem.code) || (status ? `HTTP_${status}` : 'NETWORK');
+    }
+  }
+
+  async function api(method, path, { body, key, auth = true } = {}) {
+    const headers = { Accept: 'application/json' };
+    const s = session.get();
+    if (auth && s) headers.Authorization = `Bearer ${s.token}`;
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (key) headers['Idempotency-Key'] = key;
+    let res;
+    try {
+      res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    } catch {
+      throw new ApiError(0, { detail: 'The server cannot be reached.' });
+    }
+    const text = await res.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+    if (!res.ok) {
+      if (res.status === 401 && auth) {
+        session.clear();
+        show();
+      }
+      throw new ApiError(res.status, data);
+    }
+    return data;
+  }
+
+  function show() {
+    const s = session.get();
+    $('#signin').hidden = Boolean(s);
+    $('#console').hidden = !s;
+    const box = $('#account');
+    if (s) {
+      clear(box, h('span', { class: 'who' }, 'Operator ', h('strong', {}, s.account)),
+        h('button', { class: 'btn small', type: 'button', onclick: () => { session.clear(); show(); } }, 'Sign out'));
+      loadEvents();
+    } else {
+      box.replaceChildren();
+      stopWatching();
+    }
+  }
+
+  $('#signin-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const error = $('#signin-error');
+    error.textContent = '';
+    const accountId = $('#signin-account').value.trim();
+    try {
+      const data = await api('POST', '/v1/dev/token', { body: { accountId, admin: true }, auth: false });
+      session.set(data.token, data.accountId);
+      show();
+    } catch (err) {
+      error.textContent = err.status === 404
+        ? 'This server does not offer demo sign-in: paste an admin token below.'
+        : err.message;
+      if (err.status === 404) $('#signin-form details').open = true;
+    }
+  });
+  $('#signin-token-use').addEventListener('click', () => {
+    const token = $('#signin-token').value.trim();
+    let claims = null;
+    try { claims = JSON.parse(atob(token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))); } catch { claims = null; }
+    if (!claims || !claims.sub) {
+      $('#signin-error').textContent = 'That does not look like a token.';
+      return;
+    }
+    if (claims.role !== 'admin') {
+      $('#signin-error').textContent = 'That token is not an operator token (role admin).';
+      return;
+    }
+    session.set(token, claims.sub);
+    show();
+  });
+
+  // -- Create an event -------------------------------------------------------------------
+
+  const sectionsBody = $('#sections');
+  let createKey = uuid();
+
+  function sectionRow(values = {}) {
+    const n = sectionsBody.children.length + 1;
+    const cell = (name, label, attrs) => h('td', {}, h('input', { name, 'aria-label': `${label} of section ${n}`, required: true, ...attrs }));
+    const row = h('tr', {},
+      cell('name', 'Name', { value: values.name || String.fromCharCode(64 + Math.min(n, 26)), maxlength: '32' }),
+      cell('rows', 'Rows', { type: 'number', min: '1', value: values.rows || 10 }),
+      cell('perRow', 'Seats per row', { type: 'number', min: '1', value: values.perRow || 20 }),
+      cell('price', 'Price', { type: 'number', min: '0', step: '0.01', value: values.price ?? '49.00' }),
+      h('td', {}, h('button', {
+        class: 'btn small', type: 'button', 'aria-label': `Remove section ${n}`,
+        onclick: () => { row.remove(); createKey = uuid(); },
+      }, '✕')));
+    sectionsBody.append(row);
+  }
+
+  $('#add-section').addEventListener('click', () => sectionRow());
+  $('#stadium').addEventListener('click', () => {
+    sectionsBody.replaceChildren();
+    'ABCDEFGHIJ'.split('').forEach((name, i) => sectionRow({ name, rows: 50, perRow: 100, price: (129 - 10 * i).toFixed(2) }));
+    if (!$('#ev-name').value) $('#ev-name').value = 'Stadium Night';
+    createKey = uuid();
+  });
+
+  function localInput(date) {
+    const pad = (n) => String(n).padStart(2, '0');
+    return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
+  }
+  const starts = new Date(Date.now() + 30 * 86400000);
+  starts.setHours(20, 0, 0, 0);
+  $('#ev-starts').value = localInput(starts);
+  sectionRow({ name: 'A', rows: 10, perRow: 20, price: '49.00' });
+  // Any edit makes it a new request: a new idempotency key.
+  $('#create-form').addEventListener('input', () => { createKey = uuid(); });
+
+  $('#create-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const error = $('#create-error');
+    const created = $('#created');
+    error.textContent = '';
+    created.textContent = '';
+    const currency = $('#ev-currency').value.trim().toUpperCase();
+    const name = $('#ev-name').value.trim();
+    if (!name) { error.textContent = 'Give the event a name.'; $('#ev-name').focus(); return; }
+    if (!$('#ev-starts').value) { error.textContent = 'Set when the event starts.'; $('#ev-starts').focus(); return; }
+    const body = {
+      name,
+      startsAt: new Date($('#ev-starts').value).toISOString(),
+      currency,
+      holdTtlSeconds: Number($('#ev-ttl').value),
+      maxSeatsPerHold: Number($('#ev-maxseats').value),
+      maxTicketsPerAccount: Number($('#ev-maxtickets').value),
+      sections: [...sectionsBody.children].map((row) => ({
+        name: row.querySelector('[name=name]').value.trim(),
+        rows: Number(row.querySelector('[name=rows]').value),
+        seatsPerRow: Number(row.querySelector('[name=perRow]').value),
+        priceMinor: toMinor(row.querySelector('[name=price]').value, currency),
+      })),
+      waitingRoom: {
+        enabled: $('#wr-enabled').checked,
+        policy: $('#wr-policy').value,
+        maxActiveShoppers: Number($('#wr-max').value),
+      },
+    };
+    if ($('#ev-onsale').value) body.onSaleAt = new Date($('#ev-onsale').value).toISOString();
+    const tierId = $('#tier-id').value.trim();
+    if (tierId) {
+      body.tiers = [{
+        tierId,
+        name: $('#tier-name').value.trim() || tierId,
+        capacity: Number($('#tier-capacity').value),
+        priceMinor: toMinor($('#tier-price').value || 0, currency),
+      }];
+    }
+    if (!body.sections.length && !body.tiers) { error.textContent = 'Add at least one section or a standing tier.'; return; }
+    const button = $('[data-testid="create-submit"]');
+    button.disabled = true;
+    button.textContent = 'Creating…';
+    try {
+      const event = await api('POST', '/v1/admin/events', { body, key: createKey });
+      createKey = uuid();
+      const link = `/#/events/${encodeURIComponent(event.eventId)}`;
+      clear(created, 'Created ', h('strong', {}, event.name), ' — id ',
+        h('code', { 'data-testid': 'created-event-id' }, event.eventId), '. ',
+        h('a', { href: link, target: '_blank', rel: 'noopener' }, 'Open it in the storefront'));
+      toast(`Event “${event.name}” created.`);
+      await loadEvents(event.eventId);
+    } catch (err) {
+      error.textContent = err.message;
+    } finally {
+      button.disabled = false;
+      button.textContent = 'Create event';
+    }
+  });
+
+  // -- Live stats ------------------------------------------------------------------------
+
+  const watch = $('#watch');
+  let timer = 0;
+  let previous = null;
+
+  async function loadEvents(select) {
+    const events = [];
+    let cursor = null;
+    try {
+      for (let page = 0; page < 10; page++) {
+        const data = await api('GET', `/v1/events?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, { auth: false });
+        events.push(...data.events);
+        cursor = data.nextCursor;
+        if (!cursor) break;
+      }
+    } catch (err) {
+      clear($('#live'), h('p', { class: 'notice error' }, err.message));
+      return;
+    }
+    const keep = select || watch.value || (events.length ? events[events.length - 1].eventId : '');
+    clear(watch, events.length ? null : h('option', { value: '' }, 'No events yet'),
+      events.slice().reverse().map((ev) => h('option', { value: ev.eventId, selected: ev.eventId === keep }, `${ev.name} (${ev.eventId.slice(-8)})`)));
+    if (keep) watch.value = keep;
+    startWatching();
+  }
+
+  $('#refresh-events').addEventListener('click', () => loadEvents());
+  watch.addEventListener('change', () => { previous = null; startWatching(); });
+
+  function stopWatching() {
+    clearTimeout(timer);
+    timer = 0;
+  }
+
+  function startWatching() {
+    stopWatching();
+    if (!watch.value) return;
+    const id = watch.value;
+    const tick = async () => {
+      await refresh(id);
+      if (watch.value === id && session.get()) timer = setTimeout(tick, 2000);
+    };
+    tick();
+  }
+
+  async function refresh(id) {
+    let event;
+    try {
+      event = await api('GET', `/v1/events/${encodeURIComponent(id)}`, { auth: false });
+    } catch (err) {
+      clear($('#live'), h('p', { class: 'notice error' }, err.message));
+      return;
+    }
+    if (watch.value !== id) return;
+    renderSales(event);
+    $('#live-updated').textContent = `Updated ${new Date().toLocaleTimeString()} · refreshes every 2 s`;
+    if (event.waitingRoom.enabled) {
+      try {
+        const q = await api('GET', `/v1/admin/events/${encodeURIComponent(id)}/queue`);
+        if (watch.value === id) renderQueue(id, q);
+      } catch (err) {
+        clear($('#queue'), h('p', { class: 'notice error' }, err.message));
+      }
+    } else {
+      clear($('#queue'), h('p', { class: 'muted' }, 'This event has no waiting room: fans hold seats directly.'));
+    }
+  }
+
+  function renderSales(event) {
+    const parts = [...event.sections.map((s) => ({ label: `Section ${s.name}`, capacity: s.rows * s.seatsPerRow, price: s.priceMinor, ...s })),
+      ...event.tiers.map((t) => ({ label: t.name, price: t.priceMinor, ...t }))];
+    const total = { available: 0, held: 0, sold: 0, revenue: 0, capacity: 0 };
+    for (const p of parts) {
+      total.available += p.available || 0;
+      total.held += p.held || 0;
+      total.sold += p.sold || 0;
+      total.capacity += p.capacity || 0;
+      total.revenue += (p.sold || 0) * p.price;
+    }
+    const now = Date.now();
+    let rate = '';
+    if (previous && previous.id === event.eventId && now > previous.at) {
+      const perMinute = ((total.sold - previous.sold) * 60000) / (now - previous.at);
+      rate = `${perMinute.toFixed(perMinute < 10 ? 1 : 0)}/min`;
+    }
+    previous = { id: event.eventId, sold: total.sold, at: now };
+    const stat = (label, value, testid) => h('div', {}, h('dt', {}, label), h('dd', { 'data-testid': testid }, value));
+    clear($('#live'),
+      h('p', {}, h('strong', {}, event.name), ` · starts ${new Date(event.startsAt).toLocaleString()} · on sale ${new Date(event.onSaleAt).toLocaleString()}`),
+      h('dl', { class: 'stats' },
+        stat('Sold', num(total.sold), 'stat-sold'),
+        stat('Held', num(total.held), 'stat-held'),
+        stat('Available', num(total.available), 'stat-available'),
+        stat('Revenue', money(total.revenue, event.currency), 'stat-revenue'),
+        rate ? stat('Sales rate', rate, 'stat-rate') : null),
+      h('table', { class: 'data' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Area'), h('th', { scope: 'col', class: 'num' }, 'Price'),
+          h('th', { scope: 'col', class: 'num' }, 'Sold'), h('th', { scope: 'col', class: 'num' }, 'Held'),
+          h('th', { scope: 'col', class: 'num' }, 'Available'), h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Share sold')))),
+        h('tbody', {}, parts.map((p) => {
+          const cap = p.capacity || 1;
+          return h('tr', {},
+            h('th', { scope: 'row' }, p.label),
+            h('td', { class: 'num' }, money(p.price, event.currency)),
+            h('td', { class: 'num' }, num(p.sold)),
+            h('td', { class: 'num' }, num(p.held)),
+            h('td', { class: 'num' }, num(p.available)),
+            h('td', {}, h('div', { class: 'meter', 'aria-hidden': 'true' },
+              h('span', { class: 'sold', style: `width:${(100 * (p.sold || 0)) / cap}%` }),
+              h('span', { class: 'held', style: `width:${(100 * (p.held || 0)) / cap}%` }))));
+        }))));
+  }
+
+  function renderQueue(id, q) {
+    const stat = (label, value, testid) => h('div', {}, h('dt', {}, label), h('dd', { 'data-testid': testid }, value));
+    const box = $('#queue');
+    const focusedId = document.activeElement && box.contains(document.activeElement) ? document.activeElement.id : null;
+    const typing = focusedId === 'rate-cap' ? document.getElementById('rate-cap').value : null;
+    const cap = h('input', { id: 'rate-cap', type: 'number', min: '1', max: '100000', placeholder: 'no cap', value: typing ?? q.maxReleasePerSecond ?? '', style: 'max-width:8rem' });
+    clear(box,
+      h('dl', { class: 'stats' },
+        stat('Waiting', num(q.waiting), 'queue-waiting'),
+        stat('Joined', num(q.joined), 'queue-joined'),
+        stat('Admitted', num(q.admitted), 'queue-admitted'),
+        stat('Active shoppers', `${num(q.activeShoppers)} / ${num(q.maxActiveShoppers)}`, 'queue-active'),
+        stat('Release rate', `${num(q.releaseRatePerSecond)}/s`, 'queue-rate'),
+        stat('Serving up to', `#${num(q.serving)}`, 'queue-serving')),
+      h('p', {}, h('strong', {}, q.paused ? 'Release paused. ' : 'Releasing. '), h('span', { class: 'muted' }, q.reason)),
+      h('p', { class: 'hint' }, `Policy ${q.policy} · state ${q.stateBackend} · ${num(q.polls)} status polls answered here`),
+      h('div', { class: 'actions' },
+        h('button', {
+          class: `btn ${q.paused ? 'primary' : 'danger'}`, type: 'button', id: 'pause-toggle',
+          'data-testid': q.paused ? 'queue-resume' : 'queue-pause',
+          onclick: () => control(id, { paused: !q.paused }),
+        }, q.paused ? 'Resume release' : 'Pause release')),
+      h('form', {
+        class: 'field-row', style: 'margin-top:.6rem',
+        onsubmit: (e) => {
+          e.preventDefault();
+          if (cap.value) control(id, { maxReleasePerSecond: Number(cap.value) });
+        },
+      }, h('label', { for: 'rate-cap' }, 'Max release per second'), cap, h('button', { class: 'btn small', type: 'submit' }, 'Apply')));
+    if (focusedId) {
+      const again = document.getElementById(focusedId);
+      if (again) again.focus();
+    }
+  }
+
+  async function control(id, body) {
+    try {
+      const q = await api('PUT', `/v1/admin/events/${encodeURIComponent(id)}/queue`, { body });
+      renderQueue(id, q);
+      toast(q.paused ? 'Release paused.' : 'Release running.');
+    } catch (err) {
+      toast(err.message, 'error');
+    }
+  }
+
+  show();
+})();

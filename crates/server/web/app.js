@@ -1,0 +1,2244 @@
+// boxoffice storefront: event list → waiting room → seat map → hold → checkout → order.
+// Plain JavaScript, no framework, no build step. Served at /assets/app.js.
+//
+// Pages are hash routes: #/ (events), #/events/{id} (queue + seat map + hold + pay),
+// #/orders (my orders), #/orders/{id} (an order with its tickets and QR codes).
+// The seat map is one <canvas> of every seat, kept live from the server's Server-Sent Events
+// without refetching the snapshot. Test hooks live on window.boxoffice.
+'use strict';
+
+(() => {
+  // ---------------------------------------------------------------------------------------
+  // Small helpers
+
+  const $ = (selector, root = document) => root.querySelector(selector);
+
+  /** Builds an element: h('button', {class: 'btn', onclick}, 'text', child, ...). */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name.startsWith('on') && typeof value === 'function') {
+        el.addEventListener(name.slice(2), value);
+      } else if (name === 'class') {
+        el.className = value;
+      } else if (name === 'dataset') {
+        Object.assign(el.dataset, value);
+      } else if (name === 'text') {
+        el.textContent = value;
+      } else if (value === true) {
+        el.setAttribute(name, '');
+      } else {
+        el.setAttribute(name, String(value));
+      }
+    }
+    append(el, children);
+    return el;
+  }
+
+  function append(el, ...children) {
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function clear(el, ...children) {
+    el.replaceChildren();
+    return append(el, children);
+  }
+
+  function uuid() {
+    if (crypto.randomUUID) return crypto.randomUUID();
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const x = [...b].map((v) => v.toString(16).padStart(2, '0')).join('');
+    return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  const moneyFormats = new Map();
+  /** Minor units → "€129.00" in the event's currency. */
+  function money(minor, currency) {
+    let fmt = moneyFormats.get(currency);
+    if (!fmt) {
+      try {
+        fmt = new Intl.NumberFormat(undefined, { style: 'currency', currency });
+      } catch {
+        fmt = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+      }
+      moneyFormats.set(currency, fmt);
+    }
+    const digits = fmt.resolvedOptions().maximumFractionDigits;
+    return fmt.format(minor / 10 ** digits);
+  }
+
+  const dateFormat = new Intl.DateTimeFormat(undefined, {
+    weekday: 'short', year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
+  });
+  const when = (iso) => {
+    const d = new Date(iso);
+    return Number.isNaN(d.getTime()) ? iso : dateFormat.format(d);
+  };
+
+  function duration(seconds) {
+    seconds = Math.max(0, Math.round(seconds));
+    if (seconds < 60) return seconds <= 5 ? 'a few seconds' : `about ${seconds} seconds`;
+    const minutes = Math.round(seconds / 60);
+    if (minutes < 60) return `about ${minutes} minute${minutes === 1 ? '' : 's'}`;
+    const hours = Math.floor(minutes / 60);
+    const rest = minutes % 60;
+    return `about ${hours} h${rest ? ` ${rest} min` : ''}`;
+  }
+
+  const clock = (ms) => {
+    const s = Math.max(0, Math.ceil(ms / 1000));
+    return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+  };
+
+  const plural = (n, one, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
+
+  function announce(text) {
+    const el = $('#announce');
+    // Clearing first makes screen readers repeat an identical message.
+    el.textContent = '';
+    requestAnimationFrame(() => { el.textContent = text; });
+  }
+
+  let toastTimer = 0;
+  function toast(text, kind = 'info') {
+    const el = $('#toast');
+    clear(el, h('div', { class: kind }, text));
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => el.replaceChildren(), kind === 'error' ? 8000 : 5000);
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Session: the account token (sessionStorage), per-event queue tickets and admissions.
+
+  const store = {
+    get(key) {
+      try { return JSON.parse(sessionStorage.getItem(key)); } catch { return null; }
+    },
+    set(key, value) {
+      try { sessionStorage.setItem(key, JSON.stringify(value)); } catch { /* private mode */ }
+    },
+    del(key) {
+      try { sessionStorage.removeItem(key); } catch { /* private mode */ }
+    },
+  };
+
+  function jwtClaims(token) {
+    try {
+      const part = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+      return JSON.parse(atob(part + '='.repeat((4 - (part.length % 4)) % 4)));
+    } catch {
+      return null;
+    }
+  }
+
+  const session = {
+    get token() {
+      const s = store.get('bo.session');
+      if (!s) return null;
+      if (s.exp && s.exp * 1000 < Date.now()) {
+        store.del('bo.session');
+        return null;
+      }
+      return s.token;
+    },
+    get account() { return (store.get('bo.session') || {}).account || null; },
+    signIn(token, account) {
+      const claims = jwtClaims(token) || {};
+      store.set('bo.session', { token, account: account || claims.sub || 'unknown', exp: claims.exp });
+      renderAccount();
+    },
+    signOut() {
+      store.del('bo.session');
+      renderAccount();
+    },
+    key(kind, eventId) { return `bo.${kind}.${this.account}.${eventId}`; },
+  };
+
+  // ---------------------------------------------------------------------------------------
+  // The API
+
+  class ApiError extends Error {
+    constructor(status, problem, headers) {
+      super((problem && (problem.detail || problem.title)) || `HTTP ${status}`);
+      this.status = status;
+      this.problem = problem || {};
+      this.code = this.problem.code || (status === 0 ? 'NETWORK' : `HTTP_${status}`);
+      this.headers = headers;
+    }
+  }
+
+  async function api(method, path, { body, headers = {}, key, auth = true } = {}) {
+    const all = { Accept: 'application/json', ...headers };
+    const token = session.token;
+    if (auth && token) all.Authorization = `Bearer ${token}`;
+    if (body !== undefined) all['Content-Type'] = 'application/json';
+    if (key) all['Idempotency-Key'] = key;
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers: all,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: 'no-store',
+      });
+    } catch {
+      throw new ApiError(0, { code: 'NETWORK', detail: 'The box office cannot be reached.' });
+    }
+    const text = await response.text();
+    let data = null;
+    if (text) {
+      try { data = JSON.parse(text); } catch { data = null; }
+    }
+    if (!response.ok) {
+      if (response.status === 401 && auth && token) {
+        session.signOut();
+      }
+      throw new ApiError(response.status, data, response.headers);
+    }
+    return { data, headers: response.headers, status: response.status };
+  }
+
+  /** A user-facing sentence for an API error. */
+  function explain(error, event) {
+    const p = (error && error.problem) || {};
+    switch (error && error.code) {
+      case 'NETWORK': return 'We cannot reach the box office right now. Check your connection and try again.';
+      case 'SEATS_UNAVAILABLE': {
+        const ids = p.unavailableSeatIds || [];
+        return ids.length
+          ? `Sorry, ${ids.join(', ')} ${ids.length === 1 ? 'was' : 'were'} just taken by someone else. Please pick other seats.`
+          : 'Sorry, those seats are no longer available. Please pick other seats.';
+      }
+      case 'SOLD_OUT': return 'Sorry, there are not enough places left.';
+      case 'PURCHASE_LIMIT':
+        return `You have reached the limit of ${event ? event.maxTicketsPerAccount : 'the'} tickets per account for this event.`;
+      case 'SALE_NOT_OPEN':
+        return event ? `The sale opens ${when(event.onSaleAt)}.` : 'The sale has not opened yet.';
+      case 'ADMISSION_REQUIRED':
+      case 'ADMISSION_INVALID': return 'Your shopping session has ended. You are back in the waiting room.';
+      case 'HOLD_EXPIRED': return 'Your hold expired and the seats went back on sale.';
+      case 'HOLD_IN_CHECKOUT': return 'This hold is already being paid for.';
+      case 'RATE_LIMITED':
+      case 'UNAVAILABLE':
+      case 'PAYMENTS_UNAVAILABLE': return 'We are very busy right now. Please try again in a moment.';
+      case 'UNAUTHENTICATED': return 'Please sign in again.';
+      case 'NOT_FOUND': return 'We could not find that. It may belong to another account.';
+      case 'QUEUE_FULL': return 'The waiting room is full. Please try again later.';
+      case 'IDEMPOTENCY_IN_PROGRESS': return 'We are still working on your previous request. One moment…';
+      case 'VALIDATION': return p.detail ? `Please check your request: ${p.detail}.` : 'Please check your request.';
+      default:
+        if (error && error.status >= 500) return 'Something went wrong on our side. Please try again.';
+        return (error && error.message) || 'Something went wrong. Please try again.';
+    }
+  }
+
+  const isAdmissionError = (e) => e && (e.code === 'ADMISSION_REQUIRED' || e.code === 'ADMISSION_INVALID');
+
+  // ---------------------------------------------------------------------------------------
+  // Header: account and sign in
+
+  function renderAccount() {
+    const box = $('#account');
+    if (session.token) {
+      clear(box,
+        h('span', { class: 'who', 'data-testid': 'signed-in-as' }, 'Signed in as ', h('strong', {}, session.account)),
+        h('button', { class: 'btn small', type: 'button', onclick: () => { session.signOut(); route(); } }, 'Sign out'));
+      $('#signin-panel').hidden = true;
+    } else {
+      clear(box, h('button', {
+        class: 'btn small', type: 'button', 'data-testid': 'open-signin',
+        onclick: () => showSignin(true),
+      }, 'Sign in'));
+    }
+  }
+
+  function showSignin(focus) {
+    const panel = $('#signin-panel');
+    panel.hidden = false;
+    const input = $('#signin-account');
+    if (!input.value) input.value = `fan-${Math.random().toString(16).slice(2, 6)}`;
+    if (focus) input.focus();
+  }
+
+  function setupSignin() {
+    const form = $('#signin-form');
+    const error = $('#signin-error');
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      error.textContent = '';
+      const accountId = $('#signin-account').value.trim();
+      const button = $('[data-testid="signin-submit"]');
+      button.disabled = true;
+      try {
+        const { data } = await api('POST', '/v1/dev/token', { body: { accountId, admin: false }, auth: false });
+        session.signIn(data.token, data.accountId);
+        announce(`Signed in as ${data.accountId}`);
+        route();
+      } catch (e) {
+        error.textContent = e.status === 404
+          ? 'This server does not offer demo sign-in. Paste an access token below instead.'
+          : explain(e);
+        if (e.status === 404) form.querySelector('details').open = true;
+      } finally {
+        button.disabled = false;
+      }
+    });
+    $('#signin-token-use').addEventListener('click', () => {
+      error.textContent = '';
+      const token = $('#signin-token').value.trim();
+      const claims = jwtClaims(token);
+      if (!claims || !claims.sub) {
+        error.textContent = 'That does not look like an access token.';
+        return;
+      }
+      session.signIn(token, claims.sub);
+      route();
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Page lifecycle: every page gets a scope whose timers and streams die with it.
+
+  class Scope {
+    constructor() {
+      this.alive = true;
+      this.cleanups = [];
+    }
+    add(fn) { this.cleanups.push(fn); }
+    timeout(fn, ms) {
+      const id = setTimeout(() => { if (this.alive) fn(); }, ms);
+      this.add(() => clearTimeout(id));
+      return id;
+    }
+    interval(fn, ms) {
+      const id = setInterval(() => { if (this.alive) fn(); }, ms);
+      this.add(() => clearInterval(id));
+      return id;
+    }
+    on(target, type, fn, options) {
+      target.addEventListener(type, fn, options);
+      this.add(() => target.removeEventListener(type, fn, options));
+    }
+    sleep(ms) {
+      return new Promise((resolve) => this.timeout(resolve, ms));
+    }
+    dispose() {
+      this.alive = false;
+      for (const fn of this.cleanups.splice(0)) {
+        try { fn(); } catch { /* ignore */ }
+      }
+    }
+  }
+
+  let scope = new Scope();
+  const view = () => $('#view');
+
+  function route() {
+    scope.dispose();
+    scope = new Scope();
+    window.boxoffice = testHooks(null);
+    const hash = location.hash || '#/';
+    for (const a of document.querySelectorAll('.site-header nav a')) {
+      const target = a.getAttribute('href');
+      if (target === hash || (target === '#/orders' && hash.startsWith('#/orders'))) {
+        a.setAttribute('aria-current', 'page');
+      } else {
+        a.removeAttribute('aria-current');
+      }
+    }
+    let m;
+    if ((m = hash.match(/^#\/events\/([^/?#]+)$/))) {
+      new EventPage(scope, decodeURIComponent(m[1])).start();
+    } else if ((m = hash.match(/^#\/orders\/([^/?#]+)$/))) {
+      orderPage(scope, decodeURIComponent(m[1]));
+    } else if (hash === '#/orders') {
+      ordersPage(scope);
+    } else {
+      eventsPage(scope);
+    }
+  }
+
+  function pageTitle(text) {
+    document.title = `${text} — boxoffice`;
+  }
+
+  function needSignin(container, what) {
+    showSignin(false);
+    clear(container, h('div', { class: 'card', 'data-testid': 'need-signin' },
+      h('h2', {}, 'Sign in to continue'),
+      h('p', {}, what),
+      h('button', { class: 'btn primary', type: 'button', onclick: () => showSignin(true) }, 'Sign in')));
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // #/ — the event list
+
+  async function eventsPage(scope) {
+    pageTitle('Events');
+    const root = clear(view(), h('h1', {}, 'Upcoming events'));
+    const list = h('ul', { class: 'events', 'data-testid': 'event-list', 'aria-busy': 'true' });
+    const status = h('p', { class: 'muted' }, 'Loading events…');
+    const more = h('button', { class: 'btn', type: 'button', hidden: true }, 'Show more events');
+    append(root, status, list, h('div', { class: 'actions' }, more));
+    let cursor = null;
+    async function load() {
+      more.disabled = true;
+      try {
+        const q = cursor ? `?limit=50&cursor=${encodeURIComponent(cursor)}` : '?limit=50';
+        const { data } = await api('GET', `/v1/events${q}`, { auth: false });
+        if (!scope.alive) return;
+        for (const event of data.events) list.append(eventCard(event));
+        cursor = data.nextCursor || null;
+        more.hidden = !cursor;
+        status.textContent = list.children.length ? '' : 'No events yet. An operator can create one on the admin page.';
+        status.hidden = !status.textContent;
+      } catch (e) {
+        status.hidden = false;
+        status.className = 'notice error';
+        status.textContent = explain(e);
+      } finally {
+        more.disabled = false;
+        list.setAttribute('aria-busy', 'false');
+      }
+    }
+    more.addEventListener('click', load);
+    await load();
+  }
+
+  function eventCard(event) {
+    const seats = event.sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0)
+      + event.tiers.reduce((n, t) => n + t.capacity, 0);
+    const prices = [...event.sections.map((s) => s.priceMinor), ...event.tiers.map((t) => t.priceMinor)];
+    const from = prices.length ? Math.min(...prices) : 0;
+    const href = `#/events/${encodeURIComponent(event.eventId)}`;
+    return h('li', { class: 'card event-card', 'data-testid': 'event-card', 'data-event-id': event.eventId },
+      h('h2', {}, h('a', { href }, event.name)),
+      h('p', { class: 'meta' }, when(event.startsAt)),
+      h('p', { class: 'meta' }, `${plural(seats, 'place')} · from ${money(from, event.currency)}`),
+      event.waitingRoom && event.waitingRoom.enabled ? h('p', {}, h('span', { class: 'badge queue' }, 'Waiting room')) : null,
+      h('div', { class: 'actions' },
+        h('a', { class: 'btn primary', href, 'data-testid': 'choose-seats' }, 'Choose seats',
+          h('span', { class: 'visually-hidden' }, ` for ${event.name}`))));
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // #/events/{id} — waiting room, seat map, hold, checkout
+
+  const CARDS = [
+    { token: 'pm_card_visa', name: 'Visa •••• 4242', note: 'Approved at once' },
+    { token: 'pm_card_threeDSecure2Required', name: 'Visa with 3-D Secure', note: 'Your bank asks you to confirm' },
+    { token: 'pm_card_chargeDeclined', name: 'Declined card', note: 'The bank declines the payment' },
+    { token: 'pm_sim_slow', name: 'Slow bank', note: 'Approved after a short wait' },
+  ];
+
+  class EventPage {
+    constructor(scope, eventId) {
+      this.scope = scope;
+      this.eventId = eventId;
+      this.event = null;
+      this.map = null;
+      this.hold = null;
+      this.busy = false;
+      this.holdKeys = new Map();
+      this.payKeys = new Map();
+      this.skewMs = 0;
+    }
+
+    async start() {
+      pageTitle('Event');
+      const root = clear(view(),
+        h('p', { class: 'crumbs' }, h('a', { href: '#/' }, '← All events')));
+      this.head = h('div', { class: 'event-head' }, h('h1', {}, 'Loading…'));
+      this.body = h('div', {});
+      append(root, this.head, this.body);
+      try {
+        const { data } = await api('GET', `/v1/events/${encodeURIComponent(this.eventId)}`, { auth: false });
+        this.event = data;
+      } catch (e) {
+        clear(this.head, h('h1', {}, 'Event not found'));
+        clear(this.body, h('p', { class: 'notice error' }, explain(e)));
+        return;
+      }
+      if (!this.scope.alive) return;
+      const ev = this.event;
+      pageTitle(ev.name);
+      clear(this.head,
+        h('h1', { 'data-testid': 'event-name' }, ev.name),
+        h('span', { class: 'muted' }, when(ev.startsAt)),
+        ev.waitingRoom.enabled ? h('span', { class: 'badge queue' }, 'Waiting room') : null);
+      if (!session.token) {
+        needSignin(this.body, 'Sign in to join the queue and choose your seats.');
+        return;
+      }
+      this.queueBox = h('div', { hidden: true });
+      this.shopBox = h('div', { hidden: true });
+      append(clear(this.body), this.queueBox, this.shopBox);
+      if (ev.waitingRoom.enabled && !this.admission()) {
+        await this.waitingRoom();
+        if (!this.scope.alive) return;
+      }
+      this.shop();
+    }
+
+    // -- Waiting room ------------------------------------------------------------------
+
+    admission() {
+      const a = store.get(session.key('admission', this.eventId));
+      if (!a || !a.token) return null;
+      if (a.expiresAt && Date.parse(a.expiresAt) < Date.now() + 5000) return null;
+      return a;
+    }
+
+    admissionHeaders() {
+      const a = this.event.waitingRoom.enabled ? this.admission() : null;
+      return a ? { 'Admission-Token': a.token } : {};
+    }
+
+    dropAdmission() {
+      store.del(session.key('admission', this.eventId));
+    }
+
+    /** Back to the waiting room (the admission ended); `then` runs once admitted again. */
+    async requeue(reason, then) {
+      this.dropAdmission();
+      this.shopBox.hidden = true;
+      await this.waitingRoom(reason);
+      if (!this.scope.alive) return;
+      this.shopBox.hidden = false;
+      if (this.map) this.map.resize();
+      this.renderSession();
+      if (then) await then();
+    }
+
+    async waitingRoom(reason) {
+      const scope = this.scope;
+      const box = this.queueBox;
+      box.hidden = false;
+      const position = h('p', { class: 'big', 'data-testid': 'queue-position' }, '…');
+      const ahead = h('dd', { 'data-testid': 'queue-ahead' }, '…');
+      const wait = h('dd', { 'data-testid': 'queue-wait' }, '…');
+      const state = h('dd', { 'data-testid': 'queue-state' }, 'Joining');
+      const bar = h('span', { style: 'width: 0%' });
+      const progress = h('div', { class: 'progress', role: 'progressbar', 'aria-label': 'Progress to the front of the line', 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': '0' }, bar);
+      const updated = h('p', { class: 'hint' }, '');
+      const problem = h('p', { class: 'notice error', role: 'alert' });
+      const action = h('div', { class: 'actions' });
+      clear(box, h('section', { class: 'card waiting', 'data-testid': 'waiting-room', 'aria-labelledby': 'wr-title' },
+        h('h2', { id: 'wr-title' }, 'You are in the waiting room'),
+        reason ? h('p', { class: 'notice info' }, reason) : null,
+        h('p', {}, 'So many fans want tickets that we let people in a few at a time, in order. Keep this page open: we take you to the seats automatically.'),
+        h('p', { class: 'muted', style: 'margin: 0' }, 'Your place in line'),
+        position,
+        progress,
+        h('dl', {},
+          h('div', {}, h('dt', {}, 'People ahead of you'), ahead),
+          h('div', {}, h('dt', {}, 'Estimated wait'), wait),
+          h('div', {}, h('dt', {}, 'Status'), state)),
+        h('p', { class: 'hint' }, h('span', { class: 'pulse', 'aria-hidden': 'true' }), 'Updating live'),
+        updated, problem, action));
+      position.setAttribute('aria-live', 'polite');
+      const ticketKey = session.key('queue', this.eventId);
+      let firstAhead = null;
+      let lastAnnounced = 0;
+      const show = (s) => {
+        const aheadOfYou = s.aheadOfYou !== undefined ? s.aheadOfYou : Math.max(0, (s.position || 1) - 1);
+        if (firstAhead === null || aheadOfYou > firstAhead) firstAhead = aheadOfYou;
+        position.textContent = s.position ? `#${Number(s.position).toLocaleString()}` : '—';
+        ahead.textContent = Number(aheadOfYou).toLocaleString();
+        wait.textContent = s.status === 'ADMITTED' ? 'None' : (s.estimatedWaitSeconds !== undefined ? duration(s.estimatedWaitSeconds) : '…');
+        state.textContent = { WAITING: 'Waiting', ADMITTED: 'Your turn!', EXPIRED: 'Place expired' }[s.status] || s.status;
+        const pct = s.status === 'ADMITTED' ? 100 : firstAhead ? Math.round(100 * (1 - aheadOfYou / firstAhead)) : 0;
+        bar.style.width = `${pct}%`;
+        progress.setAttribute('aria-valuenow', String(pct));
+        updated.textContent = `Last updated ${new Date().toLocaleTimeString()}`;
+        const now = Date.now();
+        if (now - lastAnnounced > 30000 && s.status === 'WAITING') {
+          lastAnnounced = now;
+          announce(`Waiting room: ${plural(aheadOfYou, 'person', 'people')} ahead of you.`);
+        }
+      };
+      const join = async () => {
+        const { data } = await api('POST', `/v1/events/${encodeURIComponent(this.eventId)}/queue`, { body: {}, key: uuid() });
+        store.set(ticketKey, data.queueTicket);
+        show({ ...data, aheadOfYou: Math.max(0, data.position - 1) });
+        return data.queueTicket;
+      };
+      let ticket = store.get(ticketKey);
+      let retryMs = 0;
+      while (scope.alive) {
+        try {
+          if (!ticket) ticket = await join();
+          if (retryMs) await scope.sleep(retryMs);
+          if (!scope.alive) return;
+          const res = await api('GET', `/v1/events/${encodeURIComponent(this.eventId)}/queue/status`, {
+            headers: { 'Queue-Ticket': ticket },
+          });
+          problem.textContent = '';
+          const s = res.data;
+          show(s);
+          if (s.status === 'ADMITTED') {
+            store.set(session.key('admission', this.eventId), { token: s.admissionToken, expiresAt: s.admissionExpiresAt });
+            announce('It is your turn! Choose your seats.');
+            box.hidden = true;
+            return;
+          }
+          if (s.status === 'EXPIRED') {
+            problem.textContent = 'Your place in line expired because you did not come back in time.';
+            await new Promise((resolve) => {
+              clear(action, h('button', { class: 'btn primary', type: 'button', onclick: resolve }, 'Join the line again'));
+            });
+            action.replaceChildren();
+            store.del(ticketKey);
+            ticket = null;
+            retryMs = 0;
+            continue;
+          }
+          const hint = Number(res.headers.get('Retry-After'));
+          retryMs = Math.min(30, Math.max(1, Number.isFinite(hint) && hint > 0 ? hint : 2)) * 1000;
+        } catch (e) {
+          if (!scope.alive) return;
+          if (e.code === 'UNAUTHENTICATED') {
+            needSignin(this.body, 'Your sign-in expired. Sign in again to keep your place.');
+            return new Promise(() => {});
+          }
+          if (e.code === 'QUEUE_TICKET_INVALID' || (e.status === 404 && ticket)) {
+            store.del(ticketKey);
+            ticket = null;
+            retryMs = 0;
+            continue;
+          }
+          if (e.code === 'WAITING_ROOM_DISABLED') {
+            box.hidden = true;
+            return;
+          }
+          problem.textContent = `${explain(e)} We keep trying.`;
+          const hint = e.headers ? Number(e.headers.get('Retry-After')) : NaN;
+          retryMs = (Number.isFinite(hint) && hint > 0 ? hint : 3) * 1000;
+        }
+      }
+    }
+
+    // -- Shop: seat map and side panel --------------------------------------------------
+
+    shop() {
+      const ev = this.event;
+      this.shopBox.hidden = false;
+      const canvas = h('canvas', {
+        tabindex: '0', role: 'application', 'data-testid': 'seatmap',
+        'aria-roledescription': 'seat map',
+        'aria-label': `Seat map of ${ev.name}. Arrow keys move between seats, Enter or Space selects.`,
+        'aria-describedby': 'map-keys',
+      });
+      const liveStatus = h('div', { class: 'map-status', 'data-testid': 'map-status', 'aria-hidden': 'true' }, 'Loading…');
+      const loading = h('div', { class: 'map-loading', 'data-testid': 'map-loading' }, 'Loading seats…');
+      const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' });
+      const zoomIn = h('button', { class: 'btn small', type: 'button', 'aria-label': 'Zoom in', 'data-testid': 'zoom-in' }, '+');
+      const zoomOut = h('button', { class: 'btn small', type: 'button', 'aria-label': 'Zoom out', 'data-testid': 'zoom-out' }, '−');
+      const fit = h('button', { class: 'btn small', type: 'button', 'data-testid': 'zoom-fit' }, 'Show all');
+      const hasSeats = ev.sections.length > 0;
+      this.pick = h('section', { class: 'card', 'aria-labelledby': 'pick-title', 'data-testid': 'pick-panel' });
+      this.best = h('section', { class: 'card', 'aria-labelledby': 'best-title' });
+      this.tierBox = h('section', { class: 'card', 'aria-labelledby': 'tier-title' });
+      this.sessionBox = h('p', { class: 'hint', 'data-testid': 'admission-info' });
+      this.message = h('div', { class: 'notice', role: 'alert', 'data-testid': 'shop-message' });
+      const side = h('aside', { class: 'side', 'aria-label': 'Your tickets' }, this.message, this.pick,
+        hasSeats ? this.best : null, ev.tiers.length ? this.tierBox : null, this.sessionBox);
+      const mapCard = hasSeats ? h('section', { class: 'card map-card', 'aria-labelledby': 'map-title' },
+        h('div', { class: 'map-tools' },
+          h('h2', { id: 'map-title', class: 'h-small', style: 'margin: 0 .4rem 0 0' }, 'Seat map'),
+          zoomOut, zoomIn, fit, h('span', { class: 'spacer' })),
+        h('div', { class: 'map-wrap' }, canvas, liveStatus, loading),
+        legend,
+        h('p', { class: 'keys', id: 'map-keys' },
+          'Click or tap seats to select them; drag to move, scroll or pinch to zoom. Keyboard: ',
+          h('kbd', {}, '←'), h('kbd', {}, '↑'), h('kbd', {}, '→'), h('kbd', {}, '↓'), ' move, ',
+          h('kbd', {}, 'Enter'), ' select, ', h('kbd', {}, '+'), ' ', h('kbd', {}, '−'), ' zoom, ',
+          h('kbd', {}, 'Page Up'), ' ', h('kbd', {}, 'Page Down'), ' change section.')) : null;
+      clear(this.shopBox, h('div', { class: hasSeats ? 'shop' : '' }, mapCard, side));
+      this.renderSession();
+      this.scope.interval(() => this.renderSession(), 15000);
+
+      if (hasSeats) {
+        this.map = new SeatMap(canvas, ev, {
+          scope: this.scope,
+          status: liveStatus,
+          loading,
+          onSelection: () => this.renderPick(),
+          onTaken: (ids) => this.say(`Sorry, ${ids.join(', ')} ${ids.length === 1 ? 'was' : 'were'} just taken by someone else.`, 'warn'),
+          onTiers: () => this.renderTiers(),
+        });
+        zoomIn.addEventListener('click', () => this.map.zoomBy(1.6));
+        zoomOut.addEventListener('click', () => this.map.zoomBy(1 / 1.6));
+        fit.addEventListener('click', () => this.map.fit());
+        this.renderLegend(legend);
+        this.renderBest();
+        window.boxoffice = testHooks(this);
+        this.map.load();
+      }
+      if (ev.tiers.length) this.renderTiers();
+      this.renderPick();
+      this.restoreHold();
+    }
+
+    say(text, kind = 'error') {
+      this.message.className = `notice ${kind}`;
+      this.message.textContent = text || '';
+    }
+
+    renderSession() {
+      if (!this.sessionBox) return;
+      const a = this.event.waitingRoom.enabled ? this.admission() : null;
+      this.sessionBox.textContent = a && a.expiresAt
+        ? `Your shopping session lasts until ${new Date(a.expiresAt).toLocaleTimeString()}.`
+        : '';
+    }
+
+    renderLegend(legend) {
+      const bands = this.map.bands;
+      clear(legend,
+        bands.map((b) => h('li', {}, h('span', { class: 'swatch', style: `background:${b.color}` }),
+          `${money(b.price, this.event.currency)} (${b.sections.join(', ')})`)),
+        h('li', {}, h('span', { class: 'swatch', style: `background:${COLORS.held}` }), 'Held'),
+        h('li', {}, h('span', { class: 'swatch', style: `background:${COLORS.sold}` }), 'Sold'),
+        h('li', {}, h('span', { class: 'swatch selected' }), 'Your selection'),
+        h('li', {}, h('span', { class: 'swatch mine' }), 'Held for you'));
+    }
+
+    renderBest() {
+      const ev = this.event;
+      const max = ev.maxSeatsPerHold || 6;
+      const qty = h('select', { id: 'best-qty', 'data-testid': 'best-qty' },
+        Array.from({ length: max }, (_, i) => h('option', { value: String(i + 1), selected: i === 1 }, String(i + 1))));
+      const section = h('select', { id: 'best-section', 'data-testid': 'best-section' },
+        h('option', { value: '' }, 'Any section'),
+        ev.sections.map((s) => h('option', { value: s.name }, `Section ${s.name} · ${money(s.priceMinor, ev.currency)}`)));
+      const submit = h('button', { class: 'btn', type: 'submit', 'data-testid': 'best-submit' }, 'Find seats');
+      const form = h('form', { 'aria-labelledby': 'best-title' },
+        h('h2', { id: 'best-title' }, 'Best available'),
+        h('p', { class: 'hint' }, 'Let us pick adjacent seats in the best row for you.'),
+        h('div', { class: 'form-grid' },
+          h('div', {}, h('label', { for: 'best-qty' }, 'Seats'), qty),
+          h('div', {}, h('label', { for: 'best-section' }, 'Section'), section),
+          h('div', { class: 'full' }, submit)));
+      form.addEventListener('submit', (e) => {
+        e.preventDefault();
+        const best = { quantity: Number(qty.value) };
+        if (section.value) best.section = section.value;
+        this.placeHold({ bestAvailable: best });
+      });
+      clear(this.best, form);
+    }
+
+    renderTiers() {
+      const ev = this.event;
+      if (!ev.tiers.length) return;
+      const max = ev.maxSeatsPerHold || 6;
+      const avail = this.map ? this.map.tierAvailable : new Map();
+      const tier = h('select', { id: 'tier-id' }, ev.tiers.map((t) => {
+        const left = avail.has(t.tierId) ? avail.get(t.tierId) : t.available;
+        return h('option', { value: t.tierId },
+          `${t.name} · ${money(t.priceMinor, ev.currency)}${left !== undefined ? ` · ${Number(left).toLocaleString()} left` : ''}`);
+      }));
+      const qty = h('select', { id: 'tier-qty' }, Array.from({ length: max }, (_, i) => h('option', { value: String(i + 1) }, String(i + 1))));
+      const old = this.tierBox.querySelector('form');
+      if (old) {
+        // Keep the user's choice while availability updates.
+        tier.value = old.querySelector('#tier-id').value;
+        qty.value = old.querySelector('#tier-qty').value;
+        if (old.contains(document.activeElement)) return;
+      }
+      const form = h('form', {},
+        h('h2', { id: 'tier-title' }, 'Standing tickets'),
+        h('div', { class: 'form-grid' },
+          h('div', { class: 'full' }, h('label', { for: 'tier-id' }, 'Area'), tier),
+          h('div', {}, h('label', { for: 'tier-qty' }, 'Tickets'), qty),
+          h('div', {}, h('button', { class: 'btn', type: 'submit' }, 'Hold tickets'))));
+      form.addEventListener('submit', (e) => {
+        e.preventDefault();
+        this.placeHold({ tierId: tier.value, quantity: Number(qty.value) });
+      });
+      clear(this.tierBox, form);
+    }
+
+    /** The side panel: the selection, or the hold with its countdown and payment. */
+    renderPick() {
+      const ev = this.event;
+      if (this.hold) return this.renderHold();
+      const selected = this.map ? this.map.selectedIds() : [];
+      const max = ev.maxSeatsPerHold || 6;
+      const total = selected.reduce((sum, id) => sum + this.map.priceOf(id), 0);
+      const holdBtn = h('button', {
+        class: 'btn primary wide', type: 'button', 'data-testid': 'hold-button',
+        disabled: selected.length === 0 || this.busy,
+        onclick: () => this.placeHold({ seatIds: this.map.selectedIds() }),
+      }, selected.length ? `Hold ${plural(selected.length, 'seat')}` : 'Hold seats');
+      clear(this.pick,
+        h('h2', { id: 'pick-title' }, 'Your selection'),
+        selected.length === 0
+          ? h('p', { class: 'muted', 'data-testid': 'selection-empty' }, this.map
+            ? `Pick up to ${max} seats on the map, or let us find the best available.`
+            : 'Choose your tickets below.')
+          : [
+            h('ul', { class: 'seat-list', 'data-testid': 'selection' }, selected.map((id) => h('li', { 'data-seat-id': id },
+              h('span', {}, seatLabel(id)),
+              h('span', { class: 'price' }, money(this.map.priceOf(id), ev.currency)),
+              h('button', {
+                class: 'btn small', type: 'button', 'aria-label': `Remove ${seatLabel(id)}`,
+                onclick: () => this.map.toggle(this.map.indexOf(id)),
+              }, '✕')))),
+            h('p', { class: 'total' }, h('span', {}, 'Total'), h('span', { 'data-testid': 'selection-total' }, money(total, ev.currency))),
+          ],
+        this.map ? holdBtn : null,
+        selected.length ? h('div', { class: 'actions' }, h('button', {
+          class: 'btn small', type: 'button', onclick: () => this.map.clearSelection(),
+        }, 'Clear selection')) : null);
+    }
+
+    async placeHold(body) {
+      if (this.busy || this.hold) return;
+      this.busy = true;
+      this.say('');
+      this.renderPick();
+      const digest = JSON.stringify(body);
+      // The same request after a lost answer reuses its key: the server replays, never holds twice.
+      if (!this.holdKeys.has(digest)) this.holdKeys.set(digest, uuid());
+      try {
+        const res = await api('POST', `/v1/events/${encodeURIComponent(this.eventId)}/holds`, {
+          body, key: this.holdKeys.get(digest), headers: this.admissionHeaders(),
+        });
+        this.holdKeys.delete(digest);
+        if (!this.scope.alive) return;
+        this.busy = false;
+        this.setHold(res.data, res.headers);
+        announce(`Held ${plural(res.data.seats.length || res.data.quantity || 0, 'ticket')} for you. Complete payment before the timer runs out.`);
+        if (body.bestAvailable && this.map && res.data.seats.length) {
+          this.map.showSeat(res.data.seats[0].seatId, Math.max(this.map.scale(), 10));
+        }
+      } catch (e) {
+        this.busy = false;
+        if (e.status && e.status < 500 && e.code !== 'RATE_LIMITED' && e.code !== 'IDEMPOTENCY_IN_PROGRESS') {
+          this.holdKeys.delete(digest);
+        }
+        if (!this.scope.alive) return;
+        if (isAdmissionError(e)) {
+          this.renderPick();
+          await this.requeue(explain(e), () => this.placeHold(body));
+          return;
+        }
+        if (e.code === 'SEATS_UNAVAILABLE' && this.map) {
+          for (const id of e.problem.unavailableSeatIds || []) this.map.deselect(id);
+        }
+        this.say(explain(e, this.event));
+        this.renderPick();
+      }
+    }
+
+    setHold(hold, headers) {
+      this.hold = hold;
+      const serverDate = headers && Date.parse(headers.get('Date') || '');
+      // The countdown follows the server's clock when ours is clearly off.
+      const skew = Number.isFinite(serverDate) ? serverDate - Date.now() : 0;
+      this.skewMs = Math.abs(skew) > 2000 ? skew : 0;
+      store.set(session.key('hold', this.eventId), hold.holdId);
+      if (this.map) {
+        this.map.setMine(hold.seats.map((s) => s.seatId));
+        this.map.clearSelection(true);
+        this.map.locked = true;
+      }
+      this.warned = false;
+      this.renderHold();
+      if (this.countdown) clearInterval(this.countdown);
+      this.countdown = this.scope.interval(() => this.tick(), 500);
+      this.tick();
+    }
+
+    clearHold() {
+      this.hold = null;
+      if (this.countdown) clearInterval(this.countdown);
+      this.countdown = null;
+      store.del(session.key('hold', this.eventId));
+      if (this.map) {
+        this.map.setMine([]);
+        this.map.locked = false;
+      }
+      this.renderPick();
+    }
+
+    async restoreHold() {
+      const holdId = store.get(session.key('hold', this.eventId));
+      if (!holdId || this.hold) return;
+      try {
+        const { data, headers } = await api('GET', `/v1/holds/${encodeURIComponent(holdId)}`);
+        if (!this.scope.alive) return;
+        if (data.status === 'HELD' && !this.hold) this.setHold(data, headers);
+        else store.del(session.key('hold', this.eventId));
+      } catch {
+        store.del(session.key('hold', this.eventId));
+      }
+    }
+
+    tick() {
+      if (!this.hold || !this.timerEl) return;
+      const left = Date.parse(this.hold.expiresAt) - (Date.now() + this.skewMs);
+      this.timerEl.textContent = clock(left);
+      this.timerEl.classList.toggle('low', left < 60000);
+      if (left < 60000 && !this.warned && left > 0) {
+        this.warned = true;
+        announce('One minute left to pay for your seats.');
+      }
+      if (left <= 0 && !this.paying) {
+        this.clearHold();
+        this.say('Your hold expired and the seats went back on sale. You can pick seats again.', 'warn');
+        announce('Your hold expired.');
+      }
+    }
+
+    renderHold() {
+      const ev = this.event;
+      const hold = this.hold;
+      this.timerEl = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off', 'data-testid': 'hold-countdown' }, '');
+      const items = hold.seats.length
+        ? hold.seats.map((s) => h('li', { 'data-seat-id': s.seatId }, h('span', {}, seatLabel(s.seatId)), h('span', { class: 'price' }, money(s.priceMinor, ev.currency))))
+        : [h('li', {}, h('span', {}, `${hold.quantity} × ${(ev.tiers.find((t) => t.tierId === hold.tierId) || {}).name || hold.tierId}`),
+          h('span', { class: 'price' }, money(hold.totalMinor, hold.currency)))];
+      const cards = h('fieldset', { class: 'cards' },
+        h('legend', {}, 'Pay with a test card'),
+        CARDS.map((c, i) => h('label', {},
+          h('input', { type: 'radio', name: 'card', value: c.token, checked: i === 0, 'data-testid': `card-${c.token}` }),
+          h('span', {}, h('span', { class: 'card-name' }, c.name), h('span', { class: 'card-note' }, `${c.note} · `, h('code', {}, c.token))))));
+      this.payBtn = h('button', { class: 'btn primary wide', type: 'submit', 'data-testid': 'pay-button' }, `Pay ${money(hold.totalMinor, hold.currency)}`);
+      this.payStatus = h('p', { class: 'notice info', role: 'status', 'data-testid': 'pay-status' });
+      const release = h('button', { class: 'btn danger', type: 'button', 'data-testid': 'release-button' }, 'Release seats');
+      const form = h('form', {},
+        h('h2', { id: 'pick-title' }, 'Seats held for you'),
+        h('p', { style: 'margin:0' }, 'Time left to pay'),
+        this.timerEl,
+        h('ul', { class: 'seat-list', 'data-testid': 'hold-seats' }, items),
+        h('p', { class: 'total' }, h('span', {}, 'Total'), h('span', { 'data-testid': 'hold-total' }, money(hold.totalMinor, hold.currency))),
+        cards, this.payBtn, this.payStatus,
+        h('div', { class: 'actions' }, release));
+      form.addEventListener('submit', (e) => {
+        e.preventDefault();
+        const card = form.querySelector('input[name=card]:checked');
+        this.pay(card ? card.value : 'pm_card_visa');
+      });
+      release.addEventListener('click', () => this.release());
+      clear(this.pick, form);
+      this.tick();
+    }
+
+    async release() {
+      if (!this.hold || this.paying) return;
+      const holdId = this.hold.holdId;
+      try {
+        await api('DELETE', `/v1/holds/${encodeURIComponent(holdId)}`);
+      } catch (e) {
+        if (e.code !== 'NOT_FOUND') {
+          this.say(explain(e, this.event));
+          return;
+        }
+      }
+      if (!this.scope.alive) return;
+      this.clearHold();
+      this.say('Your seats were released.', 'info');
+      announce('Your seats were released.');
+    }
+
+    async pay(card) {
+      if (!this.hold || this.paying) return;
+      const hold = this.hold;
+      this.paying = true;
+      this.payBtn.disabled = true;
+      this.say('');
+      this.payStatus.textContent = card === 'pm_sim_slow' ? 'Contacting your bank (this one is slow)…' : 'Contacting your bank…';
+      const keyName = `${hold.holdId}/${card}`;
+      if (!this.payKeys.has(keyName)) this.payKeys.set(keyName, uuid());
+      let order;
+      try {
+        const res = await api('POST', `/v1/holds/${encodeURIComponent(hold.holdId)}/checkout`, {
+          body: { paymentMethodToken: card }, key: this.payKeys.get(keyName), headers: this.admissionHeaders(),
+        });
+        order = res.data;
+      } catch (e) {
+        this.paying = false;
+        if (!this.scope.alive) return;
+        if (this.payBtn) this.payBtn.disabled = false;
+        if (this.payStatus) this.payStatus.textContent = '';
+        if (isAdmissionError(e)) {
+          await this.requeue(explain(e), () => this.pay(card));
+          return;
+        }
+        if (e.code === 'HOLD_EXPIRED') {
+          this.clearHold();
+        } else if (e.code === 'HOLD_IN_CHECKOUT') {
+          const existing = await findOrderOfHold(hold.holdId);
+          if (existing) {
+            location.hash = `#/orders/${encodeURIComponent(existing.orderId)}`;
+            return;
+          }
+        }
+        this.say(explain(e, this.event));
+        return;
+      }
+      store.set(session.key('order', this.eventId), order.orderId);
+      await this.follow(order, hold);
+    }
+
+    /** Follows an order until it is confirmed (→ order page) or cancelled. */
+    async follow(order, hold) {
+      const scope = this.scope;
+      let asked3ds = false;
+      let delay = 700;
+      for (;;) {
+        if (!scope.alive) return;
+        if (order.orderStatus === 'CONFIRMED') {
+          // A confirmed order ends this shopping trip: the next one goes through the door again.
+          this.dropAdmission();
+          this.paying = false;
+          this.clearHold();
+          announce('Payment confirmed. Here are your tickets.');
+          location.hash = `#/orders/${encodeURIComponent(order.orderId)}`;
+          return;
+        }
+        if (order.orderStatus === 'CANCELLED') {
+          this.paying = false;
+          this.clearHold();
+          const why = order.paymentStatus === 'FAILED' || order.paymentStatus === 'VOIDED'
+            ? 'Your payment was not approved, so the seats went back on sale. Please try again with another card.'
+            : 'The order was cancelled and the seats went back on sale.';
+          this.say(why);
+          announce(why);
+          return;
+        }
+        if (order.nextAction && order.nextAction.url && !asked3ds) {
+          asked3ds = true;
+          if (this.payStatus) this.payStatus.textContent = 'Waiting for your bank’s confirmation…';
+          await bankChallenge(order.nextAction.url, money(hold.totalMinor, hold.currency));
+          if (this.payStatus) this.payStatus.textContent = 'Checking the payment…';
+        } else if (this.payStatus && order.paymentStatus !== 'REQUIRES_ACTION') {
+          this.payStatus.textContent = 'Confirming your payment…';
+        }
+        await scope.sleep(delay);
+        delay = Math.min(delay * 1.3, 3000);
+        try {
+          const res = await api('GET', `/v1/orders/${encodeURIComponent(order.orderId)}`);
+          order = res.data;
+        } catch (e) {
+          if (this.payStatus) this.payStatus.textContent = `${explain(e)} Still checking…`;
+        }
+      }
+    }
+  }
+
+  async function findOrderOfHold(holdId) {
+    try {
+      const { data } = await api('GET', '/v1/orders?limit=100');
+      return data.orders.find((o) => o.holdId === holdId) || null;
+    } catch {
+      return null;
+    }
+  }
+
+  function seatLabel(seatId) {
+    const m = /^(.*)-(\d+)-(\d+)$/.exec(seatId);
+    return m ? `Section ${m[1]} · Row ${m[2]} · Seat ${m[3]}` : seatId;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // 3-D Secure: the shopper's bank asks for a confirmation (the payment simulator's page).
+
+  function bankChallenge(url, amount) {
+    const dialog = $('#threeds');
+    const confirm = $('#threeds-confirm');
+    const fail = $('#threeds-fail');
+    const error = $('#threeds-error');
+    $('#threeds-amount').textContent = amount;
+    error.textContent = '';
+    return new Promise((resolve) => {
+      const done = (how) => {
+        confirm.onclick = null;
+        fail.onclick = null;
+        dialog.oncancel = null;
+        if (dialog.open) dialog.close();
+        resolve(how);
+      };
+      const answer = async (ok) => {
+        confirm.disabled = true;
+        fail.disabled = true;
+        const target = ok ? url : url.replace(/\/complete(?=$|[?#])/, '/fail');
+        try {
+          // The bank lives on another origin; its answer is not for us to read.
+          await fetch(target, { method: 'GET', mode: 'no-cors', cache: 'no-store', credentials: 'omit' });
+          done(ok ? 'confirmed' : 'failed');
+        } catch {
+          error.textContent = 'We could not reach your bank. Please try again.';
+        } finally {
+          confirm.disabled = false;
+          fail.disabled = false;
+        }
+      };
+      confirm.onclick = () => answer(true);
+      fail.onclick = () => answer(false);
+      // Escape leaves the payment pending; the order page can bring the dialog back.
+      dialog.oncancel = () => done('dismissed');
+      dialog.showModal();
+      confirm.focus();
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // The seat map
+
+  const COLORS = {
+    background: '#fbfcfe',
+    held: '#9aa1ab',
+    sold: '#2e3440',
+    stage: '#14213d',
+    label: '#1b1f24',
+    cursor: '#1a1a8c',
+    mine: '#00e5ff',
+  };
+  // Price bands, most expensive first (distinct hues, each ≥ 3:1 against the background).
+  const BAND_COLORS = ['#b5179e', '#d62828', '#c75a00', '#9a7b00', '#4f8a00', '#1b8a5a',
+    '#00838f', '#1e6fd9', '#5e3dc8', '#8d5a97'];
+
+  const AVAILABLE = 0;
+  const HELD = 1;
+  const SOLD = 2;
+  const STATUS_NAMES = ['AVAILABLE', 'HELD', 'SOLD'];
+  const STATUS_CODES = { AVAILABLE, HELD, SOLD };
+
+  // World layout, in seat units (one seat = 1 × 1).
+  const GAP_X = 6;
+  const GAP_Y = 3;
+  const LABEL_H = 4;
+  const STAGE_H = 6;
+  const STAGE_GAP = 3;
+  const MARGIN = 3;
+  /** Below this many pixels per seat the map is drawn from a one-pixel-per-seat bitmap. */
+  const VECTOR_MIN_SCALE = 5;
+  const SCALE_MAX = 64;
+
+  function hexToAbgr(hex) {
+    const n = parseInt(hex.slice(1), 16);
+    const r = (n >> 16) & 255;
+    const g = (n >> 8) & 255;
+    const b = n & 255;
+    return (255 << 24) | (b << 16) | (g << 8) | r; // little-endian RGBA in a Uint32
+  }
+
+  class SeatMap {
+    constructor(canvas, event, opts) {
+      this.canvas = canvas;
+      this.ctx = canvas.getContext('2d', { alpha: false });
+      this.event = event;
+      this.opts = opts;
+      this.scope = opts.scope;
+      this.sections = [];
+      let offset = 0;
+      for (const s of event.sections) {
+        this.sections.push({ name: s.name, rows: s.rows, perRow: s.seatsPerRow, price: s.priceMinor, offset, x: 0, y: 0 });
+        offset += s.rows * s.seatsPerRow;
+      }
+      this.count = offset;
+      this.byName = new Map(this.sections.map((s, i) => [s.name, i]));
+      this.sectionOf = new Uint16Array(this.count);
+      this.sections.forEach((s, i) => this.sectionOf.fill(i, s.offset, s.offset + s.rows * s.perRow));
+      this.status = new Uint8Array(this.count);
+      this.expires = new Float64Array(this.count);
+      this.held = new Set(); // indexes of HELD seats with a deadline (expire on screen)
+      this.selected = new Set();
+      this.mine = new Set();
+      this.cursor = 0;
+      this.version = -1;
+      this.loaded = false;
+      this.streaming = false;
+      this.locked = false;
+      this.focused = false;
+      this.tierAvailable = new Map();
+      this.view = { scale: 1, tx: 0, ty: 0 };
+      this.userMoved = false;
+      this.chain = Promise.resolve();
+      // Price bands.
+      const prices = [...new Set(this.sections.map((s) => s.price))].sort((a, b) => b - a);
+      this.bands = prices.map((price, i) => ({
+        price,
+        color: BAND_COLORS[i % BAND_COLORS.length],
+        sections: this.sections.filter((s) => s.price === price).map((s) => s.name),
+      }));
+      const colorOfPrice = new Map(this.bands.map((b) => [b.price, b.color]));
+      this.sectionColor = this.sections.map((s) => colorOfPrice.get(s.price));
+      this.palette = {
+        available: this.sectionColor.map(hexToAbgr),
+        held: hexToAbgr(COLORS.held),
+        sold: hexToAbgr(COLORS.sold),
+      };
+      this.buf = document.createElement('canvas');
+      this.bindInput();
+      this.resizeObserver = new ResizeObserver(() => this.resize());
+      this.resizeObserver.observe(canvas);
+      this.scope.add(() => this.resizeObserver.disconnect());
+      this.scope.add(() => this.closeStream());
+      this.scope.interval(() => this.expireHolds(), 1000);
+      this.resize();
+    }
+
+    // -- Ids and statuses --
+
+    idOf(i) {
+      const s = this.sections[this.sectionOf[i]];
+      const k = i - s.offset;
+      return `${s.name}-${Math.floor(k / s.perRow) + 1}-${(k % s.perRow) + 1}`;
+    }
+
+    indexOf(seatId) {
+      const m = /^(.*)-(\d+)-(\d+)$/.exec(seatId || '');
+      if (!m) return -1;
+      const si = this.byName.get(m[1]);
+      if (si === undefined) return -1;
+      const s = this.sections[si];
+      const row = Number(m[2]);
+      const num = Number(m[3]);
+      if (row < 1 || row > s.rows || num < 1 || num > s.perRow) return -1;
+      return s.offset + (row - 1) * s.perRow + (num - 1);
+    }
+
+    effective(i, now = Date.now()) {
+      const st = this.status[i];
+      return st === HELD && this.expires[i] <= now ? AVAILABLE : st;
+    }
+
+    statusOf(seatId) {
+      const i = this.indexOf(seatId);
+      return i < 0 ? null : STATUS_NAMES[this.effective(i)];
+    }
+
+    priceOf(seatId) {
+      const i = this.indexOf(seatId);
+      return i < 0 ? 0 : this.sections[this.sectionOf[i]].price;
+    }
+
+    pixel(i, now) {
+      const st = this.effective(i, now);
+      if (st === SOLD) return this.palette.sold;
+      if (st === HELD) return this.palette.held;
+      return this.palette.available[this.sectionOf[i]];
+    }
+
+    setStatus(i, code, expiresAt) {
+      this.status[i] = code;
+      this.expires[i] = code === HELD && expiresAt ? Date.parse(expiresAt) || Infinity : Infinity;
+      if (code === HELD && Number.isFinite(this.expires[i])) this.held.add(i);
+      else this.held.delete(i);
+      if (this.pixels) {
+        const s = this.sections[this.sectionOf[i]];
+        const k = i - s.offset;
+        this.pixels[(s.y + Math.floor(k / s.perRow)) * this.bufW + s.x + (k % s.perRow)] = this.pixel(i);
+        this.bufDirty = true;
+      }
+    }
+
+    expireHolds() {
+      const now = Date.now();
+      let changed = false;
+      for (const i of this.held) {
+        if (this.expires[i] <= now) {
+          this.held.delete(i);
+          this.setStatus(i, AVAILABLE);
+          changed = true;
+        }
+      }
+      if (changed) this.requestDraw();
+    }
+
+    // -- Loading: snapshot, then the change stream --
+
+    async load() {
+      this.loaded = false;
+      this.closeStream();
+      this.opts.loading.hidden = false;
+      this.setLive('Loading…');
+      for (let attempt = 0; this.scope.alive; attempt++) {
+        try {
+          const { data } = await api('GET', `/v1/events/${encodeURIComponent(this.event.eventId)}/seatmap`, { auth: false });
+          if (!this.scope.alive) return;
+          this.applySnapshot(data);
+          break;
+        } catch (e) {
+          this.opts.loading.textContent = `Could not load the seat map (${explain(e)}). Retrying…`;
+          await this.scope.sleep(Math.min(10000, 1000 * 2 ** attempt));
+        }
+      }
+      if (!this.scope.alive) return;
+      this.opts.loading.hidden = true;
+      this.loaded = true;
+      this.openStream();
+      this.requestDraw();
+    }
+
+    applySnapshot(snapshot) {
+      this.status.fill(AVAILABLE);
+      this.expires.fill(Infinity);
+      this.held.clear();
+      const seats = snapshot.seats || [];
+      for (let k = 0; k < seats.length; k++) {
+        const seat = seats[k];
+        // Seats come in layout order; parse the id only when that does not hold.
+        let i = k;
+        if (k >= this.count || this.idOf(k) !== seat.seatId) i = this.indexOf(seat.seatId);
+        if (i < 0) continue;
+        const code = STATUS_CODES[seat.status] ?? AVAILABLE;
+        this.status[i] = code;
+        if (code === HELD) {
+          this.expires[i] = seat.holdExpiresAt ? Date.parse(seat.holdExpiresAt) || Infinity : Infinity;
+          if (Number.isFinite(this.expires[i])) this.held.add(i);
+        }
+      }
+      this.version = Number(snapshot.version) || 0;
+      this.applyTiers(snapshot.tiers);
+      this.paintBuffer();
+      this.dropUnavailableSelection();
+    }
+
+    applyTiers(tiers) {
+      if (!Array.isArray(tiers) || !tiers.length) return;
+      for (const t of tiers) this.tierAvailable.set(t.tierId, t.available);
+      if (this.opts.onTiers) this.opts.onTiers();
+    }
+
+    openStream() {
+      this.closeStream();
+      if (!this.scope.alive || typeof EventSource === 'undefined') {
+        this.poll();
+        return;
+      }
+      const url = `/v1/events/${encodeURIComponent(this.event.eventId)}/seatmap/stream?since=${this.version}`;
+      const es = new EventSource(url);
+      this.es = es;
+      es.onopen = () => {
+        this.streaming = true;
+        this.setLive();
+      };
+      es.onmessage = (e) => {
+        let batch;
+        try { batch = JSON.parse(e.data); } catch { return; }
+        this.enqueue(() => this.applyBatch(batch));
+      };
+      es.addEventListener('reset', () => {
+        // The server cannot fill the gap: refetch the snapshot and reopen.
+        this.enqueue(() => this.load());
+      });
+      es.onerror = () => {
+        this.streaming = false;
+        if (es.readyState === EventSource.CLOSED) {
+          // The stream is gone for good (the browser gave up): poll the changes instead.
+          this.closeStream();
+          this.poll();
+        } else {
+          this.setLive('Reconnecting…');
+        }
+      };
+    }
+
+    closeStream() {
+      if (this.es) {
+        this.es.close();
+        this.es = null;
+      }
+      this.streaming = false;
+      if (this.pollTimer) clearTimeout(this.pollTimer);
+      this.pollTimer = 0;
+    }
+
+    /** Fallback when Server-Sent Events are unavailable: the changes endpoint every 2 s. */
+    poll() {
+      this.setLive('Updating every few seconds');
+      const step = () => {
+        this.pollTimer = setTimeout(() => this.enqueue(async () => {
+          if (!this.scope.alive) return;
+          await this.catchUp();
+          step();
+        }), 2000);
+      };
+      step();
+    }
+
+    enqueue(task) {
+      this.chain = this.chain.then(task).catch(() => {});
+      return this.chain;
+    }
+
+    /** Changes since our version through the changes endpoint (410: refetch the snapshot). */
+    async catchUp() {
+      try {
+        const { data } = await api('GET',
+          `/v1/events/${encodeURIComponent(this.event.eventId)}/seatmap/changes?since=${this.version}`, { auth: false });
+        this.applyChanges(data);
+      } catch (e) {
+        if (e.status === 410 || e.code === 'SNAPSHOT_TOO_OLD') await this.load();
+      }
+    }
+
+    async applyBatch(batch) {
+      if (!this.loaded) return;
+      const to = Number(batch.toVersion);
+      if (Number.isFinite(to) && to <= this.version) return; // already applied (a replay)
+      const from = Number(batch.fromVersion);
+      if (Number.isFinite(from) && from > this.version) {
+        // We missed a batch: fetch what lies between, then apply this one.
+        await this.catchUp();
+        if (Number.isFinite(to) && to <= this.version) return;
+      }
+      this.applyChanges(batch);
+    }
+
+    applyChanges(batch) {
+      const before = this.version;
+      let changed = false;
+      for (const c of batch.changes || []) {
+        if (c.version !== undefined && Number(c.version) <= before) continue;
+        const i = this.indexOf(c.seatId);
+        if (i < 0) continue;
+        this.setStatus(i, STATUS_CODES[c.status] ?? AVAILABLE, c.holdExpiresAt);
+        changed = true;
+      }
+      const to = Number(batch.toVersion);
+      if (Number.isFinite(to) && to > this.version) this.version = to;
+      if (batch.tiers) this.applyTiers(batch.tiers);
+      if (changed) {
+        this.dropUnavailableSelection();
+        this.requestDraw();
+      } else {
+        this.setLive();
+      }
+    }
+
+    dropUnavailableSelection() {
+      const taken = [];
+      for (const i of this.selected) {
+        if (this.effective(i) !== AVAILABLE) {
+          this.selected.delete(i);
+          taken.push(this.idOf(i));
+        }
+      }
+      if (taken.length) {
+        if (this.opts.onTaken) this.opts.onTaken(taken);
+        if (this.opts.onSelection) this.opts.onSelection();
+      }
+    }
+
+    setLive(text) {
+      if (text) {
+        this.opts.status.textContent = text;
+        return;
+      }
+      let available = 0;
+      const now = Date.now();
+      for (let i = 0; i < this.count; i++) if (this.effective(i, now) === AVAILABLE) available++;
+      this.available = available;
+      this.opts.status.textContent = `${this.streaming ? '● Live' : 'Updating'} · ${available.toLocaleString()} of ${this.count.toLocaleString()} seats available`;
+    }
+
+    // -- Selection --
+
+    selectedIds() {
+      return [...this.selected].map((i) => this.idOf(i));
+    }
+
+    toggle(i, quiet) {
+      if (i < 0 || i >= this.count) return false;
+      const id = this.idOf(i);
+      if (this.locked) {
+        announce('Pay for or release the seats you hold before picking more.');
+        toast('Pay for or release the seats you hold before picking more.');
+        return false;
+      }
+      if (this.selected.has(i)) {
+        this.selected.delete(i);
+        if (!quiet) announce(`${seatLabel(id)} removed. ${plural(this.selected.size, 'seat')} selected.`);
+      } else {
+        const st = this.effective(i);
+        if (st !== AVAILABLE) {
+          const msg = `${seatLabel(id)} is ${st === SOLD ? 'sold' : 'held by someone else'}.`;
+          announce(msg);
+          if (!quiet) toast(msg);
+          return false;
+        }
+        const max = this.event.maxSeatsPerHold || 6;
+        if (this.selected.size >= max) {
+          const msg = `You can pick up to ${max} seats at a time.`;
+          announce(msg);
+          toast(msg);
+          return false;
+        }
+        this.selected.add(i);
+        if (!quiet) {
+          announce(`${seatLabel(id)} selected, ${money(this.sections[this.sectionOf[i]].price, this.event.currency)}. ${plural(this.selected.size, 'seat')} selected.`);
+        }
+      }
+      this.cursor = i;
+      if (this.opts.onSelection) this.opts.onSelection();
+      this.requestDraw();
+      return true;
+    }
+
+    deselect(seatId) {
+      const i = this.indexOf(seatId);
+      if (i >= 0 && this.selected.delete(i)) {
+        if (this.opts.onSelection) this.opts.onSelection();
+        this.requestDraw();
+      }
+    }
+
+    clearSelection(quiet) {
+      this.selected.clear();
+      if (!quiet) announce('Selection cleared.');
+      if (this.opts.onSelection) this.opts.onSelection();
+      this.requestDraw();
+    }
+
+    setMine(seatIds) {
+      this.mine = new Set(seatIds.map((id) => this.indexOf(id)).filter((i) => i >= 0));
+      this.requestDraw();
+    }
+
+    // -- Layout and view --
+
+    resize() {
+      const rect = this.canvas.getBoundingClientRect();
+      if (rect.width < 2 || rect.height < 2) return;
+      const dpr = window.devicePixelRatio || 1;
+      this.dpr = dpr;
+      this.width = rect.width;
+      this.height = rect.height;
+      this.canvas.width = Math.round(rect.width * dpr);
+      this.canvas.height = Math.round(rect.height * dpr);
+      const cols = this.bestColumns(rect.width, rect.height);
+      if (cols !== this.cols) {
+        this.layout(cols);
+        this.fit();
+      } else if (!this.userMoved) {
+        this.fit();
+      } else {
+        this.clampView();
+      }
+      this.requestDraw();
+    }
+
+    cellSize() {
+      const w = Math.max(...this.sections.map((s) => s.perRow)) + GAP_X;
+      const hgt = Math.max(...this.sections.map((s) => s.rows)) + LABEL_H + GAP_Y;
+      return [w, hgt];
+    }
+
+    bestColumns(width, height) {
+      const n = this.sections.length;
+      const [cw, ch] = this.cellSize();
+      let best = 1;
+      let bestScale = 0;
+      for (let c = 1; c <= n; c++) {
+        const r = Math.ceil(n / c);
+        const ww = c * cw - GAP_X + 2 * MARGIN;
+        const wh = STAGE_H + STAGE_GAP + r * ch - GAP_Y + 2 * MARGIN;
+        const s = Math.min(width / ww, height / wh);
+        if (s > bestScale * 1.0001) {
+          bestScale = s;
+          best = c;
+        }
+      }
+      return best;
+    }
+
+    layout(cols) {
+      this.cols = cols;
+      const [cw, ch] = this.cellSize();
+      const maxPerRow = cw - GAP_X;
+      const rowsN = Math.ceil(this.sections.length / cols);
+      this.grid = [];
+      this.sections.forEach((s, i) => {
+        const col = i % cols;
+        const row = Math.floor(i / cols);
+        s.col = col;
+        s.row = row;
+        s.x = MARGIN + col * cw + Math.floor((maxPerRow - s.perRow) / 2);
+        s.y = MARGIN + STAGE_H + STAGE_GAP + row * ch + LABEL_H;
+        (this.grid[row] ||= [])[col] = i;
+      });
+      this.worldW = cols * cw - GAP_X + 2 * MARGIN;
+      this.worldH = STAGE_H + STAGE_GAP + rowsN * ch - GAP_Y + 2 * MARGIN;
+      this.stage = { x: MARGIN + this.worldW * 0.2, y: MARGIN, w: this.worldW * 0.6 - 2 * MARGIN, h: STAGE_H };
+      this.paintBuffer();
+    }
+
+    /** One pixel per seat: the overview drawing, updated seat by seat as changes arrive. */
+    paintBuffer() {
+      if (!this.worldW) return;
+      this.bufW = Math.ceil(this.worldW);
+      this.bufH = Math.ceil(this.worldH);
+      this.buf.width = this.bufW;
+      this.buf.height = this.bufH;
+      this.bctx = this.buf.getContext('2d');
+      this.image = this.bctx.createImageData(this.bufW, this.bufH);
+      this.pixels = new Uint32Array(this.image.data.buffer);
+      const now = Date.now();
+      for (const s of this.sections) {
+        for (let r = 0; r < s.rows; r++) {
+          const base = (s.y + r) * this.bufW + s.x;
+          const first = s.offset + r * s.perRow;
+          for (let c = 0; c < s.perRow; c++) this.pixels[base + c] = this.pixel(first + c, now);
+        }
+      }
+      this.bufDirty = true;
+      this.requestDraw();
+    }
+
+    scale() { return this.view.scale; }
+
+    fitScale() {
+      return Math.min(this.width / this.worldW, this.height / this.worldH);
+    }
+
+    fit() {
+      if (!this.width || !this.worldW) return;
+      const s = this.fitScale();
+      this.view = { scale: s, tx: (this.width - this.worldW * s) / 2, ty: (this.height - this.worldH * s) / 2 };
+      this.userMoved = false;
+      this.requestDraw();
+    }
+
+    clampView() {
+      const v = this.view;
+      const min = this.fitScale() * 0.8;
+      v.scale = Math.min(SCALE_MAX, Math.max(min, v.scale));
+      // Keep at least a third of the canvas over the venue.
+      const w = this.worldW * v.scale;
+      const hh = this.worldH * v.scale;
+      v.tx = Math.min(this.width * 0.66, Math.max(this.width * 0.34 - w, v.tx));
+      v.ty = Math.min(this.height * 0.66, Math.max(this.height * 0.34 - hh, v.ty));
+    }
+
+    zoomAt(px, py, factor) {
+      const v = this.view;
+      const wx = (px - v.tx) / v.scale;
+      const wy = (py - v.ty) / v.scale;
+      v.scale *= factor;
+      this.clampView();
+      v.tx = px - wx * v.scale;
+      v.ty = py - wy * v.scale;
+      this.clampView();
+      this.userMoved = true;
+      this.requestDraw();
+    }
+
+    zoomBy(factor) {
+      const c = this.seatCenterLocal(this.cursor);
+      const inside = this.focused && c && c.x >= 0 && c.y >= 0 && c.x <= this.width && c.y <= this.height;
+      this.zoomAt(inside ? c.x : this.width / 2, inside ? c.y : this.height / 2, factor);
+    }
+
+    /** Centres a seat at `pxPerSeat` pixels per seat. */
+    showSeat(seatId, pxPerSeat = 20) {
+      const i = typeof seatId === 'number' ? seatId : this.indexOf(seatId);
+      if (i < 0) return false;
+      const { wx, wy } = this.seatWorld(i);
+      const v = this.view;
+      v.scale = Math.min(SCALE_MAX, Math.max(this.fitScale() * 0.8, pxPerSeat));
+      v.tx = this.width / 2 - (wx + 0.5) * v.scale;
+      v.ty = this.height / 2 - (wy + 0.5) * v.scale;
+      this.clampView();
+      this.userMoved = true;
+      this.draw();
+      return true;
+    }
+
+    seatWorld(i) {
+      const s = this.sections[this.sectionOf[i]];
+      const k = i - s.offset;
+      return { wx: s.x + (k % s.perRow), wy: s.y + Math.floor(k / s.perRow), s, row: Math.floor(k / s.perRow), col: k % s.perRow };
+    }
+
+    seatCenterLocal(i) {
+      if (i < 0 || !this.width) return null;
+      const { wx, wy } = this.seatWorld(i);
+      const v = this.view;
+      return { x: v.tx + (wx + 0.5) * v.scale, y: v.ty + (wy + 0.5) * v.scale };
+    }
+
+    /** The seat's centre in viewport (client) coordinates, for clicking it. */
+    seatCenter(seatId) {
+      const c = this.seatCenterLocal(this.indexOf(seatId));
+      if (!c) return null;
+      const rect = this.canvas.getBoundingClientRect();
+      const visible = c.x >= 0 && c.y >= 0 && c.x <= rect.width && c.y <= rect.height;
+      return { x: rect.left + c.x, y: rect.top + c.y, visible, size: this.view.scale };
+    }
+
+    hit(px, py) {
+      const v = this.view;
+      const wx = (px - v.tx) / v.scale;
+      const wy = (py - v.ty) / v.scale;
+      for (const s of this.sections) {
+        if (wx >= s.x && wx < s.x + s.perRow && wy >= s.y && wy < s.y + s.rows) {
+          return s.offset + Math.floor(wy - s.y) * s.perRow + Math.floor(wx - s.x);
+        }
+      }
+      return -1;
+    }
+
+    // -- Input --
+
+    bindInput() {
+      const c = this.canvas;
+      const on = (type, fn, opts) => this.scope.on(c, type, fn, opts);
+      const pointers = new Map();
+      let drag = null;
+      let pinch = null;
+      const local = (e) => {
+        const r = c.getBoundingClientRect();
+        return { x: e.clientX - r.left, y: e.clientY - r.top };
+      };
+      on('pointerdown', (e) => {
+        if (e.button !== 0 && e.pointerType === 'mouse') return;
+        c.setPointerCapture(e.pointerId);
+        pointers.set(e.pointerId, local(e));
+        if (pointers.size === 1) {
+          const p = local(e);
+          drag = { x: p.x, y: p.y, tx: this.view.tx, ty: this.view.ty, moved: false };
+        } else if (pointers.size === 2) {
+          const [a, b] = [...pointers.values()];
+          pinch = { dist: Math.hypot(a.x - b.x, a.y - b.y) || 1, scale: this.view.scale };
+          if (drag) drag.moved = true;
+        }
+      });
+      on('pointermove', (e) => {
+        if (!pointers.has(e.pointerId)) return;
+        const p = local(e);
+        pointers.set(e.pointerId, p);
+        if (pointers.size === 2 && pinch) {
+          const [a, b] = [...pointers.values()];
+          const dist = Math.hypot(a.x - b.x, a.y - b.y) || 1;
+          const target = pinch.scale * (dist / pinch.dist);
+          this.zoomAt((a.x + b.x) / 2, (a.y + b.y) / 2, target / this.view.scale);
+        } else if (drag) {
+          const dx = p.x - drag.x;
+          const dy = p.y - drag.y;
+          if (!drag.moved && Math.hypot(dx, dy) > 5) {
+            drag.moved = true;
+            c.classList.add('dragging');
+          }
+          if (drag.moved) {
+            this.view.tx = drag.tx + dx;
+            this.view.ty = drag.ty + dy;
+            this.clampView();
+            this.userMoved = true;
+            this.requestDraw();
+          }
+        }
+      });
+      const end = (e) => {
+        if (!pointers.has(e.pointerId)) return;
+        pointers.delete(e.pointerId);
+        if (pointers.size < 2) pinch = null;
+        if (e.type === 'pointerup' && drag && !drag.moved && pointers.size === 0) {
+          const p = local(e);
+          const i = this.hit(p.x, p.y);
+          if (i >= 0) this.toggle(i);
+        }
+        if (pointers.size === 0) {
+          drag = null;
+          c.classList.remove('dragging');
+        } else if (pointers.size === 1) {
+          const [p] = [...pointers.values()];
+          drag = { x: p.x, y: p.y, tx: this.view.tx, ty: this.view.ty, moved: true };
+        }
+      };
+      on('pointerup', end);
+      on('pointercancel', end);
+      on('wheel', (e) => {
+        e.preventDefault();
+        const p = local(e);
+        const delta = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
+        this.zoomAt(p.x, p.y, Math.exp(-delta * 0.0018));
+      }, { passive: false });
+      on('focus', () => {
+        this.focused = true;
+        this.announceCursor('Seat map. ');
+        this.requestDraw();
+      });
+      on('blur', () => {
+        this.focused = false;
+        this.requestDraw();
+      });
+      on('keydown', (e) => this.onKey(e));
+    }
+
+    onKey(e) {
+      const step = e.shiftKey ? 10 : 1;
+      let handled = true;
+      switch (e.key) {
+        case 'ArrowLeft': this.moveCursor(-step, 0); break;
+        case 'ArrowRight': this.moveCursor(step, 0); break;
+        case 'ArrowUp': this.moveCursor(0, -step); break;
+        case 'ArrowDown': this.moveCursor(0, step); break;
+        case 'PageUp': this.jumpSection(-1); break;
+        case 'PageDown': this.jumpSection(1); break;
+        case 'Home': this.moveCursor(-1e6, 0); break;
+        case 'End': this.moveCursor(1e6, 0); break;
+        case 'Enter':
+        case ' ':
+          this.toggle(this.cursor);
+          break;
+        case '+':
+        case '=': this.zoomBy(1.6); break;
+        case '-':
+        case '_': this.zoomBy(1 / 1.6); break;
+        case '0': this.fit(); break;
+        default: handled = false;
+      }
+      if (handled) e.preventDefault();
+    }
+
+    moveCursor(dx, dy) {
+      let { s, row, col } = this.seatWorld(this.cursor);
+      let si = this.sectionOf[this.cursor];
+      col += dx;
+      row += dy;
+      const big = Math.abs(dx) >= 1e6;
+      if (col < 0 || col >= s.perRow) {
+        const next = big ? undefined : (this.grid[s.row] || [])[s.col + Math.sign(dx)];
+        if (next === undefined) {
+          col = Math.max(0, Math.min(s.perRow - 1, col));
+        } else {
+          si = next;
+          s = this.sections[si];
+          col = dx < 0 ? s.perRow - 1 : 0;
+          row = Math.min(row, s.rows - 1);
+        }
+      }
+      if (row < 0 || row >= s.rows) {
+        const next = (this.grid[s.row + Math.sign(dy)] || [])[s.col];
+        if (next === undefined) {
+          row = Math.max(0, Math.min(s.rows - 1, row));
+        } else {
+          si = next;
+          s = this.sections[si];
+          row = dy < 0 ? s.rows - 1 : 0;
+          col = Math.min(col, s.perRow - 1);
+        }
+      }
+      this.cursor = s.offset + row * s.perRow + col;
+      this.revealCursor();
+      this.announceCursor('');
+    }
+
+    jumpSection(delta) {
+      const si = (this.sectionOf[this.cursor] + delta + this.sections.length) % this.sections.length;
+      const { row, col } = this.seatWorld(this.cursor);
+      const s = this.sections[si];
+      this.cursor = s.offset + Math.min(row, s.rows - 1) * s.perRow + Math.min(col, s.perRow - 1);
+      this.revealCursor();
+      this.announceCursor(`Section ${s.name}. `);
+    }
+
+    revealCursor() {
+      if (this.view.scale < 8) {
+        this.showSeat(this.cursor, 14);
+        return;
+      }
+      const c = this.seatCenterLocal(this.cursor);
+      const m = this.view.scale * 2;
+      if (c.x < m || c.y < m || c.x > this.width - m || c.y > this.height - m) {
+        this.showSeat(this.cursor, this.view.scale);
+      } else {
+        this.requestDraw();
+      }
+    }
+
+    announceCursor(prefix) {
+      const i = this.cursor;
+      const id = this.idOf(i);
+      const st = this.effective(i);
+      const state = this.mine.has(i) ? 'held for you'
+        : this.selected.has(i) ? 'selected'
+          : st === SOLD ? 'sold' : st === HELD ? 'held' : 'available';
+      announce(`${prefix}${seatLabel(id)}, ${money(this.sections[this.sectionOf[i]].price, this.event.currency)}, ${state}.`);
+    }
+
+    // -- Drawing --
+
+    requestDraw() {
+      if (this.frame) return;
+      this.frame = requestAnimationFrame(() => {
+        this.frame = 0;
+        this.draw();
+      });
+    }
+
+    draw() {
+      if (!this.scope.alive || !this.width || !this.worldW) return;
+      const ctx = this.ctx;
+      const { scale: s, tx, ty } = this.view;
+      const now = Date.now();
+      ctx.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
+      ctx.fillStyle = COLORS.background;
+      ctx.fillRect(0, 0, this.width, this.height);
+
+      // Stage.
+      const st = this.stage;
+      ctx.fillStyle = COLORS.stage;
+      ctx.fillRect(tx + st.x * s, ty + st.y * s, st.w * s, st.h * s);
+      const stageFont = Math.max(9, Math.min(22, st.h * s * 0.5));
+      if (st.h * s >= 9) {
+        ctx.fillStyle = '#fff';
+        ctx.font = `700 ${stageFont}px system-ui, sans-serif`;
+        ctx.textAlign = 'center';
+        ctx.textBaseline = 'middle';
+        ctx.fillText('STAGE', tx + (st.x + st.w / 2) * s, ty + (st.y + st.h / 2) * s);
+      }
+
+      // Section names above the sections, when there is room for them.
+      const labelFont = Math.min(20, LABEL_H * s * 0.7);
+      const labelsAbove = labelFont >= 10;
+      if (labelsAbove) {
+        ctx.fillStyle = COLORS.label;
+        ctx.font = `700 ${labelFont}px system-ui, sans-serif`;
+        ctx.textAlign = 'center';
+        ctx.textBaseline = 'bottom';
+        for (const sec of this.sections) {
+          const x = tx + (sec.x + sec.perRow / 2) * s;
+          const y = ty + sec.y * s - Math.max(2, s * 0.6);
+          if (x < -200 || x > this.width + 200 || y < -40 || y > this.height + 40) continue;
+          ctx.fillText(`Section ${sec.name} · ${money(sec.price, this.event.currency)}`, x, y);
+        }
+      }
+
+      if (s < VECTOR_MIN_SCALE) {
+        if (this.bufDirty) {
+          this.bctx.putImageData(this.image, 0, 0);
+          this.bufDirty = false;
+        }
+        ctx.imageSmoothingEnabled = false;
+        ctx.drawImage(this.buf, tx, ty, this.bufW * s, this.bufH * s);
+      } else {
+        this.drawSeats(ctx, s, tx, ty, now);
+      }
+      if (!labelsAbove) this.drawNamesInside(ctx, s, tx, ty);
+      this.drawMarks(ctx, s, tx, ty);
+      if (this.loaded) this.setLive();
+    }
+
+    /** Overview: each section's name written over it, outlined so it reads on any colour. */
+    drawNamesInside(ctx, s, tx, ty) {
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'middle';
+      ctx.lineJoin = 'round';
+      for (const sec of this.sections) {
+        const size = Math.min(26, sec.rows * s * 0.45, (sec.perRow * s) / Math.max(2, sec.name.length));
+        if (size < 8) continue;
+        ctx.font = `800 ${size}px system-ui, sans-serif`;
+        const x = tx + (sec.x + sec.perRow / 2) * s;
+        const y = ty + (sec.y + sec.rows / 2) * s;
+        ctx.lineWidth = Math.max(2, size / 6);
+        ctx.strokeStyle = 'rgba(0, 0, 0, .75)';
+        ctx.strokeText(sec.name, x, y);
+        ctx.fillStyle = '#fff';
+        ctx.fillText(sec.name, x, y);
+      }
+    }
+
+    /** Zoomed in: every visible seat as a square, one path per colour. */
+    drawSeats(ctx, s, tx, ty, now) {
+      const size = s * (s >= 12 ? 0.8 : 0.84);
+      const pad = (s - size) / 2;
+      const paths = new Map();
+      const pathFor = (key) => {
+        let p = paths.get(key);
+        if (!p) {
+          p = new Path2D();
+          paths.set(key, p);
+        }
+        return p;
+      };
+      for (let si = 0; si < this.sections.length; si++) {
+        const sec = this.sections[si];
+        const c0 = Math.max(0, Math.floor(-tx / s - sec.x));
+        const c1 = Math.min(sec.perRow - 1, Math.ceil((this.width - tx) / s - sec.x));
+        const r0 = Math.max(0, Math.floor(-ty / s - sec.y));
+        const r1 = Math.min(sec.rows - 1, Math.ceil((this.height - ty) / s - sec.y));
+        if (c0 > c1 || r0 > r1) continue;
+        const availKey = this.sectionColor[si];
+        for (let r = r0; r <= r1; r++) {
+          const y = ty + (sec.y + r) * s + pad;
+          const base = sec.offset + r * sec.perRow;
+          for (let c = c0; c <= c1; c++) {
+            const i = base + c;
+            const code = this.effective(i, now);
+            const key = code === SOLD ? COLORS.sold : code === HELD ? COLORS.held : availKey;
+            pathFor(key).rect(tx + (sec.x + c) * s + pad, y, size, size);
+          }
+        }
+        // Row numbers on the left when there is room.
+        if (s >= 14) {
+          ctx.fillStyle = COLORS.label;
+          ctx.font = `${Math.min(13, s * 0.6)}px system-ui, sans-serif`;
+          ctx.textAlign = 'right';
+          ctx.textBaseline = 'middle';
+          for (let r = r0; r <= r1; r++) {
+            ctx.fillText(String(r + 1), tx + sec.x * s - 4, ty + (sec.y + r + 0.5) * s);
+          }
+        }
+      }
+      for (const [color, path] of paths) {
+        ctx.fillStyle = color;
+        ctx.fill(path);
+      }
+    }
+
+    /** Selection, your hold and the keyboard cursor, drawn on top at a readable size. */
+    drawMarks(ctx, s, tx, ty) {
+      const box = (i, min) => {
+        const { wx, wy } = this.seatWorld(i);
+        const size = Math.max(min, s * 0.84);
+        const cx = tx + (wx + 0.5) * s;
+        const cy = ty + (wy + 0.5) * s;
+        return [cx - size / 2, cy - size / 2, size, size];
+      };
+      for (const i of this.mine) {
+        const [x, y, w, hh] = box(i, 7);
+        ctx.fillStyle = COLORS.mine;
+        ctx.fillRect(x, y, w, hh);
+        ctx.lineWidth = 2;
+        ctx.strokeStyle = '#000';
+        ctx.strokeRect(x, y, w, hh);
+      }
+      for (const i of this.selected) {
+        const [x, y, w, hh] = box(i, 8);
+        ctx.fillStyle = '#fff';
+        ctx.fillRect(x, y, w, hh);
+        ctx.lineWidth = Math.max(2.5, Math.min(4, s * 0.18));
+        ctx.strokeStyle = '#000';
+        ctx.strokeRect(x, y, w, hh);
+        if (w >= 12) {
+          ctx.fillStyle = '#000';
+          ctx.beginPath();
+          ctx.arc(x + w / 2, y + hh / 2, w * 0.18, 0, Math.PI * 2);
+          ctx.fill();
+        }
+      }
+      if (this.focused) {
+        const [x, y, w, hh] = box(this.cursor, 9);
+        ctx.lineWidth = 3;
+        ctx.strokeStyle = COLORS.cursor;
+        ctx.strokeRect(x - 3, y - 3, w + 6, hh + 6);
+        ctx.lineWidth = 1.5;
+        ctx.strokeStyle = '#fff';
+        ctx.strokeRect(x - 1, y - 1, w + 2, hh + 2);
+      }
+    }
+  }
+
+  /** window.boxoffice: hooks for the end-to-end test (and the curious). */
+  function testHooks(page) {
+    const map = page && page.map;
+    return {
+      ready: () => Boolean(map && map.loaded),
+      streaming: () => Boolean(map && map.streaming),
+      version: () => (map ? map.version : null),
+      seatStatus: (id) => (map ? map.statusOf(id) : null),
+      seatCenter: (id) => (map ? map.seatCenter(id) : null),
+      showSeat: (id, px) => (map ? map.showSeat(id, px) : false),
+      selectSeat: (id) => (map ? map.toggle(map.indexOf(id)) : false),
+      selected: () => (map ? map.selectedIds() : []),
+      hold: () => (page ? page.hold : null),
+      eventId: () => (page ? page.eventId : null),
+    };
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // #/orders/{id} — an order and its tickets
+
+  const qrCache = new Map();
+
+  async function loadQr(ticketId) {
+    if (qrCache.has(ticketId)) return qrCache.get(ticketId);
+    const res = await fetch(`/v1/tickets/${encodeURIComponent(ticketId)}/qr.svg`, {
+      headers: { Authorization: `Bearer ${session.token}` },
+    });
+    if (!res.ok) throw new ApiError(res.status, null);
+    const text = await res.text();
+    const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+    const svg = doc.documentElement;
+    if (!svg || svg.nodeName.toLowerCase() !== 'svg') throw new Error('not an SVG');
+    // Only shapes: drop anything scriptable.
+    for (const el of svg.querySelectorAll('script, foreignObject')) el.remove();
+    for (const el of [svg, ...svg.querySelectorAll('*')]) {
+      for (const attr of [...el.attributes]) if (/^on/i.test(attr.name)) el.removeAttribute(attr.name);
+    }
+    qrCache.set(ticketId, svg);
+    return svg;
+  }
+
+  async function orderPage(scope, orderId) {
+    pageTitle('Your order');
+    const root = clear(view(), h('p', { class: 'crumbs' }, h('a', { href: '#/orders' }, '← My orders')));
+    if (!session.token) {
+      needSignin(root.appendChild(h('div')), 'Sign in to see your order and tickets.');
+      return;
+    }
+    const heading = h('h1', { 'data-testid': 'order-heading', tabindex: '-1' }, 'Loading your order…');
+    const summary = h('div', {});
+    const notice = h('div', { class: 'notice info', role: 'status', 'data-testid': 'order-notice' });
+    const ticketsTitle = h('h2', { hidden: true }, 'Your tickets');
+    const tickets = h('ul', { class: 'tickets', 'data-testid': 'tickets' });
+    const back = h('p', { class: 'actions' });
+    append(root, h('section', { class: 'card stack' }, heading, notice, summary), h('section', { class: 'stack', style: 'margin-top:1rem' }, ticketsTitle, tickets), back);
+    let event = null;
+    const shown = new Set();
+    let delay = 800;
+    let challenged = false;
+    const started = Date.now();
+    for (;;) {
+      if (!scope.alive) return;
+      let order;
+      try {
+        ({ data: order } = await api('GET', `/v1/orders/${encodeURIComponent(orderId)}`));
+      } catch (e) {
+        if (!scope.alive) return;
+        if (e.status === 404) {
+          heading.textContent = 'Order not found';
+          notice.className = 'notice error';
+          notice.textContent = explain(e);
+          return;
+        }
+        notice.textContent = `${explain(e)} Retrying…`;
+        await scope.sleep(3000);
+        continue;
+      }
+      if (!scope.alive) return;
+      if (!event) {
+        try {
+          ({ data: event } = await api('GET', `/v1/events/${encodeURIComponent(order.eventId)}`, { auth: false }));
+        } catch {
+          event = { name: 'Event', eventId: order.eventId };
+        }
+        clear(back,
+          h('a', { class: 'btn', href: `#/events/${encodeURIComponent(order.eventId)}`, 'data-testid': 'back-to-event' }, 'Back to the seat map'),
+          h('a', { class: 'btn', href: '#/' }, 'All events'));
+      }
+      const expected = order.seats.length || order.quantity || 0;
+      const title = {
+        CONFIRMED: 'Your order is confirmed',
+        PENDING_PAYMENT: 'Waiting for your payment',
+        CANCELLED: 'Your order was cancelled',
+      }[order.orderStatus] || order.orderStatus;
+      if (heading.textContent !== title) {
+        heading.textContent = title;
+        pageTitle(title);
+        if (order.orderStatus !== 'PENDING_PAYMENT') announce(title);
+      }
+      clear(summary, h('dl', { class: 'order-summary' },
+        h('dt', {}, 'Event'), h('dd', {}, event.name, event.startsAt ? ` · ${when(event.startsAt)}` : ''),
+        h('dt', {}, 'Order'), h('dd', { class: 'mono', 'data-testid': 'order-id' }, order.orderId),
+        h('dt', {}, 'Status'), h('dd', {}, h('span', { class: `status-pill ${order.orderStatus}`, 'data-testid': 'order-status' }, order.orderStatus.replace('_', ' ').toLowerCase())),
+        h('dt', {}, 'Payment'), h('dd', {}, order.paymentStatus.replace('_', ' ').toLowerCase()),
+        h('dt', {}, order.seats.length ? 'Seats' : 'Tickets'),
+        h('dd', {}, order.seats.length ? order.seats.map((s) => s.seatId).join(', ') : `${order.quantity} × ${order.tierId}`),
+        h('dt', {}, 'Total'), h('dd', {}, money(order.totalMinor, order.currency))));
+      if (order.orderStatus === 'CANCELLED') {
+        notice.className = 'notice error';
+        notice.textContent = 'The payment did not go through, so no tickets were issued and the seats went back on sale.';
+        return;
+      }
+      if (order.orderStatus === 'PENDING_PAYMENT') {
+        notice.className = 'notice info';
+        if (order.nextAction && order.nextAction.url) {
+          notice.textContent = 'Your bank needs you to confirm this payment.';
+          if (!challenged) {
+            challenged = true;
+            clear(notice, 'Your bank needs you to confirm this payment. ',
+              h('button', { class: 'btn small', type: 'button', onclick: () => bankChallenge(order.nextAction.url, money(order.totalMinor, order.currency)) }, 'Confirm with your bank'));
+          }
+        } else {
+          notice.textContent = 'We are confirming your payment with the bank…';
+        }
+      } else {
+        notice.className = 'notice ok';
+        notice.textContent = order.tickets.length >= expected
+          ? 'Show the QR codes at the entrance. Each code works once.'
+          : 'Payment confirmed. Your tickets are being issued…';
+      }
+      for (const t of order.tickets) {
+        if (shown.has(t.ticketId)) continue;
+        shown.add(t.ticketId);
+        ticketsTitle.hidden = false;
+        const qr = h('div', { class: 'qr', 'data-testid': 'ticket-qr', role: 'img', 'aria-label': `QR code of the ticket for ${t.seatId ? seatLabel(t.seatId) : order.tierId}` }, 'Loading QR code…');
+        tickets.append(h('li', { class: 'card ticket', 'data-testid': 'ticket', 'data-ticket-id': t.ticketId },
+          h('span', { class: 'seat' }, t.seatId || t.tierId || 'Ticket'),
+          h('span', { class: 'muted' }, t.seatId ? seatLabel(t.seatId) : 'Standing'),
+          qr,
+          h('span', { class: 'code mono', title: t.code }, t.code)));
+        loadQr(t.ticketId).then((svg) => {
+          const copy = svg.cloneNode(true);
+          copy.setAttribute('aria-hidden', 'true');
+          copy.setAttribute('focusable', 'false');
+          clear(qr, copy);
+        }).catch(() => { qr.textContent = 'QR code unavailable; show the code below.'; });
+      }
+      if (order.orderStatus === 'CONFIRMED' && order.tickets.length >= expected) return;
+      // Tickets are issued shortly after confirmation; keep looking for a while, then slower.
+      await scope.sleep(delay);
+      delay = Date.now() - started > 60000 ? 5000 : Math.min(delay * 1.2, 2000);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // #/orders — my orders
+
+  async function ordersPage(scope) {
+    pageTitle('My orders');
+    const root = clear(view(), h('h1', {}, 'My orders'));
+    if (!session.token) {
+      needSignin(root.appendChild(h('div')), 'Sign in to see your orders.');
+      return;
+    }
+    const body = h('div', { class: 'card' }, h('p', { class: 'muted' }, 'Loading…'));
+    root.append(body);
+    try {
+      const { data } = await api('GET', '/v1/orders?limit=50');
+      if (!scope.alive) return;
+      if (!data.orders.length) {
+        clear(body, h('p', {}, 'No orders yet. ', h('a', { href: '#/' }, 'Find an event')));
+        return;
+      }
+      clear(body, h('table', { class: 'data' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Placed'), h('th', { scope: 'col' }, 'Seats'),
+          h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col', class: 'num' }, 'Total'))),
+        h('tbody', {}, data.orders.map((o) => h('tr', {},
+          h('td', {}, h('a', { href: `#/orders/${encodeURIComponent(o.orderId)}` }, when(o.createdAt))),
+          h('td', {}, o.seats.length ? o.seats.map((s) => s.seatId).join(', ') : `${o.quantity} × ${o.tierId}`),
+          h('td', {}, h('span', { class: `status-pill ${o.orderStatus}` }, o.orderStatus.replace('_', ' ').toLowerCase())),
+          h('td', { class: 'num' }, money(o.totalMinor, o.currency)))))));
+    } catch (e) {
+      clear(body, h('p', { class: 'notice error' }, explain(e)));
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+
+  setupSignin();
+  renderAccount();
+  window.addEventListener('hashchange', () => {
+    route();
+    $('#main').focus({ preventScroll: true });
+  });
+  route();
+})();
