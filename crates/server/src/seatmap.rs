@@ -433,6 +433,8 @@ struct Inner {
     /// Loads happen one at a time (a 50,000-seat load is one big read).
     loading: tokio::sync::Mutex<()>,
     wake: Notify,
+    /// Changes kept in memory per map loaded from now on.
+    log_changes_max: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for SeatMaps {
@@ -448,7 +450,16 @@ impl SeatMaps {
             maps: Mutex::default(),
             loading: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
+            log_changes_max: std::sync::atomic::AtomicUsize::new(LOG_CHANGES_MAX),
         }))
+    }
+
+    /// Keeps at most `changes` seat and tier changes per map loaded from now on (default
+    /// [`LOG_CHANGES_MAX`]); clients further behind get 410 / `event: reset`.
+    pub fn set_log_changes_max(&self, changes: usize) {
+        self.0
+            .log_changes_max
+            .store(changes.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Asks the feeder to look for new rows now (after a write in this process).
@@ -511,7 +522,11 @@ impl SeatMaps {
                 tiers[index as usize] = available;
             }
         }
-        let mut map = SeatMap::new(statuses, tiers, snapshot.version, LOG_CHANGES_MAX);
+        let log_changes_max = self
+            .0
+            .log_changes_max
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let mut map = SeatMap::new(statuses, tiers, snapshot.version, log_changes_max);
         let live = LiveMap {
             event_id: event.event_id.clone(),
             layout,
