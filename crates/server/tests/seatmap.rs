@@ -465,15 +465,9 @@ async fn a_stream_that_reconnects_with_last_event_id_misses_nothing(backend: Bac
         events.last().is_some_and(|(id, _, _)| *id == Some(target))
     })
     .await;
-    let mut expected = last_id;
-    for (id, kind, data) in &rest {
+    for (expected, (id, kind, data)) in (last_id + 1..).zip(&rest) {
         assert_eq!(kind, "message", "no reset for a version the log reaches");
-        assert_eq!(
-            *id,
-            Some(expected + 1),
-            "one message per version, none skipped"
-        );
-        expected += 1;
+        assert_eq!(*id, Some(expected), "one message per version, none skipped");
         client.apply(data);
     }
     let at = now();
