@@ -9,8 +9,8 @@
 //! hold; a hold past its deadline shows as available ([`SeatMap::status_at`]) even before the
 //! sweeper has written it.
 //!
-//! Pure core only: the change feed from the stores, the HTTP snapshot/changes/SSE endpoints
-//! and the web page come with issue 5.
+//! Pure core only: the stores write the change rows (`boxoffice_store::seatmap`), the server
+//! feeds them to this map and serves it (`boxoffice_server::seatmap`).
 
 use std::collections::VecDeque;
 
