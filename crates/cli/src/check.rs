@@ -1,5 +1,6 @@
 //! `boxoffice check`: loads every event's inventory from a live store and runs the domain's
-//! invariants on it. Prints one line per violation and a summary.
+//! invariants on it, and the seat map's (its change rows agree with the seats). Prints one
+//! line per violation and a summary.
 
 use boxoffice_store::Store;
 
@@ -16,6 +17,10 @@ pub async fn run(store: &dyn Store) -> anyhow::Result<bool> {
         n_seats += inventory.seats.len();
         n_holds += inventory.holds.len();
         for violation in inventory.invariants() {
+            n_violations += 1;
+            println!("VIOLATION event {event_id}: {violation}");
+        }
+        for violation in boxoffice_store::seatmap::violations(store, event_id).await? {
             n_violations += 1;
             println!("VIOLATION event {event_id}: {violation}");
         }

@@ -166,6 +166,98 @@ pub struct MapSnapshot {
     pub tiers: Vec<(String, i64)>,
 }
 
+/// Change rows read per query by [`violations`].
+const CHECK_ROWS_PAGE: u32 = 5_000;
+
+/// The seat map's invariant on one event, read through the store: the kept change rows up to
+/// the snapshot's version are contiguous and end at it, and every seat or tier they mention
+/// is, at that version, as its last mention says (a change that was not recorded, or recorded
+/// wrong, shows here). Rows after the snapshot are not read, so it runs beside live traffic.
+pub async fn violations(store: &dyn crate::Store, event_id: &str) -> StoreResult<Vec<String>> {
+    let Some(snapshot) = store.seat_map(event_id).await? else {
+        return Ok(vec![format!("event {event_id} has no seat-map version")]);
+    };
+    let mut out = Vec::new();
+    let mut last_seat: BTreeMap<String, (u64, MapSeat)> = BTreeMap::new();
+    let mut last_tier: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    let mut previous: Option<u64> = None;
+    let mut after = 0;
+    'pages: loop {
+        let rows = store
+            .seat_map_changes(event_id, after, CHECK_ROWS_PAGE)
+            .await?;
+        let full = rows.len() == CHECK_ROWS_PAGE as usize;
+        for row in rows {
+            if row.version > snapshot.version {
+                break 'pages;
+            }
+            if let Some(previous) = previous
+                && row.version != previous + 1
+            {
+                out.push(format!(
+                    "seat-map change rows jump from version {previous} to {}",
+                    row.version
+                ));
+            }
+            previous = Some(row.version);
+            after = row.version;
+            for (seat_id, seat) in row.changes.seats {
+                last_seat.insert(seat_id, (row.version, seat));
+            }
+            for (tier_id, available) in row.changes.tiers {
+                last_tier.insert(tier_id, (row.version, available));
+            }
+        }
+        if !full {
+            break;
+        }
+    }
+    if let Some(last) = previous
+        && last != snapshot.version
+    {
+        out.push(format!(
+            "the last seat-map change row is version {last}, the map is at {}",
+            snapshot.version
+        ));
+    }
+    if previous.is_none() && snapshot.version > 0 {
+        // Everything was pruned: only the version itself can be checked (it exists).
+        return Ok(out);
+    }
+    let seats: BTreeMap<&str, &MapSeat> = snapshot
+        .seats
+        .iter()
+        .map(|(id, seat)| (id.as_str(), seat))
+        .collect();
+    for (seat_id, (version, recorded)) in &last_seat {
+        match seats.get(seat_id.as_str()) {
+            None => out.push(format!(
+                "seat-map change v{version} names unknown seat {seat_id}"
+            )),
+            Some(actual) if *actual != recorded => out.push(format!(
+                "seat {seat_id} is {:?} but its last seat-map change (v{version}) says {:?}",
+                actual, recorded
+            )),
+            Some(_) => {}
+        }
+    }
+    let tiers: BTreeMap<&str, i64> = snapshot
+        .tiers
+        .iter()
+        .map(|(id, available)| (id.as_str(), *available))
+        .collect();
+    for (tier_id, (version, recorded)) in &last_tier {
+        match tiers.get(tier_id.as_str()) {
+            None => out.push(format!("seat-map change v{version} names unknown tier {tier_id}")),
+            Some(actual) if actual != recorded => out.push(format!(
+                "tier {tier_id} has {actual} available but its last seat-map change (v{version}) says {recorded}"
+            )),
+            Some(_) => {}
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -108,6 +108,10 @@ impl TestStore {
                     .into_iter()
                     .map(|v| format!("{event_id}: {v}")),
             );
+            let map = boxoffice_store::seatmap::violations(self.store.as_ref(), &event_id)
+                .await
+                .expect("seat-map check");
+            out.extend(map.into_iter().map(|v| format!("{event_id}: {v}")));
         }
         out
     }
