@@ -32,6 +32,9 @@ use crate::waitroom::unix_ms;
 
 /// How often the feeder looks for new change rows of each loaded map.
 pub const FEED_POLL_MS: u64 = 50;
+/// Shortest time between two polls: pokes in between coalesce into the next poll, so a burst
+/// of writes costs at most one store query per map per this interval.
+pub const FEED_GAP_MS: u64 = 10;
 /// Most change rows read per map per poll.
 pub const FEED_ROWS_MAX: u32 = 1_000;
 /// Seat and tier changes kept in memory per map: how far behind a client may fall and still
@@ -639,6 +642,7 @@ impl SeatMaps {
                     tracing::warn!(event_id = %map.event_id, %error, "seat map feed failed; retrying");
                 }
             }
+            tokio::time::sleep(Duration::from_millis(FEED_GAP_MS)).await;
             if last_prune.elapsed() > Duration::from_secs(PRUNE_INTERVAL_S) {
                 last_prune = Instant::now();
                 match self
