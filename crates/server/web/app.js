@@ -545,7 +545,6 @@
           h('div', {}, h('dt', {}, 'Status'), state)),
         h('p', { class: 'hint' }, h('span', { class: 'pulse', 'aria-hidden': 'true' }), 'Updating live'),
         updated, problem, action));
-      position.setAttribute('aria-live', 'polite');
       const ticketKey = session.key('queue', this.eventId);
       let firstAhead = null;
       let lastAnnounced = 0;
@@ -707,7 +706,7 @@
       clear(legend,
         bands.map((b) => h('li', {}, h('span', { class: 'swatch', style: `background:${b.color}` }),
           `${money(b.price, this.event.currency)} (${b.sections.join(', ')})`)),
-        h('li', {}, h('span', { class: 'swatch', style: `background:${COLORS.held}` }), 'Held'),
+        h('li', {}, h('span', { class: 'swatch held', style: `background:${COLORS.held}` }), 'Held'),
         h('li', {}, h('span', { class: 'swatch', style: `background:${COLORS.sold}` }), 'Sold'),
         h('li', {}, h('span', { class: 'swatch selected' }), 'Your selection'),
         h('li', {}, h('span', { class: 'swatch mine' }), 'Held for you'));
@@ -811,6 +810,7 @@
       const digest = JSON.stringify(body);
       // The same request after a lost answer reuses its key: the server replays, never holds twice.
       if (!this.holdKeys.has(digest)) this.holdKeys.set(digest, uuid());
+      if (this.map) this.map.pending = new Set(this.map.selected);
       try {
         const res = await api('POST', `/v1/events/${encodeURIComponent(this.eventId)}/holds`, {
           body, key: this.holdKeys.get(digest), headers: this.admissionHeaders(),
@@ -825,6 +825,10 @@
         }
       } catch (e) {
         this.busy = false;
+        if (this.map) {
+          this.map.pending.clear();
+          this.map.dropUnavailableSelection();
+        }
         if (e.status && e.status < 500 && e.code !== 'RATE_LIMITED' && e.code !== 'IDEMPOTENCY_IN_PROGRESS') {
           this.holdKeys.delete(digest);
         }
@@ -844,6 +848,7 @@
 
     setHold(hold, headers) {
       this.hold = hold;
+      if (this.map) this.map.pending.clear();
       const serverDate = headers && Date.parse(headers.get('Date') || '');
       // The countdown follows the server's clock when ours is clearly off.
       const skew = Number.isFinite(serverDate) ? serverDate - Date.now() : 0;
@@ -1022,8 +1027,16 @@
         if (order.nextAction && order.nextAction.url && !asked3ds) {
           asked3ds = true;
           if (this.payStatus) this.payStatus.textContent = 'Waiting for your bank’s confirmation…';
-          await bankChallenge(order.nextAction.url, money(hold.totalMinor, hold.currency));
-          if (this.payStatus) this.payStatus.textContent = 'Checking the payment…';
+          const url = order.nextAction.url;
+          const amount = money(hold.totalMinor, hold.currency);
+          const how = await bankChallenge(url, amount);
+          if (!this.payStatus) continue;
+          if (how === 'dismissed') {
+            clear(this.payStatus, 'Your bank is waiting for your confirmation. ',
+              h('button', { class: 'btn small', type: 'button', onclick: () => bankChallenge(url, amount) }, 'Open the confirmation'));
+          } else {
+            this.payStatus.textContent = 'Checking the payment…';
+          }
         } else if (this.payStatus && order.paymentStatus !== 'REQUIRES_ACTION') {
           this.payStatus.textContent = 'Confirming your payment…';
         }
@@ -1100,9 +1113,9 @@
 
   const COLORS = {
     background: '#fbfcfe',
-    held: '#9aa1ab',
+    held: '#868d98',
     sold: '#2e3440',
-    stage: '#14213d',
+    stage: '#d5dbe5',
     label: '#1b1f24',
     cursor: '#1a1a8c',
     mine: '#00e5ff',
@@ -1157,6 +1170,9 @@
       this.expires = new Float64Array(this.count);
       this.held = new Set(); // indexes of HELD seats with a deadline (expire on screen)
       this.selected = new Set();
+      // Selected seats of a hold request in flight: the stream may show them HELD (by us)
+      // before the answer arrives, which is no reason to drop them.
+      this.pending = new Set();
       this.mine = new Set();
       this.cursor = 0;
       this.version = -1;
@@ -1425,7 +1441,7 @@
     dropUnavailableSelection() {
       const taken = [];
       for (const i of this.selected) {
-        if (this.effective(i) !== AVAILABLE) {
+        if (this.effective(i) !== AVAILABLE && !this.pending.has(i)) {
           this.selected.delete(i);
           taken.push(this.idOf(i));
         }
@@ -1707,6 +1723,7 @@
         return { x: e.clientX - r.left, y: e.clientY - r.top };
       };
       on('pointerdown', (e) => {
+        this.keyboardMode = false;
         if (e.button !== 0 && e.pointerType === 'mouse') return;
         c.setPointerCapture(e.pointerId);
         pointers.set(e.pointerId, local(e));
@@ -1771,6 +1788,8 @@
       }, { passive: false });
       on('focus', () => {
         this.focused = true;
+        // The seat cursor shows for keyboard users (focus by Tab), not after a click or tap.
+        this.keyboardMode = c.matches(':focus-visible');
         this.announceCursor('Seat map. ');
         this.requestDraw();
       });
@@ -1782,6 +1801,7 @@
     }
 
     onKey(e) {
+      this.keyboardMode = true;
       const step = e.shiftKey ? 10 : 1;
       let handled = true;
       switch (e.key) {
@@ -1888,9 +1908,11 @@
       const ctx = this.ctx;
       const { scale: s, tx, ty } = this.view;
       const now = Date.now();
-      ctx.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
+      // Clear every device pixel (the CSS size may be fractional).
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
       ctx.fillStyle = COLORS.background;
-      ctx.fillRect(0, 0, this.width, this.height);
+      ctx.fillRect(0, 0, this.canvas.width, this.canvas.height);
+      ctx.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
 
       // Stage.
       const st = this.stage;
@@ -1898,11 +1920,16 @@
       ctx.fillRect(tx + st.x * s, ty + st.y * s, st.w * s, st.h * s);
       const stageFont = Math.max(9, Math.min(22, st.h * s * 0.5));
       if (st.h * s >= 9) {
-        ctx.fillStyle = '#fff';
-        ctx.font = `700 ${stageFont}px system-ui, sans-serif`;
-        ctx.textAlign = 'center';
-        ctx.textBaseline = 'middle';
-        ctx.fillText('STAGE', tx + (st.x + st.w / 2) * s, ty + (st.y + st.h / 2) * s);
+        // The label sits in the visible part of the stage.
+        const left = Math.max(tx + st.x * s, 0);
+        const right = Math.min(tx + (st.x + st.w) * s, this.width);
+        if (right - left > 60) {
+          ctx.fillStyle = COLORS.label;
+          ctx.font = `700 ${stageFont}px system-ui, sans-serif`;
+          ctx.textAlign = 'center';
+          ctx.textBaseline = 'middle';
+          ctx.fillText('STAGE', (left + right) / 2, ty + (st.y + st.h / 2) * s);
+        }
       }
 
       // Section names above the sections, when there is room for them.
@@ -1914,10 +1941,16 @@
         ctx.textAlign = 'center';
         ctx.textBaseline = 'bottom';
         for (const sec of this.sections) {
-          const x = tx + (sec.x + sec.perRow / 2) * s;
           const y = ty + sec.y * s - Math.max(2, s * 0.6);
-          if (x < -200 || x > this.width + 200 || y < -40 || y > this.height + 40) continue;
-          ctx.fillText(`Section ${sec.name} · ${money(sec.price, this.event.currency)}`, x, y);
+          const left = Math.max(tx + sec.x * s, 0);
+          const right = Math.min(tx + (sec.x + sec.perRow) * s, this.width);
+          if (right - left < 40 || y < -40 || y > this.height + 40) continue;
+          const text = `Section ${sec.name} · ${money(sec.price, this.event.currency)}`;
+          // Centred on the visible part of the section, so it stays in view when zoomed in.
+          const half = ctx.measureText(text).width / 2 + 4;
+          const centre = tx + (sec.x + sec.perRow / 2) * s;
+          const x = right - left > 2 * half ? Math.min(Math.max(centre, left + half), right - half) : (left + right) / 2;
+          ctx.fillText(text, x, y);
         }
       }
 
@@ -1959,6 +1992,7 @@
     drawSeats(ctx, s, tx, ty, now) {
       const size = s * (s >= 12 ? 0.8 : 0.84);
       const pad = (s - size) / 2;
+      const inset = size * 0.14;
       const paths = new Map();
       const pathFor = (key) => {
         let p = paths.get(key);
@@ -1982,8 +2016,12 @@
           for (let c = c0; c <= c1; c++) {
             const i = base + c;
             const code = this.effective(i, now);
-            const key = code === SOLD ? COLORS.sold : code === HELD ? COLORS.held : availKey;
-            pathFor(key).rect(tx + (sec.x + c) * s + pad, y, size, size);
+            if (code === HELD) {
+              // Smaller squares: held seats differ by shape too, not by colour alone.
+              pathFor(COLORS.held).rect(tx + (sec.x + c) * s + pad + inset, y + inset, size - 2 * inset, size - 2 * inset);
+            } else {
+              pathFor(code === SOLD ? COLORS.sold : availKey).rect(tx + (sec.x + c) * s + pad, y, size, size);
+            }
           }
         }
         // Row numbers on the left when there is room.
@@ -2013,7 +2051,7 @@
         return [cx - size / 2, cy - size / 2, size, size];
       };
       for (const i of this.mine) {
-        const [x, y, w, hh] = box(i, 7);
+        const [x, y, w, hh] = box(i, 10);
         ctx.fillStyle = COLORS.mine;
         ctx.fillRect(x, y, w, hh);
         ctx.lineWidth = 2;
@@ -2034,7 +2072,7 @@
           ctx.fill();
         }
       }
-      if (this.focused) {
+      if (this.focused && this.keyboardMode) {
         const [x, y, w, hh] = box(this.cursor, 9);
         ctx.lineWidth = 3;
         ctx.strokeStyle = COLORS.cursor;
@@ -2183,7 +2221,8 @@
         const qr = h('div', { class: 'qr', 'data-testid': 'ticket-qr', role: 'img', 'aria-label': `QR code of the ticket for ${t.seatId ? seatLabel(t.seatId) : order.tierId}` }, 'Loading QR code…');
         tickets.append(h('li', { class: 'card ticket', 'data-testid': 'ticket', 'data-ticket-id': t.ticketId },
           h('span', { class: 'seat' }, t.seatId || t.tierId || 'Ticket'),
-          h('span', { class: 'muted' }, t.seatId ? seatLabel(t.seatId) : 'Standing'),
+          h('span', { class: 'muted' }, t.seatId ? seatLabel(t.seatId)
+            : ((event.tiers || []).find((x) => x.tierId === t.tierId) || { name: 'Standing' }).name),
           qr,
           h('span', { class: 'code mono', title: t.code }, t.code)));
         loadQr(t.ticketId).then((svg) => {

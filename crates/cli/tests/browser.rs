@@ -1,0 +1,248 @@
+//! The storefront in a real browser: `boxoffice serve --dev-auth` on a fresh SQLite file, then
+//! `node e2e/storefront.mjs` drives headless Chromium (Debian's `chromium` through
+//! `playwright-core`) through the admin page, the waiting room, the canvas seat map, a hold,
+//! a card payment and a 3-D Secure payment, the order page with QR codes, and a second
+//! browser that sees the seats turn SOLD live. Screenshots land in `docs/screenshots/`.
+//!
+//! Missing tools are installed when that is possible (`npm ci` in `e2e/`; `apt-get install
+//! chromium` as root), otherwise the test fails saying what to install. It never skips.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_boxoffice");
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// How long the server may take to print its address and answer `/healthz`.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace root exists")
+}
+
+fn show(output: &Output) -> String {
+    format!(
+        "exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn run(command: &mut Command, what: &str) -> Output {
+    command
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: could not start it: {e}"))
+}
+
+/// Node.js must be there; `playwright-core` is installed from `e2e/package-lock.json` when
+/// `e2e/node_modules` lacks it.
+fn ensure_node_modules(e2e: &Path) {
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        node.as_ref().is_ok_and(|o| o.status.success()),
+        "Node.js is needed to drive the browser: install it (Debian: sudo apt-get install -y nodejs npm)"
+    );
+    if e2e
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        return;
+    }
+    eprintln!(
+        "installing the e2e dependencies: npm ci in {}",
+        e2e.display()
+    );
+    let out = run(
+        Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(e2e),
+        "npm ci",
+    );
+    assert!(
+        out.status.success(),
+        "npm ci in {} failed (is the npm registry reachable?):\n{}",
+        e2e.display(),
+        show(&out)
+    );
+}
+
+/// Debian's `chromium` at /usr/bin/chromium; installed with apt-get when running as root.
+fn ensure_chromium() {
+    if Path::new(CHROMIUM).exists() {
+        return;
+    }
+    let uid = run(Command::new("id").arg("-u"), "id -u");
+    let root = String::from_utf8_lossy(&uid.stdout).trim() == "0";
+    assert!(
+        root,
+        "install Debian's chromium: sudo apt-get install -y chromium"
+    );
+    eprintln!("installing Debian's chromium (apt-get install -y chromium)");
+    let install = || {
+        run(
+            Command::new("apt-get")
+                .args(["install", "-y", "chromium"])
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+            "apt-get install",
+        )
+    };
+    let mut out = install();
+    if !out.status.success() {
+        // A fresh container has no package lists yet.
+        let update = run(Command::new("apt-get").arg("update"), "apt-get update");
+        assert!(
+            update.status.success(),
+            "apt-get update failed:\n{}",
+            show(&update)
+        );
+        out = install();
+    }
+    assert!(
+        out.status.success() && Path::new(CHROMIUM).exists(),
+        "apt-get install -y chromium failed:\n{}",
+        show(&out)
+    );
+}
+
+/// A running `boxoffice serve --dev-auth`, its files in a temporary directory; killed and
+/// cleaned up on drop.
+struct Server {
+    child: Child,
+    base: String,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "boxoffice-browser-{}",
+            uuid::Uuid::now_v7().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = std::fs::File::create(dir.join("server.log")).unwrap();
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .arg("--dev-auth")
+            .arg("--database-url")
+            .arg(format!("sqlite://{}", dir.join("b.db").display()))
+            .args(["--listen", "127.0.0.1:0"])
+            .arg("--ticket-key")
+            .arg(dir.join("ticket-key.pem"))
+            .arg("--waitroom-state")
+            .arg(dir.join("rooms"))
+            // --dev-auth only applies when no secret is configured.
+            .env_remove("BOXOFFICE_JWT_SECRET")
+            .env_remove("BOXOFFICE_WAITROOM_SECRET")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        // Built before waiting, so that a failure below still kills the child and removes
+        // its directory.
+        let mut server = Self {
+            child,
+            base: String::new(),
+            dir,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Read lines until the address, then keep draining so the server never blocks on a
+        // full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(base) = line.trim().strip_prefix("listening on ") {
+                    let _ = tx.send(base.to_owned());
+                }
+            }
+        });
+        server.base = rx.recv_timeout(STARTUP_TIMEOUT).unwrap_or_default();
+        server
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `GET path` with a bare HTTP/1.1 request; the status code, if any answer came.
+fn http_status(base: &str, path: &str) -> Option<u16> {
+    let address = base.strip_prefix("http://")?;
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+#[test]
+fn storefront_end_to_end_in_headless_chromium() {
+    let root = workspace();
+    let e2e = root.join("e2e");
+    ensure_node_modules(&e2e);
+    ensure_chromium();
+
+    let server = Server::start();
+    assert!(
+        !server.base.is_empty(),
+        "the server did not print its address within {STARTUP_TIMEOUT:?}:\n{}",
+        server.log()
+    );
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    while http_status(&server.base, "/healthz") != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "{}/healthz did not answer 200:\n{}",
+            server.base,
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let screenshots = root.join("docs/screenshots");
+    std::fs::create_dir_all(&screenshots).unwrap();
+    let started = Instant::now();
+    let out = run(
+        Command::new("node")
+            .arg("storefront.mjs")
+            .current_dir(&e2e)
+            .env("BASE_URL", &server.base)
+            .env("SCREENSHOT_DIR", &screenshots)
+            .env("CHROMIUM_PATH", CHROMIUM),
+        "node e2e/storefront.mjs",
+    );
+    assert!(
+        out.status.success(),
+        "the browser test failed after {:?}\n{}\n--- server log ---\n{}",
+        started.elapsed(),
+        show(&out),
+        server.log()
+    );
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    for shot in ["seatmap.png", "seatmap-phone.png", "ticket.png"] {
+        let size = std::fs::metadata(screenshots.join(shot))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(size > 1000, "screenshot {shot} missing or empty");
+    }
+}

@@ -1,0 +1,327 @@
+// End-to-end test of the storefront in headless Chromium (Debian's chromium + playwright-core).
+//
+//   BASE_URL=http://127.0.0.1:8080 SCREENSHOT_DIR=../docs/screenshots node storefront.mjs
+//
+// The server must run with --dev-auth (POST /v1/dev/token). The story:
+//  1. an operator creates a 50,000-seat stadium with a waiting room on the admin page and
+//     pauses the release;
+//  2. fans A and B join the queue and see their place; the operator resumes; both are admitted
+//     and see the seat map;
+//  3. A clicks two adjacent seats on the canvas (and tries the keyboard), holds them (a visible
+//     countdown) and pays with pm_card_visa; the order page shows a ticket with a QR code per
+//     seat;
+//  4. B, who never reloads, sees those seats turn HELD, then SOLD, from the live stream;
+//  5. B takes four seats with "best available", ten more fans buy or hold seats through the
+//     API, and a phone-sized fan C sees the map;
+//  6. A comes back through the door, holds one more seat and pays with the 3-D Secure card,
+//     confirming in the bank dialog; the order is confirmed with its ticket.
+// Screenshots: seatmap.png, seatmap-phone.png, ticket.png in SCREENSHOT_DIR.
+// Exits non-zero with a message on any failure.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const BASE = (process.env.BASE_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
+const SHOTS = path.resolve(process.env.SCREENSHOT_DIR || path.join(here, '..', 'docs', 'screenshots'));
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+// The machine is slow and shared: be generous.
+const T = Number(process.env.E2E_TIMEOUT_MS || 120_000);
+const WATCHDOG_MS = Number(process.env.E2E_WATCHDOG_MS || 15 * 60_000);
+
+const started = Date.now();
+const log = (message) => console.log(`[e2e ${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${message}`);
+
+class Failure extends Error {}
+function check(condition, message) {
+  if (!condition) throw new Failure(message);
+}
+
+const pageErrors = [];
+function watch(page, name) {
+  page.on('pageerror', (error) => {
+    pageErrors.push(`${name}: ${error.message}`);
+    console.error(`[${name}] page error: ${error.stack || error.message}`);
+  });
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') console.error(`[${name}] console: ${msg.text()}`);
+  });
+  page.setDefaultTimeout(T);
+  page.setDefaultNavigationTimeout(T);
+  return page;
+}
+
+async function waitFor(page, what, fn, arg) {
+  try {
+    await page.waitForFunction(fn, arg, { timeout: T, polling: 250 });
+  } catch (error) {
+    throw new Failure(`timed out waiting for ${what}: ${error.message.split('\n')[0]}`);
+  }
+}
+
+async function signIn(page, account) {
+  await page.getByTestId('open-signin').click();
+  await page.getByTestId('signin-account').fill(account);
+  await page.getByTestId('signin-submit').click();
+  await page.getByTestId('signed-in-as').waitFor();
+}
+
+async function shot(page, name, options = {}) {
+  const file = path.join(SHOTS, name);
+  await page.screenshot({ path: file, ...options });
+  log(`screenshot ${file}`);
+}
+
+/** Clicks a seat on the canvas at its real position (zooming so it is big enough). */
+async function clickSeat(page, seatId) {
+  const c = await page.evaluate((id) => window.boxoffice.seatCenter(id), seatId);
+  check(c && c.visible, `seat ${seatId} is not visible on the map: ${JSON.stringify(c)}`);
+  await page.mouse.click(c.x, c.y);
+}
+
+async function statuses(page, ids) {
+  return page.evaluate((seatIds) => seatIds.map((id) => window.boxoffice.seatStatus(id)), ids);
+}
+
+async function call(token, method, pathname, body, headers = {}) {
+  const res = await fetch(`${BASE}${pathname}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID(), ...headers,
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, data: await res.json().catch(() => null), headers: res.headers };
+}
+
+async function devToken(accountId) {
+  const res = await fetch(`${BASE}/v1/dev/token`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId }),
+  });
+  check(res.status === 201, `dev token for ${accountId}: ${res.status}`);
+  return (await res.json()).token;
+}
+
+/** Another fan through the API: queue, admission, a hold of `quantity` adjacent seats in
+ *  `section` somewhere in rows 2-14 near the centre (another run when taken), maybe paid. */
+async function apiFan(eventId, accountId, section, quantity, pay) {
+  const token = await devToken(accountId);
+  const joined = await call(token, 'POST', `/v1/events/${eventId}/queue`, {});
+  check(joined.status === 201, `${accountId} joins: ${joined.status} ${JSON.stringify(joined.data)}`);
+  let admission = null;
+  for (let i = 0; i < 600 && !admission; i++) {
+    const s = await call(token, 'GET', `/v1/events/${eventId}/queue/status`, undefined, { 'queue-ticket': joined.data.queueTicket });
+    if (s.data && s.data.status === 'ADMITTED') admission = s.data.admissionToken;
+    else await new Promise((r) => setTimeout(r, 500));
+  }
+  check(admission, `${accountId} was never admitted`);
+  let hold = null;
+  for (let attempt = 0; attempt < 20 && !(hold && hold.status === 201); attempt++) {
+    const row = 3 + Math.floor(Math.random() * 12);
+    const first = 25 + Math.floor(Math.random() * 50);
+    const seatIds = Array.from({ length: quantity }, (_, k) => `${section}-${row}-${first + k}`);
+    hold = await call(token, 'POST', `/v1/events/${eventId}/holds`, { seatIds }, { 'admission-token': admission });
+    check(hold.status === 201 || hold.data?.code === 'SEATS_UNAVAILABLE', `${accountId} holds: ${hold.status} ${JSON.stringify(hold.data)}`);
+  }
+  check(hold.status === 201, `${accountId} found no free seats`);
+  if (pay) {
+    const order = await call(token, 'POST', `/v1/holds/${hold.data.holdId}/checkout`, { paymentMethodToken: 'pm_card_visa' }, { 'admission-token': admission });
+    check(order.status === 201 && order.data.orderStatus === 'CONFIRMED', `${accountId} pays: ${order.status} ${JSON.stringify(order.data)}`);
+  }
+  return hold.data.seats.map((seat) => seat.seatId);
+}
+
+async function main() {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  const health = await fetch(`${BASE}/healthz`).catch((e) => ({ ok: false, statusText: e.message }));
+  check(health.ok, `the server at ${BASE} is not healthy: ${health.statusText}`);
+  const dev = await fetch(`${BASE}/v1/dev/token`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId: 'probe' }),
+  });
+  check(dev.status === 201, `POST /v1/dev/token answered ${dev.status}: run the server with --dev-auth`);
+
+  log(`launching ${CHROMIUM}`);
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
+  const run = Math.random().toString(36).slice(2, 7);
+  try {
+    // 1. The operator creates the stadium and pauses the door.
+    const adminCtx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const admin = watch(await adminCtx.newPage(), 'admin');
+    await admin.goto(`${BASE}/admin`);
+    await admin.getByTestId('admin-account').fill('ops');
+    await admin.getByTestId('admin-signin-submit').click();
+    const eventName = `E2E Stadium ${run}`;
+    await admin.getByTestId('ev-name').fill(eventName);
+    await admin.getByTestId('stadium-preset').click();
+    await admin.getByTestId('wr-enabled').check();
+    await admin.getByTestId('create-submit').click();
+    const eventId = (await admin.getByTestId('created-event-id').textContent()).trim();
+    check(eventId, 'no event id after creating the event');
+    log(`event ${eventId} created from the admin page`);
+    await admin.getByTestId('queue-pause').click();
+    await admin.getByTestId('queue-resume').waitFor();
+    log('release paused');
+
+    // 2. Fans A and B wait in line.
+    const ctxA = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const a = watch(await ctxA.newPage(), 'A');
+    await a.goto(`${BASE}/`);
+    await signIn(a, `fan-a-${run}`);
+    await a.locator(`[data-testid="event-card"][data-event-id="${eventId}"] [data-testid="choose-seats"]`).click();
+    await a.getByTestId('waiting-room').waitFor();
+    await waitFor(a, 'A to see a place in line',
+      () => /#\d/.test(document.querySelector('[data-testid="queue-position"]')?.textContent || ''));
+    log(`A waits at ${await a.getByTestId('queue-position').textContent()}`);
+
+    const ctxB = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const b = watch(await ctxB.newPage(), 'B');
+    await b.goto(`${BASE}/#/events/${eventId}`);
+    await b.getByTestId('need-signin').waitFor();
+    await signIn(b, `fan-b-${run}`);
+    await b.getByTestId('waiting-room').waitFor();
+    await waitFor(b, 'B to see one person ahead',
+      () => document.querySelector('[data-testid="queue-ahead"]')?.textContent === '1');
+    log(`B waits at ${await b.getByTestId('queue-position').textContent()} with 1 ahead`);
+    await waitFor(admin, 'the admin page to show 2 waiting',
+      () => document.querySelector('[data-testid="queue-waiting"]')?.textContent === '2');
+
+    await admin.getByTestId('queue-resume').click();
+    log('release resumed');
+    await waitFor(a, 'A to be admitted and see the seat map', () => window.boxoffice?.ready() && window.boxoffice.streaming());
+    await waitFor(b, 'B to be admitted and see the seat map', () => window.boxoffice?.ready() && window.boxoffice.streaming());
+    log('A and B see the live seat map');
+    await b.evaluate(() => { window.__e2eNoReload = 'still the same page'; });
+
+    // 3. A picks two adjacent seats on the canvas.
+    const pair = ['A-1-50', 'A-1-51'];
+    check((await statuses(a, pair)).every((s) => s === 'AVAILABLE'), 'the seats start AVAILABLE');
+    await a.evaluate(() => window.boxoffice.showSeat('A-1-50', 24));
+    for (const id of pair) await clickSeat(a, id);
+    let selected = await a.evaluate(() => window.boxoffice.selected());
+    check(JSON.stringify(selected) === JSON.stringify(pair), `A selected ${JSON.stringify(selected)}`);
+    // The keyboard: the canvas has focus after the click; → moves to the next seat, Enter toggles.
+    await a.keyboard.press('ArrowRight');
+    await a.keyboard.press('Enter');
+    selected = await a.evaluate(() => window.boxoffice.selected());
+    check(selected.includes('A-1-52') && selected.length === 3, `keyboard selection gave ${JSON.stringify(selected)}`);
+    await waitFor(a, 'the selected seat to be announced to screen readers',
+      () => /Row 1 · Seat 52/.test(document.querySelector('[data-testid="announce"]').textContent));
+    await a.keyboard.press('Space');
+    selected = await a.evaluate(() => window.boxoffice.selected());
+    check(JSON.stringify(selected) === JSON.stringify(pair), `Space deselected: ${JSON.stringify(selected)}`);
+    await a.getByTestId('selection').waitFor();
+    log('A selected A-1-50 and A-1-51 (mouse), tried A-1-52 (keyboard)');
+
+    await a.getByTestId('hold-button').click();
+    await a.getByTestId('hold-countdown').waitFor();
+    await waitFor(a, 'a running countdown', () => {
+      const t = document.querySelector('[data-testid="hold-countdown"]')?.textContent || '';
+      return /^\d+:\d\d$/.test(t) && t !== '0:00';
+    });
+    log(`A holds the seats, countdown ${await a.getByTestId('hold-countdown').textContent()}`);
+    await waitFor(b, 'B to see the seats HELD without reloading',
+      (ids) => ids.every((id) => window.boxoffice.seatStatus(id) === 'HELD'), pair);
+    log('B sees them HELD');
+
+    await a.getByTestId('card-pm_card_visa').check();
+    await a.getByTestId('pay-button').click();
+    await a.waitForURL(/#\/orders\//, { timeout: T });
+    await waitFor(a, 'the order to be confirmed with two QR codes', () =>
+      document.querySelector('[data-testid="order-status"]')?.textContent === 'confirmed'
+      && document.querySelectorAll('[data-testid="ticket"] [data-testid="ticket-qr"] svg').length === 2);
+    const tickets = await a.locator('[data-testid="ticket"] .seat').allTextContents();
+    check(JSON.stringify(tickets.sort()) === JSON.stringify(pair), `tickets for ${JSON.stringify(tickets)}`);
+    log('A paid with pm_card_visa: order confirmed, 2 tickets with QR codes');
+    await shot(a, 'ticket.png', { fullPage: true });
+
+    // 4. B saw them sold, live.
+    await waitFor(b, 'B to see the seats SOLD without reloading',
+      (ids) => ids.every((id) => window.boxoffice.seatStatus(id) === 'SOLD'), pair);
+    check(await b.evaluate(() => window.__e2eNoReload) === 'still the same page', 'B reloaded');
+    log('B sees them SOLD (no reload)');
+
+    // 5. B takes four seats with best available; C looks on a phone.
+    await b.getByTestId('best-qty').selectOption('4');
+    await b.getByTestId('best-section').selectOption('A');
+    await b.getByTestId('best-submit').click();
+    await b.getByTestId('hold-countdown').waitFor();
+    const bHold = await b.evaluate(() => window.boxoffice.hold().seats.map((s) => s.seatId));
+    check(bHold.length === 4 && bHold.every((id) => id.startsWith('A-')), `B best available: ${JSON.stringify(bHold)}`);
+    log(`B holds best available ${bHold.join(', ')}`);
+
+    // A few more fans buy and hold through the API, so the map shows a sale in progress.
+    const crowd = await Promise.all([
+      ['A', 6, true], ['A', 5, false], ['A', 6, true], ['A', 4, false], ['A', 6, true], ['A', 3, false],
+      ['A', 2, true], ['A', 6, false], ['A', 4, true], ['B', 6, true], ['B', 3, false], ['C', 4, true],
+    ].map(([section, quantity, pay], i) => apiFan(eventId, `crowd-${i}-${run}`, section, quantity, pay)));
+    log(`${crowd.length} more fans bought or held ${crowd.flat().length} seats through the API`);
+
+    const ctxC = await browser.newContext({
+      viewport: { width: 375, height: 667 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true,
+    });
+    const c = watch(await ctxC.newPage(), 'C');
+    await c.goto(`${BASE}/#/events/${eventId}`);
+    await signIn(c, `fan-c-${run}`);
+    await waitFor(c, 'C (phone) to see the seat map', () => window.boxoffice?.ready());
+    await waitFor(c, 'C to see A\'s seats sold and B\'s held',
+      ([sold, held]) => sold.every((id) => window.boxoffice.seatStatus(id) === 'SOLD')
+        && held.every((id) => window.boxoffice.seatStatus(id) === 'HELD'), [pair, bHold]);
+    const overflow = await c.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check(overflow <= 1, `the phone page scrolls sideways by ${overflow}px`);
+    await c.evaluate(() => window.boxoffice.showSeat('A-6-50', 12));
+    const tapAt = await c.evaluate(() => window.boxoffice.seatCenter('A-8-50'));
+    check(tapAt && tapAt.visible, `A-8-50 is not visible on the phone: ${JSON.stringify(tapAt)}`);
+    await c.touchscreen.tap(tapAt.x, tapAt.y);
+    const tapped = await c.evaluate(() => window.boxoffice.selected());
+    check(JSON.stringify(tapped) === '["A-8-50"]', `a tap on the phone selected ${JSON.stringify(tapped)}`);
+    log('C (phone) tapped A-8-50');
+    await c.waitForTimeout(300);
+    await shot(c, 'seatmap-phone.png', { fullPage: true });
+
+    // 6. A comes back (a confirmed order ended the shopping trip) and pays with 3-D Secure.
+    await a.getByTestId('back-to-event').click();
+    await waitFor(a, 'A to be admitted again', () => window.boxoffice?.ready());
+    await a.evaluate(() => window.boxoffice.showSeat('A-1-50', 15));
+    await clickSeat(a, 'A-2-50');
+    await a.getByTestId('hold-button').click();
+    await a.getByTestId('hold-countdown').waitFor();
+    await waitFor(a, 'A\'s map to show sold and held seats',
+      ([sold, held]) => sold.every((id) => window.boxoffice.seatStatus(id) === 'SOLD')
+        && held.every((id) => window.boxoffice.seatStatus(id) === 'HELD'), [pair, bHold]);
+    await a.evaluate(() => window.boxoffice.showSeat('A-8-52', 10));
+    await a.waitForTimeout(300);
+    await shot(a, 'seatmap.png');
+
+    await a.getByTestId('card-pm_card_threeDSecure2Required').check();
+    await a.getByTestId('pay-button').click();
+    await a.getByTestId('threeds-dialog').waitFor({ state: 'visible' });
+    log('the bank asks A to confirm');
+    await a.getByTestId('threeds-confirm').click();
+    await a.waitForURL(/#\/orders\//, { timeout: T });
+    await waitFor(a, 'the 3-D Secure order to be confirmed with its QR code', () =>
+      document.querySelector('[data-testid="order-status"]')?.textContent === 'confirmed'
+      && document.querySelectorAll('[data-testid="ticket"] [data-testid="ticket-qr"] svg').length === 1);
+    log('A paid with pm_card_threeDSecure2Required after confirming: order confirmed');
+    await waitFor(b, 'B to see A-2-50 SOLD', () => window.boxoffice.seatStatus('A-2-50') === 'SOLD');
+
+    check(pageErrors.length === 0, `uncaught errors in the pages:\n${pageErrors.join('\n')}`);
+    log('all good');
+  } finally {
+    await browser.close();
+  }
+}
+
+const watchdog = setTimeout(() => {
+  console.error(`E2E FAILED: still running after ${WATCHDOG_MS / 1000}s`);
+  process.exit(2);
+}, WATCHDOG_MS);
+watchdog.unref();
+
+main().then(() => {
+  process.exitCode = 0;
+}, (error) => {
+  console.error(`E2E FAILED: ${error instanceof Failure ? error.message : error.stack || error}`);
+  process.exitCode = 1;
+});
