@@ -107,6 +107,8 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     let base = format!("http://{listen}");
     println!(
         "\nboxoffice demo — embedded SQLite at {url}\n\n\
+         Storefront {base}/   (sign in with any account name)\n\
+         Admin      {base}/admin\n\
          API        {base}/v1/events\n\
          OpenAPI    {base}/openapi.json\n\
          Metrics    {base}/metrics\n\n\
