@@ -278,6 +278,83 @@ enum LoadScenario {
         #[arg(long)]
         event_id: Option<String>,
     },
+    /// Seat-map snapshots: closed-loop (or, with --rate, fixed-rate) GETs of one event's
+    /// snapshot (a new 50,000-seat stadium unless --event-id), every body read to its end;
+    /// requests/s, latency, bytes/s.
+    Seatmap {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Read this event's map instead of creating a stadium.
+        #[arg(long)]
+        event_id: Option<String>,
+        /// GET this URL instead of a seat map (a baseline: `boxoffice hello`, the mirror).
+        #[arg(long, conflicts_with = "event_id")]
+        url: Option<String>,
+        /// Concurrent closed-loop clients.
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        #[arg(long, default_value_t = 10)]
+        duration_s: u64,
+        /// Ask for gzip (`Accept-Encoding: gzip`); bytes are counted compressed.
+        #[arg(long)]
+        gzip: bool,
+        /// Revalidate with the last ETag seen (`If-None-Match`: 304 while unchanged).
+        #[arg(long)]
+        etag: bool,
+        /// Seats held per second meanwhile, so the map changes and is rendered again.
+        #[arg(long, default_value_t = 0.0)]
+        hold_rate: f64,
+        /// Open loop: requests per second whatever the answers' pace, at most --clients in
+        /// flight; latency counts from when each request was due. 0: closed loop.
+        #[arg(long, default_value_t = 0.0)]
+        rate: f64,
+    },
+    /// Seat-map change propagation: opens N Server-Sent-Events streams of one event's map,
+    /// holds distinct seats at a fixed rate, and times each hold's arrival on every stream.
+    Sse {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Watch this event instead of creating a stadium.
+        #[arg(long)]
+        event_id: Option<String>,
+        /// Streams held open.
+        #[arg(long, default_value_t = 1000)]
+        clients: usize,
+        /// Holds made, one distinct seat each.
+        #[arg(long, default_value_t = 200)]
+        changes: usize,
+        /// Holds per second (open loop).
+        #[arg(long, default_value_t = 20.0)]
+        rate: f64,
+        /// After the last hold, how long to wait for every stream to deliver every hold.
+        #[arg(long, default_value_t = 10)]
+        settle_s: u64,
+        /// Streams being opened at once.
+        #[arg(long, default_value_t = 100)]
+        connect_concurrency: usize,
+        /// Fail when not every stream is open after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        connect_timeout_s: u64,
+    },
+    /// The baseline of bench/seatmap.sh: a bare tokio HTTP/1.1 server serving a copy of a
+    /// real snapshot (--from) and turning each `POST …/holds` into one broadcast stream message.
+    #[command(hide = true)]
+    SeatmapMirror {
+        /// A real `/v1/events/{id}/seatmap` URL to copy (identity and gzip bodies, ETag).
+        #[arg(long)]
+        from: String,
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        /// Set TCP_NODELAY on accepted sockets (`boxoffice serve` does not).
+        #[arg(long)]
+        nodelay: bool,
+    },
 }
 
 /// Opens the store a URL names. PostgreSQL databases are created when missing.
@@ -461,6 +538,109 @@ async fn main() -> anyhow::Result<()> {
             if report.errors > 0 {
                 bail!("{} joins were never answered 201", report.errors);
             }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::Seatmap {
+                    base_url,
+                    jwt_secret,
+                    event_id,
+                    url,
+                    clients,
+                    duration_s,
+                    gzip,
+                    etag,
+                    hold_rate,
+                    rate,
+                },
+        } => {
+            let scenario = boxoffice_load::SnapshotScenario {
+                base_url,
+                jwt_secret: jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),
+                event_id,
+                url,
+                clients,
+                duration_s,
+                gzip,
+                etag,
+                hold_rate,
+                rate,
+            };
+            let report = boxoffice_load::run_snapshot(&scenario).await?;
+            println!("seatmap {report}");
+            if let Some(event_id) = &report.event_id {
+                println!("event {event_id}");
+            }
+            if report.failed + report.other_status > 0 || report.holds_failed > 0 {
+                bail!(
+                    "{} requests failed or were answered neither 200 nor 304; {} holds failed",
+                    report.failed + report.other_status,
+                    report.holds_failed
+                );
+            }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::Sse {
+                    base_url,
+                    jwt_secret,
+                    event_id,
+                    clients,
+                    changes,
+                    rate,
+                    settle_s,
+                    connect_concurrency,
+                    connect_timeout_s,
+                },
+        } => {
+            let scenario = boxoffice_load::SseScenario {
+                base_url,
+                jwt_secret: jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),
+                event_id,
+                clients,
+                changes,
+                rate,
+                settle_s,
+                connect_concurrency,
+                connect_timeout_s,
+            };
+            let report = boxoffice_load::run_sse(&scenario).await?;
+            println!("sse {report}");
+            println!("event {}", report.event_id);
+            if report.missed() > 0 || report.hold_errors > 0 || report.connect_failures > 0 {
+                bail!(
+                    "{} deliveries missed, {} holds not granted, {} stream opens failed",
+                    report.missed(),
+                    report.hold_errors,
+                    report.connect_failures
+                );
+            }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::SeatmapMirror {
+                    from,
+                    listen,
+                    nodelay,
+                },
+        } => {
+            let source = boxoffice_load::MirrorSource::fetch(&from)
+                .await
+                .with_context(|| format!("copying the snapshot at {from}"))?;
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("binding {listen}"))?;
+            println!(
+                "copied {} bytes ({} gzip, ETag {})",
+                source.identity.len(),
+                source.gzip.len(),
+                source.etag
+            );
+            println!("listening on http://{}", listener.local_addr()?);
+            boxoffice_load::serve_mirror(listener, source, nodelay).await?;
             Ok(())
         }
         Command::Hello { listen } => {

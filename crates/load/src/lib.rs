@@ -11,11 +11,19 @@
 //!
 //! The `queue` scenario ([`queue`]) fills an event's waiting room for the status-poll
 //! benchmark, and [`hello`] is the plain axum hello-world that benchmark compares against.
+//!
+//! The [`seatmap`] scenarios measure the seat map: snapshot requests per second, and how long
+//! a hold takes to reach every open Server-Sent-Events stream; with a bare mirror as baseline.
 
 pub mod hello;
 pub mod queue;
+pub mod seatmap;
 
 pub use queue::{QueueReport, QueueScenario, run_queue};
+pub use seatmap::{
+    MirrorSource, SnapshotReport, SnapshotScenario, SseReport, SseScenario, run_snapshot, run_sse,
+    serve_mirror,
+};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
