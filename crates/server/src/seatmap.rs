@@ -46,6 +46,9 @@ pub const SEED_ROWS_MAX: u32 = 2_000;
 pub const STORE_KEEP_VERSIONS: u64 = 20_000;
 /// How often old change rows are pruned.
 pub const PRUNE_INTERVAL_S: u64 = 60;
+/// A map nobody has asked for this long and nobody streams is unloaded (and no longer
+/// polled); the next request loads it again.
+pub const IDLE_UNLOAD_MS: i64 = 10 * 60 * 1_000;
 /// Shortest time between two renders of one map's snapshot.
 pub const RENDER_INTERVAL_MS: u64 = 200;
 /// Most seat changes one `changes?since=` answer carries; more costs a snapshot.
@@ -66,8 +69,9 @@ pub enum Frame {
 #[derive(Debug)]
 pub struct Rendered {
     pub version: u64,
-    pub json: Vec<u8>,
-    pub gzip: Vec<u8>,
+    /// Shared by every response: a clone is a reference count, not a copy.
+    pub json: axum::body::Bytes,
+    pub gzip: axum::body::Bytes,
     rendered_at: Instant,
     /// Unix ms when the earliest live hold in it runs out (the render shows it held).
     stale_after_ms: i64,
@@ -170,6 +174,8 @@ pub struct LiveMap {
     rendered: Mutex<Option<Arc<Rendered>>>,
     /// One render at a time; the others serve the previous one.
     rendering: tokio::sync::Mutex<()>,
+    /// Unix ms of the last request that used this map (idle maps are unloaded).
+    last_used_ms: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for LiveMap {
@@ -372,8 +378,8 @@ impl LiveMap {
             ));
         }
         out.push_str("]}");
-        let json = out.into_bytes();
-        let gzip = crate::web::gzip(&json);
+        let json = axum::body::Bytes::from(out.into_bytes());
+        let gzip = axum::body::Bytes::from(crate::web::gzip(&json));
         metrics::counter!("boxoffice_seatmap_renders_total").increment(1);
         Rendered {
             version,
@@ -482,6 +488,8 @@ impl SeatMaps {
     /// The live map of `event`, loaded from the store on first use.
     pub async fn get(&self, event: &EventRecord) -> StoreResult<Arc<LiveMap>> {
         if let Some(map) = self.loaded(&event.event_id) {
+            map.last_used_ms
+                .store(unix_ms(), std::sync::atomic::Ordering::Relaxed);
             return Ok(map);
         }
         let _one_at_a_time = self.0.loading.lock().await;
@@ -537,6 +545,7 @@ impl SeatMaps {
             frames,
             rendered: Mutex::new(None),
             rendering: tokio::sync::Mutex::new(()),
+            last_used_ms: std::sync::atomic::AtomicI64::new(unix_ms()),
         };
         // Seed the log with the rows that led here; best effort (they may be pruned).
         let seed_from = snapshot.version.saturating_sub(u64::from(SEED_ROWS_MAX));
@@ -642,6 +651,7 @@ impl SeatMaps {
                     tracing::warn!(event_id = %map.event_id, %error, "seat map feed failed; retrying");
                 }
             }
+            self.unload_idle();
             tokio::time::sleep(Duration::from_millis(FEED_GAP_MS)).await;
             if last_prune.elapsed() > Duration::from_secs(PRUNE_INTERVAL_S) {
                 last_prune = Instant::now();
@@ -657,6 +667,24 @@ impl SeatMaps {
                 }
             }
         }
+    }
+
+    /// Drops maps that nobody used for [`IDLE_UNLOAD_MS`] and nobody streams.
+    fn unload_idle(&self) {
+        let now_ms = unix_ms();
+        self.0
+            .maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|event_id, map| {
+                let idle = now_ms - map.last_used_ms.load(std::sync::atomic::Ordering::Relaxed)
+                    > IDLE_UNLOAD_MS;
+                let unload = idle && map.frames.receiver_count() == 0;
+                if unload {
+                    tracing::info!(%event_id, "idle seat map unloaded");
+                }
+                !unload
+            });
     }
 
     /// Runs the feeder once (tests drive it by hand).

@@ -448,19 +448,27 @@ impl SqliteStore {
         let seat_rows = if seat_ids.is_empty() && best_sections.is_empty() && !best_everywhere {
             Vec::new()
         } else {
-            sqlx::query_as::<_, (String, String, Option<String>, Option<i64>, i64)>(
+            // Named seats alone go by the primary key; an OR with the section would scan
+            // every seat of the event, so that form is used only for best available.
+            let only_named = best_sections.is_empty() && !best_everywhere;
+            let sql = if only_named {
+                "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
+                   FROM seat WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
+                  ORDER BY seat_id"
+            } else {
                 "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
                    FROM seat WHERE event_id = ?1 AND (seat_id IN (SELECT value FROM json_each(?2))
                                                    OR section IN (SELECT value FROM json_each(?3)) OR ?4)
-                  ORDER BY seat_id",
-            )
-            .bind(event_id)
-            .bind(json_list(&seat_ids))
-            .bind(json_list(&best_sections))
-            .bind(best_everywhere)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
+                  ORDER BY seat_id"
+            };
+            let mut query =
+                sqlx::query_as::<_, (String, String, Option<String>, Option<i64>, i64)>(sql)
+                    .bind(event_id)
+                    .bind(json_list(&seat_ids));
+            if !only_named {
+                query = query.bind(json_list(&best_sections)).bind(best_everywhere);
+            }
+            query.fetch_all(&mut *tx).await.map_err(classify)?
         };
         let now = store_now(&mut tx).await?;
 
