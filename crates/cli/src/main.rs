@@ -342,6 +342,46 @@ enum LoadScenario {
         #[arg(long, default_value_t = 120)]
         connect_timeout_s: u64,
     },
+    /// The on-sale simulator (open loop): N accounts arrive over T seconds, wait in the
+    /// room, hold 1-6 best-available seats (hot-skewed), abandon a share, pay with a mix of
+    /// test cards and follow their orders; a summary table and a JSON report at the end.
+    Onsale {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Multiplies the full on-sale: 2,000,000 accounts over 300 s.
+        #[arg(long, default_value_t = 0.01)]
+        scale: f64,
+        /// Accounts (overrides 2,000,000 x scale).
+        #[arg(long)]
+        accounts: Option<u64>,
+        /// Arrival window in seconds (overrides 300 x scale).
+        #[arg(long)]
+        arrival_s: Option<f64>,
+        /// Share of holds abandoned: half released, half left to expire.
+        #[arg(long, default_value_t = 0.2)]
+        abandon: f64,
+        /// Test-card mix at checkout, name=weight (visa, declined, 3ds, slow, timeout).
+        #[arg(long, default_value = "visa=70,declined=10,3ds=10,slow=5,timeout=5")]
+        cards: boxoffice_load::CardMix,
+        /// Sections of 50 x 100 seats in the generated stadium.
+        #[arg(long, default_value_t = 10)]
+        sections: u32,
+        /// Accounts in progress at once; arrivals beyond wait (counted as delayed_by_cap).
+        #[arg(long, default_value_t = 2000)]
+        max_in_flight: usize,
+        /// The created event's maxActiveShoppers (default clamp(100,000 x scale, 200, 10,000)).
+        #[arg(long)]
+        max_active: Option<u32>,
+        /// Sell this event (waiting room enabled, reserved sections) instead of creating one.
+        #[arg(long)]
+        event_id: Option<String>,
+        /// Where the JSON report goes.
+        #[arg(long, default_value = "onsale-report.json")]
+        report: std::path::PathBuf,
+    },
     /// The baseline of bench/seatmap.sh: a bare tokio HTTP/1.1 server serving a copy of a
     /// real snapshot (--from) and turning each `POST …/holds` into one broadcast stream message.
     #[command(hide = true)]
@@ -615,6 +655,56 @@ async fn main() -> anyhow::Result<()> {
                     report.missed(),
                     report.hold_errors,
                     report.connect_failures
+                );
+            }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::Onsale {
+                    base_url,
+                    jwt_secret,
+                    scale,
+                    accounts,
+                    arrival_s,
+                    abandon,
+                    cards,
+                    sections,
+                    max_in_flight,
+                    max_active,
+                    event_id,
+                    report,
+                },
+        } => {
+            let scenario = boxoffice_load::OnsaleScenario {
+                base_url,
+                jwt_secret: jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),
+                scale,
+                accounts,
+                arrival_s,
+                abandon,
+                cards,
+                sections,
+                max_in_flight,
+                max_active,
+                event_id,
+                report,
+            };
+            let report = boxoffice_load::run_onsale(&scenario).await?;
+            print!("{report}");
+            println!("report written to {}", scenario.report.display());
+            if report.unexpected > 0 || report.unsettled > 0 {
+                eprintln!(
+                    "note: {} unexpected answers and {} orders not final after {} s (listed above)",
+                    report.unexpected,
+                    report.unsettled,
+                    boxoffice_load::onsale::ORDER_WAIT_MAX.as_secs()
+                );
+            }
+            if report.errors > 0 {
+                bail!(
+                    "{} requests failed with a 5xx answer or a transport error (listed above)",
+                    report.errors
                 );
             }
             Ok(())

@@ -6,8 +6,8 @@
 //! created with a short hold TTL so seats recycle and the venue never sells out. Every
 //! answer must be 201 or 409; anything else is counted as an error and reported.
 //!
-//! Closed loop means a slow server slows the offered load; the open-loop on-sale simulator
-//! is later work (see the issue tracker).
+//! Closed loop means a slow server slows the offered load; [`onsale`] is the open-loop
+//! on-sale simulator (arrivals on a schedule, latency from the scheduled time).
 //!
 //! The `queue` scenario ([`queue`]) fills an event's waiting room for the status-poll
 //! benchmark, and [`hello`] is the plain axum hello-world that benchmark compares against.
@@ -16,9 +16,11 @@
 //! a hold takes to reach every open Server-Sent-Events stream; with a bare mirror as baseline.
 
 pub mod hello;
+pub mod onsale;
 pub mod queue;
 pub mod seatmap;
 
+pub use onsale::{CardMix, OnsaleReport, OnsaleScenario, run_onsale};
 pub use queue::{QueueReport, QueueScenario, run_queue};
 pub use seatmap::{
     MirrorSource, SnapshotReport, SnapshotScenario, SseReport, SseScenario, run_snapshot, run_sse,

@@ -1,0 +1,1352 @@
+//! The `onsale` scenario (`boxoffice load onsale`, issue 6, first part): an open-loop
+//! on-sale simulator driving a running server over HTTP.
+//!
+//! N accounts arrive over T seconds (default 2,000,000 over 300 s, both multiplied by
+//! `--scale`), account `i` at `start + i·T/N`. Each account is its own tokio task, started at
+//! its scheduled time whatever the others are doing; at most `--max-in-flight` run at once,
+//! and an arrival that finds the cap full waits for a free slot and is counted as
+//! `delayed_by_cap` — its latencies still count from its scheduled time, it is never
+//! dropped. Per account, as a fan would:
+//!
+//! 1. join the waiting room (`POST /v1/events/{id}/queue`, `Idempotency-Key`), then poll
+//!    `queue/status` with the `Queue-Ticket`, sleeping `Retry-After` between polls, until
+//!    `ADMITTED` (at most [`QUEUE_WAIT_MAX`] after arrival, else `gave_up`);
+//! 2. pick 1–6 seats (capped at the event's `maxSeatsPerHold`) in a section drawn with a
+//!    Zipf-like skew (section k with weight 1/(k+1): the best sections first), held with
+//!    `{"bestAvailable": {"quantity", "section"}}` and the `Admission-Token`; a 409 moves to
+//!    the next section, [`HOLD_TRIES`] tries in all, then `no_seats`;
+//! 3. abandon a share (`--abandon`): half release the hold (`DELETE /v1/holds/{id}`), half
+//!    walk away and let it expire;
+//! 4. the others check out with a card drawn from `--cards` (`pm_card_visa`,
+//!    `pm_card_chargeDeclined`, `pm_card_threeDSecure2Required` — then GET the `nextAction`
+//!    URL, the simulator's approval page, as a shopper would —, `pm_sim_slow`,
+//!    `pm_sim_timeout`), then poll `GET /v1/orders/{id}` until `CONFIRMED` or `CANCELLED`
+//!    (at most [`ORDER_WAIT_MAX`], else `unsettled`).
+//!
+//! A fan who ends without a confirmed order (declined, no seats) leaves the room
+//! (`DELETE /v1/events/{id}/queue`) as a closed page would, so its active-shopper slot goes
+//! to the next fan; a confirmed order ends the admission on the server's side.
+//!
+//! Unless `--event-id` is given, the event is created: `--sections` sections of 50 rows ×
+//! 100 seats (section 0 the best and dearest), `holdTtlSeconds` 30 (abandoned holds recycle
+//! during the run), a waiting room with `maxActiveShoppers` = `--max-active` or by default
+//! `clamp(100,000 × scale, 200, 10,000)` (200 for a 0.001 run, 1,000 at 0.01, the API's
+//! default 10,000 from 0.1 up: enough slots that a quick run is paced by the release
+//! controller rather than by fans who walked away holding a slot for the hold TTL).
+//!
+//! Measured: latency histograms per step (join from the scheduled arrival; status, hold,
+//! checkout per request; order_final from the checkout request to the final order status;
+//! queue_wait from arrival to admission; e2e from the scheduled arrival to the confirmed
+//! order), answers by step and status code, outcomes per account, and a per-second time
+//! series. Errors are 5xx answers and transport failures, every one counted and the first
+//! [`ERRORS_LISTED_MAX`] listed; other unexpected answers are counted as `unexpected` and
+//! listed too.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use boxoffice_domain::ids::AccountId;
+use boxoffice_server::auth::mint_token;
+use hdrhistogram::Histogram;
+use rand::Rng;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+/// Accounts of the full-size on-sale (`--scale 1`).
+pub const FULL_ACCOUNTS: f64 = 2_000_000.0;
+/// Arrival window of the full-size on-sale, seconds.
+pub const FULL_ARRIVAL_S: f64 = 300.0;
+/// Longest an account waits in the room (from its arrival) before giving up.
+pub const QUEUE_WAIT_MAX: Duration = Duration::from_secs(600);
+/// Longest an account polls its order for a final status.
+pub const ORDER_WAIT_MAX: Duration = Duration::from_secs(90);
+/// Sections tried per hold (the drawn one, then the next ones).
+pub const HOLD_TRIES: u32 = 3;
+/// Errors and unexpected answers listed in the report (all are counted).
+pub const ERRORS_LISTED_MAX: usize = 50;
+/// Hold TTL of the created event.
+pub const HOLD_TTL_S: u32 = 30;
+/// Admission TTL of the created event: a fan that vanished frees its slot after this.
+pub const ADMISSION_TTL_S: u32 = 300;
+const ROWS: u32 = 50;
+const SEATS_PER_ROW: u32 = 100;
+const TOKEN_TTL_S: u64 = 6 * 3600;
+const ORDER_POLL: Duration = Duration::from_millis(250);
+/// Attempts at joining when answered 429/503/transport error (each still counted).
+const JOIN_ATTEMPTS: u32 = 5;
+
+/// A test card of the payment simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Card {
+    Visa,
+    Declined,
+    ThreeDs,
+    Slow,
+    Timeout,
+}
+
+impl Card {
+    pub const ALL: [Card; 5] = [
+        Card::Visa,
+        Card::Declined,
+        Card::ThreeDs,
+        Card::Slow,
+        Card::Timeout,
+    ];
+
+    /// The name used in `--cards`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Card::Visa => "visa",
+            Card::Declined => "declined",
+            Card::ThreeDs => "3ds",
+            Card::Slow => "slow",
+            Card::Timeout => "timeout",
+        }
+    }
+
+    /// The payment method token sent at checkout.
+    pub fn token(self) -> &'static str {
+        match self {
+            Card::Visa => "pm_card_visa",
+            Card::Declined => "pm_card_chargeDeclined",
+            Card::ThreeDs => "pm_card_threeDSecure2Required",
+            Card::Slow => "pm_sim_slow",
+            Card::Timeout => "pm_sim_timeout",
+        }
+    }
+}
+
+/// Weighted test cards, `visa=70,declined=10,3ds=10,slow=5,timeout=5`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardMix {
+    weights: Vec<(Card, u32)>,
+    total: u32,
+}
+
+impl Default for CardMix {
+    fn default() -> Self {
+        "visa=70,declined=10,3ds=10,slow=5,timeout=5"
+            .parse()
+            .expect("default card mix")
+    }
+}
+
+impl FromStr for CardMix {
+    type Err = anyhow::Error;
+
+    fn from_str(raw: &str) -> anyhow::Result<Self> {
+        let mut weights: Vec<(Card, u32)> = Vec::new();
+        for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, weight) = part
+                .split_once('=')
+                .with_context(|| format!("card mix entry {part:?}: use name=weight"))?;
+            let card = Card::ALL
+                .into_iter()
+                .find(|c| c.name() == name.trim())
+                .with_context(|| {
+                    format!("unknown card {name:?}: use visa, declined, 3ds, slow or timeout")
+                })?;
+            let weight: u32 = weight
+                .trim()
+                .parse()
+                .with_context(|| format!("card mix weight {weight:?} is not a whole number"))?;
+            if weight > 1_000_000 {
+                bail!("card mix weight {weight} is too large");
+            }
+            if weights.iter().any(|(c, _)| *c == card) {
+                bail!("card {name:?} appears twice in the mix");
+            }
+            weights.push((card, weight));
+        }
+        let total = weights.iter().map(|(_, w)| w).sum();
+        if total == 0 {
+            bail!("the card mix needs at least one positive weight");
+        }
+        Ok(Self { weights, total })
+    }
+}
+
+impl CardMix {
+    /// The card at `roll`, `0 <= roll < total()`.
+    pub fn pick(&self, roll: u32) -> Card {
+        let mut roll = roll % self.total;
+        for (card, weight) in &self.weights {
+            if roll < *weight {
+                return *card;
+            }
+            roll -= weight;
+        }
+        self.weights[0].0
+    }
+
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// `name=weight` pairs, as parsed.
+    pub fn describe(&self) -> String {
+        self.weights
+            .iter()
+            .map(|(c, w)| format!("{}={w}", c.name()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Section index (0 = best) for a uniform `u` in `[0, 1)`: Zipf-like, weight 1/(k+1).
+pub fn pick_section(u: f64, sections: u32) -> u32 {
+    let n = sections.max(1);
+    let harmonic: f64 = (1..=n).map(|k| 1.0 / f64::from(k)).sum();
+    let mut target = u.clamp(0.0, 1.0) * harmonic;
+    for k in 0..n {
+        target -= 1.0 / f64::from(k + 1);
+        if target < 0.0 {
+            return k;
+        }
+    }
+    n - 1
+}
+
+/// When account `i` of `n` arrives, after the start: evenly spread over `arrival_s`.
+pub fn arrival_offset(i: u64, n: u64, arrival_s: f64) -> Duration {
+    if n == 0 || arrival_s <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::from_secs_f64(arrival_s * i as f64 / n as f64)
+}
+
+/// Default active-shopper cap for a scale (see the module docs).
+pub fn default_max_active(scale: f64) -> u32 {
+    (100_000.0 * scale).round().clamp(200.0, 10_000.0) as u32
+}
+
+/// Settings of the `onsale` scenario.
+#[derive(Debug, Clone)]
+pub struct OnsaleScenario {
+    pub base_url: String,
+    pub jwt_secret: String,
+    pub scale: f64,
+    /// Overrides `2,000,000 × scale`.
+    pub accounts: Option<u64>,
+    /// Overrides `300 × scale`.
+    pub arrival_s: Option<f64>,
+    /// Share of holds abandoned (half released, half left to expire).
+    pub abandon: f64,
+    pub cards: CardMix,
+    pub sections: u32,
+    pub max_in_flight: usize,
+    /// Overrides [`default_max_active`] for a created event.
+    pub max_active: Option<u32>,
+    pub event_id: Option<String>,
+    pub report: std::path::PathBuf,
+}
+
+impl OnsaleScenario {
+    pub fn accounts(&self) -> u64 {
+        self.accounts
+            .unwrap_or_else(|| (FULL_ACCOUNTS * self.scale).round().max(1.0) as u64)
+    }
+
+    pub fn arrival_s(&self) -> f64 {
+        self.arrival_s.unwrap_or(FULL_ARRIVAL_S * self.scale)
+    }
+}
+
+/// Latency measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Metric {
+    Join,
+    Status,
+    Hold,
+    Checkout,
+    OrderFinal,
+    QueueWait,
+    EndToEnd,
+}
+
+const METRICS: [Metric; 7] = [
+    Metric::Join,
+    Metric::Status,
+    Metric::Hold,
+    Metric::Checkout,
+    Metric::OrderFinal,
+    Metric::QueueWait,
+    Metric::EndToEnd,
+];
+
+impl Metric {
+    fn name(self) -> &'static str {
+        match self {
+            Metric::Join => "join",
+            Metric::Status => "status",
+            Metric::Hold => "hold",
+            Metric::Checkout => "checkout",
+            Metric::OrderFinal => "order_final",
+            Metric::QueueWait => "queue_wait",
+            Metric::EndToEnd => "e2e_confirmed",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How one account's visit ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Sold,
+    Declined,
+    AbandonedReleased,
+    AbandonedWalkedAway,
+    GaveUp,
+    NoSeats,
+    HoldExpired,
+    Unsettled,
+    Failed,
+}
+
+impl Outcome {
+    fn name(self) -> &'static str {
+        match self {
+            Outcome::Sold => "sold",
+            Outcome::Declined => "declined",
+            Outcome::AbandonedReleased => "abandoned_released",
+            Outcome::AbandonedWalkedAway => "abandoned_walked_away",
+            Outcome::GaveUp => "gave_up",
+            Outcome::NoSeats => "no_seats",
+            Outcome::HoldExpired => "hold_expired",
+            Outcome::Unsettled => "unsettled",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("histogram bounds")
+}
+
+fn small_histogram() -> Histogram<u32> {
+    Histogram::<u32>::new_with_bounds(1, 3_600_000_000, 2).expect("histogram bounds")
+}
+
+fn quantile_ms<T: hdrhistogram::Counter>(h: &Histogram<T>, q: f64) -> f64 {
+    if h.is_empty() {
+        return 0.0;
+    }
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+/// One second of the run.
+#[derive(Default)]
+struct Second {
+    metrics: Vec<Option<Histogram<u32>>>,
+    arrivals: u64,
+    errors: u64,
+    queue_len_max: u64,
+    sold_seats: u64,
+    gauges: Option<Value>,
+}
+
+/// Everything measured, behind one lock (a few requests per account: cheap).
+struct Metrics {
+    histograms: Vec<Histogram<u64>>,
+    codes: BTreeMap<(&'static str, u16), u64>,
+    outcomes: BTreeMap<&'static str, u64>,
+    cards: BTreeMap<&'static str, u64>,
+    sold_seats: u64,
+    errors: u64,
+    unexpected: u64,
+    listed: Vec<String>,
+    seconds: Vec<Second>,
+    queue_len_max: u64,
+}
+
+impl Metrics {
+    fn second(&mut self, s: usize) -> &mut Second {
+        if self.seconds.len() <= s {
+            self.seconds.resize_with(s + 1, Second::default);
+        }
+        &mut self.seconds[s]
+    }
+
+    fn list(&mut self, line: String) {
+        if self.listed.len() < ERRORS_LISTED_MAX {
+            self.listed.push(line);
+        }
+    }
+}
+
+/// Live counters for the progress line.
+#[derive(Default)]
+struct Gauges {
+    arrived: AtomicU64,
+    waiting: AtomicU64,
+    shopping: AtomicU64,
+    holding: AtomicU64,
+    paying: AtomicU64,
+    paid: AtomicU64,
+    done: AtomicU64,
+    errors: AtomicU64,
+    delayed_by_cap: AtomicU64,
+}
+
+impl Gauges {
+    fn snapshot(&self) -> Value {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        json!({
+            "arrived": g(&self.arrived), "waiting": g(&self.waiting),
+            "shopping": g(&self.shopping), "holding": g(&self.holding),
+            "paying": g(&self.paying), "paid": g(&self.paid), "done": g(&self.done),
+            "errors": g(&self.errors), "delayedByCap": g(&self.delayed_by_cap),
+        })
+    }
+}
+
+struct Shared {
+    http: reqwest::Client,
+    base: String,
+    event_id: String,
+    secret: String,
+    run_tag: String,
+    sections: Vec<String>,
+    max_seats: u32,
+    abandon: f64,
+    cards: CardMix,
+    started: Instant,
+    metrics: Mutex<Metrics>,
+    gauges: Gauges,
+}
+
+/// One HTTP answer, body parsed when JSON.
+struct Answer {
+    status: u16,
+    body: Value,
+    retry_after_s: Option<u64>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Metrics> {
+        self.metrics.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn second_of(&self, at: Instant) -> usize {
+        at.saturating_duration_since(self.started).as_secs() as usize
+    }
+
+    fn measure(&self, metric: Metric, from: Instant) {
+        let now = Instant::now();
+        let us = now.saturating_duration_since(from).as_micros().max(1) as u64;
+        let s = self.second_of(now);
+        let mut m = self.lock();
+        let _ = m.histograms[metric.index()].record(us);
+        let second = m.second(s);
+        if second.metrics.is_empty() {
+            second.metrics.resize_with(METRICS.len(), || None);
+        }
+        let _ = second.metrics[metric.index()]
+            .get_or_insert_with(small_histogram)
+            .record(us);
+    }
+
+    /// Sends a request, counts its status code under `step`, lists errors.
+    async fn call(&self, step: &'static str, request: reqwest::RequestBuilder) -> Answer {
+        let answer = match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let retry_after_s = response
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse().ok());
+                match response.bytes().await {
+                    Ok(bytes) => Answer {
+                        status,
+                        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                        retry_after_s,
+                    },
+                    Err(error) => {
+                        self.error(step, 0, &format!("reading the body: {error}"));
+                        Answer {
+                            status: 0,
+                            body: Value::Null,
+                            retry_after_s: None,
+                        }
+                    }
+                }
+            }
+            Err(error) => {
+                self.error(step, 0, &error.to_string());
+                Answer {
+                    status: 0,
+                    body: Value::Null,
+                    retry_after_s: None,
+                }
+            }
+        };
+        if answer.status >= 500 {
+            self.error(step, answer.status, &answer.body.to_string());
+        }
+        *self.lock().codes.entry((step, answer.status)).or_default() += 1;
+        answer
+    }
+
+    fn error(&self, step: &str, status: u16, detail: &str) {
+        self.gauges.errors.fetch_add(1, Ordering::Relaxed);
+        let s = self.second_of(Instant::now());
+        let t = self.started.elapsed().as_secs_f64();
+        let mut m = self.lock();
+        m.errors += 1;
+        m.second(s).errors += 1;
+        let detail: String = detail.chars().take(300).collect();
+        m.list(format!("t={t:.1}s {step} status={status} {detail}"));
+    }
+
+    fn unexpected(&self, step: &str, answer: &Answer) {
+        if answer.status == 0 || answer.status >= 500 {
+            return; // already listed as an error
+        }
+        let t = self.started.elapsed().as_secs_f64();
+        let body: String = answer.body.to_string().chars().take(300).collect();
+        let mut m = self.lock();
+        m.unexpected += 1;
+        m.list(format!(
+            "t={t:.1}s unexpected {step} status={} {body}",
+            answer.status
+        ));
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+/// The random choices of one fan, drawn before any await.
+struct Plan {
+    quantity: u32,
+    section: u32,
+    abandon: Option<bool>,
+    card: Card,
+}
+
+fn plan(shared: &Shared) -> Plan {
+    let mut rng = rand::rng();
+    let abandon = rng
+        .random_bool(shared.abandon)
+        .then(|| rng.random_bool(0.5));
+    Plan {
+        quantity: rng.random_range(1..=shared.max_seats.clamp(1, 6)),
+        section: pick_section(rng.random::<f64>(), shared.sections.len() as u32),
+        abandon,
+        card: shared.cards.pick(rng.random_range(0..shared.cards.total())),
+    }
+}
+
+fn key() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// One fan's visit, from its scheduled arrival `due`.
+async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
+    let g = &shared.gauges;
+    g.arrived.fetch_add(1, Ordering::Relaxed);
+    {
+        let s = shared.second_of(due);
+        shared.lock().second(s).arrivals += 1;
+    }
+    let account = format!("os{}-{i}", shared.run_tag);
+    let token = match AccountId::parse(&account)
+        .map_err(|e| e.to_string())
+        .and_then(|a| mint_token(&shared.secret, &a, false, TOKEN_TTL_S))
+    {
+        Ok(token) => token,
+        Err(why) => {
+            shared.error("mint", 0, &why);
+            return Outcome::Failed;
+        }
+    };
+    let plan = plan(&shared);
+    g.waiting.fetch_add(1, Ordering::Relaxed);
+    let admitted = wait_in_room(&shared, &token, due).await;
+    g.waiting.fetch_sub(1, Ordering::Relaxed);
+    let admission = match admitted {
+        Ok(admission) => admission,
+        Err(outcome) => return outcome,
+    };
+    shared.measure(Metric::QueueWait, due);
+    g.shopping.fetch_add(1, Ordering::Relaxed);
+    let outcome = shop(&shared, &token, &admission, &plan, due).await;
+    g.shopping.fetch_sub(1, Ordering::Relaxed);
+    if matches!(
+        outcome,
+        Outcome::Declined | Outcome::NoSeats | Outcome::Failed | Outcome::HoldExpired
+    ) {
+        // The fan closes the page: the slot goes to the next in line at once.
+        let request = shared
+            .http
+            .delete(shared.url(&format!("/v1/events/{}/queue", shared.event_id)))
+            .bearer_auth(&token);
+        let answer = shared.call("leave", request).await;
+        if answer.status != 200 {
+            shared.unexpected("leave", &answer);
+        }
+    }
+    outcome
+}
+
+/// Joins and polls until admitted; the admission token, or how the wait ended.
+async fn wait_in_room(shared: &Shared, token: &str, due: Instant) -> Result<String, Outcome> {
+    let deadline = due + QUEUE_WAIT_MAX;
+    let queue = shared.url(&format!("/v1/events/{}/queue", shared.event_id));
+    let join_key = key();
+    let mut joined = None;
+    for attempt in 0..JOIN_ATTEMPTS {
+        let request = shared
+            .http
+            .post(&queue)
+            .bearer_auth(token)
+            .header("idempotency-key", &join_key);
+        let answer = shared.call("join", request).await;
+        if attempt == 0 {
+            shared.measure(Metric::Join, due);
+        }
+        match answer.status {
+            201 => {
+                joined = Some(answer);
+                break;
+            }
+            0 | 429 | 503 => {
+                let wait = Duration::from_secs(answer.retry_after_s.unwrap_or(1).clamp(1, 30));
+                if Instant::now() + wait > deadline {
+                    return Err(Outcome::GaveUp);
+                }
+                tokio::time::sleep(wait).await;
+            }
+            _ => {
+                shared.unexpected("join", &answer);
+                return Err(Outcome::Failed);
+            }
+        }
+    }
+    let Some(joined) = joined else {
+        return Err(Outcome::Failed);
+    };
+    let Some(ticket) = joined.body["queueTicket"].as_str().map(str::to_owned) else {
+        shared.unexpected("join", &joined);
+        return Err(Outcome::Failed);
+    };
+    let status_url = format!("{queue}/status");
+    let mut retry_after_s = joined.retry_after_s.unwrap_or(1);
+    loop {
+        let wait = Duration::from_secs(retry_after_s.clamp(1, 60));
+        if Instant::now() + wait > deadline {
+            return Err(Outcome::GaveUp);
+        }
+        tokio::time::sleep(wait).await;
+        let sent = Instant::now();
+        let request = shared
+            .http
+            .get(&status_url)
+            .bearer_auth(token)
+            .header("queue-ticket", &ticket);
+        let answer = shared.call("status", request).await;
+        shared.measure(Metric::Status, sent);
+        retry_after_s = answer.retry_after_s.unwrap_or(1);
+        match (answer.status, answer.body["status"].as_str()) {
+            (200, Some("ADMITTED")) => {
+                return match answer.body["admissionToken"].as_str() {
+                    Some(token) => Ok(token.to_owned()),
+                    None => {
+                        shared.unexpected("status", &answer);
+                        Err(Outcome::Failed)
+                    }
+                };
+            }
+            (200, Some("WAITING")) => {
+                let ahead = answer.body["aheadOfYou"].as_u64().unwrap_or(0);
+                let s = shared.second_of(Instant::now());
+                let mut m = shared.lock();
+                m.queue_len_max = m.queue_len_max.max(ahead + 1);
+                let second = m.second(s);
+                second.queue_len_max = second.queue_len_max.max(ahead + 1);
+            }
+            (200, _) => {
+                // EXPIRED: the place lapsed.
+                shared.unexpected("status", &answer);
+                return Err(Outcome::GaveUp);
+            }
+            (0 | 429 | 503, _) => {}
+            _ => {
+                shared.unexpected("status", &answer);
+                return Err(Outcome::Failed);
+            }
+        }
+    }
+}
+
+/// Holds, abandons or pays; the visit's outcome.
+async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: Instant) -> Outcome {
+    let g = &shared.gauges;
+    let holds = shared.url(&format!("/v1/events/{}/holds", shared.event_id));
+    let n = shared.sections.len() as u32;
+    let mut hold = None;
+    for t in 0..HOLD_TRIES.min(n) {
+        let section = &shared.sections[((plan.section + t) % n) as usize];
+        let sent = Instant::now();
+        let request = shared
+            .http
+            .post(&holds)
+            .bearer_auth(token)
+            .header("idempotency-key", key())
+            .header("admission-token", admission)
+            .json(&json!({"bestAvailable": {"quantity": plan.quantity, "section": section}}));
+        let answer = shared.call("hold", request).await;
+        shared.measure(Metric::Hold, sent);
+        match answer.status {
+            201 => {
+                hold = Some(answer.body);
+                break;
+            }
+            409 => {}
+            _ => {
+                shared.unexpected("hold", &answer);
+                return Outcome::Failed;
+            }
+        }
+    }
+    let Some(hold) = hold else {
+        return Outcome::NoSeats;
+    };
+    let Some(hold_id) = hold["holdId"].as_str() else {
+        return Outcome::Failed;
+    };
+    let seats = hold["seats"].as_array().map_or(0, Vec::len) as u64;
+    g.holding.fetch_add(1, Ordering::Relaxed);
+    match plan.abandon {
+        Some(true) => {
+            let request = shared
+                .http
+                .delete(shared.url(&format!("/v1/holds/{hold_id}")))
+                .bearer_auth(token);
+            let answer = shared.call("release", request).await;
+            g.holding.fetch_sub(1, Ordering::Relaxed);
+            if answer.status != 200 {
+                shared.unexpected("release", &answer);
+                return Outcome::Failed;
+            }
+            return Outcome::AbandonedReleased;
+        }
+        Some(false) => {
+            g.holding.fetch_sub(1, Ordering::Relaxed);
+            return Outcome::AbandonedWalkedAway;
+        }
+        None => {}
+    }
+    *shared.lock().cards.entry(plan.card.name()).or_default() += 1;
+    g.holding.fetch_sub(1, Ordering::Relaxed);
+    g.paying.fetch_add(1, Ordering::Relaxed);
+    let outcome = pay(shared, token, admission, hold_id, plan.card).await;
+    g.paying.fetch_sub(1, Ordering::Relaxed);
+    if outcome == Outcome::Sold {
+        g.paid.fetch_add(1, Ordering::Relaxed);
+        shared.measure(Metric::EndToEnd, due);
+        let s = shared.second_of(Instant::now());
+        let mut m = shared.lock();
+        m.sold_seats += seats;
+        m.second(s).sold_seats += seats;
+    }
+    outcome
+}
+
+/// Checks out and follows the order to its final status.
+async fn pay(shared: &Shared, token: &str, admission: &str, hold_id: &str, card: Card) -> Outcome {
+    let sent = Instant::now();
+    let request = shared
+        .http
+        .post(shared.url(&format!("/v1/holds/{hold_id}/checkout")))
+        .bearer_auth(token)
+        .header("idempotency-key", key())
+        .header("admission-token", admission)
+        .json(&json!({"paymentMethodToken": card.token()}));
+    let answer = shared.call("checkout", request).await;
+    shared.measure(Metric::Checkout, sent);
+    if answer.status == 409 && answer.body["code"] == "HOLD_EXPIRED" {
+        return Outcome::HoldExpired;
+    }
+    if answer.status != 201 {
+        shared.unexpected("checkout", &answer);
+        return Outcome::Failed;
+    }
+    let Some(order_id) = answer.body["orderId"].as_str().map(str::to_owned) else {
+        shared.unexpected("checkout", &answer);
+        return Outcome::Failed;
+    };
+    let mut order = answer.body;
+    let mut approved = false;
+    let deadline = Instant::now() + ORDER_WAIT_MAX;
+    loop {
+        match order["orderStatus"].as_str() {
+            Some("CONFIRMED") => {
+                shared.measure(Metric::OrderFinal, sent);
+                return Outcome::Sold;
+            }
+            Some("CANCELLED") => {
+                shared.measure(Metric::OrderFinal, sent);
+                return Outcome::Declined;
+            }
+            _ => {}
+        }
+        if !approved && let Some(url) = order["nextAction"]["url"].as_str() {
+            // The shopper passes the bank's challenge.
+            approved = true;
+            let answer = shared.call("3ds", shared.http.get(url)).await;
+            if answer.status != 200 {
+                shared.unexpected("3ds", &answer);
+            }
+        }
+        if Instant::now() + ORDER_POLL > deadline {
+            let t = shared.started.elapsed().as_secs_f64();
+            shared.lock().list(format!(
+                "t={t:.1}s unsettled order {order_id} after {}s: {}",
+                ORDER_WAIT_MAX.as_secs(),
+                order.to_string().chars().take(300).collect::<String>()
+            ));
+            return Outcome::Unsettled;
+        }
+        tokio::time::sleep(ORDER_POLL).await;
+        let request = shared
+            .http
+            .get(shared.url(&format!("/v1/orders/{order_id}")))
+            .bearer_auth(token);
+        let answer = shared.call("order", request).await;
+        match answer.status {
+            200 => order = answer.body,
+            0 | 429 | 503 => {}
+            _ => {
+                shared.unexpected("order", &answer);
+                return Outcome::Failed;
+            }
+        }
+    }
+}
+
+/// Creates the stadium with its waiting room; returns its id.
+async fn create_event(
+    http: &reqwest::Client,
+    base: &str,
+    secret: &str,
+    sections: u32,
+    max_active: u32,
+) -> anyhow::Result<String> {
+    let admin = mint_token(secret, &AccountId::parse("load-admin")?, true, TOKEN_TTL_S)
+        .map_err(anyhow::Error::msg)?;
+    let sections: Vec<Value> = (0..sections)
+        .map(|i| {
+            json!({"name": format!("S{i}"), "rows": ROWS, "seatsPerRow": SEATS_PER_ROW,
+                   "priceMinor": 15_000 - i64::from(i) * 250})
+        })
+        .collect();
+    let created = http
+        .post(format!("{base}/v1/admin/events"))
+        .bearer_auth(&admin)
+        .header("idempotency-key", key())
+        .json(&json!({
+            "name": "On-sale simulation stadium",
+            "startsAt": "2030-01-01T20:00:00Z",
+            "currency": "EUR",
+            "holdTtlSeconds": HOLD_TTL_S,
+            "maxSeatsPerHold": 6,
+            "maxTicketsPerAccount": 6,
+            "waitingRoom": {"enabled": true, "policy": "fifo",
+                            "maxActiveShoppers": max_active,
+                            "admissionTtlSeconds": ADMISSION_TTL_S},
+            "sections": sections,
+        }))
+        .send()
+        .await
+        .context("creating the on-sale event")?;
+    let status = created.status();
+    let body: Value = created.json().await.unwrap_or_default();
+    if status.as_u16() != 201 {
+        bail!("creating the event answered {status}: {body}");
+    }
+    Ok(body["eventId"].as_str().context("eventId")?.to_owned())
+}
+
+/// What a run measured: the summary figures and the full JSON report.
+#[derive(Debug, Clone)]
+pub struct OnsaleReport {
+    pub event_id: String,
+    /// 5xx answers and transport failures.
+    pub errors: u64,
+    /// Other answers the scenario did not expect (listed in the report).
+    pub unexpected: u64,
+    pub unsettled: u64,
+    pub json: Value,
+    pub table: String,
+}
+
+impl std::fmt::Display for OnsaleReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.table)
+    }
+}
+
+/// Runs the scenario to completion and writes the JSON report.
+pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleReport> {
+    if !(scenario.scale > 0.0 && scenario.scale <= 10.0) {
+        bail!("scale must be above 0 and at most 10");
+    }
+    if !(0.0..=1.0).contains(&scenario.abandon) {
+        bail!("abandon must be between 0 and 1");
+    }
+    if scenario.sections == 0 || scenario.sections > 40 {
+        bail!("sections must be between 1 and 40");
+    }
+    if scenario.max_in_flight == 0 || scenario.max_in_flight > 1_000_000 {
+        bail!("max-in-flight must be between 1 and 1,000,000");
+    }
+    let accounts = scenario.accounts();
+    let arrival_s = scenario.arrival_s();
+    if accounts == 0 || accounts > 100_000_000 {
+        bail!("accounts must be between 1 and 100,000,000");
+    }
+    if !(0.0..=86_400.0).contains(&arrival_s) {
+        bail!("arrival window must be between 0 and 86,400 s");
+    }
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(scenario.max_in_flight.min(1024))
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let base = scenario.base_url.trim_end_matches('/').to_owned();
+    let max_active = scenario
+        .max_active
+        .unwrap_or_else(|| default_max_active(scenario.scale));
+    let event_id = match &scenario.event_id {
+        Some(id) => id.clone(),
+        None => {
+            create_event(
+                &http,
+                &base,
+                &scenario.jwt_secret,
+                scenario.sections,
+                max_active,
+            )
+            .await?
+        }
+    };
+    let event: Value = http
+        .get(format!("{base}/v1/events/{event_id}"))
+        .send()
+        .await
+        .context("reading the event")?
+        .error_for_status()
+        .context("reading the event")?
+        .json()
+        .await?;
+    let sections: Vec<String> = event["sections"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|s| s["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if sections.is_empty() {
+        bail!("event {event_id} has no sections: this scenario holds reserved seats");
+    }
+    let max_seats = event["maxSeatsPerHold"].as_u64().unwrap_or(6) as u32;
+    let venue_seats: u64 = event["sections"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .map(|s| s["rows"].as_u64().unwrap_or(0) * s["seatsPerRow"].as_u64().unwrap_or(0))
+                .sum()
+        })
+        .unwrap_or(0);
+
+    let started = Instant::now();
+    let shared = Arc::new(Shared {
+        http,
+        base,
+        event_id: event_id.clone(),
+        secret: scenario.jwt_secret.clone(),
+        run_tag: format!("{:06x}", rand::random::<u32>() & 0xff_ffff),
+        sections,
+        max_seats,
+        abandon: scenario.abandon,
+        cards: scenario.cards.clone(),
+        started,
+        metrics: Mutex::new(Metrics {
+            histograms: METRICS.iter().map(|_| histogram()).collect(),
+            codes: BTreeMap::new(),
+            outcomes: BTreeMap::new(),
+            cards: BTreeMap::new(),
+            sold_seats: 0,
+            errors: 0,
+            unexpected: 0,
+            listed: Vec::new(),
+            seconds: Vec::new(),
+            queue_len_max: 0,
+        }),
+        gauges: Gauges::default(),
+    });
+    eprintln!(
+        "onsale: event {event_id}, {accounts} accounts over {arrival_s:.1} s, {} sections ({venue_seats} seats), max in flight {}, cards {}, abandon {}",
+        shared.sections.len(),
+        scenario.max_in_flight,
+        scenario.cards.describe(),
+        scenario.abandon
+    );
+
+    let ticker = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(
+                (started + Duration::from_secs(1)).into(),
+                Duration::from_secs(1),
+            );
+            loop {
+                tick.tick().await;
+                let gauges = shared.gauges.snapshot();
+                let s = shared.second_of(Instant::now()).saturating_sub(1);
+                let sold = {
+                    let mut m = shared.lock();
+                    let sold = m.sold_seats;
+                    m.second(s).gauges = Some(gauges.clone());
+                    sold
+                };
+                eprintln!(
+                    "t={:>4}s arrived={}/{accounts} waiting={} shopping={} holding={} paying={} paid={} sold_seats={sold} done={} errors={} delayed_by_cap={}",
+                    s + 1,
+                    gauges["arrived"],
+                    gauges["waiting"],
+                    gauges["shopping"],
+                    gauges["holding"],
+                    gauges["paying"],
+                    gauges["paid"],
+                    gauges["done"],
+                    gauges["errors"],
+                    gauges["delayedByCap"],
+                );
+            }
+        })
+    };
+
+    // The open loop: arrivals on schedule, each its own task.
+    let slots = Arc::new(Semaphore::new(scenario.max_in_flight));
+    for i in 0..accounts {
+        let due = started + arrival_offset(i, accounts, arrival_s);
+        tokio::time::sleep_until(due.into()).await;
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                shared.gauges.delayed_by_cap.fetch_add(1, Ordering::Relaxed);
+                slots.clone().acquire_owned().await?
+            }
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let outcome = fan(shared.clone(), i, due).await;
+            *shared.lock().outcomes.entry(outcome.name()).or_default() += 1;
+            shared.gauges.done.fetch_add(1, Ordering::Relaxed);
+            drop(permit);
+        });
+    }
+    // Every task holds a permit until it ends.
+    let _all = slots
+        .acquire_many(scenario.max_in_flight as u32)
+        .await
+        .context("waiting for the last accounts")?;
+    ticker.abort();
+    let elapsed_s = started.elapsed().as_secs_f64();
+
+    let report = build_report(
+        &shared,
+        scenario,
+        accounts,
+        arrival_s,
+        max_active,
+        venue_seats,
+        elapsed_s,
+    );
+    std::fs::write(
+        &scenario.report,
+        serde_json::to_vec_pretty(&report.json).unwrap_or_default(),
+    )
+    .with_context(|| format!("writing {}", scenario.report.display()))?;
+    Ok(report)
+}
+
+fn build_report(
+    shared: &Shared,
+    scenario: &OnsaleScenario,
+    accounts: u64,
+    arrival_s: f64,
+    max_active: u32,
+    venue_seats: u64,
+    elapsed_s: f64,
+) -> OnsaleReport {
+    use std::fmt::Write;
+    let m = shared.lock();
+    let delayed_by_cap = shared.gauges.delayed_by_cap.load(Ordering::Relaxed);
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "onsale event={} accounts={accounts} arrival_s={arrival_s:.1} elapsed_s={elapsed_s:.1} sections={} venue_seats={venue_seats} max_active={} max_in_flight={} delayed_by_cap={delayed_by_cap}",
+        shared.event_id,
+        shared.sections.len(),
+        if scenario.event_id.is_some() {
+            "(event's own)".to_owned()
+        } else {
+            max_active.to_string()
+        },
+        scenario.max_in_flight,
+    );
+    let _ = writeln!(
+        table,
+        "{:<14} {:>9} {:>10} {:>10} {:>10} {:>10}",
+        "step", "count", "p50_ms", "p90_ms", "p99_ms", "max_ms"
+    );
+    let mut steps = serde_json::Map::new();
+    for metric in METRICS {
+        let h = &m.histograms[metric.index()];
+        let _ = writeln!(
+            table,
+            "{:<14} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+            metric.name(),
+            h.len(),
+            quantile_ms(h, 0.5),
+            quantile_ms(h, 0.9),
+            quantile_ms(h, 0.99),
+            if h.is_empty() {
+                0.0
+            } else {
+                h.max() as f64 / 1000.0
+            },
+        );
+        steps.insert(
+            metric.name().into(),
+            json!({"count": h.len(), "p50Ms": quantile_ms(h, 0.5), "p90Ms": quantile_ms(h, 0.9),
+                   "p99Ms": quantile_ms(h, 0.99), "p999Ms": quantile_ms(h, 0.999),
+                   "maxMs": if h.is_empty() { 0.0 } else { h.max() as f64 / 1000.0 }}),
+        );
+    }
+    let outcome = |name: &str| m.outcomes.get(name).copied().unwrap_or(0);
+    let _ = writeln!(
+        table,
+        "outcomes: {}",
+        m.outcomes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let _ = writeln!(
+        table,
+        "sold_seats={} ({:.1}% of the venue) orders_confirmed={} queue_len_max={}",
+        m.sold_seats,
+        100.0 * m.sold_seats as f64 / venue_seats.max(1) as f64,
+        outcome("sold"),
+        m.queue_len_max
+    );
+    let _ = writeln!(
+        table,
+        "cards at checkout: {}",
+        m.cards
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut by_step: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut codes_json = serde_json::Map::new();
+    for ((step, code), n) in &m.codes {
+        by_step.entry(step).or_default().push(format!("{code}={n}"));
+        let entry = codes_json
+            .entry(step.to_string())
+            .or_insert_with(|| json!({}));
+        entry[code.to_string()] = json!(n);
+    }
+    let _ = writeln!(
+        table,
+        "status codes (0 = transport error): {}",
+        by_step
+            .iter()
+            .map(|(k, v)| format!("{k}[{}]", v.join(" ")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let _ = writeln!(
+        table,
+        "errors (5xx/transport)={} unexpected={}",
+        m.errors, m.unexpected
+    );
+    for line in &m.listed {
+        let _ = writeln!(table, "  {line}");
+    }
+
+    let mut sold_total = 0u64;
+    let series: Vec<Value> = m
+        .seconds
+        .iter()
+        .enumerate()
+        .map(|(s, second)| {
+            sold_total += second.sold_seats;
+            let mut steps = serde_json::Map::new();
+            for metric in METRICS {
+                if let Some(Some(h)) = second.metrics.get(metric.index()) {
+                    steps.insert(
+                        metric.name().into(),
+                        json!({"count": h.len(), "p50Ms": quantile_ms(h, 0.5),
+                               "p99Ms": quantile_ms(h, 0.99)}),
+                    );
+                }
+            }
+            json!({"second": s, "arrivals": second.arrivals, "errors": second.errors,
+                   "queueLengthMax": second.queue_len_max, "soldSeats": second.sold_seats,
+                   "soldSeatsTotal": sold_total, "steps": steps,
+                   "gauges": second.gauges.clone().unwrap_or(Value::Null)})
+        })
+        .collect();
+    let json = json!({
+        "scenario": {
+            "baseUrl": scenario.base_url, "eventId": shared.event_id, "scale": scenario.scale,
+            "accounts": accounts, "arrivalSeconds": arrival_s, "abandon": scenario.abandon,
+            "cards": scenario.cards.describe(), "sections": shared.sections.len(),
+            "venueSeats": venue_seats, "maxInFlight": scenario.max_in_flight,
+            "maxActiveShoppers": if scenario.event_id.is_some() { Value::Null } else { json!(max_active) },
+            "queueWaitMaxSeconds": QUEUE_WAIT_MAX.as_secs(),
+            "orderWaitMaxSeconds": ORDER_WAIT_MAX.as_secs(),
+        },
+        "elapsedSeconds": elapsed_s,
+        "delayedByCap": delayed_by_cap,
+        "steps": steps,
+        "outcomes": m.outcomes,
+        "soldSeats": m.sold_seats,
+        "queueLengthMax": m.queue_len_max,
+        "cards": m.cards,
+        "statusCodes": codes_json,
+        "errors": m.errors,
+        "unexpected": m.unexpected,
+        "listed": m.listed,
+        "perSecond": series,
+    });
+    OnsaleReport {
+        event_id: shared.event_id.clone(),
+        errors: m.errors,
+        unexpected: m.unexpected,
+        unsettled: outcome("unsettled"),
+        json,
+        table,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn card_mix_parses_and_picks_by_weight() {
+        let mix: CardMix = "visa=70,declined=10,3ds=10,slow=5,timeout=5"
+            .parse()
+            .unwrap();
+        assert_eq!(mix, CardMix::default());
+        assert_eq!(mix.total(), 100);
+        assert_eq!(mix.pick(0), Card::Visa);
+        assert_eq!(mix.pick(69), Card::Visa);
+        assert_eq!(mix.pick(70), Card::Declined);
+        assert_eq!(mix.pick(80), Card::ThreeDs);
+        assert_eq!(mix.pick(90), Card::Slow);
+        assert_eq!(mix.pick(99), Card::Timeout);
+        let mut counts = BTreeMap::new();
+        for roll in 0..mix.total() {
+            *counts.entry(mix.pick(roll)).or_insert(0) += 1;
+        }
+        assert_eq!(counts[&Card::Visa], 70);
+        assert_eq!(counts[&Card::Timeout], 5);
+        let only: CardMix = " 3ds = 1 , visa=0".parse().unwrap();
+        assert_eq!(only.pick(0), Card::ThreeDs);
+        assert_eq!(only.describe(), "3ds=1,visa=0");
+        assert_eq!(Card::ThreeDs.token(), "pm_card_threeDSecure2Required");
+        for bad in [
+            "",
+            "visa",
+            "visa=x",
+            "amex=5",
+            "visa=0",
+            "visa=1,visa=2",
+            "visa=-1",
+        ] {
+            assert!(bad.parse::<CardMix>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sections_stay_in_range_and_prefer_the_best() {
+        for n in [1u32, 2, 10, 40] {
+            let mut counts = vec![0u32; n as usize];
+            for k in 0..10_000 {
+                let u = f64::from(k) / 10_000.0;
+                let s = pick_section(u, n);
+                assert!(s < n, "{s} of {n}");
+                counts[s as usize] += 1;
+            }
+            assert_eq!(pick_section(0.0, n), 0);
+            assert_eq!(pick_section(0.999_999, n), n - 1);
+            assert_eq!(pick_section(1.0, n), n - 1);
+            // Non-increasing: the better the section, the more fans want it.
+            assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+        }
+        // Ten sections: the best gets about a third (1/H10), twice the second's share.
+        let mut counts = [0u32; 10];
+        for k in 0..100_000 {
+            counts[pick_section(f64::from(k) / 100_000.0, 10) as usize] += 1;
+        }
+        assert!((33_000..35_000).contains(&counts[0]), "{counts:?}");
+        assert!((counts[0] as f64 / counts[1] as f64 - 2.0).abs() < 0.02);
+        assert_eq!(pick_section(0.5, 0), 0);
+    }
+
+    #[test]
+    fn schedule_spreads_arrivals_evenly() {
+        assert_eq!(arrival_offset(0, 20_000, 3.0), Duration::ZERO);
+        assert_eq!(
+            arrival_offset(10_000, 20_000, 3.0),
+            Duration::from_secs_f64(1.5)
+        );
+        let last = arrival_offset(19_999, 20_000, 3.0);
+        assert!(last < Duration::from_secs(3) && last > Duration::from_secs_f64(2.999));
+        let mut previous = Duration::ZERO;
+        for i in 0..1000 {
+            let at = arrival_offset(i, 1000, 300.0);
+            assert!(at >= previous);
+            previous = at;
+        }
+        assert_eq!(arrival_offset(5, 10, 0.0), Duration::ZERO);
+        let scenario = OnsaleScenario {
+            base_url: String::new(),
+            jwt_secret: String::new(),
+            scale: 0.01,
+            accounts: None,
+            arrival_s: None,
+            abandon: 0.2,
+            cards: CardMix::default(),
+            sections: 10,
+            max_in_flight: 2000,
+            max_active: None,
+            event_id: None,
+            report: "r.json".into(),
+        };
+        assert_eq!(scenario.accounts(), 20_000);
+        assert!((scenario.arrival_s() - 3.0).abs() < 1e-9);
+        assert_eq!(default_max_active(0.001), 200);
+        assert_eq!(default_max_active(0.01), 1_000);
+        assert_eq!(default_max_active(1.0), 10_000);
+    }
+}
