@@ -62,9 +62,10 @@ impl Server {
                 "--listen",
                 "127.0.0.1:0",
             ])
-            // Keep the ticket key out of the source tree (it would default to ./data).
+            // Keep the ticket key out of the source tree (it would default to ./data): beside
+            // the rooms, so it goes with them and a restart on the same rooms keeps it.
             .arg("--ticket-key")
-            .arg(std::env::temp_dir().join(format!("boxoffice-cli-key-{}.pem", std::process::id())))
+            .arg(rooms.with_extension("key.pem"))
             .arg("--waitroom-state")
             .arg(rooms)
             .env("BOXOFFICE_JWT_SECRET", SECRET)
@@ -94,6 +95,7 @@ impl Server {
         self.child.wait().unwrap();
         if let Some(rooms) = &self.own_rooms {
             let _ = std::fs::remove_dir_all(rooms);
+            let _ = std::fs::remove_file(rooms.with_extension("key.pem"));
         }
     }
 }
