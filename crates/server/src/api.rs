@@ -402,3 +402,15 @@ pub struct Problem {
     /// Stable UPPER_SNAKE code clients branch on.
     pub code: String,
 }
+
+/// Unix milliseconds as RFC 3339, rendered exactly as every other time in the API
+/// (`time::serde::rfc3339`), so one instant reads the same on every endpoint.
+pub fn rfc3339_ms(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}

@@ -28,6 +28,7 @@ use boxoffice_store::seatmap::{MapSeat, StoredBatch};
 use boxoffice_store::{EventRecord, Store, StoreError, StoreResult};
 use tokio::sync::{Notify, broadcast};
 
+use crate::api::rfc3339_ms;
 use crate::waitroom::unix_ms;
 
 /// How often the feeder looks for new change rows of each loaded map.
@@ -137,16 +138,6 @@ fn map_status(seat: MapSeat) -> MapStatus {
     }
 }
 
-/// RFC 3339 of unix ms (UTC, millisecond precision).
-fn rfc3339_ms(ms: i64) -> String {
-    let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let format = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    at.format(&format).unwrap_or_default()
-}
-
 /// Appends one seat's `{"seatId", "status", "holdExpiresAt"?}` as a fan sees it at `now_ms`,
 /// with `extra` (e.g. `,"version":7`) before the closing brace.
 fn push_seat(out: &mut String, seat_json: &str, status: MapStatus, now_ms: i64, extra: &str) {
@@ -213,12 +204,6 @@ impl LiveMap {
         self.frames.subscribe()
     }
 
-    /// What a fan sees for `seat_id` now (tests and the early-refusal filter).
-    pub fn status_of(&self, seat_id: &str) -> Option<MapStatus> {
-        let index = self.layout.seat_index(seat_id)?;
-        self.read().status_at(index as usize, unix_ms())
-    }
-
     /// The changes after `since` as one JSON answer, each seat with its batch's version.
     pub fn changes_since(&self, since: u64) -> Since {
         let now_ms = unix_ms();
@@ -237,8 +222,9 @@ impl LiveMap {
         Since::Changes(self.render_changes(since, map.version(), &batches, now_ms))
     }
 
-    /// The batches after `since`, each rendered as its own frame (stream catch-up).
-    fn frames_since(&self, since: u64) -> Result<Vec<Frame>, u64> {
+    /// The batches after `since`, each rendered as its own frame (stream catch-up);
+    /// `Err(current version)` when the log no longer reaches `since`: the stream resets.
+    pub fn frames_since(&self, since: u64) -> Result<Vec<Frame>, u64> {
         let now_ms = unix_ms();
         let map = self.read();
         let batches = map.changes_since(since).map_err(|_| map.version())?;
@@ -397,8 +383,9 @@ impl LiveMap {
         let mut map = self.state.write().unwrap_or_else(|p| p.into_inner());
         for row in rows {
             let batch = self.batch_of(row)?;
-            map.apply(batch.clone())?;
-            frames.push(self.frame(&batch, now_ms));
+            let frame = self.frame(&batch, now_ms);
+            map.apply(batch)?;
+            frames.push(frame);
         }
         Ok(frames)
     }
@@ -476,7 +463,8 @@ impl SeatMaps {
         self.0.wake.notify_one();
     }
 
-    fn loaded(&self, event_id: &str) -> Option<Arc<LiveMap>> {
+    /// The map of `event_id` if loaded (a stream checks whether its map was replaced).
+    pub fn loaded(&self, event_id: &str) -> Option<Arc<LiveMap>> {
         self.0
             .maps
             .lock()
@@ -686,32 +674,6 @@ impl SeatMaps {
                 !unload
             });
     }
-
-    /// Runs the feeder once (tests drive it by hand).
-    pub async fn feed_all(&self) -> StoreResult<()> {
-        let maps: Vec<Arc<LiveMap>> = self
-            .0
-            .maps
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for map in maps {
-            self.feed(&map).await?;
-        }
-        Ok(())
-    }
-
-    /// Catch-up frames for a stream that has `since`; `Err(current)` when it must reset.
-    pub fn frames_since(map: &LiveMap, since: u64) -> Result<Vec<Frame>, u64> {
-        map.frames_since(since)
-    }
-
-    /// The map of `event_id` if loaded (the stream handler re-reads it after a reload).
-    pub fn current(&self, event_id: &str) -> Option<Arc<LiveMap>> {
-        self.loaded(event_id)
-    }
 }
 
 #[cfg(test)]
@@ -730,7 +692,7 @@ mod tests {
         );
         assert_eq!(
             out,
-            "{\"seatId\":\"A-1-1\",\"status\":\"HELD\",\"holdExpiresAt\":\"1970-01-01T00:00:02.000Z\"}"
+            "{\"seatId\":\"A-1-1\",\"status\":\"HELD\",\"holdExpiresAt\":\"1970-01-01T00:00:02Z\"}"
         );
         out.clear();
         push_seat(

@@ -107,8 +107,10 @@ pub fn accepts_gzip(request: &HeaderMap) -> bool {
             let mut parts = coding.split(';');
             let name = parts.next().unwrap_or("").trim();
             let refused = parts.any(|p| {
-                let p = p.trim();
-                p == "q=0" || p == "q=0.0" || p == "q=0.00" || p == "q=0.000"
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    == Some(0.0)
             });
             (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
         })

@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::api::Problem;
+use crate::api::rfc3339_ms;
 use crate::auth::{Account, Admin};
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
@@ -99,16 +100,6 @@ pub struct UpdateQueueBody {
     /// Cap on releases per second, 1-100000; absent keeps it.
     #[serde(default)]
     pub max_release_per_second: Option<u64>,
-}
-
-fn rfc3339_ms(ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }
 
 impl From<RoomError> for ApiError {

@@ -346,7 +346,7 @@ async fn pump(
         }
         // The map may have been replaced (reloaded) since this stream began.
         if seatmaps
-            .current(&map.event_id)
+            .loaded(&map.event_id)
             .is_some_and(|current| !Arc::ptr_eq(&current, &map))
         {
             let _ = tx.send(Ok(reset_event(map.version()))).await;
@@ -362,7 +362,7 @@ async fn catch_up(
     last: &mut u64,
     tx: &mpsc::Sender<Result<Event, Infallible>>,
 ) -> bool {
-    match SeatMaps::frames_since(map, *last) {
+    match map.frames_since(*last) {
         Ok(frames) => {
             for frame in frames {
                 if let Frame::Batch { version, json } = frame {
