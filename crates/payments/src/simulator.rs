@@ -85,6 +85,9 @@ pub struct SimulatorConfig {
     pub webhook_delay_ms: (u64, u64),
     /// Share of API requests answered 503 before doing anything (0.0..=1.0).
     pub fail_5xx_share: f64,
+    /// Share of authorizations done but whose answer is lost (held back for
+    /// [`LOST_RESPONSE_DELAY_MS`], as for `pm_sim_timeout`) (0.0..=1.0).
+    pub lose_share: f64,
     /// Capture answers a 402 card error and the payment stays authorized.
     pub capture_fails: bool,
 }
@@ -101,6 +104,7 @@ impl Default for SimulatorConfig {
             webhook_duplicates_max: 1,
             webhook_delay_ms: (0, 0),
             fail_5xx_share: 0.0,
+            lose_share: 0.0,
             capture_fails: false,
         }
     }
@@ -280,6 +284,16 @@ impl Simulator {
     /// Changes the share of API requests answered 503.
     pub fn set_fail_5xx_share(&self, share: f64) {
         self.lock().config.fail_5xx_share = share;
+    }
+
+    /// Changes the latency added to every authorization (uniform, min..=max ms).
+    pub fn set_auth_latency_ms(&self, min_ms: u64, max_ms: u64) {
+        self.lock().config.auth_latency_ms = (min_ms, max_ms.max(min_ms));
+    }
+
+    /// Changes the share of authorizations whose answer is lost.
+    pub fn set_lose_share(&self, share: f64) {
+        self.lock().config.lose_share = share;
     }
 
     /// Makes captures fail (402) or succeed.
@@ -745,8 +759,10 @@ async fn create_intent(
         Ok(create) => create,
         Err(answer) => return respond(answer, false),
     };
-    let delay_ms = {
+    let (delay_ms, lose) = {
         let mut state = sim.lock();
+        let lose_share = state.config.lose_share;
+        let lose = lose_share > 0.0 && state.rng.random::<f64>() < lose_share;
         let (latency_min_ms, latency_max_ms) = state.config.auth_latency_ms;
         let latency_ms = uniform(&mut state.rng, latency_min_ms, latency_max_ms);
         let slow_ms = if create.card == Card::Slow {
@@ -754,7 +770,7 @@ async fn create_intent(
         } else {
             0
         };
-        latency_ms.saturating_add(slow_ms)
+        (latency_ms.saturating_add(slow_ms), lose)
     };
     let card = create.card;
     let fingerprint = fingerprint(&method, "/v1/payment_intents", &params);
@@ -766,7 +782,7 @@ async fn create_intent(
             |sim, state| create_in(sim, state, create),
         )
         .await;
-    if card == Card::LosesResponse && !replayed {
+    if (card == Card::LosesResponse || lose) && !replayed {
         // The authorization exists and its answer is stored for replay; this copy is lost.
         tokio::time::sleep(Duration::from_millis(LOST_RESPONSE_DELAY_MS)).await;
     }
