@@ -632,7 +632,16 @@ async fn slot_returns_on_confirmation(state: State) {
         .unwrap()
         .to_owned();
     let admission = admitted(&app, "ann", &event_id, &ticket).await;
-    let held = hold_with(&app, "ann", &event_id, Some(&admission), "A-3-3").await;
+    let hold = |key: &'static str, seat: &'static str| {
+        app.http
+            .post(format!("{}/v1/events/{event_id}/holds", app.base))
+            .bearer_auth(token("ann"))
+            .header("idempotency-key", key)
+            .header("admission-token", &admission)
+            .json(&json!({"seatIds": [seat]}))
+    };
+    let held = app.send(hold("hold-1", "A-3-3")).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
     let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
     assert_eq!(queue_admin(&app, &event_id).await["activeShoppers"], 1);
     let without = app
@@ -664,6 +673,32 @@ async fn slot_returns_on_confirmation(state: State) {
         v["activeShoppers"] == 0
     })
     .await;
+    // The admission has ended; a retry of the checkout (its answer lost, the server
+    // restarted) still replays its first answer rather than a 403, and so does a retry of
+    // the hold. A new request with the spent admission is refused.
+    let retried = app
+        .send(
+            app.http
+                .post(format!("{}/v1/holds/{hold_id}/checkout", app.base))
+                .bearer_auth(token("ann"))
+                .header("idempotency-key", "pay-1")
+                .header("admission-token", &admission)
+                .json(&json!({"paymentMethodToken": "pm_card_visa"})),
+        )
+        .await;
+    assert_eq!(retried.status, StatusCode::CREATED, "{:?}", retried.json());
+    assert_eq!(retried.json()["orderId"], paid.json()["orderId"]);
+    let replayed = app.send(hold("hold-1", "A-3-3")).await;
+    assert_eq!(
+        replayed.status,
+        StatusCode::CREATED,
+        "{:?}",
+        replayed.json()
+    );
+    assert_eq!(replayed.json()["holdId"], hold_id.as_str());
+    let fresh = app.send(hold("hold-2", "A-3-4")).await;
+    assert_eq!(fresh.status, StatusCode::FORBIDDEN, "{:?}", fresh.json());
+    assert_eq!(fresh.json()["code"], "ADMISSION_INVALID");
     app.finish().await;
     rooms.cleanup().await;
 }

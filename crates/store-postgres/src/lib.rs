@@ -1042,6 +1042,33 @@ impl Store for PgStore {
         Ok(fetch_holds(&self.pool, &[hold_id.to_owned()]).await?.pop())
     }
 
+    async fn stored_answer(
+        &self,
+        scope: &IdempotencyScope,
+        request_digest: &str,
+    ) -> StoreResult<Option<Idempotent>> {
+        let row = sqlx::query_as::<_, (String, i32, Vec<u8>)>(
+            "SELECT request_digest, status_code, response_body FROM idempotency
+              WHERE account_id = $1 AND endpoint = $2 AND idem_key = $3",
+        )
+        .bind(&scope.account_id)
+        .bind(&scope.endpoint)
+        .bind(&scope.key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(classify)?;
+        Ok(row.map(|(digest, status, body)| {
+            if digest == request_digest {
+                Idempotent::Replayed(StoredResponse {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                })
+            } else {
+                Idempotent::KeyReusedWithOtherRequest
+            }
+        }))
+    }
+
     async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
         retrying(|| self.release_once(account_id, hold_id)).await
     }

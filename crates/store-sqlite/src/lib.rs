@@ -1083,6 +1083,33 @@ impl Store for SqliteStore {
             .pop())
     }
 
+    async fn stored_answer(
+        &self,
+        scope: &IdempotencyScope,
+        request_digest: &str,
+    ) -> StoreResult<Option<Idempotent>> {
+        let row = sqlx::query_as::<_, (String, i64, Vec<u8>)>(
+            "SELECT request_digest, status_code, response_body FROM idempotency
+              WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+        )
+        .bind(&scope.account_id)
+        .bind(&scope.endpoint)
+        .bind(&scope.key)
+        .fetch_optional(&self.reader)
+        .await
+        .map_err(classify)?;
+        Ok(row.map(|(digest, status, body)| {
+            if digest == request_digest {
+                Idempotent::Replayed(StoredResponse {
+                    status: u16::try_from(status).unwrap_or(500),
+                    body,
+                })
+            } else {
+                Idempotent::KeyReusedWithOtherRequest
+            }
+        }))
+    }
+
     async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
         retrying(|| self.release_once(account_id, hold_id)).await
     }

@@ -315,6 +315,17 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>>;
 
+    /// The answer already stored for `scope`, read without a transaction or a write: a
+    /// replay when `request_digest` matches, a key reuse when it does not, `None` when the
+    /// key is new. Lets a request that would be refused before reaching its transaction
+    /// (an admission that ended since, a seat the map shows sold) still replay its first
+    /// answer, as the contract's idempotency demands.
+    async fn stored_answer(
+        &self,
+        scope: &IdempotencyScope,
+        request_digest: &str,
+    ) -> StoreResult<Option<Idempotent>>;
+
     /// Releases a live `HELD` hold of `account_id`.
     async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome>;
 

@@ -216,29 +216,33 @@ pub async fn checkout(
     if hold_id.is_empty() || hold_id.len() > 128 {
         return Err(ApiError::not_found("hold"));
     }
-    if let Some(hold) = state.store.get_hold(&hold_id).await?
-        && hold.account_id == account.account_id.as_str()
-    {
-        let event = state.event(&hold.event_id).await?;
-        crate::routes::holds::check_admission(
-            &state,
-            &event,
-            &account,
-            &headers,
-            checkout.admission_token.as_deref(),
-        )
-        .await?;
-    }
     let path = format!("/v1/holds/{hold_id}/checkout");
     let scope = IdempotencyScope {
         account_id: account.account_id.to_string(),
         endpoint: format!("POST {path}"),
         key,
     };
+    let digest = request_digest("POST", &path, &body.0);
+    if let Some(hold) = state.store.get_hold(&hold_id).await?
+        && hold.account_id == account.account_id.as_str()
+    {
+        let event = state.event(&hold.event_id).await?;
+        let admitted = crate::routes::holds::check_admission(
+            &state,
+            &event,
+            &account,
+            &headers,
+            checkout.admission_token.as_deref(),
+        )
+        .await;
+        if let Err(refused) = admitted {
+            return crate::routes::holds::replay_or(&state, &scope, &digest, refused).await;
+        }
+    }
     let _in_flight = state.in_flight.claim(&scope)?;
     let start = CheckoutStart {
         scope: scope.clone(),
-        request_digest: request_digest("POST", &path, &body.0),
+        request_digest: digest,
         hold_id,
         order_id: uuid::Uuid::now_v7().to_string(),
         operation_id: uuid::Uuid::now_v7().to_string(),

@@ -51,15 +51,6 @@ pub async fn create_hold(
     let key = request_key(&headers, &body)?;
     let hold_body = body.parse::<CreateHoldBody>()?;
     let event = state.event(&event_id).await?;
-    check_admission(
-        &state,
-        &event,
-        &account,
-        &headers,
-        hold_body.admission_token.as_deref(),
-    )
-    .await?;
-    let shape = hold_shape(&event, hold_body)?;
     let path = format!("/v1/events/{}/holds", event.event_id);
     let endpoint = format!("POST {path}");
     let scope = IdempotencyScope {
@@ -67,11 +58,24 @@ pub async fn create_hold(
         endpoint: endpoint.clone(),
         key,
     };
+    let digest = request_digest("POST", &path, &body.0);
+    let admitted = check_admission(
+        &state,
+        &event,
+        &account,
+        &headers,
+        hold_body.admission_token.as_deref(),
+    )
+    .await;
+    if let Err(refused) = admitted {
+        return replay_or(&state, &scope, &digest, refused).await;
+    }
+    let shape = hold_shape(&event, hold_body)?;
     let _in_flight = state.in_flight.claim(&scope)?;
     let request = HoldRequest {
         account_id: scope.account_id.clone(),
         idempotency_key: scope.key.clone(),
-        request_digest: request_digest("POST", &path, &body.0),
+        request_digest: digest,
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
     };
@@ -89,6 +93,21 @@ pub async fn create_hold(
             "too many hold requests are queued for this event; retry shortly",
         )),
         Err(SubmitError::Store(error)) => Err(error.into()),
+    }
+}
+
+/// A request refused before its transaction (`refused`) replays the answer its key already
+/// has, if any: a retry of a hold or checkout that succeeded before the fan's admission
+/// ended (the order confirmed, the server restarted) gets its first answer, not a 403.
+pub async fn replay_or(
+    state: &AppState,
+    scope: &IdempotencyScope,
+    digest: &str,
+    refused: ApiError,
+) -> ApiResult<Response> {
+    match state.store.stored_answer(scope, digest).await? {
+        Some(stored) => Ok(answer(stored)),
+        None => Err(refused),
     }
 }
 
