@@ -16,10 +16,16 @@
 //! a hold takes to reach every open Server-Sent-Events stream; with a bare mirror as baseline.
 
 pub mod hello;
+pub mod micro;
 pub mod onsale;
 pub mod queue;
+pub mod report;
 pub mod seatmap;
 
+pub use micro::{
+    HoldsOpenReport, HoldsOpenScenario, OrderStatusReport, OrderStatusScenario, SelloutReport,
+    SelloutScenario, run_holds_open, run_order_status, run_sellout,
+};
 pub use onsale::{CardMix, OnsaleReport, OnsaleScenario, run_onsale};
 pub use queue::{QueueReport, QueueScenario, run_queue};
 pub use seatmap::{

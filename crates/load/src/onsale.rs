@@ -68,7 +68,7 @@ pub const ORDER_WAIT_MAX: Duration = Duration::from_secs(90);
 pub const HOLD_TRIES: u32 = 3;
 /// Errors and unexpected answers listed in the report (all are counted).
 pub const ERRORS_LISTED_MAX: usize = 50;
-/// Hold TTL of the created event.
+/// Hold TTL of the created event, unless the scenario says otherwise.
 pub const HOLD_TTL_S: u32 = 30;
 /// Admission TTL of the created event: a fan that vanished frees its slot after this.
 pub const ADMISSION_TTL_S: u32 = 300;
@@ -78,6 +78,12 @@ const TOKEN_TTL_S: u64 = 6 * 3600;
 const ORDER_POLL: Duration = Duration::from_millis(250);
 /// Attempts at joining when answered 429/503/transport error (each still counted).
 const JOIN_ATTEMPTS: u32 = 5;
+/// Retries of one request after a transport error or a 502/503/504 (same request, same
+/// idempotency key); the pauses (0.25 s doubling up to 2 s) add up to ~13 s, longer than a
+/// server or database restart takes.
+pub const RETRIES_MAX: u32 = 8;
+const RETRY_PAUSE_FIRST: Duration = Duration::from_millis(250);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 /// A test card of the payment simulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -243,6 +249,9 @@ pub struct OnsaleScenario {
     /// Overrides [`default_max_active`] for a created event.
     pub max_active: Option<u32>,
     pub event_id: Option<String>,
+    /// Hold TTL of a created event (seconds).
+    pub hold_ttl_s: u32,
+    /// Where the caller writes the JSON report ([`OnsaleReport::write_files`]).
     pub report: std::path::PathBuf,
 }
 
@@ -454,8 +463,27 @@ impl Shared {
             .record(us);
     }
 
-    /// Sends a request, counts its status code under `step`, lists errors.
+    /// Sends a request, counts its status code under `step`, lists errors. A transport
+    /// error or a 502/503/504 is retried with the very same request (so the same
+    /// `Idempotency-Key`), as a client whose server crashed or restarted would, up to
+    /// [`RETRIES_MAX`] times with a doubling pause; every failed attempt is still counted.
     async fn call(&self, step: &'static str, request: reqwest::RequestBuilder) -> Answer {
+        let mut pause = RETRY_PAUSE_FIRST;
+        for _ in 0..RETRIES_MAX {
+            let Some(attempt) = request.try_clone() else {
+                break;
+            };
+            let answer = self.call_once(step, attempt).await;
+            if !matches!(answer.status, 0 | 502..=504) {
+                return answer;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RETRY_PAUSE_MAX);
+        }
+        self.call_once(step, request).await
+    }
+
+    async fn call_once(&self, step: &'static str, request: reqwest::RequestBuilder) -> Answer {
         let answer = match request.send().await {
             Ok(response) => {
                 let status = response.status().as_u16();
@@ -842,6 +870,7 @@ async fn create_event(
     secret: &str,
     sections: u32,
     max_active: u32,
+    hold_ttl_s: u32,
 ) -> anyhow::Result<String> {
     let admin = mint_token(secret, &AccountId::parse("load-admin")?, true, TOKEN_TTL_S)
         .map_err(anyhow::Error::msg)?;
@@ -859,7 +888,7 @@ async fn create_event(
             "name": "On-sale simulation stadium",
             "startsAt": "2030-01-01T20:00:00Z",
             "currency": "EUR",
-            "holdTtlSeconds": HOLD_TTL_S,
+            "holdTtlSeconds": hold_ttl_s,
             "maxSeatsPerHold": 6,
             "maxTicketsPerAccount": 6,
             "waitingRoom": {"enabled": true, "policy": "fifo",
@@ -891,6 +920,26 @@ pub struct OnsaleReport {
     pub table: String,
 }
 
+impl OnsaleReport {
+    /// Writes the JSON report and, when asked, the HTML report with its plots.
+    pub fn write_files(
+        &self,
+        json_path: &std::path::Path,
+        html_path: Option<&std::path::Path>,
+    ) -> anyhow::Result<()> {
+        std::fs::write(
+            json_path,
+            serde_json::to_vec_pretty(&self.json).unwrap_or_default(),
+        )
+        .with_context(|| format!("writing {}", json_path.display()))?;
+        if let Some(html_path) = html_path {
+            std::fs::write(html_path, crate::report::render_html(&self.json))
+                .with_context(|| format!("writing {}", html_path.display()))?;
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Display for OnsaleReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.table)
@@ -907,6 +956,9 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
     }
     if scenario.sections == 0 || scenario.sections > 40 {
         bail!("sections must be between 1 and 40");
+    }
+    if !(5..=3600).contains(&scenario.hold_ttl_s) {
+        bail!("hold-ttl-s must be between 5 and 3,600");
     }
     if scenario.max_in_flight == 0 || scenario.max_in_flight > 1_000_000 {
         bail!("max-in-flight must be between 1 and 1,000,000");
@@ -936,6 +988,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
                 &scenario.jwt_secret,
                 scenario.sections,
                 max_active,
+                scenario.hold_ttl_s,
             )
             .await?
         }
@@ -1075,11 +1128,6 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         venue_seats,
         elapsed_s,
     );
-    std::fs::write(
-        &scenario.report,
-        serde_json::to_vec_pretty(&report.json).unwrap_or_default(),
-    )
-    .with_context(|| format!("writing {}", scenario.report.display()))?;
     Ok(report)
 }
 
@@ -1134,7 +1182,8 @@ fn build_report(
             metric.name().into(),
             json!({"count": h.len(), "p50Ms": quantile_ms(h, 0.5), "p90Ms": quantile_ms(h, 0.9),
                    "p99Ms": quantile_ms(h, 0.99), "p999Ms": quantile_ms(h, 0.999),
-                   "maxMs": if h.is_empty() { 0.0 } else { h.max() as f64 / 1000.0 }}),
+                   "maxMs": if h.is_empty() { 0.0 } else { h.max() as f64 / 1000.0 },
+                   "histogram": crate::report::histogram_buckets(h)}),
         );
     }
     let outcome = |name: &str| m.outcomes.get(name).copied().unwrap_or(0);
@@ -1221,6 +1270,7 @@ fn build_report(
             "cards": scenario.cards.describe(), "sections": shared.sections.len(),
             "venueSeats": venue_seats, "maxInFlight": scenario.max_in_flight,
             "maxActiveShoppers": if scenario.event_id.is_some() { Value::Null } else { json!(max_active) },
+            "holdTtlSeconds": if scenario.event_id.is_some() { Value::Null } else { json!(scenario.hold_ttl_s) },
             "queueWaitMaxSeconds": QUEUE_WAIT_MAX.as_secs(),
             "orderWaitMaxSeconds": ORDER_WAIT_MAX.as_secs(),
         },
@@ -1341,6 +1391,7 @@ mod tests {
             max_in_flight: 2000,
             max_active: None,
             event_id: None,
+            hold_ttl_s: HOLD_TTL_S,
             report: "r.json".into(),
         };
         assert_eq!(scenario.accounts(), 20_000);
