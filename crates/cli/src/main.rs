@@ -4,6 +4,7 @@
 //! named by the URL (`postgres://…` or `sqlite://…`) and calls into `boxoffice-server` or the
 //! store. Start with [`Command`].
 
+mod chaos;
 mod check;
 mod demo;
 
@@ -91,7 +92,8 @@ enum Command {
         #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
         jwt_secret: Option<String>,
     },
-    /// Drive a running server with load and report throughput and latency.
+    /// Drive a running server with load and report throughput and latency
+    /// (`boxoffice load --scenario NAME` is the same as `boxoffice load NAME`).
     Load {
         #[command(subcommand)]
         scenario: LoadScenario,
@@ -378,9 +380,92 @@ enum LoadScenario {
         /// Sell this event (waiting room enabled, reserved sections) instead of creating one.
         #[arg(long)]
         event_id: Option<String>,
+        /// Hold TTL of the created event, seconds (abandoned holds come back after it).
+        #[arg(long, default_value_t = boxoffice_load::onsale::HOLD_TTL_S)]
+        hold_ttl_s: u32,
         /// Where the JSON report goes.
         #[arg(long, default_value = "onsale-report.json")]
         report: std::path::PathBuf,
+        /// Where the HTML report (tables and plots) goes.
+        #[arg(long, default_value = "onsale-report.html")]
+        html_report: std::path::PathBuf,
+        /// Break things during the run: this tool starts its own server (and, unless
+        /// --database-url, a private PostgreSQL cluster) and payment simulator, SIGKILLs and
+        /// restarts the server, crash-restarts PostgreSQL, makes the provider slow and lossy;
+        /// then waits for convergence and runs `boxoffice check`. Exit 1 on any violation.
+        #[arg(long)]
+        chaos: bool,
+        /// With --chaos: seconds between two chaos actions (five actions in all).
+        #[arg(long, default_value_t = 4.0, requires = "chaos")]
+        chaos_interval_s: f64,
+        /// With --chaos: the store the started server uses (default: a private PostgreSQL).
+        #[arg(long, requires = "chaos")]
+        database_url: Option<String>,
+        /// With --chaos: PostgreSQL's bin directory (default: newest /usr/lib/postgresql/*/bin).
+        #[arg(long, requires = "chaos")]
+        pg_bin: Option<std::path::PathBuf>,
+    },
+    /// Hold requests only, open loop: a fixed offered rate (fresh account and key each,
+    /// 1-6 adjacent seats, hot-skewed or uniform), latency from when each was due.
+    HoldsOpen {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Holds offered per second.
+        #[arg(long, default_value_t = 1000.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 10)]
+        duration_s: u64,
+        /// Requests in flight at most; a request due beyond it waits (counted as delayed).
+        #[arg(long, default_value_t = 1024)]
+        max_in_flight: usize,
+        /// Sections of 50 x 100 seats in the generated venue.
+        #[arg(long, default_value_t = 4)]
+        sections: u32,
+        /// Share aimed at the two best sections (0: uniform over the sections).
+        #[arg(long, default_value_t = 0.8)]
+        hot_share: f64,
+        /// Short, so seats recycle and the venue never sells out.
+        #[arg(long, default_value_t = 1)]
+        hold_ttl_s: u32,
+    },
+    /// Attempts after sell-out: sells a small section out (held and paid), then fires hold
+    /// attempts at it from closed-loop clients; each must be refused (409).
+    Sellout {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Seats of the section sold out first (1-100, or a multiple of 100 up to 10,000).
+        #[arg(long, default_value_t = 600)]
+        seats: u32,
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        #[arg(long, default_value_t = 10)]
+        duration_s: u64,
+        /// Share of attempts asking for best available (the rest name seats).
+        #[arg(long, default_value_t = 0.5)]
+        best_available_share: f64,
+    },
+    /// Order status reads, open loop: makes N confirmed orders, then GETs them at a fixed rate.
+    OrderStatus {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        #[arg(long, default_value_t = 200)]
+        orders: usize,
+        /// Reads offered per second.
+        #[arg(long, default_value_t = 1000.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 10)]
+        duration_s: u64,
+        #[arg(long, default_value_t = 1024)]
+        max_in_flight: usize,
     },
     /// The baseline of bench/seatmap.sh: a bare tokio HTTP/1.1 server serving a copy of a
     /// real snapshot (--from) and turning each `POST …/holds` into one broadcast stream message.
@@ -417,6 +502,20 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
+/// `boxoffice load --scenario NAME …` (or `--scenario=NAME`) is `boxoffice load NAME …`.
+fn scenario_flag_as_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if args.get(1).is_some_and(|a| a == "load")
+        && let Some(flag) = args.get(2).and_then(|a| a.to_str()).map(str::to_owned)
+    {
+        if flag == "--scenario" && args.len() > 3 {
+            args.remove(2);
+        } else if let Some(name) = flag.strip_prefix("--scenario=") {
+            args[2] = name.into();
+        }
+    }
+    args
+}
+
 /// Parses `90s`, `30m`, `1h`, `7d` (or bare seconds) into seconds.
 fn parse_ttl_s(raw: &str) -> anyhow::Result<u64> {
     let raw = raw.trim();
@@ -448,7 +547,7 @@ fn init_tracing() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(scenario_flag_as_subcommand(std::env::args_os().collect()));
     init_tracing();
     match cli.command {
         Command::Serve {
@@ -661,6 +760,88 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Load {
             scenario:
+                LoadScenario::HoldsOpen {
+                    base_url,
+                    jwt_secret,
+                    rate,
+                    duration_s,
+                    max_in_flight,
+                    sections,
+                    hot_share,
+                    hold_ttl_s,
+                },
+        } => {
+            let secret = jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned());
+            let scenario = boxoffice_load::HoldsOpenScenario {
+                rate,
+                duration_s,
+                max_in_flight,
+                sections,
+                hot_share,
+                hold_ttl_s,
+                ..boxoffice_load::HoldsOpenScenario::new(&base_url, &secret)
+            };
+            let report = boxoffice_load::run_holds_open(&scenario).await?;
+            println!("{report}");
+            if report.errors > 0 {
+                bail!("{} requests were not answered 201 or 409", report.errors);
+            }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::Sellout {
+                    base_url,
+                    jwt_secret,
+                    seats,
+                    clients,
+                    duration_s,
+                    best_available_share,
+                },
+        } => {
+            let secret = jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned());
+            let scenario = boxoffice_load::SelloutScenario {
+                seats,
+                clients,
+                duration_s,
+                best_available_share,
+                ..boxoffice_load::SelloutScenario::new(&base_url, &secret)
+            };
+            let report = boxoffice_load::run_sellout(&scenario).await?;
+            println!("{report}");
+            if report.errors > 0 {
+                bail!("{} attempts were not refused with 409", report.errors);
+            }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::OrderStatus {
+                    base_url,
+                    jwt_secret,
+                    orders,
+                    rate,
+                    duration_s,
+                    max_in_flight,
+                },
+        } => {
+            let secret = jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned());
+            let scenario = boxoffice_load::OrderStatusScenario {
+                orders,
+                rate,
+                duration_s,
+                max_in_flight,
+                ..boxoffice_load::OrderStatusScenario::new(&base_url, &secret)
+            };
+            let report = boxoffice_load::run_order_status(&scenario).await?;
+            println!("{report}");
+            if report.errors > 0 {
+                bail!("{} reads were not answered 200 CONFIRMED", report.errors);
+            }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
                 LoadScenario::Onsale {
                     base_url,
                     jwt_secret,
@@ -673,7 +854,13 @@ async fn main() -> anyhow::Result<()> {
                     max_in_flight,
                     max_active,
                     event_id,
+                    hold_ttl_s,
                     report,
+                    html_report,
+                    chaos,
+                    chaos_interval_s,
+                    database_url,
+                    pg_bin,
                 },
         } => {
             let scenario = boxoffice_load::OnsaleScenario {
@@ -688,11 +875,52 @@ async fn main() -> anyhow::Result<()> {
                 max_in_flight,
                 max_active,
                 event_id,
+                hold_ttl_s,
                 report,
             };
+            if chaos {
+                let options = chaos::ChaosOptions {
+                    database_url,
+                    interval_s: chaos_interval_s,
+                    pg_bin,
+                    boxoffice: std::env::current_exe().context("finding this binary")?,
+                };
+                let outcome = chaos::run(scenario.clone(), &options).await?;
+                let report = &outcome.report;
+                report.write_files(&scenario.report, Some(&html_report))?;
+                print!("{report}");
+                println!(
+                    "reports written to {} and {}",
+                    scenario.report.display(),
+                    html_report.display()
+                );
+                if !outcome.check_ok {
+                    bail!("boxoffice check found violations after the chaos run");
+                }
+                if !outcome.converged {
+                    bail!("the store did not converge after the chaos run");
+                }
+                if report.unexpected > 0 || report.unsettled > 0 {
+                    bail!(
+                        "{} answers the contract does not allow and {} orders not final (listed above)",
+                        report.unexpected,
+                        report.unsettled
+                    );
+                }
+                println!(
+                    "chaos run passed: {} failed attempts retried, store converged, all invariants hold",
+                    report.errors
+                );
+                return Ok(());
+            }
             let report = boxoffice_load::run_onsale(&scenario).await?;
+            report.write_files(&scenario.report, Some(&html_report))?;
             print!("{report}");
-            println!("report written to {}", scenario.report.display());
+            println!(
+                "reports written to {} and {}",
+                scenario.report.display(),
+                html_report.display()
+            );
             if report.unexpected > 0 || report.unsettled > 0 {
                 eprintln!(
                     "note: {} unexpected answers and {} orders not final after {} s (listed above)",
@@ -754,7 +982,32 @@ async fn main() -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_ttl_s;
+    use super::{parse_ttl_s, scenario_flag_as_subcommand};
+
+    fn argv(line: &str) -> Vec<std::ffi::OsString> {
+        line.split_whitespace().map(Into::into).collect()
+    }
+
+    #[test]
+    fn scenario_flag_names_the_subcommand() {
+        let want = argv("boxoffice load onsale --scale 0.01 --chaos");
+        assert_eq!(
+            scenario_flag_as_subcommand(argv(
+                "boxoffice load --scenario onsale --scale 0.01 --chaos"
+            )),
+            want
+        );
+        assert_eq!(
+            scenario_flag_as_subcommand(argv(
+                "boxoffice load --scenario=onsale --scale 0.01 --chaos"
+            )),
+            want
+        );
+        assert_eq!(scenario_flag_as_subcommand(want.clone()), want);
+        // Only right after `load`; elsewhere clap judges the flag.
+        let other = argv("boxoffice serve --scenario onsale");
+        assert_eq!(scenario_flag_as_subcommand(other.clone()), other);
+    }
 
     #[test]
     fn ttls() {
