@@ -79,6 +79,8 @@ pub struct SeatMap {
     /// Most seat changes kept in the log; older batches are dropped first.
     log_changes_max: usize,
     log_changes: usize,
+    /// Seats whose status is `Sold`.
+    sold: usize,
 }
 
 impl SeatMap {
@@ -90,6 +92,7 @@ impl SeatMap {
         version: u64,
         log_changes_max: usize,
     ) -> Self {
+        let sold = status.iter().filter(|s| **s == MapStatus::Sold).count();
         Self {
             version,
             status,
@@ -97,7 +100,18 @@ impl SeatMap {
             log: VecDeque::new(),
             log_changes_max,
             log_changes: 0,
+            sold,
         }
+    }
+
+    /// Whether every seat is sold (an event without seats is never sold out).
+    pub fn sold_out(&self) -> bool {
+        !self.status.is_empty() && self.sold == self.status.len()
+    }
+
+    /// Whether `seat` is sold on the map.
+    pub fn is_sold(&self, seat: usize) -> bool {
+        self.status.get(seat) == Some(&MapStatus::Sold)
     }
 
     pub fn version(&self) -> u64 {
@@ -175,7 +189,13 @@ impl SeatMap {
             return Err(ApplyError::UnknownTier(bad.tier));
         }
         for change in &batch.changes {
-            self.status[change.seat as usize] = change.status;
+            let status = &mut self.status[change.seat as usize];
+            match (*status == MapStatus::Sold, change.status == MapStatus::Sold) {
+                (false, true) => self.sold += 1,
+                (true, false) => self.sold -= 1,
+                _ => {}
+            }
+            *status = change.status;
         }
         for change in &batch.tiers {
             self.tiers[change.tier as usize] = change.available;
@@ -288,6 +308,35 @@ mod tests {
             map.changes_since(12),
             Err(SinceError::Ahead { asked: 12, at: 11 })
         );
+    }
+
+    #[test]
+    fn sold_count_follows_every_change() {
+        let sold = |seat: u32| SeatChange {
+            seat,
+            status: MapStatus::Sold,
+        };
+        let mut map = SeatMap::new(vec![MapStatus::Sold, held(5)], vec![], 1, 100);
+        assert!(!map.sold_out());
+        assert!(map.is_sold(0) && !map.is_sold(1) && !map.is_sold(7));
+        map.apply(ChangeBatch {
+            version: 2,
+            changes: vec![sold(1), sold(1)],
+            tiers: vec![],
+        })
+        .unwrap();
+        assert!(map.sold_out(), "a seat sold twice in a batch counts once");
+        map.apply(ChangeBatch {
+            version: 3,
+            changes: vec![SeatChange {
+                seat: 0,
+                status: MapStatus::Available,
+            }],
+            tiers: vec![],
+        })
+        .unwrap();
+        assert!(!map.sold_out(), "a seat back on sale");
+        assert!(!SeatMap::new(vec![], vec![0], 0, 1).sold_out());
     }
 
     #[test]

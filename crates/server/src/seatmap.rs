@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use boxoffice_domain::decide::{HoldOutcome, HoldShape};
 use boxoffice_domain::hold::SeatStatus;
 use boxoffice_domain::seatmap::{
     ApplyError, ChangeBatch, MapStatus, SeatChange, SeatMap, SinceError, TierChange,
@@ -198,6 +199,40 @@ impl LiveMap {
 
     pub fn version(&self) -> u64 {
         self.read().version()
+    }
+
+    /// The refusal a hold request is sure to get, judged from the map alone (no store): every
+    /// named seat is sold, or (best available) every seat of the event is. `None` when the
+    /// store must decide. A seat shown sold is sold (only a refund or an exchange would
+    /// bring it back), so the refusal is the one the hold transaction would give.
+    pub fn sure_refusal(&self, shape: &HoldShape) -> Option<HoldOutcome> {
+        let map = self.read();
+        match shape {
+            HoldShape::Seats { seat_ids } => {
+                let distinct = seat_ids
+                    .iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+                    == seat_ids.len();
+                let all_sold = !seat_ids.is_empty()
+                    && distinct
+                    && seat_ids.iter().all(|id| {
+                        self.layout
+                            .seat_index(id)
+                            .is_some_and(|i| map.is_sold(i as usize))
+                    });
+                all_sold.then(|| HoldOutcome::SeatsUnavailable {
+                    unavailable_seat_ids: seat_ids.clone(),
+                })
+            }
+            HoldShape::BestAvailable { .. } => {
+                map.sold_out().then(|| HoldOutcome::SeatsUnavailable {
+                    unavailable_seat_ids: Vec::new(),
+                })
+            }
+            // Tier counts exclude held units that may expire: the store decides.
+            HoldShape::Tier { .. } => None,
+        }
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Frame> {

@@ -21,6 +21,7 @@ stories!(
     a_stream_that_reconnects_with_last_event_id_misses_nothing,
     a_version_too_old_gets_410_and_reset,
     snapshot_etag_gzip_and_expired_holds,
+    sold_seats_are_refused_from_the_map_without_a_store_write,
 );
 
 /// A seat as a client keeps it: status and hold deadline (RFC 3339), if held.
@@ -678,5 +679,116 @@ async fn snapshot_etag_gzip_and_expired_holds(backend: Backend) {
         "HELD",
         "unswept in the store"
     );
+    app.finish().await;
+}
+
+/// After sell-out, hold attempts are refused from the seat map: the same 409 the hold
+/// transaction gives, but nothing is recorded; a retry of a granted request still replays
+/// its 201.
+async fn sold_seats_are_refused_from_the_map_without_a_store_write(backend: Backend) {
+    use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [{"name": "A", "rows": 1, "seatsPerRow": 4, "priceMinor": 1000}],
+            "tiers": [],
+        }))
+        .await;
+    let ann_body = json!({"seatIds": ["A-1-1", "A-1-2"]});
+    let ann = app.hold("ann", &event_id, "k-ann", ann_body.clone()).await;
+    assert_eq!(ann.status, StatusCode::CREATED);
+    let bob = app
+        .hold(
+            "bob",
+            &event_id,
+            "k-bob",
+            json!({"seatIds": ["A-1-3", "A-1-4"]}),
+        )
+        .await;
+    assert_eq!(bob.status, StatusCode::CREATED);
+    for (account, hold) in [("ann", &ann), ("bob", &bob)] {
+        let paid = checkout(
+            &app,
+            account,
+            hold.json()["holdId"].as_str().unwrap(),
+            "pm_card_visa",
+        )
+        .await;
+        assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{:?}", paid.json());
+    }
+    let scope = |account: &str, key: &str| IdempotencyScope {
+        account_id: account.to_owned(),
+        endpoint: format!("POST /v1/events/{event_id}/holds"),
+        key: key.to_owned(),
+    };
+    // No map is loaded yet: the hold transaction decides, and records its refusal.
+    let by_store = app
+        .hold("dan", &event_id, "k-dan", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(by_store.status, StatusCode::CONFLICT);
+    assert!(
+        app.db
+            .store
+            .stored_answer(&scope("dan", "k-dan"), "")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    snapshot(&app, &event_id).await;
+    let version = caught_up(&app, &event_id).await;
+    let early = app
+        .hold("carl", &event_id, "k-carl-1", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(early.status, StatusCode::CONFLICT);
+    assert_eq!(
+        early.json(),
+        by_store.json(),
+        "the same refusal as the store's"
+    );
+    let best = app
+        .hold(
+            "carl",
+            &event_id,
+            "k-carl-2",
+            json!({"bestAvailable": {"quantity": 2}}),
+        )
+        .await;
+    assert_eq!(best.status, StatusCode::CONFLICT);
+    assert_eq!(best.json()["code"], "SEATS_UNAVAILABLE");
+    for key in ["k-carl-1", "k-carl-2"] {
+        assert!(
+            app.db
+                .store
+                .stored_answer(&scope("carl", key), "")
+                .await
+                .unwrap()
+                .is_none(),
+            "an early refusal writes nothing ({key})"
+        );
+    }
+    let map_version = app
+        .db
+        .store
+        .seat_map(&event_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .version;
+    assert_eq!(map_version, version, "no transaction ran");
+    // A retry of ann's granted hold replays it, although every seat shows sold.
+    let replay = app.hold("ann", &event_id, "k-ann", ann_body).await;
+    assert_eq!(replay.status, StatusCode::CREATED);
+    assert_eq!(replay.json()["holdId"], ann.json()["holdId"]);
+    match app
+        .db
+        .store
+        .stored_answer(&scope("ann", "k-ann"), "other digest")
+        .await
+        .unwrap()
+    {
+        Some(Idempotent::KeyReusedWithOtherRequest) => {}
+        other => panic!("a different request under ann's key: {other:?}"),
+    }
     app.finish().await;
 }

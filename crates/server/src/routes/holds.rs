@@ -71,6 +71,21 @@ pub async fn create_hold(
         return replay_or(&state, &scope, &digest, refused).await;
     }
     let shape = hold_shape(&event, hold_body)?;
+    if let Some(map) = state.seatmaps.loaded(&event.event_id)
+        && let Some(refusal) = map.sure_refusal(&shape)
+    {
+        // Sold seats, or a sold-out event: refused from the seat map, without a store
+        // write (a flood after sell-out never reaches the hold transaction). A retry of a
+        // request that was granted before still gets its first answer.
+        if let Some(stored) = state.store.stored_answer(&scope, &digest).await? {
+            return Ok(answer(stored));
+        }
+        metrics::counter!("boxoffice_holds_rejected_early_total").increment(1);
+        return Ok(crate::idempotency::stored_response(
+            &render_hold_outcome(&event, &refusal),
+            false,
+        ));
+    }
     let _in_flight = state.in_flight.claim(&scope)?;
     let request = HoldRequest {
         account_id: scope.account_id.clone(),
