@@ -165,6 +165,7 @@ pub fn decide_holds(
 ) -> Vec<HoldOutcome> {
     let mut first_in_batch: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     let mut outcomes = Vec::with_capacity(requests.len());
+    let mut rows: Option<RowIndex> = None;
     for (index, request) in requests.iter().enumerate() {
         let scope = (
             request.account_id.as_str(),
@@ -183,7 +184,7 @@ pub fn decide_holds(
             let outcome = match prior {
                 Some(digest) if *digest == request.request_digest => HoldOutcome::Replayed,
                 Some(_) => HoldOutcome::KeyReusedWithOtherRequest,
-                None => decide_one(rules, state, request),
+                None => decide_one(rules, state, &mut rows, request),
             };
             // Only a recorded outcome binds the key for the rest of the batch, exactly as a
             // stored record binds it for later batches.
@@ -204,7 +205,12 @@ fn invalid(field: &str, reason: impl Into<String>) -> HoldOutcome {
     }
 }
 
-fn decide_one(rules: &SaleRules, state: &mut BatchState, request: &HoldRequest) -> HoldOutcome {
+fn decide_one(
+    rules: &SaleRules,
+    state: &mut BatchState,
+    rows: &mut Option<RowIndex>,
+    request: &HoldRequest,
+) -> HoldOutcome {
     if state.now < rules.on_sale_at {
         return HoldOutcome::SaleNotOpen {
             on_sale_at: rules.on_sale_at,
@@ -280,8 +286,8 @@ fn decide_one(rules: &SaleRules, state: &mut BatchState, request: &HoldRequest) 
                 section: section.clone(),
                 max_price_minor: *max_price_minor,
             };
-            let Some(choice) = crate::best::choose(&candidate_rows(rules, state, &best), &best)
-            else {
+            let index = rows.get_or_insert_with(|| RowIndex::build(rules, state));
+            let Some(choice) = crate::best::choose(&index.candidates(&best), &best) else {
                 return HoldOutcome::SeatsUnavailable {
                     unavailable_seat_ids: Vec::new(),
                 };
@@ -318,6 +324,9 @@ fn decide_one(rules: &SaleRules, state: &mut BatchState, request: &HoldRequest) 
             }
         }
     };
+    if let Some(index) = rows {
+        index.take(new_hold.seats.iter().map(|(seat_id, _)| seat_id.as_str()));
+    }
     state
         .usage_by_account
         .insert(request.account_id.clone(), current + requested);
@@ -364,38 +373,76 @@ fn hold_seats(
     })
 }
 
-/// The rows of the sections a best-available request may use, best first (sections in the
-/// event's order, then row 1 first), with which seats are free now. The store locked every
-/// seat of those sections, so each row is complete.
-fn candidate_rows(rules: &SaleRules, state: &BatchState, best: &BestRequest) -> Vec<RowSeats> {
-    let mut rows: BTreeMap<(usize, u32), RowSeats> = BTreeMap::new();
-    for (seat_id, row) in &state.seats {
-        let Ok(seat) = SeatRef::parse(seat_id) else {
-            continue;
-        };
-        let Some(rank) = rules.section_order.iter().position(|s| *s == seat.section) else {
-            continue;
-        };
-        if best.section.as_ref().is_some_and(|s| *s != seat.section)
-            || best
-                .max_price_minor
-                .is_some_and(|max| row.price_minor > max)
-        {
-            continue;
+/// The rows of the batch's seats with their free seats, in section order (best first), built
+/// once per batch on its first best-available request and kept current as the batch's
+/// winners take seats (rebuilding it per request parsed every seat id of the event each time).
+#[derive(Debug)]
+struct RowIndex {
+    /// (section rank, row), in order.
+    rows: Vec<RowSeats>,
+    at: BTreeMap<(String, u32), usize>,
+}
+
+impl RowIndex {
+    fn build(rules: &SaleRules, state: &BatchState) -> Self {
+        let mut rows: BTreeMap<(usize, u32), RowSeats> = BTreeMap::new();
+        for (seat_id, row) in &state.seats {
+            let Ok(seat) = SeatRef::parse(seat_id) else {
+                continue;
+            };
+            let Some(rank) = rules.section_order.iter().position(|s| *s == seat.section) else {
+                continue;
+            };
+            let entry = rows.entry((rank, seat.row)).or_insert_with(|| RowSeats {
+                section: seat.section.clone(),
+                row: seat.row,
+                price_minor: row.price_minor,
+                free: Vec::new(),
+            });
+            let i = seat.number.saturating_sub(1) as usize;
+            if entry.free.len() <= i {
+                entry.free.resize(i + 1, false);
+            }
+            entry.free[i] = seat_is_free(row.status, row.hold_expires_at, state.now);
         }
-        let entry = rows.entry((rank, seat.row)).or_insert_with(|| RowSeats {
-            section: seat.section.clone(),
-            row: seat.row,
-            price_minor: row.price_minor,
-            free: Vec::new(),
-        });
-        let i = seat.number.saturating_sub(1) as usize;
-        if entry.free.len() <= i {
-            entry.free.resize(i + 1, false);
-        }
-        entry.free[i] = seat_is_free(row.status, row.hold_expires_at, state.now);
+        let rows: Vec<RowSeats> = rows.into_values().collect();
+        let at = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((r.section.clone(), r.row), i))
+            .collect();
+        Self { rows, at }
     }
-    rows.into_values().collect()
+
+    /// The rows `best` may choose from (its section, its price cap).
+    fn candidates(&self, best: &BestRequest) -> Vec<RowSeats> {
+        self.rows
+            .iter()
+            .filter(|row| {
+                best.section.as_ref().is_none_or(|s| *s == row.section)
+                    && best
+                        .max_price_minor
+                        .is_none_or(|max| row.price_minor <= max)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Marks seats taken by a winner of the batch.
+    fn take<'a>(&mut self, seat_ids: impl Iterator<Item = &'a str>) {
+        for seat_id in seat_ids {
+            let Ok(seat) = SeatRef::parse(seat_id) else {
+                continue;
+            };
+            if let Some(&i) = self.at.get(&(seat.section.clone(), seat.row))
+                && let Some(free) = self.rows[i]
+                    .free
+                    .get_mut(seat.number.saturating_sub(1) as usize)
+            {
+                *free = false;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -369,33 +369,49 @@ impl PgStore {
         }
         let seat_ids: Vec<String> = seat_ids.into_iter().collect();
         let best_sections: Vec<String> = best_sections.into_iter().collect();
-        let seat_rows = if seat_ids.is_empty() && best_sections.is_empty() && !best_everywhere {
+        let mut seat_rows = if seat_ids.is_empty() {
             Vec::new()
         } else {
-            // Named seats alone go by the primary key; an OR with the section would scan
-            // every seat of the event, so that form is used only for best available.
-            let only_named = best_sections.is_empty() && !best_everywhere;
-            let sql = if only_named {
+            sqlx::query_as::<_, (String, String, Option<String>, Option<OffsetDateTime>, i64)>(
                 "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
                    FROM seat WHERE event_id = $1 AND seat_id = ANY($2)
-                  ORDER BY seat_id FOR UPDATE"
-            } else {
-                "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
-                   FROM seat WHERE event_id = $1 AND (seat_id = ANY($2) OR section = ANY($3) OR $4)
-                  ORDER BY seat_id FOR UPDATE"
-            };
-            let mut query = sqlx::query_as::<
-                _,
-                (String, String, Option<String>, Option<OffsetDateTime>, i64),
-            >(sql)
+                  ORDER BY seat_id FOR UPDATE",
+            )
             .bind(event_id)
-            .bind(&seat_ids);
-            if !only_named {
-                query = query.bind(&best_sections).bind(best_everywhere);
-            }
-            query.fetch_all(&mut *tx).await.map_err(classify)?
+            .bind(&seat_ids)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
         };
         let now = store_now(&mut tx).await?;
+        // Best available decides among the free seats of its sections, read WITHOUT a lock
+        // (locking a whole section wrote a row lock into every seat of it, per batch); the
+        // seats it picks are locked after the decision and checked to be still free. In one
+        // process batches of an event never overlap, so the check fails only when another
+        // node took a seat in between: the batch is then retried (StoreError::Conflict).
+        let mut read_unlocked = BTreeSet::new();
+        if !best_sections.is_empty() || best_everywhere {
+            let free =
+                sqlx::query_as::<_, (String, String, Option<String>, Option<OffsetDateTime>, i64)>(
+                    "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
+                   FROM seat WHERE event_id = $1 AND (section = ANY($2) OR $3)
+                    AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= $4))",
+                )
+                .bind(event_id)
+                .bind(&best_sections)
+                .bind(best_everywhere)
+                .bind(now)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(classify)?;
+            let locked: BTreeSet<String> = seat_rows.iter().map(|r| r.0.clone()).collect();
+            for row in free {
+                if !locked.contains(&row.0) {
+                    read_unlocked.insert(row.0.clone());
+                    seat_rows.push(row);
+                }
+            }
+        }
 
         // 3. Lock the tiers involved, then give back units of their expired, unswept holds
         //    (an expired hold never blocks a new one).
@@ -486,6 +502,14 @@ impl PgStore {
                 _ => None,
             })
             .collect();
+        let picked: Vec<&str> = winners
+            .iter()
+            .flat_map(|(_, hold)| hold.seats.iter().map(|(seat_id, _)| seat_id.as_str()))
+            .filter(|seat_id| read_unlocked.contains(*seat_id))
+            .collect();
+        if !picked.is_empty() {
+            lock_still_free(&mut tx, event_id, &picked, now).await?;
+        }
         if !winners.is_empty() {
             write_winners(&mut tx, event, &winners, &state, now, &mut map).await?;
         }
@@ -716,6 +740,41 @@ async fn reclaim_expired_tier_holds(
         map.tier(event_id, &tier_id, available);
     }
     Ok(())
+}
+
+/// Locks the seats best available picked from an unlocked read, in seat order, and checks
+/// that each is still free; a seat taken meanwhile (by another node) is a conflict and the
+/// batch is retried.
+async fn lock_still_free(
+    tx: &mut Transaction<'_, Postgres>,
+    event_id: &str,
+    picked: &[&str],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let mut picked = picked.to_vec();
+    picked.sort_unstable();
+    let rows = sqlx::query_as::<_, (String, String, Option<OffsetDateTime>)>(
+        "SELECT seat_id, status, hold_expires_at FROM seat
+          WHERE event_id = $1 AND seat_id = ANY($2) ORDER BY seat_id FOR UPDATE",
+    )
+    .bind(event_id)
+    .bind(&picked)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let all_free = rows.len() == picked.len()
+        && rows.iter().all(|(_, status, expires_at)| {
+            SeatStatus::parse(status).is_some_and(|status| {
+                boxoffice_domain::hold::seat_is_free(status, *expires_at, now)
+            })
+        });
+    if all_free {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict(
+            "a seat best available picked was taken by another transaction".into(),
+        ))
+    }
 }
 
 async fn write_winners(

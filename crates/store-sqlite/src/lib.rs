@@ -451,15 +451,23 @@ impl SqliteStore {
             // Named seats alone go by the primary key; an OR with the section would scan
             // every seat of the event, so that form is used only for best available.
             let only_named = best_sections.is_empty() && !best_everywhere;
+            // Best available needs only the free seats of its sections (a missing seat is
+            // not free): a filling venue reads less and less.
             let sql = if only_named {
                 "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
                    FROM seat WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
                   ORDER BY seat_id"
             } else {
-                "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
-                   FROM seat WHERE event_id = ?1 AND (seat_id IN (SELECT value FROM json_each(?2))
-                                                   OR section IN (SELECT value FROM json_each(?3)) OR ?4)
-                  ORDER BY seat_id"
+                concat!(
+                    "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
+                       FROM seat WHERE event_id = ?1 AND (seat_id IN (SELECT value FROM json_each(?2))
+                                                       OR ((section IN (SELECT value FROM json_each(?3)) OR ?4)
+                                                           AND (status = 'AVAILABLE'
+                                                                OR (status = 'HELD' AND hold_expires_at <= ",
+                    now_ms!(),
+                    "))))
+                      ORDER BY seat_id"
+                )
             };
             let mut query =
                 sqlx::query_as::<_, (String, String, Option<String>, Option<i64>, i64)>(sql)
