@@ -113,6 +113,11 @@ pub fn seat_is_free(
     hold_expires_at: Option<OffsetDateTime>,
     now: OffsetDateTime,
 ) -> bool {
+    if cfg!(feature = "planted-fault-skip-hold-condition") {
+        // A deliberately broken build (bench/planted-fault.sh): every seat looks free, so
+        // a held or sold seat is handed out again. The chaos run's check must catch it.
+        return true;
+    }
     match status {
         SeatStatus::Available => true,
         SeatStatus::Held => hold_expires_at.is_some_and(|deadline| deadline <= now),
