@@ -129,6 +129,29 @@ struct PaymentsArgs {
     stripe_secret_key: Option<String>,
     #[arg(long, env = "STRIPE_WEBHOOK_SECRET", hide_env_values = true)]
     stripe_webhook_secret: Option<String>,
+    /// With `--payments sim`: latency of every authorization, `MIN-MAX` ms (uniform), as a
+    /// real provider has (e.g. `150-400`).
+    #[arg(long, default_value = "0-0", value_parser = parse_latency_ms)]
+    sim_auth_latency_ms: (u64, u64),
+}
+
+/// Parses `MIN-MAX` (or a single value) milliseconds.
+fn parse_latency_ms(raw: &str) -> Result<(u64, u64), String> {
+    let parse = |v: &str| {
+        v.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| *ms <= 60_000)
+            .ok_or_else(|| format!("{raw:?}: use MIN-MAX milliseconds, each at most 60000"))
+    };
+    let (min, max) = match raw.split_once('-') {
+        Some((min, max)) => (parse(min)?, parse(max)?),
+        None => (parse(raw)?, parse(raw)?),
+    };
+    if min > max {
+        return Err(format!("{raw:?}: MIN is above MAX"));
+    }
+    Ok((min, max))
 }
 
 /// Where the waiting rooms live.
@@ -190,6 +213,7 @@ async fn payment_provider(
     }
     let config = SimulatorConfig {
         webhook_url: Some(format!("http://{listen_addr}/v1/payments/webhooks/stripe")),
+        auth_latency_ms: args.sim_auth_latency_ms,
         ..SimulatorConfig::default()
     };
     let sim = spawn(config)
@@ -383,6 +407,9 @@ enum LoadScenario {
         /// Hold TTL of the created event, seconds (abandoned holds come back after it).
         #[arg(long, default_value_t = boxoffice_load::onsale::HOLD_TTL_S)]
         hold_ttl_s: u32,
+        /// Create the event without a waiting room: fans go straight to the seats.
+        #[arg(long)]
+        no_waiting_room: bool,
         /// Where the JSON report goes.
         #[arg(long, default_value = "onsale-report.json")]
         report: std::path::PathBuf,
@@ -855,6 +882,7 @@ async fn main() -> anyhow::Result<()> {
                     max_active,
                     event_id,
                     hold_ttl_s,
+                    no_waiting_room,
                     report,
                     html_report,
                     chaos,
@@ -876,6 +904,7 @@ async fn main() -> anyhow::Result<()> {
                 max_active,
                 event_id,
                 hold_ttl_s,
+                waiting_room: !no_waiting_room,
                 report,
             };
             if chaos {
@@ -982,7 +1011,16 @@ async fn main() -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_ttl_s, scenario_flag_as_subcommand};
+    use super::{parse_latency_ms, parse_ttl_s, scenario_flag_as_subcommand};
+
+    #[test]
+    fn latencies() {
+        assert_eq!(parse_latency_ms("150-400"), Ok((150, 400)));
+        assert_eq!(parse_latency_ms("80"), Ok((80, 80)));
+        for bad in ["", "400-150", "a-b", "1-60001", "-5"] {
+            assert!(parse_latency_ms(bad).is_err(), "{bad}");
+        }
+    }
 
     fn argv(line: &str) -> Vec<std::ffi::OsString> {
         line.split_whitespace().map(Into::into).collect()

@@ -251,6 +251,9 @@ pub struct OnsaleScenario {
     pub event_id: Option<String>,
     /// Hold TTL of a created event (seconds).
     pub hold_ttl_s: u32,
+    /// Create the event with its waiting room on (fans queue first); off, fans go straight
+    /// to the seats (the full on-sale benchmark of the write path).
+    pub waiting_room: bool,
     /// Where the caller writes the JSON report ([`OnsaleReport::write_files`]).
     pub report: std::path::PathBuf,
 }
@@ -427,6 +430,8 @@ struct Shared {
     max_seats: u32,
     abandon: f64,
     cards: CardMix,
+    /// The event's waiting room is on: fans queue for an admission.
+    waiting_room: bool,
     started: Instant,
     metrics: Mutex<Metrics>,
     gauges: Gauges,
@@ -599,21 +604,27 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
         }
     };
     let plan = plan(&shared);
-    g.waiting.fetch_add(1, Ordering::Relaxed);
-    let admitted = wait_in_room(&shared, &token, due).await;
-    g.waiting.fetch_sub(1, Ordering::Relaxed);
-    let admission = match admitted {
-        Ok(admission) => admission,
-        Err(outcome) => return outcome,
+    let admission = if shared.waiting_room {
+        g.waiting.fetch_add(1, Ordering::Relaxed);
+        let admitted = wait_in_room(&shared, &token, due).await;
+        g.waiting.fetch_sub(1, Ordering::Relaxed);
+        match admitted {
+            Ok(admission) => admission,
+            Err(outcome) => return outcome,
+        }
+    } else {
+        String::new()
     };
     shared.measure(Metric::QueueWait, due);
     g.shopping.fetch_add(1, Ordering::Relaxed);
     let outcome = shop(&shared, &token, &admission, &plan, due).await;
     g.shopping.fetch_sub(1, Ordering::Relaxed);
-    if matches!(
-        outcome,
-        Outcome::Declined | Outcome::NoSeats | Outcome::Failed | Outcome::HoldExpired
-    ) {
+    if shared.waiting_room
+        && matches!(
+            outcome,
+            Outcome::Declined | Outcome::NoSeats | Outcome::Failed | Outcome::HoldExpired
+        )
+    {
         // The fan closes the page: the slot goes to the next in line at once.
         let request = shared
             .http
@@ -871,6 +882,7 @@ async fn create_event(
     sections: u32,
     max_active: u32,
     hold_ttl_s: u32,
+    waiting_room: bool,
 ) -> anyhow::Result<String> {
     let admin = mint_token(secret, &AccountId::parse("load-admin")?, true, TOKEN_TTL_S)
         .map_err(anyhow::Error::msg)?;
@@ -891,7 +903,7 @@ async fn create_event(
             "holdTtlSeconds": hold_ttl_s,
             "maxSeatsPerHold": 6,
             "maxTicketsPerAccount": 6,
-            "waitingRoom": {"enabled": true, "policy": "fifo",
+            "waitingRoom": {"enabled": waiting_room, "policy": "fifo",
                             "maxActiveShoppers": max_active,
                             "admissionTtlSeconds": ADMISSION_TTL_S},
             "sections": sections,
@@ -989,6 +1001,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
                 scenario.sections,
                 max_active,
                 scenario.hold_ttl_s,
+                scenario.waiting_room,
             )
             .await?
         }
@@ -1014,6 +1027,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         bail!("event {event_id} has no sections: this scenario holds reserved seats");
     }
     let max_seats = event["maxSeatsPerHold"].as_u64().unwrap_or(6) as u32;
+    let waiting_room = event["waitingRoom"]["enabled"].as_bool().unwrap_or(false);
     let venue_seats: u64 = event["sections"]
         .as_array()
         .map(|s| {
@@ -1032,6 +1046,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         run_tag: format!("{:06x}", rand::random::<u32>() & 0xff_ffff),
         sections,
         max_seats,
+        waiting_room,
         abandon: scenario.abandon,
         cards: scenario.cards.clone(),
         started,
@@ -1271,6 +1286,7 @@ fn build_report(
             "venueSeats": venue_seats, "maxInFlight": scenario.max_in_flight,
             "maxActiveShoppers": if scenario.event_id.is_some() { Value::Null } else { json!(max_active) },
             "holdTtlSeconds": if scenario.event_id.is_some() { Value::Null } else { json!(scenario.hold_ttl_s) },
+            "waitingRoom": shared.waiting_room,
             "queueWaitMaxSeconds": QUEUE_WAIT_MAX.as_secs(),
             "orderWaitMaxSeconds": ORDER_WAIT_MAX.as_secs(),
         },
@@ -1392,6 +1408,7 @@ mod tests {
             max_active: None,
             event_id: None,
             hold_ttl_s: HOLD_TTL_S,
+            waiting_room: true,
             report: "r.json".into(),
         };
         assert_eq!(scenario.accounts(), 20_000);

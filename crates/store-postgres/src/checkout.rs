@@ -935,11 +935,14 @@ impl crate::PgStore {
         Ok(messages)
     }
 
-    pub(crate) async fn finish_outbox_row(&self, id: i64) -> StoreResult<()> {
+    pub(crate) async fn finish_outbox_rows(&self, ids: &[i64]) -> StoreResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
         sqlx::query(
-            "UPDATE outbox SET published_at = clock_timestamp(), last_error = NULL WHERE id = $1",
+            "UPDATE outbox SET published_at = clock_timestamp(), last_error = NULL WHERE id = ANY($1)",
         )
-        .bind(id)
+        .bind(ids)
         .execute(self.pool())
         .await
         .map_err(classify)?;

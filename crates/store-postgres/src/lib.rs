@@ -598,44 +598,100 @@ impl PgStore {
         }
         let now = store_now(&mut tx).await?;
         let mut map = MapChanges::default();
-        for hold in &holds {
-            let expired = sqlx::query(
-                "UPDATE hold SET status = 'EXPIRED', updated_at = $3
-                  WHERE event_id = $1 AND hold_id = $2 AND status IN ('HELD', 'PAYMENT_PENDING')
-                    AND expires_at <= $3",
+        // Set-based: a handful of statements whatever the number of holds, so the seat locks
+        // taken above are held for milliseconds (one statement per hold kept them for
+        // seconds at a thousand expiries a second, and hold batches queued behind them).
+        let ids: Vec<&str> = holds.iter().map(|h| h.hold_id.as_str()).collect();
+        let expired: BTreeSet<String> = sqlx::query_scalar::<_, String>(
+            "UPDATE hold SET status = 'EXPIRED', updated_at = $2
+              WHERE hold_id = ANY($1) AND status IN ('HELD', 'PAYMENT_PENDING') AND expires_at <= $2
+             RETURNING hold_id",
+        )
+        .bind(&ids)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .collect();
+        let expired: Vec<&HoldView> = holds
+            .iter()
+            .filter(|h| expired.contains(&h.hold_id))
+            .collect();
+        if !expired.is_empty() {
+            let events: Vec<&str> = expired.iter().map(|h| h.event_id.as_str()).collect();
+            let ids: Vec<&str> = expired.iter().map(|h| h.hold_id.as_str()).collect();
+            // A hold that ran out of grace in checkout takes its order with it; an
+            // authorization that arrives later is voided (see settle_payment).
+            sqlx::query(
+                "WITH cancelled AS (
+                    UPDATE orders SET status = 'CANCELLED', cancel_reason = 'HOLD_EXPIRED', updated_at = $2
+                     WHERE hold_id = ANY($1) AND status = 'PENDING_PAYMENT' RETURNING event_id, order_id)
+                 INSERT INTO outbox (event_id, topic, payload, created_at)
+                 SELECT event_id, 'order.cancelled',
+                        jsonb_build_object('orderId', order_id, 'reason', 'HOLD_EXPIRED'), $2
+                   FROM cancelled",
             )
-            .bind(&hold.event_id)
-            .bind(&hold.hold_id)
+            .bind(&ids)
             .bind(now)
             .execute(&mut *tx)
             .await
-            .map_err(classify)?
-            .rows_affected();
-            if expired == 1 {
-                // A hold that ran out of grace in checkout takes its order with it; an
-                // authorization that arrives later is voided (see settle_payment).
-                sqlx::query(
-                    "WITH cancelled AS (
-                        UPDATE orders SET status = 'CANCELLED', cancel_reason = 'HOLD_EXPIRED', updated_at = $2
-                         WHERE hold_id = $1 AND status = 'PENDING_PAYMENT' RETURNING event_id, order_id)
-                     INSERT INTO outbox (event_id, topic, payload, created_at)
-                     SELECT event_id, 'order.cancelled',
-                            jsonb_build_object('orderId', order_id, 'reason', 'HOLD_EXPIRED'), $2
-                       FROM cancelled",
-                )
-                .bind(&hold.hold_id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(classify)?;
-                let freed =
-                    free_hold_resources(&mut tx, hold, now, HoldStatus::Expired, &mut map).await?;
-                report.holds_expired += 1;
-                report.seats_freed += freed;
-                if hold.tier_id.is_some() {
+            .map_err(classify)?;
+            // The seats that still point to an expired hold come back (exactly once: the
+            // status change above was conditional).
+            let freed = sqlx::query_as::<_, (String, String)>(
+                "UPDATE seat s SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL,
+                                   version = s.version + 1
+                   FROM UNNEST($1::text[], $2::text[]) AS e(event_id, hold_id)
+                  WHERE s.event_id = e.event_id AND s.hold_id = e.hold_id AND s.status = 'HELD'
+                 RETURNING s.event_id, s.seat_id",
+            )
+            .bind(&events)
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?;
+            for (event_id, seat_id) in &freed {
+                map.seat(event_id, seat_id, SeatStatus::Available, None);
+            }
+            report.seats_freed += freed.len() as u64;
+            let mut units: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+            for hold in &expired {
+                if let Some(tier_id) = &hold.tier_id {
+                    *units
+                        .entry((hold.event_id.as_str(), tier_id.as_str()))
+                        .or_default() += i64::from(hold.quantity);
                     report.tier_units_returned += u64::from(hold.quantity);
                 }
             }
+            for ((event_id, tier_id), quantity) in units {
+                let available = sqlx::query_scalar::<_, i64>(
+                    "UPDATE tier SET held = held - $3, available = available + $3
+                      WHERE event_id = $1 AND tier_id = $2 RETURNING available",
+                )
+                .bind(event_id)
+                .bind(tier_id)
+                .bind(quantity)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(classify)?;
+                map.tier(event_id, tier_id, available);
+            }
+            let payloads: Vec<String> = expired
+                .iter()
+                .map(|h| hold_ended_payload(&h.event_id, &h.hold_id, HoldStatus::Expired))
+                .collect();
+            sqlx::query(
+                "INSERT INTO outbox (event_id, topic, payload, created_at)
+                 SELECT e, 'hold.expired', p::jsonb, $3 FROM UNNEST($1::text[], $2::text[]) AS u(e, p)",
+            )
+            .bind(&events)
+            .bind(&payloads)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+            report.holds_expired += expired.len() as u64;
         }
         seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
@@ -1362,8 +1418,8 @@ impl Store for PgStore {
         self.claim_outbox_rows(limit, lease_s).await
     }
 
-    async fn finish_outbox(&self, id: i64) -> StoreResult<()> {
-        self.finish_outbox_row(id).await
+    async fn finish_outbox(&self, ids: &[i64]) -> StoreResult<()> {
+        self.finish_outbox_rows(ids).await
     }
 
     async fn retry_outbox(&self, id: i64, delay_s: f64, error: &str) -> StoreResult<()> {

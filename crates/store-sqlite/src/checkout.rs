@@ -934,15 +934,20 @@ impl crate::SqliteStore {
         Ok(messages)
     }
 
-    pub(crate) async fn finish_outbox_row(&self, id: i64) -> StoreResult<()> {
+    pub(crate) async fn finish_outbox_rows(&self, ids: &[i64]) -> StoreResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
         let mut tx = begin_write(self.pool()).await?;
         let now = store_now(&mut tx).await?;
-        sqlx::query("UPDATE outbox SET published_at = ?2, last_error = NULL WHERE id = ?1")
-            .bind(id)
-            .bind(to_ms(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?;
+        for id in ids {
+            sqlx::query("UPDATE outbox SET published_at = ?2, last_error = NULL WHERE id = ?1")
+                .bind(id)
+                .bind(to_ms(now))
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+        }
         tx.commit().await.map_err(classify)?;
         Ok(())
     }

@@ -1350,8 +1350,8 @@ impl Store for SqliteStore {
         self.claim_outbox_rows(limit, lease_s).await
     }
 
-    async fn finish_outbox(&self, id: i64) -> StoreResult<()> {
-        self.finish_outbox_row(id).await
+    async fn finish_outbox(&self, ids: &[i64]) -> StoreResult<()> {
+        self.finish_outbox_rows(ids).await
     }
 
     async fn retry_outbox(&self, id: i64, delay_s: f64, error: &str) -> StoreResult<()> {

@@ -531,7 +531,7 @@ async fn checkout_story() {
     assert!(store.claim_outbox(1_000, 30.0).await.unwrap().is_empty());
     let (first, second) = (&claimed[0], &claimed[1]);
     for message in &claimed[2..] {
-        store.finish_outbox(message.id).await.unwrap();
+        store.finish_outbox(&[message.id]).await.unwrap();
     }
     store
         .retry_outbox(first.id, 0.0, "broker down")
@@ -550,8 +550,7 @@ async fn checkout_story() {
     let once_more = store.claim_outbox(1_000, 30.0).await.unwrap();
     assert_eq!(once_more.len(), 1);
     assert_eq!(once_more[0].n_attempts, 3);
-    store.finish_outbox(first.id).await.unwrap();
-    store.finish_outbox(second.id).await.unwrap();
+    store.finish_outbox(&[first.id, second.id]).await.unwrap();
     assert!(store.claim_outbox(1_000, 0.0).await.unwrap().is_empty());
     assert_eq!(store.outbox_lag_s().await.unwrap(), 0.0);
     // A finished row is never retried.

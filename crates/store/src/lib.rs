@@ -431,8 +431,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         lease_s: f64,
     ) -> StoreResult<Vec<checkout::OutboxMessage>>;
 
-    /// Marks a delivered outbox row.
-    async fn finish_outbox(&self, id: i64) -> StoreResult<()>;
+    /// Marks delivered outbox rows as published (one write for a round of deliveries).
+    async fn finish_outbox(&self, ids: &[i64]) -> StoreResult<()>;
 
     /// Schedules another delivery attempt of an outbox row.
     async fn retry_outbox(&self, id: i64, delay_s: f64, error: &str) -> StoreResult<()>;

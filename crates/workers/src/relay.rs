@@ -101,11 +101,15 @@ impl OutboxRelay {
             .store
             .claim_outbox(RELAY_BATCH_MAX, RELAY_LEASE_S)
             .await?;
+        // Delivered rows are marked published together at the end of the round: one write
+        // instead of one commit per row. A crash before that redelivers them (delivery is
+        // at least once; every consumer is idempotent).
+        let mut delivered = Vec::with_capacity(messages.len());
         for message in messages {
             match self.deliver(&message).await {
                 Ok(()) => {
                     crate::crash::point("outbox_delivered");
-                    self.store.finish_outbox(message.id).await?;
+                    delivered.push(message.id);
                     report.delivered += 1;
                 }
                 Err(Delivery::Retry(why)) => {
@@ -115,9 +119,13 @@ impl OutboxRelay {
                     self.store.retry_outbox(message.id, delay_s, &why).await?;
                     report.retried += 1;
                 }
-                Err(Delivery::Store(error)) => return Err(error),
+                Err(Delivery::Store(error)) => {
+                    self.store.finish_outbox(&delivered).await?;
+                    return Err(error);
+                }
             }
         }
+        self.store.finish_outbox(&delivered).await?;
         Ok(report)
     }
 
