@@ -574,7 +574,7 @@ pub struct SelloutScenario {
 
 impl SelloutScenario {
     /// The defaults: 600 seats, 64 clients for 10 s, half best available, 2,000 accounts,
-    /// counting `boxoffice_holds_rejected_early_total` and `boxoffice_hold_batches_total`.
+    /// counting `boxoffice_holds_rejected_early_total` and `boxoffice_hold_batch_requests_count`.
     pub fn new(base_url: &str, jwt_secret: &str) -> Self {
         Self {
             base_url: base_url.to_owned(),
@@ -586,7 +586,7 @@ impl SelloutScenario {
             accounts: 2000,
             count_metrics: vec![
                 "boxoffice_holds_rejected_early_total".to_owned(),
-                "boxoffice_hold_batches_total".to_owned(),
+                "boxoffice_hold_batch_requests_count".to_owned(),
             ],
         }
     }
@@ -936,9 +936,9 @@ pub async fn run_sellout(scenario: &SelloutScenario) -> anyhow::Result<SelloutRe
         .count_metrics
         .iter()
         .map(|name| {
+            // A counter first incremented during the attempts was absent before: it was 0.
             let delta = metric_value(&metrics_after, name)
-                .zip(metric_value(&metrics_before, name))
-                .map(|(after, before)| after - before);
+                .map(|after| after - metric_value(&metrics_before, name).unwrap_or(0.0));
             (name.clone(), delta)
         })
         .collect();

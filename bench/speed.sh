@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Issue 6's speed goals, each next to the pgbench ceiling of the hold transaction measured in
+# the same run, on one private PostgreSQL 15 cluster with durable commits (fsync on,
+# synchronous_commit on); server and load tool on the same machine. A benchmark, not a
+# test: it reports numbers and asserts nothing.
+#
+# Per run:
+#   pgbench   hold_update.sql at 32 and 64 clients (the best of the two is the ceiling)
+#   holds     closed loop, 256 clients, hot-skewed 1-6 adjacent seats, 1 s TTL: decided/s
+#   holds-open 2,000 holds/s offered (open loop): p99
+#   order-status 5,000 reads/s offered (open loop): p99
+#   sellout   64 clients hammering a sold-out section: rejects/s (and the store-write counters)
+#   onsale    the full on-sale: 50,000 seats, 20,000 fans over 5 s, no waiting room, every
+#             fan pays with pm_card_visa through the simulator (100-300 ms authorization):
+#             seconds from the first hold to the last ticket issued
+#   sqlite    the holds scenario against SQLite (no goal)
+#
+# Usage: bash bench/speed.sh [duration_s] [runs]
+#   BOXOFFICE_BENCH_PORT   private cluster port (default 25443, below the client port range)
+#   SHARED_BENCH           folder with the pgbench scripts (default ../shared/bench)
+#   ONLY                   space-separated subset of: pgbench holds holds-open order-status
+#                          sellout onsale sqlite
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(dirname "$HERE")"
+DUR="${1:-10}"; RUNS="${2:-3}"
+PORT="${BOXOFFICE_BENCH_PORT:-25443}"
+SHARED="${SHARED_BENCH:-$REPO/../shared/bench}"
+ONLY="${ONLY:-pgbench holds holds-open order-status sellout onsale sqlite}"
+BIN=/usr/lib/postgresql/15/bin
+WORK="$(mktemp -d /tmp/boxoffice-speed.XXXXXX)"
+SECRET="bench-secret-0123456789abcdef"
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+
+chown postgres "$WORK" 2>/dev/null || true
+as_pg $BIN/initdb -D "$WORK/data" -A trust -U postgres >/dev/null
+cat >> "$WORK/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PORT
+unix_socket_directories = '$WORK'
+max_connections = 200
+shared_buffers = 2GB
+wal_buffers = 64MB
+max_wal_size = 8GB
+checkpoint_timeout = 15min
+synchronous_commit = on
+fsync = on
+full_page_writes = on
+autovacuum_naptime = 10s
+CONF
+as_pg $BIN/pg_ctl -D "$WORK/data" -l "$WORK/pg.log" -w start >/dev/null
+SERVER_PID=""
+stop_server() {
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  SERVER_PID=""
+}
+cleanup() {
+  stop_server
+  as_pg $BIN/pg_ctl -D "$WORK/data" -m fast -w stop >/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+PSQL="psql -h 127.0.0.1 -p $PORT -U postgres -X -q -v ON_ERROR_STOP=1"
+
+cargo build --release -q -p boxoffice-cli --manifest-path "$REPO/Cargo.toml"
+BOXOFFICE="$REPO/target/release/boxoffice"
+export BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn
+
+# start_server DATABASE_URL [serve flags...]: starts boxoffice serve, sets URL.
+start_server() {
+  local db=$1; shift
+  rm -rf "$WORK/waitroom"
+  "$BOXOFFICE" serve --database-url "$db" --listen 127.0.0.1:0 \
+    --ticket-key "$WORK/ticket-key.pem" --waitroom-state "$WORK/waitroom" "$@" \
+    > "$WORK/serve.out" 2> "$WORK/serve.err" &
+  SERVER_PID=$!
+  for _ in $(seq 1 300); do grep -q 'listening on' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
+  URL=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/serve.out" | head -1)
+  [ -n "$URL" ] || { cat "$WORK/serve.err"; exit 1; }
+}
+fresh_pg() { $PSQL -c "DROP DATABASE IF EXISTS boxoffice_bench" postgres; echo "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench"; }
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GiB, load: $(cut -d' ' -f1-3 /proc/loadavg), duration ${DUR}s, runs $RUNS"
+for run in $(seq 1 "$RUNS"); do
+  if want pgbench; then
+    for c in 32 64; do
+      $PSQL -f "$SHARED/schema.sql" postgres >/dev/null 2>&1
+      out=$($BIN/pgbench -h 127.0.0.1 -p $PORT -U postgres -n -M prepared -T "$DUR" -c $c -j 2 -f "$SHARED/hold_update.sql" postgres 2>&1)
+      tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -1)
+      echo "run $run pgbench hold_update.sql c=$c tx/s=$tps"
+    done
+  fi
+  if want holds || want holds-open || want order-status || want sellout; then
+    start_server "$(fresh_pg)"
+    want holds && "$BOXOFFICE" load holds --base-url "$URL" --clients 256 --duration-s "$DUR" | sed "s/^/run $run holds c=256 /"
+    want holds-open && "$BOXOFFICE" load holds-open --base-url "$URL" --rate 2000 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run holds-open /"
+    want order-status && "$BOXOFFICE" load order-status --base-url "$URL" --orders 500 --rate 5000 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run order-status /"
+    want sellout && "$BOXOFFICE" load sellout --base-url "$URL" --clients 64 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run sellout /"
+    stop_server
+  fi
+  if want onsale; then
+    start_server "$(fresh_pg)" --sim-auth-latency-ms 100-300
+    "$BOXOFFICE" load onsale --base-url "$URL" --no-waiting-room --accounts 20000 --arrival-s 5 \
+      --abandon 0 --cards visa=100 --max-in-flight 20000 --hold-ttl-s 120 \
+      --report "$WORK/onsale.json" --html-report "$WORK/onsale-$run.html" > "$WORK/onsale.out" 2> "$WORK/onsale.err" || true
+    event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/onsale.out")
+    # Tickets are issued by the outbox relay after each confirmation: wait for the last one.
+    for _ in $(seq 1 120); do
+      n=$($PSQL -At -c "SELECT count(*) FROM seat WHERE event_id = '$event' AND status = 'SOLD'" boxoffice_bench)
+      t=$($PSQL -At -c "SELECT count(*) FROM ticket WHERE event_id = '$event'" boxoffice_bench)
+      [ "$n" = "$t" ] && break; sleep 1
+    done
+    span=$($PSQL -At -c "SELECT round(extract(epoch FROM (SELECT max(issued_at) FROM ticket WHERE event_id = '$event') - (SELECT min(created_at) FROM hold WHERE event_id = '$event'))::numeric, 1)" boxoffice_bench)
+    echo "run $run onsale sold_seats=$n tickets=$t first_hold_to_last_ticket_s=$span $(grep -E '^hold |^checkout |^order_final ' "$WORK/onsale.out" | awk '{printf "%s_p99_ms=%s ", $1, $5}')$(grep -o 'errors (5xx/transport)=[0-9]* unexpected=[0-9]*' "$WORK/onsale.out")"
+    cp "$WORK/onsale-$run.html" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.html"
+    cp "$WORK/onsale.out" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.txt"
+    stop_server
+    "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" | tail -1 | sed "s/^/run $run onsale check: /"
+  fi
+  if want sqlite; then
+    rm -f "$WORK/bench.db"*
+    start_server "sqlite://$WORK/bench.db"
+    "$BOXOFFICE" load holds --base-url "$URL" --clients 256 --duration-s "$DUR" | sed "s/^/run $run sqlite holds c=256 /"
+    stop_server
+  fi
+done
