@@ -752,6 +752,11 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
                 break;
             }
             409 => {}
+            // The event's hold queue is full: shed load, as the server asked; try again.
+            429 if t + 1 < HOLD_TRIES.min(n) => {
+                let wait = answer.retry_after_s.unwrap_or(1).clamp(1, 10);
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+            }
             _ => {
                 shared.unexpected("hold", &answer);
                 return Outcome::Failed;

@@ -16,6 +16,7 @@ stories!(
     never_strands_a_single_seat_when_avoidable,
     concurrent_best_available_never_overlaps,
     nothing_fits_and_bad_requests,
+    finds_the_pair_beyond_the_first_free_seats,
 );
 
 fn seats_of(hold: &Value) -> Vec<String> {
@@ -252,5 +253,57 @@ async fn nothing_fits_and_bad_requests(backend: Backend) {
     let fits = best(&app, "ann", &event_id, "k4", json!({"quantity": 3})).await;
     assert_eq!(fits.status, StatusCode::CREATED);
     assert_eq!(seats_of(&fits.json()), ["A-1-1", "A-1-2", "A-1-3"]);
+    app.finish().await;
+}
+
+/// PostgreSQL reads a section's first few hundred free seats for best available and reads
+/// the rest only when nothing fits in them: here rows 1-9 have only every other seat free
+/// (450 free seats, no two adjacent), so the pair is found in row 10 by the second read.
+async fn finds_the_pair_beyond_the_first_free_seats(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [{"name": "A", "rows": 10, "seatsPerRow": 100, "priceMinor": 5000}],
+            "maxSeatsPerHold": 10,
+            "maxTicketsPerAccount": 10,
+        }))
+        .await;
+    let taken: Vec<String> = (1..=9)
+        .flat_map(|row| (1..=100).step_by(2).map(move |n| format!("A-{row}-{n}")))
+        .collect();
+    for (i, chunk) in taken.chunks(10).enumerate() {
+        let held = app
+            .hold(
+                &format!("f{i}"),
+                &event_id,
+                &format!("k{i}"),
+                json!({"seatIds": chunk}),
+            )
+            .await;
+        assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
+    }
+    let pair = best(
+        &app,
+        "ann",
+        &event_id,
+        "pair",
+        json!({"quantity": 2, "section": "A"}),
+    )
+    .await;
+    assert_eq!(pair.status, StatusCode::CREATED, "{:?}", pair.json());
+    let seats = seats_of(&pair.json());
+    assert_adjacent(&seats);
+    assert!(seats.iter().all(|s| parts(s).1 == 10), "{seats:?}");
+    // A single seat needs no second read: the best row's first free seat.
+    let one = best(
+        &app,
+        "bob",
+        &event_id,
+        "one",
+        json!({"quantity": 1, "section": "A"}),
+    )
+    .await;
+    assert_eq!(one.status, StatusCode::CREATED, "{:?}", one.json());
+    assert_eq!(parts(&seats_of(&one.json())[0]).1, 1);
     app.finish().await;
 }

@@ -389,7 +389,7 @@ impl PgStore {
         }
         let seat_ids: Vec<String> = seat_ids.into_iter().collect();
         let best_sections: Vec<String> = best_sections.into_iter().collect();
-        let mut seat_rows = if seat_ids.is_empty() {
+        let seat_rows = if seat_ids.is_empty() {
             Vec::new()
         } else {
             sqlx::query_as::<_, (String, String, Option<String>, Option<OffsetDateTime>, i64)>(
@@ -409,30 +409,36 @@ impl PgStore {
         // seats it picks are locked after the decision and checked to be still free. In one
         // process batches of an event never overlap, so the check fails only when another
         // node took a seat in between: the batch is then retried (StoreError::Conflict).
-        let mut read_unlocked = BTreeSet::new();
-        if !best_sections.is_empty() || best_everywhere {
-            let free =
-                sqlx::query_as::<_, (String, String, Option<String>, Option<OffsetDateTime>, i64)>(
-                    "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
-                   FROM seat WHERE event_id = $1 AND (section = ANY($2) OR $3)
-                    AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= $4))",
-                )
-                .bind(event_id)
-                .bind(&best_sections)
-                .bind(best_everywhere)
-                .bind(now)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(classify)?;
-            let locked: BTreeSet<String> = seat_rows.iter().map(|r| r.0.clone()).collect();
-            for row in free {
-                if !locked.contains(&row.0) {
-                    read_unlocked.insert(row.0.clone());
-                    seat_rows.push(row);
-                }
-            }
-        }
-
+        //    A named section reads only its first free seats in (row, seat) order — enough
+        //    for the batch's requests several times over ([`BEST_READ_FACTOR`]); should a
+        //    request then find nothing in a section whose read was cut short, the batch is
+        //    decided again on every free seat of its sections (step 5).
+        let best_limits: Vec<i64> = best_sections
+            .iter()
+            .map(|section| {
+                let wanted: i64 = requests
+                    .iter()
+                    .filter_map(|r| match &r.shape {
+                        HoldShape::BestAvailable {
+                            section: Some(s),
+                            quantity,
+                            ..
+                        } if s == section => Some(i64::from(*quantity)),
+                        _ => None,
+                    })
+                    .sum();
+                wanted * BEST_READ_FACTOR + BEST_READ_SLACK
+            })
+            .collect();
+        let (free_rows, truncated) = read_free_seats(
+            &mut tx,
+            event_id,
+            &best_sections,
+            Some(&best_limits),
+            best_everywhere,
+            now,
+        )
+        .await?;
         // 3. Lock the tiers involved, then give back units of their expired, unswept holds
         //    (an expired hold never blocks a new one).
         let tier_ids: Vec<String> = tier_ids.into_iter().collect();
@@ -493,28 +499,42 @@ impl PgStore {
         .collect();
 
         // 5. Decide, in memory, in arrival order.
-        let mut seats = BTreeMap::new();
-        for (seat_id, status, hold_id, hold_expires_at, price_minor) in seat_rows {
-            let status = SeatStatus::parse(&status).ok_or_else(|| {
-                StoreError::Internal(format!("seat {seat_id} has status {status:?}"))
-            })?;
-            let row = SeatRow {
-                seat_id: seat_id.clone(),
-                status,
-                hold_id,
-                hold_expires_at,
-                price_minor,
+        let rules = event.rules();
+        let decide_on =
+            |free_rows: &[SeatRowTuple]| -> StoreResult<(BatchState, Vec<HoldOutcome>)> {
+                let mut state = BatchState {
+                    now,
+                    seats: seat_map_of(&seat_rows, free_rows)?,
+                    tiers: tiers.clone(),
+                    usage_by_account: usage_by_account.clone(),
+                    prior_digests: prior_digests.clone(),
+                };
+                let outcomes = decide_holds(&rules, &mut state, requests);
+                Ok((state, outcomes))
             };
-            seats.insert(seat_id, row);
+        let (mut state, mut outcomes) = decide_on(&free_rows)?;
+        let mut read_unlocked: BTreeSet<String> =
+            free_rows.iter().map(|row| row.0.clone()).collect();
+        let cut_short_refused = requests.iter().zip(&outcomes).any(|(request, outcome)| {
+            matches!(outcome, HoldOutcome::SeatsUnavailable { .. })
+                && matches!(&request.shape, HoldShape::BestAvailable { section: Some(s), .. }
+                            if truncated.contains(s))
+        });
+        if cut_short_refused {
+            let (all_free, _) = read_free_seats(
+                &mut tx,
+                event_id,
+                &best_sections,
+                None,
+                best_everywhere,
+                now,
+            )
+            .await?;
+            (state, outcomes) = decide_on(&all_free)?;
+            read_unlocked = all_free.iter().map(|row| row.0.clone()).collect();
         }
-        let mut state = BatchState {
-            now,
-            seats,
-            tiers,
-            usage_by_account,
-            prior_digests,
-        };
-        let outcomes = decide_holds(&event.rules(), &mut state, requests);
+        let locked: BTreeSet<&str> = seat_rows.iter().map(|row| row.0.as_str()).collect();
+        read_unlocked.retain(|seat_id| !locked.contains(seat_id.as_str()));
         let (answers, records) = answer_batch(requests, &outcomes, &prior_responses, render);
 
         // 6. Write the winners, every record, the outbox; then commit.
@@ -821,6 +841,113 @@ async fn reclaim_expired_tier_holds(
         map.tier(event_id, &tier_id, available);
     }
     Ok(())
+}
+
+/// A seat row as the batch reads it: id, status, hold id, hold deadline, price.
+type SeatRowTuple = (String, String, Option<String>, Option<OffsetDateTime>, i64);
+
+/// A named section's best-available read takes this many free seats per seat requested...
+const BEST_READ_FACTOR: i64 = 4;
+/// ...plus this many (a few rows), so that adjacency is rarely what runs out.
+const BEST_READ_SLACK: i64 = 400;
+
+/// The free seats (available, or held past their deadline) of `sections` — the first
+/// `limits[i]` of section i in (row, seat) order when limits are given — and of every section
+/// when `everywhere`, read without locks; and the sections whose read hit its limit.
+async fn read_free_seats(
+    tx: &mut Transaction<'_, Postgres>,
+    event_id: &str,
+    sections: &[String],
+    limits: Option<&[i64]>,
+    everywhere: bool,
+    now: OffsetDateTime,
+) -> StoreResult<(Vec<SeatRowTuple>, BTreeSet<String>)> {
+    let mut truncated = BTreeSet::new();
+    if everywhere {
+        let rows = sqlx::query_as::<_, SeatRowTuple>(
+            "SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat
+              WHERE event_id = $1
+                AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= $2))",
+        )
+        .bind(event_id)
+        .bind(now)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+        return Ok((rows, truncated));
+    }
+    if sections.is_empty() {
+        return Ok((Vec::new(), truncated));
+    }
+    let unlimited: Vec<i64> = vec![i64::MAX; sections.len()];
+    let limits = limits.unwrap_or(&unlimited);
+    let rows = sqlx::query_as::<
+        _,
+        (
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<OffsetDateTime>,
+            i64,
+        ),
+    >(
+        "SELECT w.section, s.seat_id, s.status, s.hold_id, s.hold_expires_at, s.price_minor
+           FROM UNNEST($2::text[], $3::bigint[]) AS w(section, lim)
+           CROSS JOIN LATERAL (
+                SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat
+                 WHERE event_id = $1 AND section = w.section
+                   AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= $4))
+                 ORDER BY row_no, seat_no
+                 LIMIT w.lim) s",
+    )
+    .bind(event_id)
+    .bind(sections)
+    .bind(limits)
+    .bind(now)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let mut per_section: BTreeMap<&str, i64> = BTreeMap::new();
+    for row in &rows {
+        *per_section.entry(row.0.as_str()).or_default() += 1;
+    }
+    for (section, limit) in sections.iter().zip(limits) {
+        if per_section.get(section.as_str()).copied().unwrap_or(0) >= *limit {
+            truncated.insert(section.clone());
+        }
+    }
+    let rows = rows
+        .into_iter()
+        .map(|(_, seat_id, status, hold_id, expires_at, price)| {
+            (seat_id, status, hold_id, expires_at, price)
+        })
+        .collect();
+    Ok((rows, truncated))
+}
+
+/// The batch's seats: the locked (named) rows, then the free rows read without a lock.
+fn seat_map_of(
+    locked: &[SeatRowTuple],
+    free: &[SeatRowTuple],
+) -> StoreResult<BTreeMap<String, SeatRow>> {
+    let mut seats = BTreeMap::new();
+    for (seat_id, status, hold_id, hold_expires_at, price_minor) in free.iter().chain(locked) {
+        let status = SeatStatus::parse(status)
+            .ok_or_else(|| StoreError::Internal(format!("seat {seat_id} has status {status:?}")))?;
+        // A locked row comes last and wins over an unlocked read of the same seat.
+        seats.insert(
+            seat_id.clone(),
+            SeatRow {
+                seat_id: seat_id.clone(),
+                status,
+                hold_id: hold_id.clone(),
+                hold_expires_at: *hold_expires_at,
+                price_minor: *price_minor,
+            },
+        );
+    }
+    Ok(seats)
 }
 
 /// Locks the seats best available picked from an unlocked read, in seat order, and checks
