@@ -13,6 +13,7 @@ pub mod batcher;
 pub mod body;
 pub mod error;
 pub mod idempotency;
+pub mod lookup;
 pub mod routes;
 pub mod seatmap;
 pub mod token_cache;
@@ -68,6 +69,7 @@ pub struct Shared {
     pub store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
     pub batcher: HoldBatcher,
+    pub lookup: lookup::AnswerLookup,
     pub in_flight: InFlight,
     /// Events are immutable once created, so they are cached for the life of the process.
     pub events: Arc<Mutex<HashMap<String, Arc<EventRecord>>>>,
@@ -237,6 +239,7 @@ impl AppState {
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
             batcher: HoldBatcher::new(store.clone(), render),
+            lookup: lookup::AnswerLookup::new(store.clone()),
             seatmaps: SeatMaps::new(store.clone()),
             store,
             verifier: TokenVerifier::hs256(jwt_secret)?,

@@ -780,6 +780,21 @@ async fn sold_seats_are_refused_from_the_map_without_a_store_write(backend: Back
     let replay = app.hold("ann", &event_id, "k-ann", ann_body).await;
     assert_eq!(replay.status, StatusCode::CREATED);
     assert_eq!(replay.json()["holdId"], ann.json()["holdId"]);
+    // Looked up together (one query), each answer in its place.
+    let together = app
+        .db
+        .store
+        .stored_answers(&[
+            (scope("carl", "k-carl-1"), String::new()),
+            (scope("dan", "k-dan"), "other digest".to_owned()),
+            (scope("nobody", "k"), String::new()),
+        ])
+        .await
+        .unwrap();
+    assert!(matches!(
+        together.as_slice(),
+        [None, Some(Idempotent::KeyReusedWithOtherRequest), None]
+    ));
     match app
         .db
         .store

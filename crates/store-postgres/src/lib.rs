@@ -1309,31 +1309,44 @@ impl Store for PgStore {
         Ok(fetch_holds(&self.pool, &[hold_id.to_owned()]).await?.pop())
     }
 
-    async fn stored_answer(
+    async fn stored_answers(
         &self,
-        scope: &IdempotencyScope,
-        request_digest: &str,
-    ) -> StoreResult<Option<Idempotent>> {
-        let row = sqlx::query_as::<_, (String, i32, Vec<u8>)>(
-            "SELECT request_digest, status_code, response_body FROM idempotency
-              WHERE account_id = $1 AND endpoint = $2 AND idem_key = $3",
+        asked: &[(IdempotencyScope, String)],
+    ) -> StoreResult<Vec<Option<Idempotent>>> {
+        let accounts: Vec<&str> = asked.iter().map(|(s, _)| s.account_id.as_str()).collect();
+        let endpoints: Vec<&str> = asked.iter().map(|(s, _)| s.endpoint.as_str()).collect();
+        let keys: Vec<&str> = asked.iter().map(|(s, _)| s.key.as_str()).collect();
+        let rows = sqlx::query_as::<_, (i64, String, i32, Vec<u8>)>(
+            "SELECT k.n, i.request_digest, i.status_code, i.response_body
+               FROM UNNEST($1::text[], $2::text[], $3::text[]) WITH ORDINALITY
+                    AS k(account_id, endpoint, idem_key, n)
+               JOIN idempotency i ON i.account_id = k.account_id AND i.endpoint = k.endpoint
+                                 AND i.idem_key = k.idem_key",
         )
-        .bind(&scope.account_id)
-        .bind(&scope.endpoint)
-        .bind(&scope.key)
-        .fetch_optional(&self.pool)
+        .bind(&accounts)
+        .bind(&endpoints)
+        .bind(&keys)
+        .fetch_all(&self.pool)
         .await
         .map_err(classify)?;
-        Ok(row.map(|(digest, status, body)| {
-            if digest == request_digest {
+        let mut answers: Vec<Option<Idempotent>> = vec![None; asked.len()];
+        for (n, digest, status, body) in rows {
+            let Some(i) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)) else {
+                continue;
+            };
+            let Some((_, asked_digest)) = asked.get(i) else {
+                continue;
+            };
+            answers[i] = Some(if digest == *asked_digest {
                 Idempotent::Replayed(StoredResponse {
                     status: u16::try_from(status).unwrap_or(500),
                     body,
                 })
             } else {
                 Idempotent::KeyReusedWithOtherRequest
-            }
-        }))
+            });
+        }
+        Ok(answers)
     }
 
     async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {

@@ -1091,31 +1091,35 @@ impl Store for SqliteStore {
             .pop())
     }
 
-    async fn stored_answer(
+    async fn stored_answers(
         &self,
-        scope: &IdempotencyScope,
-        request_digest: &str,
-    ) -> StoreResult<Option<Idempotent>> {
-        let row = sqlx::query_as::<_, (String, i64, Vec<u8>)>(
-            "SELECT request_digest, status_code, response_body FROM idempotency
-              WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
-        )
-        .bind(&scope.account_id)
-        .bind(&scope.endpoint)
-        .bind(&scope.key)
-        .fetch_optional(&self.reader)
-        .await
-        .map_err(classify)?;
-        Ok(row.map(|(digest, status, body)| {
-            if digest == request_digest {
-                Idempotent::Replayed(StoredResponse {
-                    status: u16::try_from(status).unwrap_or(500),
-                    body,
-                })
-            } else {
-                Idempotent::KeyReusedWithOtherRequest
-            }
-        }))
+        asked: &[(IdempotencyScope, String)],
+    ) -> StoreResult<Vec<Option<Idempotent>>> {
+        let mut answers = Vec::with_capacity(asked.len());
+        let mut reader = self.reader.acquire().await.map_err(classify)?;
+        for (scope, request_digest) in asked {
+            let row = sqlx::query_as::<_, (String, i64, Vec<u8>)>(
+                "SELECT request_digest, status_code, response_body FROM idempotency
+                  WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+            )
+            .bind(&scope.account_id)
+            .bind(&scope.endpoint)
+            .bind(&scope.key)
+            .fetch_optional(&mut *reader)
+            .await
+            .map_err(classify)?;
+            answers.push(row.map(|(digest, status, body)| {
+                if digest == *request_digest {
+                    Idempotent::Replayed(StoredResponse {
+                        status: u16::try_from(status).unwrap_or(500),
+                        body,
+                    })
+                } else {
+                    Idempotent::KeyReusedWithOtherRequest
+                }
+            }));
+        }
+        Ok(answers)
     }
 
     async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {

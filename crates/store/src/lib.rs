@@ -315,16 +315,27 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>>;
 
-    /// The answer already stored for `scope`, read without a transaction or a write: a
-    /// replay when `request_digest` matches, a key reuse when it does not, `None` when the
-    /// key is new. Lets a request that would be refused before reaching its transaction
-    /// (an admission that ended since, a seat the map shows sold) still replay its first
-    /// answer, as the contract's idempotency demands.
+    /// The answers already stored for these (scope, request digest) pairs, in order, read
+    /// in one query without a transaction or a write: a replay when the digest matches, a
+    /// key reuse when it does not, `None` when the key is new. Lets a request that would be
+    /// refused before reaching its transaction (an admission that ended since, a seat the
+    /// map shows sold) still replay its first answer, as the contract's idempotency demands.
+    async fn stored_answers(
+        &self,
+        asked: &[(IdempotencyScope, String)],
+    ) -> StoreResult<Vec<Option<Idempotent>>>;
+
+    /// [`Store::stored_answers`] for one scope.
     async fn stored_answer(
         &self,
         scope: &IdempotencyScope,
         request_digest: &str,
-    ) -> StoreResult<Option<Idempotent>>;
+    ) -> StoreResult<Option<Idempotent>> {
+        let mut answers = self
+            .stored_answers(&[(scope.clone(), request_digest.to_owned())])
+            .await?;
+        Ok(answers.pop().flatten())
+    }
 
     /// Releases a live `HELD` hold of `account_id`.
     async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome>;

@@ -77,7 +77,7 @@ pub async fn create_hold(
         // Sold seats, or a sold-out event: refused from the seat map, without a store
         // write (a flood after sell-out never reaches the hold transaction). A retry of a
         // request that was granted before still gets its first answer.
-        if let Some(stored) = state.store.stored_answer(&scope, &digest).await? {
+        if let Some(stored) = state.lookup.stored_answer(&scope, &digest).await? {
             return Ok(answer(stored));
         }
         metrics::counter!("boxoffice_holds_rejected_early_total").increment(1);
@@ -120,7 +120,7 @@ pub async fn replay_or(
     digest: &str,
     refused: ApiError,
 ) -> ApiResult<Response> {
-    match state.store.stored_answer(scope, digest).await? {
+    match state.lookup.stored_answer(scope, digest).await? {
         Some(stored) => Ok(answer(stored)),
         None => Err(refused),
     }
