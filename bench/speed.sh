@@ -9,7 +9,7 @@
 #   holds     closed loop, 256 clients, hot-skewed 1-6 adjacent seats, 1 s TTL: decided/s
 #   holds-open 2,000 holds/s offered (open loop): p99
 #   order-status 5,000 reads/s offered (open loop): p99
-#   sellout   64 clients hammering a sold-out section: rejects/s (and the store-write counters)
+#   sellout   256 clients hammering a sold-out section: rejects/s (and the store-write counters)
 #   onsale    the full on-sale: 50,000 seats, 20,000 fans over 5 s, no waiting room, every
 #             fan pays with pm_card_visa through the simulator (100-300 ms authorization):
 #             seconds from the first hold to the last ticket issued
@@ -96,7 +96,7 @@ for run in $(seq 1 "$RUNS"); do
     want holds && "$BOXOFFICE" load holds --base-url "$URL" --clients 256 --duration-s "$DUR" | sed "s/^/run $run holds c=256 /"
     want holds-open && "$BOXOFFICE" load holds-open --base-url "$URL" --rate 2000 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run holds-open /"
     want order-status && "$BOXOFFICE" load order-status --base-url "$URL" --orders 500 --rate 5000 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run order-status /"
-    want sellout && "$BOXOFFICE" load sellout --base-url "$URL" --clients 64 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run sellout /"
+    want sellout && "$BOXOFFICE" load sellout --base-url "$URL" --clients 256 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run sellout /"
     stop_server
   fi
   if want onsale; then
