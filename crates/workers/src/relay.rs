@@ -14,12 +14,15 @@ use boxoffice_payments::{PaymentProvider, ProviderError};
 use boxoffice_store::checkout::{OutboxMessage, TicketDraft, topic};
 use boxoffice_store::{Store, StoreError};
 use boxoffice_tickets::{TicketClaims, TicketSigner};
+use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use crate::payment::verdict_of;
 
 /// Rows claimed per round.
 pub const RELAY_BATCH_MAX: u32 = 100;
+/// Messages of a round delivered at once.
+pub const RELAY_CONCURRENCY: usize = 16;
 /// How long a claim lasts before another relay may take the row again.
 pub const RELAY_LEASE_S: f64 = 10.0;
 /// Pause between rounds when nothing pokes the relay.
@@ -104,9 +107,24 @@ impl OutboxRelay {
         // Delivered rows are marked published together at the end of the round: one write
         // instead of one commit per row. A crash before that redelivers them (delivery is
         // at least once; every consumer is idempotent).
-        let mut delivered = Vec::with_capacity(messages.len());
-        for message in messages {
-            match self.deliver(&message).await {
+        //
+        // Up to RELAY_CONCURRENCY messages are delivered at once (ticket issuance for an
+        // on-sale's thousands of orders went one transaction at a time). No consumer depends
+        // on the order of two messages: each is a conditional transaction on its own order
+        // or payment operation, and a waiting-room slot ends only an admission older than
+        // the event that ends it.
+        let outcomes: Vec<(OutboxMessage, Result<(), Delivery>)> =
+            futures_util::stream::iter(messages)
+                .map(|message| async move {
+                    let outcome = self.deliver(&message).await;
+                    (message, outcome)
+                })
+                .buffer_unordered(RELAY_CONCURRENCY)
+                .collect()
+                .await;
+        let mut delivered = Vec::with_capacity(outcomes.len());
+        for (message, outcome) in outcomes {
+            match outcome {
                 Ok(()) => {
                     crate::crash::point("outbox_delivered");
                     delivered.push(message.id);
