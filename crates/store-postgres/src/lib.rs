@@ -761,14 +761,7 @@ pub(crate) async fn prior_answer(
     .await
     .map_err(classify)?;
     Ok(row.map(|(digest, status, body)| {
-        if digest == request_digest {
-            Idempotent::Replayed(StoredResponse {
-                status: u16::try_from(status).unwrap_or(500),
-                body,
-            })
-        } else {
-            Idempotent::KeyReusedWithOtherRequest
-        }
+        boxoffice_store::stored_answer_of(&digest, request_digest, i64::from(status), body)
     }))
 }
 
@@ -1337,14 +1330,12 @@ impl Store for PgStore {
             let Some((_, asked_digest)) = asked.get(i) else {
                 continue;
             };
-            answers[i] = Some(if digest == *asked_digest {
-                Idempotent::Replayed(StoredResponse {
-                    status: u16::try_from(status).unwrap_or(500),
-                    body,
-                })
-            } else {
-                Idempotent::KeyReusedWithOtherRequest
-            });
+            answers[i] = Some(boxoffice_store::stored_answer_of(
+                &digest,
+                asked_digest,
+                i64::from(status),
+                body,
+            ));
         }
         Ok(answers)
     }

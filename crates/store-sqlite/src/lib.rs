@@ -704,14 +704,7 @@ pub(crate) async fn prior_answer(
     .await
     .map_err(classify)?;
     Ok(row.map(|(digest, status, body)| {
-        if digest == request_digest {
-            Idempotent::Replayed(StoredResponse {
-                status: u16::try_from(status).unwrap_or(500),
-                body,
-            })
-        } else {
-            Idempotent::KeyReusedWithOtherRequest
-        }
+        boxoffice_store::stored_answer_of(&digest, request_digest, status, body)
     }))
 }
 
@@ -1109,14 +1102,7 @@ impl Store for SqliteStore {
             .await
             .map_err(classify)?;
             answers.push(row.map(|(digest, status, body)| {
-                if digest == *request_digest {
-                    Idempotent::Replayed(StoredResponse {
-                        status: u16::try_from(status).unwrap_or(500),
-                        body,
-                    })
-                } else {
-                    Idempotent::KeyReusedWithOtherRequest
-                }
+                boxoffice_store::stored_answer_of(&digest, request_digest, status, body)
             }));
         }
         Ok(answers)

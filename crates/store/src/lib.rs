@@ -539,6 +539,24 @@ pub fn hold_created_payload(event_id: &str, hold: &boxoffice_domain::decide::New
 }
 
 /// The outbox payload announcing that a hold ended (`hold.released`, `hold.expired`).
+/// What a stored idempotency record answers a request with `request_digest`: its response
+/// when the digests match, a key reuse when they do not.
+pub fn stored_answer_of(
+    stored_digest: &str,
+    request_digest: &str,
+    status: i64,
+    body: Vec<u8>,
+) -> Idempotent {
+    if stored_digest == request_digest {
+        Idempotent::Replayed(StoredResponse {
+            status: u16::try_from(status).unwrap_or(500),
+            body,
+        })
+    } else {
+        Idempotent::KeyReusedWithOtherRequest
+    }
+}
+
 pub fn hold_ended_payload(event_id: &str, hold_id: &str, status: HoldStatus) -> String {
     serde_json::json!({ "eventId": event_id, "holdId": hold_id, "status": status.as_str() })
         .to_string()
