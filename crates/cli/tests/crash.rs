@@ -1,5 +1,5 @@
 //! Crash points: the server process is killed with SIGKILL right after each named step of a
-//! purchase, is restarted on the same database with
+//! purchase (and of an exchange with a price increase), is restarted on the same database with
 //! the same payment simulator (a separate `boxoffice paysim` process), and must converge
 //! without an operator: the order confirmed, captured and ticketed exactly once, and
 //! `boxoffice check` clean. Each point runs on PostgreSQL and SQLite.
@@ -297,10 +297,190 @@ async fn crash_case(database_url: &str, point: &str) {
     let _ = std::fs::remove_dir_all(format!("{key_path}.waitroom"));
 }
 
+async fn get(http: &reqwest::Client, url: &str, token: &str) -> Value {
+    http.get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// An exchange with a price increase (A-1-1 at 100 for B-1-1 at 300) whose server dies at
+/// `point`: after a restart and the client's retries with the same keys, the exchange ends
+/// either completed (old ticket void, new seat sold and ticketed) or not (old ticket valid,
+/// new seat free), never both and never neither, and `boxoffice check` is clean.
+async fn exchange_crash_case(database_url: &str, point: &str) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let paysim = Paysim::start();
+    let key_path = std::env::temp_dir().join(format!(
+        "boxoffice-crash-key-{}.pem",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let key_path = key_path.to_str().unwrap().to_owned();
+    let (admin, fan) = (token("ops", true), token("ann", false));
+
+    // The event and the first purchase, on a server without a crash point.
+    let server = Server::start(database_url, &paysim, &key_path, None);
+    let base = server.base.clone();
+    let (status, event) = post(
+        &http,
+        &format!("{base}/v1/admin/events"),
+        &admin,
+        "ev",
+        &json!({"name": "Crash Trip", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "paymentGraceSeconds": 600,
+                "sections": [{"name": "A", "rows": 1, "seatsPerRow": 5, "priceMinor": 100},
+                             {"name": "B", "rows": 1, "seatsPerRow": 5, "priceMinor": 300}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap().to_owned();
+    let (_, hold) = post(
+        &http,
+        &format!("{base}/v1/events/{event_id}/holds"),
+        &fan,
+        "hold",
+        &json!({"seatIds": ["A-1-1"]}),
+    )
+    .await
+    .unwrap();
+    let hold_id = hold["holdId"].as_str().unwrap().to_owned();
+    let (_, paid) = post(
+        &http,
+        &format!("{base}/v1/holds/{hold_id}/checkout"),
+        &fan,
+        "pay",
+        &json!({"paymentMethodToken": "pm_card_visa"}),
+    )
+    .await
+    .unwrap();
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    let old_ticket = loop {
+        let order = get(&http, &format!("{base}/v1/orders/{order_id}"), &fan).await;
+        if let Some(ticket) = order["tickets"].get(0) {
+            break ticket.clone();
+        }
+        assert!(started.elapsed() < Duration::from_secs(CONVERGE_S));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    drop(server);
+
+    // The exchange and its payment, against a server that dies at `point`.
+    let exchange_body = json!({"fromSeatIds": ["A-1-1"], "toSeatIds": ["B-1-1"]});
+    let pay_body = json!({"paymentMethodToken": "pm_card_visa"});
+    let mut server = Server::start(database_url, &paysim, &key_path, Some(point));
+    let exchanges_url = |base: &str| format!("{base}/v1/orders/{order_id}/exchanges");
+    if let Some((201, x)) = post(
+        &http,
+        &exchanges_url(&server.base),
+        &fan,
+        "x",
+        &exchange_body,
+    )
+    .await
+        && let Some(exchange_id) = x["exchangeId"].as_str()
+    {
+        let _ = post(
+            &http,
+            &format!("{}/v1/exchanges/{exchange_id}/checkout", server.base),
+            &fan,
+            "xpay",
+            &pay_body,
+        )
+        .await;
+    }
+    server.wait_for_crash();
+
+    // Restart; the client retries both steps with the same keys.
+    let server = Server::start(database_url, &paysim, &key_path, None);
+    let base = server.base.clone();
+    let (status, x) = post(&http, &exchanges_url(&base), &fan, "x", &exchange_body)
+        .await
+        .unwrap();
+    assert_eq!(
+        status, 201,
+        "{point}: the exchange answers after the crash: {x}"
+    );
+    let exchange_id = x["exchangeId"].as_str().unwrap().to_owned();
+    let (status, paid) = post(
+        &http,
+        &format!("{base}/v1/exchanges/{exchange_id}/checkout"),
+        &fan,
+        "xpay",
+        &pay_body,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        status, 201,
+        "{point}: the exchange's checkout answers: {paid}"
+    );
+
+    let started = Instant::now();
+    let exchange = loop {
+        let exchange = get(&http, &format!("{base}/v1/exchanges/{exchange_id}"), &fan).await;
+        if exchange["status"] != "PAYMENT_REQUIRED" {
+            break exchange;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(CONVERGE_S),
+            "{point}: the exchange never ended: {exchange}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let old_id = old_ticket["ticketId"].as_str().unwrap();
+    let old = get(&http, &format!("{base}/v1/tickets/{old_id}"), &fan).await;
+    assert_eq!(
+        exchange["status"], "COMPLETED",
+        "{point}: a paid exchange completes: {exchange}"
+    );
+    assert_eq!(old["status"], "VOIDED", "{point}: the old ticket is void");
+    let new_order_id = exchange["newOrderId"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    loop {
+        let order = get(&http, &format!("{base}/v1/orders/{new_order_id}"), &fan).await;
+        let tickets = order["tickets"].as_array().cloned().unwrap_or_default();
+        if order["paymentStatus"] == "CAPTURED" && tickets.len() == 1 {
+            assert_eq!(tickets[0]["seatId"], "B-1-1", "{point}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(CONVERGE_S),
+            "{point}: the new order never settled: {order}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(server);
+
+    let check = Command::new(BIN)
+        .args(["check", "--database-url", database_url])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{point}: check fails after convergence: {report}"
+    );
+    let _ = std::fs::remove_file(&key_path);
+    let _ = std::fs::remove_dir_all(format!("{key_path}.waitroom"));
+}
+
 async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
     for point in boxoffice_workers::crash::POINTS {
         let (url, cleanup) = database_url();
         crash_case(&url, point).await;
+        cleanup();
+    }
+    for point in boxoffice_workers::crash::EXCHANGE_POINTS {
+        let (url, cleanup) = database_url();
+        exchange_crash_case(&url, point).await;
         cleanup();
     }
 }
@@ -332,6 +512,12 @@ async fn postgres_converges_after_every_crash_point() {
         let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
         let url = format!("{base}/{db}");
         crash_case(&url, point).await;
+        created.push(db);
+    }
+    for point in boxoffice_workers::crash::EXCHANGE_POINTS {
+        let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
+        let url = format!("{base}/{db}");
+        exchange_crash_case(&url, point).await;
         created.push(db);
     }
     let admin = sqlx::PgPool::connect(&format!("{base}/postgres"))

@@ -33,6 +33,8 @@ pub struct HoldRecord {
     pub tier_id: Option<String>,
     pub quantity: u32,
     pub idempotency_key: String,
+    /// Units of a confirmed hold that left by exchange.
+    pub exchanged_out: u32,
 }
 
 /// An order as stored, with its payment status and how many of its tickets are not voided.
@@ -49,6 +51,28 @@ pub struct OrderRecord {
     pub live_tickets: u32,
 }
 
+/// A ticket as stored, with the status of the exchange it names (if any).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketRecord {
+    pub ticket_id: String,
+    pub order_id: String,
+    pub seat_id: Option<String>,
+    /// `VALID`, `VOIDED` or `CHECKED_IN` (a valid ticket with an exchange id is exchanging).
+    pub status: String,
+    pub exchange_id: Option<String>,
+    pub exchange_status: Option<String>,
+}
+
+/// An exchange that gives up tickets of this event: its status, the tickets it names, and
+/// the stored status of the hold of its new seats (which may be in another event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExchangeRecord {
+    pub exchange_id: String,
+    pub status: String,
+    pub ticket_ids: Vec<String>,
+    pub new_hold_status: HoldStatus,
+}
+
 /// One event's seats, tiers, holds and orders, read at one instant of the store's clock.
 #[derive(Debug, Clone)]
 pub struct Inventory {
@@ -59,6 +83,8 @@ pub struct Inventory {
     pub tiers: Vec<TierRow>,
     pub holds: Vec<HoldRecord>,
     pub orders: Vec<OrderRecord>,
+    pub tickets: Vec<TicketRecord>,
+    pub exchanges: Vec<ExchangeRecord>,
 }
 
 /// One broken invariant: which one, and exactly where.
@@ -157,7 +183,8 @@ impl Inventory {
             let hid = &hold.hold_id;
             let live = hold.status.is_live(hold.expires_at, self.now);
             if live || hold.status == HoldStatus::Confirmed {
-                *usage.entry(hold.account_id.as_str()).or_default() += u64::from(hold.quantity);
+                *usage.entry(hold.account_id.as_str()).or_default() +=
+                    u64::from(hold.quantity.saturating_sub(hold.exchanged_out));
             }
             if let Some(tier_id) = &hold.tier_id {
                 if !hold.seat_ids.is_empty() {
@@ -264,11 +291,59 @@ impl Inventory {
             }
         }
 
-        let orders: BTreeMap<&str, &OrderRecord> = self
+        // What each order gave up by completed exchanges: those places are no longer its own.
+        let mut gone_seats: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        let mut gone_units: BTreeMap<&str, u32> = BTreeMap::new();
+        for ticket in &self.tickets {
+            if ticket.status == "VOIDED" && ticket.exchange_status.as_deref() == Some("COMPLETED") {
+                *gone_units.entry(ticket.order_id.as_str()).or_default() += 1;
+                if let Some(seat_id) = &ticket.seat_id {
+                    gone_seats
+                        .entry(ticket.order_id.as_str())
+                        .or_default()
+                        .insert(seat_id.as_str());
+                }
+            }
+        }
+        let effective: Vec<OrderRecord> = self
             .orders
             .iter()
-            .map(|o| (o.order_id.as_str(), o))
+            .map(|o| {
+                let gone = gone_seats.get(o.order_id.as_str());
+                OrderRecord {
+                    seat_ids: o
+                        .seat_ids
+                        .iter()
+                        .filter(|s| !gone.is_some_and(|g| g.contains(s.as_str())))
+                        .cloned()
+                        .collect(),
+                    quantity: o
+                        .quantity
+                        .saturating_sub(gone_units.get(o.order_id.as_str()).copied().unwrap_or(0)),
+                    ..o.clone()
+                }
+            })
             .collect();
+        for hold in &self.holds {
+            let gone = self
+                .orders
+                .iter()
+                .find(|o| o.hold_id == hold.hold_id)
+                .and_then(|o| gone_units.get(o.order_id.as_str()))
+                .copied()
+                .unwrap_or(0);
+            if hold.exchanged_out != gone {
+                fail(
+                    "I9",
+                    format!(
+                        "hold {} counts {} units exchanged out, its order's tickets {gone}",
+                        hold.hold_id, hold.exchanged_out
+                    ),
+                );
+            }
+        }
+        let orders: BTreeMap<&str, &OrderRecord> =
+            effective.iter().map(|o| (o.order_id.as_str(), o)).collect();
         for seat in self.seats.iter().filter(|s| s.status == SeatStatus::Sold) {
             let id = &seat.seat_id;
             let Some(order) = seat.order_id.as_deref().and_then(|o| orders.get(o)) else {
@@ -296,7 +371,7 @@ impl Inventory {
             }
         }
         let mut sold_by_tier: BTreeMap<&str, i64> = BTreeMap::new();
-        for order in &self.orders {
+        for order in &effective {
             let oid = &order.order_id;
             if order.status == OrderStatus::Confirmed {
                 for seat_id in &order.seat_ids {
@@ -373,6 +448,128 @@ impl Inventory {
             }
         }
 
+        // I9 (exchanges): a seat is sold to at most one live ticket, the ticket of the order
+        // the seat points to; a ticket is either valid or replaced by a completed exchange,
+        // never both and never neither.
+        let mut live_by_seat: BTreeMap<&str, Vec<&TicketRecord>> = BTreeMap::new();
+        for ticket in &self.tickets {
+            let tid = &ticket.ticket_id;
+            let live = matches!(ticket.status.as_str(), "VALID" | "CHECKED_IN");
+            if let Some(seat_id) = ticket.seat_id.as_deref().filter(|_| live) {
+                live_by_seat.entry(seat_id).or_default().push(ticket);
+                let owner_order = orders
+                    .get(ticket.order_id.as_str())
+                    .is_some_and(|o| o.status == OrderStatus::Confirmed);
+                let seat_points_here = seats.get(seat_id).is_some_and(|s| {
+                    s.status == SeatStatus::Sold
+                        && s.order_id.as_deref() == Some(ticket.order_id.as_str())
+                });
+                if owner_order && !seat_points_here {
+                    fail(
+                        "I9",
+                        format!(
+                            "live ticket {tid} is for seat {seat_id}, which is not sold to its order {}",
+                            ticket.order_id
+                        ),
+                    );
+                }
+            }
+            match (ticket.status.as_str(), ticket.exchange_status.as_deref()) {
+                (_, None) if ticket.exchange_id.is_some() => {
+                    fail("I9", format!("ticket {tid} names a missing exchange"))
+                }
+                ("VALID", Some(x)) if x != "PAYMENT_REQUIRED" => fail(
+                    "I9",
+                    format!("ticket {tid} is still marked by an exchange that is {x}"),
+                ),
+                ("VOIDED", Some(x)) if x != "COMPLETED" => fail(
+                    "I9",
+                    format!("ticket {tid} was voided by an exchange that is {x}"),
+                ),
+                ("CHECKED_IN", Some(_)) => fail(
+                    "I9",
+                    format!("ticket {tid} was checked in while an exchange had it"),
+                ),
+                _ => {}
+            }
+        }
+        for (seat_id, live) in live_by_seat {
+            if live.len() > 1 {
+                let ids: Vec<&str> = live.iter().map(|t| t.ticket_id.as_str()).collect();
+                fail(
+                    "I9",
+                    format!(
+                        "seat {seat_id} has {} live tickets: {}",
+                        live.len(),
+                        ids.join(", ")
+                    ),
+                );
+            }
+        }
+        let tickets: BTreeMap<&str, &TicketRecord> = self
+            .tickets
+            .iter()
+            .map(|t| (t.ticket_id.as_str(), t))
+            .collect();
+        for exchange in &self.exchanges {
+            let xid = &exchange.exchange_id;
+            let (want_status, want_mark, want_hold): (&str, Option<&str>, &[HoldStatus]) =
+                match exchange.status.as_str() {
+                    "COMPLETED" => ("VOIDED", Some(xid.as_str()), &[HoldStatus::Confirmed]),
+                    "PAYMENT_REQUIRED" => (
+                        "VALID",
+                        Some(xid.as_str()),
+                        &[HoldStatus::Held, HoldStatus::PaymentPending],
+                    ),
+                    // Ended unpaid: the new hold never sold (it may outlive the exchange
+                    // when a compensation ended it; its sale is then refused).
+                    _ => (
+                        "",
+                        None,
+                        &[
+                            HoldStatus::Released,
+                            HoldStatus::Expired,
+                            HoldStatus::Held,
+                            HoldStatus::PaymentPending,
+                        ],
+                    ),
+                };
+            if !want_hold.contains(&exchange.new_hold_status) {
+                fail(
+                    "I9",
+                    format!(
+                        "exchange {xid} is {} but the hold of its new seats is {}",
+                        exchange.status,
+                        exchange.new_hold_status.as_str()
+                    ),
+                );
+            }
+            for ticket_id in &exchange.ticket_ids {
+                let Some(ticket) = tickets.get(ticket_id.as_str()) else {
+                    fail(
+                        "I9",
+                        format!("exchange {xid} names missing ticket {ticket_id}"),
+                    );
+                    continue;
+                };
+                let fine = match want_mark {
+                    Some(mark) => {
+                        ticket.status == want_status && ticket.exchange_id.as_deref() == Some(mark)
+                    }
+                    None => ticket.exchange_id.as_deref() != Some(xid.as_str()),
+                };
+                if !fine {
+                    fail(
+                        "I9",
+                        format!(
+                            "exchange {xid} is {} but its ticket {ticket_id} is {} (exchange {:?})",
+                            exchange.status, ticket.status, ticket.exchange_id
+                        ),
+                    );
+                }
+            }
+        }
+
         let mut keys = BTreeSet::new();
         for hold in &self.holds {
             if !keys.insert((hold.account_id.as_str(), hold.idempotency_key.as_str())) {
@@ -417,6 +614,7 @@ mod tests {
                 tier_id: None,
                 quantity: 1,
                 idempotency_key: "k".into(),
+                exchanged_out: 0,
             }],
             orders: vec![OrderRecord {
                 order_id: "o".into(),
@@ -429,6 +627,15 @@ mod tests {
                 quantity: 1,
                 live_tickets: 1,
             }],
+            tickets: vec![TicketRecord {
+                ticket_id: "t".into(),
+                order_id: "o".into(),
+                seat_id: Some("A-1-1".into()),
+                status: "VALID".into(),
+                exchange_id: None,
+                exchange_status: None,
+            }],
+            exchanges: Vec::new(),
         }
     }
 
@@ -440,7 +647,23 @@ mod tests {
     #[test]
     fn each_planted_sale_fault_is_named() {
         type Plant = fn(&mut Inventory);
-        let cases: [(&str, Plant); 5] = [
+        let cases: [(&str, Plant); 8] = [
+            // A second live ticket for the seat (an exchange that sold it twice).
+            ("I9", |inv| {
+                let mut twin = inv.tickets[0].clone();
+                twin.ticket_id = "t2".into();
+                inv.tickets.push(twin);
+            }),
+            // The old ticket still valid although its exchange completed (both).
+            ("I9", |inv| {
+                inv.tickets[0].exchange_id = Some("x".into());
+                inv.tickets[0].exchange_status = Some("COMPLETED".into());
+            }),
+            // An exchange that failed but left its mark (the ticket could never be used).
+            ("I9", |inv| {
+                inv.tickets[0].exchange_id = Some("x".into());
+                inv.tickets[0].exchange_status = Some("FAILED".into());
+            }),
             ("I1", |inv| inv.orders[0].status = OrderStatus::Cancelled),
             ("I1", |inv| inv.seats[0].order_id = Some("ghost".into())),
             ("I2", |inv| inv.orders[0].live_tickets = 2),

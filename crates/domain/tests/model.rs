@@ -98,6 +98,8 @@ impl Subject {
                 tiers: vec![tier],
                 holds: Vec::new(),
                 orders: Vec::new(),
+                tickets: Vec::new(),
+                exchanges: Vec::new(),
             },
             records: BTreeMap::new(),
             next_hold: 0,
@@ -198,6 +200,7 @@ impl Subject {
                     tier_id: new_hold.tier_id.clone(),
                     quantity: new_hold.quantity,
                     idempotency_key: request.idempotency_key.clone(),
+                    exchanged_out: 0,
                 });
             }
         }

@@ -61,6 +61,15 @@ fn order_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<OrderView> {
     })
 }
 
+/// A valid ticket an exchange has marked shows as `EXCHANGING`.
+pub(crate) fn ticket_status(stored: String, exchange_id: Option<String>) -> String {
+    if stored == "VALID" && exchange_id.is_some() {
+        "EXCHANGING".into()
+    } else {
+        stored
+    }
+}
+
 fn ticket_from_row(row: &sqlx::postgres::PgRow) -> TicketView {
     TicketView {
         ticket_id: row.get("ticket_id"),
@@ -71,7 +80,11 @@ fn ticket_from_row(row: &sqlx::postgres::PgRow) -> TicketView {
         tier_id: row.get("tier_id"),
         unit: u32::try_from(row.get::<i32, _>("unit")).unwrap_or(0),
         code: row.get("code"),
-        status: row.get("status"),
+        status: ticket_status(
+            row.get("status"),
+            row.get::<Option<String>, _>("exchange_id"),
+        ),
+        exchange_id: row.get("exchange_id"),
         issued_at: row.get("issued_at"),
     }
 }
@@ -97,7 +110,7 @@ const OPERATION_COLUMNS: &str =
      amount_minor, currency, n_attempts";
 
 /// One order with its tickets, read on `conn` (a pooled connection or a transaction).
-async fn load_order(
+pub(crate) async fn load_order(
     conn: &mut sqlx::PgConnection,
     order_id: &str,
 ) -> StoreResult<Option<OrderView>> {
@@ -134,7 +147,7 @@ async fn load_order_tx(
     })
 }
 
-async fn outbox(
+pub(crate) async fn outbox(
     tx: &mut Transaction<'_, Postgres>,
     event_id: &str,
     topic: &str,
@@ -219,10 +232,16 @@ async fn confirm_order(
     if !hold_ok {
         return Ok(Err("HOLD_EXPIRED"));
     }
+    if !crate::exchange::still_open(tx, &hold.hold_id).await? {
+        return Ok(Err("EXCHANGE_ENDED"));
+    }
     // The purchase limit, re-checked at confirmation: other live or confirmed holds of the
     // account for this event, plus this one.
     let others: i64 = sqlx::query_scalar(
-        "SELECT coalesce(sum(quantity), 0)::bigint FROM hold
+        "SELECT coalesce(sum(quantity - exchanged_out), 0)::bigint
+                - coalesce((SELECT jsonb_array_length(ticket_ids) FROM exchange
+                             WHERE new_hold_id = $3 AND from_event_id = $1 AND status = 'PAYMENT_REQUIRED'), 0)
+           FROM hold
           WHERE event_id = $1 AND account_id = $2 AND hold_id <> $3
             AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > $4))",
     )
@@ -287,6 +306,8 @@ async fn confirm_order(
         .execute(&mut **tx)
         .await
         .map_err(classify)?;
+    // An exchange's new seats are sold: its old tickets go in the same transaction.
+    crate::exchange::complete_exchange_of(tx, hold, &order.order_id, now, map).await?;
     let event_id = order.event_id.as_str();
     outbox(
         tx,
@@ -397,6 +418,14 @@ impl crate::PgStore {
             .iter()
             .map(|s| (s.seat_id.clone(), s.price_minor))
             .collect();
+        // The hold of an exchange's new seats costs only the difference.
+        let amount: i64 =
+            sqlx::query_scalar("SELECT amount_due_minor FROM exchange WHERE new_hold_id = $1")
+                .bind(&hold.hold_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(classify)?
+                .unwrap_or(hold.total_minor);
         sqlx::query(
             "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity, total_minor,
                                  currency, created_at, updated_at)
@@ -425,7 +454,7 @@ impl crate::PgStore {
         .bind(&start.order_id)
         .bind(&start.provider)
         .bind(&start.payment_method)
-        .bind(hold.total_minor)
+        .bind(amount)
         .bind(&hold.currency)
         .bind(now)
         .bind(OPERATION_RECHECK_S)
@@ -796,6 +825,13 @@ impl crate::PgStore {
         if used > 0 {
             return Ok(false);
         }
+        // Units that left by exchange were returned then.
+        let exchanged_out: i64 =
+            sqlx::query_scalar("SELECT exchanged_out::bigint FROM hold WHERE hold_id = $1")
+                .bind(&order.hold_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(classify)?;
         let cancelled = sqlx::query(
             "UPDATE orders SET status = 'CANCELLED', cancel_reason = $2, updated_at = $3
               WHERE order_id = $1 AND status = 'CONFIRMED'",
@@ -831,12 +867,28 @@ impl crate::PgStore {
             )
             .bind(&order.event_id)
             .bind(tier_id)
-            .bind(i64::from(order.quantity))
+            .bind(i64::from(order.quantity) - exchanged_out)
             .fetch_one(&mut *tx)
             .await
             .map_err(classify)?;
             map.tier(&order.event_id, tier_id, available);
         }
+        // An exchange of these tickets waiting for payment ends first (its marks go).
+        let pending: Vec<String> = sqlx::query_scalar(
+            "SELECT new_hold_id FROM exchange WHERE order_id = $1 AND status = 'PAYMENT_REQUIRED'",
+        )
+        .bind(&order.order_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let pending: Vec<&str> = pending.iter().map(String::as_str).collect();
+        crate::exchange::end_exchanges_of(
+            &mut tx,
+            &pending,
+            boxoffice_store::exchange::ExchangeStatus::Failed,
+            now,
+        )
+        .await?;
         sqlx::query("UPDATE ticket SET status = 'VOIDED' WHERE order_id = $1 AND status = 'VALID'")
             .bind(&order.order_id)
             .execute(&mut *tx)
@@ -880,20 +932,20 @@ impl crate::PgStore {
     ) -> StoreResult<Option<(bool, String)>> {
         let updated = sqlx::query(
             "UPDATE ticket SET status = 'CHECKED_IN', checked_in_at = clock_timestamp()
-              WHERE ticket_id = $1 AND status = 'VALID'",
+              WHERE ticket_id = $1 AND status = 'VALID' AND exchange_id IS NULL",
         )
         .bind(ticket_id)
         .execute(self.pool())
         .await
         .map_err(classify)?
         .rows_affected();
-        let status: Option<String> =
-            sqlx::query_scalar("SELECT status FROM ticket WHERE ticket_id = $1")
+        let status: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT status, exchange_id FROM ticket WHERE ticket_id = $1")
                 .bind(ticket_id)
                 .fetch_optional(self.pool())
                 .await
                 .map_err(classify)?;
-        Ok(status.map(|s| (updated == 1, s)))
+        Ok(status.map(|(s, x)| (updated == 1, ticket_status(s, x))))
     }
 
     /// Claims up to `limit` undelivered outbox rows for `lease_s` seconds. Rows another

@@ -8,6 +8,7 @@
 //! batch of any size costs a fixed number of round trips.
 
 mod checkout;
+mod exchange;
 mod seatmap;
 
 pub use checkout::unknown_backoff_s;
@@ -24,6 +25,7 @@ use boxoffice_domain::event::{EventSpec, Section, Tier};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
     EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, RenderHold, Store, StoreError,
@@ -482,7 +484,7 @@ impl PgStore {
             // The status list is the partial index's own predicate (one index scan; the OR
             // form was planned as two).
             "SELECT account_id,
-                    COALESCE(sum(quantity) FILTER (WHERE status = 'CONFIRMED' OR expires_at > $3), 0)::bigint
+                    COALESCE(sum(quantity - exchanged_out) FILTER (WHERE status = 'CONFIRMED' OR expires_at > $3), 0)::bigint
                FROM hold
               WHERE event_id = $1 AND account_id = ANY($2)
                 AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')
@@ -666,6 +668,7 @@ impl PgStore {
         if !expired.is_empty() {
             let events: Vec<&str> = expired.iter().map(|h| h.event_id.as_str()).collect();
             let ids: Vec<&str> = expired.iter().map(|h| h.hold_id.as_str()).collect();
+            exchange::end_exchanges_of(&mut tx, &ids, ExchangeStatus::Expired, now).await?;
             // A hold that ran out of grace in checkout takes its order with it; an
             // authorization that arrives later is voided (see settle_payment).
             sqlx::query(
@@ -818,6 +821,19 @@ async fn reclaim_expired_tier_holds(
             SELECT $1, 'hold.expired',
                    jsonb_build_object('eventId', $1::text, 'holdId', hold_id, 'status', 'EXPIRED'), $3
               FROM due
+         ), ended AS (
+            -- An exchange whose new hold lapsed ends with it (see exchange::end_exchanges_of).
+            UPDATE exchange SET status = 'EXPIRED', updated_at = $3
+             WHERE new_hold_id IN (SELECT hold_id FROM due) AND status = 'PAYMENT_REQUIRED'
+            RETURNING exchange_id, from_event_id, order_id
+         ), unmarked AS (
+            UPDATE ticket SET exchange_id = NULL
+             WHERE exchange_id IN (SELECT exchange_id FROM ended) AND status = 'VALID'
+         ), exchange_announced AS (
+            INSERT INTO outbox (event_id, topic, payload, created_at)
+            SELECT from_event_id, 'exchange.ended',
+                   jsonb_build_object('exchangeId', exchange_id, 'orderId', order_id, 'status', 'EXPIRED'), $3
+              FROM ended
          )
          UPDATE tier t SET held = t.held - d.n, available = t.available + d.n
            FROM (SELECT tier_id, sum(quantity)::bigint AS n FROM due GROUP BY tier_id) d
@@ -1144,6 +1160,12 @@ pub(crate) async fn free_hold_resources(
     } else {
         "hold.expired"
     };
+    let exchange_ends_as = if ended_as == HoldStatus::Released {
+        ExchangeStatus::Failed
+    } else {
+        ExchangeStatus::Expired
+    };
+    exchange::end_exchanges_of(tx, &[hold.hold_id.as_str()], exchange_ends_as, now).await?;
     sqlx::query(
         "INSERT INTO outbox (event_id, topic, payload, created_at) VALUES ($1, $2, $3::jsonb, $4)",
     )
@@ -1428,7 +1450,7 @@ impl Store for PgStore {
         })
         .collect();
         let sql = format!(
-            "SELECT {HOLD_COLUMNS}, idempotency_key FROM hold WHERE event_id = $1 ORDER BY hold_id"
+            "SELECT {HOLD_COLUMNS}, idempotency_key, exchanged_out FROM hold WHERE event_id = $1 ORDER BY hold_id"
         );
         let holds = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(event_id)
@@ -1448,6 +1470,7 @@ impl Store for PgStore {
                     tier_id: view.tier_id,
                     quantity: view.quantity,
                     idempotency_key: row.get("idempotency_key"),
+                    exchanged_out: u32::try_from(row.get::<i32, _>("exchanged_out")).unwrap_or(0),
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
@@ -1462,6 +1485,27 @@ impl Store for PgStore {
             .into_iter()
             .map(boxoffice_store::order_record)
             .collect::<StoreResult<Vec<_>>>()?;
+        let sql = boxoffice_store::TICKET_RECORDS_SQL.replace("{p}", "$1");
+        let tickets = sqlx::query_as::<_, boxoffice_store::TicketColumns>(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(boxoffice_store::ticket_record)
+            .collect();
+        let sql = boxoffice_store::EXCHANGE_RECORDS_SQL
+            .replace("{p}", "$1")
+            .replace("x.ticket_ids,", "x.ticket_ids::text,");
+        let exchanges =
+            sqlx::query_as::<_, boxoffice_store::ExchangeColumns>(sqlx::AssertSqlSafe(sql))
+                .bind(event_id)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(classify)?
+                .into_iter()
+                .map(boxoffice_store::exchange_record)
+                .collect::<StoreResult<Vec<_>>>()?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(Inventory {
             event_id: event_id.to_owned(),
@@ -1471,6 +1515,8 @@ impl Store for PgStore {
             tiers,
             holds,
             orders,
+            tickets,
+            exchanges,
         }))
     }
 
@@ -1552,6 +1598,21 @@ impl Store for PgStore {
         ticket_id: &str,
     ) -> StoreResult<Option<boxoffice_store::checkout::TicketView>> {
         self.ticket_by_id(ticket_id).await
+    }
+
+    async fn begin_exchange(
+        &self,
+        start: &boxoffice_store::exchange::ExchangeStart,
+        render: &boxoffice_store::exchange::RenderExchange,
+    ) -> StoreResult<boxoffice_store::exchange::ExchangeBegun> {
+        retrying(|| self.begin_exchange_once(start, render)).await
+    }
+
+    async fn get_exchange(
+        &self,
+        exchange_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::exchange::ExchangeView>> {
+        self.exchange_by_id(exchange_id).await
     }
 
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {

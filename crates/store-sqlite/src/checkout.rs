@@ -79,7 +79,17 @@ fn order_from_row(row: &SqliteRow) -> StoreResult<OrderView> {
     })
 }
 
+/// A valid ticket an exchange has marked shows as `EXCHANGING`.
+pub(crate) fn ticket_status(stored: String, exchange_id: Option<String>) -> String {
+    if stored == "VALID" && exchange_id.is_some() {
+        "EXCHANGING".into()
+    } else {
+        stored
+    }
+}
+
 fn ticket_from_row(row: &SqliteRow) -> StoreResult<TicketView> {
+    let exchange_id: Option<String> = column(row, "exchange_id")?;
     Ok(TicketView {
         ticket_id: column(row, "ticket_id")?,
         event_id: column(row, "event_id")?,
@@ -89,7 +99,8 @@ fn ticket_from_row(row: &SqliteRow) -> StoreResult<TicketView> {
         tier_id: column(row, "tier_id")?,
         unit: to_u32(column(row, "unit")?),
         code: column(row, "code")?,
-        status: column(row, "status")?,
+        status: ticket_status(column(row, "status")?, exchange_id.clone()),
+        exchange_id,
         issued_at: from_ms(column(row, "issued_at")?)?,
     })
 }
@@ -111,7 +122,7 @@ fn operation_from_row(row: &SqliteRow) -> StoreResult<PaymentOperation> {
 }
 
 /// One order with its tickets, read on `conn` (a pooled connection or a transaction).
-async fn load_order(
+pub(crate) async fn load_order(
     conn: &mut sqlx::SqliteConnection,
     order_id: &str,
 ) -> StoreResult<Option<OrderView>> {
@@ -145,7 +156,7 @@ async fn load_order_tx(tx: &mut Transaction<'_, Sqlite>, order_id: &str) -> Stor
     })
 }
 
-async fn outbox(
+pub(crate) async fn outbox(
     tx: &mut Transaction<'_, Sqlite>,
     event_id: &str,
     topic: &str,
@@ -220,10 +231,17 @@ async fn confirm_order(
     if !hold_ok {
         return Ok(Err("HOLD_EXPIRED"));
     }
+    if !crate::exchange::still_open(tx, &hold.hold_id).await? {
+        return Ok(Err("EXCHANGE_ENDED"));
+    }
     // The purchase limit, re-checked at confirmation: other live or confirmed holds of the
-    // account for this event, plus this one.
+    // account for this event, minus what an exchange of this hold gives up here, plus this
+    // one.
     let others: i64 = sqlx::query_scalar(
-        "SELECT coalesce(sum(quantity), 0) FROM hold
+        "SELECT coalesce(sum(quantity - exchanged_out), 0)
+                - coalesce((SELECT json_array_length(ticket_ids) FROM exchange
+                             WHERE new_hold_id = ?3 AND from_event_id = ?1 AND status = 'PAYMENT_REQUIRED'), 0)
+           FROM hold
           WHERE event_id = ?1 AND account_id = ?2 AND hold_id <> ?3
             AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > ?4))",
     )
@@ -292,6 +310,8 @@ async fn confirm_order(
     .execute(&mut **tx)
     .await
     .map_err(classify)?;
+    // An exchange's new seats are sold: its old tickets go in the same transaction.
+    crate::exchange::complete_exchange_of(tx, hold, &order.order_id, now, map).await?;
     let event_id = order.event_id.as_str();
     outbox(
         tx,
@@ -404,6 +424,14 @@ impl crate::SqliteStore {
             .iter()
             .map(|s| (s.seat_id.clone(), s.price_minor))
             .collect();
+        // The hold of an exchange's new seats costs only the difference.
+        let amount: i64 =
+            sqlx::query_scalar("SELECT amount_due_minor FROM exchange WHERE new_hold_id = ?1")
+                .bind(&hold.hold_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(classify)?
+                .unwrap_or(hold.total_minor);
         sqlx::query(
             "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity, total_minor,
                                  currency, created_at, updated_at)
@@ -432,7 +460,7 @@ impl crate::SqliteStore {
         .bind(&start.order_id)
         .bind(&start.provider)
         .bind(&start.payment_method)
-        .bind(hold.total_minor)
+        .bind(amount)
         .bind(&hold.currency)
         .bind(plus_secs_ms(now, OPERATION_RECHECK_S))
         .bind(to_ms(now))
@@ -784,6 +812,13 @@ impl crate::SqliteStore {
         if used > 0 {
             return Ok(false);
         }
+        // Units that left by exchange were returned then.
+        let exchanged_out: i64 =
+            sqlx::query_scalar("SELECT exchanged_out FROM hold WHERE hold_id = ?1")
+                .bind(&order.hold_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(classify)?;
         let cancelled = sqlx::query(
             "UPDATE orders SET status = 'CANCELLED', cancel_reason = ?2, updated_at = ?3
               WHERE order_id = ?1 AND status = 'CONFIRMED'",
@@ -819,12 +854,28 @@ impl crate::SqliteStore {
             )
             .bind(&order.event_id)
             .bind(tier_id)
-            .bind(i64::from(order.quantity))
+            .bind(i64::from(order.quantity) - exchanged_out)
             .fetch_one(&mut *tx)
             .await
             .map_err(classify)?;
             map.tier(&order.event_id, tier_id, available);
         }
+        // An exchange of these tickets waiting for payment ends first (its marks go).
+        let pending: Vec<String> = sqlx::query_scalar(
+            "SELECT new_hold_id FROM exchange WHERE order_id = ?1 AND status = 'PAYMENT_REQUIRED'",
+        )
+        .bind(&order.order_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let pending: Vec<&str> = pending.iter().map(String::as_str).collect();
+        crate::exchange::end_exchanges_of(
+            &mut tx,
+            &pending,
+            boxoffice_store::exchange::ExchangeStatus::Failed,
+            now,
+        )
+        .await?;
         sqlx::query("UPDATE ticket SET status = 'VOIDED' WHERE order_id = ?1 AND status = 'VALID'")
             .bind(&order.order_id)
             .execute(&mut *tx)
@@ -871,7 +922,7 @@ impl crate::SqliteStore {
         let now = store_now(&mut tx).await?;
         let updated = sqlx::query(
             "UPDATE ticket SET status = 'CHECKED_IN', checked_in_at = ?2
-              WHERE ticket_id = ?1 AND status = 'VALID'",
+              WHERE ticket_id = ?1 AND status = 'VALID' AND exchange_id IS NULL",
         )
         .bind(ticket_id)
         .bind(to_ms(now))
@@ -879,14 +930,14 @@ impl crate::SqliteStore {
         .await
         .map_err(classify)?
         .rows_affected();
-        let status: Option<String> =
-            sqlx::query_scalar("SELECT status FROM ticket WHERE ticket_id = ?1")
+        let status: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT status, exchange_id FROM ticket WHERE ticket_id = ?1")
                 .bind(ticket_id)
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(classify)?;
         tx.commit().await.map_err(classify)?;
-        Ok(status.map(|s| (updated == 1, s)))
+        Ok(status.map(|(s, x)| (updated == 1, ticket_status(s, x))))
     }
 
     /// Claims up to `limit` undelivered outbox rows for `lease_s` seconds. The write lock

@@ -29,6 +29,7 @@ use boxoffice_domain::event::{EventSpec, Section, Tier};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
     EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, RenderHold, Store, StoreError,
@@ -65,6 +66,7 @@ macro_rules! now_ms {
 
 // Declared after `now_ms!` so the module sees the macro.
 mod checkout;
+mod exchange;
 mod seatmap;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
@@ -515,7 +517,7 @@ impl SqliteStore {
         distinct_accounts.sort_unstable();
         distinct_accounts.dedup();
         let usage_by_account: BTreeMap<String, u32> = sqlx::query_as::<_, (String, i64)>(
-            "SELECT account_id, sum(quantity) FROM hold
+            "SELECT account_id, sum(quantity - exchanged_out) FROM hold
               WHERE event_id = ?1 AND account_id IN (SELECT value FROM json_each(?2))
                 AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > ?3))
               GROUP BY account_id",
@@ -754,6 +756,8 @@ async fn reclaim_expired_tier_holds(
     .fetch_all(&mut **tx)
     .await
     .map_err(classify)?;
+    let ids: Vec<&str> = due.iter().map(|(hold_id, _, _)| hold_id.as_str()).collect();
+    exchange::end_exchanges_of(tx, &ids, ExchangeStatus::Expired, now).await?;
     let mut returned: BTreeMap<&str, i64> = BTreeMap::new();
     for (hold_id, tier_id, quantity) in &due {
         insert_outbox(
@@ -922,6 +926,12 @@ pub(crate) async fn free_hold_resources(
     } else {
         "hold.expired"
     };
+    let exchange_ends_as = if ended_as == HoldStatus::Released {
+        ExchangeStatus::Failed
+    } else {
+        ExchangeStatus::Expired
+    };
+    exchange::end_exchanges_of(tx, &[hold.hold_id.as_str()], exchange_ends_as, now).await?;
     insert_outbox(
         tx,
         &hold.event_id,
@@ -1195,7 +1205,7 @@ impl Store for SqliteStore {
         })
         .collect();
         let sql = format!(
-            "SELECT {HOLD_COLUMNS}, idempotency_key FROM hold WHERE event_id = ?1 ORDER BY hold_id"
+            "SELECT {HOLD_COLUMNS}, idempotency_key, exchanged_out FROM hold WHERE event_id = ?1 ORDER BY hold_id"
         );
         let holds = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(event_id)
@@ -1215,6 +1225,7 @@ impl Store for SqliteStore {
                     tier_id: view.tier_id,
                     quantity: view.quantity,
                     idempotency_key: column(row, "idempotency_key")?,
+                    exchanged_out: to_u32(column(row, "exchanged_out")?),
                 })
             })
             .collect::<StoreResult<Vec<_>>>()?;
@@ -1227,6 +1238,25 @@ impl Store for SqliteStore {
             .into_iter()
             .map(boxoffice_store::order_record)
             .collect::<StoreResult<Vec<_>>>()?;
+        let sql = boxoffice_store::TICKET_RECORDS_SQL.replace("{p}", "?1");
+        let tickets = sqlx::query_as::<_, boxoffice_store::TicketColumns>(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(boxoffice_store::ticket_record)
+            .collect();
+        let sql = boxoffice_store::EXCHANGE_RECORDS_SQL.replace("{p}", "?1");
+        let exchanges =
+            sqlx::query_as::<_, boxoffice_store::ExchangeColumns>(sqlx::AssertSqlSafe(sql))
+                .bind(event_id)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(classify)?
+                .into_iter()
+                .map(boxoffice_store::exchange_record)
+                .collect::<StoreResult<Vec<_>>>()?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(Inventory {
             event_id: event_id.to_owned(),
@@ -1236,6 +1266,8 @@ impl Store for SqliteStore {
             tiers,
             holds,
             orders,
+            tickets,
+            exchanges,
         }))
     }
 
@@ -1318,6 +1350,21 @@ impl Store for SqliteStore {
         ticket_id: &str,
     ) -> StoreResult<Option<boxoffice_store::checkout::TicketView>> {
         self.ticket_by_id(ticket_id).await
+    }
+
+    async fn begin_exchange(
+        &self,
+        start: &boxoffice_store::exchange::ExchangeStart,
+        render: &boxoffice_store::exchange::RenderExchange,
+    ) -> StoreResult<boxoffice_store::exchange::ExchangeBegun> {
+        retrying(|| self.begin_exchange_once(start, render)).await
+    }
+
+    async fn get_exchange(
+        &self,
+        exchange_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::exchange::ExchangeView>> {
+        self.exchange_by_id(exchange_id).await
     }
 
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {

@@ -48,8 +48,11 @@ pub struct TicketView {
     pub tier_id: Option<String>,
     pub unit: u32,
     pub code: String,
-    /// `VALID`, `VOIDED` or `CHECKED_IN`.
+    /// `VALID`, `VOIDED`, `CHECKED_IN`, or `EXCHANGING` (valid, but an exchange in payment
+    /// has it: it cannot be checked in or exchanged again until the exchange ends).
     pub status: String,
+    /// The exchange that has the ticket (`EXCHANGING`) or replaced it (`VOIDED`).
+    pub exchange_id: Option<String>,
     pub issued_at: OffsetDateTime,
 }
 

@@ -9,6 +9,7 @@
 //! transaction as the state it creates.
 
 pub mod checkout;
+pub mod exchange;
 pub mod seatmap;
 
 use async_trait::async_trait;
@@ -435,6 +436,21 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         reason: &str,
     ) -> StoreResult<bool>;
 
+    // ----- exchanges -----
+
+    /// Exchanges some or all tickets of a confirmed order in one transaction (see
+    /// [`exchange`]): completed at once without a price increase, or the new seats held and
+    /// the old tickets marked until the difference is paid through checkout of the new hold.
+    /// The idempotency record stores `render(exchange, order)`; refusals change nothing and
+    /// store nothing.
+    async fn begin_exchange(
+        &self,
+        start: &exchange::ExchangeStart,
+        render: &exchange::RenderExchange,
+    ) -> StoreResult<exchange::ExchangeBegun>;
+
+    async fn get_exchange(&self, exchange_id: &str) -> StoreResult<Option<exchange::ExchangeView>>;
+
     /// Claims undelivered outbox rows for `lease_s` seconds (at-least-once delivery).
     async fn claim_outbox(
         &self,
@@ -599,6 +615,57 @@ pub const ORDER_RECORDS_SQL: &str =
         (SELECT count(*) FROM ticket t WHERE t.order_id = o.order_id AND t.status <> 'VOIDED')
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = {p} ORDER BY o.order_id";
+
+/// The SQL (`{p}` is the event id parameter) that reads [`TicketColumns`] for one event.
+pub const TICKET_RECORDS_SQL: &str =
+    "SELECT t.ticket_id, t.order_id, t.seat_id, t.status, t.exchange_id, x.status
+   FROM ticket t LEFT JOIN exchange x ON x.exchange_id = t.exchange_id
+  WHERE t.event_id = {p} ORDER BY t.ticket_id";
+
+/// The columns `load_inventory` reads per ticket, in this order.
+pub type TicketColumns = (
+    String,
+    String,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<String>,
+);
+
+pub fn ticket_record(columns: TicketColumns) -> boxoffice_domain::inventory::TicketRecord {
+    let (ticket_id, order_id, seat_id, status, exchange_id, exchange_status) = columns;
+    boxoffice_domain::inventory::TicketRecord {
+        ticket_id,
+        order_id,
+        seat_id,
+        status,
+        exchange_id,
+        exchange_status,
+    }
+}
+
+/// The SQL (`{p}` is the event id parameter) that reads [`ExchangeColumns`] of the exchanges
+/// that give up tickets of one event.
+pub const EXCHANGE_RECORDS_SQL: &str = "SELECT x.exchange_id, x.status, x.ticket_ids, h.status
+   FROM exchange x JOIN hold h ON h.hold_id = x.new_hold_id
+  WHERE x.from_event_id = {p} ORDER BY x.exchange_id";
+
+/// The columns `load_inventory` reads per exchange: id, status, ticket ids (JSON), new hold's
+/// status.
+pub type ExchangeColumns = (String, String, String, String);
+
+pub fn exchange_record(
+    columns: ExchangeColumns,
+) -> StoreResult<boxoffice_domain::inventory::ExchangeRecord> {
+    let (exchange_id, status, ticket_ids, hold_status) = columns;
+    Ok(boxoffice_domain::inventory::ExchangeRecord {
+        ticket_ids: serde_json::from_str(&ticket_ids)
+            .map_err(|e| StoreError::Internal(format!("exchange {exchange_id} ticket ids: {e}")))?,
+        new_hold_status: parse_hold_status(&hold_status)?,
+        exchange_id,
+        status,
+    })
+}
 
 /// An order row as `load_inventory` reads it.
 pub fn order_record(

@@ -19,6 +19,16 @@ pub const POINTS: [&str; 7] = [
     "outbox_delivered",
 ];
 
+/// The points of an exchange with a price increase, in the order they are passed: the
+/// exchange's transaction, then the checkout of its new seats (the purchase points).
+pub const EXCHANGE_POINTS: [&str; 5] = [
+    "exchange_committed",
+    "checkout_committed",
+    "authorization_sent",
+    "authorization_returned",
+    "sold_committed",
+];
+
 /// Aborts the process if `BOXOFFICE_CRASH_AT` names `name`.
 pub fn point(name: &str) {
     static TARGET: OnceLock<Option<String>> = OnceLock::new();

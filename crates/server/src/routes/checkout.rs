@@ -201,7 +201,21 @@ pub async fn checkout(
     headers: HeaderMap,
     body: JsonBody,
 ) -> ApiResult<Response> {
-    let key = request_key(&headers, &body)?;
+    let path = format!("/v1/holds/{hold_id}/checkout");
+    checkout_hold(&state, &account, hold_id, &path, &headers, &body).await
+}
+
+/// The checkout of one hold, requested at `path` (a hold's checkout, or an exchange's, whose
+/// hold holds the new seats and costs the difference).
+pub async fn checkout_hold(
+    state: &AppState,
+    account: &Account,
+    hold_id: String,
+    path: &str,
+    headers: &HeaderMap,
+    body: &JsonBody,
+) -> ApiResult<Response> {
+    let key = request_key(headers, body)?;
     let checkout = body.parse::<CheckoutBody>()?;
     let token = checkout.payment_method_token.trim();
     if token.is_empty()
@@ -216,27 +230,26 @@ pub async fn checkout(
     if hold_id.is_empty() || hold_id.len() > 128 {
         return Err(ApiError::not_found("hold"));
     }
-    let path = format!("/v1/holds/{hold_id}/checkout");
     let scope = IdempotencyScope {
         account_id: account.account_id.to_string(),
         endpoint: format!("POST {path}"),
         key,
     };
-    let digest = request_digest("POST", &path, &body.0);
+    let digest = request_digest("POST", path, &body.0);
     if let Some(hold) = state.store.get_hold(&hold_id).await?
         && hold.account_id == account.account_id.as_str()
     {
         let event = state.event(&hold.event_id).await?;
         let admitted = crate::routes::holds::check_admission(
-            &state,
+            state,
             &event,
-            &account,
-            &headers,
+            account,
+            headers,
             checkout.admission_token.as_deref(),
         )
         .await;
         if let Err(refused) = admitted {
-            return crate::routes::holds::replay_or(&state, &scope, &digest, refused).await;
+            return crate::routes::holds::replay_or(state, &scope, &digest, refused).await;
         }
     }
     let _in_flight = state.in_flight.claim(&scope)?;

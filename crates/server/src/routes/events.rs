@@ -5,10 +5,10 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse, request_digest};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_store::EventRecord;
-use serde::Deserialize;
-use utoipa::IntoParams;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::api::{CreateEventBody, EventPage, EventView, Problem};
@@ -72,6 +72,129 @@ pub async fn create_event(
         .create_event(&scope, &digest, &event_id, &spec, &render)
         .await?;
     Ok(answer(result))
+}
+
+/// Most trips one `POST /v1/admin/trips` creates.
+pub const TRIPS_MAX: u32 = 500;
+/// Longest interval between two departures (a week).
+pub const TRIP_INTERVAL_MAX_S: u32 = 7 * 24 * 3600;
+
+/// `POST /v1/admin/trips` body: the trips of one route, `count` departures `everySeconds`
+/// apart. Each trip is an event of its own (its own seats, classes as tiers, cutoff and
+/// inventory keys: nothing is shared per route).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateTripsBody {
+    /// The first trip: `name` is the route's (each trip is named "<route> <departure>"),
+    /// `startsAt` the first departure; everything else is copied to every trip.
+    pub trip: CreateEventBody,
+    pub every_seconds: u32,
+    pub count: u32,
+    /// Alternative to the `Idempotency-Key` header.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// The trips created (or, on a replay, found) in departure order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TripsCreated {
+    #[schema(value_type = Vec<EventView>)]
+    pub trips: Vec<serde_json::Value>,
+}
+
+/// Creates the trips of a route in one call: each departure is an event with its own
+/// inventory. Idempotent per trip: a replay (or a retry after a failure half way) creates
+/// only the trips that are missing and answers the same list.
+#[utoipa::path(
+    post, path = "/v1/admin/trips", tag = "events",
+    request_body = CreateTripsBody,
+    params(("Idempotency-Key" = String, Header, description = "1-255 characters; or body idempotencyKey")),
+    responses(
+        (status = 201, description = "Created", body = TripsCreated),
+        (status = 400, description = "Idempotency key missing", body = Problem),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 403, description = "Not an admin", body = Problem),
+        (status = 409, description = "Same key in flight", body = Problem),
+        (status = 422, description = "Invalid field, or key reused", body = Problem),
+        (status = 503, description = "Store unavailable", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create_trips(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> ApiResult<Response> {
+    let key = request_key(&headers, &body)?;
+    let trips = body.parse::<CreateTripsBody>()?;
+    if !(1..=TRIPS_MAX).contains(&trips.count) {
+        return Err(ApiError::validation(
+            "count",
+            format!("must be 1-{TRIPS_MAX}"),
+        ));
+    }
+    if !(60..=TRIP_INTERVAL_MAX_S).contains(&trips.every_seconds) {
+        return Err(ApiError::validation(
+            "everySeconds",
+            format!("must be 60-{TRIP_INTERVAL_MAX_S}"),
+        ));
+    }
+    let first = trips.trip.into_spec();
+    let path = "/v1/admin/trips";
+    let scope = IdempotencyScope {
+        account_id: admin.account_id.to_string(),
+        endpoint: format!("POST {path}"),
+        key,
+    };
+    let _in_flight = state.in_flight.claim(&scope)?;
+    let mut specs = Vec::with_capacity(trips.count as usize);
+    for i in 0..trips.count {
+        let mut spec = first.clone();
+        spec.starts_at = first.starts_at
+            + time::Duration::seconds(i64::from(i) * i64::from(trips.every_seconds));
+        let departure = spec
+            .starts_at
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        spec.name = format!("{} {departure}", first.name);
+        spec.validate()
+            .map_err(|e| ApiError::validation(&format!("trip.{}", e.field), e.reason))?;
+        specs.push(spec);
+    }
+    let render = |event: &EventRecord| {
+        let view = EventView::new(event, Some(&EventView::fresh_counts(event)));
+        StoredResponse {
+            status: 201,
+            body: serde_json::to_vec(&view).unwrap_or_default(),
+        }
+    };
+    let mut created = Vec::with_capacity(specs.len());
+    for (i, spec) in specs.iter().enumerate() {
+        // One idempotency record per trip, under the call's key and the trip's number.
+        let trip_scope = IdempotencyScope {
+            key: format!("{}#{i}", scope.key),
+            ..scope.clone()
+        };
+        let digest = request_digest("POST", &format!("{path}#{i}"), &body.0);
+        let event_id = uuid::Uuid::now_v7().to_string();
+        let stored = match state
+            .store
+            .create_event(&trip_scope, &digest, &event_id, spec, &render)
+            .await?
+        {
+            Idempotent::Fresh(stored) | Idempotent::Replayed(stored) => stored,
+            Idempotent::KeyReusedWithOtherRequest => {
+                return Ok(answer(Idempotent::KeyReusedWithOtherRequest));
+            }
+        };
+        created.push(serde_json::from_slice(&stored.body).unwrap_or_default());
+    }
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(TripsCreated { trips: created }),
+    )
+        .into_response())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -3,6 +3,7 @@
 pub mod checkout;
 pub mod dev;
 pub mod events;
+pub mod exchanges;
 pub mod health;
 pub mod holds;
 pub mod queue;

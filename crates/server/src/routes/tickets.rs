@@ -122,7 +122,7 @@ pub struct CheckInBody {
         (status = 400, description = "INVALID_TICKET: bad signature, unknown or voided", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "Not an admin", body = Problem),
-        (status = 409, description = "ALREADY_CHECKED_IN", body = Problem),
+        (status = 409, description = "ALREADY_CHECKED_IN, or TICKET_EXCHANGING while an exchange of it awaits payment", body = Problem),
     ),
     security(("bearer" = []))
 )]
@@ -164,6 +164,11 @@ pub async fn check_in(
             StatusCode::CONFLICT,
             "ALREADY_CHECKED_IN",
             "this ticket was already checked in",
+        )),
+        (false, "EXCHANGING") => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "TICKET_EXCHANGING",
+            "this ticket is being exchanged; it can be checked in once the exchange ends",
         )),
         (false, _) => Err(invalid("the ticket is voided")),
     }
