@@ -70,7 +70,7 @@ pub(crate) fn ticket_status(stored: String, exchange_id: Option<String>) -> Stri
     }
 }
 
-fn ticket_from_row(row: &sqlx::postgres::PgRow) -> TicketView {
+pub(crate) fn ticket_from_row(row: &sqlx::postgres::PgRow) -> TicketView {
     TicketView {
         ticket_id: row.get("ticket_id"),
         event_id: row.get("event_id"),
@@ -114,18 +114,9 @@ pub(crate) async fn load_order(
     conn: &mut sqlx::PgConnection,
     order_id: &str,
 ) -> StoreResult<Option<OrderView>> {
-    let sql = format!(
-        "SELECT {ORDER_COLUMNS} FROM orders o JOIN payment_operation p ON p.order_id = o.order_id WHERE o.order_id = $1"
-    );
-    let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(order_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(classify)?
-    else {
+    let Some(mut order) = load_order_head(conn, order_id).await? else {
         return Ok(None);
     };
-    let mut order = order_from_row(&row)?;
     order.tickets = sqlx::query("SELECT * FROM ticket WHERE order_id = $1 ORDER BY unit")
         .bind(order_id)
         .fetch_all(&mut *conn)
@@ -135,6 +126,24 @@ pub(crate) async fn load_order(
         .map(ticket_from_row)
         .collect();
     Ok(Some(order))
+}
+
+/// One order without its tickets.
+pub(crate) async fn load_order_head(
+    conn: &mut sqlx::PgConnection,
+    order_id: &str,
+) -> StoreResult<Option<OrderView>> {
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN payment_operation p ON p.order_id = o.order_id WHERE o.order_id = $1"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(order_id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(classify)?
+        .as_ref()
+        .map(order_from_row)
+        .transpose()
 }
 
 /// The order, inside a transaction that already knows it exists.
@@ -160,6 +169,29 @@ pub(crate) async fn outbox(
     .bind(event_id)
     .bind(topic)
     .bind(payload.to_string())
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+/// Several outbox rows `(event id, topic, payload)` in one statement.
+pub(crate) async fn outbox_many(
+    tx: &mut Transaction<'_, Postgres>,
+    rows: &[(&str, &str, serde_json::Value)],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let events: Vec<&str> = rows.iter().map(|(e, _, _)| *e).collect();
+    let topics: Vec<&str> = rows.iter().map(|(_, t, _)| *t).collect();
+    let payloads: Vec<String> = rows.iter().map(|(_, _, p)| p.to_string()).collect();
+    sqlx::query(
+        "INSERT INTO outbox (event_id, topic, payload, created_at)
+         SELECT e, t, p::jsonb, $4 FROM UNNEST($1::text[], $2::text[], $3::text[]) AS u(e, t, p)",
+    )
+    .bind(&events)
+    .bind(&topics)
+    .bind(&payloads)
     .bind(now)
     .execute(&mut **tx)
     .await

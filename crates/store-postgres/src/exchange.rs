@@ -3,7 +3,7 @@
 //! hold, order and exchange rows; the seat-map version rows last (`seatmap::record`).
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::hold::SeatStatus;
+use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::Idempotent;
 use boxoffice_store::checkout::{OrderView, topic};
 use boxoffice_store::exchange::{
@@ -11,10 +11,10 @@ use boxoffice_store::exchange::{
     RenderExchange, Surrender, ToSide, judge_times, surrender, within_limit,
 };
 use boxoffice_store::seatmap::MapChanges;
-use boxoffice_store::{HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
+use boxoffice_store::{HeldSeat, HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
 use sqlx::{Postgres, Row, Transaction};
 
-use crate::checkout::{load_order, outbox};
+use crate::checkout::{load_order, load_order_head, outbox, outbox_many, ticket_from_row};
 use crate::{
     HOLD_COLUMNS, classify, hold_from_row, insert_records, prior_answer, seatmap, store_now,
 };
@@ -344,23 +344,7 @@ impl crate::PgStore {
         start: &ExchangeStart,
         render: &RenderExchange,
     ) -> StoreResult<ExchangeBegun> {
-        let mut conn = self.pool().acquire().await.map_err(classify)?;
-        let Some(order) = load_order(&mut conn, &start.order_id)
-            .await?
-            .filter(|o| o.account_id == start.scope.account_id)
-        else {
-            return Ok(ExchangeBegun::OrderNotFound);
-        };
-        drop(conn);
-        let Some(from_event) = self.load_event(&order.event_id).await? else {
-            return Err(StoreError::Internal(format!(
-                "order {} has no event",
-                order.order_id
-            )));
-        };
-        let Some(to_event) = self.load_event(&start.to_event_id).await? else {
-            return Ok(ExchangeBegun::EventNotFound);
-        };
+        let (from_event, to_event) = (&start.from_event, &start.to_event);
         let mut tx = self.pool().begin().await.map_err(classify)?;
         if let Some(answer) = prior_answer(&mut tx, &start.scope, &start.request_digest).await? {
             return Ok(match answer {
@@ -369,27 +353,35 @@ impl crate::PgStore {
             });
         }
         // The order's tickets first: a second exchange or a check-in of them waits here.
-        let tickets: Vec<OwnedTicket> = sqlx::query(
-            "SELECT ticket_id, seat_id, tier_id, unit, status, exchange_id FROM ticket
-              WHERE order_id = $1 ORDER BY unit FOR UPDATE",
-        )
-        .bind(&order.order_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .iter()
-        .map(|row| OwnedTicket {
-            ticket_id: row.get("ticket_id"),
-            seat_id: row.get("seat_id"),
-            tier_id: row.get("tier_id"),
-            unit: u32::try_from(row.get::<i32, _>("unit")).unwrap_or(0),
-            status: row.get("status"),
-            exchange_id: row.get("exchange_id"),
-        })
-        .collect();
-        let order = load_order(&mut tx, &order.order_id)
+        let rows = sqlx::query("SELECT * FROM ticket WHERE order_id = $1 ORDER BY unit FOR UPDATE")
+            .bind(&start.order_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?;
+        let tickets: Vec<OwnedTicket> = rows
+            .iter()
+            .map(|row| OwnedTicket {
+                ticket_id: row.get("ticket_id"),
+                seat_id: row.get("seat_id"),
+                tier_id: row.get("tier_id"),
+                unit: u32::try_from(row.get::<i32, _>("unit")).unwrap_or(0),
+                status: row.get("status"),
+                exchange_id: row.get("exchange_id"),
+            })
+            .collect();
+        let Some(mut order) = load_order_head(&mut tx, &start.order_id)
             .await?
-            .ok_or_else(|| StoreError::Internal("order vanished".into()))?;
+            .filter(|o| o.account_id == start.scope.account_id)
+        else {
+            return Ok(ExchangeBegun::OrderNotFound);
+        };
+        if order.event_id != from_event.event_id {
+            return Err(StoreError::Internal(format!(
+                "order {} is of event {}, not {}",
+                order.order_id, order.event_id, from_event.event_id
+            )));
+        }
+        order.tickets = rows.iter().map(ticket_from_row).collect();
         let now = store_now(&mut tx).await?;
         let gone = match surrender(&order, &tickets, &start.from).and_then(|gone| {
             judge_times(
@@ -660,49 +652,88 @@ impl crate::PgStore {
             .execute(&mut *tx)
             .await
             .map_err(classify)?;
-            outbox(
-                &mut tx,
-                to_event_id,
-                topic::TICKETS_ISSUE,
-                serde_json::json!({"orderId": start.new_order_id}),
-                now,
-            )
-            .await?;
-            outbox(
-                &mut tx,
-                to_event_id,
-                topic::ORDER_CONFIRMED,
-                serde_json::json!({"orderId": start.new_order_id}),
-                now,
-            )
-            .await?;
-            outbox(
-                &mut tx,
-                &order.event_id,
-                boxoffice_store::exchange::topic::EXCHANGE_COMPLETED,
-                serde_json::json!({"exchangeId": start.exchange_id, "orderId": order.order_id,
-                                   "newOrderId": start.new_order_id}),
-                now,
-            )
-            .await?;
+            let mut messages = vec![
+                (
+                    to_event_id,
+                    topic::TICKETS_ISSUE,
+                    serde_json::json!({"orderId": start.new_order_id}),
+                ),
+                (
+                    to_event_id,
+                    topic::ORDER_CONFIRMED,
+                    serde_json::json!({"orderId": start.new_order_id}),
+                ),
+                (
+                    order.event_id.as_str(),
+                    boxoffice_store::exchange::topic::EXCHANGE_COMPLETED,
+                    serde_json::json!({"exchangeId": start.exchange_id, "orderId": order.order_id,
+                                       "newOrderId": start.new_order_id}),
+                ),
+            ];
             if amount_due < 0 {
-                outbox(
-                    &mut tx,
-                    &order.event_id,
+                messages.push((
+                    order.event_id.as_str(),
                     boxoffice_store::exchange::topic::REFUND_DUE,
                     serde_json::json!({"exchangeId": start.exchange_id, "orderId": order.order_id,
                                        "amountMinor": -amount_due, "currency": to_event.currency}),
-                    now,
-                )
-                .await?;
+                ));
             }
+            outbox_many(&mut tx, &messages, now).await?;
         }
-        let exchange = load_exchange(&mut tx, &start.exchange_id)
-            .await?
-            .ok_or_else(|| StoreError::Internal("exchange vanished".into()))?;
-        let order = load_order(&mut tx, &order.order_id)
-            .await?
-            .ok_or_else(|| StoreError::Internal("order vanished".into()))?;
+        // The answer, from what this transaction wrote (no read back).
+        let status = if pay {
+            ExchangeStatus::PaymentRequired
+        } else {
+            ExchangeStatus::Completed
+        };
+        for ticket in order
+            .tickets
+            .iter_mut()
+            .filter(|t| gone.ticket_ids.contains(&t.ticket_id))
+        {
+            ticket.exchange_id = Some(start.exchange_id.clone());
+            ticket.status = if pay { "EXCHANGING" } else { "VOIDED" }.to_owned();
+        }
+        let exchange = ExchangeView {
+            exchange_id: start.exchange_id.clone(),
+            account_id: order.account_id.clone(),
+            order_id: order.order_id.clone(),
+            from_event_id: order.event_id.clone(),
+            to_event_id: to_event_id.to_owned(),
+            ticket_ids: gone.ticket_ids.clone(),
+            from_value_minor: gone.value_minor,
+            new_hold: HoldView {
+                hold_id: start.new_hold_id.clone(),
+                event_id: to_event_id.to_owned(),
+                account_id: order.account_id.clone(),
+                status: if pay {
+                    HoldStatus::Held
+                } else {
+                    HoldStatus::Confirmed
+                },
+                expires_at,
+                seats: seats
+                    .iter()
+                    .map(|(seat_id, price_minor)| HeldSeat {
+                        seat_id: seat_id.clone(),
+                        price_minor: *price_minor,
+                    })
+                    .collect(),
+                tier_id: tier_id.clone(),
+                quantity: quantity as u32,
+                total_minor: to_value,
+                currency: to_event.currency.clone(),
+                created_at: now,
+                updated_at: now,
+            },
+            new_order_id: (!pay).then(|| start.new_order_id.clone()),
+            to_value_minor: to_value,
+            amount_due_minor: amount_due,
+            currency: to_event.currency.clone(),
+            status,
+            created_at: now,
+            updated_at: now,
+        };
         let record = NewRecord {
             account_id: start.scope.account_id.clone(),
             key: start.scope.key.clone(),

@@ -318,15 +318,13 @@ impl crate::SqliteStore {
         else {
             return Ok(ExchangeBegun::OrderNotFound);
         };
-        let Some(from_event) = self.load_event(&order.event_id).await? else {
+        let (from_event, to_event) = (&start.from_event, &start.to_event);
+        if order.event_id != from_event.event_id {
             return Err(StoreError::Internal(format!(
-                "order {} has no event",
-                order.order_id
+                "order {} is of event {}, not {}",
+                order.order_id, order.event_id, from_event.event_id
             )));
-        };
-        let Some(to_event) = self.load_event(&start.to_event_id).await? else {
-            return Ok(ExchangeBegun::EventNotFound);
-        };
+        }
         // The write lock, taken up front, stands for PostgreSQL's row locks on the order's
         // tickets, the seats and tiers of both sides, and the hold, order and exchange rows.
         let mut tx = begin_write(self.pool()).await?;

@@ -16,7 +16,7 @@ use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::OrderStatus;
 
 use crate::checkout::OrderView;
-use crate::{HeldSeat, HoldView};
+use crate::{EventRecord, HeldSeat, HoldView};
 
 /// What the exchange gives up: seats of the order, or units of its tier.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,8 +62,12 @@ pub struct ExchangeStart {
     pub scope: IdempotencyScope,
     pub request_digest: String,
     pub order_id: String,
+    /// The order's event as the caller knows it (events are immutable); the store checks
+    /// that the order is still of this event.
+    pub from_event: EventRecord,
     pub from: FromSide,
-    pub to_event_id: String,
+    /// The target event (the same one, or another trip).
+    pub to_event: EventRecord,
     pub to: ToSide,
     pub exchange_id: String,
     pub new_hold_id: String,
@@ -151,8 +155,6 @@ pub enum ExchangeBegun {
     KeyReusedWithOtherRequest,
     /// No such order for this account.
     OrderNotFound,
-    /// No such target event.
-    EventNotFound,
 }
 
 /// Renders the stored answer of a committed exchange from it and the order it came from.

@@ -391,12 +391,14 @@ pub async fn create_exchange(
         return crate::routes::holds::replay_or(&state, &scope, &digest, refused).await;
     }
     let _in_flight = state.in_flight.claim(&scope)?;
+    let from_event = state.event(&order.event_id).await?;
     let start = ExchangeStart {
         scope: scope.clone(),
         request_digest: digest,
         order_id,
+        from_event: (*from_event).clone(),
         from,
-        to_event_id,
+        to_event: (*target).clone(),
         to,
         exchange_id: uuid::Uuid::now_v7().to_string(),
         new_hold_id: uuid::Uuid::now_v7().to_string(),
@@ -422,7 +424,6 @@ pub async fn create_exchange(
             boxoffice_domain::idempotency::Idempotent::KeyReusedWithOtherRequest,
         )),
         ExchangeBegun::OrderNotFound => Err(ApiError::not_found("order")),
-        ExchangeBegun::EventNotFound => Err(ApiError::not_found("event")),
     }
 }
 
