@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::idempotency::{Idempotent, StoredResponse};
+use boxoffice_store::exchange::{ExchangeBegun, ExchangeStart};
 use boxoffice_store::{EventRecord, Store, StoreError, StoreResult};
 use tokio::sync::{mpsc, oneshot};
 
@@ -135,6 +136,110 @@ async fn run_event_queue(
             }
             Err(error) => {
                 metrics::counter!("boxoffice_hold_batch_failures_total").increment(1);
+                let message = error.to_string();
+                for job in jobs.drain(..) {
+                    let error = match &error {
+                        StoreError::Unavailable(_) => StoreError::Unavailable(message.clone()),
+                        StoreError::Conflict(_) => StoreError::Conflict(message.clone()),
+                        StoreError::Internal(_) => StoreError::Internal(message.clone()),
+                    };
+                    let _ = job.reply.send(Err(error));
+                }
+            }
+        }
+    }
+}
+
+/// Most exchanges decided in one transaction.
+pub const EXCHANGE_BATCH_MAX: usize = 128;
+/// Exchanges queued per target event before new ones are refused with 429.
+pub const EXCHANGE_QUEUE_MAX: usize = 10_000;
+
+struct ExchangeJob {
+    start: ExchangeStart,
+    reply: oneshot::Sender<StoreResult<ExchangeBegun>>,
+}
+
+/// The exchanges' batched write path: one queue and one deciding task per target event, as
+/// for holds ([`Store::exchange_batch`] decides a batch in arrival order in one transaction).
+#[derive(Clone)]
+pub struct ExchangeBatcher {
+    store: Arc<dyn Store>,
+    queues: Arc<Mutex<HashMap<String, mpsc::Sender<ExchangeJob>>>>,
+}
+
+impl std::fmt::Debug for ExchangeBatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExchangeBatcher").finish_non_exhaustive()
+    }
+}
+
+impl ExchangeBatcher {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            queues: Arc::default(),
+        }
+    }
+
+    /// Queues `start` behind the other exchanges into its target event and waits for its
+    /// answer, which comes after the commit.
+    pub async fn submit(&self, start: ExchangeStart) -> Result<ExchangeBegun, SubmitError> {
+        let (reply, answer) = oneshot::channel();
+        let sender = self.queue_for(&start.to_event.event_id);
+        match sender.try_send(ExchangeJob { start, reply }) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => return Err(SubmitError::Overloaded),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Err(SubmitError::Store(StoreError::Internal(
+                    "exchange batcher stopped".into(),
+                )));
+            }
+        }
+        match answer.await {
+            Ok(result) => result.map_err(SubmitError::Store),
+            Err(_) => Err(SubmitError::Store(StoreError::Internal(
+                "exchange batcher dropped a request".into(),
+            ))),
+        }
+    }
+
+    fn queue_for(&self, event_id: &str) -> mpsc::Sender<ExchangeJob> {
+        let mut queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(sender) = queues.get(event_id)
+            && !sender.is_closed()
+        {
+            return sender.clone();
+        }
+        let (sender, receiver) = mpsc::channel(EXCHANGE_QUEUE_MAX);
+        queues.insert(event_id.to_owned(), sender.clone());
+        tokio::spawn(run_exchange_queue(self.store.clone(), receiver));
+        sender
+    }
+}
+
+async fn run_exchange_queue(store: Arc<dyn Store>, mut receiver: mpsc::Receiver<ExchangeJob>) {
+    let mut jobs = Vec::with_capacity(EXCHANGE_BATCH_MAX);
+    while receiver.recv_many(&mut jobs, EXCHANGE_BATCH_MAX).await > 0 {
+        let starts: Vec<ExchangeStart> = jobs.iter().map(|job| job.start.clone()).collect();
+        let started = Instant::now();
+        let result = store
+            .exchange_batch(&starts, &crate::routes::exchanges::render_exchange)
+            .await;
+        metrics::histogram!("boxoffice_exchange_batch_seconds")
+            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!("boxoffice_exchange_batch_requests").record(starts.len() as f64);
+        match result {
+            Ok(answers) => {
+                for (job, answer) in jobs.drain(..).zip(answers) {
+                    let _ = job.reply.send(Ok(answer));
+                }
+            }
+            Err(error) => {
+                metrics::counter!("boxoffice_exchange_batch_failures_total").increment(1);
                 let message = error.to_string();
                 for job in jobs.drain(..) {
                     let error = match &error {

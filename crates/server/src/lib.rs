@@ -44,7 +44,7 @@ use boxoffice_workers::reconciler::PaymentReconciler;
 use boxoffice_workers::relay::OutboxRelay;
 
 use crate::auth::TokenVerifier;
-use crate::batcher::HoldBatcher;
+use crate::batcher::{ExchangeBatcher, HoldBatcher};
 use crate::error::ApiError;
 use crate::idempotency::InFlight;
 use crate::seatmap::SeatMaps;
@@ -69,6 +69,8 @@ pub struct Shared {
     pub store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
     pub batcher: HoldBatcher,
+    /// Exchanges, batched per target event like holds.
+    pub exchanges: ExchangeBatcher,
     pub lookup: lookup::AnswerLookup,
     pub in_flight: InFlight,
     /// Events are immutable once created, so they are cached for the life of the process.
@@ -243,6 +245,7 @@ impl AppState {
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
             batcher: HoldBatcher::new(store.clone(), render),
+            exchanges: ExchangeBatcher::new(store.clone()),
             lookup: lookup::AnswerLookup::new(store.clone()),
             seatmaps: SeatMaps::new(store.clone()),
             store,

@@ -1605,7 +1605,20 @@ impl Store for PgStore {
         start: &boxoffice_store::exchange::ExchangeStart,
         render: &boxoffice_store::exchange::RenderExchange,
     ) -> StoreResult<boxoffice_store::exchange::ExchangeBegun> {
-        retrying(|| self.begin_exchange_once(start, render)).await
+        let mut answers = self
+            .exchange_batch(std::slice::from_ref(start), render)
+            .await?;
+        answers
+            .pop()
+            .ok_or_else(|| StoreError::Internal("an exchange batch of one answered nothing".into()))
+    }
+
+    async fn exchange_batch(
+        &self,
+        starts: &[boxoffice_store::exchange::ExchangeStart],
+        render: &boxoffice_store::exchange::RenderExchange,
+    ) -> StoreResult<Vec<boxoffice_store::exchange::ExchangeBegun>> {
+        retrying(|| self.exchange_batch_once(starts, render)).await
     }
 
     async fn get_exchange(

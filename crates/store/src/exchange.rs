@@ -11,6 +11,8 @@
 //! confirmation transaction does the swap). The rules that need no store are here, so that
 //! the two backends decide the same way.
 
+use std::collections::BTreeMap;
+
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::OrderStatus;
@@ -323,6 +325,210 @@ pub fn within_limit(
         <= i64::from(max_tickets_per_account)
 }
 
+/// A seat as an exchange batch found it, locked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockedSeat {
+    /// `AVAILABLE`, `HELD` or `SOLD`.
+    pub status: String,
+    pub hold_expires_at: Option<OffsetDateTime>,
+    pub order_id: Option<String>,
+}
+
+/// What a batch of exchanges is decided on: read under the batch's locks at `now`.
+#[derive(Debug, Clone, Default)]
+pub struct BatchFacts {
+    /// The order of each exchange (by order id), when the account owns it.
+    pub orders: BTreeMap<String, OrderView>,
+    /// The tickets of each order, in unit order.
+    pub tickets: BTreeMap<String, Vec<OwnedTicket>>,
+    /// (event, seat) of every seat the batch names, old and new.
+    pub seats: BTreeMap<(String, String), LockedSeat>,
+    /// (event, tier) → available units, of every tier the batch names.
+    pub tier_available: BTreeMap<(String, String), i64>,
+    /// (event, account) → units held or owned there (`quantity - exchanged_out`).
+    pub usage: BTreeMap<(String, String), i64>,
+}
+
+/// An exchange a batch grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Granted {
+    pub gone: Surrender,
+    pub to_value_minor: i64,
+    /// `to_value - from_value`: above 0 the new seats are only held until it is paid.
+    pub amount_due_minor: i64,
+}
+
+impl Granted {
+    pub fn pays(&self) -> bool {
+        self.amount_due_minor > 0
+    }
+}
+
+/// How one exchange of a batch was decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decided {
+    Granted(Granted),
+    Refused(ExchangeRefused),
+    /// No such order for this account.
+    NotFound,
+}
+
+/// Decides a batch of exchanges in arrival order, as if each ran alone after the ones
+/// before it: a ticket, seat, tier unit or purchase-limit unit an earlier exchange of the
+/// batch took is gone for the later ones; what an earlier one gives back is not reused in
+/// the same batch. Each is all or nothing. `facts` is updated with the grants.
+pub fn decide_batch(
+    now: OffsetDateTime,
+    starts: &[&ExchangeStart],
+    facts: &mut BatchFacts,
+) -> Vec<Decided> {
+    starts
+        .iter()
+        .map(|start| decide_one(now, start, facts))
+        .collect()
+}
+
+fn decide_one(now: OffsetDateTime, start: &ExchangeStart, facts: &mut BatchFacts) -> Decided {
+    let Some(order) = facts
+        .orders
+        .get(&start.order_id)
+        .filter(|o| o.account_id == start.scope.account_id)
+    else {
+        return Decided::NotFound;
+    };
+    let no_tickets = Vec::new();
+    let tickets = facts.tickets.get(&order.order_id).unwrap_or(&no_tickets);
+    let gone = match surrender(order, tickets, &start.from).and_then(|gone| {
+        judge_times(
+            now,
+            start.from_event.starts_at,
+            start.from_event.exchange_cutoff_s,
+            start.to_event.on_sale_at,
+            start.to_event.starts_at,
+        )
+        .map(|()| gone)
+    }) {
+        Ok(gone) => gone,
+        Err(refused) => return Decided::Refused(refused),
+    };
+    let from_event = order.event_id.clone();
+    let to_event = start.to_event.event_id.clone();
+    // The old seats are still sold to this order (the tickets say so; the seats must agree).
+    for seat_id in &gone.seat_ids {
+        let sold_here = facts
+            .seats
+            .get(&(from_event.clone(), seat_id.clone()))
+            .is_some_and(|s| s.status == "SOLD" && s.order_id.as_deref() == Some(&order.order_id));
+        if !sold_here {
+            return Decided::Refused(ExchangeRefused::Conflict(format!(
+                "seat {seat_id} is no longer sold to order {}",
+                order.order_id
+            )));
+        }
+    }
+    match &start.to {
+        ToSide::Seats(seats) => {
+            let taken: Vec<String> = seats
+                .iter()
+                .filter(|want| {
+                    !facts
+                        .seats
+                        .get(&(to_event.clone(), want.seat_id.clone()))
+                        .is_some_and(|s| {
+                            s.status == "AVAILABLE"
+                                || (s.status == "HELD"
+                                    && s.hold_expires_at.is_some_and(|until| until <= now))
+                        })
+                })
+                .map(|s| s.seat_id.clone())
+                .collect();
+            if !taken.is_empty() {
+                return Decided::Refused(ExchangeRefused::SeatsUnavailable(taken));
+            }
+        }
+        ToSide::Tier {
+            tier_id, quantity, ..
+        } => {
+            let available = facts
+                .tier_available
+                .get(&(to_event.clone(), tier_id.clone()))
+                .copied()
+                .unwrap_or(0);
+            if available < i64::from(*quantity) {
+                return Decided::Refused(ExchangeRefused::SeatsUnavailable(Vec::new()));
+            }
+        }
+    }
+    let account = (to_event.clone(), order.account_id.clone());
+    let usage = facts.usage.get(&account).copied().unwrap_or(0);
+    let giving_up_here = if from_event == to_event {
+        gone.quantity()
+    } else {
+        0
+    };
+    let taking = start.to.quantity();
+    if !within_limit(
+        usage,
+        taking,
+        giving_up_here,
+        start.to_event.max_tickets_per_account,
+    ) {
+        return Decided::Refused(ExchangeRefused::PurchaseLimit);
+    }
+    // Granted: what it takes is gone for the rest of the batch.
+    let to_value_minor = start.to.value_minor();
+    let granted = Granted {
+        amount_due_minor: to_value_minor - gone.value_minor,
+        to_value_minor,
+        gone,
+    };
+    facts.usage.insert(
+        account,
+        usage + i64::from(taking) - i64::from(giving_up_here),
+    );
+    match &start.to {
+        ToSide::Seats(seats) => {
+            for seat in seats {
+                facts.seats.insert(
+                    (to_event.clone(), seat.seat_id.clone()),
+                    LockedSeat {
+                        status: "SOLD".into(),
+                        hold_expires_at: None,
+                        order_id: None,
+                    },
+                );
+            }
+        }
+        ToSide::Tier {
+            tier_id, quantity, ..
+        } => {
+            if let Some(available) = facts.tier_available.get_mut(&(to_event, tier_id.clone())) {
+                *available -= i64::from(*quantity);
+            }
+        }
+    }
+    if let Some(tickets) = facts.tickets.get_mut(&start.order_id) {
+        for ticket in tickets
+            .iter_mut()
+            .filter(|t| granted.gone.ticket_ids.contains(&t.ticket_id))
+        {
+            ticket.exchange_id = Some(start.exchange_id.clone());
+            if !granted.pays() {
+                ticket.status = "VOIDED".into();
+            }
+        }
+    }
+    for seat_id in &granted.gone.seat_ids {
+        // Given back, but not to this batch.
+        if let Some(seat) = facts.seats.get_mut(&(from_event.clone(), seat_id.clone()))
+            && !granted.pays()
+        {
+            seat.order_id = None;
+        }
+    }
+    Decided::Granted(granted)
+}
+
 /// Outbox topics of exchanges.
 pub mod topic {
     /// An exchange completed. Payload `{exchangeId, orderId, newOrderId}`.
@@ -444,6 +650,125 @@ mod tests {
             later,
         );
         assert!(matches!(closed, Err(ExchangeRefused::Closed(_))));
+    }
+
+    fn event(id: &str) -> EventRecord {
+        crate::event_record(
+            id,
+            &boxoffice_domain::event::EventSpec {
+                name: "trip".into(),
+                starts_at: datetime!(2027-01-01 12:00 UTC),
+                on_sale_at: Some(datetime!(2026-01-01 12:00 UTC)),
+                currency: "EUR".into(),
+                hold_ttl_s: 300,
+                payment_grace_s: 60,
+                max_seats_per_hold: 6,
+                max_tickets_per_account: 6,
+                exchange_cutoff_s: 3600,
+                waiting_room: Default::default(),
+                sections: Vec::new(),
+                tiers: Vec::new(),
+            },
+            datetime!(2026-01-01 12:00 UTC),
+        )
+    }
+
+    fn start(id: &str, from_seat: &str, to_seat: &str) -> ExchangeStart {
+        ExchangeStart {
+            scope: IdempotencyScope {
+                account_id: "ann".into(),
+                endpoint: "POST /v1/orders/o/exchanges".into(),
+                key: id.into(),
+            },
+            request_digest: "d".into(),
+            order_id: "o".into(),
+            from_event: event("e"),
+            from: FromSide::Seats(vec![from_seat.into()]),
+            to_event: event("e"),
+            to: ToSide::Seats(vec![HeldSeat {
+                seat_id: to_seat.into(),
+                price_minor: 100,
+            }]),
+            exchange_id: format!("x-{id}"),
+            new_hold_id: format!("h-{id}"),
+            new_order_id: format!("o-{id}"),
+            operation_id: format!("p-{id}"),
+        }
+    }
+
+    fn facts() -> BatchFacts {
+        let mut facts = BatchFacts::default();
+        facts.orders.insert("o".into(), order());
+        facts.tickets.insert(
+            "o".into(),
+            vec![
+                ticket("t1", "A-1-1", 1, "VALID", None),
+                ticket("t2", "A-1-2", 2, "VALID", None),
+            ],
+        );
+        let seat = |status: &str, order: Option<&str>| LockedSeat {
+            status: status.into(),
+            hold_expires_at: None,
+            order_id: order.map(Into::into),
+        };
+        for (id, locked) in [
+            ("A-1-1", seat("SOLD", Some("o"))),
+            ("A-1-2", seat("SOLD", Some("o"))),
+            ("B-1-1", seat("AVAILABLE", None)),
+            ("B-1-2", seat("AVAILABLE", None)),
+            ("B-1-3", seat("SOLD", Some("other"))),
+        ] {
+            facts.seats.insert(("e".into(), id.into()), locked);
+        }
+        facts.usage.insert(("e".into(), "ann".into()), 2);
+        facts
+    }
+
+    #[test]
+    fn a_batch_decides_as_if_one_after_the_other() {
+        let now = datetime!(2026-12-01 10:00 UTC);
+        let asked = [
+            start("1", "A-1-1", "B-1-3"), // taken: refused, gives nothing up
+            start("2", "A-1-1", "B-1-1"), // the same ticket: granted
+            start("3", "A-1-1", "B-1-2"), // the ticket is gone now
+            start("4", "A-1-2", "B-1-1"), // the seat is gone now
+            start("5", "A-1-2", "A-1-1"), // given back by 2, not to this batch
+        ];
+        let refs: Vec<&ExchangeStart> = asked.iter().collect();
+        let mut facts = facts();
+        let decided = decide_batch(now, &refs, &mut facts);
+        assert!(
+            matches!(&decided[0], Decided::Refused(ExchangeRefused::SeatsUnavailable(s)) if s == &["B-1-3"])
+        );
+        assert!(
+            matches!(&decided[1], Decided::Granted(g) if g.gone.ticket_ids == ["t1"] && !g.pays())
+        );
+        assert!(matches!(
+            &decided[2],
+            Decided::Refused(ExchangeRefused::Conflict(_))
+        ));
+        assert!(matches!(
+            &decided[3],
+            Decided::Refused(ExchangeRefused::SeatsUnavailable(_))
+        ));
+        assert!(matches!(
+            &decided[4],
+            Decided::Refused(ExchangeRefused::SeatsUnavailable(_))
+        ));
+        // The grant took B-1-1 and voided t1 for the rest of the batch.
+        assert_eq!(facts.tickets["o"][0].status, "VOIDED");
+        assert_eq!(facts.usage[&("e".to_owned(), "ann".to_owned())], 2);
+    }
+
+    #[test]
+    fn another_account_or_order_is_not_found() {
+        let now = datetime!(2026-12-01 10:00 UTC);
+        let mut eve = start("1", "A-1-1", "B-1-1");
+        eve.scope.account_id = "eve".into();
+        let mut missing = start("2", "A-1-1", "B-1-1");
+        missing.order_id = "nope".into();
+        let decided = decide_batch(now, &[&eve, &missing], &mut facts());
+        assert_eq!(decided, vec![Decided::NotFound, Decided::NotFound]);
     }
 
     #[test]

@@ -449,6 +449,21 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         render: &exchange::RenderExchange,
     ) -> StoreResult<exchange::ExchangeBegun>;
 
+    /// Decides several exchanges (of one target event, in arrival order) as if each ran
+    /// alone after the ones before it; one answer per start. The default runs them one
+    /// transaction each; a backend may decide them in one.
+    async fn exchange_batch(
+        &self,
+        starts: &[exchange::ExchangeStart],
+        render: &exchange::RenderExchange,
+    ) -> StoreResult<Vec<exchange::ExchangeBegun>> {
+        let mut answers = Vec::with_capacity(starts.len());
+        for start in starts {
+            answers.push(self.begin_exchange(start, render).await?);
+        }
+        Ok(answers)
+    }
+
     async fn get_exchange(&self, exchange_id: &str) -> StoreResult<Option<exchange::ExchangeView>>;
 
     /// Claims undelivered outbox rows for `lease_s` seconds (at-least-once delivery).

@@ -26,6 +26,7 @@ use utoipa::ToSchema;
 use crate::AppState;
 use crate::api::{HoldResponse, Problem};
 use crate::auth::Account;
+use crate::batcher::SubmitError;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::idempotency::{answer, request_key, stored_response};
@@ -405,7 +406,18 @@ pub async fn create_exchange(
         new_order_id: uuid::Uuid::now_v7().to_string(),
         operation_id: uuid::Uuid::now_v7().to_string(),
     };
-    match state.store.begin_exchange(&start, &render_exchange).await? {
+    let begun = match state.exchanges.submit(start).await {
+        Ok(begun) => begun,
+        Err(SubmitError::Overloaded) => {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "RATE_LIMITED",
+                "too many exchanges are queued for this event; retry shortly",
+            ));
+        }
+        Err(SubmitError::Store(error)) => return Err(error.into()),
+    };
+    match begun {
         ExchangeBegun::Done { exchange, order } => {
             boxoffice_workers::crash::point("exchange_committed");
             metrics::counter!("boxoffice_exchanges_total", "status" => exchange.status.as_str())
