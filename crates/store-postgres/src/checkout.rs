@@ -146,6 +146,25 @@ pub(crate) async fn load_order_head(
         .transpose()
 }
 
+/// The orders (without tickets) of `order_ids`, in one statement.
+pub(crate) async fn load_order_heads(
+    conn: &mut sqlx::PgConnection,
+    order_ids: &[&str],
+) -> StoreResult<Vec<OrderView>> {
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS} FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
+          WHERE o.order_id = ANY($1)"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(order_ids)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(classify)?
+        .iter()
+        .map(order_from_row)
+        .collect()
+}
+
 /// The order, inside a transaction that already knows it exists.
 async fn load_order_tx(
     tx: &mut Transaction<'_, Postgres>,

@@ -17,7 +17,7 @@ use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{HeldSeat, HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
 use sqlx::{Postgres, Row, Transaction};
 
-use crate::checkout::{load_order, load_order_head, outbox, outbox_many, ticket_from_row};
+use crate::checkout::{load_order, load_order_heads, outbox, outbox_many, ticket_from_row};
 use crate::{HOLD_COLUMNS, classify, hold_from_row, seatmap, store_now};
 
 const EXCHANGE_COLUMNS: &str = "exchange_id, account_id, order_id, from_event_id, to_event_id,
@@ -726,20 +726,6 @@ async fn prior_answers(
         ));
     }
     Ok(answers)
-}
-
-/// The orders (without tickets) of `order_ids`.
-async fn load_order_heads(
-    tx: &mut Transaction<'_, Postgres>,
-    order_ids: &[&str],
-) -> StoreResult<Vec<OrderView>> {
-    let mut orders = Vec::with_capacity(order_ids.len());
-    for id in order_ids {
-        if let Some(order) = load_order_head(tx, id).await? {
-            orders.push(order);
-        }
-    }
-    Ok(orders)
 }
 
 /// Idempotency records, each with its own endpoint, in one statement.
