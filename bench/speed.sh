@@ -14,12 +14,15 @@
 #             fan pays with pm_card_visa through the simulator (100-300 ms authorization):
 #             seconds from the first hold to the last ticket issued
 #   sqlite    the holds scenario against SQLite (no goal)
+#   exchanges issue 7's exchanges on one hot trip: 8,000 ticketed owners, exchanges offered at
+#             EXCHANGE_RATES (default "2000 5000") per second (open loop): achieved/s and p99
 #
 # Usage: bash bench/speed.sh [duration_s] [runs]
 #   BOXOFFICE_BENCH_PORT   private cluster port (default 25443, below the client port range)
 #   SHARED_BENCH           folder with the pgbench scripts (default ../shared/bench)
 #   ONLY                   space-separated subset of: pgbench holds holds-open order-status
-#                          sellout onsale sqlite
+#                          sellout onsale sqlite exchanges (default: all but exchanges)
+#   EXCHANGE_RATES         offered exchange rates (default "2000 5000")
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
@@ -27,6 +30,7 @@ DUR="${1:-10}"; RUNS="${2:-3}"
 PORT="${BOXOFFICE_BENCH_PORT:-25443}"
 SHARED="${SHARED_BENCH:-$REPO/../shared/bench}"
 ONLY="${ONLY:-pgbench holds holds-open order-status sellout onsale sqlite}"
+EXCHANGE_RATES="${EXCHANGE_RATES:-2000 5000}"
 BIN=/usr/lib/postgresql/15/bin
 WORK="$(mktemp -d /tmp/boxoffice-speed.XXXXXX)"
 SECRET="bench-secret-0123456789abcdef"
@@ -117,6 +121,15 @@ for run in $(seq 1 "$RUNS"); do
     cp "$WORK/onsale.out" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.txt"
     stop_server
     "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" | tail -1 | sed "s/^/run $run onsale check: /"
+  fi
+  if want exchanges; then
+    for rate in $EXCHANGE_RATES; do
+      start_server "$(fresh_pg)"
+      "$BOXOFFICE" load exchanges --base-url "$URL" --orders 8000 --rate "$rate" --duration-s "$DUR" 2>/dev/null \
+        | sed "s/^/run $run exchanges /" || true
+      stop_server
+      "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" | tail -1 | sed "s/^/run $run exchanges check: /"
+    done
   fi
   if want sqlite; then
     rm -f "$WORK/bench.db"*

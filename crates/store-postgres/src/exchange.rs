@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::Idempotent;
+use boxoffice_store::checkout::OrderView;
 use boxoffice_store::checkout::TicketView;
-use boxoffice_store::checkout::{OrderView, topic};
 use boxoffice_store::exchange::{
     BatchFacts, Decided, ExchangeBegun, ExchangeStart, ExchangeStatus, ExchangeView, Granted,
     LockedSeat, OwnedTicket, RenderExchange, Surrender, ToSide, decide_batch, surrender,
@@ -1123,20 +1123,43 @@ async fn write_grants(
     .execute(&mut **tx)
     .await
     .map_err(classify)?;
-    let mut messages = Vec::with_capacity(swapped.len() * 3);
+    // The new orders' tickets, signed by the caller, issued with the swap.
+    let mut tk = TicketRows::default();
+    for plan in &swapped {
+        let account = facts.orders[&plan.start.order_id].account_id.as_str();
+        for ticket in &plan.start.new_tickets {
+            tk.event.push(ticket.draft.event_id.as_str());
+            tk.ticket.push(ticket.draft.ticket_id.as_str());
+            tk.order.push(ticket.draft.order_id.as_str());
+            tk.account.push(account);
+            tk.seat.push(ticket.draft.seat_id.as_deref());
+            tk.tier.push(ticket.draft.tier_id.as_deref());
+            tk.unit.push(ticket.draft.unit as i32);
+            tk.code.push(ticket.code.as_str());
+        }
+    }
+    sqlx::query(
+        "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code, status, issued_at)
+         SELECT e, t, o, a, s, ti, n, c, 'VALID', $9
+           FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
+                AS u(e, t, o, a, s, ti, n, c)",
+    )
+    .bind(&tk.event)
+    .bind(&tk.ticket)
+    .bind(&tk.order)
+    .bind(&tk.account)
+    .bind(&tk.seat)
+    .bind(&tk.tier)
+    .bind(&tk.unit)
+    .bind(&tk.code)
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let mut messages = Vec::with_capacity(swapped.len());
     for plan in &swapped {
         let from_event = plan.start.from_event.event_id.as_str();
         let new_order = &plan.start.new_order_id;
-        messages.push((
-            plan.to_event(),
-            topic::TICKETS_ISSUE,
-            serde_json::json!({"orderId": new_order}),
-        ));
-        messages.push((
-            plan.to_event(),
-            topic::ORDER_CONFIRMED,
-            serde_json::json!({"orderId": new_order}),
-        ));
         messages.push((
             from_event,
             boxoffice_store::exchange::topic::EXCHANGE_COMPLETED,
@@ -1172,6 +1195,19 @@ struct HoldRows<'a> {
     key: Vec<String>,
     expires: Vec<OffsetDateTime>,
     order: Vec<Option<&'a str>>,
+}
+
+/// Columns of the new orders' tickets.
+#[derive(Default)]
+struct TicketRows<'a> {
+    event: Vec<&'a str>,
+    ticket: Vec<&'a str>,
+    order: Vec<&'a str>,
+    account: Vec<&'a str>,
+    seat: Vec<Option<&'a str>>,
+    tier: Vec<Option<&'a str>>,
+    unit: Vec<i32>,
+    code: Vec<&'a str>,
 }
 
 /// Columns of the new orders and their payments.

@@ -1600,6 +1600,14 @@ impl Store for PgStore {
         self.ticket_by_id(ticket_id).await
     }
 
+    async fn order_head(
+        &self,
+        order_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::OrderView>> {
+        let mut conn = self.pool.acquire().await.map_err(classify)?;
+        checkout::load_order_head(&mut conn, order_id).await
+    }
+
     async fn begin_exchange(
         &self,
         start: &boxoffice_store::exchange::ExchangeStart,

@@ -8,7 +8,7 @@
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::SeatStatus;
 use boxoffice_domain::idempotency::Idempotent;
-use boxoffice_store::checkout::{OrderView, topic};
+use boxoffice_store::checkout::OrderView;
 use boxoffice_store::exchange::{
     ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeStatus, ExchangeView, OwnedTicket,
     RenderExchange, Surrender, ToSide, judge_times, surrender, within_limit,
@@ -610,22 +610,25 @@ impl crate::SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(classify)?;
-            outbox(
-                &mut tx,
-                to_event_id,
-                topic::TICKETS_ISSUE,
-                serde_json::json!({"orderId": start.new_order_id}),
-                now,
-            )
-            .await?;
-            outbox(
-                &mut tx,
-                to_event_id,
-                topic::ORDER_CONFIRMED,
-                serde_json::json!({"orderId": start.new_order_id}),
-                now,
-            )
-            .await?;
+            // The new order's tickets, signed by the caller, issued with the swap.
+            for ticket in &start.new_tickets {
+                sqlx::query(
+                    "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code, status, issued_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'VALID', ?9)",
+                )
+                .bind(&ticket.draft.event_id)
+                .bind(&ticket.draft.ticket_id)
+                .bind(&ticket.draft.order_id)
+                .bind(&order.account_id)
+                .bind(&ticket.draft.seat_id)
+                .bind(&ticket.draft.tier_id)
+                .bind(i64::from(ticket.draft.unit))
+                .bind(&ticket.code)
+                .bind(to_ms(now))
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+            }
             announce_completed(
                 &mut tx,
                 &start.exchange_id,

@@ -75,6 +75,18 @@ pub struct ExchangeStart {
     pub new_hold_id: String,
     pub new_order_id: String,
     pub operation_id: String,
+    /// The new order's tickets, signed by the caller, issued in the exchange's own
+    /// transaction when it completes at once (so the new tickets exist exactly when the
+    /// exchange committed, and can be exchanged again at once). With a price increase they
+    /// are not used: the new order is ticketed like any order, after its payment.
+    pub new_tickets: Vec<SignedTicket>,
+}
+
+/// A ticket drafted and signed before the transaction that issues it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedTicket {
+    pub draft: crate::checkout::TicketDraft,
+    pub code: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -531,7 +543,8 @@ fn decide_one(now: OffsetDateTime, start: &ExchangeStart, facts: &mut BatchFacts
 
 /// Outbox topics of exchanges.
 pub mod topic {
-    /// An exchange completed. Payload `{exchangeId, orderId, newOrderId}`.
+    /// An exchange completed; its new order is confirmed and ticketed (it stands for that
+    /// order's `order.confirmed`). Payload `{exchangeId, orderId, newOrderId}`.
     pub const EXCHANGE_COMPLETED: &str = "exchange.completed";
     /// An exchange lowered the price: money is owed back to the account. Payload
     /// `{exchangeId, orderId, amountMinor, currency}`. Refund accounting consumes it
@@ -693,6 +706,7 @@ mod tests {
             new_hold_id: format!("h-{id}"),
             new_order_id: format!("o-{id}"),
             operation_id: format!("p-{id}"),
+            new_tickets: Vec::new(),
         }
     }
 

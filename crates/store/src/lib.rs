@@ -409,6 +409,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>>;
 
+    /// The order without its tickets (`tickets` empty): who owns it, of which event. The
+    /// default reads the whole order.
+    async fn order_head(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
+        self.get_order(order_id).await
+    }
+
     /// The account's orders, newest first, before `before_order_id`.
     async fn list_orders(
         &self,

@@ -16,8 +16,10 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse, request_digest};
 use boxoffice_domain::ids::SeatRef;
 use boxoffice_store::checkout::OrderView;
+use boxoffice_store::checkout::TicketDraft;
 use boxoffice_store::exchange::{
-    ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeStatus, ExchangeView, FromSide, ToSide,
+    ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeStatus, ExchangeView, FromSide,
+    SignedTicket, ToSide,
 };
 use boxoffice_store::{EventRecord, HeldSeat};
 use serde::{Deserialize, Serialize};
@@ -299,6 +301,52 @@ fn sides(
     Ok((from, to))
 }
 
+/// The new order's tickets (one per seat, or per tier unit from 1), drafted and signed
+/// before the transaction that issues them if the exchange completes at once.
+fn signed_tickets(
+    state: &AppState,
+    order_id: &str,
+    event_id: &str,
+    to: &ToSide,
+) -> Vec<SignedTicket> {
+    let units: Vec<(Option<String>, Option<String>)> = match to {
+        ToSide::Seats(seats) => seats
+            .iter()
+            .map(|seat| (Some(seat.seat_id.clone()), None))
+            .collect(),
+        ToSide::Tier {
+            tier_id, quantity, ..
+        } => (0..*quantity)
+            .map(|_| (None, Some(tier_id.clone())))
+            .collect(),
+    };
+    let issued_at_unix_s = time::OffsetDateTime::now_utc().unix_timestamp();
+    units
+        .into_iter()
+        .zip(1..)
+        .map(|((seat_id, tier_id), unit)| {
+            let draft = TicketDraft {
+                ticket_id: uuid::Uuid::now_v7().to_string(),
+                event_id: event_id.to_owned(),
+                order_id: order_id.to_owned(),
+                seat_id,
+                tier_id,
+                unit,
+            };
+            let code = state.ticket_signer.sign(&boxoffice_tickets::TicketClaims {
+                ticket_id: draft.ticket_id.clone(),
+                event_id: draft.event_id.clone(),
+                order_id: draft.order_id.clone(),
+                seat_id: draft.seat_id.clone(),
+                tier_id: draft.tier_id.clone(),
+                unit: draft.unit,
+                issued_at_unix_s,
+            });
+            SignedTicket { draft, code }
+        })
+        .collect()
+}
+
 fn refusal(refused: ExchangeRefused) -> ApiError {
     match refused {
         ExchangeRefused::Closed(detail) => {
@@ -370,7 +418,7 @@ pub async fn create_exchange(
     let digest = request_digest("POST", &path, &body.0);
     let order = state
         .store
-        .get_order(&order_id)
+        .order_head(&order_id)
         .await?
         .filter(|o| o.account_id == account.account_id.as_str())
         .ok_or_else(|| ApiError::not_found("order"))?;
@@ -393,6 +441,8 @@ pub async fn create_exchange(
     }
     let _in_flight = state.in_flight.claim(&scope)?;
     let from_event = state.event(&order.event_id).await?;
+    let new_order_id = uuid::Uuid::now_v7().to_string();
+    let new_tickets = signed_tickets(&state, &new_order_id, &target.event_id, &to);
     let start = ExchangeStart {
         scope: scope.clone(),
         request_digest: digest,
@@ -403,8 +453,9 @@ pub async fn create_exchange(
         to,
         exchange_id: uuid::Uuid::now_v7().to_string(),
         new_hold_id: uuid::Uuid::now_v7().to_string(),
-        new_order_id: uuid::Uuid::now_v7().to_string(),
+        new_order_id,
         operation_id: uuid::Uuid::now_v7().to_string(),
+        new_tickets,
     };
     let begun = match state.exchanges.submit(start).await {
         Ok(begun) => begun,
