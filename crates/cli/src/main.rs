@@ -494,6 +494,29 @@ enum LoadScenario {
         #[arg(long, default_value_t = 1024)]
         max_in_flight: usize,
     },
+    /// Exchanges (rebooking) on one hot trip, open loop: N owners each buy one seat, then
+    /// their tickets are exchanged for free seats at a fixed rate, each new order rejoining
+    /// the rotation once ticketed.
+    Exchanges {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Owners, one ticketed order each, exchanged in rotation (at most 20,000).
+        #[arg(long, default_value_t = 8_000)]
+        orders: usize,
+        /// Exchanges offered per second.
+        #[arg(long, default_value_t = 1000.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 10)]
+        duration_s: u64,
+        #[arg(long, default_value_t = 1024)]
+        max_in_flight: usize,
+        /// Print the report as one JSON object instead of a line.
+        #[arg(long)]
+        json: bool,
+    },
     /// The baseline of bench/seatmap.sh: a bare tokio HTTP/1.1 server serving a copy of a
     /// real snapshot (--from) and turning each `POST …/holds` into one broadcast stream message.
     #[command(hide = true)]
@@ -864,6 +887,40 @@ async fn main() -> anyhow::Result<()> {
             println!("{report}");
             if report.errors > 0 {
                 bail!("{} reads were not answered 200 CONFIRMED", report.errors);
+            }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::Exchanges {
+                    base_url,
+                    jwt_secret,
+                    orders,
+                    rate,
+                    duration_s,
+                    max_in_flight,
+                    json,
+                },
+        } => {
+            let secret = jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned());
+            let scenario = boxoffice_load::ExchangesScenario {
+                orders,
+                rate,
+                duration_s,
+                max_in_flight,
+                ..boxoffice_load::ExchangesScenario::new(&base_url, &secret)
+            };
+            let report = boxoffice_load::run_exchanges(&scenario).await?;
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                println!("{report}");
+            }
+            if report.errors > 0 {
+                bail!(
+                    "{} exchanges were answered neither 201 nor a 409 refusal",
+                    report.errors
+                );
             }
             Ok(())
         }

@@ -15,6 +15,7 @@
 //! The [`seatmap`] scenarios measure the seat map: snapshot requests per second, and how long
 //! a hold takes to reach every open Server-Sent-Events stream; with a bare mirror as baseline.
 
+pub mod exchanges;
 pub mod hello;
 pub mod micro;
 pub mod onsale;
@@ -22,6 +23,7 @@ pub mod queue;
 pub mod report;
 pub mod seatmap;
 
+pub use exchanges::{ExchangesReport, ExchangesScenario, run_exchanges};
 pub use micro::{
     HoldsOpenReport, HoldsOpenScenario, OrderStatusReport, OrderStatusScenario, SelloutReport,
     SelloutScenario, run_holds_open, run_order_status, run_sellout,

@@ -37,13 +37,13 @@ const TOKEN_TTL_S: u64 = 3 * 3600;
 const LATENCY_MAX_US: u64 = 600_000_000;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Setup (selling out, making orders) runs this many hold-and-pay sequences at once.
-const SETUP_CONCURRENCY: usize = 16;
+pub(crate) const SETUP_CONCURRENCY: usize = 16;
 const ORDER_WAIT_MAX: Duration = Duration::from_secs(30);
-const ORDER_POLL: Duration = Duration::from_millis(50);
+pub(crate) const ORDER_POLL: Duration = Duration::from_millis(50);
 /// The seat map is a hint that may trail the store; the sold-out check waits this long.
 const SEATMAP_SETTLE_MAX: Duration = Duration::from_secs(5);
-const ERROR_BODIES_KEPT: usize = 5;
-const ERROR_BODY_CHARS_MAX: usize = 300;
+pub(crate) const ERROR_BODIES_KEPT: usize = 5;
+pub(crate) const ERROR_BODY_CHARS_MAX: usize = 300;
 const SEATS_PER_HOLD_MAX: u32 = 6;
 /// Seats of one order in the order-status scenario; 25 orders fit in a row of 100.
 const ORDER_SEATS_MAX: u32 = 4;
@@ -57,14 +57,14 @@ fn histogram() -> Histogram<u64> {
     Histogram::<u64>::new_with_bounds(1, LATENCY_MAX_US, 3).expect("histogram bounds")
 }
 
-fn quantile_ms(latencies: &Histogram<u64>, quantile: f64) -> f64 {
+pub(crate) fn quantile_ms(latencies: &Histogram<u64>, quantile: f64) -> f64 {
     if latencies.is_empty() {
         return 0.0;
     }
     latencies.value_at_quantile(quantile) as f64 / 1000.0
 }
 
-fn max_ms(latencies: &Histogram<u64>) -> f64 {
+pub(crate) fn max_ms(latencies: &Histogram<u64>) -> f64 {
     latencies.max() as f64 / 1000.0
 }
 
@@ -76,23 +76,23 @@ fn record(latencies: &Mutex<Histogram<u64>>, since: Instant) {
         .record(latency_us.clamp(1, LATENCY_MAX_US));
 }
 
-fn http_client(idle_per_host: usize) -> anyhow::Result<reqwest::Client> {
+pub(crate) fn http_client(idle_per_host: usize) -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .pool_max_idle_per_host(idle_per_host)
         .timeout(REQUEST_TIMEOUT)
         .build()?)
 }
 
-fn token(secret: &str, account: &str, admin: bool) -> anyhow::Result<String> {
+pub(crate) fn token(secret: &str, account: &str, admin: bool) -> anyhow::Result<String> {
     mint_token(secret, &AccountId::parse(account)?, admin, TOKEN_TTL_S).map_err(anyhow::Error::msg)
 }
 
 /// A tag that keeps this run's account ids apart from every earlier run's.
-fn run_tag() -> String {
+pub(crate) fn run_tag() -> String {
     format!("{:08x}", rand::rng().random::<u32>())
 }
 
-fn key() -> String {
+pub(crate) fn key() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
@@ -104,7 +104,7 @@ fn row_seats(section: &str, row: u32, first: u32, n: u32) -> Vec<String> {
 }
 
 /// An answer read to its end: status (0 on a transport failure) and body.
-async fn call(request: reqwest::RequestBuilder) -> (u16, Vec<u8>) {
+pub(crate) async fn call(request: reqwest::RequestBuilder) -> (u16, Vec<u8>) {
     match request.send().await {
         Ok(response) => {
             let status = response.status().as_u16();
@@ -117,12 +117,12 @@ async fn call(request: reqwest::RequestBuilder) -> (u16, Vec<u8>) {
     }
 }
 
-async fn call_json(request: reqwest::RequestBuilder) -> (u16, Value) {
+pub(crate) async fn call_json(request: reqwest::RequestBuilder) -> (u16, Value) {
     let (status, body) = call(request).await;
     (status, serde_json::from_slice(&body).unwrap_or_default())
 }
 
-fn seconds_or(elapsed_s: f64) -> f64 {
+pub(crate) fn seconds_or(elapsed_s: f64) -> f64 {
     elapsed_s.max(1e-9)
 }
 
@@ -156,7 +156,7 @@ async fn create_event(
 
 /// Holds with `hold_body`, checks out with `pm_card_visa` and polls the order until it is
 /// `CONFIRMED`; returns the order id.
-async fn hold_and_pay(
+pub(crate) async fn hold_and_pay(
     http: reqwest::Client,
     base: Arc<String>,
     event_id: Arc<String>,
@@ -217,7 +217,7 @@ async fn hold_and_pay(
 }
 
 /// Runs `work` over `items`, at most `limit` at once; the results in completion order.
-async fn run_concurrently<T, R, W, F>(
+pub(crate) async fn run_concurrently<T, R, W, F>(
     items: Vec<T>,
     limit: usize,
     work: W,
@@ -257,7 +257,11 @@ fn scheduled_requests(rate_per_s: f64, duration_s: u64) -> u64 {
     (rate_per_s * duration_s as f64).ceil() as u64
 }
 
-fn check_open_loop(rate_per_s: f64, duration_s: u64, max_in_flight: usize) -> anyhow::Result<()> {
+pub(crate) fn check_open_loop(
+    rate_per_s: f64,
+    duration_s: u64,
+    max_in_flight: usize,
+) -> anyhow::Result<()> {
     if !(rate_per_s > 0.0 && rate_per_s <= 1_000_000.0) {
         bail!("rate must be above 0 and at most 1,000,000 requests/s");
     }
@@ -271,21 +275,21 @@ fn check_open_loop(rate_per_s: f64, duration_s: u64, max_in_flight: usize) -> an
 }
 
 /// What an open loop measured.
-struct OpenLoopRun {
+pub(crate) struct OpenLoopRun {
     /// From the due time to the answer, of the answers `send` expected.
-    latencies: Histogram<u64>,
-    sent: u64,
+    pub(crate) latencies: Histogram<u64>,
+    pub(crate) sent: u64,
     /// Requests that found every slot taken when they were due.
-    delayed: u64,
+    pub(crate) delayed: u64,
     /// From the start until the last answer.
-    elapsed_s: f64,
+    pub(crate) elapsed_s: f64,
 }
 
 /// Sends `scheduled_requests(rate_per_s, duration_s)` requests on schedule, at most
 /// `max_in_flight` at once. `prepare(i)` builds request `i` before it is due; `send` sends it
 /// and says whether the answer was the expected one (only those are timed). Prints one
 /// progress line a second to stderr.
-async fn open_loop<T, P, S, F>(
+pub(crate) async fn open_loop<T, P, S, F>(
     rate_per_s: f64,
     duration_s: u64,
     max_in_flight: usize,
