@@ -10,9 +10,9 @@
 //! idempotency key. A ticket goes around ([`Pools`]):
 //!
 //! - `201 COMPLETED`: the old seat is free again; the new order (`newOrderId`, the target
-//!   seat, the same owner) is ready [`REQUEUE_AFTER`] later, by when the outbox relay has
-//!   likely issued its ticket. If it has not, the answer is `409 EXCHANGE_CONFLICT` "not
-//!   issued yet", counted as `not_ready`, and the ticket waits again.
+//!   seat, the same owner) is ready at once (an exchange that completes issues the new
+//!   ticket in its own transaction). Should an order answer `409 EXCHANGE_CONFLICT` "not
+//!   issued yet", it is counted as `not_ready` and waits [`REQUEUE_AFTER`].
 //! - Any other `409`: a refusal, counted by its `code`; ticket and seat go back at once.
 //! - No answer, `5xx`, `429` or `409 IDEMPOTENCY_IN_PROGRESS`: the exchange may or may not
 //!   have happened. Counted as an error, and sent again later as it was (same key, same
@@ -20,9 +20,9 @@
 //! - Anything else: an error; ticket and seat go back at once.
 //!
 //! A request due when no ticket is ready (or no seat is free) is skipped and counted as
-//! `starved`; it is not sent. Each ticket is used at most once per [`REQUEUE_AFTER`] plus its
-//! answer's latency, so N must exceed rate x (1 s + latency) for starving to stay rare:
-//! the default 8,000 owners carry 5,000 exchanges/s at up to 0.6 s of latency.
+//! `starved`; it is not sent. Each ticket is in flight for its answer's latency, so N must
+//! exceed rate x latency for starving to stay rare: the default 8,000 owners carry 5,000
+//! exchanges/s at up to 1.6 s of latency.
 //! Only the `201` answers are timed, from when each request was due.
 
 use std::cmp::Ordering as Order;
@@ -43,8 +43,7 @@ use crate::{SEATS_PER_ROW, section_name};
 
 /// Most owners (and tickets in rotation): 40,000 seats.
 pub const ORDERS_MAX: usize = 20_000;
-/// How long after a completed exchange its new order is tried (its ticket is issued
-/// asynchronously), and after a `not_ready` or unknown outcome the ticket is tried again.
+/// How long after a `not_ready` or unknown outcome the ticket is tried again.
 pub const REQUEUE_AFTER: Duration = Duration::from_secs(1);
 /// Setup waits this long at most for one order's ticket.
 const TICKET_WAIT_MAX: Duration = Duration::from_secs(60);
@@ -419,7 +418,8 @@ impl Rotation {
         match classify(status, &answer) {
             Outcome::Completed(new_order_id) => {
                 self.completed.fetch_add(1, Ordering::Relaxed);
-                self.pools().completed(attempt, new_order_id, later);
+                // The new ticket is issued in the exchange's own transaction: ready now.
+                self.pools().completed(attempt, new_order_id, now);
                 return true;
             }
             Outcome::NotReady => {
@@ -828,8 +828,14 @@ mod tests {
             *rotation.conflicts.lock().unwrap(),
             BTreeMap::from([("SEATS_UNAVAILABLE".to_owned(), 1)])
         );
-        // o2 came back at once; o1b and the retry of o3 wait.
-        assert_eq!(rotation.take(now).unwrap().ticket.order_id, "o2");
+        // o1b (ticketed with its exchange) and o2 (refused) are ready at once; the retry
+        // of o3, whose outcome is unknown, waits.
+        let mut ready = [
+            rotation.take(now).unwrap().ticket.order_id,
+            rotation.take(now).unwrap().ticket.order_id,
+        ];
+        ready.sort();
+        assert_eq!(ready, ["o1b", "o2"]);
         assert!(rotation.take(now).is_none());
         assert_eq!(rotation.starved.load(Ordering::Relaxed), 1);
     }
