@@ -687,15 +687,19 @@ fn unclaimed(history: &VecDeque<(u64, u64)>, stats: &RoomStats) -> u64 {
 
 /// How many positions this tick releases: a tenth of the decided rate (fractions carried),
 /// never more than the shopper slots free right now. Checking free slots every tick, not
-/// once a second, lets short shopping trips turn slots over quickly.
+/// once a second, lets short shopping trips turn slots over quickly. A pause is read every
+/// tick too: the decision is once a second, and a release between the operator's pause and
+/// the next decision would let in someone the operator meant to hold back.
 fn plan_release(control: &mut Control, free: u64) -> u64 {
     let Some(decision) = &control.decision else {
         return 0;
     };
-    if matches!(
-        decision.kind,
-        DecisionKind::Paused | DecisionKind::StoppedStoreDown
-    ) {
+    if control.controller.paused()
+        || matches!(
+            decision.kind,
+            DecisionKind::Paused | DecisionKind::StoppedStoreDown
+        )
+    {
         control.carry = 0.0;
         return 0;
     }
@@ -817,5 +821,48 @@ impl OutboxListener for SlotReturner {
             .await
             .map_err(|e| e.to_string())?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running_control() -> Control {
+        Control {
+            controller: ReleaseController::new(ControllerConfig::default()),
+            decision: Some(Decision {
+                kind: DecisionKind::Increased,
+                rate_per_s: 100,
+                release_count: 100,
+                reason: "test".to_owned(),
+            }),
+            carry: 0.0,
+            history: VecDeque::new(),
+            leader: true,
+        }
+    }
+
+    #[test]
+    fn a_running_decision_releases_a_tenth_of_its_rate_per_tick() {
+        let mut control = running_control();
+        assert_eq!(plan_release(&mut control, 1_000), 10);
+        assert_eq!(
+            plan_release(&mut control, 3),
+            3,
+            "never more than the free slots"
+        );
+    }
+
+    /// The operator pauses between two decisions: the next tick releases nobody, though the
+    /// last decision (a second old at most) still says "running".
+    #[test]
+    fn a_pause_stops_release_at_the_next_tick_not_the_next_decision() {
+        let mut control = running_control();
+        control.controller.set_paused(true);
+        assert_eq!(plan_release(&mut control, 1_000), 0);
+        assert_eq!(control.carry, 0.0);
+        control.controller.set_paused(false);
+        assert_eq!(plan_release(&mut control, 1_000), 10);
     }
 }
