@@ -1101,10 +1101,15 @@ async fn openapi_document_lists_the_routes() {
         "/v1/tickets/{ticketId}/qr.svg",
         "/v1/tickets/public-key",
         "/v1/admin/checkin",
+        "/v1/admin/trips",
+        "/v1/orders/{orderId}/exchanges",
+        "/v1/exchanges/{exchangeId}",
+        "/v1/exchanges/{exchangeId}/checkout",
     ] {
         assert!(paths.contains_key(path), "{path} is documented");
     }
     assert!(json["components"]["schemas"]["CreateHoldBody"].is_object());
+    assert!(json["components"]["schemas"]["CreateExchangeBody"].is_object());
 }
 
 /// When the store cannot be reached, holds and readiness answer 503 `UNAVAILABLE` with
