@@ -6,10 +6,13 @@
 //! old event's cutoff by the store's clock, take the new seats (or tier units) all or nothing,
 //! check the target event's purchase limit, and then either swap at once (no price increase:
 //! old tickets voided, old seats back on sale, a new hold and order `CONFIRMED` for the new
-//! seats, tickets issued through the outbox) or hold the new seats and mark the old tickets
-//! (price increase: the difference is paid through the checkout machinery, and the
-//! confirmation transaction does the swap). The rules that need no store are here, so that
-//! the two backends decide the same way.
+//! seats, the new tickets — signed by the caller beforehand — issued in the same
+//! transaction) or hold the new seats and mark the old tickets (price increase: the
+//! difference is paid through the checkout machinery, the confirmation transaction does the
+//! swap, and the new order is ticketed like any order, through the outbox). PostgreSQL
+//! decides a batch of exchanges in one transaction ([`crate::Store::exchange_batch`],
+//! [`decide_batch`]). The rules that need no store are here, so that the two backends
+//! decide the same way.
 
 use std::collections::BTreeMap;
 
