@@ -136,14 +136,8 @@ async fn run_event_queue(
             }
             Err(error) => {
                 metrics::counter!("boxoffice_hold_batch_failures_total").increment(1);
-                let message = error.to_string();
                 for job in jobs.drain(..) {
-                    let error = match &error {
-                        StoreError::Unavailable(_) => StoreError::Unavailable(message.clone()),
-                        StoreError::Conflict(_) => StoreError::Conflict(message.clone()),
-                        StoreError::Internal(_) => StoreError::Internal(message.clone()),
-                    };
-                    let _ = job.reply.send(Err(error));
+                    let _ = job.reply.send(Err(copy_of(&error)));
                 }
             }
         }
@@ -240,16 +234,20 @@ async fn run_exchange_queue(store: Arc<dyn Store>, mut receiver: mpsc::Receiver<
             }
             Err(error) => {
                 metrics::counter!("boxoffice_exchange_batch_failures_total").increment(1);
-                let message = error.to_string();
                 for job in jobs.drain(..) {
-                    let error = match &error {
-                        StoreError::Unavailable(_) => StoreError::Unavailable(message.clone()),
-                        StoreError::Conflict(_) => StoreError::Conflict(message.clone()),
-                        StoreError::Internal(_) => StoreError::Internal(message.clone()),
-                    };
-                    let _ = job.reply.send(Err(error));
+                    let _ = job.reply.send(Err(copy_of(&error)));
                 }
             }
         }
+    }
+}
+
+/// The same error again, for each request of a batch that failed as a whole.
+fn copy_of(error: &StoreError) -> StoreError {
+    let message = error.to_string();
+    match error {
+        StoreError::Unavailable(_) => StoreError::Unavailable(message),
+        StoreError::Conflict(_) => StoreError::Conflict(message),
+        StoreError::Internal(_) => StoreError::Internal(message),
     }
 }

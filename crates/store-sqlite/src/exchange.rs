@@ -176,16 +176,11 @@ async fn marked_surrender(
     .fetch_all(&mut **tx)
     .await
     .map_err(classify)?;
-    let seat_ids: Vec<String> = rows.iter().filter_map(|(_, s)| s.clone()).collect();
-    Ok(Surrender {
-        tier: old
-            .tier_id
-            .clone()
-            .map(|tier_id| (tier_id, rows.len() as u32)),
-        ticket_ids: rows.into_iter().map(|(t, _)| t).collect(),
-        seat_ids,
-        value_minor: from_value_minor,
-    })
+    Ok(Surrender::marked(
+        rows,
+        old.tier_id.as_deref(),
+        from_value_minor,
+    ))
 }
 
 /// Called by the confirmation of a hold's order: if the hold is an exchange's, the old side is

@@ -204,6 +204,22 @@ impl Surrender {
     pub fn quantity(&self) -> u32 {
         self.ticket_ids.len() as u32
     }
+
+    /// The surrender a pending exchange marked, from its marked tickets' `(ticket id, seat
+    /// id)` in unit order (for the final swap after the difference is paid).
+    pub fn marked(
+        tickets: Vec<(String, Option<String>)>,
+        order_tier_id: Option<&str>,
+        value_minor: i64,
+    ) -> Self {
+        let seat_ids = tickets.iter().filter_map(|(_, s)| s.clone()).collect();
+        Self {
+            tier: order_tier_id.map(|tier_id| (tier_id.to_owned(), tickets.len() as u32)),
+            ticket_ids: tickets.into_iter().map(|(t, _)| t).collect(),
+            seat_ids,
+            value_minor,
+        }
+    }
 }
 
 /// Picks the tickets `from` names among the order's `tickets`, or says why it cannot.

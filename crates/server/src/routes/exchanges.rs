@@ -65,8 +65,8 @@ pub struct CreateExchangeBody {
 
 /// An exchange. `order` is the order the tickets came from, as it stands (its replaced
 /// tickets `VOIDED`, or `EXCHANGING` while the difference is unpaid); the new seats have
-/// their own hold (`hold`) and, once completed, their own order (`newOrderId`) whose tickets
-/// are issued like any order's.
+/// their own hold (`hold`) and, once completed, their own order (`newOrderId`), ticketed when
+/// the exchange completes (in its transaction; after a paid difference, like any order).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExchangeResponse {
