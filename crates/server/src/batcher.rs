@@ -218,7 +218,8 @@ impl ExchangeBatcher {
 async fn run_exchange_queue(store: Arc<dyn Store>, mut receiver: mpsc::Receiver<ExchangeJob>) {
     let mut jobs = Vec::with_capacity(EXCHANGE_BATCH_MAX);
     while receiver.recv_many(&mut jobs, EXCHANGE_BATCH_MAX).await > 0 {
-        let starts: Vec<ExchangeStart> = jobs.iter().map(|job| job.start.clone()).collect();
+        let (starts, replies): (Vec<ExchangeStart>, Vec<_>) =
+            jobs.drain(..).map(|job| (job.start, job.reply)).unzip();
         let started = Instant::now();
         let result = store
             .exchange_batch(&starts, &crate::routes::exchanges::render_exchange)
@@ -228,14 +229,14 @@ async fn run_exchange_queue(store: Arc<dyn Store>, mut receiver: mpsc::Receiver<
         metrics::histogram!("boxoffice_exchange_batch_requests").record(starts.len() as f64);
         match result {
             Ok(answers) => {
-                for (job, answer) in jobs.drain(..).zip(answers) {
-                    let _ = job.reply.send(Ok(answer));
+                for (reply, answer) in replies.into_iter().zip(answers) {
+                    let _ = reply.send(Ok(answer));
                 }
             }
             Err(error) => {
                 metrics::counter!("boxoffice_exchange_batch_failures_total").increment(1);
-                for job in jobs.drain(..) {
-                    let _ = job.reply.send(Err(copy_of(&error)));
+                for reply in replies {
+                    let _ = reply.send(Err(copy_of(&error)));
                 }
             }
         }

@@ -133,17 +133,7 @@ pub(crate) async fn load_order_head(
     conn: &mut sqlx::PgConnection,
     order_id: &str,
 ) -> StoreResult<Option<OrderView>> {
-    let sql = format!(
-        "SELECT {ORDER_COLUMNS} FROM orders o JOIN payment_operation p ON p.order_id = o.order_id WHERE o.order_id = $1"
-    );
-    sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(order_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(classify)?
-        .as_ref()
-        .map(order_from_row)
-        .transpose()
+    Ok(load_order_heads(conn, &[order_id]).await?.pop())
 }
 
 /// The orders (without tickets) of `order_ids`, in one statement.

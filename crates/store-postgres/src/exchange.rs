@@ -18,7 +18,7 @@ use boxoffice_store::{HeldSeat, HoldView, NewRecord, StoreError, StoreResult, he
 use sqlx::{Postgres, Row, Transaction};
 
 use crate::checkout::{load_order, load_order_heads, outbox, outbox_many, ticket_from_row};
-use crate::{HOLD_COLUMNS, classify, hold_from_row, seatmap, store_now};
+use crate::{HOLD_COLUMNS, classify, hold_from_row, insert_records_each, seatmap, store_now};
 
 const EXCHANGE_COLUMNS: &str = "exchange_id, account_id, order_id, from_event_id, to_event_id,
      ticket_ids::text AS ticket_ids, from_value_minor, new_hold_id, new_order_id, to_value_minor,
@@ -544,7 +544,7 @@ impl crate::PgStore {
                     }
                 }
                 records.push((
-                    plan.start.scope.endpoint.clone(),
+                    plan.start.scope.endpoint.as_str(),
                     NewRecord {
                         account_id: plan.start.scope.account_id.clone(),
                         key: plan.start.scope.key.clone(),
@@ -554,6 +554,7 @@ impl crate::PgStore {
                 ));
                 done.push((exchange, order));
             }
+            let records: Vec<(&str, &NewRecord)> = records.iter().map(|(e, r)| (*e, r)).collect();
             insert_records_each(&mut tx, &records, now).await?;
             seatmap::record(&mut tx, &map, now).await?;
         }
@@ -721,45 +722,6 @@ async fn prior_answers(
         ));
     }
     Ok(answers)
-}
-
-/// Idempotency records, each with its own endpoint, in one statement.
-async fn insert_records_each(
-    tx: &mut Transaction<'_, Postgres>,
-    records: &[(String, NewRecord)],
-    now: OffsetDateTime,
-) -> StoreResult<()> {
-    let endpoints: Vec<&str> = records.iter().map(|(e, _)| e.as_str()).collect();
-    let accounts: Vec<&str> = records.iter().map(|(_, r)| r.account_id.as_str()).collect();
-    let keys: Vec<&str> = records.iter().map(|(_, r)| r.key.as_str()).collect();
-    let digests: Vec<&str> = records
-        .iter()
-        .map(|(_, r)| r.request_digest.as_str())
-        .collect();
-    let statuses: Vec<i32> = records
-        .iter()
-        .map(|(_, r)| i32::from(r.response.status))
-        .collect();
-    let bodies: Vec<&[u8]> = records
-        .iter()
-        .map(|(_, r)| r.response.body.as_slice())
-        .collect();
-    sqlx::query(
-        "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
-         SELECT u.a, u.e, u.k, u.d, u.s, u.b, $7
-           FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bytea[]) AS u(a, e, k, d, s, b)",
-    )
-    .bind(&accounts)
-    .bind(&endpoints)
-    .bind(&keys)
-    .bind(&digests)
-    .bind(&statuses)
-    .bind(&bodies)
-    .bind(now)
-    .execute(&mut **tx)
-    .await
-    .map_err(classify)?;
-    Ok(())
 }
 
 /// Writes the granted exchanges: new holds, new seats, tier counts, exchange rows, old

@@ -774,25 +774,42 @@ pub(crate) async fn insert_records(
     records: &[boxoffice_store::NewRecord],
     now: OffsetDateTime,
 ) -> StoreResult<()> {
+    let records: Vec<(&str, &boxoffice_store::NewRecord)> =
+        records.iter().map(|r| (endpoint, r)).collect();
+    insert_records_each(tx, &records, now).await
+}
+
+/// Idempotency records, each under its own endpoint, in one statement.
+pub(crate) async fn insert_records_each(
+    tx: &mut Transaction<'_, Postgres>,
+    records: &[(&str, &boxoffice_store::NewRecord)],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
     if records.is_empty() {
         return Ok(());
     }
-    let accounts: Vec<&str> = records.iter().map(|r| r.account_id.as_str()).collect();
-    let keys: Vec<&str> = records.iter().map(|r| r.key.as_str()).collect();
-    let digests: Vec<&str> = records.iter().map(|r| r.request_digest.as_str()).collect();
+    let endpoints: Vec<&str> = records.iter().map(|(e, _)| *e).collect();
+    let accounts: Vec<&str> = records.iter().map(|(_, r)| r.account_id.as_str()).collect();
+    let keys: Vec<&str> = records.iter().map(|(_, r)| r.key.as_str()).collect();
+    let digests: Vec<&str> = records
+        .iter()
+        .map(|(_, r)| r.request_digest.as_str())
+        .collect();
     let statuses: Vec<i32> = records
         .iter()
-        .map(|r| i32::from(r.response.status))
+        .map(|(_, r)| i32::from(r.response.status))
         .collect();
-    let bodies: Vec<Vec<u8>> = records.iter().map(|r| r.response.body.clone()).collect();
+    let bodies: Vec<&[u8]> = records
+        .iter()
+        .map(|(_, r)| r.response.body.as_slice())
+        .collect();
     sqlx::query(
         "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
-         SELECT u.account_id, $1, u.idem_key, u.digest, u.status, u.body, $7
-           FROM UNNEST($2::text[], $3::text[], $4::text[], $5::int[], $6::bytea[])
-                AS u(account_id, idem_key, digest, status, body)",
+         SELECT u.a, u.e, u.k, u.d, u.s, u.b, $7
+           FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bytea[]) AS u(a, e, k, d, s, b)",
     )
-    .bind(endpoint)
     .bind(&accounts)
+    .bind(&endpoints)
     .bind(&keys)
     .bind(&digests)
     .bind(&statuses)

@@ -69,10 +69,10 @@ pub struct ExchangeStart {
     pub order_id: String,
     /// The order's event as the caller knows it (events are immutable); the store checks
     /// that the order is still of this event.
-    pub from_event: EventRecord,
+    pub from_event: std::sync::Arc<EventRecord>,
     pub from: FromSide,
     /// The target event (the same one, or another trip).
-    pub to_event: EventRecord,
+    pub to_event: std::sync::Arc<EventRecord>,
     pub to: ToSide,
     pub exchange_id: String,
     pub new_hold_id: String,
@@ -714,9 +714,9 @@ mod tests {
             },
             request_digest: "d".into(),
             order_id: "o".into(),
-            from_event: event("e"),
+            from_event: event("e").into(),
             from: FromSide::Seats(vec![from_seat.into()]),
-            to_event: event("e"),
+            to_event: event("e").into(),
             to: ToSide::Seats(vec![HeldSeat {
                 seat_id: to_seat.into(),
                 price_minor: 100,

@@ -159,17 +159,7 @@ impl OutboxRelay {
             topic::PAYMENT_VOID => self.void(&field("operationId")).await,
             topic::TICKETS_ISSUE => {
                 let signer = self.signer.clone();
-                let sign = move |draft: &TicketDraft| {
-                    signer.sign(&TicketClaims {
-                        ticket_id: draft.ticket_id.clone(),
-                        event_id: draft.event_id.clone(),
-                        order_id: draft.order_id.clone(),
-                        seat_id: draft.seat_id.clone(),
-                        tier_id: draft.tier_id.clone(),
-                        unit: draft.unit,
-                        issued_at_unix_s: now_unix_s(),
-                    })
-                };
+                let sign = move |draft: &TicketDraft| sign_draft(&signer, draft, now_unix_s());
                 let issued = self
                     .store
                     .issue_tickets(&field("orderId"), &sign)
@@ -284,6 +274,19 @@ impl OutboxRelay {
             }
         }
     }
+}
+
+/// A ticket's signed code, from its draft.
+pub fn sign_draft(signer: &TicketSigner, draft: &TicketDraft, issued_at_unix_s: i64) -> String {
+    signer.sign(&TicketClaims {
+        ticket_id: draft.ticket_id.clone(),
+        event_id: draft.event_id.clone(),
+        order_id: draft.order_id.clone(),
+        seat_id: draft.seat_id.clone(),
+        tier_id: draft.tier_id.clone(),
+        unit: draft.unit,
+        issued_at_unix_s,
+    })
 }
 
 fn now_unix_s() -> i64 {

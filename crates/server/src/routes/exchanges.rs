@@ -333,15 +333,11 @@ fn signed_tickets(
                 tier_id,
                 unit,
             };
-            let code = state.ticket_signer.sign(&boxoffice_tickets::TicketClaims {
-                ticket_id: draft.ticket_id.clone(),
-                event_id: draft.event_id.clone(),
-                order_id: draft.order_id.clone(),
-                seat_id: draft.seat_id.clone(),
-                tier_id: draft.tier_id.clone(),
-                unit: draft.unit,
+            let code = boxoffice_workers::relay::sign_draft(
+                &state.ticket_signer,
+                &draft,
                 issued_at_unix_s,
-            });
+            );
             SignedTicket { draft, code }
         })
         .collect()
@@ -447,9 +443,9 @@ pub async fn create_exchange(
         scope: scope.clone(),
         request_digest: digest,
         order_id,
-        from_event: (*from_event).clone(),
+        from_event,
         from,
-        to_event: (*target).clone(),
+        to_event: target,
         to,
         exchange_id: uuid::Uuid::now_v7().to_string(),
         new_hold_id: uuid::Uuid::now_v7().to_string(),
