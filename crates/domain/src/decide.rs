@@ -163,9 +163,20 @@ pub fn decide_holds(
     state: &mut BatchState,
     requests: &[HoldRequest],
 ) -> Vec<HoldOutcome> {
+    decide_holds_indexed(rules, state, requests, &mut None)
+}
+
+/// [`decide_holds`] with a row index the caller keeps between calls (the event engine keeps
+/// one for the event's whole life; `None` builds it on the first best-available request).
+/// The index must describe `state.seats`: the engine updates it on every seat it changes.
+pub(crate) fn decide_holds_indexed(
+    rules: &SaleRules,
+    state: &mut BatchState,
+    requests: &[HoldRequest],
+    rows: &mut Option<RowIndex>,
+) -> Vec<HoldOutcome> {
     let mut first_in_batch: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     let mut outcomes = Vec::with_capacity(requests.len());
-    let mut rows: Option<RowIndex> = None;
     for (index, request) in requests.iter().enumerate() {
         let scope = (
             request.account_id.as_str(),
@@ -184,7 +195,7 @@ pub fn decide_holds(
             let outcome = match prior {
                 Some(digest) if *digest == request.request_digest => HoldOutcome::Replayed,
                 Some(_) => HoldOutcome::KeyReusedWithOtherRequest,
-                None => decide_one(rules, state, &mut rows, request),
+                None => decide_one(rules, state, rows, request),
             };
             // Only a recorded outcome binds the key for the rest of the batch, exactly as a
             // stored record binds it for later batches.
@@ -287,7 +298,8 @@ fn decide_one(
                 max_price_minor: *max_price_minor,
             };
             let index = rows.get_or_insert_with(|| RowIndex::build(rules, state));
-            let Some(choice) = crate::best::choose(&index.candidates(&best), &best) else {
+            // `choose` keeps to the request's section and price cap itself.
+            let Some(choice) = crate::best::choose(&index.rows, &best) else {
                 return HoldOutcome::SeatsUnavailable {
                     unavailable_seat_ids: Vec::new(),
                 };
@@ -376,15 +388,15 @@ fn hold_seats(
 /// The rows of the batch's seats with their free seats, in section order (best first), built
 /// once per batch on its first best-available request and kept current as the batch's
 /// winners take seats (rebuilding it per request parsed every seat id of the event each time).
-#[derive(Debug)]
-struct RowIndex {
+#[derive(Debug, Clone)]
+pub(crate) struct RowIndex {
     /// (section rank, row), in order.
     rows: Vec<RowSeats>,
     at: BTreeMap<(String, u32), usize>,
 }
 
 impl RowIndex {
-    fn build(rules: &SaleRules, state: &BatchState) -> Self {
+    pub(crate) fn build(rules: &SaleRules, state: &BatchState) -> Self {
         let mut rows: BTreeMap<(usize, u32), RowSeats> = BTreeMap::new();
         for (seat_id, row) in &state.seats {
             let Ok(seat) = SeatRef::parse(seat_id) else {
@@ -414,34 +426,35 @@ impl RowIndex {
         Self { rows, at }
     }
 
-    /// The rows `best` may choose from (its section, its price cap).
-    fn candidates(&self, best: &BestRequest) -> Vec<RowSeats> {
-        self.rows
-            .iter()
-            .filter(|row| {
-                best.section.as_ref().is_none_or(|s| *s == row.section)
-                    && best
-                        .max_price_minor
-                        .is_none_or(|max| row.price_minor <= max)
-            })
-            .cloned()
-            .collect()
-    }
-
     /// Marks seats taken by a winner of the batch.
     fn take<'a>(&mut self, seat_ids: impl Iterator<Item = &'a str>) {
         for seat_id in seat_ids {
-            let Ok(seat) = SeatRef::parse(seat_id) else {
-                continue;
-            };
-            if let Some(&i) = self.at.get(&(seat.section.clone(), seat.row))
-                && let Some(free) = self.rows[i]
-                    .free
-                    .get_mut(seat.number.saturating_sub(1) as usize)
-            {
-                *free = false;
-            }
+            self.set_free(seat_id, false);
         }
+    }
+
+    /// Records whether one seat is free (a seat outside the event's sections is ignored).
+    pub(crate) fn set_free(&mut self, seat_id: &str, is_free: bool) {
+        let Ok(seat) = SeatRef::parse(seat_id) else {
+            return;
+        };
+        if let Some(&i) = self.at.get(&(seat.section, seat.row))
+            && let Some(free) = self.rows[i]
+                .free
+                .get_mut(seat.number.saturating_sub(1) as usize)
+        {
+            *free = is_free;
+        }
+    }
+
+    /// Whether the index says the seat is free (`None`: not in the index).
+    pub(crate) fn is_free(&self, seat_id: &str) -> Option<bool> {
+        let seat = SeatRef::parse(seat_id).ok()?;
+        let &i = self.at.get(&(seat.section, seat.row))?;
+        self.rows[i]
+            .free
+            .get(seat.number.saturating_sub(1) as usize)
+            .copied()
     }
 }
 

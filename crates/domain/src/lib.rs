@@ -12,6 +12,7 @@
 
 pub mod best;
 pub mod decide;
+pub mod engine;
 pub mod event;
 pub mod hold;
 pub mod idempotency;

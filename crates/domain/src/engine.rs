@@ -1,0 +1,650 @@
+//! The event engine: the live inventory of one event, kept in memory by the event's writer,
+//! and the one function that decides a group of commands on it.
+//!
+//! The writer (`server/src/writer.rs`) loads an [`EngineSnapshot`] from the store, then feeds
+//! the engine groups of commands in arrival order: [`EventEngine::decide`] returns one
+//! [`Decision`] per command and the group's [`Effects`] — the rows the store must write, each
+//! with the condition it must find. The store writes a group in one transaction and verifies
+//! every row count; the writer answers a command only after its group committed. While one
+//! group commits, the next is decided on top of it; if a commit fails, the writer throws the
+//! engine away and loads it again (nothing here is ever rolled back).
+//!
+//! Changes the engine did not make (a checkout, a payment verdict, the sweeper, an exchange, a
+//! writer on another node) reach it through [`EventEngine::refresh`] with the rows the seat-map
+//! change feed names. Until then the engine may refuse a seat that was just freed — a stale
+//! refusal, never a double sale: the store refuses any write whose condition no longer holds.
+//!
+//! Time is the store's: the caller passes its estimate of the store clock, never ahead of it
+//! (the store checks), so a hold the engine treats as expired has expired by the store's
+//! clock too. The engine keeps every deadline and frees seats in its index as they pass.
+//!
+//! The rules of a hold are those of [`crate::decide`] (the same function the batch path
+//! used); the engine adds what a long-lived state needs: holds by account for the purchase
+//! limit, the keys already used, the best-available index kept current, deadlines, releases.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use time::OffsetDateTime;
+
+use crate::decide::{
+    BatchState, HoldOutcome, HoldRequest, NewHold, RowIndex, SeatRow, TierRow, decide_holds_indexed,
+};
+use crate::event::SaleRules;
+use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
+
+/// A hold the engine keeps: live (`HELD`, `PAYMENT_PENDING`) or `CONFIRMED` (it counts
+/// against the account's purchase limit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineHold {
+    pub hold_id: String,
+    pub account_id: String,
+    pub status: HoldStatus,
+    pub tier_id: Option<String>,
+    /// Seats or units that count against the limit: the hold's quantity less what an
+    /// exchange gave up.
+    pub quantity: u32,
+    pub seat_ids: Vec<String>,
+    pub expires_at: OffsetDateTime,
+}
+
+impl EngineHold {
+    /// Whether the hold counts against its account's purchase limit at `now`.
+    pub fn counts_at(&self, now: OffsetDateTime) -> bool {
+        match self.status {
+            HoldStatus::Confirmed => true,
+            HoldStatus::Held | HoldStatus::PaymentPending => self.expires_at > now,
+            HoldStatus::Released | HoldStatus::Expired => false,
+        }
+    }
+
+    fn is_kept(status: HoldStatus) -> bool {
+        matches!(
+            status,
+            HoldStatus::Held | HoldStatus::PaymentPending | HoldStatus::Confirmed
+        )
+    }
+}
+
+/// Everything the engine starts from, read by the store in one consistent snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct EngineSnapshot {
+    /// The event's seat-map version the snapshot is at.
+    pub version: u64,
+    /// The writer sequence stored with the version: the next group must follow it.
+    pub writer_seq: u64,
+    pub seats: Vec<SeatRow>,
+    pub tiers: Vec<TierRow>,
+    /// Holds in `HELD`, `PAYMENT_PENDING` or `CONFIRMED`.
+    pub holds: Vec<EngineHold>,
+    /// Request digests of the event's hold keys, by (account, key). A hold whose record was
+    /// purged still owns its key, with an empty digest (which matches no request).
+    pub keys: Vec<((String, String), String)>,
+}
+
+/// Current rows of what changed elsewhere, for [`EventEngine::refresh`].
+#[derive(Debug, Clone, Default)]
+pub struct EngineRows {
+    pub seats: Vec<SeatRow>,
+    pub tiers: Vec<TierRow>,
+    /// Holds in any status; an ended one leaves the engine.
+    pub holds: Vec<EngineHold>,
+}
+
+/// One command for the event, in arrival order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Hold(HoldRequest),
+    Release { account_id: String, hold_id: String },
+}
+
+/// What the engine decided for a release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseDecision {
+    /// Released now: the seats and units go back on sale with the group.
+    Released { hold_id: String },
+    /// The hold is in checkout; only the payment flow may end it.
+    InCheckout,
+    /// The hold has ended (its deadline passed, or it was confirmed); nothing to do.
+    AlreadyEnded,
+    /// Another account's hold: the same answer as no hold at all.
+    NotFound,
+    /// The engine does not keep the hold (ended before the engine loaded, or no such hold):
+    /// the writer asks the store which.
+    NotKept,
+}
+
+/// The decision for one command. Exhaustive, like the outcomes it wraps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Hold(HoldOutcome),
+    Release(ReleaseDecision),
+}
+
+/// A seat a new hold takes. The store writes it only if the seat is still free by the
+/// group's clock (available, or held past its deadline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatTaken {
+    pub seat_id: String,
+    pub hold_id: String,
+    pub hold_expires_at: OffsetDateTime,
+}
+
+/// A hold released by the group: the store ends it only if it is still `HELD` and not past
+/// its deadline, then frees the seats that still point to it and returns its units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldReleased {
+    pub hold_id: String,
+    pub seat_ids: Vec<String>,
+    pub tier: Option<(String, u32)>,
+}
+
+/// A change the seat map shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapSeatChange {
+    pub seat_id: String,
+    pub status: SeatStatus,
+    pub hold_expires_at: Option<OffsetDateTime>,
+}
+
+/// The rows a group writes. Every entry carries or implies its condition; the store counts
+/// what it wrote and refuses the whole group on any difference.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// New holds, with the index of the command that asked for each.
+    pub holds_created: Vec<(usize, NewHold)>,
+    pub seats_taken: Vec<SeatTaken>,
+    /// Units taken per tier (the store subtracts them only where that many are available).
+    pub tier_units_taken: BTreeMap<String, u32>,
+    /// Tiers whose expired `HELD` holds the store must end (by the group's clock) before it
+    /// takes units: the engine counted those units as available again.
+    pub tiers_reclaimed: BTreeSet<String>,
+    pub holds_released: Vec<HoldReleased>,
+    pub map_seats: Vec<MapSeatChange>,
+    /// Accounts that got a hold: the store checks their purchase limit after the writes.
+    pub accounts_checked: BTreeSet<String>,
+}
+
+impl Effects {
+    /// Whether the group writes nothing but idempotency records.
+    pub fn writes_inventory(&self) -> bool {
+        !self.holds_created.is_empty() || !self.holds_released.is_empty()
+    }
+}
+
+/// The live inventory of one event and the decision over it.
+#[derive(Debug, Clone)]
+pub struct EventEngine {
+    rules: SaleRules,
+    /// Every seat and tier of the event, and the event's used keys; `usage_by_account` is
+    /// filled per group for the accounts the group names.
+    state: BatchState,
+    holds: BTreeMap<String, EngineHold>,
+    holds_by_account: BTreeMap<String, BTreeSet<String>>,
+    /// Held seats by deadline: when one passes, the seat becomes free in the index.
+    seat_deadlines: BTreeSet<(OffsetDateTime, String)>,
+    /// Tier holds in `HELD` by deadline: when one passes, its units count as available.
+    tier_deadlines: BTreeSet<(OffsetDateTime, String)>,
+    /// Tiers whose units the engine reclaimed since the last group.
+    tiers_reclaimed: BTreeSet<String>,
+    /// Free seats per row, best rows first, kept current: best available is decided from it.
+    rows: Option<RowIndex>,
+    version: u64,
+    writer_seq: u64,
+}
+
+impl EventEngine {
+    /// An engine at `now` (the store's clock) over a snapshot.
+    pub fn load(rules: SaleRules, snapshot: EngineSnapshot, now: OffsetDateTime) -> Self {
+        let seats: BTreeMap<String, SeatRow> = snapshot
+            .seats
+            .into_iter()
+            .map(|seat| (seat.seat_id.clone(), seat))
+            .collect();
+        let tiers: BTreeMap<String, TierRow> = snapshot
+            .tiers
+            .into_iter()
+            .map(|tier| (tier.tier_id.clone(), tier))
+            .collect();
+        let state = BatchState {
+            now,
+            seats,
+            tiers,
+            usage_by_account: BTreeMap::new(),
+            prior_digests: snapshot.keys.into_iter().collect(),
+        };
+        let mut engine = Self {
+            rules,
+            state,
+            holds: BTreeMap::new(),
+            holds_by_account: BTreeMap::new(),
+            seat_deadlines: BTreeSet::new(),
+            tier_deadlines: BTreeSet::new(),
+            tiers_reclaimed: BTreeSet::new(),
+            rows: None,
+            version: snapshot.version,
+            writer_seq: snapshot.writer_seq,
+        };
+        for hold in snapshot.holds {
+            engine.keep_hold(hold);
+        }
+        let held: Vec<(OffsetDateTime, String)> = engine
+            .state
+            .seats
+            .values()
+            .filter(|seat| seat.status == SeatStatus::Held)
+            .filter_map(|seat| Some((seat.hold_expires_at?, seat.seat_id.clone())))
+            .collect();
+        engine.seat_deadlines.extend(held);
+        engine.rows = Some(RowIndex::build(&engine.rules, &engine.state));
+        engine.advance(now);
+        engine
+    }
+
+    pub fn rules(&self) -> &SaleRules {
+        &self.rules
+    }
+
+    /// The seat-map version of the last committed group the engine knows of.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The writer sequence of the last committed group.
+    pub fn writer_seq(&self) -> u64 {
+        self.writer_seq
+    }
+
+    /// Records that a group committed at `version` with writer sequence `writer_seq`.
+    pub fn committed(&mut self, version: u64, writer_seq: u64) {
+        self.version = self.version.max(version);
+        self.writer_seq = self.writer_seq.max(writer_seq);
+    }
+
+    /// Records that the changes up to `version` made elsewhere are in the engine.
+    pub fn caught_up_to(&mut self, version: u64) {
+        self.version = self.version.max(version);
+    }
+
+    pub fn seat(&self, seat_id: &str) -> Option<&SeatRow> {
+        self.state.seats.get(seat_id)
+    }
+
+    pub fn tier(&self, tier_id: &str) -> Option<&TierRow> {
+        self.state.tiers.get(tier_id)
+    }
+
+    pub fn hold(&self, hold_id: &str) -> Option<&EngineHold> {
+        self.holds.get(hold_id)
+    }
+
+    /// Seats or units the account holds live or owns at `now`.
+    pub fn usage(&self, account_id: &str, now: OffsetDateTime) -> u32 {
+        self.holds_by_account
+            .get(account_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|hold_id| self.holds.get(hold_id))
+            .filter(|hold| hold.counts_at(now))
+            .map(|hold| hold.quantity)
+            .fold(0u32, u32::saturating_add)
+    }
+
+    /// The holds the engine connects with these seats and tiers: what a refresh must read
+    /// again besides the rows themselves (a hold that ended elsewhere leaves no trace on its
+    /// seats).
+    pub fn holds_touching(&self, seat_ids: &[String], tier_ids: &[String]) -> Vec<String> {
+        let mut hold_ids = BTreeSet::new();
+        for seat_id in seat_ids {
+            if let Some(hold_id) = self
+                .state
+                .seats
+                .get(seat_id)
+                .and_then(|s| s.hold_id.clone())
+            {
+                hold_ids.insert(hold_id);
+            }
+        }
+        for hold in self.holds.values() {
+            if hold.tier_id.as_ref().is_some_and(|t| tier_ids.contains(t)) {
+                hold_ids.insert(hold.hold_id.clone());
+            }
+        }
+        hold_ids.into_iter().collect()
+    }
+
+    /// Moves the engine's clock to `now`: seats whose holds passed their deadline become free
+    /// in the best-available index, and expired tier holds give their units back.
+    pub fn advance(&mut self, now: OffsetDateTime) {
+        if now > self.state.now {
+            self.state.now = now;
+        }
+        let now = self.state.now;
+        while let Some((deadline, seat_id)) = self.seat_deadlines.first().cloned() {
+            if deadline > now {
+                break;
+            }
+            self.seat_deadlines.pop_first();
+            let Some(seat) = self.state.seats.get(&seat_id) else {
+                continue;
+            };
+            if seat.status == SeatStatus::Held
+                && seat.hold_expires_at == Some(deadline)
+                && let Some(rows) = &mut self.rows
+            {
+                rows.set_free(&seat_id, true);
+            }
+        }
+        while let Some((deadline, hold_id)) = self.tier_deadlines.first().cloned() {
+            if deadline > now {
+                break;
+            }
+            self.tier_deadlines.pop_first();
+            let Some(hold) = self.holds.get(&hold_id) else {
+                continue;
+            };
+            if hold.status != HoldStatus::Held || hold.expires_at != deadline {
+                continue;
+            }
+            let hold = self.forget_hold(&hold_id).expect("looked up above");
+            let tier_id = hold
+                .tier_id
+                .expect("a tier deadline belongs to a tier hold");
+            if let Some(tier) = self.state.tiers.get_mut(&tier_id) {
+                tier.held -= i64::from(hold.quantity);
+                tier.available += i64::from(hold.quantity);
+            }
+            self.tiers_reclaimed.insert(tier_id);
+        }
+    }
+
+    /// Decides `commands` in arrival order at `now` (the store's clock, as the writer
+    /// estimates it from below) and applies the result to the engine.
+    pub fn decide(
+        &mut self,
+        now: OffsetDateTime,
+        commands: &[Command],
+    ) -> (Vec<Decision>, Effects) {
+        self.advance(now);
+        let mut effects = Effects {
+            tiers_reclaimed: std::mem::take(&mut self.tiers_reclaimed),
+            ..Effects::default()
+        };
+        let mut decisions: Vec<Decision> = Vec::with_capacity(commands.len());
+        let mut index = 0;
+        while index < commands.len() {
+            match &commands[index] {
+                Command::Hold(_) => {
+                    let run_end = commands[index..]
+                        .iter()
+                        .position(|c| !matches!(c, Command::Hold(_)))
+                        .map_or(commands.len(), |n| index + n);
+                    let run: Vec<HoldRequest> = commands[index..run_end]
+                        .iter()
+                        .filter_map(|c| match c {
+                            Command::Hold(request) => Some(request.clone()),
+                            Command::Release { .. } => None,
+                        })
+                        .collect();
+                    let outcomes = self.decide_holds(&run, index, &mut effects);
+                    decisions.extend(outcomes.into_iter().map(Decision::Hold));
+                    index = run_end;
+                }
+                Command::Release {
+                    account_id,
+                    hold_id,
+                } => {
+                    let decision = self.decide_release(account_id, hold_id, &mut effects);
+                    decisions.push(Decision::Release(decision));
+                    index += 1;
+                }
+            }
+        }
+        (decisions, effects)
+    }
+
+    fn decide_holds(
+        &mut self,
+        run: &[HoldRequest],
+        first_index: usize,
+        effects: &mut Effects,
+    ) -> Vec<HoldOutcome> {
+        let now = self.state.now;
+        let accounts: BTreeSet<&str> = run.iter().map(|r| r.account_id.as_str()).collect();
+        self.state.usage_by_account = accounts
+            .iter()
+            .map(|account| ((*account).to_owned(), self.usage(account, now)))
+            .collect();
+        // An expired hold whose seats a new hold takes stays kept (it no longer counts
+        // against its account, and a release finds it ended) until a refresh drops it.
+        let outcomes = decide_holds_indexed(&self.rules, &mut self.state, run, &mut self.rows);
+        for (offset, (request, outcome)) in run.iter().zip(&outcomes).enumerate() {
+            if outcome.is_recorded() {
+                self.state.prior_digests.insert(
+                    (request.account_id.clone(), request.idempotency_key.clone()),
+                    request.request_digest.clone(),
+                );
+            }
+            let HoldOutcome::Held(hold) = outcome else {
+                continue;
+            };
+            for (seat_id, _) in &hold.seats {
+                effects.seats_taken.push(SeatTaken {
+                    seat_id: seat_id.clone(),
+                    hold_id: hold.hold_id.clone(),
+                    hold_expires_at: hold.expires_at,
+                });
+                effects.map_seats.push(MapSeatChange {
+                    seat_id: seat_id.clone(),
+                    status: SeatStatus::Held,
+                    hold_expires_at: Some(hold.expires_at),
+                });
+                self.seat_deadlines
+                    .insert((hold.expires_at, seat_id.clone()));
+            }
+            if let Some(tier_id) = &hold.tier_id {
+                *effects.tier_units_taken.entry(tier_id.clone()).or_default() += hold.quantity;
+                self.tier_deadlines
+                    .insert((hold.expires_at, hold.hold_id.clone()));
+            }
+            effects.accounts_checked.insert(hold.account_id.clone());
+            self.keep_hold(EngineHold {
+                hold_id: hold.hold_id.clone(),
+                account_id: hold.account_id.clone(),
+                status: HoldStatus::Held,
+                tier_id: hold.tier_id.clone(),
+                quantity: hold.quantity,
+                seat_ids: hold.seats.iter().map(|(id, _)| id.clone()).collect(),
+                expires_at: hold.expires_at,
+            });
+            effects
+                .holds_created
+                .push((first_index + offset, hold.clone()));
+        }
+        outcomes
+    }
+
+    fn decide_release(
+        &mut self,
+        account_id: &str,
+        hold_id: &str,
+        effects: &mut Effects,
+    ) -> ReleaseDecision {
+        let now = self.state.now;
+        let Some(hold) = self.holds.get(hold_id) else {
+            return ReleaseDecision::NotKept;
+        };
+        if hold.account_id != account_id {
+            return ReleaseDecision::NotFound;
+        }
+        match hold.status {
+            HoldStatus::PaymentPending => return ReleaseDecision::InCheckout,
+            HoldStatus::Held if hold.expires_at > now => {}
+            _ => return ReleaseDecision::AlreadyEnded,
+        }
+        let hold = self.forget_hold(hold_id).expect("looked up above");
+        let mut freed = Vec::new();
+        for seat_id in &hold.seat_ids {
+            let Some(seat) = self.state.seats.get_mut(seat_id) else {
+                continue;
+            };
+            if seat.status != SeatStatus::Held || seat.hold_id.as_deref() != Some(hold_id) {
+                continue;
+            }
+            seat.status = SeatStatus::Available;
+            seat.hold_id = None;
+            seat.hold_expires_at = None;
+            if let Some(rows) = &mut self.rows {
+                rows.set_free(seat_id, true);
+            }
+            effects.map_seats.push(MapSeatChange {
+                seat_id: seat_id.clone(),
+                status: SeatStatus::Available,
+                hold_expires_at: None,
+            });
+            freed.push(seat_id.clone());
+        }
+        let tier = hold.tier_id.as_ref().map(|tier_id| {
+            if let Some(tier) = self.state.tiers.get_mut(tier_id) {
+                tier.held -= i64::from(hold.quantity);
+                tier.available += i64::from(hold.quantity);
+            }
+            (tier_id.clone(), hold.quantity)
+        });
+        effects.holds_released.push(HoldReleased {
+            hold_id: hold_id.to_owned(),
+            seat_ids: freed,
+            tier,
+        });
+        ReleaseDecision::Released {
+            hold_id: hold_id.to_owned(),
+        }
+    }
+
+    /// Takes in rows that changed elsewhere (read after the engine's last group committed):
+    /// seats and tiers as they are now, and the holds connected with them in any status.
+    pub fn refresh(&mut self, rows: EngineRows) {
+        for hold in rows.holds {
+            if EngineHold::is_kept(hold.status) {
+                self.keep_hold(hold);
+            } else {
+                self.forget_hold(&hold.hold_id);
+            }
+        }
+        let now = self.state.now;
+        for seat in rows.seats {
+            if seat.status == SeatStatus::Held
+                && let Some(deadline) = seat.hold_expires_at
+            {
+                self.seat_deadlines.insert((deadline, seat.seat_id.clone()));
+            }
+            if let Some(index) = &mut self.rows {
+                index.set_free(
+                    &seat.seat_id,
+                    seat_is_free(seat.status, seat.hold_expires_at, now),
+                );
+            }
+            self.state.seats.insert(seat.seat_id.clone(), seat);
+        }
+        for tier in rows.tiers {
+            self.state.tiers.insert(tier.tier_id.clone(), tier);
+        }
+    }
+
+    fn keep_hold(&mut self, hold: EngineHold) {
+        if hold.status == HoldStatus::Held && hold.tier_id.is_some() {
+            self.tier_deadlines
+                .insert((hold.expires_at, hold.hold_id.clone()));
+        }
+        self.holds_by_account
+            .entry(hold.account_id.clone())
+            .or_default()
+            .insert(hold.hold_id.clone());
+        self.holds.insert(hold.hold_id.clone(), hold);
+    }
+
+    fn forget_hold(&mut self, hold_id: &str) -> Option<EngineHold> {
+        let hold = self.holds.remove(hold_id)?;
+        if let Some(ids) = self.holds_by_account.get_mut(&hold.account_id) {
+            ids.remove(hold_id);
+            if ids.is_empty() {
+                self.holds_by_account.remove(&hold.account_id);
+            }
+        }
+        Some(hold)
+    }
+
+    /// Single-condition checks of the engine's state at its clock; empty when all hold.
+    pub fn invariants(&self) -> Vec<String> {
+        let now = self.state.now;
+        let mut violations = Vec::new();
+        for seat in self.state.seats.values() {
+            if seat.status == SeatStatus::Held && seat.hold_id.is_none() {
+                violations.push(format!("held seat {} has no hold", seat.seat_id));
+            }
+            if seat.status == SeatStatus::Held && seat.hold_expires_at.is_none() {
+                violations.push(format!("held seat {} has no deadline", seat.seat_id));
+            }
+            if seat.status == SeatStatus::Available && seat.hold_id.is_some() {
+                violations.push(format!("available seat {} has a hold", seat.seat_id));
+            }
+            let free = seat_is_free(seat.status, seat.hold_expires_at, now);
+            let indexed = self.rows.as_ref().and_then(|r| r.is_free(&seat.seat_id));
+            if indexed.is_some_and(|indexed| indexed != free) {
+                violations.push(format!(
+                    "seat {} is {} but the index says {}",
+                    seat.seat_id,
+                    if free { "free" } else { "taken" },
+                    if free { "taken" } else { "free" },
+                ));
+            }
+        }
+        for tier in self.state.tiers.values() {
+            if tier.available < 0 {
+                violations.push(format!("tier {} has negative available", tier.tier_id));
+            }
+            if tier.held < 0 {
+                violations.push(format!("tier {} has negative held", tier.tier_id));
+            }
+            if tier.available + tier.held + tier.sold != tier.capacity {
+                violations.push(format!("tier {} counts do not add up", tier.tier_id));
+            }
+        }
+        for hold in self.holds.values() {
+            let live = hold.status == HoldStatus::Held && hold.expires_at > now;
+            if live && hold.tier_id.is_none() {
+                for seat_id in &hold.seat_ids {
+                    let points_here = self.state.seats.get(seat_id).is_some_and(|seat| {
+                        seat.status == SeatStatus::Held
+                            && seat.hold_id.as_deref() == Some(hold.hold_id.as_str())
+                    });
+                    if !points_here {
+                        violations.push(format!(
+                            "live hold {} does not hold its seat {seat_id}",
+                            hold.hold_id
+                        ));
+                    }
+                }
+            }
+            let listed = self
+                .holds_by_account
+                .get(&hold.account_id)
+                .is_some_and(|ids| ids.contains(&hold.hold_id));
+            if !listed {
+                violations.push(format!("hold {} missing from its account", hold.hold_id));
+            }
+        }
+        for account_id in self.holds_by_account.keys() {
+            let usage = self.usage(account_id, now);
+            if usage > self.rules.max_tickets_per_account {
+                violations.push(format!(
+                    "account {account_id} holds or owns {usage} > {}",
+                    self.rules.max_tickets_per_account
+                ));
+            }
+        }
+        violations
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,234 @@
+//! Table tests of the event engine: one small scenario per case.
+
+use time::macros::datetime;
+use time::{Duration, OffsetDateTime};
+
+use super::*;
+use crate::decide::HoldShape;
+
+const NOW: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
+
+fn rules() -> SaleRules {
+    SaleRules {
+        section_order: vec!["A".into()],
+        on_sale_at: NOW - Duration::hours(1),
+        hold_ttl_s: 300,
+        max_seats_per_hold: 4,
+        max_tickets_per_account: 4,
+        currency: "EUR".into(),
+    }
+}
+
+fn engine(seats: usize) -> EventEngine {
+    let snapshot = EngineSnapshot {
+        seats: (1..=seats)
+            .map(|n| SeatRow {
+                seat_id: format!("A-1-{n}"),
+                status: SeatStatus::Available,
+                hold_id: None,
+                hold_expires_at: None,
+                price_minor: 1000,
+            })
+            .collect(),
+        tiers: vec![TierRow {
+            tier_id: "GA".into(),
+            capacity: 3,
+            available: 3,
+            held: 0,
+            sold: 0,
+            price_minor: 500,
+        }],
+        ..EngineSnapshot::default()
+    };
+    EventEngine::load(rules(), snapshot, NOW)
+}
+
+fn hold(account: &str, key: &str, shape: HoldShape) -> Command {
+    Command::Hold(HoldRequest {
+        account_id: account.into(),
+        idempotency_key: key.into(),
+        request_digest: format!("{shape:?}"),
+        new_hold_id: format!("h-{account}-{key}"),
+        shape,
+    })
+}
+
+fn seats(ids: &[&str]) -> HoldShape {
+    HoldShape::Seats {
+        seat_ids: ids.iter().map(|id| (*id).to_string()).collect(),
+    }
+}
+
+fn best(quantity: u32) -> HoldShape {
+    HoldShape::BestAvailable {
+        quantity,
+        section: None,
+        max_price_minor: None,
+    }
+}
+
+#[test]
+fn a_group_takes_seats_in_arrival_order_and_names_every_write() {
+    let mut engine = engine(4);
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            hold("a", "1", seats(&["A-1-1", "A-1-2"])),
+            hold("b", "1", seats(&["A-1-2"])),
+            hold("b", "2", best(2)),
+        ],
+    );
+    assert!(matches!(decisions[0], Decision::Hold(HoldOutcome::Held(_))));
+    assert!(matches!(
+        decisions[1],
+        Decision::Hold(HoldOutcome::SeatsUnavailable { .. })
+    ));
+    let Decision::Hold(HoldOutcome::Held(third)) = &decisions[2] else {
+        panic!("best available should find A-1-3 and A-1-4: {decisions:?}");
+    };
+    let picked: Vec<&str> = third.seats.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(picked, ["A-1-3", "A-1-4"]);
+    assert_eq!(effects.holds_created.len(), 2);
+    assert_eq!(
+        effects.holds_created[1].0, 2,
+        "the command index of the third request"
+    );
+    assert_eq!(effects.seats_taken.len(), 4);
+    assert_eq!(effects.map_seats.len(), 4);
+    assert_eq!(
+        effects.accounts_checked,
+        BTreeSet::from(["a".to_string(), "b".to_string()])
+    );
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn a_key_used_in_an_earlier_group_replays_and_a_changed_body_is_refused() {
+    let mut engine = engine(4);
+    engine.decide(NOW, &[hold("a", "1", seats(&["A-1-1"]))]);
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            hold("a", "1", seats(&["A-1-1"])),
+            hold("a", "1", seats(&["A-1-2"])),
+        ],
+    );
+    assert_eq!(decisions[0], Decision::Hold(HoldOutcome::Replayed));
+    assert_eq!(
+        decisions[1],
+        Decision::Hold(HoldOutcome::KeyReusedWithOtherRequest)
+    );
+    assert!(!effects.writes_inventory());
+}
+
+#[test]
+fn a_passed_deadline_frees_the_seat_for_best_available_without_a_write() {
+    let mut engine = engine(2);
+    engine.decide(NOW, &[hold("a", "1", seats(&["A-1-1", "A-1-2"]))]);
+    let (refused, _) = engine.decide(NOW + Duration::seconds(299), &[hold("b", "1", best(2))]);
+    assert!(matches!(
+        refused[0],
+        Decision::Hold(HoldOutcome::SeatsUnavailable { .. })
+    ));
+    let (granted, effects) =
+        engine.decide(NOW + Duration::seconds(300), &[hold("b", "2", best(2))]);
+    assert!(matches!(granted[0], Decision::Hold(HoldOutcome::Held(_))));
+    assert_eq!(effects.seats_taken.len(), 2);
+    assert_eq!(engine.usage("a", NOW + Duration::seconds(300)), 0);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn an_expired_tier_hold_gives_its_units_back_and_the_store_is_told_to_reclaim() {
+    let mut engine = engine(1);
+    let tier = |q| HoldShape::Tier {
+        tier_id: "GA".into(),
+        quantity: q,
+    };
+    engine.decide(NOW, &[hold("a", "1", tier(3))]);
+    let (sold_out, _) = engine.decide(NOW, &[hold("b", "1", tier(1))]);
+    assert!(matches!(
+        sold_out[0],
+        Decision::Hold(HoldOutcome::SoldOut { available: 0, .. })
+    ));
+    let later = NOW + Duration::seconds(300);
+    let (granted, effects) = engine.decide(later, &[hold("b", "2", tier(2))]);
+    assert!(matches!(granted[0], Decision::Hold(HoldOutcome::Held(_))));
+    assert!(effects.tiers_reclaimed.contains("GA"));
+    assert_eq!(effects.tier_units_taken.get("GA"), Some(&2));
+    assert_eq!(engine.tier("GA").map(|t| t.available), Some(1));
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn a_release_frees_the_seats_and_only_its_owner_may_release() {
+    let mut engine = engine(2);
+    engine.decide(NOW, &[hold("a", "1", seats(&["A-1-1", "A-1-2"]))]);
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            Command::Release {
+                account_id: "b".into(),
+                hold_id: "h-a-1".into(),
+            },
+            Command::Release {
+                account_id: "a".into(),
+                hold_id: "h-a-1".into(),
+            },
+            hold("b", "1", best(2)),
+            Command::Release {
+                account_id: "a".into(),
+                hold_id: "nope".into(),
+            },
+        ],
+    );
+    assert_eq!(decisions[0], Decision::Release(ReleaseDecision::NotFound));
+    assert!(matches!(
+        decisions[1],
+        Decision::Release(ReleaseDecision::Released { .. })
+    ));
+    assert!(matches!(decisions[2], Decision::Hold(HoldOutcome::Held(_))));
+    assert_eq!(decisions[3], Decision::Release(ReleaseDecision::NotKept));
+    assert_eq!(effects.holds_released.len(), 1);
+    assert_eq!(effects.holds_released[0].seat_ids, ["A-1-1", "A-1-2"]);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn a_refresh_takes_in_a_sale_made_elsewhere() {
+    let mut engine = engine(2);
+    engine.decide(NOW, &[hold("a", "1", seats(&["A-1-1"]))]);
+    let sold = SeatRow {
+        seat_id: "A-1-1".into(),
+        status: SeatStatus::Sold,
+        hold_id: Some("h-a-1".into()),
+        hold_expires_at: None,
+        price_minor: 1000,
+    };
+    let confirmed = EngineHold {
+        hold_id: "h-a-1".into(),
+        account_id: "a".into(),
+        status: HoldStatus::Confirmed,
+        tier_id: None,
+        quantity: 1,
+        seat_ids: vec!["A-1-1".into()],
+        expires_at: NOW + Duration::seconds(300),
+    };
+    engine.refresh(EngineRows {
+        seats: vec![sold],
+        tiers: Vec::new(),
+        holds: vec![confirmed],
+    });
+    let far = NOW + Duration::hours(1);
+    assert_eq!(
+        engine.usage("a", far),
+        1,
+        "a confirmed hold counts for good"
+    );
+    let (decisions, _) = engine.decide(far, &[hold("b", "1", best(1))]);
+    let Decision::Hold(HoldOutcome::Held(hold)) = &decisions[0] else {
+        panic!("{decisions:?}");
+    };
+    assert_eq!(hold.seats[0].0, "A-1-2");
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}

@@ -1,0 +1,551 @@
+//! Model test of the event engine: random sequences of command groups (named seats, best
+//! available, tier quantities, releases, replays), clock advances, and changes made
+//! elsewhere that reach the engine by refresh (a checkout confirming a hold, the sweeper
+//! expiring holds). Each step runs through `EventEngine` and through a naive reference that
+//! recomputes everything from a list of holds, one command at a time. After every step the
+//! decisions and every seat must agree and `EventEngine::invariants()` must hold.
+
+use std::collections::BTreeMap;
+
+use boxoffice_domain::best::{BestRequest, RowSeats, choose};
+use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow};
+use boxoffice_domain::engine::{
+    Command, Decision, EngineHold, EngineRows, EngineSnapshot, EventEngine, ReleaseDecision,
+};
+use boxoffice_domain::event::SaleRules;
+use boxoffice_domain::hold::{HoldStatus, SeatStatus};
+use proptest::prelude::*;
+use time::macros::datetime;
+use time::{Duration, OffsetDateTime};
+
+const SECTIONS: [(&str, u32, u32, i64); 2] = [("A", 2, 4, 300), ("B", 2, 3, 100)];
+const ACCOUNTS: [&str; 3] = ["a0", "a1", "a2"];
+const TIER_CAPACITY: i64 = 5;
+const TTL_S: u32 = 10;
+const MAX_PER_HOLD: u32 = 3;
+const LIMIT: u32 = 4;
+const START: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
+
+fn rules() -> SaleRules {
+    SaleRules {
+        section_order: SECTIONS.iter().map(|s| s.0.to_string()).collect(),
+        on_sale_at: START,
+        hold_ttl_s: TTL_S,
+        max_seats_per_hold: MAX_PER_HOLD,
+        max_tickets_per_account: LIMIT,
+        currency: "EUR".into(),
+    }
+}
+
+fn all_seats() -> Vec<(String, i64)> {
+    let mut seats = Vec::new();
+    for (name, rows, per_row, price) in SECTIONS {
+        for row in 1..=rows {
+            for number in 1..=per_row {
+                seats.push((format!("{name}-{row}-{number}"), price));
+            }
+        }
+    }
+    seats
+}
+
+#[derive(Debug, Clone)]
+enum Ask {
+    Seats(Vec<usize>),
+    Tier(u32),
+    Best(u32, Option<usize>, Option<i64>),
+}
+
+#[derive(Debug, Clone)]
+enum Cmd {
+    Hold { account: usize, key: u8, ask: Ask },
+    Release { account: usize, hold: usize },
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Group(Vec<Cmd>),
+    Advance(i64),
+    /// A checkout elsewhere confirms the n-th live seat hold.
+    Confirm(usize),
+    /// The sweeper expires every due seat hold.
+    Sweep,
+}
+
+fn ask() -> impl Strategy<Value = Ask> {
+    let n_seats = all_seats().len();
+    prop_oneof![
+        proptest::collection::vec(0..n_seats, 0..5).prop_map(Ask::Seats),
+        (0u32..5).prop_map(Ask::Tier),
+        (
+            0u32..5,
+            proptest::option::of(0..SECTIONS.len()),
+            proptest::option::of(prop_oneof![Just(100i64), Just(300i64)])
+        )
+            .prop_map(|(q, s, p)| Ask::Best(q, s, p)),
+    ]
+}
+
+fn cmd() -> impl Strategy<Value = Cmd> {
+    prop_oneof![
+        5 => (0..ACCOUNTS.len(), 0u8..5, ask()).prop_map(|(account, key, ask)| Cmd::Hold { account, key, ask }),
+        1 => (0..ACCOUNTS.len(), 0usize..30).prop_map(|(account, hold)| Cmd::Release { account, hold }),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        5 => proptest::collection::vec(cmd(), 1..7).prop_map(Step::Group),
+        2 => (0i64..8).prop_map(Step::Advance),
+        1 => (0usize..10).prop_map(Step::Confirm),
+        1 => Just(Step::Sweep),
+    ]
+}
+
+/// A decision with what differs between equivalent answers taken out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    Held { seats: Vec<String>, units: u32 },
+    Replay,
+    KeyReused,
+    Unavailable,
+    SoldOut,
+    Limit,
+    Invalid,
+    Released,
+    InCheckout,
+    Ended,
+    NotFound,
+}
+
+fn verdict_of(decision: &Decision) -> Verdict {
+    match decision {
+        Decision::Hold(HoldOutcome::Held(hold)) => Verdict::Held {
+            seats: hold.seats.iter().map(|(id, _)| id.clone()).collect(),
+            units: if hold.tier_id.is_some() {
+                hold.quantity
+            } else {
+                0
+            },
+        },
+        Decision::Hold(HoldOutcome::Replayed | HoldOutcome::ReplayOfEarlierInBatch { .. }) => {
+            Verdict::Replay
+        }
+        Decision::Hold(HoldOutcome::KeyReusedWithOtherRequest) => Verdict::KeyReused,
+        Decision::Hold(HoldOutcome::SeatsUnavailable { .. }) => Verdict::Unavailable,
+        Decision::Hold(HoldOutcome::SoldOut { .. }) => Verdict::SoldOut,
+        Decision::Hold(HoldOutcome::PurchaseLimit { .. }) => Verdict::Limit,
+        Decision::Hold(HoldOutcome::SaleNotOpen { .. } | HoldOutcome::Invalid { .. }) => {
+            Verdict::Invalid
+        }
+        Decision::Release(ReleaseDecision::Released { .. }) => Verdict::Released,
+        Decision::Release(ReleaseDecision::InCheckout) => Verdict::InCheckout,
+        Decision::Release(ReleaseDecision::AlreadyEnded) => Verdict::Ended,
+        // The engine forgets ended holds it did not make; the writer then asks the store.
+        Decision::Release(ReleaseDecision::NotFound | ReleaseDecision::NotKept) => {
+            Verdict::NotFound
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct RefHold {
+    hold_id: String,
+    account: String,
+    status: HoldStatus,
+    seats: Vec<String>,
+    units: u32,
+    expires_at: OffsetDateTime,
+}
+
+/// The reference: seats, holds and keys, everything recomputed per command.
+struct Reference {
+    now: OffsetDateTime,
+    /// seat id -> (status, hold id, deadline, price)
+    seats: BTreeMap<String, (SeatStatus, Option<String>, Option<OffsetDateTime>, i64)>,
+    holds: Vec<RefHold>,
+    keys: BTreeMap<(String, String), String>,
+}
+
+impl Reference {
+    fn new() -> Self {
+        Self {
+            now: START,
+            seats: all_seats()
+                .into_iter()
+                .map(|(id, price)| (id, (SeatStatus::Available, None, None, price)))
+                .collect(),
+            holds: Vec::new(),
+            keys: BTreeMap::new(),
+        }
+    }
+
+    fn free(&self, seat_id: &str) -> bool {
+        let (status, _, until, _) = &self.seats[seat_id];
+        match status {
+            SeatStatus::Available => true,
+            SeatStatus::Held => until.is_some_and(|t| t <= self.now),
+            SeatStatus::Sold => false,
+        }
+    }
+
+    fn counts(&self, hold: &RefHold) -> bool {
+        match hold.status {
+            HoldStatus::Confirmed => true,
+            HoldStatus::Held | HoldStatus::PaymentPending => hold.expires_at > self.now,
+            _ => false,
+        }
+    }
+
+    fn tier_available(&self) -> i64 {
+        let taken: u32 = self
+            .holds
+            .iter()
+            .filter(|h| h.units > 0 && self.counts(h))
+            .map(|h| h.units)
+            .sum();
+        TIER_CAPACITY - i64::from(taken)
+    }
+
+    fn rows(&self) -> Vec<RowSeats> {
+        let mut rows = Vec::new();
+        for (name, n_rows, per_row, price) in SECTIONS {
+            for row in 1..=n_rows {
+                rows.push(RowSeats {
+                    section: name.into(),
+                    row,
+                    price_minor: price,
+                    free: (1..=per_row)
+                        .map(|n| self.free(&format!("{name}-{row}-{n}")))
+                        .collect(),
+                });
+            }
+        }
+        rows
+    }
+
+    fn hold(
+        &mut self,
+        request: &HoldRequest,
+        in_group: &mut BTreeMap<(String, String), String>,
+    ) -> Verdict {
+        let scope = (request.account_id.clone(), request.idempotency_key.clone());
+        if let Some(digest) = in_group.get(&scope).or_else(|| self.keys.get(&scope)) {
+            return if *digest == request.request_digest {
+                Verdict::Replay
+            } else {
+                Verdict::KeyReused
+            };
+        }
+        let verdict = self.decide_hold(request);
+        if !matches!(verdict, Verdict::Invalid) {
+            self.keys
+                .insert(scope.clone(), request.request_digest.clone());
+            in_group.insert(scope, request.request_digest.clone());
+        }
+        verdict
+    }
+
+    fn decide_hold(&mut self, request: &HoldRequest) -> Verdict {
+        let quantity = request.shape.quantity();
+        if quantity == 0 || quantity > MAX_PER_HOLD {
+            return Verdict::Invalid;
+        }
+        if let HoldShape::Seats { seat_ids } = &request.shape {
+            let mut distinct = seat_ids.clone();
+            distinct.sort();
+            distinct.dedup();
+            if distinct.len() != seat_ids.len() {
+                return Verdict::Invalid;
+            }
+        }
+        let used: u32 = self
+            .holds
+            .iter()
+            .filter(|h| h.account == request.account_id && self.counts(h))
+            .map(|h| h.seats.len() as u32 + h.units)
+            .sum();
+        if used + quantity > LIMIT {
+            return Verdict::Limit;
+        }
+        let seats = match &request.shape {
+            HoldShape::Seats { seat_ids } => {
+                if !seat_ids.iter().all(|id| self.free(id)) {
+                    return Verdict::Unavailable;
+                }
+                seat_ids.clone()
+            }
+            HoldShape::BestAvailable {
+                quantity,
+                section,
+                max_price_minor,
+            } => {
+                let best = BestRequest {
+                    quantity: *quantity,
+                    section: section.clone(),
+                    max_price_minor: *max_price_minor,
+                };
+                match choose(&self.rows(), &best) {
+                    Some(choice) => choice.seat_ids(),
+                    None => return Verdict::Unavailable,
+                }
+            }
+            HoldShape::Tier { quantity, .. } => {
+                if self.tier_available() < i64::from(*quantity) {
+                    return Verdict::SoldOut;
+                }
+                Vec::new()
+            }
+        };
+        let expires_at = self.now + Duration::seconds(i64::from(TTL_S));
+        for seat_id in &seats {
+            let price = self.seats[seat_id].3;
+            self.seats.insert(
+                seat_id.clone(),
+                (
+                    SeatStatus::Held,
+                    Some(request.new_hold_id.clone()),
+                    Some(expires_at),
+                    price,
+                ),
+            );
+        }
+        let units = if seats.is_empty() { quantity } else { 0 };
+        self.holds.push(RefHold {
+            hold_id: request.new_hold_id.clone(),
+            account: request.account_id.clone(),
+            status: HoldStatus::Held,
+            seats: seats.clone(),
+            units,
+            expires_at,
+        });
+        Verdict::Held { seats, units }
+    }
+
+    fn release(&mut self, account: &str, hold_id: &str) -> Verdict {
+        let now = self.now;
+        let Some(hold) = self.holds.iter_mut().find(|h| h.hold_id == hold_id) else {
+            return Verdict::NotFound;
+        };
+        if hold.account != account {
+            return Verdict::NotFound;
+        }
+        match hold.status {
+            HoldStatus::PaymentPending => return Verdict::InCheckout,
+            HoldStatus::Held if hold.expires_at > now => {}
+            // The engine gives an expired tier hold's units back and forgets the hold; the
+            // writer then learns from the store that it ended.
+            HoldStatus::Held if hold.units > 0 => return Verdict::NotFound,
+            HoldStatus::Held | HoldStatus::Confirmed => return Verdict::Ended,
+            _ => return Verdict::NotFound,
+        }
+        hold.status = HoldStatus::Released;
+        let hold = hold.clone();
+        for seat_id in &hold.seats {
+            let entry = self.seats.get_mut(seat_id).unwrap();
+            if entry.0 == SeatStatus::Held && entry.1.as_deref() == Some(hold_id) {
+                *entry = (SeatStatus::Available, None, None, entry.3);
+            }
+        }
+        Verdict::Released
+    }
+
+    fn seat_row(&self, seat_id: &str) -> SeatRow {
+        let (status, hold_id, until, price) = self.seats[seat_id].clone();
+        SeatRow {
+            seat_id: seat_id.into(),
+            status,
+            hold_id,
+            hold_expires_at: until,
+            price_minor: price,
+        }
+    }
+
+    fn engine_hold(&self, hold: &RefHold) -> EngineHold {
+        EngineHold {
+            hold_id: hold.hold_id.clone(),
+            account_id: hold.account.clone(),
+            status: hold.status,
+            tier_id: (hold.units > 0).then(|| "GA".to_string()),
+            quantity: hold.seats.len() as u32 + hold.units,
+            seat_ids: hold.seats.clone(),
+            expires_at: hold.expires_at,
+        }
+    }
+
+    /// A checkout elsewhere confirms the n-th live seat hold: the rows the engine is sent.
+    fn confirm(&mut self, n: usize) -> Option<EngineRows> {
+        let now = self.now;
+        let index = self
+            .holds
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.status == HoldStatus::Held && h.expires_at > now && h.units == 0)
+            .map(|(i, _)| i)
+            .nth(n)?;
+        self.holds[index].status = HoldStatus::Confirmed;
+        let hold = self.holds[index].clone();
+        for seat_id in &hold.seats {
+            let entry = self.seats.get_mut(seat_id).unwrap();
+            *entry = (SeatStatus::Sold, Some(hold.hold_id.clone()), None, entry.3);
+        }
+        Some(EngineRows {
+            seats: hold.seats.iter().map(|id| self.seat_row(id)).collect(),
+            tiers: Vec::new(),
+            holds: vec![self.engine_hold(&hold)],
+        })
+    }
+
+    /// The sweeper ends every due seat hold: the rows the engine is sent.
+    fn sweep(&mut self) -> EngineRows {
+        let now = self.now;
+        let mut rows = EngineRows::default();
+        for i in 0..self.holds.len() {
+            let hold = &self.holds[i];
+            if hold.status != HoldStatus::Held || hold.expires_at > now || hold.units > 0 {
+                continue;
+            }
+            self.holds[i].status = HoldStatus::Expired;
+            let hold = self.holds[i].clone();
+            for seat_id in &hold.seats {
+                let entry = self.seats.get_mut(seat_id).unwrap();
+                if entry.0 == SeatStatus::Held && entry.1.as_deref() == Some(hold.hold_id.as_str())
+                {
+                    *entry = (SeatStatus::Available, None, None, entry.3);
+                    rows.seats.push(self.seat_row(seat_id));
+                }
+            }
+            rows.holds.push(self.engine_hold(&hold));
+        }
+        rows
+    }
+}
+
+fn request(account: usize, key: u8, ask: &Ask, hold_id: String) -> HoldRequest {
+    let seats = all_seats();
+    let shape = match ask {
+        Ask::Seats(indexes) => HoldShape::Seats {
+            seat_ids: indexes.iter().map(|i| seats[*i].0.clone()).collect(),
+        },
+        Ask::Tier(quantity) => HoldShape::Tier {
+            tier_id: "GA".into(),
+            quantity: *quantity,
+        },
+        Ask::Best(quantity, section, price) => HoldShape::BestAvailable {
+            quantity: *quantity,
+            section: section.map(|i| SECTIONS[i].0.to_string()),
+            max_price_minor: *price,
+        },
+    };
+    HoldRequest {
+        account_id: ACCOUNTS[account].into(),
+        idempotency_key: format!("k{key}"),
+        request_digest: format!("{shape:?}"),
+        new_hold_id: hold_id,
+        shape,
+    }
+}
+
+fn snapshot() -> EngineSnapshot {
+    EngineSnapshot {
+        version: 0,
+        writer_seq: 0,
+        seats: all_seats()
+            .into_iter()
+            .map(|(seat_id, price_minor)| SeatRow {
+                seat_id,
+                status: SeatStatus::Available,
+                hold_id: None,
+                hold_expires_at: None,
+                price_minor,
+            })
+            .collect(),
+        tiers: vec![TierRow {
+            tier_id: "GA".into(),
+            capacity: TIER_CAPACITY,
+            available: TIER_CAPACITY,
+            held: 0,
+            sold: 0,
+            price_minor: 50,
+        }],
+        holds: Vec::new(),
+        keys: Vec::new(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_agrees_with_the_reference(steps in proptest::collection::vec(step(), 1..40)) {
+        let mut engine = EventEngine::load(rules(), snapshot(), START);
+        let mut reference = Reference::new();
+        let mut next_hold = 0usize;
+        for step in steps {
+            match step {
+                Step::Group(cmds) => {
+                    let mut commands = Vec::new();
+                    let mut expected = Vec::new();
+                    let mut in_group = BTreeMap::new();
+                    for cmd in &cmds {
+                        match cmd {
+                            Cmd::Hold { account, key, ask } => {
+                                let r = request(*account, *key, ask, format!("h{next_hold}"));
+                                next_hold += 1;
+                                expected.push(reference.hold(&r, &mut in_group));
+                                commands.push(Command::Hold(r));
+                            }
+                            Cmd::Release { account, hold } => {
+                                let hold_id = format!("h{hold}");
+                                expected.push(reference.release(ACCOUNTS[*account], &hold_id));
+                                commands.push(Command::Release {
+                                    account_id: ACCOUNTS[*account].into(),
+                                    hold_id,
+                                });
+                            }
+                        }
+                    }
+                    let (decisions, effects) = engine.decide(reference.now, &commands);
+                    let got: Vec<Verdict> = decisions.iter().map(verdict_of).collect();
+                    prop_assert_eq!(&got, &expected);
+                    let granted = got.iter().filter(|v| matches!(v, Verdict::Held { .. })).count();
+                    prop_assert_eq!(effects.holds_created.len(), granted);
+                }
+                Step::Advance(s) => {
+                    reference.now += Duration::seconds(s);
+                    engine.advance(reference.now);
+                }
+                Step::Confirm(n) => {
+                    if let Some(rows) = reference.confirm(n) {
+                        engine.refresh(rows);
+                    }
+                }
+                Step::Sweep => {
+                    let rows = reference.sweep();
+                    engine.refresh(rows);
+                }
+            }
+            for (seat_id, _) in all_seats() {
+                let row = engine.seat(&seat_id).unwrap();
+                let (status, hold_id, until, _) = &reference.seats[&seat_id];
+                prop_assert_eq!(row.status, *status, "seat {}", seat_id);
+                prop_assert_eq!(&row.hold_id, hold_id, "seat {}", seat_id);
+                prop_assert_eq!(row.hold_expires_at, *until, "seat {}", seat_id);
+            }
+            engine.advance(reference.now);
+            let tier = engine.tier("GA").unwrap();
+            prop_assert_eq!(tier.available, reference.tier_available());
+            for account in ACCOUNTS {
+                let used: u32 = reference
+                    .holds
+                    .iter()
+                    .filter(|h| h.account == account && reference.counts(h))
+                    .map(|h| h.seats.len() as u32 + h.units)
+                    .sum();
+                prop_assert_eq!(engine.usage(account, reference.now), used);
+            }
+            let violations = engine.invariants();
+            prop_assert!(violations.is_empty(), "{:?}", violations);
+        }
+    }
+}
