@@ -113,7 +113,8 @@ pub enum ReleaseDecision {
     NotKept,
 }
 
-/// The decision for one command. Exhaustive, like the outcomes it wraps.
+/// The decision for one command. Exhaustive, like the outcomes it wraps. A
+/// `HoldOutcome::ReplayOfEarlierInBatch { index }` names a command of the same group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Hold(HoldOutcome),
@@ -416,7 +417,13 @@ impl EventEngine {
             .collect();
         // An expired hold whose seats a new hold takes stays kept (it no longer counts
         // against its account, and a release finds it ended) until a refresh drops it.
-        let outcomes = decide_holds_indexed(&self.rules, &mut self.state, run, &mut self.rows);
+        let mut outcomes = decide_holds_indexed(&self.rules, &mut self.state, run, &mut self.rows);
+        // A replay of an earlier request of the run names it by its place in the group.
+        for outcome in &mut outcomes {
+            if let HoldOutcome::ReplayOfEarlierInBatch { index } = outcome {
+                *index += first_index;
+            }
+        }
         for (offset, (request, outcome)) in run.iter().zip(&outcomes).enumerate() {
             if outcome.is_recorded() {
                 self.state.prior_digests.insert(

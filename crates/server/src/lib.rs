@@ -1,11 +1,13 @@
 //! The HTTP API of boxoffice (axum). [`app`] builds the router from an [`AppState`];
 //! [`serve`] binds it and runs the background workers beside it.
 //!
-//! Where to start: `routes/holds.rs` (the write path, through [`batcher`]), then
-//! `idempotency.rs` and `error.rs`. Handlers parse and answer; the store decides.
+//! Where to start: `routes/holds.rs` (the write path, through the event's [`writer`]), then
+//! `idempotency.rs` and `error.rs`. Handlers parse and answer; the event's engine decides
+//! holds and releases, the store checks and persists.
 //!
 //! Architecture invariant: no handler writes to the store except through one store call
-//! that is a single short transaction; no handler answers a write before its commit.
+//! that is a single short transaction, or through the event's writer; no handler answers a
+//! write before its commit.
 
 pub mod api;
 pub mod auth;
@@ -19,6 +21,7 @@ pub mod seatmap;
 pub mod token_cache;
 pub mod waitroom;
 pub mod web;
+pub mod writer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -44,11 +47,12 @@ use boxoffice_workers::reconciler::PaymentReconciler;
 use boxoffice_workers::relay::OutboxRelay;
 
 use crate::auth::TokenVerifier;
-use crate::batcher::{ExchangeBatcher, HoldBatcher};
+use crate::batcher::ExchangeBatcher;
 use crate::error::ApiError;
 use crate::idempotency::InFlight;
 use crate::seatmap::SeatMaps;
 use crate::waitroom::{SlotReturner, WaitingRoom, WaitingRoomOptions};
+use crate::writer::EventWriters;
 use boxoffice_waitroom_state::RoomStore;
 
 /// Shared state of every handler. Cloning it (axum does, several times per request) copies
@@ -68,7 +72,8 @@ impl std::ops::Deref for AppState {
 pub struct Shared {
     pub store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
-    pub batcher: HoldBatcher,
+    /// One writer per event: every hold and release of an event is decided by it.
+    pub writers: EventWriters,
     /// Exchanges, batched per target event like holds.
     pub exchanges: ExchangeBatcher,
     pub lookup: lookup::AnswerLookup,
@@ -218,7 +223,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, config: &ServerConfig) -> Result<Self, String> {
-        let render: batcher::HoldRenderer = Arc::new(routes::holds::render_hold_outcome);
+        let render: writer::HoldRenderer = Arc::new(routes::holds::render_hold_outcome);
         let jwt_secret = config.jwt_secret.as_str();
         let waitroom_secret = match &config.waitroom_secret {
             Some(secret) => secret.as_bytes().to_vec(),
@@ -244,7 +249,7 @@ impl AppState {
             reconciler: PaymentReconciler::new(store.clone(), config.provider.clone()),
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
-            batcher: HoldBatcher::new(store.clone(), render),
+            writers: EventWriters::new(store.clone(), render),
             exchanges: ExchangeBatcher::new(store.clone()),
             lookup: lookup::AnswerLookup::new(store.clone()),
             seatmaps: SeatMaps::new(store.clone()),

@@ -8,6 +8,7 @@
 //! batch of any size costs a fixed number of round trips.
 
 mod checkout;
+mod engine;
 mod exchange;
 mod seatmap;
 
@@ -821,7 +822,7 @@ pub(crate) async fn insert_records_each(
     Ok(())
 }
 
-async fn reclaim_expired_tier_holds(
+pub(crate) async fn reclaim_expired_tier_holds(
     tx: &mut Transaction<'_, Postgres>,
     event_id: &str,
     tier_ids: &[String],

@@ -66,6 +66,7 @@ macro_rules! now_ms {
 
 // Declared after `now_ms!` so the module sees the macro.
 mod checkout;
+mod engine;
 mod exchange;
 mod seatmap;
 
@@ -141,7 +142,7 @@ where
 }
 
 /// A JSON array of strings, for `IN (SELECT value FROM json_each(?))`.
-fn json_list<S: AsRef<str>>(items: &[S]) -> String {
+pub(crate) fn json_list<S: AsRef<str>>(items: &[S]) -> String {
     let items: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
     serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())
 }
@@ -737,7 +738,7 @@ pub(crate) async fn insert_records(
 
 /// Expires the given tiers' `HELD` holds past their deadline, announces each on the outbox
 /// and returns their units to the tiers, exactly once (the status change is conditional).
-async fn reclaim_expired_tier_holds(
+pub(crate) async fn reclaim_expired_tier_holds(
     tx: &mut Transaction<'_, Sqlite>,
     event_id: &str,
     tier_ids: &[String],

@@ -9,6 +9,7 @@
 //! transaction as the state it creates.
 
 pub mod checkout;
+pub mod engine;
 pub mod exchange;
 pub mod seatmap;
 
@@ -267,7 +268,7 @@ pub struct SweepReport {
 
 /// The authoritative store. Every method is one short transaction (or none).
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
     /// `"postgres"` or `"sqlite"`.
     fn backend(&self) -> &'static str;
 

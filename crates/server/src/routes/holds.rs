@@ -1,4 +1,4 @@
-//! Holds: create (through the per-event batcher), read, release.
+//! Holds: create and release (through the event's writer), read.
 
 use std::collections::BTreeSet;
 
@@ -13,10 +13,10 @@ use boxoffice_store::{EventRecord, ReleaseOutcome};
 use crate::AppState;
 use crate::api::{CreateHoldBody, HeldSeatView, HoldResponse, Problem};
 use crate::auth::Account;
-use crate::batcher::SubmitError;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::idempotency::{answer, request_key};
+use crate::writer::SubmitError;
 
 /// Holds a set of seats or a tier quantity, all or nothing.
 #[utoipa::path(
@@ -52,10 +52,9 @@ pub async fn create_hold(
     let hold_body = body.parse::<CreateHoldBody>()?;
     let event = state.event(&event_id).await?;
     let path = format!("/v1/events/{}/holds", event.event_id);
-    let endpoint = format!("POST {path}");
     let scope = IdempotencyScope {
         account_id: account.account_id.to_string(),
-        endpoint: endpoint.clone(),
+        endpoint: crate::writer::hold_endpoint(&event.event_id),
         key,
     };
     let digest = request_digest("POST", &path, &body.0);
@@ -95,20 +94,25 @@ pub async fn create_hold(
         shape,
     };
     let timer = state.waitroom.meter.hold_started();
-    let submitted = state.batcher.submit(event, endpoint, request).await;
+    let submitted = state.writers.hold(event, request).await;
     drop(timer);
     if matches!(submitted, Err(SubmitError::Store(_))) {
         state.waitroom.meter.store_error();
     }
     match submitted {
         Ok(result) => Ok(answer(result)),
-        Err(SubmitError::Overloaded) => Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "RATE_LIMITED",
-            "too many hold requests are queued for this event; retry shortly",
-        )),
+        Err(SubmitError::Overloaded) => Err(overloaded()),
         Err(SubmitError::Store(error)) => Err(error.into()),
     }
+}
+
+/// The event's writer has more queued than it takes soon: refused at once.
+fn overloaded() -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "RATE_LIMITED",
+        "too many requests are queued for this event; retry shortly",
+    )
 }
 
 /// A request refused before its transaction (`refused`) replays the answer its key already
@@ -359,10 +363,24 @@ pub async fn release_hold(
     account: Account,
     Path(hold_id): Path<String>,
 ) -> ApiResult<Response> {
-    let outcome = state
+    // The hold names its event, whose writer decides the release.
+    let event_id = state
         .store
-        .release_hold(account.account_id.as_str(), &hold_id)
-        .await?;
+        .get_hold(&hold_id)
+        .await?
+        .filter(|hold| hold.account_id == account.account_id.as_str())
+        .map(|hold| hold.event_id)
+        .ok_or_else(|| ApiError::not_found("hold"))?;
+    let event = state.event(&event_id).await?;
+    let outcome = match state
+        .writers
+        .release(event, account.account_id.as_str(), &hold_id)
+        .await
+    {
+        Ok(outcome) => outcome,
+        Err(SubmitError::Overloaded) => return Err(overloaded()),
+        Err(SubmitError::Store(error)) => return Err(error.into()),
+    };
     let now = state.store.now().await?;
     if let ReleaseOutcome::Released(hold) = &outcome {
         // The shopper gave the seats back: the trip ends and its slot goes to the next in

@@ -1,0 +1,709 @@
+//! One writer per event: the task that owns the event's engine
+//! (`boxoffice_domain::engine::EventEngine`) and through which every hold and release of the
+//! event passes.
+//!
+//! The writer takes whatever is queued (up to [`GROUP_COMMANDS_MAX`]), decides it in memory
+//! in arrival order, and hands the group's effects to the store ([`EngineStore::apply_group`],
+//! one transaction of conditional, counted writes). While that group commits, the next is
+//! decided on top of it: up to [`GROUPS_IN_FLIGHT_MAX`] groups are in flight. A request is
+//! answered only after its own group committed.
+//!
+//! Architecture invariant: no answer before its commit, and no group after a failed one is
+//! answered as decided. Each group carries the next writer sequence number and the store
+//! refuses a group whose predecessor did not commit; when a group fails the writer waits for
+//! the rest of the pipeline, loads the event again and decides every uncommitted request
+//! anew (up to [`GROUP_ATTEMPTS_MAX`] times), before anything newer.
+//!
+//! Changes made elsewhere (checkout, payment verdicts, the sweeper, exchanges, another
+//! node) reach the engine through the seat-map change feed: when a commit shows versions the
+//! writer did not write, or every [`CATCH_UP_INTERVAL_MS`], the writer reads the change rows
+//! it has not seen and the current rows of what they name (`refresh`), between groups.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration as StdDuration, Instant};
+
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
+use boxoffice_domain::engine::{Command, Decision, Effects, EventEngine, ReleaseDecision};
+use boxoffice_domain::hold::HoldStatus;
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
+use boxoffice_store::engine::{GroupCommitted, GroupWrite};
+use boxoffice_store::{EventRecord, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
+use time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Most commands decided in one group.
+pub const GROUP_COMMANDS_MAX: usize = 256;
+/// Commands queued per event before new ones are refused with 429.
+pub const QUEUE_COMMANDS_MAX: usize = 10_000;
+/// Groups committing at once per event: one commits while the next is decided and sent.
+pub const GROUPS_IN_FLIGHT_MAX: usize = 2;
+/// Times a command is decided again after its group was refused, before its request gets
+/// the store's error.
+pub const GROUP_ATTEMPTS_MAX: u32 = 5;
+/// How often the writer reads the change feed for changes made elsewhere while it is busy.
+pub const CATCH_UP_INTERVAL_MS: u64 = 100;
+/// Change rows read per catch-up step.
+const CATCH_UP_ROWS_MAX: u32 = 1_000;
+
+/// Renders the stored response of a decided hold (the HTTP layer's choice of bytes).
+pub type HoldRenderer = Arc<dyn Fn(&EventRecord, &HoldOutcome) -> StoredResponse + Send + Sync>;
+
+/// Why a request was not decided.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The event's queue is full: shed load (429).
+    Overloaded,
+    Store(StoreError),
+}
+
+/// What a command's request gets.
+#[derive(Debug)]
+enum Answer {
+    Hold(Idempotent),
+    Release(ReleaseOutcome),
+}
+
+struct Job {
+    command: Command,
+    reply: oneshot::Sender<StoreResult<Answer>>,
+    /// Groups this command was in that the store refused.
+    attempts: u32,
+}
+
+/// The event writers of this process: one queue and one task per event, started on the
+/// event's first command.
+#[derive(Clone)]
+pub struct EventWriters {
+    store: Arc<dyn Store>,
+    render: HoldRenderer,
+    queues: Arc<Mutex<HashMap<String, mpsc::Sender<Job>>>>,
+}
+
+impl std::fmt::Debug for EventWriters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventWriters").finish_non_exhaustive()
+    }
+}
+
+impl EventWriters {
+    pub fn new(store: Arc<dyn Store>, render: HoldRenderer) -> Self {
+        Self {
+            store,
+            render,
+            queues: Arc::default(),
+        }
+    }
+
+    /// Decides `request` on `event`'s writer and waits for its answer, which comes after the
+    /// commit.
+    pub async fn hold(
+        &self,
+        event: Arc<EventRecord>,
+        request: HoldRequest,
+    ) -> Result<Idempotent, SubmitError> {
+        match self.submit(event, Command::Hold(request)).await? {
+            Answer::Hold(answer) => Ok(answer),
+            Answer::Release(_) => Err(SubmitError::Store(StoreError::Internal(
+                "a hold was answered as a release".into(),
+            ))),
+        }
+    }
+
+    /// Releases the account's hold on `event`'s writer.
+    pub async fn release(
+        &self,
+        event: Arc<EventRecord>,
+        account_id: &str,
+        hold_id: &str,
+    ) -> Result<ReleaseOutcome, SubmitError> {
+        let command = Command::Release {
+            account_id: account_id.to_owned(),
+            hold_id: hold_id.to_owned(),
+        };
+        match self.submit(event, command).await? {
+            Answer::Release(outcome) => Ok(outcome),
+            Answer::Hold(_) => Err(SubmitError::Store(StoreError::Internal(
+                "a release was answered as a hold".into(),
+            ))),
+        }
+    }
+
+    async fn submit(
+        &self,
+        event: Arc<EventRecord>,
+        command: Command,
+    ) -> Result<Answer, SubmitError> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            command,
+            reply,
+            attempts: 0,
+        };
+        match self.queue_for(&event).try_send(job) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => return Err(SubmitError::Overloaded),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Err(SubmitError::Store(StoreError::Internal(
+                    "event writer stopped".into(),
+                )));
+            }
+        }
+        match answer.await {
+            Ok(result) => result.map_err(SubmitError::Store),
+            Err(_) => Err(SubmitError::Store(StoreError::Internal(
+                "event writer dropped a request".into(),
+            ))),
+        }
+    }
+
+    fn queue_for(&self, event: &Arc<EventRecord>) -> mpsc::Sender<Job> {
+        let mut queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(sender) = queues.get(&event.event_id)
+            && !sender.is_closed()
+        {
+            return sender.clone();
+        }
+        let (sender, receiver) = mpsc::channel(QUEUE_COMMANDS_MAX);
+        queues.insert(event.event_id.clone(), sender.clone());
+        let writer = Writer::new(self.store.clone(), self.render.clone(), event.clone());
+        tokio::spawn(writer.run(receiver));
+        sender
+    }
+}
+
+/// The endpoint under which an event's holds store their idempotency records.
+pub fn hold_endpoint(event_id: &str) -> String {
+    format!("POST /v1/events/{event_id}/holds")
+}
+
+/// A decided group on its way to the store.
+struct Pending {
+    jobs: Vec<Job>,
+    decisions: Vec<Decision>,
+    /// The answer of each decided hold, rendered before the commit.
+    answers: Vec<Option<StoredResponse>>,
+    writer_seq: u64,
+    started: Instant,
+}
+
+type Commit = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (Pending, StoreResult<GroupCommitted>)> + Send>,
+>;
+
+/// The store's clock as this process estimates it, from below.
+#[derive(Debug, Clone, Copy)]
+struct StoreClock {
+    /// Store clock minus local clock, when last measured (the measurement's latency makes it
+    /// an underestimate, which is the safe side).
+    offset: Duration,
+}
+
+impl StoreClock {
+    fn measured(store_now: OffsetDateTime) -> Self {
+        Self {
+            offset: store_now - OffsetDateTime::now_utc(),
+        }
+    }
+
+    /// The engine's clock: the store's as last measured (behind it by that measurement's
+    /// latency, never ahead: the store refuses a group whose clock is ahead of its own), in
+    /// whole milliseconds like the store's own.
+    fn now(&self) -> OffsetDateTime {
+        let t = OffsetDateTime::now_utc() + self.offset;
+        let ms = t.unix_timestamp_nanos() / 1_000_000;
+        OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000).unwrap_or(t)
+    }
+}
+
+struct Writer {
+    store: Arc<dyn Store>,
+    render: HoldRenderer,
+    event: Arc<EventRecord>,
+    endpoint: String,
+    engine: Option<EventEngine>,
+    clock: StoreClock,
+    /// The next group's writer sequence number.
+    next_seq: u64,
+    /// Every map version up to this one is in the engine.
+    contiguous: u64,
+    /// A commit showed versions this writer did not write: catch up before the next group.
+    stale: bool,
+    last_catch_up: Instant,
+    /// Commands of refused groups, decided again before anything newer.
+    redo: VecDeque<Job>,
+    /// A group was refused: no new group until the pipeline is empty and the engine reloaded.
+    broken: bool,
+}
+
+impl Writer {
+    fn new(store: Arc<dyn Store>, render: HoldRenderer, event: Arc<EventRecord>) -> Self {
+        let endpoint = hold_endpoint(&event.event_id);
+        Self {
+            store,
+            render,
+            event,
+            endpoint,
+            engine: None,
+            clock: StoreClock {
+                offset: Duration::ZERO,
+            },
+            next_seq: 0,
+            contiguous: 0,
+            stale: false,
+            last_catch_up: Instant::now(),
+            redo: VecDeque::new(),
+            broken: false,
+        }
+    }
+
+    async fn run(mut self, mut receiver: mpsc::Receiver<Job>) {
+        let mut in_flight: FuturesOrdered<Commit> = FuturesOrdered::new();
+        let mut incoming: Vec<Job> = Vec::with_capacity(GROUP_COMMANDS_MAX);
+        let mut open = true;
+        loop {
+            if in_flight.is_empty() {
+                if self.broken || (self.engine.is_none() && !self.redo.is_empty()) {
+                    self.reload().await;
+                }
+                let idle_check_due =
+                    self.last_catch_up.elapsed() >= StdDuration::from_millis(CATCH_UP_INTERVAL_MS);
+                if self.engine.is_some() && (self.stale || idle_check_due) {
+                    self.catch_up().await;
+                    if self.broken {
+                        continue;
+                    }
+                }
+            }
+            // A catch-up needs an empty pipeline: while one is due, take nothing new.
+            let ready = self.engine.is_some()
+                && !self.broken
+                && in_flight.len() < GROUPS_IN_FLIGHT_MAX
+                && !self.stale;
+            if ready && !self.redo.is_empty() {
+                let n = self.redo.len().min(GROUP_COMMANDS_MAX);
+                let jobs: Vec<Job> = self.redo.drain(..n).collect();
+                in_flight.push_back(self.decide(jobs));
+                continue;
+            }
+            if !open && in_flight.is_empty() && self.redo.is_empty() {
+                return;
+            }
+            tokio::select! {
+                biased;
+                Some((pending, result)) = in_flight.next(), if !in_flight.is_empty() => {
+                    self.finish(pending, result);
+                }
+                n = receiver.recv_many(&mut incoming, GROUP_COMMANDS_MAX),
+                    if open && (ready || in_flight.is_empty()) => {
+                    if n == 0 {
+                        open = false;
+                        continue;
+                    }
+                    metrics::gauge!("boxoffice_writer_queue_depth").set(receiver.len() as f64);
+                    if ready && in_flight.is_empty() {
+                        // Nothing in flight: the engine takes in what changed elsewhere
+                        // first, so a request sees every commit that answered before it
+                        // (a declined payment's seats, another node's release).
+                        self.catch_up().await;
+                        self.redo.extend(incoming.drain(..));
+                    } else if ready {
+                        let jobs = std::mem::replace(&mut incoming, Vec::with_capacity(GROUP_COMMANDS_MAX));
+                        in_flight.push_back(self.decide(jobs));
+                    } else {
+                        // No engine (never loaded, or the store could not load it): these
+                        // commands load it first.
+                        self.redo.extend(incoming.drain(..));
+                    }
+                }
+                else => {
+                    if !open && in_flight.is_empty() {
+                        for job in self.redo.drain(..) {
+                            let _ = job.reply.send(Err(StoreError::Unavailable("event writer stopped".into())));
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Loads the engine from the store. On failure every command waiting to be decided
+    /// again gets the error and the writer tries again on the next command.
+    async fn reload(&mut self) {
+        metrics::counter!("boxoffice_writer_loads_total").increment(1);
+        match self.store.engine_load(&self.event, &self.endpoint).await {
+            Ok((snapshot, store_now)) => {
+                self.clock = StoreClock::measured(store_now);
+                self.next_seq = snapshot.writer_seq + 1;
+                self.contiguous = snapshot.version;
+                let engine = EventEngine::load(self.event.rules(), snapshot, self.clock.now());
+                self.engine = Some(engine);
+                self.broken = false;
+                self.stale = false;
+                self.last_catch_up = Instant::now();
+            }
+            Err(error) => {
+                tracing::warn!(%error, event_id = %self.event.event_id, "event writer could not load the event");
+                self.engine = None;
+                self.broken = false;
+                for job in self.redo.drain(..) {
+                    let _ = job.reply.send(Err(copy_of(&error)));
+                }
+            }
+        }
+    }
+
+    /// Reads the change rows after the last version the engine has in full, and the current
+    /// rows of what they name. Only between groups (nothing in flight).
+    async fn catch_up(&mut self) {
+        self.last_catch_up = Instant::now();
+        loop {
+            let batches = match self
+                .store
+                .seat_map_changes(&self.event.event_id, self.contiguous, CATCH_UP_ROWS_MAX)
+                .await
+            {
+                Ok(batches) => batches,
+                Err(error) => {
+                    tracing::warn!(%error, "event writer could not read the change feed");
+                    self.broken = true;
+                    return;
+                }
+            };
+            if batches.is_empty() {
+                self.stale = false;
+                return;
+            }
+            if batches[0].version != self.contiguous + 1 {
+                // Rows were pruned past what the engine has: start over from the store.
+                self.broken = true;
+                return;
+            }
+            let mut seat_ids = BTreeSet::new();
+            let mut tier_ids = BTreeSet::new();
+            let mut last = self.contiguous;
+            for batch in &batches {
+                seat_ids.extend(batch.changes.seats.keys().cloned());
+                tier_ids.extend(batch.changes.tiers.keys().cloned());
+                last = batch.version;
+            }
+            let seat_ids: Vec<String> = seat_ids.into_iter().collect();
+            let tier_ids: Vec<String> = tier_ids.into_iter().collect();
+            let Some(engine) = &mut self.engine else {
+                return;
+            };
+            let hold_ids = engine.holds_touching(&seat_ids, &tier_ids);
+            match self
+                .store
+                .engine_rows(&self.event.event_id, &seat_ids, &tier_ids, &hold_ids)
+                .await
+            {
+                Ok(rows) => {
+                    engine.refresh(rows);
+                    engine.caught_up_to(last);
+                    self.contiguous = last;
+                    metrics::counter!("boxoffice_writer_catch_ups_total").increment(1);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "event writer could not read changed rows");
+                    self.broken = true;
+                    return;
+                }
+            }
+            if batches.len() < CATCH_UP_ROWS_MAX as usize {
+                self.stale = false;
+                return;
+            }
+        }
+    }
+
+    /// Decides `jobs` on the engine and starts their group's commit.
+    fn decide(&mut self, jobs: Vec<Job>) -> Commit {
+        let now = self.clock.now();
+        let engine = self
+            .engine
+            .as_mut()
+            .expect("decide runs on a loaded engine");
+        let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
+        let (decisions, effects) = engine.decide(now, &commands);
+        let mut answers = Vec::with_capacity(decisions.len());
+        let mut records = Vec::new();
+        for (job, decision) in jobs.iter().zip(&decisions) {
+            let rendered = match (decision, &job.command) {
+                (Decision::Hold(outcome), Command::Hold(request)) => match outcome {
+                    HoldOutcome::Replayed
+                    | HoldOutcome::ReplayOfEarlierInBatch { .. }
+                    | HoldOutcome::KeyReusedWithOtherRequest => None,
+                    decided => {
+                        let response = (self.render)(&self.event, decided);
+                        if decided.is_recorded() {
+                            records.push(NewRecord {
+                                account_id: request.account_id.clone(),
+                                key: request.idempotency_key.clone(),
+                                request_digest: request.request_digest.clone(),
+                                response: response.clone(),
+                            });
+                        }
+                        Some(response)
+                    }
+                },
+                _ => None,
+            };
+            answers.push(rendered);
+        }
+        let hold_keys: Vec<String> = effects
+            .holds_created
+            .iter()
+            .map(|(index, _)| match &jobs[*index].command {
+                Command::Hold(request) => request.idempotency_key.clone(),
+                Command::Release { .. } => String::new(),
+            })
+            .collect();
+        let writer_seq = self.next_seq;
+        self.next_seq += 1;
+        let pending = Pending {
+            jobs,
+            decisions,
+            answers,
+            writer_seq,
+            started: Instant::now(),
+        };
+        let store = self.store.clone();
+        let event = self.event.clone();
+        let endpoint = self.endpoint.clone();
+        Box::pin(async move {
+            let result = commit(
+                store.as_ref(),
+                &event,
+                &endpoint,
+                now,
+                writer_seq,
+                &effects,
+                hold_keys,
+                records,
+            )
+            .await;
+            (pending, result)
+        })
+    }
+
+    /// A group's commit finished (groups finish in the order they were decided).
+    fn finish(&mut self, pending: Pending, result: StoreResult<GroupCommitted>) {
+        metrics::histogram!("boxoffice_hold_batch_seconds")
+            .record(pending.started.elapsed().as_secs_f64());
+        metrics::histogram!("boxoffice_hold_batch_requests").record(pending.jobs.len() as f64);
+        match result {
+            Ok(committed) if !self.broken => {
+                boxoffice_workers::crash::point("hold_committed");
+                self.clock = StoreClock::measured(committed.store_now);
+                if committed.previous_version == self.contiguous {
+                    self.contiguous = committed.version;
+                } else {
+                    self.stale = true;
+                }
+                if let Some(engine) = &mut self.engine {
+                    engine.committed(committed.version, pending.writer_seq);
+                }
+                tokio::spawn(deliver(
+                    self.store.clone(),
+                    self.event.clone(),
+                    self.endpoint.clone(),
+                    pending,
+                ));
+            }
+            Ok(_) => {
+                // Committed after an earlier group of this writer failed: impossible while
+                // the store checks the writer sequence; answered anyway (it committed), and
+                // the engine is reloaded all the same.
+                tokio::spawn(deliver(
+                    self.store.clone(),
+                    self.event.clone(),
+                    self.endpoint.clone(),
+                    pending,
+                ));
+            }
+            Err(error) => {
+                metrics::counter!("boxoffice_writer_group_failures_total").increment(1);
+                let retryable = matches!(error, StoreError::Conflict(_));
+                if !self.broken {
+                    tracing::info!(%error, event_id = %self.event.event_id, "group refused; reloading the event");
+                }
+                self.broken = true;
+                self.engine = None;
+                for mut job in pending.jobs {
+                    job.attempts += 1;
+                    if retryable && job.attempts < GROUP_ATTEMPTS_MAX {
+                        self.redo.push_back(job);
+                    } else {
+                        let _ = job.reply.send(Err(copy_of(&error)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn commit(
+    store: &dyn Store,
+    event: &EventRecord,
+    endpoint: &str,
+    now: OffsetDateTime,
+    writer_seq: u64,
+    effects: &Effects,
+    hold_keys: Vec<String>,
+    records: Vec<NewRecord>,
+) -> StoreResult<GroupCommitted> {
+    let group = GroupWrite {
+        event,
+        endpoint,
+        now,
+        writer_seq,
+        effects,
+        hold_keys,
+        records,
+    };
+    store.apply_group(&group).await
+}
+
+/// Answers a committed group's requests. Replays and releases read what the commit made.
+async fn deliver(
+    store: Arc<dyn Store>,
+    event: Arc<EventRecord>,
+    endpoint: String,
+    pending: Pending,
+) {
+    let mut delivered: Vec<Option<Idempotent>> = Vec::with_capacity(pending.jobs.len());
+    for ((job, decision), rendered) in pending
+        .jobs
+        .into_iter()
+        .zip(pending.decisions)
+        .zip(pending.answers)
+    {
+        let answer = match (&job.command, decision) {
+            (Command::Hold(request), Decision::Hold(outcome)) => {
+                let answer = hold_answer(
+                    store.as_ref(),
+                    &endpoint,
+                    request,
+                    &outcome,
+                    rendered,
+                    &delivered,
+                )
+                .await;
+                delivered.push(answer.as_ref().ok().map(copy_answer));
+                answer.map(Answer::Hold)
+            }
+            (
+                Command::Release {
+                    account_id,
+                    hold_id,
+                },
+                Decision::Release(decision),
+            ) => {
+                delivered.push(None);
+                release_answer(store.as_ref(), &event, account_id, hold_id, decision)
+                    .await
+                    .map(Answer::Release)
+            }
+            _ => {
+                delivered.push(None);
+                Err(StoreError::Internal("a decision of another kind".into()))
+            }
+        };
+        // A client that went away no longer listens; its answer is stored anyway.
+        let _ = job.reply.send(answer);
+    }
+}
+
+async fn hold_answer(
+    store: &dyn Store,
+    endpoint: &str,
+    request: &HoldRequest,
+    outcome: &HoldOutcome,
+    rendered: Option<StoredResponse>,
+    earlier: &[Option<Idempotent>],
+) -> StoreResult<Idempotent> {
+    match outcome {
+        HoldOutcome::KeyReusedWithOtherRequest => Ok(Idempotent::KeyReusedWithOtherRequest),
+        HoldOutcome::ReplayOfEarlierInBatch { index } => match earlier.get(*index) {
+            Some(Some(Idempotent::Fresh(response) | Idempotent::Replayed(response))) => {
+                Ok(Idempotent::Replayed(response.clone()))
+            }
+            _ => Ok(Idempotent::KeyReusedWithOtherRequest),
+        },
+        HoldOutcome::Replayed => {
+            let scope = IdempotencyScope {
+                account_id: request.account_id.clone(),
+                endpoint: endpoint.to_owned(),
+                key: request.idempotency_key.clone(),
+            };
+            Ok(store
+                .stored_answer(&scope, &request.request_digest)
+                .await?
+                // A hold whose record was purged keeps its key: a reuse, like the batch path.
+                .unwrap_or(Idempotent::KeyReusedWithOtherRequest))
+        }
+        _ => match rendered {
+            Some(response) => Ok(Idempotent::Fresh(response)),
+            None => Err(StoreError::Internal(
+                "a decided hold without its answer".into(),
+            )),
+        },
+    }
+}
+
+async fn release_answer(
+    store: &dyn Store,
+    event: &EventRecord,
+    account_id: &str,
+    hold_id: &str,
+    decision: ReleaseDecision,
+) -> StoreResult<ReleaseOutcome> {
+    if decision == ReleaseDecision::NotFound {
+        return Ok(ReleaseOutcome::NotFound);
+    }
+    let Some(hold) = store
+        .get_hold(hold_id)
+        .await?
+        .filter(|hold| hold.account_id == account_id && hold.event_id == event.event_id)
+    else {
+        return Ok(ReleaseOutcome::NotFound);
+    };
+    if decision == ReleaseDecision::NotKept && hold.status == HoldStatus::Held {
+        // A hold the engine has not seen yet (made by another node since the last
+        // catch-up): the store's own conditional release ends it, and the change feed
+        // brings it to the engine.
+        return store.release_hold(account_id, hold_id).await;
+    }
+    Ok(match decision {
+        ReleaseDecision::Released { .. } => ReleaseOutcome::Released(hold),
+        _ if hold.status == HoldStatus::PaymentPending => ReleaseOutcome::InCheckout(hold),
+        _ => ReleaseOutcome::AlreadyEnded(hold),
+    })
+}
+
+fn copy_answer(answer: &Idempotent) -> Idempotent {
+    match answer {
+        Idempotent::Fresh(response) => Idempotent::Fresh(response.clone()),
+        Idempotent::Replayed(response) => Idempotent::Replayed(response.clone()),
+        Idempotent::KeyReusedWithOtherRequest => Idempotent::KeyReusedWithOtherRequest,
+    }
+}
+
+/// The same error again, for each request of a group that failed as a whole.
+pub(crate) fn copy_of(error: &StoreError) -> StoreError {
+    let message = error.to_string();
+    match error {
+        StoreError::Unavailable(_) => StoreError::Unavailable(message),
+        StoreError::Conflict(_) => StoreError::Conflict(message),
+        StoreError::Internal(_) => StoreError::Internal(message),
+    }
+}

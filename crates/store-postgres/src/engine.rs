@@ -1,0 +1,640 @@
+//! The event writer's side of the PostgreSQL store (see `boxoffice_store::engine`): load an
+//! event's live inventory in one snapshot, read changed rows again, persist a decided group.
+//!
+//! A group is one READ COMMITTED transaction of set-based statements in the global lock
+//! order (seats by seat id, then tiers, then holds, the `seatmap` row last). Each statement
+//! carries its condition and its row count is compared with what the engine decided.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::decide::{SeatRow, TierRow};
+use boxoffice_domain::engine::{EngineHold, EngineRows, EngineSnapshot};
+use boxoffice_domain::hold::HoldStatus;
+use boxoffice_store::engine::{
+    EngineStore, GroupCommitted, GroupWrite, mismatch, parse_seat_status,
+};
+use boxoffice_store::exchange::ExchangeStatus;
+use boxoffice_store::seatmap::MapChanges;
+use boxoffice_store::{
+    EventRecord, StoreError, StoreResult, held_seats_json, hold_created_payload,
+    hold_ended_payload, parse_held_seats, parse_hold_status,
+};
+use sqlx::{Postgres, Transaction};
+
+use crate::{PgStore, classify, exchange, insert_records, reclaim_expired_tier_holds};
+
+type SeatColumns = (String, String, Option<String>, Option<OffsetDateTime>, i64);
+type HoldColumns = (
+    String,
+    String,
+    String,
+    Option<String>,
+    i32,
+    i32,
+    String,
+    OffsetDateTime,
+);
+
+/// Hold columns as [`engine_hold`] reads them.
+const HOLD_SELECT: &str = "SELECT hold_id, account_id, status, tier_id, quantity, exchanged_out, seats::text, expires_at FROM hold";
+
+fn seat_row(
+    (seat_id, status, hold_id, hold_expires_at, price_minor): SeatColumns,
+) -> StoreResult<SeatRow> {
+    let status = parse_seat_status(&seat_id, &status)?;
+    Ok(SeatRow {
+        seat_id,
+        status,
+        hold_id,
+        hold_expires_at,
+        price_minor,
+    })
+}
+
+fn engine_hold(
+    (hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at): HoldColumns,
+) -> StoreResult<EngineHold> {
+    Ok(EngineHold {
+        hold_id,
+        account_id,
+        status: parse_hold_status(&status)?,
+        tier_id,
+        quantity: u32::try_from(quantity - exchanged_out).unwrap_or(0),
+        seat_ids: parse_held_seats(&seats)?
+            .into_iter()
+            .map(|seat| seat.seat_id)
+            .collect(),
+        expires_at,
+    })
+}
+
+fn tier_row(
+    (tier_id, capacity, available, held, sold, price_minor): (String, i64, i64, i64, i64, i64),
+) -> TierRow {
+    TierRow {
+        tier_id,
+        capacity,
+        available,
+        held,
+        sold,
+        price_minor,
+    }
+}
+
+const TIER_SELECT: &str =
+    "SELECT tier_id, capacity, available, held, sold, price_minor FROM tier WHERE event_id = $1";
+
+#[async_trait]
+impl EngineStore for PgStore {
+    async fn engine_load(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+    ) -> StoreResult<(EngineSnapshot, OffsetDateTime)> {
+        let event_id = event.event_id.as_str();
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        let now = crate::store_now(&mut tx).await?;
+        let (version, writer_seq) = sqlx::query_as::<_, (i64, i64)>(
+            "SELECT version, writer_seq FROM seatmap WHERE event_id = $1",
+        )
+        .bind(event_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(classify)?
+        .ok_or_else(|| StoreError::Internal(format!("event {event_id} has no seat map row")))?;
+        let seats = sqlx::query_as::<_, SeatColumns>(
+            "SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat WHERE event_id = $1",
+        )
+        .bind(event_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(seat_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(TIER_SELECT)
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(tier_row)
+            .collect();
+        let sql = format!(
+            "{HOLD_SELECT} WHERE event_id = $1 AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')"
+        );
+        let holds = sqlx::query_as::<_, HoldColumns>(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(engine_hold)
+            .collect::<StoreResult<Vec<_>>>()?;
+        // The keys used at the event's hold endpoint, and the keys of holds whose records
+        // were purged (an empty digest: the key stays taken).
+        let keys = sqlx::query_as::<_, (String, String, String)>(
+            "SELECT account_id, idem_key, request_digest FROM idempotency WHERE endpoint = $2
+             UNION ALL
+             SELECT h.account_id, h.idempotency_key, '' FROM hold h
+              WHERE h.event_id = $1
+                AND NOT EXISTS (SELECT 1 FROM idempotency i
+                                 WHERE i.account_id = h.account_id AND i.endpoint = $2
+                                   AND i.idem_key = h.idempotency_key)",
+        )
+        .bind(event_id)
+        .bind(endpoint)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(account, key, digest)| ((account, key), digest))
+        .collect();
+        tx.commit().await.map_err(classify)?;
+        let snapshot = EngineSnapshot {
+            version: u64::try_from(version).unwrap_or(0),
+            writer_seq: u64::try_from(writer_seq).unwrap_or(0),
+            seats,
+            tiers,
+            holds,
+            keys,
+        };
+        Ok((snapshot, now))
+    }
+
+    async fn engine_rows(
+        &self,
+        event_id: &str,
+        seat_ids: &[String],
+        tier_ids: &[String],
+        hold_ids: &[String],
+    ) -> StoreResult<EngineRows> {
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        let seats = sqlx::query_as::<_, SeatColumns>(
+            "SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat
+              WHERE event_id = $1 AND seat_id = ANY($2)",
+        )
+        .bind(event_id)
+        .bind(seat_ids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(seat_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(sqlx::AssertSqlSafe(
+            format!("{TIER_SELECT} AND tier_id = ANY($2)"),
+        ))
+        .bind(event_id)
+        .bind(tier_ids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(tier_row)
+        .collect();
+        let mut named: Vec<String> = hold_ids.to_vec();
+        named.extend(seats.iter().filter_map(|seat| seat.hold_id.clone()));
+        named.sort_unstable();
+        named.dedup();
+        let sql = format!(
+            "{HOLD_SELECT} WHERE event_id = $1
+               AND (hold_id = ANY($2)
+                    OR (tier_id = ANY($3) AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')))"
+        );
+        let holds = sqlx::query_as::<_, HoldColumns>(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .bind(&named)
+            .bind(tier_ids)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(engine_hold)
+            .collect::<StoreResult<Vec<_>>>()?;
+        tx.commit().await.map_err(classify)?;
+        Ok(EngineRows {
+            seats,
+            tiers,
+            holds,
+        })
+    }
+
+    async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        let store_now = crate::store_now(&mut tx).await?;
+        if group.now > store_now {
+            return Err(StoreError::Conflict(format!(
+                "group refused: its clock {} is ahead of the store's {store_now}",
+                group.now
+            )));
+        }
+        let mut map = MapChanges::default();
+        map.by_event
+            .insert(group.event.event_id.clone(), group.map_seats());
+        lock_seats(&mut tx, group).await?;
+        take_seats(&mut tx, group).await?;
+        free_released_seats(&mut tx, group).await?;
+        let tiers = group.tiers_touched();
+        if !tiers.is_empty() {
+            sqlx::query(
+                "SELECT 1 FROM tier WHERE event_id = $1 AND tier_id = ANY($2) ORDER BY tier_id FOR UPDATE",
+            )
+            .bind(&group.event.event_id)
+            .bind(&tiers)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        if !group.effects.tiers_reclaimed.is_empty() {
+            let reclaimed: Vec<String> = group.effects.tiers_reclaimed.iter().cloned().collect();
+            reclaim_expired_tier_holds(
+                &mut tx,
+                &group.event.event_id,
+                &reclaimed,
+                group.now,
+                &mut map,
+            )
+            .await?;
+        }
+        insert_holds(&mut tx, group).await?;
+        take_tier_units(&mut tx, group, &mut map).await?;
+        release_holds(&mut tx, group, &mut map).await?;
+        insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
+        let (previous_version, version) = record_group(&mut tx, group, &map).await?;
+        check_limits(&mut tx, group).await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(GroupCommitted {
+            previous_version,
+            version,
+            store_now,
+        })
+    }
+}
+
+/// Locks every seat the group writes, in seat order, like every other writer.
+async fn lock_seats(tx: &mut Transaction<'_, Postgres>, group: &GroupWrite<'_>) -> StoreResult<()> {
+    let mut seat_ids: Vec<&str> = group
+        .effects
+        .seats_taken
+        .iter()
+        .map(|taken| taken.seat_id.as_str())
+        .chain(
+            group
+                .effects
+                .holds_released
+                .iter()
+                .flat_map(|h| h.seat_ids.iter().map(String::as_str)),
+        )
+        .collect();
+    if seat_ids.is_empty() {
+        return Ok(());
+    }
+    seat_ids.sort_unstable();
+    seat_ids.dedup();
+    sqlx::query(
+        "SELECT 1 FROM seat WHERE event_id = $1 AND seat_id = ANY($2) ORDER BY seat_id FOR UPDATE",
+    )
+    .bind(&group.event.event_id)
+    .bind(&seat_ids)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+/// Seats go to new holds only if each is still free by the group's clock; all of them or
+/// the group is refused.
+async fn take_seats(tx: &mut Transaction<'_, Postgres>, group: &GroupWrite<'_>) -> StoreResult<()> {
+    let taken = &group.effects.seats_taken;
+    if taken.is_empty() {
+        return Ok(());
+    }
+    let seat_ids: Vec<&str> = taken.iter().map(|t| t.seat_id.as_str()).collect();
+    let hold_ids: Vec<&str> = taken.iter().map(|t| t.hold_id.as_str()).collect();
+    let deadlines: Vec<OffsetDateTime> = taken.iter().map(|t| t.hold_expires_at).collect();
+    let written = sqlx::query(
+        "UPDATE seat s SET status = 'HELD', hold_id = u.hold_id, hold_expires_at = u.expires_at,
+                           order_id = NULL, version = s.version + 1
+           FROM UNNEST($2::text[], $3::text[], $4::timestamptz[]) AS u(seat_id, hold_id, expires_at)
+          WHERE s.event_id = $1 AND s.seat_id = u.seat_id
+            AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= $5))",
+    )
+    .bind(&group.event.event_id)
+    .bind(&seat_ids)
+    .bind(&hold_ids)
+    .bind(&deadlines)
+    .bind(group.now)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if written != taken.len() as u64 {
+        return Err(mismatch("seats still free", taken.len(), written));
+    }
+    Ok(())
+}
+
+/// The group's new holds and their `hold.created` outbox rows, in one statement. A key
+/// another writer used meanwhile violates `hold_by_key`: the group is refused.
+async fn insert_holds(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+) -> StoreResult<()> {
+    let created = &group.effects.holds_created;
+    if created.is_empty() {
+        return Ok(());
+    }
+    let event_id = group.event.event_id.as_str();
+    let holds: Vec<_> = created.iter().map(|(_, hold)| hold).collect();
+    let hold_ids: Vec<&str> = holds.iter().map(|h| h.hold_id.as_str()).collect();
+    let accounts: Vec<&str> = holds.iter().map(|h| h.account_id.as_str()).collect();
+    let tiers: Vec<Option<&str>> = holds.iter().map(|h| h.tier_id.as_deref()).collect();
+    let quantities: Vec<i32> = holds
+        .iter()
+        .map(|h| i32::try_from(h.quantity).unwrap_or(i32::MAX))
+        .collect();
+    let seats_json: Vec<String> = holds.iter().map(|h| held_seats_json(&h.seats)).collect();
+    let totals: Vec<i64> = holds.iter().map(|h| h.total_minor).collect();
+    let deadlines: Vec<OffsetDateTime> = holds.iter().map(|h| h.expires_at).collect();
+    let payloads: Vec<String> = holds
+        .iter()
+        .map(|h| hold_created_payload(event_id, h))
+        .collect();
+    let written = sqlx::query_scalar::<_, i64>(
+        "WITH new_hold AS (
+            INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
+                              currency, idempotency_key, created_at, expires_at, updated_at)
+            SELECT $1, u.hold_id, u.account_id, 'HELD', u.tier_id, u.quantity, u.seats::jsonb, u.total,
+                   $10, u.idem_key, $11, u.expires_at, $11
+              FROM UNNEST($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::bigint[], $8::text[],
+                          $9::timestamptz[])
+                   AS u(hold_id, account_id, tier_id, quantity, seats, total, idem_key, expires_at)
+            RETURNING 1
+         ), announced AS (
+            INSERT INTO outbox (event_id, topic, payload, created_at)
+            SELECT $1, 'hold.created', p::jsonb, $11 FROM UNNEST($12::text[]) AS p
+         )
+         SELECT count(*) FROM new_hold",
+    )
+    .bind(event_id)
+    .bind(&hold_ids)
+    .bind(&accounts)
+    .bind(&tiers)
+    .bind(&quantities)
+    .bind(&seats_json)
+    .bind(&totals)
+    .bind(&group.hold_keys)
+    .bind(&deadlines)
+    .bind(&group.event.currency)
+    .bind(group.now)
+    .bind(&payloads)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(classify)?;
+    if written != created.len() as i64 {
+        return Err(mismatch("new holds", created.len(), written as u64));
+    }
+    Ok(())
+}
+
+/// Tier units taken by new holds: subtracted only where that many are available.
+async fn take_tier_units(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
+    let taken = &group.effects.tier_units_taken;
+    if taken.is_empty() {
+        return Ok(());
+    }
+    let tier_ids: Vec<&str> = taken.keys().map(String::as_str).collect();
+    let units: Vec<i64> = taken.values().map(|n| i64::from(*n)).collect();
+    let rows = sqlx::query_as::<_, (String, i64)>(
+        "UPDATE tier t SET available = t.available - u.n, held = t.held + u.n
+           FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
+          WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.available >= u.n
+         RETURNING t.tier_id, t.available",
+    )
+    .bind(&group.event.event_id)
+    .bind(&tier_ids)
+    .bind(&units)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    if rows.len() != taken.len() {
+        return Err(mismatch(
+            "tiers with the units",
+            taken.len(),
+            rows.len() as u64,
+        ));
+    }
+    for (tier_id, available) in rows {
+        map.tier(&group.event.event_id, &tier_id, available);
+    }
+    Ok(())
+}
+
+/// The seats of holds the group releases: exactly those the engine counted, each still
+/// `HELD` by its hold.
+async fn free_released_seats(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+) -> StoreResult<()> {
+    let released = &group.effects.holds_released;
+    if group.seats_freed() == 0 {
+        return Ok(());
+    }
+    let event_id = group.event.event_id.as_str();
+    let hold_ids: Vec<&str> = released.iter().map(|h| h.hold_id.as_str()).collect();
+    let seat_ids: Vec<&str> = released
+        .iter()
+        .flat_map(|h| h.seat_ids.iter().map(String::as_str))
+        .collect();
+    let freed = sqlx::query_scalar::<_, String>(
+        "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+          WHERE event_id = $1 AND seat_id = ANY($3) AND hold_id = ANY($2) AND status = 'HELD'
+         RETURNING seat_id",
+    )
+    .bind(event_id)
+    .bind(&hold_ids)
+    .bind(&seat_ids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    if freed.len() != group.seats_freed() {
+        return Err(mismatch(
+            "seats of released holds",
+            group.seats_freed(),
+            freed.len() as u64,
+        ));
+    }
+    Ok(())
+}
+
+/// Holds released by the group: each must still be `HELD` and live by the group's clock;
+/// their units go back, their exchanges (a new hold of an exchange) fail.
+async fn release_holds(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
+    let released = &group.effects.holds_released;
+    if released.is_empty() {
+        return Ok(());
+    }
+    let event_id = group.event.event_id.as_str();
+    let hold_ids: Vec<&str> = released.iter().map(|h| h.hold_id.as_str()).collect();
+    let ended = sqlx::query_scalar::<_, i64>(
+        "WITH ended AS (
+            UPDATE hold SET status = 'RELEASED', updated_at = $3
+             WHERE event_id = $1 AND hold_id = ANY($2) AND status = 'HELD' AND expires_at > $3
+            RETURNING hold_id
+         ), announced AS (
+            INSERT INTO outbox (event_id, topic, payload, created_at)
+            SELECT $1, 'hold.released', p::jsonb, $3 FROM UNNEST($4::text[]) AS p
+         )
+         SELECT count(*) FROM ended",
+    )
+    .bind(event_id)
+    .bind(&hold_ids)
+    .bind(group.now)
+    .bind(
+        hold_ids
+            .iter()
+            .map(|id| hold_ended_payload(event_id, id, HoldStatus::Released))
+            .collect::<Vec<_>>(),
+    )
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(classify)?;
+    if ended != released.len() as i64 {
+        return Err(mismatch(
+            "live holds released",
+            released.len(),
+            ended as u64,
+        ));
+    }
+    let returned: BTreeMap<String, u32> = group.tier_units_returned();
+    if !returned.is_empty() {
+        let tier_ids: Vec<&str> = returned.keys().map(String::as_str).collect();
+        let units: Vec<i64> = returned.values().map(|n| i64::from(*n)).collect();
+        let rows = sqlx::query_as::<_, (String, i64)>(
+            "UPDATE tier t SET available = t.available + u.n, held = t.held - u.n
+               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
+              WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.held >= u.n
+             RETURNING t.tier_id, t.available",
+        )
+        .bind(event_id)
+        .bind(&tier_ids)
+        .bind(&units)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+        if rows.len() != returned.len() {
+            return Err(mismatch(
+                "tiers with the held units",
+                returned.len(),
+                rows.len() as u64,
+            ));
+        }
+        for (tier_id, available) in rows {
+            map.tier(event_id, &tier_id, available);
+        }
+    }
+    exchange::end_exchanges_of(tx, &hold_ids, ExchangeStatus::Failed, group.now).await?;
+    Ok(())
+}
+
+/// The group's last write: its writer sequence follows the stored one (else another writer
+/// or a failed predecessor came between: refused), and the map version moves on with one
+/// change row when the group changed the map.
+async fn record_group(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+    map: &MapChanges,
+) -> StoreResult<(u64, u64)> {
+    let changes = map
+        .by_event
+        .get(&group.event.event_id)
+        .filter(|changes| !changes.is_empty());
+    let bump = i64::from(changes.is_some());
+    let encoded = changes.map(|changes| changes.encode()).unwrap_or_default();
+    let seq = i64::try_from(group.writer_seq)
+        .map_err(|_| StoreError::Internal("writer sequence out of range".into()))?;
+    let version = sqlx::query_scalar::<_, i64>(
+        "WITH bumped AS (
+            UPDATE seatmap SET version = version + $3, writer_seq = $2
+             WHERE event_id = $1 AND writer_seq = $2 - 1
+            RETURNING version
+         ), change AS (
+            INSERT INTO seatmap_change (event_id, version, changes, created_at)
+            SELECT $1, version, $4, $5 FROM bumped WHERE $3 = 1
+         )
+         SELECT version FROM bumped",
+    )
+    .bind(&group.event.event_id)
+    .bind(seq)
+    .bind(bump)
+    .bind(encoded)
+    .bind(group.now)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(classify)?
+    .ok_or_else(|| {
+        StoreError::Conflict(
+            "group refused: the event's writer sequence moved (another writer, or a failed group before this one)"
+                .into(),
+        )
+    })?;
+    let version = u64::try_from(version).unwrap_or(0);
+    Ok((version - u64::try_from(bump).unwrap_or(0), version))
+}
+
+/// After the writes (and after the `seatmap` row, which every writer of the event takes, so
+/// every earlier commit is visible): the accounts that got holds are within the limit.
+async fn check_limits(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+) -> StoreResult<()> {
+    if group.effects.accounts_checked.is_empty() {
+        return Ok(());
+    }
+    let accounts: Vec<&str> = group
+        .effects
+        .accounts_checked
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let over = sqlx::query_scalar::<_, String>(
+        "SELECT account_id FROM hold
+          WHERE event_id = $1 AND account_id = ANY($2)
+            AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')
+          GROUP BY account_id
+         HAVING sum(quantity - exchanged_out) FILTER (WHERE status = 'CONFIRMED' OR expires_at > $3) > $4
+          LIMIT 1",
+    )
+    .bind(&group.event.event_id)
+    .bind(&accounts)
+    .bind(group.now)
+    .bind(i64::from(group.event.max_tickets_per_account))
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(classify)?;
+    match over {
+        Some(account) => Err(StoreError::Conflict(format!(
+            "group refused: account {account} would be over the purchase limit"
+        ))),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,514 @@
+//! The event writer's side of the SQLite store (see `boxoffice_store::engine`): load an
+//! event's live inventory in one read transaction, read changed rows again, persist a
+//! decided group in one `BEGIN IMMEDIATE` transaction of conditional, counted writes.
+//!
+//! The file has one writer at a time, so a group costs no lock waits; each write is a
+//! prepared statement on the writer connection (no network round trip), and the whole group
+//! commits with one fsync.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::decide::{SeatRow, TierRow};
+use boxoffice_domain::engine::{EngineHold, EngineRows, EngineSnapshot};
+use boxoffice_domain::hold::HoldStatus;
+use boxoffice_store::engine::{
+    EngineStore, GroupCommitted, GroupWrite, mismatch, parse_seat_status,
+};
+use boxoffice_store::exchange::ExchangeStatus;
+use boxoffice_store::seatmap::MapChanges;
+use boxoffice_store::{
+    EventRecord, StoreError, StoreResult, held_seats_json, hold_created_payload,
+    hold_ended_payload, parse_held_seats, parse_hold_status,
+};
+use sqlx::{Sqlite, Transaction};
+
+use crate::{
+    SqliteStore, begin_write, classify, exchange, from_ms, insert_outbox, insert_records,
+    json_list, reclaim_expired_tier_holds, to_ms,
+};
+
+type SeatColumns = (String, String, Option<String>, Option<i64>, i64);
+type HoldColumns = (
+    String,
+    String,
+    String,
+    Option<String>,
+    i64,
+    i64,
+    String,
+    i64,
+);
+
+const HOLD_SELECT: &str = "SELECT hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at FROM hold";
+const TIER_SELECT: &str =
+    "SELECT tier_id, capacity, available, held, sold, price_minor FROM tier WHERE event_id = ?1";
+
+fn seat_row(
+    (seat_id, status, hold_id, hold_expires_at, price_minor): SeatColumns,
+) -> StoreResult<SeatRow> {
+    let status = parse_seat_status(&seat_id, &status)?;
+    Ok(SeatRow {
+        seat_id,
+        status,
+        hold_id,
+        hold_expires_at: hold_expires_at.map(from_ms).transpose()?,
+        price_minor,
+    })
+}
+
+fn engine_hold(
+    (hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at): HoldColumns,
+) -> StoreResult<EngineHold> {
+    Ok(EngineHold {
+        hold_id,
+        account_id,
+        status: parse_hold_status(&status)?,
+        tier_id,
+        quantity: u32::try_from(quantity - exchanged_out).unwrap_or(0),
+        seat_ids: parse_held_seats(&seats)?
+            .into_iter()
+            .map(|seat| seat.seat_id)
+            .collect(),
+        expires_at: from_ms(expires_at)?,
+    })
+}
+
+fn tier_row(
+    (tier_id, capacity, available, held, sold, price_minor): (String, i64, i64, i64, i64, i64),
+) -> TierRow {
+    TierRow {
+        tier_id,
+        capacity,
+        available,
+        held,
+        sold,
+        price_minor,
+    }
+}
+
+#[async_trait]
+impl EngineStore for SqliteStore {
+    async fn engine_load(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+    ) -> StoreResult<(EngineSnapshot, OffsetDateTime)> {
+        let event_id = event.event_id.as_str();
+        // One read transaction: a WAL snapshot, every table at the same instant.
+        let mut tx = self.reader.begin().await.map_err(classify)?;
+        let now_ms: i64 = sqlx::query_scalar(crate::NOW_SQL)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(classify)?;
+        let (version, writer_seq) = sqlx::query_as::<_, (i64, i64)>(
+            "SELECT version, writer_seq FROM seatmap WHERE event_id = ?1",
+        )
+        .bind(event_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(classify)?
+        .ok_or_else(|| StoreError::Internal(format!("event {event_id} has no seat map row")))?;
+        let seats = sqlx::query_as::<_, SeatColumns>(
+            "SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat WHERE event_id = ?1",
+        )
+        .bind(event_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(seat_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(TIER_SELECT)
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(tier_row)
+            .collect();
+        let sql = format!(
+            "{HOLD_SELECT} WHERE event_id = ?1 AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')"
+        );
+        let holds = sqlx::query_as::<_, HoldColumns>(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(engine_hold)
+            .collect::<StoreResult<Vec<_>>>()?;
+        let keys = sqlx::query_as::<_, (String, String, String)>(
+            "SELECT account_id, idem_key, request_digest FROM idempotency WHERE endpoint = ?2
+             UNION ALL
+             SELECT h.account_id, h.idempotency_key, '' FROM hold h
+              WHERE h.event_id = ?1
+                AND NOT EXISTS (SELECT 1 FROM idempotency i
+                                 WHERE i.account_id = h.account_id AND i.endpoint = ?2
+                                   AND i.idem_key = h.idempotency_key)",
+        )
+        .bind(event_id)
+        .bind(endpoint)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(account, key, digest)| ((account, key), digest))
+        .collect();
+        tx.commit().await.map_err(classify)?;
+        let snapshot = EngineSnapshot {
+            version: u64::try_from(version).unwrap_or(0),
+            writer_seq: u64::try_from(writer_seq).unwrap_or(0),
+            seats,
+            tiers,
+            holds,
+            keys,
+        };
+        Ok((snapshot, from_ms(now_ms)?))
+    }
+
+    async fn engine_rows(
+        &self,
+        event_id: &str,
+        seat_ids: &[String],
+        tier_ids: &[String],
+        hold_ids: &[String],
+    ) -> StoreResult<EngineRows> {
+        let mut tx = self.reader.begin().await.map_err(classify)?;
+        let seats = sqlx::query_as::<_, SeatColumns>(
+            "SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat
+              WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(event_id)
+        .bind(json_list(seat_ids))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(seat_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(sqlx::AssertSqlSafe(
+            format!("{TIER_SELECT} AND tier_id IN (SELECT value FROM json_each(?2))"),
+        ))
+        .bind(event_id)
+        .bind(json_list(tier_ids))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(tier_row)
+        .collect();
+        let mut named: Vec<String> = hold_ids.to_vec();
+        named.extend(seats.iter().filter_map(|seat| seat.hold_id.clone()));
+        named.sort_unstable();
+        named.dedup();
+        let sql = format!(
+            "{HOLD_SELECT} WHERE event_id = ?1
+               AND (hold_id IN (SELECT value FROM json_each(?2))
+                    OR (tier_id IN (SELECT value FROM json_each(?3))
+                        AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')))"
+        );
+        let holds = sqlx::query_as::<_, HoldColumns>(sqlx::AssertSqlSafe(sql))
+            .bind(event_id)
+            .bind(json_list(&named))
+            .bind(json_list(tier_ids))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(classify)?
+            .into_iter()
+            .map(engine_hold)
+            .collect::<StoreResult<Vec<_>>>()?;
+        tx.commit().await.map_err(classify)?;
+        Ok(EngineRows {
+            seats,
+            tiers,
+            holds,
+        })
+    }
+
+    async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
+        let mut tx = begin_write(&self.writer).await?;
+        let store_now = crate::store_now(&mut tx).await?;
+        if group.now > store_now {
+            return Err(StoreError::Conflict(format!(
+                "group refused: its clock {} is ahead of the store's {store_now}",
+                group.now
+            )));
+        }
+        let mut map = MapChanges::default();
+        map.by_event
+            .insert(group.event.event_id.clone(), group.map_seats());
+        take_seats(&mut tx, group).await?;
+        free_released_seats(&mut tx, group).await?;
+        if !group.effects.tiers_reclaimed.is_empty() {
+            let reclaimed: Vec<String> = group.effects.tiers_reclaimed.iter().cloned().collect();
+            reclaim_expired_tier_holds(
+                &mut tx,
+                &group.event.event_id,
+                &reclaimed,
+                group.now,
+                &mut map,
+            )
+            .await?;
+        }
+        insert_holds(&mut tx, group).await?;
+        move_tier_units(&mut tx, group, &mut map).await?;
+        release_holds(&mut tx, group).await?;
+        insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
+        let (previous_version, version) = record_group(&mut tx, group, &map).await?;
+        check_limits(&mut tx, group).await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(GroupCommitted {
+            previous_version,
+            version,
+            store_now,
+        })
+    }
+}
+
+/// Seats go to new holds only if each is still free by the group's clock.
+async fn take_seats(tx: &mut Transaction<'_, Sqlite>, group: &GroupWrite<'_>) -> StoreResult<()> {
+    let now_ms = to_ms(group.now);
+    for taken in &group.effects.seats_taken {
+        let written = sqlx::query(
+            "UPDATE seat SET status = 'HELD', hold_id = ?3, hold_expires_at = ?4,
+                             order_id = NULL, version = version + 1
+              WHERE event_id = ?1 AND seat_id = ?2
+                AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= ?5))",
+        )
+        .bind(&group.event.event_id)
+        .bind(&taken.seat_id)
+        .bind(&taken.hold_id)
+        .bind(to_ms(taken.hold_expires_at))
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if written != 1 {
+            return Err(mismatch(
+                &format!("seat {} still free", taken.seat_id),
+                1,
+                written,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The seats of released holds: exactly those the engine counted, each `HELD` by its hold.
+async fn free_released_seats(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+) -> StoreResult<()> {
+    for hold in &group.effects.holds_released {
+        for seat_id in &hold.seat_ids {
+            let written = sqlx::query(
+                "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+                  WHERE event_id = ?1 AND seat_id = ?2 AND hold_id = ?3 AND status = 'HELD'",
+            )
+            .bind(&group.event.event_id)
+            .bind(seat_id)
+            .bind(&hold.hold_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if written != 1 {
+                return Err(mismatch(
+                    &format!("seat {seat_id} of released hold {}", hold.hold_id),
+                    1,
+                    written,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The group's new holds and their `hold.created` outbox rows.
+async fn insert_holds(tx: &mut Transaction<'_, Sqlite>, group: &GroupWrite<'_>) -> StoreResult<()> {
+    let event_id = group.event.event_id.as_str();
+    for ((_, hold), key) in group.effects.holds_created.iter().zip(&group.hold_keys) {
+        sqlx::query(
+            "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
+                               currency, idempotency_key, created_at, expires_at, updated_at)
+             VALUES (?1, ?2, ?3, 'HELD', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10)",
+        )
+        .bind(event_id)
+        .bind(&hold.hold_id)
+        .bind(&hold.account_id)
+        .bind(hold.tier_id.as_deref())
+        .bind(i64::from(hold.quantity))
+        .bind(held_seats_json(&hold.seats))
+        .bind(hold.total_minor)
+        .bind(&group.event.currency)
+        .bind(key)
+        .bind(to_ms(group.now))
+        .bind(to_ms(hold.expires_at))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+        insert_outbox(
+            tx,
+            event_id,
+            "hold.created",
+            &hold_created_payload(event_id, hold),
+            group.now,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Tier units taken by new holds (only where that many are available) and given back by
+/// released ones (only where that many are held).
+async fn move_tier_units(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
+    let taken = group
+        .effects
+        .tier_units_taken
+        .iter()
+        .map(|(t, n)| (t, i64::from(*n)));
+    let returned: BTreeMap<String, u32> = group.tier_units_returned();
+    let returned = returned.iter().map(|(t, n)| (t, -i64::from(*n)));
+    for (tier_id, n) in taken.chain(returned) {
+        let available = sqlx::query_scalar::<_, i64>(
+            "UPDATE tier SET available = available - ?3, held = held + ?3
+              WHERE event_id = ?1 AND tier_id = ?2 AND available >= ?3 AND held + ?3 >= 0
+             RETURNING available",
+        )
+        .bind(&group.event.event_id)
+        .bind(tier_id)
+        .bind(n)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(classify)?
+        .ok_or_else(|| mismatch(&format!("tier {tier_id} with {n} units to move"), 1, 0))?;
+        map.tier(&group.event.event_id, tier_id, available);
+    }
+    Ok(())
+}
+
+/// Holds released by the group: each still `HELD` and live by the group's clock.
+async fn release_holds(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+) -> StoreResult<()> {
+    let event_id = group.event.event_id.as_str();
+    let mut hold_ids: Vec<&str> = Vec::new();
+    for hold in &group.effects.holds_released {
+        let written = sqlx::query(
+            "UPDATE hold SET status = 'RELEASED', updated_at = ?3
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND expires_at > ?3",
+        )
+        .bind(event_id)
+        .bind(&hold.hold_id)
+        .bind(to_ms(group.now))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if written != 1 {
+            return Err(mismatch(&format!("live hold {}", hold.hold_id), 1, written));
+        }
+        insert_outbox(
+            tx,
+            event_id,
+            "hold.released",
+            &hold_ended_payload(event_id, &hold.hold_id, HoldStatus::Released),
+            group.now,
+        )
+        .await?;
+        hold_ids.push(&hold.hold_id);
+    }
+    if !hold_ids.is_empty() {
+        exchange::end_exchanges_of(tx, &hold_ids, ExchangeStatus::Failed, group.now).await?;
+    }
+    Ok(())
+}
+
+/// The group's last write: its writer sequence follows the stored one, and the map version
+/// moves on with one change row when the group changed the map.
+async fn record_group(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+    map: &MapChanges,
+) -> StoreResult<(u64, u64)> {
+    let changes = map
+        .by_event
+        .get(&group.event.event_id)
+        .filter(|changes| !changes.is_empty());
+    let bump = i64::from(changes.is_some());
+    let seq = i64::try_from(group.writer_seq)
+        .map_err(|_| StoreError::Internal("writer sequence out of range".into()))?;
+    let version = sqlx::query_scalar::<_, i64>(
+        "UPDATE seatmap SET version = version + ?3, writer_seq = ?2
+          WHERE event_id = ?1 AND writer_seq = ?2 - 1
+         RETURNING version",
+    )
+    .bind(&group.event.event_id)
+    .bind(seq)
+    .bind(bump)
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(classify)?
+    .ok_or_else(|| {
+        StoreError::Conflict(
+            "group refused: the event's writer sequence moved (another writer, or a failed group before this one)"
+                .into(),
+        )
+    })?;
+    if let Some(changes) = changes {
+        sqlx::query(
+            "INSERT INTO seatmap_change (event_id, version, changes, created_at) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .bind(&group.event.event_id)
+        .bind(version)
+        .bind(changes.encode())
+        .bind(to_ms(group.now))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    let version = u64::try_from(version).unwrap_or(0);
+    Ok((version - u64::try_from(bump).unwrap_or(0), version))
+}
+
+/// After the writes: the accounts that got holds are within the limit.
+async fn check_limits(tx: &mut Transaction<'_, Sqlite>, group: &GroupWrite<'_>) -> StoreResult<()> {
+    if group.effects.accounts_checked.is_empty() {
+        return Ok(());
+    }
+    let accounts: Vec<&str> = group
+        .effects
+        .accounts_checked
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let over = sqlx::query_scalar::<_, String>(
+        "SELECT account_id FROM hold
+          WHERE event_id = ?1 AND account_id IN (SELECT value FROM json_each(?2))
+            AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')
+          GROUP BY account_id
+         HAVING sum(CASE WHEN status = 'CONFIRMED' OR expires_at > ?3 THEN quantity - exchanged_out ELSE 0 END) > ?4
+          LIMIT 1",
+    )
+    .bind(&group.event.event_id)
+    .bind(json_list(&accounts))
+    .bind(to_ms(group.now))
+    .bind(i64::from(group.event.max_tickets_per_account))
+    .fetch_optional(&mut **tx)
+    .await
+    .map_err(classify)?;
+    match over {
+        Some(account) => Err(StoreError::Conflict(format!(
+            "group refused: account {account} would be over the purchase limit"
+        ))),
+        None => Ok(()),
+    }
+}
