@@ -28,7 +28,7 @@ use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{Command, Decision, Effects, EventEngine, ReleaseDecision};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
-use boxoffice_store::engine::{GroupCommitted, GroupWrite};
+use boxoffice_store::engine::{EngineStore, GroupCommitted, GroupWrite};
 use boxoffice_store::{EventRecord, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
@@ -79,6 +79,9 @@ struct Job {
 #[derive(Clone)]
 pub struct EventWriters {
     store: Arc<dyn Store>,
+    /// Where groups are loaded and written: the store itself, or a wrapper in tests that
+    /// injects faults.
+    engine_store: Arc<dyn EngineStore>,
     render: HoldRenderer,
     queues: Arc<Mutex<HashMap<String, mpsc::Sender<Job>>>>,
 }
@@ -91,8 +94,20 @@ impl std::fmt::Debug for EventWriters {
 
 impl EventWriters {
     pub fn new(store: Arc<dyn Store>, render: HoldRenderer) -> Self {
+        let engine_store: Arc<dyn EngineStore> = store.clone();
+        Self::with_engine_store(store, engine_store, render)
+    }
+
+    /// Writers that load and write their groups through `engine_store` (and read answers
+    /// from `store`).
+    pub fn with_engine_store(
+        store: Arc<dyn Store>,
+        engine_store: Arc<dyn EngineStore>,
+        render: HoldRenderer,
+    ) -> Self {
         Self {
             store,
+            engine_store,
             render,
             queues: Arc::default(),
         }
@@ -172,7 +187,12 @@ impl EventWriters {
         }
         let (sender, receiver) = mpsc::channel(QUEUE_COMMANDS_MAX);
         queues.insert(event.event_id.clone(), sender.clone());
-        let writer = Writer::new(self.store.clone(), self.render.clone(), event.clone());
+        let writer = Writer::new(
+            self.store.clone(),
+            self.engine_store.clone(),
+            self.render.clone(),
+            event.clone(),
+        );
         tokio::spawn(writer.run(receiver));
         sender
     }
@@ -224,6 +244,7 @@ impl StoreClock {
 
 struct Writer {
     store: Arc<dyn Store>,
+    engine_store: Arc<dyn EngineStore>,
     render: HoldRenderer,
     event: Arc<EventRecord>,
     endpoint: String,
@@ -243,10 +264,16 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(store: Arc<dyn Store>, render: HoldRenderer, event: Arc<EventRecord>) -> Self {
+    fn new(
+        store: Arc<dyn Store>,
+        engine_store: Arc<dyn EngineStore>,
+        render: HoldRenderer,
+        event: Arc<EventRecord>,
+    ) -> Self {
         let endpoint = hold_endpoint(&event.event_id);
         Self {
             store,
+            engine_store,
             render,
             event,
             endpoint,
@@ -338,7 +365,11 @@ impl Writer {
     /// again gets the error and the writer tries again on the next command.
     async fn reload(&mut self) {
         metrics::counter!("boxoffice_writer_loads_total").increment(1);
-        match self.store.engine_load(&self.event, &self.endpoint).await {
+        match self
+            .engine_store
+            .engine_load(&self.event, &self.endpoint)
+            .await
+        {
             Ok((snapshot, store_now)) => {
                 self.clock = StoreClock::measured(store_now);
                 self.next_seq = snapshot.writer_seq + 1;
@@ -401,7 +432,7 @@ impl Writer {
             };
             let hold_ids = engine.holds_touching(&seat_ids, &tier_ids);
             match self
-                .store
+                .engine_store
                 .engine_rows(&self.event.event_id, &seat_ids, &tier_ids, &hold_ids)
                 .await
             {
@@ -475,7 +506,7 @@ impl Writer {
             writer_seq,
             started: Instant::now(),
         };
-        let store = self.store.clone();
+        let store = self.engine_store.clone();
         let event = self.event.clone();
         let endpoint = self.endpoint.clone();
         Box::pin(async move {
@@ -552,7 +583,7 @@ impl Writer {
 
 #[allow(clippy::too_many_arguments)]
 async fn commit(
-    store: &dyn Store,
+    store: &dyn EngineStore,
     event: &EventRecord,
     endpoint: &str,
     now: OffsetDateTime,

@@ -125,6 +125,23 @@ impl TestStore {
         );
     }
 
+    /// Another handle on the same PostgreSQL database, as a second node has (its cleanup
+    /// closes the handle and drops nothing).
+    pub async fn second_handle(&self) -> Self {
+        assert!(self.pg.is_some(), "a second node shares a PostgreSQL store");
+        let url = format!("{}/{}", pg_base_url(), self.db_name);
+        let store = PgStore::connect(&url).await.expect("connect second node");
+        Self {
+            backend: self.backend,
+            store: Arc::new(store.clone()),
+            pg: Some(store),
+            sqlite: None,
+            admin_url: None,
+            db_name: self.db_name.clone(),
+            sqlite_path: None,
+        }
+    }
+
     /// The SQLite database file, for a test that opens a second connection to it.
     pub fn sqlite_file(&self) -> Option<std::path::PathBuf> {
         self.sqlite_path.clone()

@@ -1,0 +1,364 @@
+//! The event writer under faults and with two nodes (issue 14).
+//!
+//! - A group's commit fails while the next group is already decided and sent: nothing of
+//!   the next group is answered before its own commit, the writer loads the event again and
+//!   decides every uncommitted request anew, and the invariants hold (both backends).
+//! - Two `serve` nodes on one PostgreSQL, each with its own writer for the same event:
+//!   256 clients racing one seat across both get exactly one 201 per round, best-available
+//!   groups overlap without a seat sold twice, and one Idempotency-Key sent to both nodes at
+//!   once makes one hold with two identical answers. The store's checks are what keep them
+//!   correct until events have one owner (issue 15).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
+use boxoffice_domain::engine::{EngineRows, EngineSnapshot};
+use boxoffice_domain::idempotency::{Idempotent, StoredResponse};
+use boxoffice_server::writer::EventWriters;
+use boxoffice_store::engine::{EngineStore, GroupCommitted, GroupWrite};
+use boxoffice_store::{EventRecord, StoreError, StoreResult};
+use common::{Backend, RoomSetup, TestApp, TestStore, token};
+use reqwest::StatusCode;
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// What happened, in order: commits as the store saw them, answers as clients got them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    /// A group committed, with the ids of the holds it created.
+    Committed(Vec<String>),
+    /// A group was refused (by the fault, or by the store).
+    Refused,
+    /// A request got a 201 for this hold.
+    Granted(String),
+}
+
+/// The real store, except that the `fail_call`-th group waits until the next group has been
+/// sent, then fails without writing anything.
+struct FailingGroup {
+    inner: Arc<dyn boxoffice_store::Store>,
+    fail_call: usize,
+    calls: Mutex<usize>,
+    loads: Mutex<usize>,
+    /// Signalled when the failing group is waiting (the test then sends the next wave).
+    failing_started: Notify,
+    /// Signalled when the group after the failing one has been sent.
+    next_sent: Notify,
+    log: Arc<Mutex<Vec<Seen>>>,
+}
+
+#[async_trait]
+impl EngineStore for FailingGroup {
+    async fn engine_load(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+    ) -> StoreResult<(EngineSnapshot, OffsetDateTime)> {
+        *self.loads.lock().unwrap() += 1;
+        self.inner.engine_load(event, endpoint).await
+    }
+
+    async fn engine_rows(
+        &self,
+        event_id: &str,
+        seat_ids: &[String],
+        tier_ids: &[String],
+        hold_ids: &[String],
+    ) -> StoreResult<EngineRows> {
+        self.inner
+            .engine_rows(event_id, seat_ids, tier_ids, hold_ids)
+            .await
+    }
+
+    async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
+        let call = {
+            let mut calls = self.calls.lock().unwrap();
+            *calls += 1;
+            *calls
+        };
+        if call == self.fail_call {
+            self.failing_started.notify_one();
+            self.next_sent.notified().await;
+            self.log.lock().unwrap().push(Seen::Refused);
+            return Err(StoreError::Conflict("injected: the commit failed".into()));
+        }
+        if call == self.fail_call + 1 {
+            self.next_sent.notify_one();
+        }
+        let result = self.inner.apply_group(group).await;
+        let seen = match &result {
+            Ok(_) => Seen::Committed(
+                group
+                    .effects
+                    .holds_created
+                    .iter()
+                    .map(|(_, hold)| hold.hold_id.clone())
+                    .collect(),
+            ),
+            Err(_) => Seen::Refused,
+        };
+        self.log.lock().unwrap().push(seen);
+        result
+    }
+}
+
+fn render(_event: &EventRecord, outcome: &HoldOutcome) -> StoredResponse {
+    match outcome {
+        HoldOutcome::Held(hold) => StoredResponse {
+            status: 201,
+            body: hold.hold_id.clone().into_bytes(),
+        },
+        other => StoredResponse {
+            status: 409,
+            body: format!("{other:?}").into_bytes(),
+        },
+    }
+}
+
+fn seat_request(account: &str, key: &str, seat_id: &str) -> HoldRequest {
+    let shape = HoldShape::Seats {
+        seat_ids: vec![seat_id.to_owned()],
+    };
+    HoldRequest {
+        account_id: account.to_owned(),
+        idempotency_key: key.to_owned(),
+        request_digest: format!("{shape:?}"),
+        new_hold_id: uuid::Uuid::now_v7().to_string(),
+        shape,
+    }
+}
+
+async fn a_failed_commit_holds_back_the_next_group(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let event = Arc::new(
+        app.db
+            .store
+            .get_event(&event_id)
+            .await
+            .unwrap()
+            .expect("event"),
+    );
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let faulty = Arc::new(FailingGroup {
+        inner: app.db.store.clone(),
+        fail_call: 2,
+        calls: Mutex::new(0),
+        loads: Mutex::new(0),
+        failing_started: Notify::new(),
+        next_sent: Notify::new(),
+        log: log.clone(),
+    });
+    let writers =
+        EventWriters::with_engine_store(app.db.store.clone(), faulty.clone(), Arc::new(render));
+    let submit = |account: String, seat: String| {
+        let writers = writers.clone();
+        let event = event.clone();
+        let log = log.clone();
+        tokio::spawn(async move {
+            let request = seat_request(&account, "k", &seat);
+            let answer = writers.hold(event, request).await;
+            if let Ok(Idempotent::Fresh(response)) = &answer
+                && response.status == 201
+            {
+                let hold_id = String::from_utf8(response.body.clone()).unwrap();
+                log.lock().unwrap().push(Seen::Granted(hold_id));
+            }
+            answer
+        })
+    };
+    // Group 1 commits. Group 2 (wave A) fails, but only after group 3 (wave B, decided on
+    // top of group 2) has been sent.
+    let first = submit("fan-0".into(), "A-1-1".into()).await.unwrap();
+    assert!(matches!(first, Ok(Idempotent::Fresh(ref r)) if r.status == 201));
+    let wave_a: Vec<_> = (1..=20)
+        .map(|i| submit(format!("fan-{i}"), format!("A-2-{i}")))
+        .collect();
+    faulty.failing_started.notified().await;
+    let wave_b: Vec<_> = (1..=20)
+        .map(|i| submit(format!("fan-b{i}"), format!("A-3-{i}")))
+        .collect();
+    let mut granted = 1;
+    for task in wave_a.into_iter().chain(wave_b) {
+        match task.await.unwrap() {
+            Ok(Idempotent::Fresh(response)) if response.status == 201 => granted += 1,
+            other => panic!("every request holds a free seat in the end: {other:?}"),
+        }
+    }
+    assert_eq!(granted, 41);
+    let log = log.lock().unwrap().clone();
+    assert!(
+        log.iter().filter(|s| **s == Seen::Refused).count() >= 2,
+        "the injected failure and the group after it were both refused: {log:?}"
+    );
+    // Every 201 comes after the commit that created its hold.
+    for (at, seen) in log.iter().enumerate() {
+        let Seen::Granted(hold_id) = seen else {
+            continue;
+        };
+        let committed_before = log[..at]
+            .iter()
+            .any(|s| matches!(s, Seen::Committed(ids) if ids.contains(hold_id)));
+        assert!(
+            committed_before,
+            "hold {hold_id} was answered before its commit: {log:?}"
+        );
+    }
+    assert!(
+        *faulty.loads.lock().unwrap() >= 2,
+        "the writer loaded the event again after the failure"
+    );
+    let holds: i64 = match backend {
+        Backend::Postgres => sqlx::query_scalar("SELECT count(*) FROM hold WHERE event_id = $1")
+            .bind(&event_id)
+            .fetch_one(app.db.pg.as_ref().unwrap().pool())
+            .await
+            .unwrap(),
+        Backend::Sqlite => sqlx::query_scalar("SELECT count(*) FROM hold WHERE event_id = ?1")
+            .bind(&event_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap(),
+    };
+    assert_eq!(holds, 41, "each request made exactly one hold");
+    app.finish().await;
+}
+
+stories!(a_failed_commit_holds_back_the_next_group);
+
+/// A second node: its own app (and its own event writers) on the same database.
+async fn second_node(first: &TestApp) -> TestApp {
+    TestApp::spawn_full(
+        first.db.second_handle().await,
+        Default::default(),
+        RoomSetup::default(),
+        false,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_race_one_seat_and_share_keys() {
+    let a = TestApp::spawn(Backend::Postgres).await;
+    let b = second_node(&a).await;
+    let event_id = a.create_event(json!({"maxTicketsPerAccount": 8})).await;
+
+    // 256 clients race one seat, half through each node: exactly one 201 per round.
+    for round in 1..=4 {
+        let seat = format!("A-1-{round}");
+        let tasks: Vec<_> = (0..256)
+            .map(|i| {
+                let node = if i % 2 == 0 { &a } else { &b };
+                let http = node.http.clone();
+                let url = format!("{}/v1/events/{event_id}/holds", node.base);
+                let body = json!({"seatIds": [seat]});
+                tokio::spawn(async move {
+                    http.post(url)
+                        .bearer_auth(token(&format!("racer-{round}-{i}")))
+                        .header("idempotency-key", "race")
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap()
+                        .status()
+                })
+            })
+            .collect();
+        let mut created = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                StatusCode::CREATED => created += 1,
+                StatusCode::CONFLICT => {}
+                other => panic!("round {round}: a racer got {other}"),
+            }
+        }
+        assert_eq!(
+            created, 1,
+            "round {round}: exactly one winner across both nodes"
+        );
+    }
+
+    // Overlapping groups: best available on both nodes at once, two seats each. Both
+    // engines pick the same best seats; the store lets one group through and the other
+    // node's writer reloads and decides again. No seat is in two holds.
+    let tasks: Vec<_> = (0..80)
+        .map(|i| {
+            let node = if i % 2 == 0 { &a } else { &b };
+            let http = node.http.clone();
+            let url = format!("{}/v1/events/{event_id}/holds", node.base);
+            tokio::spawn(async move {
+                let response = http
+                    .post(url)
+                    .bearer_auth(token(&format!("best-{i}")))
+                    .header("idempotency-key", "best")
+                    .json(&json!({"bestAvailable": {"quantity": 2}}))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = response.status();
+                let body: serde_json::Value = response.json().await.unwrap();
+                (status, body)
+            })
+        })
+        .collect();
+    let mut seats = std::collections::BTreeSet::new();
+    for task in tasks {
+        let (status, body) = task.await.unwrap();
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        for seat in body["seats"].as_array().unwrap() {
+            let seat_id = seat["seatId"].as_str().unwrap().to_owned();
+            assert!(seats.insert(seat_id.clone()), "seat {seat_id} held twice");
+        }
+    }
+    assert_eq!(seats.len(), 160);
+
+    // One key, sent to both nodes at once: one hold, the same answer twice.
+    for attempt in 0..5 {
+        let key = format!("shared-{attempt}");
+        let body = json!({"seatIds": [format!("A-20-{}", attempt + 1)]});
+        let send = |node: &TestApp| {
+            let request = node
+                .http
+                .post(format!("{}/v1/events/{event_id}/holds", node.base))
+                .bearer_auth(token("twin"))
+                .header("idempotency-key", key.clone())
+                .json(&body);
+            async move {
+                let response = request.send().await.unwrap();
+                (response.status(), response.bytes().await.unwrap())
+            }
+        };
+        let ((status_a, body_a), (status_b, body_b)) = tokio::join!(send(&a), send(&b));
+        // A node that sees the key in flight on itself answers 409 IDEMPOTENCY_IN_PROGRESS;
+        // across nodes both decide, the store keeps one, and the loser replays it.
+        assert_eq!(
+            status_a,
+            StatusCode::CREATED,
+            "{} / {}",
+            String::from_utf8_lossy(&body_a),
+            String::from_utf8_lossy(&body_b)
+        );
+        assert_eq!(
+            status_b,
+            StatusCode::CREATED,
+            "{}",
+            String::from_utf8_lossy(&body_b)
+        );
+        assert_eq!(body_a, body_b, "both nodes answer with the same hold");
+    }
+    let holds: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM hold WHERE event_id = $1 AND account_id = 'twin'")
+            .bind(&event_id)
+            .fetch_one(a.db.pg.as_ref().unwrap().pool())
+            .await
+            .unwrap();
+    assert_eq!(holds, 5, "one hold per shared key");
+
+    let b_store: TestStore = b.stop();
+    b_store.cleanup().await;
+    a.finish().await;
+}
