@@ -130,8 +130,10 @@ pub struct SeatTaken {
     pub hold_expires_at: OffsetDateTime,
 }
 
-/// A hold released by the group: the store ends it only if it is still `HELD` and not past
-/// its deadline, then frees the seats that still point to it and returns its units.
+/// A hold the group ends: released (the store ends it only if it is still `HELD` and not
+/// past its deadline, and counts it) or expired (only if still `HELD` and past its deadline;
+/// one the sweeper ended first is skipped). Then the seats that still point to it are freed
+/// and its units returned, exactly once because the status change is conditional.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoldReleased {
     pub hold_id: String,
@@ -156,9 +158,9 @@ pub struct Effects {
     pub seats_taken: Vec<SeatTaken>,
     /// Units taken per tier (the store subtracts them only where that many are available).
     pub tier_units_taken: BTreeMap<String, u32>,
-    /// Tiers whose expired `HELD` holds the store must end (by the group's clock) before it
-    /// takes units: the engine counted those units as available again.
-    pub tiers_reclaimed: BTreeSet<String>,
+    /// Holds past their deadline, ended first (the engine's own timer: the sweeper only
+    /// tidies events no writer has loaded).
+    pub holds_expired: Vec<HoldReleased>,
     pub holds_released: Vec<HoldReleased>,
     pub map_seats: Vec<MapSeatChange>,
     /// Accounts that got a hold: the store checks their purchase limit after the writes.
@@ -168,7 +170,9 @@ pub struct Effects {
 impl Effects {
     /// Whether the group writes nothing but idempotency records.
     pub fn writes_inventory(&self) -> bool {
-        !self.holds_created.is_empty() || !self.holds_released.is_empty()
+        !self.holds_created.is_empty()
+            || !self.holds_released.is_empty()
+            || !self.holds_expired.is_empty()
     }
 }
 
@@ -183,10 +187,8 @@ pub struct EventEngine {
     holds_by_account: BTreeMap<String, BTreeSet<String>>,
     /// Held seats by deadline: when one passes, the seat becomes free in the index.
     seat_deadlines: BTreeSet<(OffsetDateTime, String)>,
-    /// Tier holds in `HELD` by deadline: when one passes, its units count as available.
-    tier_deadlines: BTreeSet<(OffsetDateTime, String)>,
-    /// Tiers whose units the engine reclaimed since the last group.
-    tiers_reclaimed: BTreeSet<String>,
+    /// Holds in `HELD` by deadline: the next group after one passes expires it.
+    hold_deadlines: BTreeSet<(OffsetDateTime, String)>,
     /// Free seats per row, best rows first, kept current: best available is decided from it.
     rows: Option<RowIndex>,
     version: u64,
@@ -219,8 +221,7 @@ impl EventEngine {
             holds: BTreeMap::new(),
             holds_by_account: BTreeMap::new(),
             seat_deadlines: BTreeSet::new(),
-            tier_deadlines: BTreeSet::new(),
-            tiers_reclaimed: BTreeSet::new(),
+            hold_deadlines: BTreeSet::new(),
             rows: None,
             version: snapshot.version,
             writer_seq: snapshot.writer_seq,
@@ -314,7 +315,7 @@ impl EventEngine {
     }
 
     /// Moves the engine's clock to `now`: seats whose holds passed their deadline become free
-    /// in the best-available index, and expired tier holds give their units back.
+    /// in the best-available index (the holds themselves end in the next group).
     pub fn advance(&mut self, now: OffsetDateTime) {
         if now > self.state.now {
             self.state.now = now;
@@ -335,27 +336,11 @@ impl EventEngine {
                 rows.set_free(&seat_id, true);
             }
         }
-        while let Some((deadline, hold_id)) = self.tier_deadlines.first().cloned() {
-            if deadline > now {
-                break;
-            }
-            self.tier_deadlines.pop_first();
-            let Some(hold) = self.holds.get(&hold_id) else {
-                continue;
-            };
-            if hold.status != HoldStatus::Held || hold.expires_at != deadline {
-                continue;
-            }
-            let hold = self.forget_hold(&hold_id).expect("looked up above");
-            let tier_id = hold
-                .tier_id
-                .expect("a tier deadline belongs to a tier hold");
-            if let Some(tier) = self.state.tiers.get_mut(&tier_id) {
-                tier.held -= i64::from(hold.quantity);
-                tier.available += i64::from(hold.quantity);
-            }
-            self.tiers_reclaimed.insert(tier_id);
-        }
+    }
+
+    /// The earliest deadline of a `HELD` hold: when the writer must run a group to expire it.
+    pub fn next_deadline(&self) -> Option<OffsetDateTime> {
+        self.hold_deadlines.first().map(|(deadline, _)| *deadline)
     }
 
     /// Decides `commands` in arrival order at `now` (the store's clock, as the writer
@@ -366,10 +351,8 @@ impl EventEngine {
         commands: &[Command],
     ) -> (Vec<Decision>, Effects) {
         self.advance(now);
-        let mut effects = Effects {
-            tiers_reclaimed: std::mem::take(&mut self.tiers_reclaimed),
-            ..Effects::default()
-        };
+        let mut effects = Effects::default();
+        self.expire_due(&mut effects);
         let mut decisions: Vec<Decision> = Vec::with_capacity(commands.len());
         let mut index = 0;
         while index < commands.len() {
@@ -450,8 +433,6 @@ impl EventEngine {
             }
             if let Some(tier_id) = &hold.tier_id {
                 *effects.tier_units_taken.entry(tier_id.clone()).or_default() += hold.quantity;
-                self.tier_deadlines
-                    .insert((hold.expires_at, hold.hold_id.clone()));
             }
             effects.accounts_checked.insert(hold.account_id.clone());
             self.keep_hold(EngineHold {
@@ -488,7 +469,39 @@ impl EventEngine {
             HoldStatus::Held if hold.expires_at > now => {}
             _ => return ReleaseDecision::AlreadyEnded,
         }
-        let hold = self.forget_hold(hold_id).expect("looked up above");
+        let ended = self.end_hold(hold_id, &mut effects.map_seats);
+        effects.holds_released.extend(ended);
+        ReleaseDecision::Released {
+            hold_id: hold_id.to_owned(),
+        }
+    }
+
+    /// Ends every `HELD` hold past its deadline: its seats and units back on sale, in the
+    /// group's effects.
+    fn expire_due(&mut self, effects: &mut Effects) {
+        let now = self.state.now;
+        while let Some((deadline, hold_id)) = self.hold_deadlines.first().cloned() {
+            if deadline > now {
+                break;
+            }
+            self.hold_deadlines.pop_first();
+            let due = self
+                .holds
+                .get(&hold_id)
+                .is_some_and(|h| h.status == HoldStatus::Held && h.expires_at == deadline);
+            // The map shows what the store actually ended (the sweeper or a checkout may
+            // have got there first), so the engine's guess stays out of it.
+            let mut unrecorded = Vec::new();
+            if due && let Some(ended) = self.end_hold(&hold_id, &mut unrecorded) {
+                effects.holds_expired.push(ended);
+            }
+        }
+    }
+
+    /// Forgets a hold that ends now, freeing the seats that still point to it and returning
+    /// its units.
+    fn end_hold(&mut self, hold_id: &str, map: &mut Vec<MapSeatChange>) -> Option<HoldReleased> {
+        let hold = self.forget_hold(hold_id)?;
         let mut freed = Vec::new();
         for seat_id in &hold.seat_ids {
             let Some(seat) = self.state.seats.get_mut(seat_id) else {
@@ -503,7 +516,7 @@ impl EventEngine {
             if let Some(rows) = &mut self.rows {
                 rows.set_free(seat_id, true);
             }
-            effects.map_seats.push(MapSeatChange {
+            map.push(MapSeatChange {
                 seat_id: seat_id.clone(),
                 status: SeatStatus::Available,
                 hold_expires_at: None,
@@ -517,14 +530,11 @@ impl EventEngine {
             }
             (tier_id.clone(), hold.quantity)
         });
-        effects.holds_released.push(HoldReleased {
+        Some(HoldReleased {
             hold_id: hold_id.to_owned(),
             seat_ids: freed,
             tier,
-        });
-        ReleaseDecision::Released {
-            hold_id: hold_id.to_owned(),
-        }
+        })
     }
 
     /// Takes in rows that changed elsewhere (read after the engine's last group committed):
@@ -558,8 +568,8 @@ impl EventEngine {
     }
 
     fn keep_hold(&mut self, hold: EngineHold) {
-        if hold.status == HoldStatus::Held && hold.tier_id.is_some() {
-            self.tier_deadlines
+        if hold.status == HoldStatus::Held {
+            self.hold_deadlines
                 .insert((hold.expires_at, hold.hold_id.clone()));
         }
         self.holds_by_account

@@ -197,14 +197,36 @@ impl Reference {
         }
     }
 
+    /// Units as the store counts them: a hold's units come back when the hold is ended
+    /// (at the start of the next group, for one past its deadline).
     fn tier_available(&self) -> i64 {
         let taken: u32 = self
             .holds
             .iter()
-            .filter(|h| h.units > 0 && self.counts(h))
+            .filter(|h| matches!(h.status, HoldStatus::Held | HoldStatus::Confirmed))
             .map(|h| h.units)
             .sum();
         TIER_CAPACITY - i64::from(taken)
+    }
+
+    /// The writer's timer: every `HELD` hold past its deadline ends when a group starts.
+    fn expire_due(&mut self) {
+        let now = self.now;
+        for i in 0..self.holds.len() {
+            let hold = &self.holds[i];
+            if hold.status != HoldStatus::Held || hold.expires_at > now {
+                continue;
+            }
+            self.holds[i].status = HoldStatus::Expired;
+            let hold = self.holds[i].clone();
+            for seat_id in &hold.seats {
+                let entry = self.seats.get_mut(seat_id).unwrap();
+                if entry.0 == SeatStatus::Held && entry.1.as_deref() == Some(hold.hold_id.as_str())
+                {
+                    *entry = (SeatStatus::Available, None, None, entry.3);
+                }
+            }
+        }
     }
 
     fn rows(&self) -> Vec<RowSeats> {
@@ -333,9 +355,6 @@ impl Reference {
         match hold.status {
             HoldStatus::PaymentPending => return Verdict::InCheckout,
             HoldStatus::Held if hold.expires_at > now => {}
-            // The engine gives an expired tier hold's units back and forgets the hold; the
-            // writer then learns from the store that it ended.
-            HoldStatus::Held if hold.units > 0 => return Verdict::NotFound,
             HoldStatus::Held | HoldStatus::Confirmed => return Verdict::Ended,
             _ => return Verdict::NotFound,
         }
@@ -484,6 +503,7 @@ proptest! {
         for step in steps {
             match step {
                 Step::Group(cmds) => {
+                    reference.expire_due();
                     let mut commands = Vec::new();
                     let mut expected = Vec::new();
                     let mut in_group = BTreeMap::new();

@@ -14,6 +14,9 @@
 //! the rest of the pipeline, loads the event again and decides every uncommitted request
 //! anew (up to [`GROUP_ATTEMPTS_MAX`] times), before anything newer.
 //!
+//! The writer also expires its event's holds: when the earliest deadline passes it runs a
+//! group without commands, in which the engine ends every `HELD` hold past its deadline.
+//!
 //! Changes made elsewhere (checkout, payment verdicts, the sweeper, exchanges, another
 //! node) reach the engine through the seat-map change feed: when a commit shows versions the
 //! writer did not write, or every [`CATCH_UP_INTERVAL_MS`], the writer reads the change rows
@@ -25,15 +28,15 @@ use std::time::{Duration as StdDuration, Instant};
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
-use boxoffice_domain::engine::{Command, Decision, Effects, EventEngine, ReleaseDecision};
+use boxoffice_domain::engine::{Command, Decision, EventEngine, ReleaseDecision};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
-use boxoffice_store::engine::{EngineStore, GroupCommitted, GroupWrite};
+use boxoffice_store::engine::{EngineStore, GroupCommitted, GroupTurn, GroupWrite};
 use boxoffice_store::{EventRecord, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Most commands decided in one group.
 pub const GROUP_COMMANDS_MAX: usize = 256;
@@ -217,6 +220,55 @@ type Commit = std::pin::Pin<
     Box<dyn std::future::Future<Output = (Pending, StoreResult<GroupCommitted>)> + Send>,
 >;
 
+/// How far a group of the pipeline has got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Started,
+    /// Holds every lock it needs but the `seatmap` row: the next group may start.
+    Locked,
+    Committed,
+    Failed,
+}
+
+/// A group's turn: its predecessor's progress, and its own for its successor.
+struct Turn {
+    previous: Option<watch::Receiver<Stage>>,
+    mine: watch::Sender<Stage>,
+}
+
+impl Turn {
+    async fn previous_reached(&self, wanted: &[Stage]) -> bool {
+        let Some(previous) = &self.previous else {
+            return true;
+        };
+        let mut previous = previous.clone();
+        match previous
+            .wait_for(|stage| wanted.contains(stage) || *stage == Stage::Failed)
+            .await
+        {
+            Ok(stage) => *stage != Stage::Failed,
+            // The predecessor's future is gone without a verdict: treat it as failed.
+            Err(_) => false,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl GroupTurn for Turn {
+    async fn before_locks(&self) -> bool {
+        self.previous_reached(&[Stage::Locked, Stage::Committed])
+            .await
+    }
+
+    fn locks_taken(&self) {
+        self.mine.send_replace(Stage::Locked);
+    }
+
+    async fn before_record(&self) -> bool {
+        self.previous_reached(&[Stage::Committed]).await
+    }
+}
+
 /// The store's clock as this process estimates it, from below.
 #[derive(Debug, Clone, Copy)]
 struct StoreClock {
@@ -261,6 +313,8 @@ struct Writer {
     redo: VecDeque<Job>,
     /// A group was refused: no new group until the pipeline is empty and the engine reloaded.
     broken: bool,
+    /// The progress of the last group sent, which the next one follows.
+    last_turn: Option<watch::Receiver<Stage>>,
 }
 
 impl Writer {
@@ -287,6 +341,7 @@ impl Writer {
             last_catch_up: Instant::now(),
             redo: VecDeque::new(),
             broken: false,
+            last_turn: None,
         }
     }
 
@@ -322,6 +377,17 @@ impl Writer {
             if !open && in_flight.is_empty() && self.redo.is_empty() {
                 return;
             }
+            // The engine's own timer: when a hold's deadline passes, a group ends it (the
+            // sweeper only tidies events no writer has loaded).
+            let expiry_in = self
+                .engine
+                .as_ref()
+                .and_then(EventEngine::next_deadline)
+                .map(|deadline| {
+                    let wait = deadline - self.clock.now();
+                    StdDuration::try_from(wait).unwrap_or(StdDuration::ZERO)
+                });
+            let expiry = tokio::time::sleep(expiry_in.unwrap_or(StdDuration::from_secs(3600)));
             tokio::select! {
                 biased;
                 Some((pending, result)) = in_flight.next(), if !in_flight.is_empty() => {
@@ -347,6 +413,14 @@ impl Writer {
                         // No engine (never loaded, or the store could not load it): these
                         // commands load it first.
                         self.redo.extend(incoming.drain(..));
+                    }
+                }
+                () = expiry, if ready && expiry_in.is_some() && in_flight.is_empty() => {
+                    // What changed elsewhere first: a checkout may have extended the hold.
+                    self.catch_up().await;
+                    if !self.broken && !self.stale {
+                        metrics::counter!("boxoffice_writer_expiry_groups_total").increment(1);
+                        in_flight.push_back(self.decide(Vec::new()));
                     }
                 }
                 else => {
@@ -379,6 +453,7 @@ impl Writer {
                 self.broken = false;
                 self.stale = false;
                 self.last_catch_up = Instant::now();
+                self.last_turn = None;
             }
             Err(error) => {
                 tracing::warn!(%error, event_id = %self.event.event_id, "event writer could not load the event");
@@ -506,21 +581,31 @@ impl Writer {
             writer_seq,
             started: Instant::now(),
         };
+        let (mine, progress) = watch::channel(Stage::Started);
+        let turn = Turn {
+            previous: self.last_turn.replace(progress),
+            mine,
+        };
         let store = self.engine_store.clone();
         let event = self.event.clone();
         let endpoint = self.endpoint.clone();
         Box::pin(async move {
-            let result = commit(
-                store.as_ref(),
-                &event,
-                &endpoint,
+            let group = GroupWrite {
+                event: &event,
+                endpoint: &endpoint,
                 now,
                 writer_seq,
-                &effects,
+                effects: &effects,
                 hold_keys,
                 records,
-            )
-            .await;
+                turn: &turn,
+            };
+            let result = store.apply_group(&group).await;
+            turn.mine.send_replace(if result.is_ok() {
+                Stage::Committed
+            } else {
+                Stage::Failed
+            });
             (pending, result)
         })
     }
@@ -541,6 +626,13 @@ impl Writer {
                 }
                 if let Some(engine) = &mut self.engine {
                     engine.committed(committed.version, pending.writer_seq);
+                }
+                if committed.expiries_skipped > 0 {
+                    // The engine expired holds the store had already moved on (a checkout
+                    // it had not heard of yet): load the event again before the next group.
+                    metrics::counter!("boxoffice_writer_expiries_skipped_total")
+                        .increment(committed.expiries_skipped);
+                    self.broken = true;
                 }
                 tokio::spawn(deliver(
                     self.store.clone(),
@@ -579,29 +671,6 @@ impl Writer {
             }
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn commit(
-    store: &dyn EngineStore,
-    event: &EventRecord,
-    endpoint: &str,
-    now: OffsetDateTime,
-    writer_seq: u64,
-    effects: &Effects,
-    hold_keys: Vec<String>,
-    records: Vec<NewRecord>,
-) -> StoreResult<GroupCommitted> {
-    let group = GroupWrite {
-        event,
-        endpoint,
-        now,
-        writer_seq,
-        effects,
-        hold_keys,
-        records,
-    };
-    store.apply_group(&group).await
 }
 
 /// Answers a committed group's requests. Replays and releases read what the commit made.

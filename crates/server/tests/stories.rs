@@ -477,7 +477,7 @@ async fn tier_units_return_exactly_once(backend: Backend) {
         .json();
     let hold_id = hold["holdId"].as_str().unwrap().to_owned();
     wait_until_expired(&app, "ann", &hold_id).await;
-    let sweeps = (0..4).map(|_| app.db.store.expire_due_holds(100));
+    let sweeps = (0..4).map(|_| app.db.store.expire_due_holds(100, 0));
     let reports = join_all(sweeps).await;
     let returned: u64 = reports
         .into_iter()

@@ -13,7 +13,7 @@ use boxoffice_domain::decide::{SeatRow, TierRow};
 use boxoffice_domain::engine::{EngineHold, EngineRows, EngineSnapshot};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_store::engine::{
-    EngineStore, GroupCommitted, GroupWrite, mismatch, parse_seat_status,
+    EngineStore, GroupCommitted, GroupWrite, mismatch, parse_seat_status, predecessor_failed,
 };
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
@@ -23,7 +23,7 @@ use boxoffice_store::{
 };
 use sqlx::{Postgres, Transaction};
 
-use crate::{PgStore, classify, exchange, insert_records, reclaim_expired_tier_holds};
+use crate::{PgStore, classify, exchange, insert_records};
 
 type SeatColumns = (String, String, Option<String>, Option<OffsetDateTime>, i64);
 type HoldColumns = (
@@ -231,6 +231,9 @@ impl EngineStore for PgStore {
     }
 
     async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
+        if !group.turn.before_locks().await {
+            return Err(predecessor_failed());
+        }
         let mut tx = self.pool.begin().await.map_err(classify)?;
         let store_now = crate::store_now(&mut tx).await?;
         if group.now > store_now {
@@ -256,21 +259,15 @@ impl EngineStore for PgStore {
             .await
             .map_err(classify)?;
         }
-        if !group.effects.tiers_reclaimed.is_empty() {
-            let reclaimed: Vec<String> = group.effects.tiers_reclaimed.iter().cloned().collect();
-            reclaim_expired_tier_holds(
-                &mut tx,
-                &group.event.event_id,
-                &reclaimed,
-                group.now,
-                &mut map,
-            )
-            .await?;
-        }
+        let expired = expire_holds(&mut tx, group, &mut map).await?;
         insert_holds(&mut tx, group).await?;
         take_tier_units(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group, &mut map).await?;
         insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
+        group.turn.locks_taken();
+        if !group.turn.before_record().await {
+            return Err(predecessor_failed());
+        }
         let (previous_version, version) = record_group(&mut tx, group, &map).await?;
         check_limits(&mut tx, group).await?;
         tx.commit().await.map_err(classify)?;
@@ -278,30 +275,17 @@ impl EngineStore for PgStore {
             previous_version,
             version,
             store_now,
+            expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
         })
     }
 }
 
 /// Locks every seat the group writes, in seat order, like every other writer.
 async fn lock_seats(tx: &mut Transaction<'_, Postgres>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let mut seat_ids: Vec<&str> = group
-        .effects
-        .seats_taken
-        .iter()
-        .map(|taken| taken.seat_id.as_str())
-        .chain(
-            group
-                .effects
-                .holds_released
-                .iter()
-                .flat_map(|h| h.seat_ids.iter().map(String::as_str)),
-        )
-        .collect();
+    let seat_ids = group.seats_touched();
     if seat_ids.is_empty() {
         return Ok(());
     }
-    seat_ids.sort_unstable();
-    seat_ids.dedup();
     sqlx::query(
         "SELECT 1 FROM seat WHERE event_id = $1 AND seat_id = ANY($2) ORDER BY seat_id FOR UPDATE",
     )
@@ -343,6 +327,88 @@ async fn take_seats(tx: &mut Transaction<'_, Postgres>, group: &GroupWrite<'_>) 
         return Err(mismatch("seats still free", taken.len(), written));
     }
     Ok(())
+}
+
+/// Holds the engine found past their deadline: each still `HELD` and past it by the group's
+/// clock is ended (one the sweeper ended first is skipped); the seats that still point to
+/// the ended ones are freed and their units returned, exactly once.
+async fn expire_holds(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<u64> {
+    let due = &group.effects.holds_expired;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let event_id = group.event.event_id.as_str();
+    let ids: Vec<&str> = due.iter().map(|h| h.hold_id.as_str()).collect();
+    let ended = sqlx::query_as::<_, (String, Option<String>, i32)>(
+        "WITH ended AS (
+            UPDATE hold SET status = 'EXPIRED', updated_at = $3
+             WHERE event_id = $1 AND hold_id = ANY($2) AND status = 'HELD' AND expires_at <= $3
+            RETURNING hold_id, tier_id, quantity
+         ), announced AS (
+            INSERT INTO outbox (event_id, topic, payload, created_at)
+            SELECT $1, 'hold.expired',
+                   jsonb_build_object('eventId', $1::text, 'holdId', hold_id, 'status', 'EXPIRED'), $3
+              FROM ended
+         )
+         SELECT hold_id, tier_id, quantity FROM ended",
+    )
+    .bind(event_id)
+    .bind(&ids)
+    .bind(group.now)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    if ended.is_empty() {
+        return Ok(0);
+    }
+    let ended_ids: Vec<&str> = ended.iter().map(|(id, _, _)| id.as_str()).collect();
+    let freed = sqlx::query_scalar::<_, String>(
+        "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+          WHERE hold_id = ANY($1) AND status = 'HELD' RETURNING seat_id",
+    )
+    .bind(&ended_ids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    for seat_id in &freed {
+        map.seat(
+            event_id,
+            seat_id,
+            boxoffice_domain::hold::SeatStatus::Available,
+            None,
+        );
+    }
+    let mut units: BTreeMap<&str, i64> = BTreeMap::new();
+    for (_, tier_id, quantity) in &ended {
+        if let Some(tier_id) = tier_id {
+            *units.entry(tier_id.as_str()).or_default() += i64::from(*quantity);
+        }
+    }
+    if !units.is_empty() {
+        let tier_ids: Vec<&str> = units.keys().copied().collect();
+        let counts: Vec<i64> = units.values().copied().collect();
+        let rows = sqlx::query_as::<_, (String, i64)>(
+            "UPDATE tier t SET available = t.available + u.n, held = t.held - u.n
+               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
+              WHERE t.event_id = $1 AND t.tier_id = u.tier_id
+             RETURNING t.tier_id, t.available",
+        )
+        .bind(event_id)
+        .bind(&tier_ids)
+        .bind(&counts)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+        for (tier_id, available) in rows {
+            map.tier(event_id, &tier_id, available);
+        }
+    }
+    exchange::end_exchanges_of(tx, &ended_ids, ExchangeStatus::Expired, group.now).await?;
+    Ok(ended.len() as u64)
 }
 
 /// The group's new holds and their `hold.created` outbox rows, in one statement. A key

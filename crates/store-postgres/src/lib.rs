@@ -1384,12 +1384,15 @@ impl Store for PgStore {
         retrying(|| self.release_once(account_id, hold_id)).await
     }
 
-    async fn expire_due_holds(&self, limit: u32) -> StoreResult<SweepReport> {
+    async fn expire_due_holds(&self, limit: u32, held_grace_ms: u32) -> StoreResult<SweepReport> {
         let due: Vec<String> = sqlx::query_scalar(
-            "SELECT hold_id FROM hold WHERE status IN ('HELD', 'PAYMENT_PENDING') AND expires_at <= clock_timestamp()
+            "SELECT hold_id FROM hold
+              WHERE (status = 'HELD' AND expires_at <= clock_timestamp() - make_interval(secs => $2 / 1000.0))
+                 OR (status = 'PAYMENT_PENDING' AND expires_at <= clock_timestamp())
               ORDER BY expires_at LIMIT $1",
         )
         .bind(i64::from(limit))
+        .bind(f64::from(held_grace_ms))
         .fetch_all(&self.pool)
         .await
         .map_err(classify)?;

@@ -14,7 +14,7 @@ use boxoffice_domain::decide::{SeatRow, TierRow};
 use boxoffice_domain::engine::{EngineHold, EngineRows, EngineSnapshot};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_store::engine::{
-    EngineStore, GroupCommitted, GroupWrite, mismatch, parse_seat_status,
+    EngineStore, GroupCommitted, GroupWrite, mismatch, parse_seat_status, predecessor_failed,
 };
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
@@ -26,7 +26,7 @@ use sqlx::{Sqlite, Transaction};
 
 use crate::{
     SqliteStore, begin_write, classify, exchange, from_ms, insert_outbox, insert_records,
-    json_list, reclaim_expired_tier_holds, to_ms,
+    json_list, to_ms,
 };
 
 type SeatColumns = (String, String, Option<String>, Option<i64>, i64);
@@ -228,6 +228,9 @@ impl EngineStore for SqliteStore {
     }
 
     async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
+        if !group.turn.before_locks().await {
+            return Err(predecessor_failed());
+        }
         let mut tx = begin_write(&self.writer).await?;
         let store_now = crate::store_now(&mut tx).await?;
         if group.now > store_now {
@@ -241,21 +244,15 @@ impl EngineStore for SqliteStore {
             .insert(group.event.event_id.clone(), group.map_seats());
         take_seats(&mut tx, group).await?;
         free_released_seats(&mut tx, group).await?;
-        if !group.effects.tiers_reclaimed.is_empty() {
-            let reclaimed: Vec<String> = group.effects.tiers_reclaimed.iter().cloned().collect();
-            reclaim_expired_tier_holds(
-                &mut tx,
-                &group.event.event_id,
-                &reclaimed,
-                group.now,
-                &mut map,
-            )
-            .await?;
-        }
+        let expired = expire_holds(&mut tx, group, &mut map).await?;
         insert_holds(&mut tx, group).await?;
         move_tier_units(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group).await?;
         insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
+        group.turn.locks_taken();
+        if !group.turn.before_record().await {
+            return Err(predecessor_failed());
+        }
         let (previous_version, version) = record_group(&mut tx, group, &map).await?;
         check_limits(&mut tx, group).await?;
         tx.commit().await.map_err(classify)?;
@@ -263,6 +260,7 @@ impl EngineStore for SqliteStore {
             previous_version,
             version,
             store_now,
+            expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
         })
     }
 }
@@ -325,6 +323,77 @@ async fn free_released_seats(
         }
     }
     Ok(())
+}
+
+/// Holds the engine found past their deadline: each still `HELD` and past it by the group's
+/// clock is ended (one the sweeper ended first is skipped); the seats that still point to
+/// the ended ones are freed and their units returned, exactly once.
+async fn expire_holds(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<u64> {
+    let event_id = group.event.event_id.as_str();
+    let mut ended: Vec<&str> = Vec::new();
+    for hold in &group.effects.holds_expired {
+        let written = sqlx::query(
+            "UPDATE hold SET status = 'EXPIRED', updated_at = ?3
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND expires_at <= ?3",
+        )
+        .bind(event_id)
+        .bind(&hold.hold_id)
+        .bind(to_ms(group.now))
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if written == 0 {
+            continue;
+        }
+        ended.push(&hold.hold_id);
+        insert_outbox(
+            tx,
+            event_id,
+            "hold.expired",
+            &hold_ended_payload(event_id, &hold.hold_id, HoldStatus::Expired),
+            group.now,
+        )
+        .await?;
+        let freed = sqlx::query_scalar::<_, String>(
+            "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' RETURNING seat_id",
+        )
+        .bind(event_id)
+        .bind(&hold.hold_id)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+        for seat_id in &freed {
+            map.seat(
+                event_id,
+                seat_id,
+                boxoffice_domain::hold::SeatStatus::Available,
+                None,
+            );
+        }
+        if let Some((tier_id, units)) = &hold.tier {
+            let available = sqlx::query_scalar::<_, i64>(
+                "UPDATE tier SET available = available + ?3, held = held - ?3
+                  WHERE event_id = ?1 AND tier_id = ?2 RETURNING available",
+            )
+            .bind(event_id)
+            .bind(tier_id)
+            .bind(i64::from(*units))
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(classify)?;
+            map.tier(event_id, tier_id, available);
+        }
+    }
+    if !ended.is_empty() {
+        exchange::end_exchanges_of(tx, &ended, ExchangeStatus::Expired, group.now).await?;
+    }
+    Ok(ended.len() as u64)
 }
 
 /// The group's new holds and their `hold.created` outbox rows.

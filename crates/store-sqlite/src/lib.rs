@@ -1123,13 +1123,16 @@ impl Store for SqliteStore {
         retrying(|| self.release_once(account_id, hold_id)).await
     }
 
-    async fn expire_due_holds(&self, limit: u32) -> StoreResult<SweepReport> {
+    async fn expire_due_holds(&self, limit: u32, held_grace_ms: u32) -> StoreResult<SweepReport> {
         let due: Vec<String> = sqlx::query_scalar(concat!(
-            "SELECT hold_id FROM hold WHERE status IN ('HELD', 'PAYMENT_PENDING') AND expires_at <= ",
+            "SELECT hold_id FROM hold WHERE (status = 'HELD' AND expires_at <= ",
             now_ms!(),
-            " ORDER BY expires_at LIMIT ?1"
+            " - ?2) OR (status = 'PAYMENT_PENDING' AND expires_at <= ",
+            now_ms!(),
+            ") ORDER BY expires_at LIMIT ?1"
         ))
         .bind(i64::from(limit))
+        .bind(i64::from(held_grace_ms))
         .fetch_all(&self.reader)
         .await
         .map_err(classify)?;

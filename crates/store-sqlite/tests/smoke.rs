@@ -216,7 +216,10 @@ async fn hold_release_and_expire() {
     assert_eq!(counts.tiers[0].1.available, 10);
 
     // Nothing is due yet.
-    assert_eq!(store.expire_due_holds(100).await.unwrap().holds_expired, 0);
+    assert_eq!(
+        store.expire_due_holds(100, 0).await.unwrap().holds_expired,
+        0
+    );
 
     // Short holds expire: the sweeper frees them exactly once.
     let short = create(&store, "ev2", 1).await;
@@ -254,7 +257,7 @@ async fn hold_release_and_expire() {
     );
     assert_eq!(counts.tiers[0].1.available, 10);
     assert_sound(&store, "ev2").await;
-    let report = store.expire_due_holds(100).await.unwrap();
+    let report = store.expire_due_holds(100, 0).await.unwrap();
     assert_eq!(report.holds_expired, 2);
     assert_eq!(report.seats_freed, 1);
     assert_eq!(report.tier_units_returned, 2);

@@ -21,8 +21,45 @@ use boxoffice_domain::hold::SeatStatus;
 use crate::seatmap::{EventChanges, MapSeat};
 use crate::{EventRecord, NewRecord, StoreError, StoreResult};
 
+/// A group's place in its writer's pipeline. Groups of one writer run side by side but
+/// take their locks and commit in order: a group starts its transaction once the group
+/// before it holds every lock it needs, and writes its sequence number only once the group
+/// before it committed. So two groups of one writer never wait on each other in a cycle,
+/// and a group whose predecessor failed gives up without writing.
+#[async_trait]
+pub trait GroupTurn: Send + Sync {
+    /// Waits until the previous group holds its locks; `false`: it failed.
+    async fn before_locks(&self) -> bool;
+    /// This group holds every lock it needs but the event's `seatmap` row.
+    fn locks_taken(&self);
+    /// Waits until the previous group committed; `false`: it did not.
+    async fn before_record(&self) -> bool;
+}
+
+/// The turn of a group that has no predecessor in flight.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FirstInLine;
+
+#[async_trait]
+impl GroupTurn for FirstInLine {
+    async fn before_locks(&self) -> bool {
+        true
+    }
+
+    fn locks_taken(&self) {}
+
+    async fn before_record(&self) -> bool {
+        true
+    }
+}
+
+/// The refusal of a group whose predecessor in the pipeline did not commit.
+pub fn predecessor_failed() -> StoreError {
+    StoreError::Conflict("group refused: the group before it did not commit".into())
+}
+
 /// One decided group, ready to persist.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct GroupWrite<'a> {
     pub event: &'a EventRecord,
     /// The endpoint the group's idempotency records are stored under.
@@ -36,6 +73,17 @@ pub struct GroupWrite<'a> {
     /// The idempotency key of each new hold, in `effects.holds_created` order.
     pub hold_keys: Vec<String>,
     pub records: Vec<NewRecord>,
+    pub turn: &'a dyn GroupTurn,
+}
+
+impl std::fmt::Debug for GroupWrite<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupWrite")
+            .field("event_id", &self.event.event_id)
+            .field("writer_seq", &self.writer_seq)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GroupWrite<'_> {
@@ -75,10 +123,35 @@ impl GroupWrite<'_> {
     /// Tiers the group touches, in lock order.
     pub fn tiers_touched(&self) -> Vec<String> {
         let mut tiers: std::collections::BTreeSet<String> =
-            self.effects.tiers_reclaimed.iter().cloned().collect();
-        tiers.extend(self.effects.tier_units_taken.keys().cloned());
+            self.effects.tier_units_taken.keys().cloned().collect();
         tiers.extend(self.tier_units_returned().into_keys());
+        tiers.extend(
+            self.effects
+                .holds_expired
+                .iter()
+                .filter_map(|hold| hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
+        );
         tiers.into_iter().collect()
+    }
+
+    /// Every seat the group writes, sorted: the order they are locked in.
+    pub fn seats_touched(&self) -> Vec<&str> {
+        let mut seat_ids: Vec<&str> = self
+            .effects
+            .seats_taken
+            .iter()
+            .map(|taken| taken.seat_id.as_str())
+            .chain(
+                self.effects
+                    .holds_released
+                    .iter()
+                    .chain(&self.effects.holds_expired)
+                    .flat_map(|h| h.seat_ids.iter().map(String::as_str)),
+            )
+            .collect();
+        seat_ids.sort_unstable();
+        seat_ids.dedup();
+        seat_ids
     }
 }
 
@@ -91,6 +164,9 @@ pub struct GroupCommitted {
     pub version: u64,
     /// The store's clock during the group.
     pub store_now: OffsetDateTime,
+    /// Holds the engine expired that the store found already ended (or no longer `HELD`):
+    /// the engine's picture of them is wrong and must be read again.
+    pub expiries_skipped: u64,
 }
 
 /// The refusal of a group whose row counts differ from what the engine decided.

@@ -342,8 +342,10 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
     /// Releases a live `HELD` hold of `account_id`.
     async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome>;
 
-    /// Expires up to `limit` holds whose deadline has passed (the sweeper's work).
-    async fn expire_due_holds(&self, limit: u32) -> StoreResult<SweepReport>;
+    /// Expires up to `limit` holds whose deadline has passed (the sweeper's work): a `HELD`
+    /// hold `held_grace_ms` after its deadline (its event's writer, if one has it loaded,
+    /// ends it at the deadline itself), a `PAYMENT_PENDING` one at its deadline.
+    async fn expire_due_holds(&self, limit: u32, held_grace_ms: u32) -> StoreResult<SweepReport>;
 
     /// Expires the given holds if, by the store's clock, they are still `HELD` and past their
     /// deadline; frees only the seats that still point to them. A late or repeated call

@@ -14,6 +14,10 @@ use tokio::sync::Notify;
 
 /// Holds expired per store transaction.
 pub const SWEEP_HOLDS_MAX: u32 = 500;
+/// A `HELD` hold is swept this long after its deadline: its event's writer, when one has the
+/// event loaded, ends it at the deadline itself; the sweeper tidies the rest (events no
+/// writer has loaded, a writer that died).
+pub const HELD_SWEEP_GRACE_MS: u32 = 2_000;
 /// Pause between sweeps when nothing pokes the sweeper.
 pub const SWEEP_INTERVAL_MS: u64 = 1_000;
 /// Idempotency records are kept this long (the contract promises at least 24 hours).
@@ -45,7 +49,10 @@ impl ExpirySweeper {
     pub async fn run_once(&self) -> StoreResult<SweepReport> {
         let mut total = SweepReport::default();
         loop {
-            let report = self.store.expire_due_holds(SWEEP_HOLDS_MAX).await?;
+            let report = self
+                .store
+                .expire_due_holds(SWEEP_HOLDS_MAX, HELD_SWEEP_GRACE_MS)
+                .await?;
             total.holds_expired += report.holds_expired;
             total.seats_freed += report.seats_freed;
             total.tier_units_returned += report.tier_units_returned;

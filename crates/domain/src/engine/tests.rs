@@ -134,12 +134,18 @@ fn a_passed_deadline_frees_the_seat_for_best_available_without_a_write() {
         engine.decide(NOW + Duration::seconds(300), &[hold("b", "2", best(2))]);
     assert!(matches!(granted[0], Decision::Hold(HoldOutcome::Held(_))));
     assert_eq!(effects.seats_taken.len(), 2);
+    assert_eq!(
+        effects.holds_expired.len(),
+        1,
+        "the lapsed hold ends in the same group"
+    );
+    assert_eq!(effects.holds_expired[0].seat_ids, ["A-1-1", "A-1-2"]);
     assert_eq!(engine.usage("a", NOW + Duration::seconds(300)), 0);
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
 
 #[test]
-fn an_expired_tier_hold_gives_its_units_back_and_the_store_is_told_to_reclaim() {
+fn an_expired_hold_ends_in_the_next_group_and_gives_its_units_back() {
     let mut engine = engine(1);
     let tier = |q| HoldShape::Tier {
         tier_id: "GA".into(),
@@ -154,7 +160,9 @@ fn an_expired_tier_hold_gives_its_units_back_and_the_store_is_told_to_reclaim() 
     let later = NOW + Duration::seconds(300);
     let (granted, effects) = engine.decide(later, &[hold("b", "2", tier(2))]);
     assert!(matches!(granted[0], Decision::Hold(HoldOutcome::Held(_))));
-    assert!(effects.tiers_reclaimed.contains("GA"));
+    assert_eq!(effects.holds_expired.len(), 1);
+    assert_eq!(effects.holds_expired[0].hold_id, "h-a-1");
+    assert_eq!(effects.holds_expired[0].tier, Some(("GA".to_string(), 3)));
     assert_eq!(effects.tier_units_taken.get("GA"), Some(&2));
     assert_eq!(engine.tier("GA").map(|t| t.available), Some(1));
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
