@@ -269,7 +269,6 @@ impl EngineStore for PgStore {
             return Err(predecessor_failed());
         }
         let (previous_version, version) = record_group(&mut tx, group, &map).await?;
-        check_limits(&mut tx, group).await?;
         tx.commit().await.map_err(classify)?;
         Ok(GroupCommitted {
             previous_version,
@@ -343,7 +342,9 @@ async fn expire_holds(
     }
     let event_id = group.event.event_id.as_str();
     let ids: Vec<&str> = due.iter().map(|h| h.hold_id.as_str()).collect();
-    let ended = sqlx::query_as::<_, (String, Option<String>, i32)>(
+    // One statement: the holds, their seats, their units, their announcements and the
+    // exchanges waiting on them (as `exchange::end_exchanges_of` ends them).
+    let rows = sqlx::query_as::<_, (String, String, Option<i64>)>(
         "WITH ended AS (
             UPDATE hold SET status = 'EXPIRED', updated_at = $3
              WHERE event_id = $1 AND hold_id = ANY($2) AND status = 'HELD' AND expires_at <= $3
@@ -353,8 +354,32 @@ async fn expire_holds(
             SELECT $1, 'hold.expired',
                    jsonb_build_object('eventId', $1::text, 'holdId', hold_id, 'status', 'EXPIRED'), $3
               FROM ended
+         ), freed AS (
+            UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+             WHERE hold_id IN (SELECT hold_id FROM ended) AND status = 'HELD'
+            RETURNING seat_id
+         ), units AS (
+            UPDATE tier t SET available = t.available + d.n, held = t.held - d.n
+              FROM (SELECT tier_id, sum(quantity)::bigint AS n FROM ended
+                     WHERE tier_id IS NOT NULL GROUP BY tier_id) d
+             WHERE t.event_id = $1 AND t.tier_id = d.tier_id
+            RETURNING t.tier_id, t.available
+         ), exchanges_ended AS (
+            UPDATE exchange SET status = 'EXPIRED', updated_at = $3
+             WHERE new_hold_id IN (SELECT hold_id FROM ended) AND status = 'PAYMENT_REQUIRED'
+            RETURNING exchange_id, from_event_id, order_id
+         ), unmarked AS (
+            UPDATE ticket SET exchange_id = NULL
+             WHERE exchange_id IN (SELECT exchange_id FROM exchanges_ended) AND status = 'VALID'
+         ), exchanges_announced AS (
+            INSERT INTO outbox (event_id, topic, payload, created_at)
+            SELECT from_event_id, 'exchange.ended',
+                   jsonb_build_object('exchangeId', exchange_id, 'orderId', order_id, 'status', 'EXPIRED'), $3
+              FROM exchanges_ended
          )
-         SELECT hold_id, tier_id, quantity FROM ended",
+         SELECT 'hold', hold_id, NULL::bigint FROM ended
+         UNION ALL SELECT 'seat', seat_id, NULL FROM freed
+         UNION ALL SELECT 'tier', tier_id, available FROM units",
     )
     .bind(event_id)
     .bind(&ids)
@@ -362,53 +387,20 @@ async fn expire_holds(
     .fetch_all(&mut **tx)
     .await
     .map_err(classify)?;
-    if ended.is_empty() {
-        return Ok(0);
-    }
-    let ended_ids: Vec<&str> = ended.iter().map(|(id, _, _)| id.as_str()).collect();
-    let freed = sqlx::query_scalar::<_, String>(
-        "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
-          WHERE hold_id = ANY($1) AND status = 'HELD' RETURNING seat_id",
-    )
-    .bind(&ended_ids)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(classify)?;
-    for seat_id in &freed {
-        map.seat(
-            event_id,
-            seat_id,
-            boxoffice_domain::hold::SeatStatus::Available,
-            None,
-        );
-    }
-    let mut units: BTreeMap<&str, i64> = BTreeMap::new();
-    for (_, tier_id, quantity) in &ended {
-        if let Some(tier_id) = tier_id {
-            *units.entry(tier_id.as_str()).or_default() += i64::from(*quantity);
+    let mut ended = 0;
+    for (kind, id, available) in rows {
+        match kind.as_str() {
+            "hold" => ended += 1,
+            "seat" => map.seat(
+                event_id,
+                &id,
+                boxoffice_domain::hold::SeatStatus::Available,
+                None,
+            ),
+            _ => map.tier(event_id, &id, available.unwrap_or(0)),
         }
     }
-    if !units.is_empty() {
-        let tier_ids: Vec<&str> = units.keys().copied().collect();
-        let counts: Vec<i64> = units.values().copied().collect();
-        let rows = sqlx::query_as::<_, (String, i64)>(
-            "UPDATE tier t SET available = t.available + u.n, held = t.held - u.n
-               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
-              WHERE t.event_id = $1 AND t.tier_id = u.tier_id
-             RETURNING t.tier_id, t.available",
-        )
-        .bind(event_id)
-        .bind(&tier_ids)
-        .bind(&counts)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(classify)?;
-        for (tier_id, available) in rows {
-            map.tier(event_id, &tier_id, available);
-        }
-    }
-    exchange::end_exchanges_of(tx, &ended_ids, ExchangeStatus::Expired, group.now).await?;
-    Ok(ended.len() as u64)
+    Ok(ended)
 }
 
 /// The group's new holds and their `hold.created` outbox rows, in one statement. A key
@@ -622,9 +614,11 @@ async fn release_holds(
     Ok(())
 }
 
-/// The group's last write: its writer sequence follows the stored one (else another writer
-/// or a failed predecessor came between: refused), and the map version moves on with one
-/// change row when the group changed the map.
+/// The group's last statement: its writer sequence follows the stored one (else another
+/// writer or a failed predecessor came between: refused), the map version moves on with one
+/// change row when the group changed the map, and no account that got a hold is over the
+/// purchase limit. (A writer on another node that committed holds meanwhile moved the
+/// sequence, so the limit read cannot miss them.)
 async fn record_group(
     tx: &mut Transaction<'_, Postgres>,
     group: &GroupWrite<'_>,
@@ -638,7 +632,13 @@ async fn record_group(
     let encoded = changes.map(|changes| changes.encode()).unwrap_or_default();
     let seq = i64::try_from(group.writer_seq)
         .map_err(|_| StoreError::Internal("writer sequence out of range".into()))?;
-    let version = sqlx::query_scalar::<_, i64>(
+    let accounts: Vec<&str> = group
+        .effects
+        .accounts_checked
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let (version, over) = sqlx::query_as::<_, (Option<i64>, Option<String>)>(
         "WITH bumped AS (
             UPDATE seatmap SET version = version + $3, writer_seq = $2
              WHERE event_id = $1 AND writer_seq = $2 - 1
@@ -647,60 +647,35 @@ async fn record_group(
             INSERT INTO seatmap_change (event_id, version, changes, created_at)
             SELECT $1, version, $4, $5 FROM bumped WHERE $3 = 1
          )
-         SELECT version FROM bumped",
+         SELECT (SELECT version FROM bumped),
+                (SELECT account_id FROM hold
+                  WHERE event_id = $1 AND account_id = ANY($6)
+                    AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')
+                  GROUP BY account_id
+                 HAVING sum(quantity - exchanged_out) FILTER (WHERE status = 'CONFIRMED' OR expires_at > $5) > $7
+                  LIMIT 1)",
     )
     .bind(&group.event.event_id)
     .bind(seq)
     .bind(bump)
     .bind(encoded)
     .bind(group.now)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(classify)?
-    .ok_or_else(|| {
-        StoreError::Conflict(
-            "group refused: the event's writer sequence moved (another writer, or a failed group before this one)"
-                .into(),
-        )
-    })?;
-    let version = u64::try_from(version).unwrap_or(0);
-    Ok((version - u64::try_from(bump).unwrap_or(0), version))
-}
-
-/// After the writes (and after the `seatmap` row, which every writer of the event takes, so
-/// every earlier commit is visible): the accounts that got holds are within the limit.
-async fn check_limits(
-    tx: &mut Transaction<'_, Postgres>,
-    group: &GroupWrite<'_>,
-) -> StoreResult<()> {
-    if group.effects.accounts_checked.is_empty() {
-        return Ok(());
-    }
-    let accounts: Vec<&str> = group
-        .effects
-        .accounts_checked
-        .iter()
-        .map(String::as_str)
-        .collect();
-    let over = sqlx::query_scalar::<_, String>(
-        "SELECT account_id FROM hold
-          WHERE event_id = $1 AND account_id = ANY($2)
-            AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')
-          GROUP BY account_id
-         HAVING sum(quantity - exchanged_out) FILTER (WHERE status = 'CONFIRMED' OR expires_at > $3) > $4
-          LIMIT 1",
-    )
-    .bind(&group.event.event_id)
     .bind(&accounts)
-    .bind(group.now)
     .bind(i64::from(group.event.max_tickets_per_account))
-    .fetch_optional(&mut **tx)
+    .fetch_one(&mut **tx)
     .await
     .map_err(classify)?;
-    match over {
-        Some(account) => Err(StoreError::Conflict(format!(
+    let Some(version) = version else {
+        return Err(StoreError::Conflict(
+            "group refused: the event's writer sequence moved (another writer, or a failed group before this one)"
+                .into(),
+        ));
+    };
+    if let Some(account) = over {
+        return Err(StoreError::Conflict(format!(
             "group refused: account {account} would be over the purchase limit"
-        ))),
-        None => Ok(()),
+        )));
     }
+    let version = u64::try_from(version).unwrap_or(0);
+    Ok((version - u64::try_from(bump).unwrap_or(0), version))
 }
