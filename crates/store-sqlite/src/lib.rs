@@ -16,26 +16,22 @@
 //! read it with `json_each`, and per-row writes reuse one cached prepared statement inside the
 //! batch's single transaction.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::decide::{
-    BatchState, HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow, decide_holds,
-};
+use boxoffice_domain::decide::TierRow;
 use boxoffice_domain::event::{EventSpec, Section, Tier};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
-use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
-    EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, RenderHold, Store, StoreError,
-    StoreResult, SweepReport, answer_batch, event_record, held_seats_json, hold_created_payload,
-    hold_ended_payload, parse_held_seats, parse_hold_status, parse_waiting_room, retrying,
-    waiting_room_json,
+    EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, Store, StoreError,
+    StoreResult, SweepReport, event_record, hold_ended_payload, parse_held_seats,
+    parse_hold_status, parse_waiting_room, retrying, waiting_room_json,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
@@ -370,212 +366,6 @@ impl SqliteStore {
         Ok(Idempotent::Fresh(response))
     }
 
-    async fn hold_batch_once(
-        &self,
-        event: &EventRecord,
-        endpoint: &str,
-        requests: &[HoldRequest],
-        render: &RenderHold,
-    ) -> StoreResult<Vec<Idempotent>> {
-        let event_id = event.event_id.as_str();
-        // BEGIN IMMEDIATE: the write lock is ours until commit, so everything read below
-        // stays as read (what FOR UPDATE achieves on PostgreSQL).
-        let mut tx = begin_write(&self.writer).await?;
-
-        // 1. Idempotency records already stored for the batch's keys.
-        let scopes: BTreeSet<(&str, &str)> = requests
-            .iter()
-            .map(|r| (r.account_id.as_str(), r.idempotency_key.as_str()))
-            .collect();
-        let mut prior_digests = BTreeMap::new();
-        let mut prior_responses = BTreeMap::new();
-        for (account_id, key) in scopes {
-            let row = sqlx::query_as::<_, (String, i64, Vec<u8>)>(
-                "SELECT request_digest, status_code, response_body FROM idempotency
-                  WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
-            )
-            .bind(account_id)
-            .bind(endpoint)
-            .bind(key)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(classify)?;
-            if let Some((digest, status, body)) = row {
-                let scope = (account_id.to_owned(), key.to_owned());
-                prior_digests.insert(scope.clone(), digest);
-                let response = StoredResponse {
-                    status: u16::try_from(status).unwrap_or(500),
-                    body,
-                };
-                prior_responses.insert(scope, response);
-                continue;
-            }
-            // A hold whose record was purged (older than the retention) still owns its key:
-            // an empty digest matches no request, so the key counts as reused.
-            let purged_hold: Option<i64> =
-                sqlx::query_scalar("SELECT 1 FROM hold WHERE event_id = ?1 AND account_id = ?2 AND idempotency_key = ?3")
-                    .bind(event_id)
-                    .bind(account_id)
-                    .bind(key)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(classify)?;
-            if purged_hold.is_some() {
-                prior_digests.insert((account_id.to_owned(), key.to_owned()), String::new());
-            }
-        }
-
-        // 2. The seats involved, in seat order.
-        let mut seat_ids = BTreeSet::new();
-        let mut tier_ids = BTreeSet::new();
-        let mut best_sections = BTreeSet::new();
-        let mut best_everywhere = false;
-        for request in requests {
-            match &request.shape {
-                HoldShape::Seats { seat_ids: ids } => seat_ids.extend(ids.iter().cloned()),
-                HoldShape::Tier { tier_id, .. } => {
-                    tier_ids.insert(tier_id.clone());
-                }
-                // Best available decides among every seat of its candidate sections, so
-                // all of them are locked (in the same seat order as everything else).
-                HoldShape::BestAvailable { section, .. } => match section {
-                    Some(section) => {
-                        best_sections.insert(section.clone());
-                    }
-                    None => best_everywhere = true,
-                },
-            }
-        }
-        let seat_ids: Vec<String> = seat_ids.into_iter().collect();
-        let best_sections: Vec<String> = best_sections.into_iter().collect();
-        let seat_rows = if seat_ids.is_empty() && best_sections.is_empty() && !best_everywhere {
-            Vec::new()
-        } else {
-            // Named seats alone go by the primary key; an OR with the section would scan
-            // every seat of the event, so that form is used only for best available.
-            let only_named = best_sections.is_empty() && !best_everywhere;
-            // Best available needs only the free seats of its sections (a missing seat is
-            // not free): a filling venue reads less and less.
-            let sql = if only_named {
-                "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
-                   FROM seat WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
-                  ORDER BY seat_id"
-            } else {
-                concat!(
-                    "SELECT seat_id, status, hold_id, hold_expires_at, price_minor
-                       FROM seat WHERE event_id = ?1 AND (seat_id IN (SELECT value FROM json_each(?2))
-                                                       OR ((section IN (SELECT value FROM json_each(?3)) OR ?4)
-                                                           AND (status = 'AVAILABLE'
-                                                                OR (status = 'HELD' AND hold_expires_at <= ",
-                    now_ms!(),
-                    "))))
-                      ORDER BY seat_id"
-                )
-            };
-            let mut query =
-                sqlx::query_as::<_, (String, String, Option<String>, Option<i64>, i64)>(sql)
-                    .bind(event_id)
-                    .bind(json_list(&seat_ids));
-            if !only_named {
-                query = query.bind(json_list(&best_sections)).bind(best_everywhere);
-            }
-            query.fetch_all(&mut *tx).await.map_err(classify)?
-        };
-        let now = store_now(&mut tx).await?;
-
-        // 3. Give back units of the tiers' expired, unswept holds (an expired hold never
-        //    blocks a new one), then read the tiers.
-        let tier_ids: Vec<String> = tier_ids.into_iter().collect();
-        let mut tiers = BTreeMap::new();
-        let mut map = MapChanges::default();
-        if !tier_ids.is_empty() {
-            reclaim_expired_tier_holds(&mut tx, event_id, &tier_ids, now, &mut map).await?;
-            let rows = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
-                "SELECT tier_id, capacity, available, held, sold, price_minor
-                   FROM tier WHERE event_id = ?1 AND tier_id IN (SELECT value FROM json_each(?2))",
-            )
-            .bind(event_id)
-            .bind(json_list(&tier_ids))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?;
-            for (tier_id, capacity, available, held, sold, price_minor) in rows {
-                let row = TierRow {
-                    tier_id: tier_id.clone(),
-                    capacity,
-                    available,
-                    held,
-                    sold,
-                    price_minor,
-                };
-                tiers.insert(tier_id, row);
-            }
-        }
-
-        // 4. What each account already holds or owns for this event.
-        let mut distinct_accounts: Vec<&str> =
-            requests.iter().map(|r| r.account_id.as_str()).collect();
-        distinct_accounts.sort_unstable();
-        distinct_accounts.dedup();
-        let usage_by_account: BTreeMap<String, u32> = sqlx::query_as::<_, (String, i64)>(
-            "SELECT account_id, sum(quantity - exchanged_out) FROM hold
-              WHERE event_id = ?1 AND account_id IN (SELECT value FROM json_each(?2))
-                AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > ?3))
-              GROUP BY account_id",
-        )
-        .bind(event_id)
-        .bind(json_list(&distinct_accounts))
-        .bind(to_ms(now))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(account, n)| (account, u32::try_from(n).unwrap_or(u32::MAX)))
-        .collect();
-
-        // 5. Decide, in memory, in arrival order.
-        let mut seats = BTreeMap::new();
-        for (seat_id, status, hold_id, hold_expires_at, price_minor) in seat_rows {
-            let status = SeatStatus::parse(&status).ok_or_else(|| {
-                StoreError::Internal(format!("seat {seat_id} has status {status:?}"))
-            })?;
-            let row = SeatRow {
-                seat_id: seat_id.clone(),
-                status,
-                hold_id,
-                hold_expires_at: opt_from_ms(hold_expires_at)?,
-                price_minor,
-            };
-            seats.insert(seat_id, row);
-        }
-        let mut state = BatchState {
-            now,
-            seats,
-            tiers,
-            usage_by_account,
-            prior_digests,
-        };
-        let outcomes = decide_holds(&event.rules(), &mut state, requests);
-        let (answers, records) = answer_batch(requests, &outcomes, &prior_responses, render);
-
-        // 6. Write the winners, every record, the outbox; then commit.
-        let winners: Vec<(&HoldRequest, &boxoffice_domain::decide::NewHold)> = requests
-            .iter()
-            .zip(&outcomes)
-            .filter_map(|(request, outcome)| match outcome {
-                HoldOutcome::Held(hold) => Some((request, hold)),
-                _ => None,
-            })
-            .collect();
-        if !winners.is_empty() {
-            write_winners(&mut tx, event, &winners, &state, now, &mut map).await?;
-        }
-        insert_records(&mut tx, endpoint, &records, now).await?;
-        seatmap::record(&mut tx, &map, now).await?;
-        tx.commit().await.map_err(classify)?;
-        Ok(answers)
-    }
-
     async fn release_once(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
         let Some(hold) = self.get_hold(hold_id).await? else {
             return Ok(ReleaseOutcome::NotFound);
@@ -736,57 +526,6 @@ pub(crate) async fn insert_records(
     Ok(())
 }
 
-/// Expires the given tiers' `HELD` holds past their deadline, announces each on the outbox
-/// and returns their units to the tiers, exactly once (the status change is conditional).
-pub(crate) async fn reclaim_expired_tier_holds(
-    tx: &mut Transaction<'_, Sqlite>,
-    event_id: &str,
-    tier_ids: &[String],
-    now: OffsetDateTime,
-    map: &mut MapChanges,
-) -> StoreResult<()> {
-    let due = sqlx::query_as::<_, (String, String, i64)>(
-        "UPDATE hold SET status = 'EXPIRED', updated_at = ?3
-          WHERE event_id = ?1 AND tier_id IN (SELECT value FROM json_each(?2))
-            AND status = 'HELD' AND expires_at <= ?3
-         RETURNING hold_id, tier_id, quantity",
-    )
-    .bind(event_id)
-    .bind(json_list(tier_ids))
-    .bind(to_ms(now))
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(classify)?;
-    let ids: Vec<&str> = due.iter().map(|(hold_id, _, _)| hold_id.as_str()).collect();
-    exchange::end_exchanges_of(tx, &ids, ExchangeStatus::Expired, now).await?;
-    let mut returned: BTreeMap<&str, i64> = BTreeMap::new();
-    for (hold_id, tier_id, quantity) in &due {
-        insert_outbox(
-            tx,
-            event_id,
-            "hold.expired",
-            &hold_ended_payload(event_id, hold_id, HoldStatus::Expired),
-            now,
-        )
-        .await?;
-        *returned.entry(tier_id.as_str()).or_default() += quantity;
-    }
-    for (tier_id, n) in returned {
-        let available = sqlx::query_scalar::<_, i64>(
-            "UPDATE tier SET held = held - ?3, available = available + ?3 WHERE event_id = ?1 AND tier_id = ?2
-             RETURNING available",
-        )
-        .bind(event_id)
-        .bind(tier_id)
-        .bind(n)
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(classify)?;
-        map.tier(event_id, tier_id, available);
-    }
-    Ok(())
-}
-
 pub(crate) async fn insert_outbox(
     tx: &mut Transaction<'_, Sqlite>,
     event_id: &str,
@@ -804,86 +543,6 @@ pub(crate) async fn insert_outbox(
     .execute(&mut **tx)
     .await
     .map_err(classify)?;
-    Ok(())
-}
-
-async fn write_winners(
-    tx: &mut Transaction<'_, Sqlite>,
-    event: &EventRecord,
-    winners: &[(&HoldRequest, &boxoffice_domain::decide::NewHold)],
-    state: &BatchState,
-    now: OffsetDateTime,
-    map: &mut MapChanges,
-) -> StoreResult<()> {
-    let event_id = event.event_id.as_str();
-    for (_, hold) in winners {
-        for (seat_id, _) in &hold.seats {
-            map.seat(event_id, seat_id, SeatStatus::Held, Some(hold.expires_at));
-            sqlx::query(
-                "UPDATE seat SET status = 'HELD', hold_id = ?3, hold_expires_at = ?4,
-                                 order_id = NULL, version = version + 1
-                  WHERE event_id = ?1 AND seat_id = ?2",
-            )
-            .bind(event_id)
-            .bind(seat_id)
-            .bind(&hold.hold_id)
-            .bind(to_ms(hold.expires_at))
-            .execute(&mut **tx)
-            .await
-            .map_err(classify)?;
-        }
-    }
-    for (request, hold) in winners {
-        sqlx::query(
-            "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
-                               currency, idempotency_key, created_at, expires_at, updated_at)
-             VALUES (?1, ?2, ?3, 'HELD', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10)",
-        )
-        .bind(event_id)
-        .bind(&hold.hold_id)
-        .bind(&hold.account_id)
-        .bind(hold.tier_id.as_deref())
-        .bind(i64::from(hold.quantity))
-        .bind(held_seats_json(&hold.seats))
-        .bind(hold.total_minor)
-        .bind(&event.currency)
-        .bind(&request.idempotency_key)
-        .bind(to_ms(now))
-        .bind(to_ms(hold.expires_at))
-        .execute(&mut **tx)
-        .await
-        .map_err(classify)?;
-    }
-    for (_, hold) in winners {
-        insert_outbox(
-            tx,
-            event_id,
-            "hold.created",
-            &hold_created_payload(event_id, hold),
-            now,
-        )
-        .await?;
-    }
-    let touched_tiers: BTreeSet<&str> = winners
-        .iter()
-        .filter_map(|(_, h)| h.tier_id.as_deref())
-        .collect();
-    for tier_id in touched_tiers {
-        let tier = state.tiers.get(tier_id).ok_or_else(|| {
-            StoreError::Internal(format!("decided a hold on unread tier {tier_id}"))
-        })?;
-        sqlx::query(
-            "UPDATE tier SET available = ?3, held = ?4 WHERE event_id = ?1 AND tier_id = ?2",
-        )
-        .bind(event_id)
-        .bind(tier_id)
-        .bind(tier.available)
-        .bind(tier.held)
-        .execute(&mut **tx)
-        .await
-        .map_err(classify)?;
-        map.tier(event_id, tier_id, tier.available);
-    }
     Ok(())
 }
 
@@ -1077,16 +736,6 @@ impl Store for SqliteStore {
         .await
         .map_err(classify)?;
         Ok(EventCounts::assemble(event, section_rows, tier_rows))
-    }
-
-    async fn hold_batch(
-        &self,
-        event: &EventRecord,
-        endpoint: &str,
-        requests: &[HoldRequest],
-        render: &RenderHold,
-    ) -> StoreResult<Vec<Idempotent>> {
-        retrying(|| self.hold_batch_once(event, endpoint, requests, render)).await
     }
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {

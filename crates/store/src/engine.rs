@@ -209,3 +209,104 @@ pub trait EngineStore: Send + Sync {
     /// sequence checked last. Any difference: [`StoreError::Conflict`] and nothing written.
     async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted>;
 }
+
+/// Attempts of a one-shot hold batch ([`crate::Store::hold_batch`]) before a conflict reaches
+/// the caller.
+pub const ONE_SHOT_ATTEMPTS_MAX: u64 = 64;
+
+/// Decides `requests` on a freshly loaded engine and persists them as one group: the
+/// writer's path without the writer (one load per call), for tools and store tests. The
+/// rules are the engine's, the writes the backend's `apply_group`; nothing else decides.
+pub async fn hold_batch_once<S>(
+    store: &S,
+    event: &EventRecord,
+    endpoint: &str,
+    requests: &[boxoffice_domain::decide::HoldRequest],
+    render: &crate::RenderHold,
+) -> StoreResult<Vec<boxoffice_domain::idempotency::Idempotent>>
+where
+    S: crate::Store + ?Sized,
+{
+    use boxoffice_domain::decide::HoldOutcome;
+    use boxoffice_domain::engine::{Command, Decision, EventEngine};
+    use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
+
+    let (snapshot, now) = store.engine_load(event, endpoint).await?;
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let commands: Vec<Command> = requests.iter().cloned().map(Command::Hold).collect();
+    let (decisions, effects) = engine.decide(now, &commands);
+    let mut records = Vec::new();
+    let mut rendered = Vec::with_capacity(decisions.len());
+    for (request, decision) in requests.iter().zip(&decisions) {
+        let response = match decision {
+            Decision::Hold(
+                HoldOutcome::Replayed
+                | HoldOutcome::ReplayOfEarlierInBatch { .. }
+                | HoldOutcome::KeyReusedWithOtherRequest,
+            )
+            | Decision::Release(_) => None,
+            Decision::Hold(outcome) => {
+                let response = render(outcome);
+                if outcome.is_recorded() {
+                    records.push(NewRecord {
+                        account_id: request.account_id.clone(),
+                        key: request.idempotency_key.clone(),
+                        request_digest: request.request_digest.clone(),
+                        response: response.clone(),
+                    });
+                }
+                Some(response)
+            }
+        };
+        rendered.push(response);
+    }
+    let hold_keys = effects
+        .holds_created
+        .iter()
+        .map(|(index, _)| requests[*index].idempotency_key.clone())
+        .collect();
+    let group = GroupWrite {
+        event,
+        endpoint,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys,
+        records,
+        turn: &FirstInLine,
+    };
+    store.apply_group(&group).await?;
+    let mut answers: Vec<Idempotent> = Vec::with_capacity(requests.len());
+    for ((request, decision), response) in requests.iter().zip(decisions).zip(rendered) {
+        let answer = match decision {
+            Decision::Hold(HoldOutcome::KeyReusedWithOtherRequest) => {
+                Idempotent::KeyReusedWithOtherRequest
+            }
+            Decision::Hold(HoldOutcome::ReplayOfEarlierInBatch { index }) => {
+                match answers.get(index) {
+                    Some(Idempotent::Fresh(r) | Idempotent::Replayed(r)) => {
+                        Idempotent::Replayed(r.clone())
+                    }
+                    _ => Idempotent::KeyReusedWithOtherRequest,
+                }
+            }
+            Decision::Hold(HoldOutcome::Replayed) => {
+                let scope = IdempotencyScope {
+                    account_id: request.account_id.clone(),
+                    endpoint: endpoint.to_owned(),
+                    key: request.idempotency_key.clone(),
+                };
+                store
+                    .stored_answer(&scope, &request.request_digest)
+                    .await?
+                    .unwrap_or(Idempotent::KeyReusedWithOtherRequest)
+            }
+            _ => match response {
+                Some(response) => Idempotent::Fresh(response),
+                None => Idempotent::KeyReusedWithOtherRequest,
+            },
+        };
+        answers.push(answer);
+    }
+    Ok(answers)
+}

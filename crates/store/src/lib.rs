@@ -303,17 +303,32 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
     /// Live counts per section and tier.
     async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts>;
 
-    /// Decides a batch of hold requests for one event in ONE transaction: lock the involved
-    /// rows in seat order, decide with [`boxoffice_domain::decide::decide_holds`], write the
-    /// winners, every recorded outcome's idempotency record (rendered by `render`) and the
-    /// outbox rows, commit. Returns one answer per request, in order, only after the commit.
+    /// Decides a batch of hold requests for one event on the event engine and persists it as
+    /// one group ([`engine::hold_batch_once`], retried after a conflict). The server goes
+    /// through its event writer instead; this one-shot form (a full load per call) is for
+    /// tools and store tests. Returns one answer per request, in order, after the commit.
     async fn hold_batch(
         &self,
         event: &EventRecord,
         endpoint: &str,
         requests: &[HoldRequest],
         render: &RenderHold,
-    ) -> StoreResult<Vec<Idempotent>>;
+    ) -> StoreResult<Vec<Idempotent>> {
+        // Every one-shot call competes for the event's writer sequence: each round of a race
+        // lets at least one through, so the attempts are bounded by the racers, not by
+        // BATCH_ATTEMPTS_MAX.
+        let mut n_attempts = 0;
+        loop {
+            n_attempts += 1;
+            match engine::hold_batch_once(self, event, endpoint, requests, render).await {
+                Err(StoreError::Conflict(_)) if n_attempts < engine::ONE_SHOT_ATTEMPTS_MAX => {
+                    let pause_ms = 1 + (n_attempts % 7) * 3;
+                    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+                }
+                other => return other,
+            }
+        }
+    }
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>>;
 
@@ -516,53 +531,6 @@ pub struct NewRecord {
     pub key: String,
     pub request_digest: String,
     pub response: StoredResponse,
-}
-
-/// Turns a batch's decided outcomes into one answer per request and the idempotency records
-/// to store: backend-independent, so both backends answer replays the same way.
-/// `prior` holds the stored responses found for the batch's keys, by (account, key).
-pub fn answer_batch(
-    requests: &[HoldRequest],
-    outcomes: &[HoldOutcome],
-    prior: &std::collections::BTreeMap<(String, String), StoredResponse>,
-    render: &RenderHold,
-) -> (Vec<Idempotent>, Vec<NewRecord>) {
-    let mut answers: Vec<Idempotent> = Vec::with_capacity(outcomes.len());
-    let mut records = Vec::new();
-    for (request, outcome) in requests.iter().zip(outcomes) {
-        let answer = match outcome {
-            HoldOutcome::Replayed => {
-                let scope = (request.account_id.clone(), request.idempotency_key.clone());
-                match prior.get(&scope) {
-                    Some(response) => Idempotent::Replayed(response.clone()),
-                    // The decision only says Replayed for a key it was given a digest for, and
-                    // digests and responses are loaded together.
-                    None => Idempotent::KeyReusedWithOtherRequest,
-                }
-            }
-            HoldOutcome::ReplayOfEarlierInBatch { index } => match &answers[*index] {
-                Idempotent::Fresh(response) | Idempotent::Replayed(response) => {
-                    Idempotent::Replayed(response.clone())
-                }
-                Idempotent::KeyReusedWithOtherRequest => Idempotent::KeyReusedWithOtherRequest,
-            },
-            HoldOutcome::KeyReusedWithOtherRequest => Idempotent::KeyReusedWithOtherRequest,
-            decided => {
-                let response = render(decided);
-                if decided.is_recorded() {
-                    records.push(NewRecord {
-                        account_id: request.account_id.clone(),
-                        key: request.idempotency_key.clone(),
-                        request_digest: request.request_digest.clone(),
-                        response: response.clone(),
-                    });
-                }
-                Idempotent::Fresh(response)
-            }
-        };
-        answers.push(answer);
-    }
-    (answers, records)
 }
 
 /// The outbox payload announcing a new hold.
