@@ -7,7 +7,7 @@
 # Per run:
 #   pgbench   hold_update.sql at 32 and 64 clients (the best of the two is the ceiling)
 #   holds     closed loop, 256 clients, hot-skewed 1-6 adjacent seats, 1 s TTL: decided/s
-#   holds-open 2,000 holds/s offered (open loop): p99
+#   holds-open HOLDS_OPEN_RATES holds/s offered (open loop, default "2000 5000"): p99
 #   order-status 5,000 reads/s offered (open loop): p99
 #   sellout   256 clients hammering a sold-out section: rejects/s (and the store-write counters)
 #   onsale    the full on-sale: 50,000 seats, 20,000 fans over 5 s, no waiting room, every
@@ -23,6 +23,7 @@
 #   ONLY                   space-separated subset of: pgbench holds holds-open order-status
 #                          sellout onsale sqlite exchanges (default: all but exchanges)
 #   EXCHANGE_RATES         offered exchange rates (default "2000 5000")
+#   HOLDS_OPEN_RATES       offered hold rates of the holds-open case (default "2000 5000")
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
@@ -31,6 +32,7 @@ PORT="${BOXOFFICE_BENCH_PORT:-25443}"
 SHARED="${SHARED_BENCH:-$REPO/../shared/bench}"
 ONLY="${ONLY:-pgbench holds holds-open order-status sellout onsale sqlite}"
 EXCHANGE_RATES="${EXCHANGE_RATES:-2000 5000}"
+HOLDS_OPEN_RATES="${HOLDS_OPEN_RATES:-2000 5000}"
 BIN=/usr/lib/postgresql/15/bin
 WORK="$(mktemp -d /tmp/boxoffice-speed.XXXXXX)"
 SECRET="bench-secret-0123456789abcdef"
@@ -98,7 +100,11 @@ for run in $(seq 1 "$RUNS"); do
   if want holds || want holds-open || want order-status || want sellout; then
     start_server "$(fresh_pg)"
     want holds && "$BOXOFFICE" load holds --base-url "$URL" --clients 256 --duration-s "$DUR" | sed "s/^/run $run holds c=256 /"
-    want holds-open && "$BOXOFFICE" load holds-open --base-url "$URL" --rate 2000 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run holds-open /"
+    if want holds-open; then
+      for rate in $HOLDS_OPEN_RATES; do
+        "$BOXOFFICE" load holds-open --base-url "$URL" --rate "$rate" --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run holds-open /"
+      done
+    fi
     want order-status && "$BOXOFFICE" load order-status --base-url "$URL" --orders 500 --rate 5000 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run order-status /"
     want sellout && "$BOXOFFICE" load sellout --base-url "$URL" --clients 256 --duration-s "$DUR" 2>/dev/null | sed "s/^/run $run sellout /"
     stop_server

@@ -132,6 +132,7 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     );
     crate::serve_with(
         store,
+        None,
         secret,
         listen,
         &payments,

@@ -230,6 +230,7 @@ async fn payment_provider(
 /// Binds `listen` and serves with the simulator or Stripe, printing the bound address.
 async fn serve_with(
     store: Arc<dyn Store>,
+    workers_store: Option<Arc<dyn Store>>,
     jwt_secret: String,
     listen: SocketAddr,
     payments: &PaymentsArgs,
@@ -249,6 +250,7 @@ async fn serve_with(
         waitroom_state: waitroom_state(waitroom).await?,
         waitroom_secret: waitroom.waitroom_secret.clone(),
         waitroom_options: boxoffice_server::waitroom::WaitingRoomOptions::default(),
+        workers_store,
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -552,6 +554,22 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
+/// The background workers' own small pool on PostgreSQL (`None` on SQLite: one writer
+/// connection is shared by design).
+async fn open_workers_store(url: &str) -> anyhow::Result<Option<Arc<dyn Store>>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let store = boxoffice_store_postgres::PgStore::connect_with(
+            url,
+            boxoffice_store_postgres::WORKERS_POOL_CONNECTIONS_MAX,
+        )
+        .await
+        .context("connecting the workers' pool to PostgreSQL")?;
+        Ok(Some(Arc::new(store)))
+    } else {
+        Ok(None)
+    }
+}
+
 /// `boxoffice load --scenario NAME …` (or `--scenario=NAME`) is `boxoffice load NAME …`.
 fn scenario_flag_as_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     if args.get(1).is_some_and(|a| a == "load")
@@ -623,7 +641,17 @@ async fn main() -> anyhow::Result<()> {
             };
             let store = open_store(&database_url).await?;
             store.migrate().await?;
-            serve_with(store, secret, listen, &payments, &ticket_key, &waitroom).await
+            let workers_store = open_workers_store(&database_url).await?;
+            serve_with(
+                store,
+                workers_store,
+                secret,
+                listen,
+                &payments,
+                &ticket_key,
+                &waitroom,
+            )
+            .await
         }
         Command::Paysim {
             listen,

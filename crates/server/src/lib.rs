@@ -71,6 +71,8 @@ impl std::ops::Deref for AppState {
 /// What [`AppState`] points to.
 pub struct Shared {
     pub store: Arc<dyn Store>,
+    /// The store as the background workers reach it (their own small pool on PostgreSQL).
+    pub workers_store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
     /// One writer per event: every hold and release of an event is decided by it.
     pub writers: EventWriters,
@@ -111,6 +113,10 @@ pub struct ServerConfig {
     /// Every node of one deployment must use the same.
     pub waitroom_secret: Option<String>,
     pub waitroom_options: WaitingRoomOptions,
+    /// The same store on a small pool of its own for the background workers (outbox relay,
+    /// payment reconciler, sweeper), so that they never starve requests; `None`: they share
+    /// the requests' store.
+    pub workers_store: Option<Arc<dyn Store>>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -234,19 +240,24 @@ impl AppState {
             &waitroom_secret,
             config.waitroom_options,
         )?;
+        let workers_store = config
+            .workers_store
+            .clone()
+            .unwrap_or_else(|| store.clone());
         let slots = SlotReturner {
             waitroom: waitroom.clone(),
-            store: store.clone(),
+            store: workers_store.clone(),
         };
         Ok(Self(Arc::new(Shared {
             relay: OutboxRelay::new(
-                store.clone(),
+                workers_store.clone(),
                 config.provider.clone(),
                 config.ticket_signer.clone(),
             )
             .with_listener(Arc::new(slots)),
             waitroom,
-            reconciler: PaymentReconciler::new(store.clone(), config.provider.clone()),
+            reconciler: PaymentReconciler::new(workers_store.clone(), config.provider.clone()),
+            workers_store,
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
             writers: EventWriters::new(store.clone(), render),
@@ -354,7 +365,7 @@ pub async fn serve(
 
 /// Starts the reconcilers of `state` as background tasks.
 pub fn spawn_workers(state: &AppState) {
-    tokio::spawn(ExpirySweeper::new(state.store.clone()).run());
+    tokio::spawn(ExpirySweeper::new(state.workers_store.clone()).run());
     tokio::spawn(state.relay.clone().run());
     tokio::spawn(state.reconciler.clone().run());
     tokio::spawn(state.waitroom.clone().run(state.store.clone()));

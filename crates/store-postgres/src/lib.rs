@@ -37,6 +37,9 @@ use sqlx::{PgPool, Postgres, Row, Transaction};
 /// Connections in the pool. Batching keeps the write path to about one connection per hot
 /// event; the rest serve reads.
 pub const POOL_CONNECTIONS_MAX: u32 = 16;
+/// Connections of the background workers' own pool (outbox relay, payment reconciler,
+/// sweeper): however busy they get, they never take a connection a request is waiting for.
+pub const WORKERS_POOL_CONNECTIONS_MAX: u32 = 4;
 /// How long a request waits for a pooled connection before the store counts as unavailable.
 pub const POOL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
 /// An event with at least this many seats refreshes the seat table's statistics.
@@ -91,11 +94,17 @@ fn to_u32(value: i32) -> u32 {
 impl PgStore {
     /// Connects to `url` (`postgres://...`). Does not migrate.
     pub async fn connect(url: &str) -> StoreResult<Self> {
+        Self::connect_with(url, POOL_CONNECTIONS_MAX).await
+    }
+
+    /// [`PgStore::connect`] with a pool of `max_connections` (the workers' own small pool:
+    /// [`WORKERS_POOL_CONNECTIONS_MAX`]).
+    pub async fn connect_with(url: &str, max_connections: u32) -> StoreResult<Self> {
         let options: PgConnectOptions = url
             .parse()
             .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
         let pool = PgPoolOptions::new()
-            .max_connections(POOL_CONNECTIONS_MAX)
+            .max_connections(max_connections)
             .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
             .connect_with(options)
             .await

@@ -279,6 +279,7 @@ impl TestApp {
             waitroom_state: rooms.state,
             waitroom_secret: Some(WAITROOM_SECRET.to_owned()),
             waitroom_options: rooms.options,
+            workers_store: None,
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
         let mut tasks = vec![
