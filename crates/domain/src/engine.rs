@@ -32,6 +32,10 @@ use crate::decide::{
 use crate::event::SaleRules;
 use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 
+/// Holds one group ends at most; a lapse of thousands at once spreads over several groups,
+/// so that no group holds its locks for long.
+pub const EXPIRIES_PER_GROUP_MAX: usize = 500;
+
 /// A hold the engine keeps: live (`HELD`, `PAYMENT_PENDING`) or `CONFIRMED` (it counts
 /// against the account's purchase limit).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -476,12 +480,13 @@ impl EventEngine {
         }
     }
 
-    /// Ends every `HELD` hold past its deadline: its seats and units back on sale, in the
-    /// group's effects.
+    /// Ends the `HELD` holds past their deadline, earliest first and at most
+    /// [`EXPIRIES_PER_GROUP_MAX`] (the rest in the next groups): their seats and units back on
+    /// sale, in the group's effects.
     fn expire_due(&mut self, effects: &mut Effects) {
         let now = self.state.now;
         while let Some((deadline, hold_id)) = self.hold_deadlines.first().cloned() {
-            if deadline > now {
+            if deadline > now || effects.holds_expired.len() >= EXPIRIES_PER_GROUP_MAX {
                 break;
             }
             self.hold_deadlines.pop_first();

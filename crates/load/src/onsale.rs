@@ -14,7 +14,9 @@
 //! 2. pick 1–6 seats (capped at the event's `maxSeatsPerHold`) in a section drawn with a
 //!    Zipf-like skew (section k with weight 1/(k+1): the best sections first), held with
 //!    `{"bestAvailable": {"quantity", "section"}}` and the `Admission-Token`; a 409 moves to
-//!    the next section, [`HOLD_TRIES`] tries in all, then `no_seats`;
+//!    the next section, [`HOLD_TRIES`] tries in all, then `no_seats`; a 429 (the event's
+//!    writer is full) is waited out as `Retry-After` says and asked again, up to
+//!    [`HOLD_429_RETRIES_MAX`] times;
 //! 3. abandon a share (`--abandon`): half release the hold (`DELETE /v1/holds/{id}`), half
 //!    walk away and let it expire;
 //! 4. the others check out with a card drawn from `--cards` (`pm_card_visa`,
@@ -66,6 +68,9 @@ pub const QUEUE_WAIT_MAX: Duration = Duration::from_secs(600);
 pub const ORDER_WAIT_MAX: Duration = Duration::from_secs(90);
 /// Sections tried per hold (the drawn one, then the next ones).
 pub const HOLD_TRIES: u32 = 3;
+/// Times a fan asks again after a 429 (the writer's queue is full), waiting `Retry-After`
+/// each time, before giving up: a 429 is not an answer about seats.
+pub const HOLD_429_RETRIES_MAX: u32 = 120;
 /// Errors and unexpected answers listed in the report (all are counted).
 pub const ERRORS_LISTED_MAX: usize = 50;
 /// Hold TTL of the created event, unless the scenario says otherwise.
@@ -734,7 +739,9 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
     let holds = shared.url(&format!("/v1/events/{}/holds", shared.event_id));
     let n = shared.sections.len() as u32;
     let mut hold = None;
-    for t in 0..HOLD_TRIES.min(n) {
+    let mut t = 0;
+    let mut refusals_429 = 0;
+    while t < HOLD_TRIES.min(n) {
         let section = &shared.sections[((plan.section + t) % n) as usize];
         let sent = Instant::now();
         let request = shared
@@ -751,9 +758,11 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
                 hold = Some(answer.body);
                 break;
             }
-            409 => {}
-            // The event's hold queue is full: shed load, as the server asked; try again.
-            429 if t + 1 < HOLD_TRIES.min(n) => {
+            409 => t += 1,
+            // The event's writer has more queued than it takes soon: it says nothing about
+            // seats, so the fan waits as asked and asks again for the same section.
+            429 if refusals_429 < HOLD_429_RETRIES_MAX => {
+                refusals_429 += 1;
                 let wait = answer.retry_after_s.unwrap_or(1).clamp(1, 10);
                 tokio::time::sleep(Duration::from_secs(wait)).await;
             }

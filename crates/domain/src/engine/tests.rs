@@ -240,3 +240,24 @@ fn a_refresh_takes_in_a_sale_made_elsewhere() {
     assert_eq!(hold.seats[0].0, "A-1-2");
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
+
+#[test]
+fn a_mass_lapse_is_spread_over_groups() {
+    let mut engine = engine(EXPIRIES_PER_GROUP_MAX + 100);
+    let commands: Vec<Command> = (1..=EXPIRIES_PER_GROUP_MAX + 100)
+        .map(|n| hold(&format!("fan{n}"), "1", seats(&[&format!("A-1-{n}")])))
+        .collect();
+    engine.decide(NOW, &commands);
+    let later = NOW + Duration::seconds(300);
+    let (_, first) = engine.decide(later, &[]);
+    assert_eq!(first.holds_expired.len(), EXPIRIES_PER_GROUP_MAX);
+    assert_eq!(
+        engine.next_deadline(),
+        Some(later),
+        "the rest are still due"
+    );
+    let (_, second) = engine.decide(later, &[]);
+    assert_eq!(second.holds_expired.len(), 100);
+    assert_eq!(engine.next_deadline(), None);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
