@@ -355,6 +355,8 @@ pub async fn get_hold(
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such hold for this account", body = Problem),
         (status = 409, description = "HOLD_IN_CHECKOUT", body = Problem),
+        (status = 429, description = "Too many requests are queued for the hold's event (Retry-After)", body = Problem),
+        (status = 503, description = "Store unavailable (Retry-After)", body = Problem),
     ),
     security(("bearer" = []))
 )]
