@@ -99,6 +99,48 @@ pub struct EngineRows {
 pub enum Command {
     Hold(HoldRequest),
     Release { account_id: String, hold_id: String },
+    Checkout(CheckoutRequest),
+}
+
+/// The start of a checkout: the account's `HELD` hold moves to `PAYMENT_PENDING` with an
+/// order, and its deadline moves once, by the event's payment grace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutRequest {
+    pub account_id: String,
+    pub hold_id: String,
+    pub order_id: String,
+    /// The event's payment grace: how far the deadline moves.
+    pub grace_s: u32,
+}
+
+/// What the engine decided for a checkout start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckoutDecision {
+    /// The order starts with the group; the hold's new deadline.
+    Started { expires_at: OffsetDateTime },
+    /// The hold is in checkout or confirmed already (under another request).
+    InCheckout,
+    /// The hold expired or was released.
+    Expired,
+    /// Another account's hold: the same answer as no hold at all.
+    NotFound,
+    /// The engine does not keep the hold (ended before the engine loaded, made elsewhere
+    /// since the last catch-up, or no such hold): the store's own checkout decides.
+    NotKept,
+}
+
+/// A checkout the group starts. The store moves the hold only if it is still `HELD`, the
+/// account's and live by the group's clock, and extends exactly these seats, which must still
+/// point to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckoutStarted {
+    /// The command's place in the group.
+    pub index: usize,
+    pub account_id: String,
+    pub hold_id: String,
+    pub order_id: String,
+    pub seat_ids: Vec<String>,
+    pub expires_at: OffsetDateTime,
 }
 
 /// What the engine decided for a release.
@@ -123,6 +165,7 @@ pub enum ReleaseDecision {
 pub enum Decision {
     Hold(HoldOutcome),
     Release(ReleaseDecision),
+    Checkout(CheckoutDecision),
 }
 
 /// A seat a new hold takes. The store writes it only if the seat is still free by the
@@ -166,6 +209,7 @@ pub struct Effects {
     /// tidies events no writer has loaded).
     pub holds_expired: Vec<HoldReleased>,
     pub holds_released: Vec<HoldReleased>,
+    pub checkouts_started: Vec<CheckoutStarted>,
     pub map_seats: Vec<MapSeatChange>,
     /// Accounts that got a hold: the store checks their purchase limit after the writes.
     pub accounts_checked: BTreeSet<String>,
@@ -177,6 +221,7 @@ impl Effects {
         !self.holds_created.is_empty()
             || !self.holds_released.is_empty()
             || !self.holds_expired.is_empty()
+            || !self.checkouts_started.is_empty()
     }
 }
 
@@ -370,7 +415,7 @@ impl EventEngine {
                         .iter()
                         .filter_map(|c| match c {
                             Command::Hold(request) => Some(request.clone()),
-                            Command::Release { .. } => None,
+                            Command::Release { .. } | Command::Checkout(_) => None,
                         })
                         .collect();
                     let outcomes = self.decide_holds(&run, index, &mut effects);
@@ -383,6 +428,11 @@ impl EventEngine {
                 } => {
                     let decision = self.decide_release(account_id, hold_id, &mut effects);
                     decisions.push(Decision::Release(decision));
+                    index += 1;
+                }
+                Command::Checkout(request) => {
+                    let decision = self.decide_checkout(index, request, &mut effects);
+                    decisions.push(Decision::Checkout(decision));
                     index += 1;
                 }
             }
@@ -478,6 +528,63 @@ impl EventEngine {
         ReleaseDecision::Released {
             hold_id: hold_id.to_owned(),
         }
+    }
+
+    fn decide_checkout(
+        &mut self,
+        index: usize,
+        request: &CheckoutRequest,
+        effects: &mut Effects,
+    ) -> CheckoutDecision {
+        let now = self.state.now;
+        let Some(hold) = self.holds.get_mut(&request.hold_id) else {
+            return CheckoutDecision::NotKept;
+        };
+        if hold.account_id != request.account_id {
+            return CheckoutDecision::NotFound;
+        }
+        match hold.status {
+            HoldStatus::PaymentPending | HoldStatus::Confirmed => {
+                return CheckoutDecision::InCheckout;
+            }
+            HoldStatus::Held if hold.expires_at > now => {}
+            _ => return CheckoutDecision::Expired,
+        }
+        // One bounded extension: the deadline moves once, by the event's grace, here.
+        let expires_at = hold.expires_at + time::Duration::seconds(i64::from(request.grace_s));
+        let held_until = (hold.expires_at, hold.hold_id.clone());
+        hold.status = HoldStatus::PaymentPending;
+        hold.expires_at = expires_at;
+        let seat_ids = hold.seat_ids.clone();
+        self.hold_deadlines.remove(&held_until);
+        let mut extended = Vec::with_capacity(seat_ids.len());
+        for seat_id in seat_ids {
+            let Some(seat) = self.state.seats.get_mut(&seat_id) else {
+                continue;
+            };
+            if seat.status != SeatStatus::Held
+                || seat.hold_id.as_deref() != Some(request.hold_id.as_str())
+            {
+                continue;
+            }
+            seat.hold_expires_at = Some(expires_at);
+            self.seat_deadlines.insert((expires_at, seat_id.clone()));
+            effects.map_seats.push(MapSeatChange {
+                seat_id: seat_id.clone(),
+                status: SeatStatus::Held,
+                hold_expires_at: Some(expires_at),
+            });
+            extended.push(seat_id);
+        }
+        effects.checkouts_started.push(CheckoutStarted {
+            index,
+            account_id: request.account_id.clone(),
+            hold_id: request.hold_id.clone(),
+            order_id: request.order_id.clone(),
+            seat_ids: extended,
+            expires_at,
+        });
+        CheckoutDecision::Started { expires_at }
     }
 
     /// Ends the `HELD` holds past their deadline, earliest first and at most

@@ -1,5 +1,5 @@
 //! Model test of the event engine: random sequences of command groups (named seats, best
-//! available, tier quantities, releases, replays), clock advances, and changes made
+//! available, tier quantities, releases, checkout starts, replays), clock advances, and changes made
 //! elsewhere that reach the engine by refresh (a checkout confirming a hold, the sweeper
 //! expiring holds). Each step runs through `EventEngine` and through a naive reference that
 //! recomputes everything from a list of holds, one command at a time. After every step the
@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use boxoffice_domain::best::{BestRequest, RowSeats, choose};
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow};
 use boxoffice_domain::engine::{
-    Command, Decision, EngineHold, EngineRows, EngineSnapshot, EventEngine, ReleaseDecision,
+    CheckoutDecision, CheckoutRequest, Command, Decision, EngineHold, EngineRows, EngineSnapshot,
+    EventEngine, ReleaseDecision,
 };
 use boxoffice_domain::event::SaleRules;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
@@ -24,6 +25,7 @@ const TIER_CAPACITY: i64 = 5;
 const TTL_S: u32 = 10;
 const MAX_PER_HOLD: u32 = 3;
 const LIMIT: u32 = 4;
+const GRACE_S: u32 = 5;
 const START: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
 
 fn rules() -> SaleRules {
@@ -60,6 +62,7 @@ enum Ask {
 enum Cmd {
     Hold { account: usize, key: u8, ask: Ask },
     Release { account: usize, hold: usize },
+    Checkout { account: usize, hold: usize },
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +93,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
     prop_oneof![
         5 => (0..ACCOUNTS.len(), 0u8..5, ask()).prop_map(|(account, key, ask)| Cmd::Hold { account, key, ask }),
         1 => (0..ACCOUNTS.len(), 0usize..30).prop_map(|(account, hold)| Cmd::Release { account, hold }),
+        2 => (0..ACCOUNTS.len(), 0usize..30).prop_map(|(account, hold)| Cmd::Checkout { account, hold }),
     ]
 }
 
@@ -105,7 +109,10 @@ fn step() -> impl Strategy<Value = Step> {
 /// A decision with what differs between equivalent answers taken out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Verdict {
-    Held { seats: Vec<String>, units: u32 },
+    Held {
+        seats: Vec<String>,
+        units: u32,
+    },
     Replay,
     KeyReused,
     Unavailable,
@@ -116,6 +123,9 @@ enum Verdict {
     InCheckout,
     Ended,
     NotFound,
+    CheckoutStarted,
+    /// A checkout of a hold that expired, was released, or never was.
+    CheckoutGone,
 }
 
 fn verdict_of(decision: &Decision) -> Verdict {
@@ -144,6 +154,13 @@ fn verdict_of(decision: &Decision) -> Verdict {
         // The engine forgets ended holds it did not make; the writer then asks the store.
         Decision::Release(ReleaseDecision::NotFound | ReleaseDecision::NotKept) => {
             Verdict::NotFound
+        }
+        Decision::Checkout(CheckoutDecision::Started { .. }) => Verdict::CheckoutStarted,
+        Decision::Checkout(CheckoutDecision::InCheckout) => Verdict::InCheckout,
+        Decision::Checkout(CheckoutDecision::NotFound) => Verdict::NotFound,
+        // The engine forgets ended holds; the writer then asks the store, which says expired.
+        Decision::Checkout(CheckoutDecision::Expired | CheckoutDecision::NotKept) => {
+            Verdict::CheckoutGone
         }
     }
 }
@@ -203,7 +220,12 @@ impl Reference {
         let taken: u32 = self
             .holds
             .iter()
-            .filter(|h| matches!(h.status, HoldStatus::Held | HoldStatus::Confirmed))
+            .filter(|h| {
+                matches!(
+                    h.status,
+                    HoldStatus::Held | HoldStatus::PaymentPending | HoldStatus::Confirmed
+                )
+            })
             .map(|h| h.units)
             .sum();
         TIER_CAPACITY - i64::from(taken)
@@ -369,6 +391,38 @@ impl Reference {
         Verdict::Released
     }
 
+    fn checkout(&mut self, account: &str, hold_id: &str) -> Verdict {
+        let now = self.now;
+        let Some(hold) = self.holds.iter_mut().find(|h| h.hold_id == hold_id) else {
+            return Verdict::CheckoutGone;
+        };
+        let kept = matches!(
+            hold.status,
+            HoldStatus::Held | HoldStatus::PaymentPending | HoldStatus::Confirmed
+        );
+        if !kept {
+            return Verdict::CheckoutGone;
+        }
+        if hold.account != account {
+            return Verdict::NotFound;
+        }
+        match hold.status {
+            HoldStatus::PaymentPending | HoldStatus::Confirmed => return Verdict::InCheckout,
+            HoldStatus::Held if hold.expires_at > now => {}
+            _ => return Verdict::CheckoutGone,
+        }
+        hold.status = HoldStatus::PaymentPending;
+        hold.expires_at += Duration::seconds(i64::from(GRACE_S));
+        let hold = hold.clone();
+        for seat_id in &hold.seats {
+            let entry = self.seats.get_mut(seat_id).unwrap();
+            if entry.0 == SeatStatus::Held && entry.1.as_deref() == Some(hold_id) {
+                entry.2 = Some(hold.expires_at);
+            }
+        }
+        Verdict::CheckoutStarted
+    }
+
     fn seat_row(&self, seat_id: &str) -> SeatRow {
         let (status, hold_id, until, price) = self.seats[seat_id].clone();
         SeatRow {
@@ -392,14 +446,19 @@ impl Reference {
         }
     }
 
-    /// A checkout elsewhere confirms the n-th live seat hold: the rows the engine is sent.
+    /// A payment elsewhere confirms the n-th live seat hold (held, or in checkout): the rows
+    /// the engine is sent.
     fn confirm(&mut self, n: usize) -> Option<EngineRows> {
         let now = self.now;
         let index = self
             .holds
             .iter()
             .enumerate()
-            .filter(|(_, h)| h.status == HoldStatus::Held && h.expires_at > now && h.units == 0)
+            .filter(|(_, h)| {
+                matches!(h.status, HoldStatus::Held | HoldStatus::PaymentPending)
+                    && h.expires_at > now
+                    && h.units == 0
+            })
             .map(|(i, _)| i)
             .nth(n)?;
         self.holds[index].status = HoldStatus::Confirmed;
@@ -523,6 +582,16 @@ proptest! {
                                     hold_id,
                                 });
                             }
+                            Cmd::Checkout { account, hold } => {
+                                let hold_id = format!("h{hold}");
+                                expected.push(reference.checkout(ACCOUNTS[*account], &hold_id));
+                                commands.push(Command::Checkout(CheckoutRequest {
+                                    account_id: ACCOUNTS[*account].into(),
+                                    hold_id,
+                                    order_id: format!("o{next_hold}-{hold}"),
+                                    grace_s: GRACE_S,
+                                }));
+                            }
                         }
                     }
                     let (decisions, effects) = engine.decide(reference.now, &commands);
@@ -530,6 +599,8 @@ proptest! {
                     prop_assert_eq!(&got, &expected);
                     let granted = got.iter().filter(|v| matches!(v, Verdict::Held { .. })).count();
                     prop_assert_eq!(effects.holds_created.len(), granted);
+                    let started = got.iter().filter(|v| **v == Verdict::CheckoutStarted).count();
+                    prop_assert_eq!(effects.checkouts_started.len(), started);
                 }
                 Step::Advance(s) => {
                     reference.now += Duration::seconds(s);

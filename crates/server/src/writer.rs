@@ -1,6 +1,6 @@
 //! One writer per event: the task that owns the event's engine
-//! (`boxoffice_domain::engine::EventEngine`) and through which every hold and release of the
-//! event passes.
+//! (`boxoffice_domain::engine::EventEngine`) and through which every hold, release and
+//! checkout start of the event passes.
 //!
 //! The writer takes whatever is queued (up to [`GROUP_COMMANDS_MAX`]), decides it in memory
 //! in arrival order, and hands the group's effects to the store ([`EngineStore::apply_group`],
@@ -17,8 +17,8 @@
 //! The writer also expires its event's holds: when the earliest deadline passes it runs a
 //! group without commands, in which the engine ends every `HELD` hold past its deadline.
 //!
-//! Changes made elsewhere (checkout, payment verdicts, the sweeper, exchanges, another
-//! node) reach the engine through the seat-map change feed: when a commit shows versions the
+//! Changes made elsewhere (payment verdicts, the sweeper, exchanges, a checkout of a hold
+//! the engine did not know, another node) reach the engine through the seat-map change feed: when a commit shows versions the
 //! writer did not write, or every [`CATCH_UP_INTERVAL_MS`], the writer reads the change rows
 //! it has not seen and the current rows of what they name (`refresh`), between groups.
 
@@ -28,11 +28,17 @@ use std::time::{Duration as StdDuration, Instant};
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
-use boxoffice_domain::engine::{Command, Decision, EventEngine, ReleaseDecision};
+use boxoffice_domain::engine::{
+    CheckoutDecision, CheckoutRequest, Command, Decision, EventEngine, ReleaseDecision,
+};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
-use boxoffice_store::engine::{EngineStore, GroupCommitted, GroupTurn, GroupWrite};
-use boxoffice_store::{EventRecord, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult};
+use boxoffice_domain::order::{OrderStatus, PaymentStatus};
+use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView, RenderOrder};
+use boxoffice_store::engine::{CheckoutWrite, EngineStore, GroupCommitted, GroupTurn, GroupWrite};
+use boxoffice_store::{
+    EventRecord, HoldView, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult,
+};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use time::Duration;
@@ -68,10 +74,20 @@ pub enum SubmitError {
 enum Answer {
     Hold(Idempotent),
     Release(ReleaseOutcome),
+    Checkout(CheckoutBegun),
+}
+
+/// What a checkout start needs besides its command: the request, the hold as the route read
+/// it (its seats and prices become the order's), and how its answer is stored.
+struct CheckoutContext {
+    start: CheckoutStart,
+    hold: HoldView,
+    render: &'static RenderOrder,
 }
 
 struct Job {
     command: Command,
+    checkout: Option<Box<CheckoutContext>>,
     reply: oneshot::Sender<StoreResult<Answer>>,
     /// Groups this command was in that the store refused.
     attempts: u32,
@@ -123,10 +139,10 @@ impl EventWriters {
         event: Arc<EventRecord>,
         request: HoldRequest,
     ) -> Result<Idempotent, SubmitError> {
-        match self.submit(event, Command::Hold(request)).await? {
+        match self.submit(event, Command::Hold(request), None).await? {
             Answer::Hold(answer) => Ok(answer),
-            Answer::Release(_) => Err(SubmitError::Store(StoreError::Internal(
-                "a hold was answered as a release".into(),
+            _ => Err(SubmitError::Store(StoreError::Internal(
+                "a hold was answered as another command".into(),
             ))),
         }
     }
@@ -142,10 +158,40 @@ impl EventWriters {
             account_id: account_id.to_owned(),
             hold_id: hold_id.to_owned(),
         };
-        match self.submit(event, command).await? {
+        match self.submit(event, command, None).await? {
             Answer::Release(outcome) => Ok(outcome),
-            Answer::Hold(_) => Err(SubmitError::Store(StoreError::Internal(
-                "a release was answered as a hold".into(),
+            _ => Err(SubmitError::Store(StoreError::Internal(
+                "a release was answered as another command".into(),
+            ))),
+        }
+    }
+
+    /// Starts the checkout of `hold` (read by the caller: the account's, on `event`) on the
+    /// event's writer: the hold moves to `PAYMENT_PENDING`, the order and its payment
+    /// operation are created, and the answer is stored under the request's key, in one
+    /// group. The caller has looked for a stored answer of the key already.
+    pub async fn checkout(
+        &self,
+        event: Arc<EventRecord>,
+        start: CheckoutStart,
+        hold: HoldView,
+        render: &'static RenderOrder,
+    ) -> Result<CheckoutBegun, SubmitError> {
+        let command = Command::Checkout(CheckoutRequest {
+            account_id: start.scope.account_id.clone(),
+            hold_id: start.hold_id.clone(),
+            order_id: start.order_id.clone(),
+            grace_s: event.payment_grace_s,
+        });
+        let context = CheckoutContext {
+            start,
+            hold,
+            render,
+        };
+        match self.submit(event, command, Some(Box::new(context))).await? {
+            Answer::Checkout(begun) => Ok(begun),
+            _ => Err(SubmitError::Store(StoreError::Internal(
+                "a checkout was answered as another command".into(),
             ))),
         }
     }
@@ -154,10 +200,12 @@ impl EventWriters {
         &self,
         event: Arc<EventRecord>,
         command: Command,
+        checkout: Option<Box<CheckoutContext>>,
     ) -> Result<Answer, SubmitError> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             command,
+            checkout,
             reply,
             attempts: 0,
         };
@@ -213,6 +261,8 @@ struct Pending {
     /// The answer of each decided hold, rendered before the commit.
     answers: Vec<Option<StoredResponse>>,
     writer_seq: u64,
+    /// The group's clock: the `created_at` of what it writes.
+    now: OffsetDateTime,
     started: Instant,
 }
 
@@ -539,7 +589,7 @@ impl Writer {
             .expect("decide runs on a loaded engine");
         let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
         let (decisions, effects) = engine.decide(now, &commands);
-        let mut answers = Vec::with_capacity(decisions.len());
+        let mut answers: Vec<Option<StoredResponse>> = Vec::with_capacity(decisions.len());
         let mut records = Vec::new();
         for (job, decision) in jobs.iter().zip(&decisions) {
             let rendered = match (decision, &job.command) {
@@ -569,9 +619,29 @@ impl Writer {
             .iter()
             .map(|(index, _)| match &jobs[*index].command {
                 Command::Hold(request) => request.idempotency_key.clone(),
-                Command::Release { .. } => String::new(),
+                Command::Release { .. } | Command::Checkout(_) => String::new(),
             })
             .collect();
+        let mut checkouts = Vec::with_capacity(effects.checkouts_started.len());
+        for started in &effects.checkouts_started {
+            let Some(context) = jobs[started.index].checkout.as_deref() else {
+                continue;
+            };
+            let order = pending_order(context, now);
+            answers[started.index] = Some((context.render)(&order));
+            checkouts.push(CheckoutWrite {
+                operation_id: context.start.operation_id.clone(),
+                provider: context.start.provider.clone(),
+                payment_method: context.start.payment_method.clone(),
+                endpoint: context.start.scope.endpoint.clone(),
+                record: NewRecord {
+                    account_id: context.start.scope.account_id.clone(),
+                    key: context.start.scope.key.clone(),
+                    request_digest: context.start.request_digest.clone(),
+                    response: (context.render)(&order),
+                },
+            });
+        }
         let writer_seq = self.next_seq;
         self.next_seq += 1;
         let pending = Pending {
@@ -579,6 +649,7 @@ impl Writer {
             decisions,
             answers,
             writer_seq,
+            now,
             started: Instant::now(),
         };
         let (mine, progress) = watch::channel(Stage::Started);
@@ -598,6 +669,7 @@ impl Writer {
                 effects: &effects,
                 hold_keys,
                 records,
+                checkouts,
                 turn: &turn,
             };
             let result = store.apply_group(&group).await;
@@ -681,6 +753,7 @@ async fn deliver(
     pending: Pending,
 ) {
     let mut delivered: Vec<Option<Idempotent>> = Vec::with_capacity(pending.jobs.len());
+    let now = pending.now;
     for ((job, decision), rendered) in pending
         .jobs
         .into_iter()
@@ -712,6 +785,19 @@ async fn deliver(
                 release_answer(store.as_ref(), &event, account_id, hold_id, decision)
                     .await
                     .map(Answer::Release)
+            }
+            (Command::Checkout(_), Decision::Checkout(decision)) => {
+                delivered.push(None);
+                match &job.checkout {
+                    Some(context) => {
+                        checkout_answer(store.as_ref(), context, decision, rendered, now)
+                            .await
+                            .map(Answer::Checkout)
+                    }
+                    None => Err(StoreError::Internal(
+                        "a checkout without its request".into(),
+                    )),
+                }
             }
             _ => {
                 delivered.push(None);
@@ -788,6 +874,80 @@ async fn release_answer(
         _ if hold.status == HoldStatus::PaymentPending => ReleaseOutcome::InCheckout(hold),
         _ => ReleaseOutcome::AlreadyEnded(hold),
     })
+}
+
+/// The order a checkout start creates, as the group writes it.
+fn pending_order(context: &CheckoutContext, now: OffsetDateTime) -> OrderView {
+    let hold = &context.hold;
+    OrderView {
+        order_id: context.start.order_id.clone(),
+        event_id: hold.event_id.clone(),
+        hold_id: hold.hold_id.clone(),
+        account_id: hold.account_id.clone(),
+        status: OrderStatus::PendingPayment,
+        payment_status: PaymentStatus::Authorizing,
+        next_action_url: None,
+        seats: hold.seats.clone(),
+        tier_id: hold.tier_id.clone(),
+        quantity: hold.quantity,
+        total_minor: hold.total_minor,
+        currency: hold.currency.clone(),
+        cancel_reason: None,
+        tickets: Vec::new(),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+async fn checkout_answer(
+    store: &dyn Store,
+    context: &CheckoutContext,
+    decision: CheckoutDecision,
+    rendered: Option<StoredResponse>,
+    now: OffsetDateTime,
+) -> StoreResult<CheckoutBegun> {
+    let start = &context.start;
+    match decision {
+        CheckoutDecision::Started { .. } => {
+            let Some(operation) = store.payment_operation(&start.operation_id).await? else {
+                return Err(StoreError::Internal(format!(
+                    "checkout committed without its payment operation {}",
+                    start.operation_id
+                )));
+            };
+            if rendered.is_none() {
+                return Err(StoreError::Internal(
+                    "a started checkout without its answer".into(),
+                ));
+            }
+            Ok(CheckoutBegun::Started {
+                order: Box::new(pending_order(context, now)),
+                operation: Box::new(operation),
+            })
+        }
+        // A hold the engine does not know: the store's own checkout decides (and its change
+        // reaches the engine through the feed).
+        CheckoutDecision::NotKept => store.begin_checkout(start, context.render).await,
+        refused => {
+            // The same key may have won meanwhile (a request sent twice at once, or to two
+            // nodes): its stored answer comes first.
+            match store
+                .stored_answer(&start.scope, &start.request_digest)
+                .await?
+            {
+                Some(Idempotent::Replayed(stored)) => return Ok(CheckoutBegun::Replayed(stored)),
+                Some(Idempotent::KeyReusedWithOtherRequest) => {
+                    return Ok(CheckoutBegun::KeyReusedWithOtherRequest);
+                }
+                Some(Idempotent::Fresh(_)) | None => {}
+            }
+            Ok(match refused {
+                CheckoutDecision::InCheckout => CheckoutBegun::HoldInCheckout,
+                CheckoutDecision::NotFound => CheckoutBegun::HoldNotFound,
+                _ => CheckoutBegun::HoldExpired,
+            })
+        }
+    }
 }
 
 fn copy_answer(answer: &Idempotent) -> Idempotent {

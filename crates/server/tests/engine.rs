@@ -8,6 +8,9 @@
 //!   groups overlap without a seat sold twice, and one Idempotency-Key sent to both nodes at
 //!   once makes one hold with two identical answers. The store's checks are what keep them
 //!   correct until events have one owner (issue 15).
+//! - Checkout starts go through the writer too: many checkouts of one hold at once (other
+//!   keys, the same key) start exactly one order (both backends), and across two nodes one
+//!   key makes one order with the same order id in both answers.
 
 mod common;
 
@@ -358,6 +361,187 @@ async fn two_nodes_race_one_seat_and_share_keys() {
             .unwrap();
     assert_eq!(holds, 5, "one hold per shared key");
 
+    let b_store: TestStore = b.stop();
+    b_store.cleanup().await;
+    a.finish().await;
+}
+
+async fn checkout_racers(
+    node: &TestApp,
+    account: &str,
+    hold_id: &str,
+    key: String,
+) -> tokio::task::JoinHandle<(StatusCode, serde_json::Value)> {
+    let request = node
+        .http
+        .post(format!("{}/v1/holds/{hold_id}/checkout", node.base))
+        .bearer_auth(token(account))
+        .header("idempotency-key", key)
+        .json(&json!({"paymentMethodToken": "pm_card_visa"}));
+    tokio::spawn(async move {
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        (status, body)
+    })
+}
+
+/// Orders of the event, per hold.
+async fn orders_per_hold(db: &TestStore, event_id: &str) -> Vec<(String, i64)> {
+    match (&db.pg, db.sqlite_file()) {
+        (Some(pg), _) => sqlx::query_as(
+            "SELECT hold_id, count(*) FROM orders WHERE event_id = $1 GROUP BY hold_id ORDER BY hold_id",
+        )
+        .bind(event_id)
+        .fetch_all(pg.pool())
+        .await
+        .unwrap(),
+        (None, Some(file)) => {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", file.display()))
+                .await
+                .unwrap();
+            let rows = sqlx::query_as(
+                "SELECT hold_id, count(*) FROM orders WHERE event_id = ?1 GROUP BY hold_id ORDER BY hold_id",
+            )
+            .bind(event_id)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+            rows
+        }
+        (None, None) => panic!("no store"),
+    }
+}
+
+async fn checkouts_race_through_the_writer(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({"maxTicketsPerAccount": 8})).await;
+    let mut holds = Vec::new();
+    for i in 0..6 {
+        let hold = app
+            .hold(
+                "buyer",
+                &event_id,
+                &format!("h{i}"),
+                json!({"seatIds": [format!("A-5-{}", i + 1)]}),
+            )
+            .await;
+        assert_eq!(hold.status, StatusCode::CREATED);
+        holds.push(hold.json()["holdId"].as_str().unwrap().to_owned());
+    }
+    // Per hold, 24 checkouts at once: 16 with their own key, 8 with a shared one.
+    let mut tasks = Vec::new();
+    for hold_id in &holds {
+        for i in 0..24 {
+            let key = if i < 16 {
+                format!("own-{i}")
+            } else {
+                "shared".to_owned()
+            };
+            tasks.push((
+                hold_id.clone(),
+                i >= 16,
+                checkout_racers(&app, "buyer", hold_id, key).await,
+            ));
+        }
+    }
+    let mut winners: std::collections::BTreeMap<String, Vec<(bool, String)>> = Default::default();
+    for (hold_id, shared, task) in tasks {
+        let (status, body) = task.await.unwrap();
+        match status {
+            StatusCode::CREATED => winners
+                .entry(hold_id)
+                .or_default()
+                .push((shared, body["orderId"].as_str().unwrap().to_owned())),
+            StatusCode::CONFLICT => {
+                let code = body["code"].as_str().unwrap_or_default();
+                assert!(
+                    code == "HOLD_IN_CHECKOUT" || code == "IDEMPOTENCY_IN_PROGRESS",
+                    "{body}"
+                );
+            }
+            other => panic!("a checkout racer got {other}: {body}"),
+        }
+    }
+    for hold_id in &holds {
+        let won = &winners[hold_id];
+        let orders: std::collections::BTreeSet<&String> = won.iter().map(|(_, o)| o).collect();
+        assert_eq!(orders.len(), 1, "hold {hold_id}: one order, got {won:?}");
+        if won.len() > 1 {
+            assert!(
+                won.iter().all(|(shared, _)| *shared),
+                "only the shared key may answer twice: {won:?}"
+            );
+        }
+    }
+    let counted = orders_per_hold(&app.db, &event_id).await;
+    assert_eq!(counted.len(), holds.len());
+    assert!(counted.iter().all(|(_, n)| *n == 1), "{counted:?}");
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_checkouts_race_through_the_writer() {
+    checkouts_race_through_the_writer(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_checkouts_race_through_the_writer() {
+    checkouts_race_through_the_writer(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_start_one_checkout() {
+    let a = TestApp::spawn(Backend::Postgres).await;
+    let b = second_node(&a).await;
+    let event_id = a.create_event(json!({"maxTicketsPerAccount": 8})).await;
+    for attempt in 0..5 {
+        let hold = a
+            .hold(
+                "pair",
+                &event_id,
+                &format!("h{attempt}"),
+                json!({"seatIds": [format!("A-6-{}", attempt + 1)]}),
+            )
+            .await;
+        assert_eq!(hold.status, StatusCode::CREATED);
+        let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
+        // Node b has not heard of the hold yet, or just has: either way one key gives one
+        // order, and another key at the same time gets 409.
+        let same_a = checkout_racers(&a, "pair", &hold_id, "pay".into()).await;
+        let same_b = checkout_racers(&b, "pair", &hold_id, "pay".into()).await;
+        let other = checkout_racers(&b, "pair", &hold_id, "other".into()).await;
+        let (status_a, body_a) = same_a.await.unwrap();
+        let (status_b, body_b) = same_b.await.unwrap();
+        let (status_o, body_o) = other.await.unwrap();
+        let created: Vec<&serde_json::Value> = [
+            (status_a, &body_a),
+            (status_b, &body_b),
+            (status_o, &body_o),
+        ]
+        .into_iter()
+        .filter(|(status, _)| *status == StatusCode::CREATED)
+        .map(|(_, body)| body)
+        .collect();
+        assert!(!created.is_empty(), "{body_a} / {body_b} / {body_o}");
+        let orders: std::collections::BTreeSet<&str> = created
+            .iter()
+            .map(|b| b["orderId"].as_str().unwrap())
+            .collect();
+        assert_eq!(orders.len(), 1, "{body_a} / {body_b} / {body_o}");
+        if status_o == StatusCode::CREATED {
+            assert_eq!(status_a, StatusCode::CONFLICT, "{body_a}");
+            assert_eq!(status_b, StatusCode::CONFLICT, "{body_b}");
+        } else {
+            assert_eq!(status_o, StatusCode::CONFLICT, "{body_o}");
+            assert_eq!(status_a, StatusCode::CREATED, "{body_a}");
+            assert_eq!(status_b, StatusCode::CREATED, "{body_b}");
+        }
+    }
+    let counted = orders_per_hold(&a.db, &event_id).await;
+    assert_eq!(counted.len(), 5);
+    assert!(counted.iter().all(|(_, n)| *n == 1), "{counted:?}");
     let b_store: TestStore = b.stop();
     b_store.cleanup().await;
     a.finish().await;

@@ -263,6 +263,7 @@ impl EngineStore for PgStore {
         insert_holds(&mut tx, group).await?;
         take_tier_units(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group, &mut map).await?;
+        start_checkouts(&mut tx, group).await?;
         insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
         group.turn.locks_taken();
         if !group.turn.before_record().await {
@@ -612,6 +613,133 @@ async fn release_holds(
     }
     exchange::end_exchanges_of(tx, &hold_ids, ExchangeStatus::Failed, group.now).await?;
     Ok(())
+}
+
+/// Checkouts the group starts: the seats of each hold get its new deadline (each must still
+/// be `HELD` by it), each hold moves to `PAYMENT_PENDING` only if it is still the account's,
+/// `HELD` and live by the group's clock, and the moved holds' orders and payment operations
+/// are inserted in the same statement (an exchange's hold costs the difference); then the
+/// requests' idempotency records, each under its endpoint.
+async fn start_checkouts(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+) -> StoreResult<()> {
+    let started = &group.effects.checkouts_started;
+    if started.is_empty() {
+        return Ok(());
+    }
+    if group.checkouts.len() != started.len() {
+        return Err(StoreError::Internal(format!(
+            "{} checkouts decided, {} described",
+            started.len(),
+            group.checkouts.len()
+        )));
+    }
+    let event_id = group.event.event_id.as_str();
+    let mut seat_ids: Vec<&str> = Vec::new();
+    let mut seat_holds: Vec<&str> = Vec::new();
+    let mut seat_deadlines: Vec<OffsetDateTime> = Vec::new();
+    for checkout in started {
+        for seat_id in &checkout.seat_ids {
+            seat_ids.push(seat_id);
+            seat_holds.push(&checkout.hold_id);
+            seat_deadlines.push(checkout.expires_at);
+        }
+    }
+    if !seat_ids.is_empty() {
+        let extended = sqlx::query(
+            "UPDATE seat s SET hold_expires_at = u.expires_at, version = s.version + 1
+               FROM UNNEST($2::text[], $3::text[], $4::timestamptz[]) AS u(seat_id, hold_id, expires_at)
+              WHERE s.event_id = $1 AND s.seat_id = u.seat_id AND s.status = 'HELD' AND s.hold_id = u.hold_id",
+        )
+        .bind(event_id)
+        .bind(&seat_ids)
+        .bind(&seat_holds)
+        .bind(&seat_deadlines)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if extended != seat_ids.len() as u64 {
+            return Err(mismatch(
+                "seats held by the checked-out holds",
+                seat_ids.len(),
+                extended,
+            ));
+        }
+    }
+    let hold_ids: Vec<&str> = started.iter().map(|c| c.hold_id.as_str()).collect();
+    let accounts: Vec<&str> = started.iter().map(|c| c.account_id.as_str()).collect();
+    let order_ids: Vec<&str> = started.iter().map(|c| c.order_id.as_str()).collect();
+    let deadlines: Vec<OffsetDateTime> = started.iter().map(|c| c.expires_at).collect();
+    let operations: Vec<&str> = group
+        .checkouts
+        .iter()
+        .map(|c| c.operation_id.as_str())
+        .collect();
+    let providers: Vec<&str> = group
+        .checkouts
+        .iter()
+        .map(|c| c.provider.as_str())
+        .collect();
+    let methods: Vec<&str> = group
+        .checkouts
+        .iter()
+        .map(|c| c.payment_method.as_str())
+        .collect();
+    let moved = sqlx::query_scalar::<_, i64>(
+        "WITH moved AS (
+            UPDATE hold h SET status = 'PAYMENT_PENDING', expires_at = u.expires_at, order_id = u.order_id,
+                              updated_at = $9
+              FROM UNNEST($2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[], $7::text[], $8::text[])
+                   AS u(hold_id, account_id, order_id, expires_at, operation_id, provider, method)
+             WHERE h.event_id = $1 AND h.hold_id = u.hold_id AND h.account_id = u.account_id
+               AND h.status = 'HELD' AND h.expires_at > $9
+            RETURNING h.hold_id, h.account_id, h.seats, h.tier_id, h.quantity, h.total_minor, h.currency,
+                      u.order_id, u.operation_id, u.provider, u.method
+         ), new_order AS (
+            INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity,
+                                total_minor, currency, created_at, updated_at)
+            SELECT $1, order_id, hold_id, account_id, 'PENDING_PAYMENT', seats, tier_id, quantity, total_minor,
+                   currency, $9, $9
+              FROM moved
+         ), new_operation AS (
+            INSERT INTO payment_operation (event_id, operation_id, order_id, provider, payment_method, status,
+                                           amount_minor, currency, next_attempt_at, created_at, updated_at)
+            SELECT $1, m.operation_id, m.order_id, m.provider, m.method, 'AUTHORIZING',
+                   coalesce((SELECT x.amount_due_minor FROM exchange x WHERE x.new_hold_id = m.hold_id),
+                            m.total_minor),
+                   m.currency, $9 + make_interval(secs => $10), $9, $9
+              FROM moved m
+         )
+         SELECT count(*) FROM moved",
+    )
+    .bind(event_id)
+    .bind(&hold_ids)
+    .bind(&accounts)
+    .bind(&order_ids)
+    .bind(&deadlines)
+    .bind(&operations)
+    .bind(&providers)
+    .bind(&methods)
+    .bind(group.now)
+    .bind(boxoffice_store::checkout::OPERATION_RECHECK_S)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(classify)?;
+    if moved != started.len() as i64 {
+        return Err(mismatch(
+            "holds still held for checkout",
+            started.len(),
+            moved as u64,
+        ));
+    }
+    let records: Vec<(&str, &boxoffice_store::NewRecord)> = group
+        .checkouts
+        .iter()
+        .map(|c| (c.endpoint.as_str(), &c.record))
+        .collect();
+    crate::insert_records_each(tx, &records, group.now).await
 }
 
 /// The group's last statement: its writer sequence follows the stored one (else another

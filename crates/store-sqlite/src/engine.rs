@@ -248,6 +248,7 @@ impl EngineStore for SqliteStore {
         insert_holds(&mut tx, group).await?;
         move_tier_units(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group).await?;
+        start_checkouts(&mut tx, group).await?;
         insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
         group.turn.locks_taken();
         if !group.turn.before_record().await {
@@ -497,6 +498,114 @@ async fn release_holds(
     }
     if !hold_ids.is_empty() {
         exchange::end_exchanges_of(tx, &hold_ids, ExchangeStatus::Failed, group.now).await?;
+    }
+    Ok(())
+}
+
+/// Checkouts the group starts: each seat of a hold gets its new deadline (it must still be
+/// `HELD` by it), the hold moves to `PAYMENT_PENDING` only if it is still the account's,
+/// `HELD` and live by the group's clock, and its order and payment operation are copied from
+/// it (an exchange's hold costs the difference); then the request's idempotency record under
+/// its endpoint.
+async fn start_checkouts(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+) -> StoreResult<()> {
+    let started = &group.effects.checkouts_started;
+    if group.checkouts.len() != started.len() {
+        return Err(StoreError::Internal(format!(
+            "{} checkouts decided, {} described",
+            started.len(),
+            group.checkouts.len()
+        )));
+    }
+    let event_id = group.event.event_id.as_str();
+    let now_ms = to_ms(group.now);
+    let recheck_ms = (boxoffice_store::checkout::OPERATION_RECHECK_S * 1_000.0) as i64;
+    for (checkout, write) in started.iter().zip(&group.checkouts) {
+        let deadline = to_ms(checkout.expires_at);
+        for seat_id in &checkout.seat_ids {
+            let extended = sqlx::query(
+                "UPDATE seat SET hold_expires_at = ?4, version = version + 1
+                  WHERE event_id = ?1 AND seat_id = ?2 AND status = 'HELD' AND hold_id = ?3",
+            )
+            .bind(event_id)
+            .bind(seat_id)
+            .bind(&checkout.hold_id)
+            .bind(deadline)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if extended != 1 {
+                return Err(mismatch(
+                    &format!("seat {seat_id} held by {}", checkout.hold_id),
+                    1,
+                    extended,
+                ));
+            }
+        }
+        let moved = sqlx::query(
+            "UPDATE hold SET status = 'PAYMENT_PENDING', expires_at = ?4, order_id = ?5, updated_at = ?6
+              WHERE event_id = ?1 AND hold_id = ?2 AND account_id = ?3 AND status = 'HELD' AND expires_at > ?6",
+        )
+        .bind(event_id)
+        .bind(&checkout.hold_id)
+        .bind(&checkout.account_id)
+        .bind(deadline)
+        .bind(&checkout.order_id)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if moved != 1 {
+            return Err(mismatch(
+                &format!("hold {} still held for checkout", checkout.hold_id),
+                1,
+                moved,
+            ));
+        }
+        sqlx::query(
+            "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity,
+                                 total_minor, currency, created_at, updated_at)
+             SELECT event_id, ?3, hold_id, account_id, 'PENDING_PAYMENT', seats, tier_id, quantity, total_minor,
+                    currency, ?4, ?4
+               FROM hold WHERE event_id = ?1 AND hold_id = ?2",
+        )
+        .bind(event_id)
+        .bind(&checkout.hold_id)
+        .bind(&checkout.order_id)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+        sqlx::query(
+            "INSERT INTO payment_operation (event_id, operation_id, order_id, provider, payment_method, status,
+                                            amount_minor, currency, next_attempt_at, created_at, updated_at)
+             SELECT event_id, ?3, ?4, ?5, ?6, 'AUTHORIZING',
+                    coalesce((SELECT amount_due_minor FROM exchange WHERE new_hold_id = hold.hold_id), total_minor),
+                    currency, ?7, ?8, ?8
+               FROM hold WHERE event_id = ?1 AND hold_id = ?2",
+        )
+        .bind(event_id)
+        .bind(&checkout.hold_id)
+        .bind(&write.operation_id)
+        .bind(&checkout.order_id)
+        .bind(&write.provider)
+        .bind(&write.payment_method)
+        .bind(now_ms + recheck_ms)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+        insert_records(
+            tx,
+            &write.endpoint,
+            std::slice::from_ref(&write.record),
+            group.now,
+        )
+        .await?;
     }
     Ok(())
 }

@@ -73,7 +73,22 @@ pub struct GroupWrite<'a> {
     /// The idempotency key of each new hold, in `effects.holds_created` order.
     pub hold_keys: Vec<String>,
     pub records: Vec<NewRecord>,
+    /// What the store needs besides the engine's effect for each checkout the group starts,
+    /// in `effects.checkouts_started` order.
+    pub checkouts: Vec<CheckoutWrite>,
     pub turn: &'a dyn GroupTurn,
+}
+
+/// A checkout start's rows beyond the hold's move: the order (copied from the hold by the
+/// store), its payment operation (for the hold's total, or the difference an exchange's hold
+/// costs), and the request's idempotency record under its own endpoint.
+#[derive(Debug, Clone)]
+pub struct CheckoutWrite {
+    pub operation_id: String,
+    pub provider: String,
+    pub payment_method: String,
+    pub endpoint: String,
+    pub record: NewRecord,
 }
 
 impl std::fmt::Debug for GroupWrite<'_> {
@@ -147,6 +162,12 @@ impl GroupWrite<'_> {
                     .iter()
                     .chain(&self.effects.holds_expired)
                     .flat_map(|h| h.seat_ids.iter().map(String::as_str)),
+            )
+            .chain(
+                self.effects
+                    .checkouts_started
+                    .iter()
+                    .flat_map(|c| c.seat_ids.iter().map(String::as_str)),
             )
             .collect();
         seat_ids.sort_unstable();
@@ -244,7 +265,8 @@ where
                 | HoldOutcome::ReplayOfEarlierInBatch { .. }
                 | HoldOutcome::KeyReusedWithOtherRequest,
             )
-            | Decision::Release(_) => None,
+            | Decision::Release(_)
+            | Decision::Checkout(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
                 if outcome.is_recorded() {
@@ -273,6 +295,7 @@ where
         effects: &effects,
         hold_keys,
         records,
+        checkouts: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;

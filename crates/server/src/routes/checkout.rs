@@ -9,7 +9,8 @@
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse, request_digest};
+use boxoffice_domain::hold::HoldStatus;
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -20,6 +21,7 @@ use crate::auth::Account;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::idempotency::{answer, request_key, stored_response};
+use crate::writer::SubmitError;
 
 /// Longest payment method token accepted.
 pub const PAYMENT_METHOD_LEN_MAX: usize = 255;
@@ -190,6 +192,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         (status = 404, description = "No such hold for this account", body = Problem),
         (status = 409, description = "HOLD_EXPIRED, HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -236,13 +239,17 @@ pub async fn checkout_hold(
         key,
     };
     let digest = request_digest("POST", path, &body.0);
-    if let Some(hold) = state.store.get_hold(&hold_id).await?
-        && hold.account_id == account.account_id.as_str()
-    {
-        let event = state.event(&hold.event_id).await?;
+    let hold = state
+        .store
+        .get_hold(&hold_id)
+        .await?
+        .filter(|hold| hold.account_id == account.account_id.as_str());
+    let mut event = None;
+    if let Some(hold) = &hold {
+        let found = state.event(&hold.event_id).await?;
         let admitted = crate::routes::holds::check_admission(
             state,
-            &event,
+            &found,
             account,
             headers,
             checkout.admission_token.as_deref(),
@@ -251,6 +258,7 @@ pub async fn checkout_hold(
         if let Err(refused) = admitted {
             return crate::routes::holds::replay_or(state, &scope, &digest, refused).await;
         }
+        event = Some(found);
     }
     let _in_flight = state.in_flight.claim(&scope)?;
     let start = CheckoutStart {
@@ -262,7 +270,37 @@ pub async fn checkout_hold(
         provider: state.provider.name().to_owned(),
         payment_method: token.to_owned(),
     };
-    let begun = state.store.begin_checkout(&start, &render_checkout).await?;
+    let begun = match (hold, event) {
+        // A held hold of the account: its event's writer starts the checkout in a group.
+        (Some(hold), Some(event)) if hold.status == HoldStatus::Held => {
+            match state
+                .store
+                .stored_answer(&scope, &start.request_digest)
+                .await?
+            {
+                Some(Idempotent::Replayed(stored)) => CheckoutBegun::Replayed(stored),
+                Some(Idempotent::KeyReusedWithOtherRequest) => {
+                    CheckoutBegun::KeyReusedWithOtherRequest
+                }
+                Some(Idempotent::Fresh(_)) | None => {
+                    match state
+                        .writers
+                        .checkout(event, start.clone(), hold, &render_checkout)
+                        .await
+                    {
+                        Ok(begun) => begun,
+                        Err(SubmitError::Overloaded) => {
+                            return Err(crate::routes::holds::overloaded());
+                        }
+                        Err(SubmitError::Store(error)) => return Err(error.into()),
+                    }
+                }
+            }
+        }
+        // No such hold for the account, or one in checkout or ended: the store answers
+        // (a replay, not found, in checkout, expired).
+        _ => state.store.begin_checkout(&start, &render_checkout).await?,
+    };
     let (order, operation) = match begun {
         CheckoutBegun::Started { order, operation } => (*order, *operation),
         CheckoutBegun::Replayed(stored) => return Ok(stored_response(&stored, true)),

@@ -107,7 +107,7 @@ pub async fn create_hold(
 }
 
 /// The event's writer has more queued than it takes soon: refused at once.
-fn overloaded() -> ApiError {
+pub(crate) fn overloaded() -> ApiError {
     ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         "RATE_LIMITED",
