@@ -49,6 +49,9 @@ pub struct OrderRecord {
     pub tier_id: Option<String>,
     pub quantity: u32,
     pub live_tickets: u32,
+    /// A `refund.due` names the order's payment (a capture that came after it was
+    /// cancelled is given back).
+    pub refund_recorded: bool,
 }
 
 /// A ticket as stored, with the status of the exchange it names (if any).
@@ -428,6 +431,7 @@ impl Inventory {
             }
             if order.status == OrderStatus::Cancelled
                 && order.payment_status == PaymentStatus::Captured
+                && !order.refund_recorded
             {
                 fail("I8", format!("cancelled order {oid} was captured"));
             }
@@ -626,6 +630,7 @@ mod tests {
                 tier_id: None,
                 quantity: 1,
                 live_tickets: 1,
+                refund_recorded: false,
             }],
             tickets: vec![TicketRecord {
                 ticket_id: "t".into(),
@@ -647,7 +652,7 @@ mod tests {
     #[test]
     fn each_planted_sale_fault_is_named() {
         type Plant = fn(&mut Inventory);
-        let cases: [(&str, Plant); 8] = [
+        let cases: [(&str, Plant); 9] = [
             // A second live ticket for the seat (an exchange that sold it twice).
             ("I9", |inv| {
                 let mut twin = inv.tickets[0].clone();
@@ -672,6 +677,8 @@ mod tests {
                 inv.orders[0].payment_status = PaymentStatus::Authorized;
             }),
             ("I2", |inv| inv.seats[0].status = SeatStatus::Available),
+            // Money kept for an order that kept no seat, with no refund recorded.
+            ("I8", |inv| inv.orders[0].status = OrderStatus::Cancelled),
         ];
         for (expected, plant) in cases {
             let mut inventory = sold_inventory();
@@ -682,5 +689,19 @@ mod tests {
                 "{expected}: {violations:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_refunded_capture_of_a_cancelled_order_is_not_an_i8_violation() {
+        let mut inventory = sold_inventory();
+        inventory.orders[0].status = OrderStatus::Cancelled;
+        inventory.orders[0].refund_recorded = true;
+        let violations = inventory.invariants();
+        assert!(
+            violations.iter().all(|v| v.invariant != "I8"),
+            "{violations:?}"
+        );
+        inventory.orders[0].refund_recorded = false;
+        assert!(inventory.invariants().iter().any(|v| v.invariant == "I8"));
     }
 }

@@ -22,7 +22,46 @@ stories!(
     duplicated_late_webhooks_apply_once,
     capture_failing_for_good_is_compensated,
     purchase_limit_is_rechecked_at_confirmation,
+    late_capture_of_a_cancelled_order_is_refunded,
+    check_in_racing_a_compensation,
 );
+
+/// The payment operation of an order, read from the store.
+async fn operation_of(app: &TestApp, order_id: &str) -> String {
+    if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT operation_id FROM payment_operation WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT operation_id FROM payment_operation WHERE order_id = ?1")
+            .bind(order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    }
+}
+
+async fn outbox_payloads(app: &TestApp, topic: &str) -> Vec<Value> {
+    let texts: Vec<String> = if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT payload::text FROM outbox WHERE topic = $1 ORDER BY id")
+            .bind(topic)
+            .fetch_all(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT payload FROM outbox WHERE topic = ?1 ORDER BY id")
+            .bind(topic)
+            .fetch_all(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    };
+    texts
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect()
+}
 
 async fn hold_seats(app: &TestApp, account: &str, event_id: &str, seats: &[&str]) -> String {
     let hold = app
@@ -654,4 +693,144 @@ async fn purchase_limit_is_rechecked_at_confirmation(backend: Backend) {
     );
     // The planted row breaks I7 on purpose; drop the store without the invariant check.
     app.db.cleanup().await;
+}
+
+/// A `Captured` verdict that arrives after the order was cancelled (its hold lapsed during
+/// 3-D Secure) keeps no seat and cannot be voided: a `refund.due` is queued with the
+/// cancellation, never a void.
+async fn late_capture_of_a_cancelled_order_is_refunded(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({"holdTtlSeconds": 1, "paymentGraceSeconds": 1}))
+        .await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-7-1"]).await;
+    let started = checkout(
+        &app,
+        "ann",
+        &hold_id,
+        "pay",
+        "pm_card_threeDSecure2Required",
+    )
+    .await
+    .json();
+    assert_eq!(started["paymentStatus"], "REQUIRES_ACTION");
+    let order_id = started["orderId"].as_str().unwrap().to_owned();
+    let operation_id = operation_of(&app, &order_id).await;
+    let operation = app
+        .db
+        .store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    // Past the hold's deadline and its grace.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let verdict = boxoffice_store::checkout::ProviderVerdict::Captured {
+        provider_ref: operation.provider_ref.clone().unwrap_or_default(),
+    };
+    let settled = app
+        .db
+        .store
+        .settle_payment(&operation_id, &verdict, None, None)
+        .await
+        .unwrap()
+        .expect("the operation exists");
+    assert!(settled.changed);
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(order["orderStatus"], "CANCELLED", "{order}");
+    assert_eq!(order["cancelReason"], "HOLD_EXPIRED", "{order}");
+    assert!(order["tickets"].as_array().unwrap().is_empty());
+    let refunds = outbox_payloads(&app, "refund.due").await;
+    assert_eq!(refunds.len(), 1, "{refunds:?}");
+    assert_eq!(refunds[0]["orderId"], json!(order_id));
+    assert_eq!(refunds[0]["operationId"], json!(operation_id));
+    assert_eq!(refunds[0]["amountMinor"], json!(operation.amount_minor));
+    assert_eq!(refunds[0]["currency"], "EUR");
+    let voids = outbox_payloads(&app, "payment.void").await;
+    assert!(
+        voids
+            .iter()
+            .all(|v| v["operationId"] != json!(operation_id)),
+        "a capture is refunded, not voided: {voids:?}"
+    );
+    // The same verdict again changes nothing and queues nothing more.
+    let again = app
+        .db
+        .store
+        .settle_payment(&operation_id, &verdict, None, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!again.changed);
+    assert_eq!(outbox_payloads(&app, "refund.due").await.len(), 1);
+    app.finish().await;
+}
+
+/// A check-in at the door racing the compensation of a capture that failed for good: either
+/// the check-in wins (the compensation gives up, the order stays confirmed) or the
+/// compensation wins (the ticket is void and refused at the door) — never a checked-in
+/// ticket on a cancelled order whose seat is back on sale. (The simulator's capture went
+/// through here, so a compensation that wins records a refund rather than a void.)
+async fn check_in_racing_a_compensation(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({"maxTicketsPerAccount": 20})).await;
+    let mut orders = Vec::new();
+    for i in 1..=12 {
+        let seat = format!("A-9-{i}");
+        let hold_id = hold_seats(&app, "ann", &event_id, &[seat.as_str()]).await;
+        let paid = checkout(&app, "ann", &hold_id, &format!("pay-{i}"), "pm_card_visa")
+            .await
+            .json();
+        assert_eq!(paid["orderStatus"], "CONFIRMED", "{paid}");
+        let order_id = paid["orderId"].as_str().unwrap().to_owned();
+        let order = order_until(&app, "ann", &order_id, |o| {
+            o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+        })
+        .await;
+        let ticket_id = order["tickets"][0]["ticketId"].as_str().unwrap().to_owned();
+        let operation_id = operation_of(&app, &order_id).await;
+        orders.push((order_id, ticket_id, operation_id));
+    }
+    let mut races = Vec::new();
+    for (order_id, ticket_id, operation_id) in &orders {
+        let door = app.db.store.clone();
+        let office = app.db.store.clone();
+        let ticket_id = ticket_id.clone();
+        let operation_id = operation_id.clone();
+        let check_in = tokio::spawn(async move { door.check_in(&ticket_id).await.unwrap() });
+        let compensate = tokio::spawn(async move {
+            office
+                .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+                .await
+                .unwrap()
+        });
+        races.push((order_id.clone(), check_in, compensate));
+    }
+    let mut outcomes = (0, 0);
+    for (order_id, check_in, compensate) in races {
+        let (checked_in, status) = check_in.await.unwrap().expect("the ticket exists");
+        let compensated = compensate.await.unwrap();
+        assert_ne!(
+            checked_in, compensated,
+            "order {order_id}: exactly one of check-in ({status}) and compensation wins"
+        );
+        let order = app
+            .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+            .await
+            .json();
+        if compensated {
+            outcomes.1 += 1;
+            assert_eq!(order["orderStatus"], "CANCELLED", "{order}");
+            assert_eq!(status, "VOIDED", "{order}");
+        } else {
+            outcomes.0 += 1;
+            assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+            assert_eq!(status, "CHECKED_IN", "{order}");
+        }
+    }
+    assert_eq!(outcomes.0 + outcomes.1, orders.len());
+    app.finish().await;
 }

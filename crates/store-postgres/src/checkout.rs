@@ -9,7 +9,8 @@ use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
-    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
+    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, payment_undo,
+    topic,
 };
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
@@ -624,13 +625,14 @@ impl crate::PgStore {
                         {
                             cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map)
                                 .await?;
-                            void_later(&mut tx, &order.event_id, operation_id, now).await?;
+                            undo_later(&mut tx, &order.event_id, &current, target, reason, now)
+                                .await?;
                         }
-                    } else if order.status == OrderStatus::Cancelled
-                        && target == PaymentStatus::Authorized
-                    {
-                        // A late authorization of a cancelled order is voided, never confirmed.
-                        void_later(&mut tx, &order.event_id, operation_id, now).await?;
+                    } else if order.status == OrderStatus::Cancelled {
+                        // A late authorization of a cancelled order is voided, never
+                        // confirmed; a late capture is refunded.
+                        let reason = order.cancel_reason.as_deref().unwrap_or("CANCELLED");
+                        undo_later(&mut tx, &order.event_id, &current, target, reason, now).await?;
                     }
                 }
                 PaymentStatus::Failed | PaymentStatus::Voided => {
@@ -856,8 +858,13 @@ impl crate::PgStore {
                 .map_err(classify)?;
         }
         let now = store_now(&mut tx).await?;
+        // The order's tickets are locked before they are counted: a check-in that commits
+        // first is counted (the compensation gives up), one that comes later finds its ticket
+        // voided. Without the lock a check-in between the count and the void would leave a
+        // CHECKED_IN ticket on a cancelled order whose seat is back on sale.
         let used: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM ticket WHERE order_id = $1 AND status = 'CHECKED_IN'",
+            "SELECT count(*) FILTER (WHERE status = 'CHECKED_IN')
+               FROM (SELECT status FROM ticket WHERE order_id = $1 ORDER BY ticket_id FOR UPDATE) AS locked",
         )
         .bind(&order.order_id)
         .fetch_one(&mut *tx)
@@ -942,7 +949,10 @@ impl crate::PgStore {
             .await
             .map_err(classify)?;
         let event_id = order.event_id.as_str();
-        void_later(&mut tx, event_id, operation_id, now).await?;
+        // A failed capture leaves an authorization to void; a capture that did go through
+        // after all can only be refunded.
+        let current = fetch_operation_tx(&mut tx, operation_id).await?;
+        undo_later(&mut tx, event_id, &current, current.status, reason, now).await?;
         outbox(
             &mut tx,
             event_id,
@@ -1094,6 +1104,19 @@ async fn void_later(
         now,
     )
     .await
+}
+
+/// Queues what gives an order's money back ([`payment_undo`]): a void, or a refund.
+async fn undo_later(
+    tx: &mut Transaction<'_, Postgres>,
+    event_id: &str,
+    operation: &PaymentOperation,
+    status: PaymentStatus,
+    reason: &str,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let (topic, payload) = payment_undo(operation, status, reason);
+    outbox(tx, event_id, topic, payload, now).await
 }
 
 async fn update_record(

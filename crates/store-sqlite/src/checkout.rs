@@ -11,7 +11,8 @@ use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
-    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, topic,
+    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, payment_undo,
+    topic,
 };
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
@@ -584,13 +585,14 @@ impl crate::SqliteStore {
                         {
                             cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map)
                                 .await?;
-                            void_later(&mut tx, &order.event_id, operation_id, now).await?;
+                            undo_later(&mut tx, &order.event_id, &current, target, reason, now)
+                                .await?;
                         }
-                    } else if order.status == OrderStatus::Cancelled
-                        && target == PaymentStatus::Authorized
-                    {
-                        // A late authorization of a cancelled order is voided, never confirmed.
-                        void_later(&mut tx, &order.event_id, operation_id, now).await?;
+                    } else if order.status == OrderStatus::Cancelled {
+                        // A late authorization of a cancelled order is voided, never
+                        // confirmed; a late capture is refunded.
+                        let reason = order.cancel_reason.as_deref().unwrap_or("CANCELLED");
+                        undo_later(&mut tx, &order.event_id, &current, target, reason, now).await?;
                     }
                 }
                 PaymentStatus::Failed | PaymentStatus::Voided => {
@@ -888,7 +890,10 @@ impl crate::SqliteStore {
             .await
             .map_err(classify)?;
         let event_id = order.event_id.as_str();
-        void_later(&mut tx, event_id, operation_id, now).await?;
+        // A failed capture leaves an authorization to void; a capture that did go through
+        // after all can only be refunded.
+        let current = fetch_operation_tx(&mut tx, operation_id).await?;
+        undo_later(&mut tx, event_id, &current, current.status, reason, now).await?;
         outbox(
             &mut tx,
             event_id,
@@ -1054,6 +1059,19 @@ async fn void_later(
         now,
     )
     .await
+}
+
+/// Queues what gives an order's money back ([`payment_undo`]): a void, or a refund.
+async fn undo_later(
+    tx: &mut Transaction<'_, Sqlite>,
+    event_id: &str,
+    operation: &PaymentOperation,
+    status: PaymentStatus,
+    reason: &str,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let (topic, payload) = payment_undo(operation, status, reason);
+    outbox(tx, event_id, topic, payload, now).await
 }
 
 async fn update_record(

@@ -200,4 +200,35 @@ pub mod topic {
     pub const TICKETS_ISSUE: &str = "tickets.issue";
     pub const ORDER_CONFIRMED: &str = "order.confirmed";
     pub const ORDER_CANCELLED: &str = "order.cancelled";
+    /// Money taken for an order that kept no seat: refund it. Payload `{orderId,
+    /// operationId, amountMinor, currency, reason}` (an exchange's has `exchangeId` instead
+    /// of `operationId`).
+    pub const REFUND_DUE: &str = "refund.due";
+}
+
+/// What gives the money back for an order that lost its seats, by the payment's status now:
+/// an authorization is voided; a capture (a provider that authorizes and captures at once,
+/// or a late `Captured` verdict) can only be refunded.
+pub fn payment_undo(
+    operation: &PaymentOperation,
+    status: PaymentStatus,
+    reason: &str,
+) -> (&'static str, serde_json::Value) {
+    if status == PaymentStatus::Captured {
+        (
+            topic::REFUND_DUE,
+            serde_json::json!({
+                "orderId": operation.order_id,
+                "operationId": operation.operation_id,
+                "amountMinor": operation.amount_minor,
+                "currency": operation.currency,
+                "reason": reason,
+            }),
+        )
+    } else {
+        (
+            topic::PAYMENT_VOID,
+            serde_json::json!({"operationId": operation.operation_id}),
+        )
+    }
 }

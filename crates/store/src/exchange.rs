@@ -568,7 +568,7 @@ pub mod topic {
     /// An exchange lowered the price: money is owed back to the account. Payload
     /// `{exchangeId, orderId, amountMinor, currency}`. Refund accounting consumes it
     /// (outside boxoffice's scope; the relay records delivery).
-    pub const REFUND_DUE: &str = "refund.due";
+    pub const REFUND_DUE: &str = crate::checkout::topic::REFUND_DUE;
     /// An exchange ended without completing (payment failed, hold expired or released).
     pub const EXCHANGE_ENDED: &str = "exchange.ended";
 }

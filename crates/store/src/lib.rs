@@ -597,6 +597,7 @@ pub type OrderColumns = (
     Option<String>,
     i64,
     i64,
+    i64,
 );
 
 /// The SQL (without placeholders' dialect: `{p}` is the event id parameter) that reads
@@ -604,7 +605,11 @@ pub type OrderColumns = (
 pub const ORDER_RECORDS_SQL: &str =
     "SELECT o.order_id, o.hold_id, o.account_id, o.status, p.status, o.seats,
         o.tier_id, CAST(o.quantity AS BIGINT),
-        (SELECT count(*) FROM ticket t WHERE t.order_id = o.order_id AND t.status <> 'VOIDED')
+        (SELECT count(*) FROM ticket t WHERE t.order_id = o.order_id AND t.status <> 'VOIDED'),
+        CASE WHEN o.status = 'CANCELLED' AND p.status = 'CAPTURED'
+             THEN (SELECT count(*) FROM outbox b
+                    WHERE b.topic = 'refund.due' AND CAST(b.payload AS TEXT) LIKE '%' || p.operation_id || '%')
+             ELSE 0 END
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = {p} ORDER BY o.order_id";
 
@@ -673,6 +678,7 @@ pub fn order_record(
         tier_id,
         quantity,
         live_tickets,
+        refunds,
     ) = columns;
     let status = boxoffice_domain::order::OrderStatus::parse(&status)
         .ok_or_else(|| StoreError::Internal(format!("order {order_id} has status {status:?}")))?;
@@ -695,6 +701,7 @@ pub fn order_record(
         tier_id,
         quantity: u32::try_from(quantity).unwrap_or(0),
         live_tickets: u32::try_from(live_tickets).unwrap_or(0),
+        refund_recorded: refunds > 0,
     })
 }
 
