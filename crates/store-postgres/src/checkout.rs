@@ -1090,22 +1090,6 @@ pub fn unknown_backoff_s(n_attempts: u32) -> f64 {
 }
 
 /// Queues a void of the operation's authorization (delivered by the outbox relay).
-async fn void_later(
-    tx: &mut Transaction<'_, Postgres>,
-    event_id: &str,
-    operation_id: &str,
-    now: OffsetDateTime,
-) -> StoreResult<()> {
-    outbox(
-        tx,
-        event_id,
-        topic::PAYMENT_VOID,
-        serde_json::json!({"operationId": operation_id}),
-        now,
-    )
-    .await
-}
-
 /// Queues what gives an order's money back ([`payment_undo`]): a void, or a refund.
 async fn undo_later(
     tx: &mut Transaction<'_, Postgres>,
