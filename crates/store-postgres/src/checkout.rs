@@ -1089,7 +1089,6 @@ pub fn unknown_backoff_s(n_attempts: u32) -> f64 {
     f64::from(1u32 << n_attempts.min(6)).min(60.0)
 }
 
-/// Queues a void of the operation's authorization (delivered by the outbox relay).
 /// Queues what gives an order's money back ([`payment_undo`]): a void, or a refund.
 async fn undo_later(
     tx: &mut Transaction<'_, Postgres>,

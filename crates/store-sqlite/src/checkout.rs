@@ -1044,7 +1044,6 @@ impl crate::SqliteStore {
     }
 }
 
-/// Queues a void of the operation's authorization (delivered by the outbox relay).
 /// Queues what gives an order's money back ([`payment_undo`]): a void, or a refund.
 async fn undo_later(
     tx: &mut Transaction<'_, Sqlite>,
