@@ -14,6 +14,8 @@
 #             fan pays with pm_card_visa through the simulator (100-300 ms authorization):
 #             seconds from the first hold to the last ticket issued
 #   sqlite    the holds scenario against SQLite (no goal)
+#   checkouts checkouts on one event at CHECKOUT_RATES (default "1000 2000") per second (open
+#             loop), each of a seat held beforehand, simulator at zero latency: confirmed/s, p99
 #   exchanges issue 7's exchanges on one hot trip: 8,000 ticketed owners, exchanges offered at
 #             EXCHANGE_RATES (default "2000 5000") per second (open loop): achieved/s and p99
 #
@@ -21,9 +23,14 @@
 #   BOXOFFICE_BENCH_PORT   private cluster port (default 25443, below the client port range)
 #   SHARED_BENCH           folder with the pgbench scripts (default ../shared/bench)
 #   ONLY                   space-separated subset of: pgbench holds holds-open order-status
-#                          sellout onsale sqlite exchanges (default: all but exchanges)
+#                          sellout onsale sqlite checkouts exchanges (default: all but
+#                          checkouts and exchanges)
+#   CHECKOUT_RATES         offered checkout rates (default "1000 2000")
 #   EXCHANGE_RATES         offered exchange rates (default "2000 5000")
 #   HOLDS_OPEN_RATES       offered hold rates of the holds-open case (default "2000 5000")
+#   SERVER_BIN             the boxoffice binary that serves (default: this checkout's release
+#                          build; the load tool and check are always this checkout's): an A/B
+#                          against an older build in the same session
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
@@ -33,6 +40,7 @@ SHARED="${SHARED_BENCH:-$REPO/../shared/bench}"
 ONLY="${ONLY:-pgbench holds holds-open order-status sellout onsale sqlite}"
 EXCHANGE_RATES="${EXCHANGE_RATES:-2000 5000}"
 HOLDS_OPEN_RATES="${HOLDS_OPEN_RATES:-2000 5000}"
+CHECKOUT_RATES="${CHECKOUT_RATES:-1000 2000}"
 BIN=/usr/lib/postgresql/15/bin
 WORK="$(mktemp -d /tmp/boxoffice-speed.XXXXXX)"
 SECRET="bench-secret-0123456789abcdef"
@@ -71,13 +79,14 @@ PSQL="psql -h 127.0.0.1 -p $PORT -U postgres -X -q -v ON_ERROR_STOP=1"
 
 cargo build --release -q -p boxoffice-cli --manifest-path "$REPO/Cargo.toml"
 BOXOFFICE="$REPO/target/release/boxoffice"
+SERVER_BIN="${SERVER_BIN:-$BOXOFFICE}"
 export BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn
 
 # start_server DATABASE_URL [serve flags...]: starts boxoffice serve, sets URL.
 start_server() {
   local db=$1; shift
   rm -rf "$WORK/waitroom"
-  "$BOXOFFICE" serve --database-url "$db" --listen 127.0.0.1:0 \
+  "$SERVER_BIN" serve --database-url "$db" --listen 127.0.0.1:0 \
     --ticket-key "$WORK/ticket-key.pem" --waitroom-state "$WORK/waitroom" "$@" \
     > "$WORK/serve.out" 2> "$WORK/serve.err" &
   SERVER_PID=$!
@@ -127,6 +136,15 @@ for run in $(seq 1 "$RUNS"); do
     cp "$WORK/onsale.out" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.txt"
     stop_server
     "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" | tail -1 | sed "s/^/run $run onsale check: /"
+  fi
+  if want checkouts; then
+    for rate in $CHECKOUT_RATES; do
+      start_server "$(fresh_pg)"
+      "$BOXOFFICE" load checkouts --base-url "$URL" --rate "$rate" --duration-s "$DUR" 2>/dev/null \
+        | sed "s/^/run $run checkouts /" || true
+      stop_server
+      "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" | tail -1 | sed "s/^/run $run checkouts check: /"
+    done
   fi
   if want exchanges; then
     for rate in $EXCHANGE_RATES; do

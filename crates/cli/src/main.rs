@@ -496,6 +496,23 @@ enum LoadScenario {
         #[arg(long, default_value_t = 1024)]
         max_in_flight: usize,
     },
+    /// Checkouts on one event, open loop: holds one seat for each of rate × duration
+    /// accounts, then checks the holds out with pm_card_visa at a fixed rate (start and
+    /// settlement: run the server with the simulator at zero latency).
+    Checkouts {
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        base_url: String,
+        /// The server's JWT secret (to mint the admin and fan tokens).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+        /// Checkouts offered per second.
+        #[arg(long, default_value_t = 1000.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 10)]
+        duration_s: u64,
+        #[arg(long, default_value_t = 4096)]
+        max_in_flight: usize,
+    },
     /// Exchanges (rebooking) on one hot trip, open loop: N owners each buy one seat, then
     /// their tickets are exchanged for free seats at a fixed rate, each new order rejoining
     /// the rotation once ticketed.
@@ -915,6 +932,36 @@ async fn main() -> anyhow::Result<()> {
             println!("{report}");
             if report.errors > 0 {
                 bail!("{} reads were not answered 200 CONFIRMED", report.errors);
+            }
+            Ok(())
+        }
+        Command::Load {
+            scenario:
+                LoadScenario::Checkouts {
+                    base_url,
+                    jwt_secret,
+                    rate,
+                    duration_s,
+                    max_in_flight,
+                },
+        } => {
+            let secret = jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned());
+            let scenario = boxoffice_load::CheckoutsScenario {
+                rate,
+                duration_s,
+                max_in_flight,
+                ..boxoffice_load::CheckoutsScenario::new(&base_url, &secret)
+            };
+            let report = boxoffice_load::run_checkouts(&scenario).await?;
+            println!("{report}");
+            for error in &report.first_errors {
+                eprintln!("error: {error}");
+            }
+            if report.errors > 0 {
+                bail!(
+                    "{} checkouts were neither confirmed nor shed with 429",
+                    report.errors
+                );
             }
             Ok(())
         }

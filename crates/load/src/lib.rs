@@ -15,6 +15,7 @@
 //! The [`seatmap`] scenarios measure the seat map: snapshot requests per second, and how long
 //! a hold takes to reach every open Server-Sent-Events stream; with a bare mirror as baseline.
 
+pub mod checkouts;
 pub mod exchanges;
 pub mod hello;
 pub mod micro;
@@ -23,6 +24,7 @@ pub mod queue;
 pub mod report;
 pub mod seatmap;
 
+pub use checkouts::{CheckoutsReport, CheckoutsScenario, run_checkouts};
 pub use exchanges::{ExchangesReport, ExchangesScenario, run_exchanges};
 pub use micro::{
     HoldsOpenReport, HoldsOpenScenario, OrderStatusReport, OrderStatusScenario, SelloutReport,

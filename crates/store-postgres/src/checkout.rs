@@ -539,6 +539,15 @@ impl crate::PgStore {
         let Some(order) = self.load_order_pooled(&operation.order_id).await? else {
             return Ok(None);
         };
+        // A verdict the operation can no longer take changes nothing (payment statuses only
+        // move forward), so a repeated webhook or a reconciler's late look costs no
+        // transaction. With an answer to store, the transaction runs: it renders the order.
+        if answer.is_none() && !operation.status.can_become(verdict.payment_status()) {
+            return Ok(Some(Settled {
+                order,
+                changed: false,
+            }));
+        }
         let Some(hold) = fetch_holds(self.pool(), std::slice::from_ref(&order.hold_id))
             .await?
             .pop()
