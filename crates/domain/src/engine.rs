@@ -49,6 +49,9 @@ pub struct EngineHold {
     pub quantity: u32,
     pub seat_ids: Vec<String>,
     pub expires_at: OffsetDateTime,
+    /// The new hold of an exchange: its payment also completes the exchange, which the
+    /// store's own settlement does (the engine leaves its verdicts alone).
+    pub exchange: bool,
 }
 
 impl EngineHold {
@@ -100,6 +103,50 @@ pub enum Command {
     Hold(HoldRequest),
     Release { account_id: String, hold_id: String },
     Checkout(CheckoutRequest),
+    Payment(PaymentRequest),
+}
+
+/// What a payment verdict means for the inventory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentOutcome {
+    /// The provider took the money (authorized or captured): sell, if the hold still can be.
+    Paid,
+    /// Declined or failed.
+    Failed,
+    /// The authorization was voided.
+    Voided,
+}
+
+/// A payment verdict for a hold in checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentRequest {
+    pub account_id: String,
+    pub hold_id: String,
+    pub outcome: PaymentOutcome,
+}
+
+/// What the engine decided for a payment verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentDecision {
+    /// Sold with the group: the hold `CONFIRMED`, its seats `SOLD`, its units sold.
+    Confirmed,
+    /// The order is cancelled for `reason` and the hold ends: its seats and units go back on
+    /// sale (those still its own).
+    Cancelled { reason: &'static str },
+    /// The engine does not keep the hold in checkout (settled already, an exchange's, made
+    /// or changed elsewhere): the store's own settlement decides.
+    NotKept,
+}
+
+/// A hold the group sells: the store confirms it only if it is still `PAYMENT_PENDING` and
+/// live by the group's clock, and sells exactly these seats, which must still be held by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldConfirmed {
+    /// The command's place in the group.
+    pub index: usize,
+    pub hold_id: String,
+    pub seat_ids: Vec<String>,
+    pub tier: Option<(String, u32)>,
 }
 
 /// The start of a checkout: the account's `HELD` hold moves to `PAYMENT_PENDING` with an
@@ -166,6 +213,7 @@ pub enum Decision {
     Hold(HoldOutcome),
     Release(ReleaseDecision),
     Checkout(CheckoutDecision),
+    Payment(PaymentDecision),
 }
 
 /// A seat a new hold takes. The store writes it only if the seat is still free by the
@@ -210,6 +258,12 @@ pub struct Effects {
     pub holds_expired: Vec<HoldReleased>,
     pub holds_released: Vec<HoldReleased>,
     pub checkouts_started: Vec<CheckoutStarted>,
+    /// Holds in checkout sold by a payment.
+    pub holds_confirmed: Vec<HoldConfirmed>,
+    /// Holds in checkout ended by a payment verdict, with the index of the command (the
+    /// store ends each only if it is still `PAYMENT_PENDING`, then frees exactly these seats
+    /// and returns its units).
+    pub checkouts_cancelled: Vec<(usize, HoldReleased)>,
     pub map_seats: Vec<MapSeatChange>,
     /// Accounts that got a hold: the store checks their purchase limit after the writes.
     pub accounts_checked: BTreeSet<String>,
@@ -222,6 +276,8 @@ impl Effects {
             || !self.holds_released.is_empty()
             || !self.holds_expired.is_empty()
             || !self.checkouts_started.is_empty()
+            || !self.holds_confirmed.is_empty()
+            || !self.checkouts_cancelled.is_empty()
     }
 }
 
@@ -415,7 +471,9 @@ impl EventEngine {
                         .iter()
                         .filter_map(|c| match c {
                             Command::Hold(request) => Some(request.clone()),
-                            Command::Release { .. } | Command::Checkout(_) => None,
+                            Command::Release { .. }
+                            | Command::Checkout(_)
+                            | Command::Payment(_) => None,
                         })
                         .collect();
                     let outcomes = self.decide_holds(&run, index, &mut effects);
@@ -433,6 +491,11 @@ impl EventEngine {
                 Command::Checkout(request) => {
                     let decision = self.decide_checkout(index, request, &mut effects);
                     decisions.push(Decision::Checkout(decision));
+                    index += 1;
+                }
+                Command::Payment(request) => {
+                    let decision = self.decide_payment(index, request, &mut effects);
+                    decisions.push(Decision::Payment(decision));
                     index += 1;
                 }
             }
@@ -497,6 +560,7 @@ impl EventEngine {
                 quantity: hold.quantity,
                 seat_ids: hold.seats.iter().map(|(id, _)| id.clone()).collect(),
                 expires_at: hold.expires_at,
+                exchange: false,
             });
             effects
                 .holds_created
@@ -585,6 +649,84 @@ impl EventEngine {
             expires_at,
         });
         CheckoutDecision::Started { expires_at }
+    }
+
+    fn decide_payment(
+        &mut self,
+        index: usize,
+        request: &PaymentRequest,
+        effects: &mut Effects,
+    ) -> PaymentDecision {
+        let now = self.state.now;
+        let Some(hold) = self.holds.get(&request.hold_id) else {
+            return PaymentDecision::NotKept;
+        };
+        if hold.account_id != request.account_id
+            || hold.status != HoldStatus::PaymentPending
+            || hold.exchange
+        {
+            return PaymentDecision::NotKept;
+        }
+        let reason = match request.outcome {
+            PaymentOutcome::Failed => Some("PAYMENT_FAILED"),
+            PaymentOutcome::Voided => Some("PAYMENT_VOIDED"),
+            PaymentOutcome::Paid if hold.expires_at <= now => Some("HOLD_EXPIRED"),
+            // The purchase limit, again at confirmation: this hold counts, being live.
+            PaymentOutcome::Paid
+                if self.usage(&request.account_id, now) > self.rules.max_tickets_per_account =>
+            {
+                Some("PURCHASE_LIMIT")
+            }
+            PaymentOutcome::Paid => None,
+        };
+        if let Some(reason) = reason {
+            if let Some(ended) = self.end_hold(&request.hold_id, &mut effects.map_seats) {
+                effects.checkouts_cancelled.push((index, ended));
+            }
+            return PaymentDecision::Cancelled { reason };
+        }
+        let Some(hold) = self.holds.get_mut(&request.hold_id) else {
+            return PaymentDecision::NotKept;
+        };
+        hold.status = HoldStatus::Confirmed;
+        let seat_ids = hold.seat_ids.clone();
+        let tier = hold.tier_id.clone().map(|tier_id| (tier_id, hold.quantity));
+        let mut sold = Vec::with_capacity(seat_ids.len());
+        for seat_id in seat_ids {
+            let Some(seat) = self.state.seats.get_mut(&seat_id) else {
+                continue;
+            };
+            if seat.status != SeatStatus::Held
+                || seat.hold_id.as_deref() != Some(request.hold_id.as_str())
+            {
+                continue;
+            }
+            seat.status = SeatStatus::Sold;
+            seat.hold_expires_at = None;
+            if let Some(rows) = &mut self.rows {
+                rows.set_free(&seat_id, false);
+            }
+            effects.map_seats.push(MapSeatChange {
+                seat_id: seat_id.clone(),
+                status: SeatStatus::Sold,
+                hold_expires_at: None,
+            });
+            sold.push(seat_id);
+        }
+        if let Some((tier_id, units)) = &tier
+            && let Some(row) = self.state.tiers.get_mut(tier_id)
+        {
+            row.held -= i64::from(*units);
+            row.sold += i64::from(*units);
+        }
+        effects.accounts_checked.insert(request.account_id.clone());
+        effects.holds_confirmed.push(HoldConfirmed {
+            index,
+            hold_id: request.hold_id.clone(),
+            seat_ids: sold,
+            tier,
+        });
+        PaymentDecision::Confirmed
     }
 
     /// Ends the `HELD` holds past their deadline, earliest first and at most

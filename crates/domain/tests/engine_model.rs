@@ -1,5 +1,6 @@
 //! Model test of the event engine: random sequences of command groups (named seats, best
-//! available, tier quantities, releases, checkout starts, replays), clock advances, and changes made
+//! available, tier quantities, releases, checkout starts, payment verdicts, replays), clock
+//! advances, and changes made
 //! elsewhere that reach the engine by refresh (a checkout confirming a hold, the sweeper
 //! expiring holds). Each step runs through `EventEngine` and through a naive reference that
 //! recomputes everything from a list of holds, one command at a time. After every step the
@@ -11,7 +12,7 @@ use boxoffice_domain::best::{BestRequest, RowSeats, choose};
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, Decision, EngineHold, EngineRows, EngineSnapshot,
-    EventEngine, ReleaseDecision,
+    EventEngine, PaymentDecision, PaymentOutcome, PaymentRequest, ReleaseDecision,
 };
 use boxoffice_domain::event::SaleRules;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
@@ -60,9 +61,24 @@ enum Ask {
 
 #[derive(Debug, Clone)]
 enum Cmd {
-    Hold { account: usize, key: u8, ask: Ask },
-    Release { account: usize, hold: usize },
-    Checkout { account: usize, hold: usize },
+    Hold {
+        account: usize,
+        key: u8,
+        ask: Ask,
+    },
+    Release {
+        account: usize,
+        hold: usize,
+    },
+    Checkout {
+        account: usize,
+        hold: usize,
+    },
+    Pay {
+        account: usize,
+        hold: usize,
+        outcome: u8,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +110,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         5 => (0..ACCOUNTS.len(), 0u8..5, ask()).prop_map(|(account, key, ask)| Cmd::Hold { account, key, ask }),
         1 => (0..ACCOUNTS.len(), 0usize..30).prop_map(|(account, hold)| Cmd::Release { account, hold }),
         2 => (0..ACCOUNTS.len(), 0usize..30).prop_map(|(account, hold)| Cmd::Checkout { account, hold }),
+        2 => (0..ACCOUNTS.len(), 0usize..30, 0u8..4).prop_map(|(account, hold, outcome)| Cmd::Pay { account, hold, outcome }),
     ]
 }
 
@@ -126,6 +143,10 @@ enum Verdict {
     CheckoutStarted,
     /// A checkout of a hold that expired, was released, or never was.
     CheckoutGone,
+    Sold,
+    Cancelled(&'static str),
+    /// A verdict for a hold not in checkout: the store decides.
+    PayElsewhere,
 }
 
 fn verdict_of(decision: &Decision) -> Verdict {
@@ -162,6 +183,9 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Checkout(CheckoutDecision::Expired | CheckoutDecision::NotKept) => {
             Verdict::CheckoutGone
         }
+        Decision::Payment(PaymentDecision::Confirmed) => Verdict::Sold,
+        Decision::Payment(PaymentDecision::Cancelled { reason }) => Verdict::Cancelled(reason),
+        Decision::Payment(PaymentDecision::NotKept) => Verdict::PayElsewhere,
     }
 }
 
@@ -423,6 +447,49 @@ impl Reference {
         Verdict::CheckoutStarted
     }
 
+    fn pay(&mut self, account: &str, hold_id: &str, outcome: PaymentOutcome) -> Verdict {
+        let now = self.now;
+        let Some(index) = self.holds.iter().position(|h| h.hold_id == hold_id) else {
+            return Verdict::PayElsewhere;
+        };
+        let hold = &self.holds[index];
+        if hold.account != account || hold.status != HoldStatus::PaymentPending {
+            return Verdict::PayElsewhere;
+        }
+        let used: u32 = self
+            .holds
+            .iter()
+            .filter(|h| h.account == account && self.counts(h))
+            .map(|h| h.seats.len() as u32 + h.units)
+            .sum();
+        let reason = match outcome {
+            PaymentOutcome::Failed => Some("PAYMENT_FAILED"),
+            PaymentOutcome::Voided => Some("PAYMENT_VOIDED"),
+            PaymentOutcome::Paid if hold.expires_at <= now => Some("HOLD_EXPIRED"),
+            PaymentOutcome::Paid if used > LIMIT => Some("PURCHASE_LIMIT"),
+            PaymentOutcome::Paid => None,
+        };
+        let hold = self.holds[index].clone();
+        self.holds[index].status = if reason.is_some() {
+            HoldStatus::Released
+        } else {
+            HoldStatus::Confirmed
+        };
+        for seat_id in &hold.seats {
+            let entry = self.seats.get_mut(seat_id).unwrap();
+            if entry.0 == SeatStatus::Held && entry.1.as_deref() == Some(hold_id) {
+                *entry = match reason {
+                    Some(_) => (SeatStatus::Available, None, None, entry.3),
+                    None => (SeatStatus::Sold, entry.1.clone(), None, entry.3),
+                };
+            }
+        }
+        match reason {
+            Some(reason) => Verdict::Cancelled(reason),
+            None => Verdict::Sold,
+        }
+    }
+
     fn seat_row(&self, seat_id: &str) -> SeatRow {
         let (status, hold_id, until, price) = self.seats[seat_id].clone();
         SeatRow {
@@ -443,6 +510,7 @@ impl Reference {
             quantity: hold.seats.len() as u32 + hold.units,
             seat_ids: hold.seats.clone(),
             expires_at: hold.expires_at,
+            exchange: false,
         }
     }
 
@@ -592,6 +660,20 @@ proptest! {
                                     grace_s: GRACE_S,
                                 }));
                             }
+                            Cmd::Pay { account, hold, outcome } => {
+                                let hold_id = format!("h{hold}");
+                                let outcome = match outcome {
+                                    0 => PaymentOutcome::Failed,
+                                    1 => PaymentOutcome::Voided,
+                                    _ => PaymentOutcome::Paid,
+                                };
+                                expected.push(reference.pay(ACCOUNTS[*account], &hold_id, outcome));
+                                commands.push(Command::Payment(PaymentRequest {
+                                    account_id: ACCOUNTS[*account].into(),
+                                    hold_id,
+                                    outcome,
+                                }));
+                            }
                         }
                     }
                     let (decisions, effects) = engine.decide(reference.now, &commands);
@@ -601,6 +683,10 @@ proptest! {
                     prop_assert_eq!(effects.holds_created.len(), granted);
                     let started = got.iter().filter(|v| **v == Verdict::CheckoutStarted).count();
                     prop_assert_eq!(effects.checkouts_started.len(), started);
+                    let sold = got.iter().filter(|v| **v == Verdict::Sold).count();
+                    prop_assert_eq!(effects.holds_confirmed.len(), sold);
+                    let cancelled = got.iter().filter(|v| matches!(v, Verdict::Cancelled(_))).count();
+                    prop_assert_eq!(effects.checkouts_cancelled.len(), cancelled);
                 }
                 Step::Advance(s) => {
                     reference.now += Duration::seconds(s);

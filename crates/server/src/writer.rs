@@ -1,6 +1,6 @@
 //! One writer per event: the task that owns the event's engine
-//! (`boxoffice_domain::engine::EventEngine`) and through which every hold, release and
-//! checkout start of the event passes.
+//! (`boxoffice_domain::engine::EventEngine`) and through which every hold, release,
+//! checkout start and checkout payment verdict of the event passes.
 //!
 //! The writer takes whatever is queued (up to [`GROUP_COMMANDS_MAX`]), decides it in memory
 //! in arrival order, and hands the group's effects to the store ([`EngineStore::apply_group`],
@@ -29,13 +29,19 @@ use std::time::{Duration as StdDuration, Instant};
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
-    CheckoutDecision, CheckoutRequest, Command, Decision, EventEngine, ReleaseDecision,
+    CheckoutDecision, CheckoutRequest, Command, Decision, EventEngine, PaymentDecision,
+    PaymentOutcome, PaymentRequest, ReleaseDecision,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
-use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView, RenderOrder};
-use boxoffice_store::engine::{CheckoutWrite, EngineStore, GroupCommitted, GroupTurn, GroupWrite};
+use boxoffice_store::checkout::{
+    CheckoutBegun, CheckoutStart, OrderView, PaymentOperation, ProviderVerdict, RenderOrder,
+    Settled,
+};
+use boxoffice_store::engine::{
+    CheckoutWrite, EngineStore, GroupCommitted, GroupTurn, GroupWrite, SettleWrite,
+};
 use boxoffice_store::{
     EventRecord, HoldView, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult,
 };
@@ -75,6 +81,43 @@ enum Answer {
     Hold(Idempotent),
     Release(ReleaseOutcome),
     Checkout(CheckoutBegun),
+    Payment(Option<Settled>),
+}
+
+/// What a checkout's payment verdict needs besides its command: the operation as started,
+/// the provider's verdict, the pending order, and where its answer is stored.
+pub struct SettleContext {
+    pub operation: PaymentOperation,
+    pub verdict: ProviderVerdict,
+    pub order: OrderView,
+    pub scope: IdempotencyScope,
+    pub render: &'static RenderOrder,
+}
+
+impl std::fmt::Debug for SettleContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SettleContext")
+            .field("operation_id", &self.operation.operation_id)
+            .field("verdict", &self.verdict)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SettleContext {
+    /// The order after the verdict, as the group writes it.
+    fn settled_order(&self, cancelled: Option<&str>, now: OffsetDateTime) -> OrderView {
+        let mut order = self.order.clone();
+        order.status = if cancelled.is_some() {
+            OrderStatus::Cancelled
+        } else {
+            OrderStatus::Confirmed
+        };
+        order.payment_status = self.verdict.payment_status();
+        order.cancel_reason = cancelled.map(str::to_owned);
+        order.next_action_url = None;
+        order.updated_at = now;
+        order
+    }
 }
 
 /// What a checkout start needs besides its command: the request, the hold as the route read
@@ -88,6 +131,7 @@ struct CheckoutContext {
 struct Job {
     command: Command,
     checkout: Option<Box<CheckoutContext>>,
+    settle: Option<Box<SettleContext>>,
     reply: oneshot::Sender<StoreResult<Answer>>,
     /// Groups this command was in that the store refused.
     attempts: u32,
@@ -139,7 +183,10 @@ impl EventWriters {
         event: Arc<EventRecord>,
         request: HoldRequest,
     ) -> Result<Idempotent, SubmitError> {
-        match self.submit(event, Command::Hold(request), None).await? {
+        match self
+            .submit(event, Command::Hold(request), None, None)
+            .await?
+        {
             Answer::Hold(answer) => Ok(answer),
             _ => Err(SubmitError::Store(StoreError::Internal(
                 "a hold was answered as another command".into(),
@@ -158,7 +205,7 @@ impl EventWriters {
             account_id: account_id.to_owned(),
             hold_id: hold_id.to_owned(),
         };
-        match self.submit(event, command, None).await? {
+        match self.submit(event, command, None, None).await? {
             Answer::Release(outcome) => Ok(outcome),
             _ => Err(SubmitError::Store(StoreError::Internal(
                 "a release was answered as another command".into(),
@@ -188,10 +235,51 @@ impl EventWriters {
             hold,
             render,
         };
-        match self.submit(event, command, Some(Box::new(context))).await? {
+        match self
+            .submit(event, command, Some(Box::new(context)), None)
+            .await?
+        {
             Answer::Checkout(begun) => Ok(begun),
             _ => Err(SubmitError::Store(StoreError::Internal(
                 "a checkout was answered as another command".into(),
+            ))),
+        }
+    }
+
+    /// Applies a checkout's payment verdict on the event's writer: sold (or cancelled when
+    /// the hold lapsed or the limit is exceeded) or cancelled for a decline, with the
+    /// operation, the order, the outbox messages and the stored answer in the same group.
+    /// Only a first verdict (`Authorized`, `Captured`, `Failed`, `Voided`) of an operation
+    /// still `AUTHORIZING` belongs here; a hold the engine does not keep in checkout goes to
+    /// the store's own settlement.
+    pub async fn settle(
+        &self,
+        event: Arc<EventRecord>,
+        context: SettleContext,
+    ) -> Result<Option<Settled>, SubmitError> {
+        let outcome = match context.verdict.payment_status() {
+            PaymentStatus::Authorized | PaymentStatus::Captured => PaymentOutcome::Paid,
+            PaymentStatus::Failed => PaymentOutcome::Failed,
+            PaymentStatus::Voided => PaymentOutcome::Voided,
+            other => {
+                return Err(SubmitError::Store(StoreError::Internal(format!(
+                    "a {} verdict is not the writer's",
+                    other.as_str()
+                ))));
+            }
+        };
+        let command = Command::Payment(PaymentRequest {
+            account_id: context.order.account_id.clone(),
+            hold_id: context.order.hold_id.clone(),
+            outcome,
+        });
+        match self
+            .submit(event, command, None, Some(Box::new(context)))
+            .await?
+        {
+            Answer::Payment(settled) => Ok(settled),
+            _ => Err(SubmitError::Store(StoreError::Internal(
+                "a payment verdict was answered as another command".into(),
             ))),
         }
     }
@@ -201,11 +289,13 @@ impl EventWriters {
         event: Arc<EventRecord>,
         command: Command,
         checkout: Option<Box<CheckoutContext>>,
+        settle: Option<Box<SettleContext>>,
     ) -> Result<Answer, SubmitError> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             command,
             checkout,
+            settle,
             reply,
             attempts: 0,
         };
@@ -589,6 +679,18 @@ impl Writer {
             .expect("decide runs on a loaded engine");
         let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
         let (decisions, effects) = engine.decide(now, &commands);
+        for decision in &decisions {
+            let (kind, decided) = match decision {
+                Decision::Hold(_) => ("hold", true),
+                Decision::Release(d) => ("release", *d != ReleaseDecision::NotKept),
+                Decision::Checkout(d) => ("checkout", *d != CheckoutDecision::NotKept),
+                Decision::Payment(d) => ("payment", *d != PaymentDecision::NotKept),
+            };
+            // Commands the engine decided, and those it handed to the store's own path.
+            let path = if decided { "engine" } else { "store" };
+            metrics::counter!("boxoffice_writer_commands_total", "kind" => kind, "path" => path)
+                .increment(1);
+        }
         let mut answers: Vec<Option<StoredResponse>> = Vec::with_capacity(decisions.len());
         let mut records = Vec::new();
         for (job, decision) in jobs.iter().zip(&decisions) {
@@ -619,7 +721,9 @@ impl Writer {
             .iter()
             .map(|(index, _)| match &jobs[*index].command {
                 Command::Hold(request) => request.idempotency_key.clone(),
-                Command::Release { .. } | Command::Checkout(_) => String::new(),
+                Command::Release { .. } | Command::Checkout(_) | Command::Payment(_) => {
+                    String::new()
+                }
             })
             .collect();
         let mut checkouts = Vec::with_capacity(effects.checkouts_started.len());
@@ -640,6 +744,40 @@ impl Writer {
                     request_digest: context.start.request_digest.clone(),
                     response: (context.render)(&order),
                 },
+            });
+        }
+        let mut settlements = Vec::new();
+        for (index, (job, decision)) in jobs.iter().zip(&decisions).enumerate() {
+            let (Decision::Payment(decision), Some(context)) = (decision, job.settle.as_deref())
+            else {
+                continue;
+            };
+            let cancelled = match decision {
+                PaymentDecision::Confirmed => None,
+                PaymentDecision::Cancelled { reason } => Some(*reason),
+                PaymentDecision::NotKept => continue,
+            };
+            let to_status = context.verdict.payment_status();
+            let order = context.settled_order(cancelled, now);
+            let paid = matches!(
+                to_status,
+                PaymentStatus::Authorized | PaymentStatus::Captured
+            );
+            settlements.push(SettleWrite {
+                index,
+                operation_id: context.operation.operation_id.clone(),
+                from_status: context.operation.status,
+                to_status,
+                provider_ref: context.verdict.provider_ref().map(str::to_owned),
+                last_error: match &context.verdict {
+                    ProviderVerdict::Failed { reason, .. } => Some(reason.clone()),
+                    _ => None,
+                },
+                order_id: context.order.order_id.clone(),
+                order_status: order.status,
+                cancel_reason: order.cancel_reason.clone(),
+                messages: SettleWrite::messages_for(&context.operation, to_status, cancelled, paid),
+                record: Some((context.scope.clone(), (context.render)(&order))),
             });
         }
         let writer_seq = self.next_seq;
@@ -670,6 +808,7 @@ impl Writer {
                 hold_keys,
                 records,
                 checkouts,
+                settlements,
                 turn: &turn,
             };
             let result = store.apply_group(&group).await;
@@ -785,6 +924,17 @@ async fn deliver(
                 release_answer(store.as_ref(), &event, account_id, hold_id, decision)
                     .await
                     .map(Answer::Release)
+            }
+            (Command::Payment(_), Decision::Payment(decision)) => {
+                delivered.push(None);
+                match &job.settle {
+                    Some(context) => payment_answer(store.as_ref(), context, decision, now)
+                        .await
+                        .map(Answer::Payment),
+                    None => Err(StoreError::Internal(
+                        "a payment verdict without its request".into(),
+                    )),
+                }
             }
             (Command::Checkout(_), Decision::Checkout(decision)) => {
                 delivered.push(None);
@@ -948,6 +1098,33 @@ async fn checkout_answer(
             })
         }
     }
+}
+
+async fn payment_answer(
+    store: &dyn Store,
+    context: &SettleContext,
+    decision: PaymentDecision,
+    now: OffsetDateTime,
+) -> StoreResult<Option<Settled>> {
+    let cancelled = match decision {
+        PaymentDecision::Confirmed => None,
+        PaymentDecision::Cancelled { reason } => Some(reason),
+        // Not the engine's to decide: the store's settlement (one transaction) does.
+        PaymentDecision::NotKept => {
+            return store
+                .settle_payment(
+                    &context.operation.operation_id,
+                    &context.verdict,
+                    None,
+                    Some((&context.scope, context.render)),
+                )
+                .await;
+        }
+    };
+    Ok(Some(Settled {
+        order: context.settled_order(cancelled, now),
+        changed: true,
+    }))
 }
 
 fn copy_answer(answer: &Idempotent) -> Idempotent {

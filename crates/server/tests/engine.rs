@@ -478,6 +478,25 @@ async fn checkouts_race_through_the_writer(backend: Backend) {
     let counted = orders_per_hold(&app.db, &event_id).await;
     assert_eq!(counted.len(), holds.len());
     assert!(counted.iter().all(|(_, n)| *n == 1), "{counted:?}");
+    // The starts and the payments were the engine's, in the writer's groups.
+    let metrics = app.get(&app.admin, "/metrics").await;
+    let text = String::from_utf8_lossy(&metrics.bytes);
+    for kind in ["checkout", "payment"] {
+        let decided = text.lines().any(|line| {
+            line.starts_with("boxoffice_writer_commands_total")
+                && line.contains(&format!("kind=\"{kind}\""))
+                && line.contains("path=\"engine\"")
+        });
+        assert!(decided, "no {kind} decided by the engine:\n{text}");
+    }
+    // Every order is sold, its seat too.
+    for hold_id in &holds {
+        let hold = app
+            .get(&token("buyer"), &format!("/v1/holds/{hold_id}"))
+            .await
+            .json();
+        assert_eq!(hold["status"], "CONFIRMED", "{hold}");
+    }
     app.finish().await;
 }
 

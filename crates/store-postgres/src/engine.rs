@@ -35,10 +35,13 @@ type HoldColumns = (
     i32,
     String,
     OffsetDateTime,
+    bool,
 );
 
 /// Hold columns as [`engine_hold`] reads them.
-const HOLD_SELECT: &str = "SELECT hold_id, account_id, status, tier_id, quantity, exchanged_out, seats::text, expires_at FROM hold";
+const HOLD_SELECT: &str =
+    "SELECT hold_id, account_id, status, tier_id, quantity, exchanged_out, seats::text, expires_at,
+        EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = hold.hold_id) FROM hold";
 
 fn seat_row(
     (seat_id, status, hold_id, hold_expires_at, price_minor): SeatColumns,
@@ -54,7 +57,7 @@ fn seat_row(
 }
 
 fn engine_hold(
-    (hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at): HoldColumns,
+    (hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at, exchange): HoldColumns,
 ) -> StoreResult<EngineHold> {
     Ok(EngineHold {
         hold_id,
@@ -67,6 +70,7 @@ fn engine_hold(
             .map(|seat| seat.seat_id)
             .collect(),
         expires_at,
+        exchange,
     })
 }
 
@@ -264,6 +268,7 @@ impl EngineStore for PgStore {
         take_tier_units(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group, &mut map).await?;
         start_checkouts(&mut tx, group).await?;
+        settle_checkouts(&mut tx, group, &mut map).await?;
         insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
         group.turn.locks_taken();
         if !group.turn.before_record().await {
@@ -740,6 +745,276 @@ async fn start_checkouts(
         .map(|c| (c.endpoint.as_str(), &c.record))
         .collect();
     crate::insert_records_each(tx, &records, group.now).await
+}
+
+/// Payment verdicts the group applies. Sold: each seat must still be `HELD` by its hold and
+/// live, each hold still `PAYMENT_PENDING` and live; units move from held to sold. Cancelled:
+/// each hold must still be `PAYMENT_PENDING`; exactly the seats the engine counted are freed
+/// and the units returned. Then every operation moves only from the status its caller read,
+/// every order only from `PENDING_PAYMENT`, the outbox gets its messages and the checkout
+/// requests their settled answers.
+async fn settle_checkouts(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
+    let confirmed = &group.effects.holds_confirmed;
+    let cancelled = &group.effects.checkouts_cancelled;
+    if group.settlements.is_empty() && confirmed.is_empty() && cancelled.is_empty() {
+        return Ok(());
+    }
+    if group.settlements.len() != confirmed.len() + cancelled.len() {
+        return Err(StoreError::Internal(format!(
+            "{} payment verdicts decided, {} described",
+            confirmed.len() + cancelled.len(),
+            group.settlements.len()
+        )));
+    }
+    let event_id = group.event.event_id.as_str();
+    let order_of: BTreeMap<usize, &str> = group
+        .settlements
+        .iter()
+        .map(|s| (s.index, s.order_id.as_str()))
+        .collect();
+    // Sold seats and holds.
+    let mut seat_ids: Vec<&str> = Vec::new();
+    let mut seat_holds: Vec<&str> = Vec::new();
+    let mut seat_orders: Vec<&str> = Vec::new();
+    let mut units: BTreeMap<&str, i64> = BTreeMap::new();
+    for hold in confirmed {
+        let order_id = order_of.get(&hold.index).copied().unwrap_or_default();
+        for seat_id in &hold.seat_ids {
+            seat_ids.push(seat_id);
+            seat_holds.push(&hold.hold_id);
+            seat_orders.push(order_id);
+        }
+        if let Some((tier_id, n)) = &hold.tier {
+            *units.entry(tier_id).or_default() += i64::from(*n);
+        }
+    }
+    if !seat_ids.is_empty() {
+        let sold = sqlx::query(
+            "UPDATE seat s SET status = 'SOLD', order_id = u.order_id, hold_expires_at = NULL, version = s.version + 1
+               FROM UNNEST($2::text[], $3::text[], $4::text[]) AS u(seat_id, hold_id, order_id)
+              WHERE s.event_id = $1 AND s.seat_id = u.seat_id AND s.status = 'HELD' AND s.hold_id = u.hold_id
+                AND s.hold_expires_at > $5",
+        )
+        .bind(event_id)
+        .bind(&seat_ids)
+        .bind(&seat_holds)
+        .bind(&seat_orders)
+        .bind(group.now)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if sold != seat_ids.len() as u64 {
+            return Err(mismatch("seats sold", seat_ids.len(), sold));
+        }
+    }
+    if !units.is_empty() {
+        let tier_ids: Vec<&str> = units.keys().copied().collect();
+        let counts: Vec<i64> = units.values().copied().collect();
+        let moved = sqlx::query(
+            "UPDATE tier t SET held = t.held - u.n, sold = t.sold + u.n
+               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
+              WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.held >= u.n",
+        )
+        .bind(event_id)
+        .bind(&tier_ids)
+        .bind(&counts)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if moved != tier_ids.len() as u64 {
+            return Err(mismatch("tiers with the units sold", tier_ids.len(), moved));
+        }
+    }
+    if !confirmed.is_empty() {
+        let hold_ids: Vec<&str> = confirmed.iter().map(|h| h.hold_id.as_str()).collect();
+        let sold = sqlx::query(
+            "UPDATE hold SET status = 'CONFIRMED', updated_at = $3
+              WHERE event_id = $1 AND hold_id = ANY($2) AND status = 'PAYMENT_PENDING' AND expires_at > $3",
+        )
+        .bind(event_id)
+        .bind(&hold_ids)
+        .bind(group.now)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if sold != hold_ids.len() as u64 {
+            return Err(mismatch("holds in checkout sold", hold_ids.len(), sold));
+        }
+    }
+    // Cancelled holds: their seats and units back on sale.
+    if !cancelled.is_empty() {
+        let hold_ids: Vec<&str> = cancelled.iter().map(|(_, h)| h.hold_id.as_str()).collect();
+        let ended = sqlx::query(
+            "UPDATE hold SET status = 'RELEASED', updated_at = $3
+              WHERE event_id = $1 AND hold_id = ANY($2) AND status = 'PAYMENT_PENDING'",
+        )
+        .bind(event_id)
+        .bind(&hold_ids)
+        .bind(group.now)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if ended != hold_ids.len() as u64 {
+            return Err(mismatch("holds in checkout ended", hold_ids.len(), ended));
+        }
+        let seat_ids: Vec<&str> = cancelled
+            .iter()
+            .flat_map(|(_, h)| h.seat_ids.iter().map(String::as_str))
+            .collect();
+        if !seat_ids.is_empty() {
+            let freed = sqlx::query(
+                "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+                  WHERE event_id = $1 AND seat_id = ANY($3) AND hold_id = ANY($2) AND status = 'HELD'",
+            )
+            .bind(event_id)
+            .bind(&hold_ids)
+            .bind(&seat_ids)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if freed != seat_ids.len() as u64 {
+                return Err(mismatch("seats of cancelled holds", seat_ids.len(), freed));
+            }
+        }
+        let mut returned: BTreeMap<&str, i64> = BTreeMap::new();
+        for (_, hold) in cancelled {
+            if let Some((tier_id, n)) = &hold.tier {
+                *returned.entry(tier_id).or_default() += i64::from(*n);
+            }
+        }
+        if !returned.is_empty() {
+            let tier_ids: Vec<&str> = returned.keys().copied().collect();
+            let counts: Vec<i64> = returned.values().copied().collect();
+            let rows = sqlx::query_as::<_, (String, i64)>(
+                "UPDATE tier t SET available = t.available + u.n, held = t.held - u.n
+                   FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
+                  WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.held >= u.n
+                 RETURNING t.tier_id, t.available",
+            )
+            .bind(event_id)
+            .bind(&tier_ids)
+            .bind(&counts)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(classify)?;
+            if rows.len() != tier_ids.len() {
+                return Err(mismatch(
+                    "tiers with the units of cancelled holds",
+                    tier_ids.len(),
+                    rows.len() as u64,
+                ));
+            }
+            for (tier_id, available) in rows {
+                map.tier(event_id, &tier_id, available);
+            }
+        }
+    }
+    // Operations, orders, messages, answers.
+    let settled = &group.settlements;
+    let operations: Vec<&str> = settled.iter().map(|s| s.operation_id.as_str()).collect();
+    let from: Vec<&str> = settled.iter().map(|s| s.from_status.as_str()).collect();
+    let to: Vec<&str> = settled.iter().map(|s| s.to_status.as_str()).collect();
+    let refs: Vec<Option<&str>> = settled.iter().map(|s| s.provider_ref.as_deref()).collect();
+    let errors: Vec<Option<&str>> = settled.iter().map(|s| s.last_error.as_deref()).collect();
+    let moved = sqlx::query(
+        "UPDATE payment_operation p
+            SET status = u.to_status, provider_ref = coalesce(p.provider_ref, u.provider_ref),
+                next_action_url = NULL, last_error = u.last_error, updated_at = $1,
+                next_attempt_at = $1 + make_interval(secs => $7)
+           FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+                AS u(operation_id, from_status, to_status, provider_ref, last_error)
+          WHERE p.operation_id = u.operation_id AND p.status = u.from_status",
+    )
+    .bind(group.now)
+    .bind(&operations)
+    .bind(&from)
+    .bind(&to)
+    .bind(&refs)
+    .bind(&errors)
+    .bind(boxoffice_store::checkout::OPERATION_RECHECK_S)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if moved != operations.len() as u64 {
+        return Err(mismatch(
+            "payment operations in the status read",
+            operations.len(),
+            moved,
+        ));
+    }
+    let orders: Vec<&str> = settled.iter().map(|s| s.order_id.as_str()).collect();
+    let statuses: Vec<&str> = settled.iter().map(|s| s.order_status.as_str()).collect();
+    let reasons: Vec<Option<&str>> = settled.iter().map(|s| s.cancel_reason.as_deref()).collect();
+    let ended = sqlx::query(
+        "UPDATE orders o SET status = u.status, cancel_reason = u.reason, updated_at = $1
+           FROM UNNEST($2::text[], $3::text[], $4::text[]) AS u(order_id, status, reason)
+          WHERE o.order_id = u.order_id AND o.status = 'PENDING_PAYMENT'",
+    )
+    .bind(group.now)
+    .bind(&orders)
+    .bind(&statuses)
+    .bind(&reasons)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if ended != orders.len() as u64 {
+        return Err(mismatch("orders pending payment", orders.len(), ended));
+    }
+    let mut messages: Vec<(&str, &str, serde_json::Value)> = Vec::new();
+    for (_, hold) in cancelled {
+        messages.push((
+            event_id,
+            "hold.released",
+            serde_json::from_str(&hold_ended_payload(
+                event_id,
+                &hold.hold_id,
+                HoldStatus::Released,
+            ))
+            .unwrap_or_default(),
+        ));
+    }
+    for settlement in settled {
+        for (topic, payload) in &settlement.messages {
+            messages.push((event_id, *topic, payload.clone()));
+        }
+    }
+    crate::checkout::outbox_many(tx, &messages, group.now).await?;
+    let answered: Vec<_> = settled.iter().filter_map(|s| s.record.as_ref()).collect();
+    if !answered.is_empty() {
+        let accounts: Vec<&str> = answered
+            .iter()
+            .map(|(s, _)| s.account_id.as_str())
+            .collect();
+        let endpoints: Vec<&str> = answered.iter().map(|(s, _)| s.endpoint.as_str()).collect();
+        let keys: Vec<&str> = answered.iter().map(|(s, _)| s.key.as_str()).collect();
+        let codes: Vec<i32> = answered.iter().map(|(_, r)| i32::from(r.status)).collect();
+        let bodies: Vec<&[u8]> = answered.iter().map(|(_, r)| r.body.as_slice()).collect();
+        sqlx::query(
+            "UPDATE idempotency i SET status_code = u.s, response_body = u.b
+               FROM UNNEST($1::text[], $2::text[], $3::text[], $4::int[], $5::bytea[]) AS u(a, e, k, s, b)
+              WHERE i.account_id = u.a AND i.endpoint = u.e AND i.idem_key = u.k",
+        )
+        .bind(&accounts)
+        .bind(&endpoints)
+        .bind(&keys)
+        .bind(&codes)
+        .bind(&bodies)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    Ok(())
 }
 
 /// The group's last statement: its writer sequence follows the stored one (else another

@@ -39,9 +39,12 @@ type HoldColumns = (
     i64,
     String,
     i64,
+    bool,
 );
 
-const HOLD_SELECT: &str = "SELECT hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at FROM hold";
+const HOLD_SELECT: &str =
+    "SELECT hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at,
+        EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = hold.hold_id) FROM hold";
 const TIER_SELECT: &str =
     "SELECT tier_id, capacity, available, held, sold, price_minor FROM tier WHERE event_id = ?1";
 
@@ -59,7 +62,7 @@ fn seat_row(
 }
 
 fn engine_hold(
-    (hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at): HoldColumns,
+    (hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at, exchange): HoldColumns,
 ) -> StoreResult<EngineHold> {
     Ok(EngineHold {
         hold_id,
@@ -72,6 +75,7 @@ fn engine_hold(
             .map(|seat| seat.seat_id)
             .collect(),
         expires_at: from_ms(expires_at)?,
+        exchange,
     })
 }
 
@@ -249,6 +253,7 @@ impl EngineStore for SqliteStore {
         move_tier_units(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group).await?;
         start_checkouts(&mut tx, group).await?;
+        settle_checkouts(&mut tx, group, &mut map).await?;
         insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
         group.turn.locks_taken();
         if !group.turn.before_record().await {
@@ -606,6 +611,208 @@ async fn start_checkouts(
             group.now,
         )
         .await?;
+    }
+    Ok(())
+}
+
+/// Payment verdicts the group applies, each write conditional and counted: sold seats must
+/// still be `HELD` by their hold and live, a sold hold still `PAYMENT_PENDING` and live, a
+/// cancelled one still `PAYMENT_PENDING` (exactly the seats the engine counted are freed,
+/// its units returned); every operation moves only from the status its caller read, every
+/// order only from `PENDING_PAYMENT`; then the outbox messages and the settled answers.
+async fn settle_checkouts(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
+    let confirmed = &group.effects.holds_confirmed;
+    let cancelled = &group.effects.checkouts_cancelled;
+    if group.settlements.len() != confirmed.len() + cancelled.len() {
+        return Err(StoreError::Internal(format!(
+            "{} payment verdicts decided, {} described",
+            confirmed.len() + cancelled.len(),
+            group.settlements.len()
+        )));
+    }
+    let event_id = group.event.event_id.as_str();
+    let now_ms = to_ms(group.now);
+    let order_of: BTreeMap<usize, &str> = group
+        .settlements
+        .iter()
+        .map(|s| (s.index, s.order_id.as_str()))
+        .collect();
+    for hold in confirmed {
+        let order_id = order_of.get(&hold.index).copied().unwrap_or_default();
+        for seat_id in &hold.seat_ids {
+            let sold = sqlx::query(
+                "UPDATE seat SET status = 'SOLD', order_id = ?4, hold_expires_at = NULL, version = version + 1
+                  WHERE event_id = ?1 AND seat_id = ?2 AND status = 'HELD' AND hold_id = ?3 AND hold_expires_at > ?5",
+            )
+            .bind(event_id)
+            .bind(seat_id)
+            .bind(&hold.hold_id)
+            .bind(order_id)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if sold != 1 {
+                return Err(mismatch(&format!("seat {seat_id} sold"), 1, sold));
+            }
+        }
+        if let Some((tier_id, n)) = &hold.tier {
+            let moved = sqlx::query(
+                "UPDATE tier SET held = held - ?3, sold = sold + ?3
+                  WHERE event_id = ?1 AND tier_id = ?2 AND held >= ?3",
+            )
+            .bind(event_id)
+            .bind(tier_id)
+            .bind(i64::from(*n))
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if moved != 1 {
+                return Err(mismatch(&format!("tier {tier_id} units sold"), 1, moved));
+            }
+        }
+        let sold = sqlx::query(
+            "UPDATE hold SET status = 'CONFIRMED', updated_at = ?3
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'PAYMENT_PENDING' AND expires_at > ?3",
+        )
+        .bind(event_id)
+        .bind(&hold.hold_id)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if sold != 1 {
+            return Err(mismatch(&format!("hold {} sold", hold.hold_id), 1, sold));
+        }
+    }
+    for (_, hold) in cancelled {
+        let ended = sqlx::query(
+            "UPDATE hold SET status = 'RELEASED', updated_at = ?3
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'PAYMENT_PENDING'",
+        )
+        .bind(event_id)
+        .bind(&hold.hold_id)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if ended != 1 {
+            return Err(mismatch(
+                &format!("hold {} in checkout", hold.hold_id),
+                1,
+                ended,
+            ));
+        }
+        for seat_id in &hold.seat_ids {
+            let freed = sqlx::query(
+                "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
+                  WHERE event_id = ?1 AND seat_id = ?2 AND hold_id = ?3 AND status = 'HELD'",
+            )
+            .bind(event_id)
+            .bind(seat_id)
+            .bind(&hold.hold_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if freed != 1 {
+                return Err(mismatch(&format!("seat {seat_id} freed"), 1, freed));
+            }
+        }
+        if let Some((tier_id, n)) = &hold.tier {
+            let available: Option<i64> = sqlx::query_scalar(
+                "UPDATE tier SET available = available + ?3, held = held - ?3
+                  WHERE event_id = ?1 AND tier_id = ?2 AND held >= ?3 RETURNING available",
+            )
+            .bind(event_id)
+            .bind(tier_id)
+            .bind(i64::from(*n))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(classify)?;
+            let Some(available) = available else {
+                return Err(mismatch(&format!("tier {tier_id} held units"), 1, 0));
+            };
+            map.tier(event_id, tier_id, available);
+        }
+        insert_outbox(
+            tx,
+            event_id,
+            "hold.released",
+            &hold_ended_payload(event_id, &hold.hold_id, HoldStatus::Released),
+            group.now,
+        )
+        .await?;
+    }
+    for settlement in &group.settlements {
+        let moved = sqlx::query(
+            "UPDATE payment_operation
+                SET status = ?3, provider_ref = coalesce(provider_ref, ?4), next_action_url = NULL,
+                    last_error = ?5, updated_at = ?6, next_attempt_at = ?7
+              WHERE operation_id = ?1 AND status = ?2",
+        )
+        .bind(&settlement.operation_id)
+        .bind(settlement.from_status.as_str())
+        .bind(settlement.to_status.as_str())
+        .bind(&settlement.provider_ref)
+        .bind(&settlement.last_error)
+        .bind(now_ms)
+        .bind(now_ms + (boxoffice_store::checkout::OPERATION_RECHECK_S * 1_000.0) as i64)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if moved != 1 {
+            return Err(mismatch(
+                &format!("operation {} in the status read", settlement.operation_id),
+                1,
+                moved,
+            ));
+        }
+        let ended = sqlx::query(
+            "UPDATE orders SET status = ?2, cancel_reason = ?3, updated_at = ?4
+              WHERE order_id = ?1 AND status = 'PENDING_PAYMENT'",
+        )
+        .bind(&settlement.order_id)
+        .bind(settlement.order_status.as_str())
+        .bind(&settlement.cancel_reason)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if ended != 1 {
+            return Err(mismatch(
+                &format!("order {} pending payment", settlement.order_id),
+                1,
+                ended,
+            ));
+        }
+        for (topic, payload) in &settlement.messages {
+            insert_outbox(tx, event_id, topic, &payload.to_string(), group.now).await?;
+        }
+        if let Some((scope, response)) = &settlement.record {
+            sqlx::query(
+                "UPDATE idempotency SET status_code = ?4, response_body = ?5
+                  WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+            )
+            .bind(&scope.account_id)
+            .bind(&scope.endpoint)
+            .bind(&scope.key)
+            .bind(i64::from(response.status))
+            .bind(&response.body)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?;
+        }
     }
     Ok(())
 }

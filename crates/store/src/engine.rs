@@ -76,7 +76,74 @@ pub struct GroupWrite<'a> {
     /// What the store needs besides the engine's effect for each checkout the group starts,
     /// in `effects.checkouts_started` order.
     pub checkouts: Vec<CheckoutWrite>,
+    /// What the store needs besides the engine's effect for each payment verdict the group
+    /// applies (`effects.holds_confirmed` and `effects.checkouts_cancelled` name them by
+    /// command index).
+    pub settlements: Vec<SettleWrite>,
     pub turn: &'a dyn GroupTurn,
+}
+
+/// A payment verdict's rows beyond the hold and its seats: the operation moves from the
+/// status the caller read to the verdict's (only from that one: counted), the order from
+/// `PENDING_PAYMENT` to its outcome (counted), the outbox messages, and the stored answer.
+#[derive(Debug, Clone)]
+pub struct SettleWrite {
+    /// The command's place in the group.
+    pub index: usize,
+    pub operation_id: String,
+    pub from_status: boxoffice_domain::order::PaymentStatus,
+    pub to_status: boxoffice_domain::order::PaymentStatus,
+    pub provider_ref: Option<String>,
+    pub last_error: Option<String>,
+    pub order_id: String,
+    pub order_status: boxoffice_domain::order::OrderStatus,
+    pub cancel_reason: Option<String>,
+    pub messages: Vec<(&'static str, serde_json::Value)>,
+    /// The stored answer of the checkout request, rewritten with the settled order.
+    pub record: Option<(
+        boxoffice_domain::idempotency::IdempotencyScope,
+        boxoffice_domain::idempotency::StoredResponse,
+    )>,
+}
+
+impl SettleWrite {
+    /// The outbox messages of a settled checkout: capture, ticket issuance and the
+    /// confirmation of a sale; the cancellation and what gives the money back otherwise.
+    pub fn messages_for(
+        operation: &crate::checkout::PaymentOperation,
+        to_status: boxoffice_domain::order::PaymentStatus,
+        cancelled: Option<&str>,
+        paid: bool,
+    ) -> Vec<(&'static str, serde_json::Value)> {
+        use crate::checkout::topic;
+        let order_id = operation.order_id.as_str();
+        match cancelled {
+            None => vec![
+                (
+                    topic::PAYMENT_CAPTURE,
+                    serde_json::json!({"operationId": operation.operation_id}),
+                ),
+                (
+                    topic::TICKETS_ISSUE,
+                    serde_json::json!({"orderId": order_id}),
+                ),
+                (
+                    topic::ORDER_CONFIRMED,
+                    serde_json::json!({"orderId": order_id}),
+                ),
+            ],
+            Some(reason) => {
+                let mut messages = vec![(
+                    topic::ORDER_CANCELLED,
+                    serde_json::json!({"orderId": order_id, "reason": reason}),
+                )];
+                if paid {
+                    messages.push(crate::checkout::payment_undo(operation, to_status, reason));
+                }
+                messages
+            }
+        }
+    }
 }
 
 /// A checkout start's rows beyond the hold's move: the order (copied from the hold by the
@@ -144,6 +211,13 @@ impl GroupWrite<'_> {
             self.effects
                 .holds_expired
                 .iter()
+                .chain(self.effects.checkouts_cancelled.iter().map(|(_, h)| h))
+                .filter_map(|hold| hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
+        );
+        tiers.extend(
+            self.effects
+                .holds_confirmed
+                .iter()
                 .filter_map(|hold| hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
         );
         tiers.into_iter().collect()
@@ -168,6 +242,18 @@ impl GroupWrite<'_> {
                     .checkouts_started
                     .iter()
                     .flat_map(|c| c.seat_ids.iter().map(String::as_str)),
+            )
+            .chain(
+                self.effects
+                    .holds_confirmed
+                    .iter()
+                    .flat_map(|c| c.seat_ids.iter().map(String::as_str)),
+            )
+            .chain(
+                self.effects
+                    .checkouts_cancelled
+                    .iter()
+                    .flat_map(|(_, h)| h.seat_ids.iter().map(String::as_str)),
             )
             .collect();
         seat_ids.sort_unstable();
@@ -266,7 +352,8 @@ where
                 | HoldOutcome::KeyReusedWithOtherRequest,
             )
             | Decision::Release(_)
-            | Decision::Checkout(_) => None,
+            | Decision::Checkout(_)
+            | Decision::Payment(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
                 if outcome.is_recorded() {
@@ -296,6 +383,7 @@ where
         hold_keys,
         records,
         checkouts: Vec::new(),
+        settlements: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;

@@ -43,15 +43,13 @@ pub fn verdict_of_error(error: &ProviderError) -> ProviderVerdict {
     }
 }
 
-/// Asks the provider to authorize `operation` (again: the operation id is the idempotency
-/// key, so a retry returns the first attempt's payment) and applies the answer. Called
-/// outside any store transaction.
-pub async fn authorize_and_settle(
-    store: &Arc<dyn Store>,
+/// Authorizes `operation` with the provider (outside any transaction; the operation id is
+/// the provider's idempotency key) and returns its verdict: a lost answer is `Unknown`, never
+/// a failure.
+pub async fn authorize(
     provider: &Arc<dyn PaymentProvider>,
     operation: &PaymentOperation,
-    answer: Option<(&IdempotencyScope, &RenderOrder)>,
-) -> StoreResult<Option<Settled>> {
+) -> ProviderVerdict {
     let request = AuthorizeRequest {
         operation_id: operation.operation_id.clone(),
         order_id: operation.order_id.clone(),
@@ -68,6 +66,19 @@ pub async fn authorize_and_settle(
         }
     };
     crate::crash::point("authorization_returned");
+    verdict
+}
+
+/// Asks the provider to authorize `operation` (again: the operation id is the idempotency
+/// key, so a retry returns the first attempt's payment) and applies the answer in the store.
+/// Called outside any store transaction.
+pub async fn authorize_and_settle(
+    store: &Arc<dyn Store>,
+    provider: &Arc<dyn PaymentProvider>,
+    operation: &PaymentOperation,
+    answer: Option<(&IdempotencyScope, &RenderOrder)>,
+) -> StoreResult<Option<Settled>> {
+    let verdict = authorize(provider, operation).await;
     store
         .settle_payment(&operation.operation_id, &verdict, None, answer)
         .await

@@ -221,6 +221,7 @@ fn a_refresh_takes_in_a_sale_made_elsewhere() {
         quantity: 1,
         seat_ids: vec!["A-1-1".into()],
         expires_at: NOW + Duration::seconds(300),
+        exchange: false,
     };
     engine.refresh(EngineRows {
         seats: vec![sold],

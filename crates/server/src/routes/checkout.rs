@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
+use boxoffice_domain::order::PaymentStatus;
 use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -270,7 +271,7 @@ pub async fn checkout_hold(
         provider: state.provider.name().to_owned(),
         payment_method: token.to_owned(),
     };
-    let begun = match (hold, event) {
+    let begun = match (hold, event.clone()) {
         // A held hold of the account: its event's writer starts the checkout in a group.
         (Some(hold), Some(event)) if hold.status == HoldStatus::Held => {
             match state
@@ -326,13 +327,47 @@ pub async fn checkout_hold(
         }
     };
     boxoffice_workers::crash::point("checkout_committed");
-    let settled = boxoffice_workers::payment::authorize_and_settle(
-        &state.store,
-        &state.provider,
-        &operation,
-        Some((&scope, &render_checkout)),
-    )
-    .await;
+    let verdict = boxoffice_workers::payment::authorize(&state.provider, &operation).await;
+    let first_verdict = operation.status == PaymentStatus::Authorizing
+        && matches!(
+            verdict.payment_status(),
+            PaymentStatus::Authorized
+                | PaymentStatus::Captured
+                | PaymentStatus::Failed
+                | PaymentStatus::Voided
+        );
+    let by_writer = match event {
+        // The event's writer sells or cancels in its next group.
+        Some(event) if first_verdict => {
+            let context = crate::writer::SettleContext {
+                operation: operation.clone(),
+                verdict: verdict.clone(),
+                order: order.clone(),
+                scope: scope.clone(),
+                render: &render_checkout,
+            };
+            match state.writers.settle(event, context).await {
+                Ok(settled) => Some(Ok(settled)),
+                // A full or failing writer must not lose the verdict: the store settles it.
+                Err(SubmitError::Overloaded | SubmitError::Store(_)) => None,
+            }
+        }
+        _ => None,
+    };
+    let settled = match by_writer {
+        Some(settled) => settled,
+        None => {
+            state
+                .store
+                .settle_payment(
+                    &operation.operation_id,
+                    &verdict,
+                    None,
+                    Some((&scope, &render_checkout)),
+                )
+                .await
+        }
+    };
     // Provider or store trouble (not a card decline) counts against the release rate.
     state.waitroom.meter.payment_attempt(settled.is_err());
     let order = match settled {
