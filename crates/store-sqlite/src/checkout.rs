@@ -506,8 +506,22 @@ impl crate::SqliteStore {
         };
         // A verdict the operation can no longer take changes nothing (payment statuses only
         // move forward), so a repeated webhook or a reconciler's late look costs no
-        // transaction. With an answer to store, the transaction runs: it renders the order.
+        // transaction (a webhook seen before still answers `None`). With an answer to store,
+        // the transaction runs: it renders the order.
         if answer.is_none() && !operation.status.can_become(verdict.payment_status()) {
+            if let Some((provider, event_id)) = webhook {
+                let seen: Option<i64> = sqlx::query_scalar(
+                    "SELECT 1 FROM webhook_event WHERE provider = ?1 AND event_id = ?2",
+                )
+                .bind(provider)
+                .bind(event_id)
+                .fetch_optional(self.reader_pool())
+                .await
+                .map_err(classify)?;
+                if seen.is_some() {
+                    return Ok(None);
+                }
+            }
             return Ok(Some(Settled {
                 order,
                 changed: false,
