@@ -90,7 +90,9 @@ pub struct SettleContext {
     pub operation: PaymentOperation,
     pub verdict: ProviderVerdict,
     pub order: OrderView,
-    pub scope: IdempotencyScope,
+    /// Where the checkout's answer is stored, when the verdict came with the checkout request
+    /// (a webhook's has none).
+    pub scope: Option<IdempotencyScope>,
     pub render: &'static RenderOrder,
 }
 
@@ -777,7 +779,10 @@ impl Writer {
                 order_status: order.status,
                 cancel_reason: order.cancel_reason.clone(),
                 messages: SettleWrite::messages_for(&context.operation, to_status, cancelled, paid),
-                record: Some((context.scope.clone(), (context.render)(&order))),
+                record: context
+                    .scope
+                    .clone()
+                    .map(|scope| (scope, (context.render)(&order))),
             });
         }
         let writer_seq = self.next_seq;
@@ -1109,14 +1114,35 @@ async fn payment_answer(
     let cancelled = match decision {
         PaymentDecision::Confirmed => None,
         PaymentDecision::Cancelled { reason } => Some(reason),
-        // Not the engine's to decide: the store's settlement (one transaction) does.
+        // Not the engine's to decide: the store's settlement (one transaction) does — unless
+        // the other source of the same verdict (the provider's answer, its webhook) settled
+        // it already, when only the request's stored answer is left to write.
         PaymentDecision::NotKept => {
+            let operation = store
+                .payment_operation(&context.operation.operation_id)
+                .await?;
+            let settled_already =
+                operation.is_some_and(|op| op.status == context.verdict.payment_status());
+            if settled_already
+                && let Some(order) = store.order_head(&context.order.order_id).await?
+                && order.status != OrderStatus::PendingPayment
+            {
+                if let Some(scope) = &context.scope {
+                    store
+                        .replace_answer(scope, &(context.render)(&order))
+                        .await?;
+                }
+                return Ok(Some(Settled {
+                    order,
+                    changed: false,
+                }));
+            }
             return store
                 .settle_payment(
                     &context.operation.operation_id,
                     &context.verdict,
                     None,
-                    Some((&context.scope, context.render)),
+                    context.scope.as_ref().map(|scope| (scope, context.render)),
                 )
                 .await;
         }

@@ -239,6 +239,16 @@ impl EngineStore for PgStore {
             return Err(predecessor_failed());
         }
         let mut tx = self.pool.begin().await.map_err(classify)?;
+        // Every statement of a group finds its rows by key. During an on-sale the hold, order
+        // and payment tables grow from nothing to tens of thousands of rows between two
+        // autovacuum analyses, and a planner that still takes them for empty scans every
+        // live hold of the event once per statement; key lookups are right at any size.
+        sqlx::query(
+            "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
+        )
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
         let store_now = crate::store_now(&mut tx).await?;
         if group.now > store_now {
             return Err(StoreError::Conflict(format!(

@@ -22,7 +22,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::TierRow;
 use boxoffice_domain::event::{EventSpec, Section, Tier};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
-use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
@@ -877,6 +877,27 @@ impl Store for PgStore {
         .map_err(classify)?
         .rows_affected();
         Ok(deleted)
+    }
+
+    async fn replace_answer(
+        &self,
+        scope: &IdempotencyScope,
+        response: &StoredResponse,
+    ) -> StoreResult<bool> {
+        let updated = sqlx::query(
+            "UPDATE idempotency SET status_code = $4, response_body = $5
+              WHERE account_id = $1 AND endpoint = $2 AND idem_key = $3",
+        )
+        .bind(&scope.account_id)
+        .bind(&scope.endpoint)
+        .bind(&scope.key)
+        .bind(i32::from(response.status))
+        .bind(&response.body)
+        .execute(&self.pool)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        Ok(updated == 1)
     }
 
     async fn list_event_ids(&self) -> StoreResult<Vec<String>> {

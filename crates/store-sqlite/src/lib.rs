@@ -24,7 +24,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::TierRow;
 use boxoffice_domain::event::{EventSpec, Section, Tier};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
-use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
@@ -794,6 +794,32 @@ impl Store for SqliteStore {
 
     async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64> {
         retrying(|| self.purge_once(older_than_s)).await
+    }
+
+    async fn replace_answer(
+        &self,
+        scope: &IdempotencyScope,
+        response: &StoredResponse,
+    ) -> StoreResult<bool> {
+        retrying(|| async {
+            let mut tx = begin_write(&self.writer).await?;
+            let updated = sqlx::query(
+                "UPDATE idempotency SET status_code = ?4, response_body = ?5
+                  WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+            )
+            .bind(&scope.account_id)
+            .bind(&scope.endpoint)
+            .bind(&scope.key)
+            .bind(i64::from(response.status))
+            .bind(&response.body)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            tx.commit().await.map_err(classify)?;
+            Ok(updated == 1)
+        })
+        .await
     }
 
     async fn list_event_ids(&self) -> StoreResult<Vec<String>> {

@@ -370,6 +370,14 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
     /// Deletes idempotency records older than `older_than_s` seconds.
     async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64>;
 
+    /// Rewrites the stored answer of an existing record (a checkout's, once its order is
+    /// settled by another request). `false`: no such record.
+    async fn replace_answer(
+        &self,
+        scope: &IdempotencyScope,
+        response: &StoredResponse,
+    ) -> StoreResult<bool>;
+
     async fn list_event_ids(&self) -> StoreResult<Vec<String>>;
 
     /// One event's whole inventory at one instant, for [`Inventory::invariants`].

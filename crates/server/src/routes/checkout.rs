@@ -328,46 +328,21 @@ pub async fn checkout_hold(
     };
     boxoffice_workers::crash::point("checkout_committed");
     let verdict = boxoffice_workers::payment::authorize(&state.provider, &operation).await;
-    let first_verdict = operation.status == PaymentStatus::Authorizing
-        && matches!(
-            verdict.payment_status(),
-            PaymentStatus::Authorized
-                | PaymentStatus::Captured
-                | PaymentStatus::Failed
-                | PaymentStatus::Voided
-        );
-    let by_writer = match event {
-        // The event's writer sells or cancels in its next group.
-        Some(event) if first_verdict => {
-            let context = crate::writer::SettleContext {
-                operation: operation.clone(),
-                verdict: verdict.clone(),
-                order: order.clone(),
-                scope: scope.clone(),
-                render: &render_checkout,
-            };
-            match state.writers.settle(event, context).await {
-                Ok(settled) => Some(Ok(settled)),
-                // A full or failing writer must not lose the verdict: the store settles it.
-                Err(SubmitError::Overloaded | SubmitError::Store(_)) => None,
+    let settled =
+        match settle_by_writer(state, event, &operation, &verdict, &order, Some(&scope)).await {
+            Some(settled) => settled,
+            None => {
+                state
+                    .store
+                    .settle_payment(
+                        &operation.operation_id,
+                        &verdict,
+                        None,
+                        Some((&scope, &render_checkout)),
+                    )
+                    .await
             }
-        }
-        _ => None,
-    };
-    let settled = match by_writer {
-        Some(settled) => settled,
-        None => {
-            state
-                .store
-                .settle_payment(
-                    &operation.operation_id,
-                    &verdict,
-                    None,
-                    Some((&scope, &render_checkout)),
-                )
-                .await
-        }
-    };
+        };
     // Provider or store trouble (not a card decline) counts against the release rate.
     state.waitroom.meter.payment_attempt(settled.is_err());
     let order = match settled {
@@ -387,6 +362,40 @@ pub async fn checkout_hold(
         }
     };
     Ok(stored_response(&render_checkout(&order), false))
+}
+
+/// A checkout's first payment verdict (`Authorized`, `Captured`, `Failed` or `Voided` for an
+/// operation still `AUTHORIZING`) through the event's writer, whichever way it came (the
+/// provider's answer or its webhook): every first verdict of a hold is decided in the
+/// writer's groups, so they never race each other at the store. `None`: the store's own
+/// settlement must apply it (another kind of verdict, or the writer was full or failed —
+/// a verdict is never lost).
+async fn settle_by_writer(
+    state: &AppState,
+    event: Option<std::sync::Arc<boxoffice_store::EventRecord>>,
+    operation: &boxoffice_store::checkout::PaymentOperation,
+    verdict: &boxoffice_store::checkout::ProviderVerdict,
+    order: &OrderView,
+    scope: Option<&IdempotencyScope>,
+) -> Option<boxoffice_store::StoreResult<Option<boxoffice_store::checkout::Settled>>> {
+    let first_verdict = operation.status == PaymentStatus::Authorizing
+        && order.status == boxoffice_domain::order::OrderStatus::PendingPayment
+        && matches!(
+            verdict.payment_status(),
+            PaymentStatus::Authorized
+                | PaymentStatus::Captured
+                | PaymentStatus::Failed
+                | PaymentStatus::Voided
+        );
+    let event = event.filter(|_| first_verdict)?;
+    let context = crate::writer::SettleContext {
+        operation: operation.clone(),
+        verdict: verdict.clone(),
+        order: order.clone(),
+        scope: scope.cloned(),
+        render: &render_checkout,
+    };
+    state.writers.settle(event, context).await.ok().map(Ok)
 }
 
 /// One of the caller's orders.
@@ -539,15 +548,29 @@ pub async fn webhook(
         return Ok(axum::Json(serde_json::json!({"received": true})).into_response());
     };
     let verdict = boxoffice_workers::payment::verdict_of(&event.payment);
-    let applied = state
-        .store
-        .settle_payment(
-            &operation.operation_id,
-            &verdict,
-            Some((state.provider.name(), &event.event_id)),
-            None,
-        )
-        .await?;
+    // A first verdict of a checkout goes to the event's writer, like the provider's answer to
+    // the checkout request, so the two never race at the store.
+    let mut by_writer = None;
+    if operation.status == PaymentStatus::Authorizing
+        && let Some(order) = state.store.order_head(&operation.order_id).await?
+    {
+        let found = state.event(&operation.event_id).await.ok();
+        by_writer = settle_by_writer(&state, found, &operation, &verdict, &order, None).await;
+    }
+    let applied = match by_writer {
+        Some(settled) => settled?,
+        None => {
+            state
+                .store
+                .settle_payment(
+                    &operation.operation_id,
+                    &verdict,
+                    Some((state.provider.name(), &event.event_id)),
+                    None,
+                )
+                .await?
+        }
+    };
     if applied.is_some_and(|s| s.changed) {
         state.relay.poke();
     }
