@@ -16,7 +16,7 @@
 //!    `{"bestAvailable": {"quantity", "section"}}` and the `Admission-Token`; a 409 moves to
 //!    the next section, [`HOLD_TRIES`] tries in all, then `no_seats`; a 429 (the event's
 //!    writer is full) is waited out as `Retry-After` says and asked again, up to
-//!    [`HOLD_429_RETRIES_MAX`] times;
+//!    [`HOLD_429_RETRIES_MAX`] times (a checkout's 429 too, with the same key);
 //! 3. abandon a share (`--abandon`): half release the hold (`DELETE /v1/holds/{id}`), half
 //!    walk away and let it expire;
 //! 4. the others check out with a card drawn from `--cards` (`pm_card_visa`,
@@ -826,7 +826,20 @@ async fn pay(shared: &Shared, token: &str, admission: &str, hold_id: &str, card:
         .header("idempotency-key", key())
         .header("admission-token", admission)
         .json(&json!({"paymentMethodToken": card.token()}));
-    let answer = shared.call("checkout", request).await;
+    // A 429 (the event's writer is full) is waited out as `Retry-After` says and the very
+    // same request (same key) sent again: it is not an answer about the hold.
+    let mut answer = shared
+        .call("checkout", request.try_clone().expect("a JSON body"))
+        .await;
+    let mut refusals_429 = 0;
+    while answer.status == 429 && refusals_429 < HOLD_429_RETRIES_MAX {
+        refusals_429 += 1;
+        let wait = answer.retry_after_s.unwrap_or(1).clamp(1, 10);
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+        answer = shared
+            .call("checkout", request.try_clone().expect("a JSON body"))
+            .await;
+    }
     shared.measure(Metric::Checkout, sent);
     if answer.status == 409 && answer.body["code"] == "HOLD_EXPIRED" {
         return Outcome::HoldExpired;

@@ -148,7 +148,7 @@ pub struct EventWriters {
     /// injects faults.
     engine_store: Arc<dyn EngineStore>,
     render: HoldRenderer,
-    queues: Arc<Mutex<HashMap<String, mpsc::Sender<Job>>>>,
+    queues: Arc<Mutex<HashMap<String, Lanes>>>,
 }
 
 impl std::fmt::Debug for EventWriters {
@@ -301,7 +301,14 @@ impl EventWriters {
             reply,
             attempts: 0,
         };
-        match self.queue_for(&event).try_send(job) {
+        let lanes = self.queue_for(&event);
+        // New holds wait in their own lane: what completes a sale (a checkout, a payment
+        // verdict, a release) is never shed or delayed behind a crowd asking for seats.
+        let lane = match &job.command {
+            Command::Hold(_) => &lanes.holds,
+            Command::Release { .. } | Command::Checkout(_) | Command::Payment(_) => &lanes.sale,
+        };
+        match lane.try_send(job) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => return Err(SubmitError::Overloaded),
             Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -318,26 +325,47 @@ impl EventWriters {
         }
     }
 
-    fn queue_for(&self, event: &Arc<EventRecord>) -> mpsc::Sender<Job> {
+    fn queue_for(&self, event: &Arc<EventRecord>) -> Lanes {
         let mut queues = self
             .queues
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(sender) = queues.get(&event.event_id)
-            && !sender.is_closed()
+        if let Some(lanes) = queues.get(&event.event_id)
+            && !lanes.holds.is_closed()
+            && !lanes.sale.is_closed()
         {
-            return sender.clone();
+            return lanes.clone();
         }
-        let (sender, receiver) = mpsc::channel(QUEUE_COMMANDS_MAX);
-        queues.insert(event.event_id.clone(), sender.clone());
+        let (sale, sale_rx) = mpsc::channel(QUEUE_COMMANDS_MAX);
+        let (holds, holds_rx) = mpsc::channel(QUEUE_COMMANDS_MAX);
+        let lanes = Lanes { sale, holds };
+        queues.insert(event.event_id.clone(), lanes.clone());
         let writer = Writer::new(
             self.store.clone(),
             self.engine_store.clone(),
             self.render.clone(),
             event.clone(),
         );
-        tokio::spawn(writer.run(receiver));
-        sender
+        tokio::spawn(writer.run(sale_rx, holds_rx));
+        lanes
+    }
+}
+
+/// An event writer's two queues, each of [`QUEUE_COMMANDS_MAX`]: checkouts, payment verdicts
+/// and releases (taken first), and new holds.
+#[derive(Clone)]
+struct Lanes {
+    sale: mpsc::Sender<Job>,
+    holds: mpsc::Sender<Job>,
+}
+
+/// Moves what `lane` has queued into `incoming`, up to a group.
+fn top_up(incoming: &mut Vec<Job>, lane: &mut mpsc::Receiver<Job>) {
+    while incoming.len() < GROUP_COMMANDS_MAX {
+        match lane.try_recv() {
+            Ok(job) => incoming.push(job),
+            Err(_) => break,
+        }
     }
 }
 
@@ -487,9 +515,10 @@ impl Writer {
         }
     }
 
-    async fn run(mut self, mut receiver: mpsc::Receiver<Job>) {
+    async fn run(mut self, mut sale: mpsc::Receiver<Job>, mut holds: mpsc::Receiver<Job>) {
         let mut in_flight: FuturesOrdered<Commit> = FuturesOrdered::new();
         let mut incoming: Vec<Job> = Vec::with_capacity(GROUP_COMMANDS_MAX);
+        let mut incoming_holds: Vec<Job> = Vec::with_capacity(GROUP_COMMANDS_MAX);
         let mut open = true;
         loop {
             if in_flight.is_empty() {
@@ -535,27 +564,24 @@ impl Writer {
                 Some((pending, result)) = in_flight.next(), if !in_flight.is_empty() => {
                     self.finish(pending, result);
                 }
-                n = receiver.recv_many(&mut incoming, GROUP_COMMANDS_MAX),
+                n = sale.recv_many(&mut incoming, GROUP_COMMANDS_MAX),
                     if open && (ready || in_flight.is_empty()) => {
                     if n == 0 {
                         open = false;
                         continue;
                     }
-                    metrics::gauge!("boxoffice_writer_queue_depth").set(receiver.len() as f64);
-                    if ready && in_flight.is_empty() {
-                        // Nothing in flight: the engine takes in what changed elsewhere
-                        // first, so a request sees every commit that answered before it
-                        // (a declined payment's seats, another node's release).
-                        self.catch_up().await;
-                        self.redo.extend(incoming.drain(..));
-                    } else if ready {
-                        let jobs = std::mem::replace(&mut incoming, Vec::with_capacity(GROUP_COMMANDS_MAX));
-                        in_flight.push_back(self.decide(jobs));
-                    } else {
-                        // No engine (never loaded, or the store could not load it): these
-                        // commands load it first.
-                        self.redo.extend(incoming.drain(..));
+                    top_up(&mut incoming, &mut holds);
+                    metrics::gauge!("boxoffice_writer_queue_depth").set((sale.len() + holds.len()) as f64);
+                    self.take(&mut incoming, ready, &mut in_flight).await;
+                }
+                n = holds.recv_many(&mut incoming_holds, GROUP_COMMANDS_MAX),
+                    if open && (ready || in_flight.is_empty()) => {
+                    if n == 0 {
+                        open = false;
+                        continue;
                     }
+                    metrics::gauge!("boxoffice_writer_queue_depth").set((sale.len() + holds.len()) as f64);
+                    self.take(&mut incoming_holds, ready, &mut in_flight).await;
                 }
                 () = expiry, if ready && expiry_in.is_some() && in_flight.is_empty() => {
                     // What changed elsewhere first: a checkout may have extended the hold.
@@ -574,6 +600,30 @@ impl Writer {
                     }
                 }
             }
+        }
+    }
+
+    /// Takes commands just received: decided at once when the pipeline has room, or kept to
+    /// be decided after a catch-up or a load.
+    async fn take(
+        &mut self,
+        incoming: &mut Vec<Job>,
+        ready: bool,
+        in_flight: &mut FuturesOrdered<Commit>,
+    ) {
+        if ready && in_flight.is_empty() {
+            // Nothing in flight: the engine takes in what changed elsewhere first, so a
+            // request sees every commit that answered before it (a declined payment's seats,
+            // another node's release).
+            self.catch_up().await;
+            self.redo.extend(incoming.drain(..));
+        } else if ready {
+            let jobs = std::mem::replace(incoming, Vec::with_capacity(GROUP_COMMANDS_MAX));
+            in_flight.push_back(self.decide(jobs));
+        } else {
+            // No engine (never loaded, or the store could not load it): these commands load
+            // it first.
+            self.redo.extend(incoming.drain(..));
         }
     }
 
