@@ -52,7 +52,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 /// Most commands decided in one group.
 pub const GROUP_COMMANDS_MAX: usize = 256;
-/// Commands queued per event before new ones are refused with 429.
+/// Commands queued per event and lane before new ones are refused with 429.
 pub const QUEUE_COMMANDS_MAX: usize = 10_000;
 /// Groups committing at once per event: one commits while the next is decided and sent.
 pub const GROUPS_IN_FLIGHT_MAX: usize = 2;
@@ -139,7 +139,7 @@ struct Job {
     attempts: u32,
 }
 
-/// The event writers of this process: one queue and one task per event, started on the
+/// The event writers of this process: two queues (lanes) and one task per event, started on the
 /// event's first command.
 #[derive(Clone)]
 pub struct EventWriters {
