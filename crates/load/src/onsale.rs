@@ -14,7 +14,8 @@
 //! 2. pick 1–6 seats (capped at the event's `maxSeatsPerHold`) in a section drawn with a
 //!    Zipf-like skew (section k with weight 1/(k+1): the best sections first), held with
 //!    `{"bestAvailable": {"quantity", "section"}}` and the `Admission-Token`; a 409 moves to
-//!    the next section, [`HOLD_TRIES`] tries in all, then `no_seats`; a 429 (the event's
+//!    the next section, [`HOLD_TRIES`] tries in all, the last one in any section (best
+//!    available anywhere), then `no_seats`; a 429 (the event's
 //!    writer is full) is waited out as `Retry-After` says and asked again, up to
 //!    [`HOLD_429_RETRIES_MAX`] times (a checkout's 429 too, with the same key);
 //! 3. abandon a share (`--abandon`): half release the hold (`DELETE /v1/holds/{id}`), half
@@ -743,6 +744,13 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
     let mut refusals_429 = 0;
     while t < HOLD_TRIES.min(n) {
         let section = &shared.sections[((plan.section + t) % n) as usize];
+        // The last try takes the best seats anywhere, as a storefront offers once a fan's
+        // sections are gone: no fan leaves empty-handed while seats remain.
+        let ask = if t + 1 == HOLD_TRIES.min(n) {
+            json!({"bestAvailable": {"quantity": plan.quantity}})
+        } else {
+            json!({"bestAvailable": {"quantity": plan.quantity, "section": section}})
+        };
         let sent = Instant::now();
         let request = shared
             .http
@@ -750,7 +758,7 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
             .bearer_auth(token)
             .header("idempotency-key", key())
             .header("admission-token", admission)
-            .json(&json!({"bestAvailable": {"quantity": plan.quantity, "section": section}}));
+            .json(&ask);
         let answer = shared.call("hold", request).await;
         shared.measure(Metric::Hold, sent);
         match answer.status {
