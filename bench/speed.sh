@@ -131,11 +131,20 @@ for run in $(seq 1 "$RUNS"); do
       [ "$n" = "$t" ] && break; sleep 1
     done
     span=$($PSQL -At -c "SELECT round(extract(epoch FROM (SELECT max(issued_at) FROM ticket WHERE event_id = '$event') - (SELECT min(created_at) FROM hold WHERE event_id = '$event'))::numeric, 1)" boxoffice_bench)
-    echo "run $run onsale sold_seats=$n tickets=$t first_hold_to_last_ticket_s=$span $(grep -E '^hold |^checkout |^order_final ' "$WORK/onsale.out" | awk '{printf "%s_p99_ms=%s ", $1, $5}')$(grep -o 'errors (5xx/transport)=[0-9]* unexpected=[0-9]*' "$WORK/onsale.out")"
+    # The relay's backlog (captures, voids of cancelled orders' authorizations, tickets): the
+    # check below judges the state the relay leaves, so it waits for it (up to 120 s).
+    for _ in $(seq 1 120); do
+      left=$($PSQL -At -c "SELECT count(*) FROM outbox WHERE published_at IS NULL" boxoffice_bench)
+      [ "$left" = 0 ] && break; sleep 1
+    done
+    drained=$($PSQL -At -c "SELECT round(extract(epoch FROM max(published_at) - (SELECT max(issued_at) FROM ticket WHERE event_id = '$event'))::numeric, 1) FROM outbox" boxoffice_bench)
+    echo "run $run onsale sold_seats=$n tickets=$t first_hold_to_last_ticket_s=$span outbox_unpublished=$left outbox_drained_after_last_ticket_s=$drained $(grep -E '^hold |^checkout |^order_final ' "$WORK/onsale.out" | awk '{printf "%s_p99_ms=%s ", $1, $5}')$(grep -o 'errors (5xx/transport)=[0-9]* unexpected=[0-9]*' "$WORK/onsale.out")"
     cp "$WORK/onsale-$run.html" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.html"
     cp "$WORK/onsale.out" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.txt"
+    cp "$WORK/serve.err" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.serve.err"
     stop_server
-    "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" | tail -1 | sed "s/^/run $run onsale check: /"
+    "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" > "${TMPDIR:-/tmp}/boxoffice-onsale-$run.check.txt" || true
+    tail -1 "${TMPDIR:-/tmp}/boxoffice-onsale-$run.check.txt" | sed "s/^/run $run onsale check: /"
   fi
   if want checkouts; then
     for rate in $CHECKOUT_RATES; do

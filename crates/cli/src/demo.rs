@@ -132,7 +132,7 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     );
     crate::serve_with(
         store,
-        None,
+        crate::SideStores::default(),
         secret,
         listen,
         &payments,

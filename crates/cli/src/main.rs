@@ -54,6 +54,10 @@ enum Command {
         ticket_key: std::path::PathBuf,
         #[command(flatten)]
         waitroom: WaitroomArgs,
+        /// Connections accepted at once; more wait in the accept queue. 0: three quarters
+        /// of the process's open-file limit.
+        #[arg(long, env = "BOXOFFICE_MAX_CONNECTIONS", default_value_t = 0)]
+        max_connections: usize,
     },
     /// Run the payment provider simulator (a Stripe-like HTTP subset with test cards).
     Paysim {
@@ -230,7 +234,7 @@ async fn payment_provider(
 /// Binds `listen` and serves with the simulator or Stripe, printing the bound address.
 async fn serve_with(
     store: Arc<dyn Store>,
-    workers_store: Option<Arc<dyn Store>>,
+    side: SideStores,
     jwt_secret: String,
     listen: SocketAddr,
     payments: &PaymentsArgs,
@@ -250,7 +254,9 @@ async fn serve_with(
         waitroom_state: waitroom_state(waitroom).await?,
         waitroom_secret: waitroom.waitroom_secret.clone(),
         waitroom_options: boxoffice_server::waitroom::WaitingRoomOptions::default(),
-        workers_store,
+        workers_store: side.workers,
+        writer_store: side.writers,
+        max_connections: side.max_connections,
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -571,20 +577,39 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
-/// The background workers' own small pool on PostgreSQL (`None` on SQLite: one writer
-/// connection is shared by design).
-async fn open_workers_store(url: &str) -> anyhow::Result<Option<Arc<dyn Store>>> {
+/// The pools beside the requests' on PostgreSQL: the background workers' small one and the
+/// event writers' (both `None` on SQLite: one writer connection is shared by design).
+async fn open_side_stores(url: &str) -> anyhow::Result<SideStores> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = boxoffice_store_postgres::PgStore::connect_with(
+        let workers = boxoffice_store_postgres::PgStore::connect_with(
             url,
             boxoffice_store_postgres::WORKERS_POOL_CONNECTIONS_MAX,
         )
         .await
         .context("connecting the workers' pool to PostgreSQL")?;
-        Ok(Some(Arc::new(store)))
+        // Lazily: its connections open on the writers' own thread, which drives them.
+        let writers = boxoffice_store_postgres::PgStore::connect_lazy_with(
+            url,
+            boxoffice_store_postgres::WRITER_POOL_CONNECTIONS_MAX,
+        )
+        .context("the event writers' pool")?;
+        Ok(SideStores {
+            workers: Some(Arc::new(workers)),
+            writers: Some(Arc::new(writers)),
+            max_connections: 0,
+        })
     } else {
-        Ok(None)
+        Ok(SideStores::default())
     }
+}
+
+/// The pools of [`open_side_stores`], and the connection limit (0: from the open-file
+/// limit).
+#[derive(Default)]
+pub(crate) struct SideStores {
+    workers: Option<Arc<dyn Store>>,
+    writers: Option<Arc<dyn boxoffice_store::engine::EngineStore>>,
+    max_connections: usize,
 }
 
 /// `boxoffice load --scenario NAME …` (or `--scenario=NAME`) is `boxoffice load NAME …`.
@@ -643,6 +668,7 @@ async fn main() -> anyhow::Result<()> {
             payments,
             ticket_key,
             waitroom,
+            max_connections,
         } => {
             let secret = match (jwt_secret, dev_auth) {
                 (Some(secret), _) => secret,
@@ -658,10 +684,13 @@ async fn main() -> anyhow::Result<()> {
             };
             let store = open_store(&database_url).await?;
             store.migrate().await?;
-            let workers_store = open_workers_store(&database_url).await?;
+            let side = SideStores {
+                max_connections,
+                ..open_side_stores(&database_url).await?
+            };
             serve_with(
                 store,
-                workers_store,
+                side,
                 secret,
                 listen,
                 &payments,

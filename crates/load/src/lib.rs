@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use boxoffice_domain::ids::AccountId;
-use boxoffice_server::auth::mint_token;
+use boxoffice_token::mint_token;
 use hdrhistogram::Histogram;
 use rand::Rng;
 use serde_json::json;

@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use boxoffice_domain::ids::AccountId;
-use boxoffice_server::auth::mint_token;
+use boxoffice_token::mint_token;
 use hdrhistogram::Histogram;
 use rand::Rng;
 use serde_json::{Value, json};
@@ -82,6 +82,8 @@ const ROWS: u32 = 50;
 const SEATS_PER_ROW: u32 = 100;
 const TOKEN_TTL_S: u64 = 6 * 3600;
 const ORDER_POLL: Duration = Duration::from_millis(250);
+/// Requests on the wire at most where the open-file limit cannot be read.
+const SOCKETS_DEFAULT: usize = 4_096;
 /// Attempts at joining when answered 429/503/transport error (each still counted).
 const JOIN_ATTEMPTS: u32 = 5;
 /// Retries of one request after a transport error or a 502/503/504 (same request, same
@@ -441,6 +443,11 @@ struct Shared {
     started: Instant,
     metrics: Mutex<Metrics>,
     gauges: Gauges,
+    /// One permit per request on the wire: this one process plays every fan, and each
+    /// request in flight holds a socket, so past its open-file limit it could only fail
+    /// ("Too many open files"). A fan waits for a socket as a browser waits for a
+    /// connection; the wait counts in the fan's latency.
+    sockets: Semaphore,
 }
 
 /// One HTTP answer, body parsed when JSON.
@@ -495,6 +502,7 @@ impl Shared {
     }
 
     async fn call_once(&self, step: &'static str, request: reqwest::RequestBuilder) -> Answer {
+        let _socket = self.sockets.acquire().await;
         let answer = match request.send().await {
             Ok(response) => {
                 let status = response.status().as_u16();
@@ -510,7 +518,11 @@ impl Shared {
                         retry_after_s,
                     },
                     Err(error) => {
-                        self.error(step, 0, &format!("reading the body: {error}"));
+                        self.error(
+                            step,
+                            0,
+                            &format!("reading the body: {}", error_chain(&error)),
+                        );
                         Answer {
                             status: 0,
                             body: Value::Null,
@@ -520,7 +532,7 @@ impl Shared {
                 }
             }
             Err(error) => {
-                self.error(step, 0, &error.to_string());
+                self.error(step, 0, &error_chain(&error));
                 Answer {
                     status: 0,
                     body: Value::Null,
@@ -900,7 +912,13 @@ async fn pay(shared: &Shared, token: &str, admission: &str, hold_id: &str, card:
         let answer = shared.call("order", request).await;
         match answer.status {
             200 => order = answer.body,
-            0 | 429 | 503 => {}
+            // Busy: the next look waits as long as the server asks (a poll is no retry of a
+            // request, so it is not repeated at once).
+            429 | 503 => {
+                let wait = answer.retry_after_s.unwrap_or(1).clamp(1, 10);
+                tokio::time::sleep(Duration::from_secs(wait).saturating_sub(ORDER_POLL)).await;
+            }
+            0 => {}
             _ => {
                 shared.unexpected("order", &answer);
                 return Outcome::Failed;
@@ -1098,6 +1116,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
             queue_len_max: 0,
         }),
         gauges: Gauges::default(),
+        sockets: Semaphore::new(sockets_max()),
     });
     eprintln!(
         "onsale: event {event_id}, {accounts} accounts over {arrival_s:.1} s, {} sections ({venue_seats} seats), max in flight {}, cards {}, abandon {}",
@@ -1346,6 +1365,35 @@ fn build_report(
         json,
         table,
     }
+}
+
+/// Requests this process has on the wire at most: three quarters of its open-file limit
+/// (read from `/proc/self/limits`), or [`SOCKETS_DEFAULT`] where that cannot be read.
+fn sockets_max() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+            line["Max open files".len()..]
+                .split_whitespace()
+                .next()?
+                .parse::<usize>()
+                .ok()
+        });
+    soft.map_or(SOCKETS_DEFAULT, |n| (n / 4 * 3).max(64))
+}
+
+/// An error with its causes ("error sending request: connection refused"): reqwest's own
+/// message names only the request.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

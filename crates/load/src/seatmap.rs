@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use axum::body::Bytes;
 use boxoffice_domain::ids::AccountId;
-use boxoffice_server::auth::mint_token;
+use boxoffice_token::mint_token;
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -193,6 +193,8 @@ pub struct Simulator {
     /// webhook has landed.
     webhooks_planned: AtomicU64,
     webhooks_delivered: AtomicU64,
+    /// Webhook attempts the receiver answered with a 5xx (each is retried).
+    webhooks_answered_5xx: AtomicU64,
 }
 
 impl std::fmt::Debug for Simulator {
@@ -261,6 +263,7 @@ impl Simulator {
             http,
             webhooks_planned: AtomicU64::new(0),
             webhooks_delivered: AtomicU64::new(0),
+            webhooks_answered_5xx: AtomicU64::new(0),
         }
     }
 
@@ -334,6 +337,11 @@ impl Simulator {
     /// Webhook copies the receiver acknowledged with a 2xx.
     pub fn webhooks_delivered(&self) -> u64 {
         self.webhooks_delivered.load(Ordering::Relaxed)
+    }
+
+    /// Webhook delivery attempts the receiver answered with a 5xx.
+    pub fn webhooks_answered_5xx(&self) -> u64 {
+        self.webhooks_answered_5xx.load(Ordering::Relaxed)
     }
 
     fn authorized(&self, headers: &HeaderMap) -> bool {
@@ -537,6 +545,9 @@ impl Simulator {
                     return;
                 }
                 Ok(response) => {
+                    if response.status().is_server_error() {
+                        self.webhooks_answered_5xx.fetch_add(1, Ordering::Relaxed);
+                    }
                     tracing::debug!(%url, attempt, status = %response.status(), "webhook refused");
                 }
                 Err(error) => tracing::debug!(%url, attempt, %error, "webhook not delivered"),

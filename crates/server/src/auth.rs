@@ -6,31 +6,20 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use boxoffice_domain::ids::AccountId;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use serde::{Deserialize, Serialize};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
 use crate::AppState;
 use crate::error::ApiError;
 use crate::token_cache::TokenCache;
 
-/// The secret the demo and `boxoffice token` use when none is configured. Never for
-/// production: `serve` refuses to start without `BOXOFFICE_JWT_SECRET` unless told
-/// `--dev-auth`.
-pub const DEV_JWT_SECRET: &str = "boxoffice-dev-secret-do-not-use-in-production";
+pub use boxoffice_token::{Claims, DEV_JWT_SECRET, mint_token};
+
 /// Clock skew tolerated when checking `exp`.
 pub const JWT_LEEWAY_S: u64 = 5;
 /// Shortest HS256 secret accepted, in bytes.
 pub const JWT_SECRET_LEN_MIN: usize = 16;
 /// Longest bearer token accepted, in bytes.
 pub const TOKEN_LEN_MAX: usize = 4096;
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Claims {
-    pub sub: String,
-    pub exp: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<String>,
-}
 
 /// Verifies tokens with the configured secret.
 #[derive(Clone)]
@@ -93,26 +82,6 @@ fn unix_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// Signs a token for `account_id`, valid for `ttl_s` seconds from now.
-pub fn mint_token(
-    secret: &str,
-    account_id: &AccountId,
-    admin: bool,
-    ttl_s: u64,
-) -> Result<String, String> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
-        .as_secs();
-    let claims = Claims {
-        sub: account_id.to_string(),
-        exp: now + ttl_s,
-        role: admin.then(|| "admin".to_owned()),
-    };
-    let key = EncodingKey::from_secret(secret.as_bytes()).map_err(|e| e.to_string())?;
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).map_err(|e| e.to_string())
 }
 
 /// The authenticated caller.

@@ -7,12 +7,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use boxoffice_store::exchange::{ExchangeBegun, ExchangeStart};
+use boxoffice_store::exchange::{ExchangeBegun, ExchangeStart, RenderExchange};
 use boxoffice_store::{Store, StoreError, StoreResult};
 use tokio::sync::{mpsc, oneshot};
 
-pub use crate::writer::SubmitError;
-use crate::writer::copy_of;
+use crate::writer::{SubmitError, copy_of};
 
 /// Most exchanges decided in one transaction.
 pub const EXCHANGE_BATCH_MAX: usize = 128;
@@ -29,6 +28,8 @@ struct ExchangeJob {
 #[derive(Clone)]
 pub struct ExchangeBatcher {
     store: Arc<dyn Store>,
+    /// Renders an exchange's answer (the route's), stored with it in its transaction.
+    render: Arc<RenderExchange>,
     queues: Arc<Mutex<HashMap<String, mpsc::Sender<ExchangeJob>>>>,
 }
 
@@ -39,9 +40,10 @@ impl std::fmt::Debug for ExchangeBatcher {
 }
 
 impl ExchangeBatcher {
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn Store>, render: Arc<RenderExchange>) -> Self {
         Self {
             store,
+            render,
             queues: Arc::default(),
         }
     }
@@ -80,20 +82,26 @@ impl ExchangeBatcher {
         }
         let (sender, receiver) = mpsc::channel(EXCHANGE_QUEUE_MAX);
         queues.insert(event_id.to_owned(), sender.clone());
-        tokio::spawn(run_exchange_queue(self.store.clone(), receiver));
+        tokio::spawn(run_exchange_queue(
+            self.store.clone(),
+            self.render.clone(),
+            receiver,
+        ));
         sender
     }
 }
 
-async fn run_exchange_queue(store: Arc<dyn Store>, mut receiver: mpsc::Receiver<ExchangeJob>) {
+async fn run_exchange_queue(
+    store: Arc<dyn Store>,
+    render: Arc<RenderExchange>,
+    mut receiver: mpsc::Receiver<ExchangeJob>,
+) {
     let mut jobs = Vec::with_capacity(EXCHANGE_BATCH_MAX);
     while receiver.recv_many(&mut jobs, EXCHANGE_BATCH_MAX).await > 0 {
         let (starts, replies): (Vec<ExchangeStart>, Vec<_>) =
             jobs.drain(..).map(|job| (job.start, job.reply)).unzip();
         let started = Instant::now();
-        let result = store
-            .exchange_batch(&starts, &crate::routes::exchanges::render_exchange)
-            .await;
+        let result = store.exchange_batch(&starts, render.as_ref()).await;
         metrics::histogram!("boxoffice_exchange_batch_seconds")
             .record(started.elapsed().as_secs_f64());
         metrics::histogram!("boxoffice_exchange_batch_requests").record(starts.len() as f64);

@@ -95,6 +95,14 @@ impl From<StoreError> for ApiError {
                 tracing::warn!(%why, "store unavailable");
                 Self::unavailable("the inventory store is unavailable; retry shortly")
             }
+            StoreError::Busy(why) => {
+                tracing::debug!(%why, "store busy");
+                Self::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "RATE_LIMITED",
+                    "the inventory store is busy; retry shortly",
+                )
+            }
             StoreError::Conflict(why) => {
                 tracing::warn!(%why, "store conflict survived retries");
                 Self::unavailable("the inventory store is busy; retry shortly")
@@ -126,3 +134,27 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A saturated store is overload (429, retry shortly), an unreachable one is down (503);
+    /// both say when to come back, and neither shows the store's own words.
+    #[test]
+    fn a_busy_store_is_a_429_and_an_unreachable_one_a_503() {
+        let busy = ApiError::from(StoreError::Busy(
+            "pool timed out while waiting for an open connection".into(),
+        ))
+        .into_response();
+        assert_eq!(busy.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(busy.headers()[header::RETRY_AFTER], "1");
+        let down =
+            ApiError::from(StoreError::Unavailable("connection refused".into())).into_response();
+        assert_eq!(down.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(down.headers()[header::RETRY_AFTER], "1");
+        let busy = ApiError::from(StoreError::Busy("pool timed out".into()));
+        assert_eq!(busy.code, "RATE_LIMITED");
+        assert!(!String::from_utf8_lossy(&busy.body()).contains("pool"));
+    }
+}

@@ -14,7 +14,9 @@ pub mod auth;
 pub mod batcher;
 pub mod body;
 pub mod error;
+pub mod gate;
 pub mod idempotency;
+pub mod listener;
 pub mod lookup;
 pub mod routes;
 pub mod seatmap;
@@ -32,6 +34,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use boxoffice_store::engine::EngineStore;
 use boxoffice_store::{EventRecord, Store};
 use boxoffice_workers::expiry::ExpirySweeper;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -117,6 +120,13 @@ pub struct ServerConfig {
     /// payment reconciler, sweeper), so that they never starve requests; `None`: they share
     /// the requests' store.
     pub workers_store: Option<Arc<dyn Store>>,
+    /// The same store on a pool of its own for the event writers' groups, so that a crowd
+    /// of reads never keeps a group waiting for a connection. The writers then run on a
+    /// thread of their own (`EventWriters::on_own_thread`), so the pool must open its
+    /// connections lazily, there. `None`: the requests' store, on the requests' runtime.
+    pub writer_store: Option<Arc<dyn EngineStore>>,
+    /// Connections `serve` accepts at once (see [`listener`]); 0: from the descriptor limit.
+    pub max_connections: usize,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -260,8 +270,17 @@ impl AppState {
             workers_store,
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
-            writers: EventWriters::new(store.clone(), render),
-            exchanges: ExchangeBatcher::new(store.clone()),
+            writers: match &config.writer_store {
+                Some(writer_store) => {
+                    EventWriters::with_engine_store(store.clone(), writer_store.clone(), render)
+                        .on_own_thread()
+                }
+                None => EventWriters::new(store.clone(), render),
+            },
+            exchanges: ExchangeBatcher::new(
+                store.clone(),
+                Arc::new(crate::routes::exchanges::render_exchange),
+            ),
             lookup: lookup::AnswerLookup::new(store.clone()),
             seatmaps: SeatMaps::new(store.clone()),
             store,
@@ -360,6 +379,15 @@ pub async fn serve(
         tracing::warn!(%error, "waiting rooms not loaded yet; they load on first use");
     }
     spawn_workers(&state);
+    let max_connections = match config.max_connections {
+        0 => listener::default_max_connections(),
+        n => n,
+    };
+    let listener = listener::Limited::new(listener, max_connections);
+    tracing::info!(
+        max_connections = listener.permits(),
+        "accepting connections"
+    );
     axum::serve(listener, app(state)).await
 }
 

@@ -64,7 +64,7 @@ impl AnswerLookup {
             reply,
         };
         if self.sender.try_send(job).is_err() {
-            return Err(StoreError::Unavailable(
+            return Err(StoreError::Busy(
                 "too many idempotency lookups queued".into(),
             ));
         }
@@ -93,9 +93,8 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::Receiver<Job>) {
                 }
             }
             Err(error) => {
-                let why = error.to_string();
                 for job in jobs.drain(..) {
-                    let _ = job.reply.send(Err(StoreError::Unavailable(why.clone())));
+                    let _ = job.reply.send(Err(crate::writer::copy_of(&error)));
                 }
             }
         }

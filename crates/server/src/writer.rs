@@ -12,7 +12,9 @@
 //! answered as decided. Each group carries the next writer sequence number and the store
 //! refuses a group whose predecessor did not commit; when a group fails the writer waits for
 //! the rest of the pipeline, loads the event again and decides every uncommitted request
-//! anew (up to [`GROUP_ATTEMPTS_MAX`] times), before anything newer.
+//! anew (up to [`GROUP_ATTEMPTS_MAX`] times), before anything newer. From the
+//! [`GROUP_ATTEMPTS_ALONE`]th attempt each of them is decided in a group of its own, so a
+//! command the store keeps refusing fails alone.
 //!
 //! The writer also expires its event's holds: when the earliest deadline passes it runs a
 //! group without commands, in which the engine ends every `HELD` hold past its deadline.
@@ -59,6 +61,8 @@ pub const GROUPS_IN_FLIGHT_MAX: usize = 2;
 /// Times a command is decided again after its group was refused, before its request gets
 /// the store's error.
 pub const GROUP_ATTEMPTS_MAX: u32 = 5;
+/// From this attempt on, a refused group's commands are decided in groups of one.
+pub const GROUP_ATTEMPTS_ALONE: u32 = 2;
 /// How often the writer reads the change feed for changes made elsewhere while it is busy.
 pub const CATCH_UP_INTERVAL_MS: u64 = 100;
 /// Change rows read per catch-up step.
@@ -149,6 +153,26 @@ pub struct EventWriters {
     engine_store: Arc<dyn EngineStore>,
     render: HoldRenderer,
     queues: Arc<Mutex<HashMap<String, Lanes>>>,
+    /// Run the writers on the process's writer thread ([`writer_runtime`]) rather than
+    /// among the requests' tasks.
+    own_thread: bool,
+}
+
+/// The runtime of the event writers when they have a thread of their own: one worker
+/// thread, `boxoffice-writer`, with its own I/O driver. Among thousands of request tasks
+/// on two cores, a writer's group waited for a turn at every round trip of its
+/// transaction (groups took ~150 ms while the database sat idle); here its round trips
+/// wait only for each other. Built on first use and kept for the life of the process.
+fn writer_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("boxoffice-writer")
+            .enable_all()
+            .build()
+            .expect("the event writers' runtime starts")
+    })
 }
 
 impl std::fmt::Debug for EventWriters {
@@ -175,7 +199,15 @@ impl EventWriters {
             engine_store,
             render,
             queues: Arc::default(),
+            own_thread: false,
         }
+    }
+
+    /// The same writers, run on a thread of their own (see [`writer_runtime`]). Their
+    /// `engine_store` should open its connections there: a pool that connects lazily.
+    pub fn on_own_thread(mut self) -> Self {
+        self.own_thread = true;
+        self
     }
 
     /// Decides `request` on `event`'s writer and waits for its answer, which comes after the
@@ -346,7 +378,11 @@ impl EventWriters {
             self.render.clone(),
             event.clone(),
         );
-        tokio::spawn(writer.run(sale_rx, holds_rx));
+        if self.own_thread {
+            writer_runtime().spawn(writer.run(sale_rx, holds_rx));
+        } else {
+            tokio::spawn(writer.run(sale_rx, holds_rx));
+        }
         lanes
     }
 }
@@ -485,6 +521,9 @@ struct Writer {
     broken: bool,
     /// The progress of the last group sent, which the next one follows.
     last_turn: Option<watch::Receiver<Stage>>,
+    /// The runtime of the requests: answers are delivered there (their reads use the
+    /// requests' pool), keeping the writer's own thread for deciding and committing.
+    requests: tokio::runtime::Handle,
 }
 
 impl Writer {
@@ -512,6 +551,7 @@ impl Writer {
             redo: VecDeque::new(),
             broken: false,
             last_turn: None,
+            requests: tokio::runtime::Handle::current(),
         }
     }
 
@@ -540,7 +580,18 @@ impl Writer {
                 && in_flight.len() < GROUPS_IN_FLIGHT_MAX
                 && !self.stale;
             if ready && !self.redo.is_empty() {
-                let n = self.redo.len().min(GROUP_COMMANDS_MAX);
+                // Commands whose group the store refused again after a fresh load: one of
+                // them is one the store will not take as decided, so they are decided one
+                // at a time and only that one fails (the others are not its hostages).
+                let isolate = self
+                    .redo
+                    .front()
+                    .is_some_and(|job| job.attempts >= GROUP_ATTEMPTS_ALONE);
+                let n = if isolate {
+                    1
+                } else {
+                    self.redo.len().min(GROUP_COMMANDS_MAX)
+                };
                 let jobs: Vec<Job> = self.redo.drain(..n).collect();
                 in_flight.push_back(self.decide(jobs));
                 continue;
@@ -664,8 +715,8 @@ impl Writer {
         self.last_catch_up = Instant::now();
         loop {
             let batches = match self
-                .store
-                .seat_map_changes(&self.event.event_id, self.contiguous, CATCH_UP_ROWS_MAX)
+                .engine_store
+                .engine_changes(&self.event.event_id, self.contiguous, CATCH_UP_ROWS_MAX)
                 .await
             {
                 Ok(batches) => batches,
@@ -900,7 +951,7 @@ impl Writer {
                         .increment(committed.expiries_skipped);
                     self.broken = true;
                 }
-                tokio::spawn(deliver(
+                self.requests.spawn(deliver(
                     self.store.clone(),
                     self.event.clone(),
                     self.endpoint.clone(),
@@ -911,7 +962,7 @@ impl Writer {
                 // Committed after an earlier group of this writer failed: impossible while
                 // the store checks the writer sequence; answered anyway (it committed), and
                 // the engine is reloaded all the same.
-                tokio::spawn(deliver(
+                self.requests.spawn(deliver(
                     self.store.clone(),
                     self.event.clone(),
                     self.endpoint.clone(),
@@ -1216,6 +1267,7 @@ pub(crate) fn copy_of(error: &StoreError) -> StoreError {
     let message = error.to_string();
     match error {
         StoreError::Unavailable(_) => StoreError::Unavailable(message),
+        StoreError::Busy(_) => StoreError::Busy(message),
         StoreError::Conflict(_) => StoreError::Conflict(message),
         StoreError::Internal(_) => StoreError::Internal(message),
     }

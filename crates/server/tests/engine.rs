@@ -77,6 +77,15 @@ impl EngineStore for FailingGroup {
             .await
     }
 
+    async fn engine_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
+        self.inner.engine_changes(event_id, after, limit).await
+    }
+
     async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
         let call = {
             let mut calls = self.calls.lock().unwrap();

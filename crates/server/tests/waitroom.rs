@@ -322,6 +322,20 @@ async fn fifo_queue_admits_in_order_and_guards_holds(state: State) {
     assert_eq!(queue_admin(&app, &event_id).await["activeShoppers"], 1);
     let spent = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-2").await;
     assert_eq!(spent.code(), "ADMISSION_INVALID");
+    // A checkout of the hold that ended her trip (a retry that outlived its hold) is told
+    // about the hold, not about the admission the hold's end took with it.
+    let late_checkout = app
+        .send(
+            app.http
+                .post(format!("{}/v1/holds/{hold_id}/checkout", app.base))
+                .bearer_auth(token("ann"))
+                .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+                .header("admission-token", &ann)
+                .json(&json!({"paymentMethodToken": "pm_card_visa"})),
+        )
+        .await;
+    assert_eq!(late_checkout.status, StatusCode::CONFLICT);
+    assert_eq!(late_checkout.code(), "HOLD_EXPIRED");
     admitted(&app, "cat", &event_id, &tickets[2]).await;
     let view = queue_admin(&app, &event_id).await;
     assert!(view["activeShoppers"].as_u64().unwrap() <= 2, "{view}");

@@ -545,7 +545,7 @@ impl crate::PgStore {
         // the transaction runs: it renders the order.
         if answer.is_none() && !operation.status.can_become(verdict.payment_status()) {
             if let Some((provider, event_id)) = webhook {
-                let seen: Option<i64> = sqlx::query_scalar(
+                let seen: Option<i32> = sqlx::query_scalar(
                     "SELECT 1 FROM webhook_event WHERE provider = $1 AND event_id = $2",
                 )
                 .bind(provider)

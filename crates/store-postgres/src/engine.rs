@@ -92,6 +92,15 @@ const TIER_SELECT: &str =
 
 #[async_trait]
 impl EngineStore for PgStore {
+    async fn engine_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
+        boxoffice_store::Store::seat_map_changes(self, event_id, after, limit).await
+    }
+
     async fn engine_load(
         &self,
         event: &EventRecord,
@@ -819,7 +828,11 @@ async fn settle_checkouts(
         .map_err(classify)?
         .rows_affected();
         if sold != seat_ids.len() as u64 {
-            return Err(mismatch("seats sold", seat_ids.len(), sold));
+            let unsold = unsold_seats(tx, event_id, &seat_ids, &seat_holds, group.now).await;
+            return Err(StoreError::Conflict(format!(
+                "{}; first seats not sold: {unsold}",
+                mismatch("seats sold", seat_ids.len(), sold)
+            )));
         }
     }
     if !units.is_empty() {
@@ -1025,6 +1038,44 @@ async fn settle_checkouts(
         .map_err(classify)?;
     }
     Ok(())
+}
+
+/// For a refused settlement's message: the first seats the engine took for its holds' but
+/// the store does not, with what the store has (a refusal aborts the group, so this read is
+/// only on that path).
+async fn unsold_seats(
+    tx: &mut Transaction<'_, Postgres>,
+    event_id: &str,
+    seat_ids: &[&str],
+    hold_ids: &[&str],
+    now: OffsetDateTime,
+) -> String {
+    let rows = sqlx::query_as::<_, (String, String, String, Option<String>, Option<OffsetDateTime>, Option<String>, Option<OffsetDateTime>)>(
+        "SELECT u.seat_id, u.hold_id, s.status, s.hold_id, s.hold_expires_at, h.status, h.expires_at
+           FROM UNNEST($2::text[], $3::text[]) AS u(seat_id, hold_id)
+           JOIN seat s ON s.event_id = $1 AND s.seat_id = u.seat_id
+           LEFT JOIN hold h ON h.hold_id = u.hold_id
+          WHERE NOT (s.status = 'HELD' AND s.hold_id = u.hold_id AND s.hold_expires_at > $4)
+          LIMIT 3",
+    )
+    .bind(event_id)
+    .bind(seat_ids)
+    .bind(hold_ids)
+    .bind(now)
+    .fetch_all(&mut **tx)
+    .await;
+    match rows {
+        Ok(rows) => rows
+            .iter()
+            .map(|(seat, hold, status, holder, until, hold_status, hold_until)| {
+                format!(
+                    "{seat} of {hold} is {status} by {holder:?} until {until:?} (the hold {hold_status:?} until {hold_until:?}, now {now})"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        Err(error) => format!("(not read: {error})"),
+    }
 }
 
 /// The group's last statement: its writer sequence follows the stored one (else another

@@ -40,7 +40,10 @@ pub const POOL_CONNECTIONS_MAX: u32 = 16;
 /// Connections of the background workers' own pool (outbox relay, payment reconciler,
 /// sweeper): however busy they get, they never take a connection a request is waiting for.
 pub const WORKERS_POOL_CONNECTIONS_MAX: u32 = 4;
-/// How long a request waits for a pooled connection before the store counts as unavailable.
+/// Connections of the event writers' own pool: two groups in flight per event writer, its
+/// loads and catch-up reads; never behind a crowd of reads.
+pub const WRITER_POOL_CONNECTIONS_MAX: u32 = 6;
+/// How long a request waits for a pooled connection before the store counts as busy.
 pub const POOL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
 /// An event with at least this many seats refreshes the seat table's statistics.
 const ANALYZE_SEATS_MIN: usize = 2_000;
@@ -72,10 +75,10 @@ pub(crate) fn classify(error: sqlx::Error) -> StoreError {
         }
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Protocol(_) => StoreError::Unavailable(error.to_string()),
+        sqlx::Error::PoolTimedOut => StoreError::Busy(error.to_string()),
         _ => StoreError::Internal(error.to_string()),
     }
 }
@@ -109,6 +112,19 @@ impl PgStore {
             .connect_with(options)
             .await
             .map_err(classify)?;
+        Ok(Self { pool })
+    }
+
+    /// [`PgStore::connect_with`] without connecting yet: each connection opens on the first
+    /// use that needs it, on the runtime of that use (the event writers' own thread).
+    pub fn connect_lazy_with(url: &str, max_connections: u32) -> StoreResult<Self> {
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
+            .connect_lazy_with(options);
         Ok(Self { pool })
     }
 

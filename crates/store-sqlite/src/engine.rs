@@ -94,6 +94,15 @@ fn tier_row(
 
 #[async_trait]
 impl EngineStore for SqliteStore {
+    async fn engine_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
+        boxoffice_store::Store::seat_map_changes(self, event_id, after, limit).await
+    }
+
     async fn engine_load(
         &self,
         event: &EventRecord,

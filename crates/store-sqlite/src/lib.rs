@@ -102,10 +102,10 @@ pub(crate) fn classify(error: sqlx::Error) -> StoreError {
             }
         }
         sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Protocol(_) => StoreError::Unavailable(error.to_string()),
+        sqlx::Error::PoolTimedOut => StoreError::Busy(error.to_string()),
         _ => StoreError::Internal(error.to_string()),
     }
 }

@@ -315,6 +315,15 @@ pub trait EngineStore: Send + Sync {
     /// Writes one group in one transaction, every write conditional and counted, the writer
     /// sequence checked last. Any difference: [`StoreError::Conflict`] and nothing written.
     async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted>;
+
+    /// The event's change rows after version `after` ([`crate::Store::seat_map_changes`]),
+    /// read through the writer's own connections.
+    async fn engine_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<crate::seatmap::StoredBatch>>;
 }
 
 /// Attempts of a one-shot hold batch ([`crate::Store::hold_batch`]) before a conflict reaches

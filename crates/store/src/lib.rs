@@ -34,6 +34,10 @@ pub enum StoreError {
     /// The store cannot be reached or is shutting down: answer 503, never guess.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The store is up but saturated: no pooled connection came free in time. Answered 429
+    /// with `Retry-After` (overload costs latency at the door, never a false "unavailable").
+    #[error("store busy: {0}")]
+    Busy(String),
     /// A transient conflict that survived every retry.
     #[error("store conflict: {0}")]
     Conflict(String),

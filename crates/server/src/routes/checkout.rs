@@ -22,7 +22,6 @@ use crate::auth::Account;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::idempotency::{answer, request_key, stored_response};
-use crate::writer::SubmitError;
 
 /// Longest payment method token accepted.
 pub const PAYMENT_METHOD_LEN_MAX: usize = 255;
@@ -191,7 +190,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         (status = 400, description = "Idempotency key missing", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such hold for this account", body = Problem),
-        (status = 409, description = "HOLD_EXPIRED, HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "RATE_LIMITED: the event's writer has too much queued; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
@@ -211,6 +210,15 @@ pub async fn checkout(
 
 /// The checkout of one hold, requested at `path` (a hold's checkout, or an exchange's, whose
 /// hold holds the new seats and costs the difference).
+/// The hold lapsed or was given back: nothing to check out.
+fn hold_expired() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "HOLD_EXPIRED",
+        "the hold expired or was released",
+    )
+}
+
 pub async fn checkout_hold(
     state: &AppState,
     account: &Account,
@@ -248,7 +256,7 @@ pub async fn checkout_hold(
     let mut event = None;
     if let Some(hold) = &hold {
         let found = state.event(&hold.event_id).await?;
-        let admitted = crate::routes::holds::check_admission(
+        let admitted = crate::gate::check_admission(
             state,
             &found,
             account,
@@ -256,8 +264,18 @@ pub async fn checkout_hold(
             checkout.admission_token.as_deref(),
         )
         .await;
-        if let Err(refused) = admitted {
-            return crate::routes::holds::replay_or(state, &scope, &digest, refused).await;
+        if let Err(mut refused) = admitted {
+            // A hold that lapsed or was released ends the fan's shopping session with it, so
+            // a retry that outlived its hold is told about the hold (the answer the fan can
+            // act on), not that its admission ended. Read again: the session may have ended
+            // because the hold did, after the read above.
+            let now_ended = state.store.get_hold(&hold_id).await?.is_some_and(|hold| {
+                matches!(hold.status, HoldStatus::Expired | HoldStatus::Released)
+            });
+            if now_ended {
+                refused = hold_expired();
+            }
+            return crate::gate::replay_or(state, &scope, &digest, refused).await;
         }
         event = Some(found);
     }
@@ -274,8 +292,9 @@ pub async fn checkout_hold(
     let begun = match (hold, event.clone()) {
         // A held hold of the account: its event's writer starts the checkout in a group.
         (Some(hold), Some(event)) if hold.status == HoldStatus::Held => {
+            // Coalesced with the other look-ups of the moment into one query.
             match state
-                .store
+                .lookup
                 .stored_answer(&scope, &start.request_digest)
                 .await?
             {
@@ -284,17 +303,10 @@ pub async fn checkout_hold(
                     CheckoutBegun::KeyReusedWithOtherRequest
                 }
                 Some(Idempotent::Fresh(_)) | None => {
-                    match state
+                    state
                         .writers
                         .checkout(event, start.clone(), hold, &render_checkout)
-                        .await
-                    {
-                        Ok(begun) => begun,
-                        Err(SubmitError::Overloaded) => {
-                            return Err(crate::routes::holds::overloaded());
-                        }
-                        Err(SubmitError::Store(error)) => return Err(error.into()),
-                    }
+                        .await?
                 }
             }
         }
@@ -311,13 +323,7 @@ pub async fn checkout_hold(
             ));
         }
         CheckoutBegun::HoldNotFound => return Err(ApiError::not_found("hold")),
-        CheckoutBegun::HoldExpired => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "HOLD_EXPIRED",
-                "the hold expired or was released",
-            ));
-        }
+        CheckoutBegun::HoldExpired => return Err(hold_expired()),
         CheckoutBegun::HoldInCheckout => {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,

@@ -28,7 +28,6 @@ use utoipa::ToSchema;
 use crate::AppState;
 use crate::api::{HoldResponse, Problem};
 use crate::auth::Account;
-use crate::batcher::SubmitError;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::idempotency::{answer, request_key, stored_response};
@@ -424,7 +423,7 @@ pub async fn create_exchange(
         .unwrap_or_else(|| order.event_id.clone());
     let target = state.event(&to_event_id).await?;
     let (from, to) = sides(&request, &order, &target)?;
-    let admitted = crate::routes::holds::check_admission(
+    let admitted = crate::gate::check_admission(
         &state,
         &target,
         &account,
@@ -433,7 +432,7 @@ pub async fn create_exchange(
     )
     .await;
     if let Err(refused) = admitted {
-        return crate::routes::holds::replay_or(&state, &scope, &digest, refused).await;
+        return crate::gate::replay_or(&state, &scope, &digest, refused).await;
     }
     let _in_flight = state.in_flight.claim(&scope)?;
     let from_event = state.event(&order.event_id).await?;
@@ -453,17 +452,7 @@ pub async fn create_exchange(
         operation_id: uuid::Uuid::now_v7().to_string(),
         new_tickets,
     };
-    let begun = match state.exchanges.submit(start).await {
-        Ok(begun) => begun,
-        Err(SubmitError::Overloaded) => {
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "RATE_LIMITED",
-                "too many exchanges are queued for this event; retry shortly",
-            ));
-        }
-        Err(SubmitError::Store(error)) => return Err(error.into()),
-    };
+    let begun = state.exchanges.submit(start).await?;
     match begun {
         ExchangeBegun::Done { exchange, order } => {
             boxoffice_workers::crash::point("exchange_committed");

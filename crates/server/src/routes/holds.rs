@@ -15,6 +15,7 @@ use crate::api::{CreateHoldBody, HeldSeatView, HoldResponse, Problem};
 use crate::auth::Account;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
+use crate::gate::{check_admission, replay_or};
 use crate::idempotency::{answer, request_key};
 use crate::writer::SubmitError;
 
@@ -99,62 +100,7 @@ pub async fn create_hold(
     if matches!(submitted, Err(SubmitError::Store(_))) {
         state.waitroom.meter.store_error();
     }
-    match submitted {
-        Ok(result) => Ok(answer(result)),
-        Err(SubmitError::Overloaded) => Err(overloaded()),
-        Err(SubmitError::Store(error)) => Err(error.into()),
-    }
-}
-
-/// The event's writer has more queued than it takes soon: refused at once.
-pub(crate) fn overloaded() -> ApiError {
-    ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "RATE_LIMITED",
-        "too many requests are queued for this event; retry shortly",
-    )
-}
-
-/// A request refused before its transaction (`refused`) replays the answer its key already
-/// has, if any: a retry of a hold or checkout that succeeded before the fan's admission
-/// ended (the order confirmed, the server restarted) gets its first answer, not a 403.
-pub async fn replay_or(
-    state: &AppState,
-    scope: &IdempotencyScope,
-    digest: &str,
-    refused: ApiError,
-) -> ApiResult<Response> {
-    match state.lookup.stored_answer(scope, digest).await? {
-        Some(stored) => Ok(answer(stored)),
-        None => Err(refused),
-    }
-}
-
-/// On an event whose waiting room is enabled, the request must carry a live admission token
-/// of this account and event (header `Admission-Token` or body `admissionToken`).
-pub async fn check_admission(
-    state: &AppState,
-    event: &EventRecord,
-    account: &Account,
-    headers: &HeaderMap,
-    body_token: Option<&str>,
-) -> ApiResult<()> {
-    if !event.waiting_room.enabled {
-        return Ok(());
-    }
-    let header_token = headers.get("admission-token").and_then(|v| v.to_str().ok());
-    let Some(token) = header_token.or(body_token) else {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "ADMISSION_REQUIRED",
-            "this event's waiting room is enabled: join the queue and send its Admission-Token",
-        ));
-    };
-    state
-        .waitroom
-        .check_admission(event, account.account_id.as_str(), token.trim())
-        .await
-        .map_err(ApiError::from)
+    Ok(answer(submitted?))
 }
 
 /// Checks the request against the event's layout and limits, without the store.
@@ -374,15 +320,10 @@ pub async fn release_hold(
         .map(|hold| hold.event_id)
         .ok_or_else(|| ApiError::not_found("hold"))?;
     let event = state.event(&event_id).await?;
-    let outcome = match state
+    let outcome = state
         .writers
         .release(event, account.account_id.as_str(), &hold_id)
-        .await
-    {
-        Ok(outcome) => outcome,
-        Err(SubmitError::Overloaded) => return Err(overloaded()),
-        Err(SubmitError::Store(error)) => return Err(error.into()),
-    };
+        .await?;
     let now = state.store.now().await?;
     if let ReleaseOutcome::Released(hold) = &outcome {
         // The shopper gave the seats back: the trip ends and its slot goes to the next in

@@ -280,6 +280,8 @@ impl TestApp {
             waitroom_secret: Some(WAITROOM_SECRET.to_owned()),
             waitroom_options: rooms.options,
             workers_store: None,
+            writer_store: None,
+            max_connections: 0,
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
         let mut tasks = vec![

@@ -1,0 +1,79 @@
+//! The bearer tokens of the API (API.md, "Identity"): HS256 JWTs whose `sub` is the account
+//! id, whose `exp` is required, and whose `role: "admin"` marks an operator.
+//!
+//! This crate is what a client needs to sign one — the demo, `boxoffice token` and the load
+//! tool — without the server: `boxoffice-server` verifies them with the same [`Claims`].
+
+use boxoffice_domain::ids::AccountId;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde::{Deserialize, Serialize};
+
+/// The secret the demo and `boxoffice token` use when none is configured. Never for
+/// production: `serve` refuses to start without `BOXOFFICE_JWT_SECRET` unless told
+/// `--dev-auth`.
+pub const DEV_JWT_SECRET: &str = "boxoffice-dev-secret-do-not-use-in-production";
+
+/// A token's claims.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Claims {
+    /// The account id.
+    pub sub: String,
+    /// Expiry, Unix seconds.
+    pub exp: u64,
+    /// `"admin"` for an operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+}
+
+/// Signs a token for `account_id`, valid for `ttl_s` seconds from now.
+pub fn mint_token(
+    secret: &str,
+    account_id: &AccountId,
+    admin: bool,
+    ttl_s: u64,
+) -> Result<String, String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs();
+    let claims = Claims {
+        sub: account_id.to_string(),
+        exp: now.saturating_add(ttl_s),
+        role: admin.then(|| "admin".to_owned()),
+    };
+    let key = EncodingKey::from_secret(secret.as_bytes()).map_err(|e| e.to_string())?;
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{DecodingKey, Validation};
+
+    #[test]
+    fn a_minted_token_verifies_with_its_claims() {
+        let token = mint_token(
+            "0123456789abcdef0123",
+            &AccountId::parse("acct_ann").unwrap(),
+            true,
+            60,
+        )
+        .unwrap();
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_required_spec_claims(&["exp", "sub"]);
+        let data = jsonwebtoken::decode::<Claims>(
+            &token,
+            &DecodingKey::from_secret(b"0123456789abcdef0123").unwrap(),
+            &validation,
+        )
+        .unwrap();
+        assert_eq!(data.claims.sub, "acct_ann");
+        assert_eq!(data.claims.role.as_deref(), Some("admin"));
+        let wrong = jsonwebtoken::decode::<Claims>(
+            &token,
+            &DecodingKey::from_secret(b"another-secret-of-20b").unwrap(),
+            &validation,
+        );
+        assert!(wrong.is_err(), "a token verifies only with its own secret");
+    }
+}
