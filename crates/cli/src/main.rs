@@ -557,15 +557,19 @@ enum LoadScenario {
     },
 }
 
-/// Opens the store a URL names. PostgreSQL databases are created when missing.
+/// Opens the store a URL names (on PostgreSQL a pool of `SERVE_POOL_CONNECTIONS_MAX`, opened
+/// as they are needed). PostgreSQL databases are created when missing.
 async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         boxoffice_store_postgres::PgStore::create_database_if_missing(url)
             .await
             .context("creating the PostgreSQL database")?;
-        let store = boxoffice_store_postgres::PgStore::connect(url)
-            .await
-            .context("connecting to PostgreSQL")?;
+        let store = boxoffice_store_postgres::PgStore::connect_with(
+            url,
+            boxoffice_store_postgres::SERVE_POOL_CONNECTIONS_MAX,
+        )
+        .await
+        .context("connecting to PostgreSQL")?;
         Ok(Arc::new(store))
     } else if url.starts_with("sqlite:") {
         let store = boxoffice_store_sqlite::SqliteStore::connect(url)

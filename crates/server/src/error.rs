@@ -97,6 +97,12 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Busy(why) => {
                 tracing::debug!(%why, "store busy");
+                let what = if why.contains("lookups") {
+                    "lookups"
+                } else {
+                    "pool"
+                };
+                metrics::counter!("boxoffice_refused_busy_total", "why" => what).increment(1);
                 Self::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "RATE_LIMITED",

@@ -25,6 +25,7 @@ impl From<SubmitError> for ApiError {
 
 /// The event's writer has more queued than it takes soon: refused at once.
 fn overloaded() -> ApiError {
+    metrics::counter!("boxoffice_refused_busy_total", "why" => "queue").increment(1);
     ApiError::new(
         StatusCode::TOO_MANY_REQUESTS,
         "RATE_LIMITED",

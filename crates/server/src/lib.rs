@@ -20,6 +20,7 @@ pub mod listener;
 pub mod lookup;
 pub mod routes;
 pub mod seatmap;
+pub mod threads;
 pub mod token_cache;
 pub mod waitroom;
 pub mod web;

@@ -3,6 +3,9 @@
 //! so it asks the store first. After a sell-out that is every attempt, thousands a second:
 //! one task takes whatever lookups are queued (up to [`LOOKUP_BATCH_MAX`]) and answers them
 //! from one query, so a flood costs a query per batch rather than a round trip per request.
+//! Up to [`LOOKUP_BATCHES_IN_FLIGHT`] batches run at once: one at a time, a batch waited
+//! for its connection and its turn behind the crowd and the queue filled (every lookup past
+//! it refused 429) while the database sat idle.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,8 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Most lookups answered by one query.
 pub const LOOKUP_BATCH_MAX: usize = 256;
-/// Lookups queued before new ones are answered "unavailable" (the caller then answers 503).
+/// Lookups queued before new ones are refused as busy (the caller then answers 429).
 pub const LOOKUP_QUEUE_MAX: usize = 20_000;
+/// Batches whose query runs at once.
+pub const LOOKUP_BATCHES_IN_FLIGHT: usize = 4;
 
 struct Job {
     asked: (IdempotencyScope, String),
@@ -75,27 +80,47 @@ impl AnswerLookup {
 }
 
 async fn run(store: Arc<dyn Store>, mut receiver: mpsc::Receiver<Job>) {
+    let batches = Arc::new(tokio::sync::Semaphore::new(LOOKUP_BATCHES_IN_FLIGHT));
     let mut jobs = Vec::with_capacity(LOOKUP_BATCH_MAX);
     while receiver.recv_many(&mut jobs, LOOKUP_BATCH_MAX).await > 0 {
-        let asked: Vec<(IdempotencyScope, String)> =
-            jobs.iter().map(|job| job.asked.clone()).collect();
-        match store.stored_answers(&asked).await {
-            Ok(answers) if answers.len() == jobs.len() => {
-                for (job, answer) in jobs.drain(..).zip(answers) {
-                    let _ = job.reply.send(Ok(answer));
-                }
+        let Ok(permit) = batches.clone().acquire_owned().await else {
+            return;
+        };
+        // Whatever came meanwhile joins this batch.
+        while jobs.len() < LOOKUP_BATCH_MAX {
+            match receiver.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
             }
-            Ok(_) => {
-                for job in jobs.drain(..) {
-                    let _ = job.reply.send(Err(StoreError::Internal(
-                        "idempotency lookup answered the wrong number of rows".into(),
-                    )));
-                }
+        }
+        let batch = std::mem::replace(&mut jobs, Vec::with_capacity(LOOKUP_BATCH_MAX));
+        let store = store.clone();
+        tokio::spawn(async move {
+            answer_batch(store.as_ref(), batch).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Answers one batch of lookups from one query.
+async fn answer_batch(store: &dyn Store, jobs: Vec<Job>) {
+    let asked: Vec<(IdempotencyScope, String)> = jobs.iter().map(|job| job.asked.clone()).collect();
+    match store.stored_answers(&asked).await {
+        Ok(answers) if answers.len() == jobs.len() => {
+            for (job, answer) in jobs.into_iter().zip(answers) {
+                let _ = job.reply.send(Ok(answer));
             }
-            Err(error) => {
-                for job in jobs.drain(..) {
-                    let _ = job.reply.send(Err(crate::writer::copy_of(&error)));
-                }
+        }
+        Ok(_) => {
+            for job in jobs {
+                let _ = job.reply.send(Err(StoreError::Internal(
+                    "idempotency lookup answered the wrong number of rows".into(),
+                )));
+            }
+        }
+        Err(error) => {
+            for job in jobs {
+                let _ = job.reply.send(Err(crate::writer::copy_of(&error)));
             }
         }
     }

@@ -153,26 +153,9 @@ pub struct EventWriters {
     engine_store: Arc<dyn EngineStore>,
     render: HoldRenderer,
     queues: Arc<Mutex<HashMap<String, Lanes>>>,
-    /// Run the writers on the process's writer thread ([`writer_runtime`]) rather than
-    /// among the requests' tasks.
+    /// Run the writers on the process's writer thread ([`crate::threads::writers`]) rather
+    /// than among the requests' tasks.
     own_thread: bool,
-}
-
-/// The runtime of the event writers when they have a thread of their own: one worker
-/// thread, `boxoffice-writer`, with its own I/O driver. Among thousands of request tasks
-/// on two cores, a writer's group waited for a turn at every round trip of its
-/// transaction (groups took ~150 ms while the database sat idle); here its round trips
-/// wait only for each other. Built on first use and kept for the life of the process.
-fn writer_runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("boxoffice-writer")
-            .enable_all()
-            .build()
-            .expect("the event writers' runtime starts")
-    })
 }
 
 impl std::fmt::Debug for EventWriters {
@@ -203,7 +186,7 @@ impl EventWriters {
         }
     }
 
-    /// The same writers, run on a thread of their own (see [`writer_runtime`]). Their
+    /// The same writers, run on a thread of their own (see [`crate::threads`]). Their
     /// `engine_store` should open its connections there: a pool that connects lazily.
     pub fn on_own_thread(mut self) -> Self {
         self.own_thread = true;
@@ -379,7 +362,7 @@ impl EventWriters {
             event.clone(),
         );
         if self.own_thread {
-            writer_runtime().spawn(writer.run(sale_rx, holds_rx));
+            crate::threads::writers().spawn(writer.run(sale_rx, holds_rx));
         } else {
             tokio::spawn(writer.run(sale_rx, holds_rx));
         }

@@ -21,9 +21,10 @@ use crate::payment::verdict_of;
 
 /// Rows claimed per round.
 pub const RELAY_BATCH_MAX: u32 = 100;
-/// Messages of a round delivered at once. Each holds a pooled connection while it runs; 16
-/// starved checkouts of the 16-connection pool in the on-sale benchmark (503s).
-pub const RELAY_CONCURRENCY: usize = 4;
+/// Messages of a round delivered at once. Each holds a pooled connection while it runs: as
+/// many as the workers' own pool has (`serve` on PostgreSQL gives it 8), so the relay never
+/// waits on its own pool and never touches the requests'.
+pub const RELAY_CONCURRENCY: usize = 8;
 /// How long a claim lasts before another relay may take the row again.
 pub const RELAY_LEASE_S: f64 = 10.0;
 /// Pause between rounds when nothing pokes the relay.
