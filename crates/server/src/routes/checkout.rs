@@ -192,7 +192,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         (status = 404, description = "No such hold for this account", body = Problem),
         (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
-        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued; retry after Retry-After", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued, or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))

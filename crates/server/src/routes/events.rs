@@ -37,6 +37,7 @@ const CURSOR_LEN_MAX: usize = 128;
         (status = 409, description = "Same key in flight", body = Problem),
         (status = 413, description = "Body over 64 KiB", body = Problem),
         (status = 422, description = "Invalid field, or key reused", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -116,6 +117,7 @@ pub struct TripsCreated {
         (status = 403, description = "Not an admin", body = Problem),
         (status = 409, description = "Same key in flight", body = Problem),
         (status = 422, description = "Invalid field, or key reused", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))

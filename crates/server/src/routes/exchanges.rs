@@ -388,6 +388,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
         (status = 404, description = "No such order for this account, or no such target event", body = Problem),
         (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -535,7 +536,7 @@ pub async fn get_exchange(
         (status = 404, description = "No such exchange for this account", body = Problem),
         (status = 409, description = "HOLD_EXPIRED (the exchange lapsed or ended), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
-        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued; retry after Retry-After", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued, or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))

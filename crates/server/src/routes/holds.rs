@@ -37,7 +37,7 @@ use crate::writer::SubmitError;
         (status = 409, description = "SEATS_UNAVAILABLE, SOLD_OUT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 413, description = "Body over 64 KiB", body = Problem),
         (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_KEY_MISMATCH", body = Problem),
-        (status = 429, description = "Too many queued requests for this event", body = Problem),
+        (status = 429, description = "RATE_LIMITED: too many queued requests for this event, or the store is busy (Retry-After)", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -301,7 +301,7 @@ pub async fn get_hold(
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such hold for this account", body = Problem),
         (status = 409, description = "HOLD_IN_CHECKOUT", body = Problem),
-        (status = 429, description = "Too many requests are queued for the hold's event (Retry-After)", body = Problem),
+        (status = 429, description = "RATE_LIMITED: too many requests are queued for the hold's event, or the store is busy (Retry-After)", body = Problem),
         (status = 503, description = "Store unavailable (Retry-After)", body = Problem),
     ),
     security(("bearer" = []))

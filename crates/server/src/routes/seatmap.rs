@@ -116,6 +116,7 @@ fn matches_etag(headers: &HeaderMap, etag: &str) -> bool {
         (status = 200, description = "Every seat's status at `version` (ETag); gzip when asked", body = SeatMapView),
         (status = 304, description = "Still at the version of If-None-Match"),
         (status = 404, description = "No such event", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable while loading the map", body = Problem),
     )
 )]
