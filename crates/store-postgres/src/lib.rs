@@ -99,6 +99,17 @@ fn to_u32(value: i32) -> u32 {
     u32::try_from(value).unwrap_or(0)
 }
 
+/// The connect options `url` names and the pool every `PgStore` uses.
+fn pool_options(url: &str, max_connections: u32) -> StoreResult<(PgConnectOptions, PgPoolOptions)> {
+    let options: PgConnectOptions = url
+        .parse()
+        .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
+    let pool = PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS));
+    Ok((options, pool))
+}
+
 impl PgStore {
     /// Connects to `url` (`postgres://...`). Does not migrate.
     pub async fn connect(url: &str) -> StoreResult<Self> {
@@ -108,29 +119,18 @@ impl PgStore {
     /// [`PgStore::connect`] with a pool of `max_connections` (the workers' own small pool:
     /// [`WORKERS_POOL_CONNECTIONS_MAX`]).
     pub async fn connect_with(url: &str, max_connections: u32) -> StoreResult<Self> {
-        let options: PgConnectOptions = url
-            .parse()
-            .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
-            .connect_with(options)
-            .await
-            .map_err(classify)?;
+        let (options, pool) = pool_options(url, max_connections)?;
+        let pool = pool.connect_with(options).await.map_err(classify)?;
         Ok(Self { pool })
     }
 
     /// [`PgStore::connect_with`] without connecting yet: each connection opens on the first
     /// use that needs it, on the runtime of that use (the event writers' own thread).
     pub fn connect_lazy_with(url: &str, max_connections: u32) -> StoreResult<Self> {
-        let options: PgConnectOptions = url
-            .parse()
-            .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
-            .connect_lazy_with(options);
-        Ok(Self { pool })
+        let (options, pool) = pool_options(url, max_connections)?;
+        Ok(Self {
+            pool: pool.connect_lazy_with(options),
+        })
     }
 
     /// Creates the database `url` names when it does not exist yet (a fresh machine, a test),

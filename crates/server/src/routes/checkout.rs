@@ -334,21 +334,16 @@ pub async fn checkout_hold(
     };
     boxoffice_workers::crash::point("checkout_committed");
     let verdict = boxoffice_workers::payment::authorize(&state.provider, &operation).await;
-    let settled =
-        match settle_by_writer(state, event, &operation, &verdict, &order, Some(&scope)).await {
-            Some(settled) => settled,
-            None => {
-                state
-                    .store
-                    .settle_payment(
-                        &operation.operation_id,
-                        &verdict,
-                        None,
-                        Some((&scope, &render_checkout)),
-                    )
-                    .await
-            }
-        };
+    let settled = settle(
+        state,
+        event,
+        &operation,
+        &verdict,
+        Some(&order),
+        Some(&scope),
+        None,
+    )
+    .await;
     // Provider or store trouble (not a card decline) counts against the release rate.
     state.waitroom.meter.payment_attempt(settled.is_err());
     let order = match settled {
@@ -376,6 +371,37 @@ pub async fn checkout_hold(
 /// writer's groups, so they never race each other at the store. `None`: the store's own
 /// settlement must apply it (another kind of verdict, or the writer was full or failed —
 /// a verdict is never lost).
+/// Applies a payment verdict: a first verdict through the writer (`settle_by_writer`), any
+/// other, or one the writer did not take, by the store's own settlement. `scope`: the
+/// checkout request whose answer is stored with it; `webhook`: the provider event that
+/// brought it.
+async fn settle(
+    state: &AppState,
+    event: Option<std::sync::Arc<boxoffice_store::EventRecord>>,
+    operation: &boxoffice_store::checkout::PaymentOperation,
+    verdict: &boxoffice_store::checkout::ProviderVerdict,
+    order: Option<&OrderView>,
+    scope: Option<&IdempotencyScope>,
+    webhook: Option<(&str, &str)>,
+) -> boxoffice_store::StoreResult<Option<boxoffice_store::checkout::Settled>> {
+    if let Some(order) = order
+        && let Some(settled) =
+            settle_by_writer(state, event, operation, verdict, order, scope).await
+    {
+        return settled;
+    }
+    let answer = scope.map(|scope| {
+        (
+            scope,
+            &render_checkout as &boxoffice_store::checkout::RenderOrder,
+        )
+    });
+    state
+        .store
+        .settle_payment(&operation.operation_id, verdict, webhook, answer)
+        .await
+}
+
 async fn settle_by_writer(
     state: &AppState,
     event: Option<std::sync::Arc<boxoffice_store::EventRecord>>,
@@ -556,27 +582,25 @@ pub async fn webhook(
     let verdict = boxoffice_workers::payment::verdict_of(&event.payment);
     // A first verdict of a checkout goes to the event's writer, like the provider's answer to
     // the checkout request, so the two never race at the store.
-    let mut by_writer = None;
-    if operation.status == PaymentStatus::Authorizing
-        && let Some(order) = state.store.order_head(&operation.order_id).await?
-    {
-        let found = state.event(&operation.event_id).await.ok();
-        by_writer = settle_by_writer(&state, found, &operation, &verdict, &order, None).await;
-    }
-    let applied = match by_writer {
-        Some(settled) => settled?,
-        None => {
-            state
-                .store
-                .settle_payment(
-                    &operation.operation_id,
-                    &verdict,
-                    Some((state.provider.name(), &event.event_id)),
-                    None,
-                )
-                .await?
-        }
+    let (order, found) = if operation.status == PaymentStatus::Authorizing {
+        (
+            state.store.order_head(&operation.order_id).await?,
+            state.event(&operation.event_id).await.ok(),
+        )
+    } else {
+        (None, None)
     };
+    let webhook = Some((state.provider.name(), event.event_id.as_str()));
+    let applied = settle(
+        &state,
+        found,
+        &operation,
+        &verdict,
+        order.as_ref(),
+        None,
+        webhook,
+    )
+    .await?;
     if applied.is_some_and(|s| s.changed) {
         state.relay.poke();
     }
