@@ -558,8 +558,17 @@ enum LoadScenario {
 }
 
 /// Opens the store a URL names (on PostgreSQL a pool of `SERVE_POOL_CONNECTIONS_MAX`, opened
-/// as they are needed). PostgreSQL databases are created when missing.
+/// as they are needed), with its calls in flight bounded by the pool's size
+/// ([`boxoffice_store::gate::Gated`]: past the bound a call is refused as busy at once).
+/// PostgreSQL databases are created when missing.
 async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    use boxoffice_store::gate::Gated;
+    let (store, connections) = open_pool(url).await?;
+    Ok(Arc::new(Gated::for_pool(store, connections)))
+}
+
+/// [`open_store`] without the bound, and the size of its pool.
+async fn open_pool(url: &str) -> anyhow::Result<(Arc<dyn Store>, u32)> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         boxoffice_store_postgres::PgStore::create_database_if_missing(url)
             .await
@@ -570,12 +579,18 @@ async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
         )
         .await
         .context("connecting to PostgreSQL")?;
-        Ok(Arc::new(store))
+        Ok((
+            Arc::new(store),
+            boxoffice_store_postgres::SERVE_POOL_CONNECTIONS_MAX,
+        ))
     } else if url.starts_with("sqlite:") {
         let store = boxoffice_store_sqlite::SqliteStore::connect(url)
             .await
             .context("opening SQLite")?;
-        Ok(Arc::new(store))
+        Ok((
+            Arc::new(store),
+            boxoffice_store_sqlite::READER_CONNECTIONS_MAX + 1,
+        ))
     } else {
         bail!("unsupported database url {url:?}: use postgres://… or sqlite://…")
     }

@@ -50,6 +50,8 @@ pub const WORKERS_POOL_CONNECTIONS_MAX: u32 = 8;
 pub const WRITER_POOL_CONNECTIONS_MAX: u32 = 6;
 /// How long a request waits for a pooled connection before the store counts as busy.
 pub const POOL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
+/// A pooled connection idle this long is pinged before it is handed out (one busy is not).
+pub const POOL_IDLE_PING_AFTER_MS: u64 = 10_000;
 /// An event with at least this many seats refreshes the seat table's statistics.
 const ANALYZE_SEATS_MIN: usize = 2_000;
 /// Seats inserted per statement when creating an event.
@@ -106,7 +108,21 @@ fn pool_options(url: &str, max_connections: u32) -> StoreResult<(PgConnectOption
         .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS));
+        .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
+        // sqlx's default pings every connection it hands out: a round trip per store call,
+        // and a caller whose acquire timeout strikes during that ping drops the connection
+        // (the on-sale saw thousands of sessions abandoned this way, each reopened). A
+        // connection is tested only after idling; a dead one fails its query, which is
+        // answered 503 and retried, and sqlx opens a fresh one.
+        .test_before_acquire(false)
+        .before_acquire(|connection, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= Duration::from_millis(POOL_IDLE_PING_AFTER_MS) {
+                    sqlx::Connection::ping(connection).await?;
+                }
+                Ok(true)
+            })
+        });
     Ok((options, pool))
 }
 

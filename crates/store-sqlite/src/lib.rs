@@ -168,13 +168,18 @@ impl SqliteStore {
             .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
             .foreign_keys(true);
         // The writer connects first: it creates the file and switches it to WAL.
+        // Connections are not pinged on every hand-out (sqlx's default): the file cannot
+        // go away under an open connection, and a caller whose acquire timed out during
+        // the ping dropped the connection with it.
         let writer = SqlitePoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(1)
             .acquire_timeout(Duration::from_millis(WRITER_ACQUIRE_TIMEOUT_MS))
             .connect_with(options.clone())
             .await
             .map_err(classify)?;
         let reader = SqlitePoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(READER_CONNECTIONS_MAX)
             .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
             .connect_with(options)

@@ -11,6 +11,7 @@
 pub mod checkout;
 pub mod engine;
 pub mod exchange;
+pub mod gate;
 pub mod seatmap;
 
 use async_trait::async_trait;
