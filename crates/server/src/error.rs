@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 /// Media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
-/// Seconds a client should wait after a 503 or 429.
+/// Seconds a client should wait after a 503 (a 429 asks for [`crate::pressure`]'s wait).
 pub const RETRY_AFTER_S: u32 = 1;
 
 /// An error answer: status, stable code, human detail, optional extra members.
@@ -99,6 +99,8 @@ impl From<StoreError> for ApiError {
                 tracing::debug!(%why, "store busy");
                 let what = if why.contains("lookups") {
                     "lookups"
+                } else if why.contains(boxoffice_store::gate::CALLS_BUSY) {
+                    "calls"
                 } else {
                     "pool"
                 };
@@ -126,11 +128,17 @@ impl IntoResponse for ApiError {
         let mut response = (self.status, self.body()).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
-        if matches!(
-            self.status,
-            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
-        ) {
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        }
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            // Overload: the more refusals per answer, the longer the wait asked for.
+            let pressure = crate::pressure::global();
+            pressure.refused();
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(pressure.retry_after_s()),
+            );
         }
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -154,7 +162,15 @@ mod tests {
         ))
         .into_response();
         assert_eq!(busy.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(busy.headers()[header::RETRY_AFTER], "1");
+        let wait: u64 = busy.headers()[header::RETRY_AFTER]
+            .to_str()
+            .expect("ASCII")
+            .parse()
+            .expect("seconds");
+        assert!(
+            (1..=crate::pressure::RETRY_AFTER_MAX_S).contains(&wait),
+            "{wait}"
+        );
         let down =
             ApiError::from(StoreError::Unavailable("connection refused".into())).into_response();
         assert_eq!(down.status(), StatusCode::SERVICE_UNAVAILABLE);

@@ -18,6 +18,7 @@ pub mod gate;
 pub mod idempotency;
 pub mod listener;
 pub mod lookup;
+pub mod pressure;
 pub mod routes;
 pub mod seatmap;
 pub mod threads;
@@ -329,6 +330,10 @@ async fn track(request: Request, next: Next) -> Response {
     let method = request.method().to_string();
     let started = Instant::now();
     let response = next.run(request).await;
+    // A 429 counts itself where it is rendered (`error.rs`), with the wait it asks for.
+    if response.status() != axum::http::StatusCode::TOO_MANY_REQUESTS && route != "/metrics" {
+        pressure::global().answered();
+    }
     let status = response.status().as_u16().to_string();
     metrics::histogram!("boxoffice_http_request_seconds", "route" => route.clone(), "method" => method.clone())
         .record(started.elapsed().as_secs_f64());
