@@ -40,11 +40,11 @@ pub const POOL_CONNECTIONS_MAX: u32 = 16;
 /// their own). Under a crowd a read holds its connection far longer than its query takes
 /// (the task waits its turn between round trips among thousands), so reads get more
 /// connections than the database has cores: 16 were all taken in the on-sale while
-/// PostgreSQL sat idle. With the two side pools a node opens at most 62 connections.
+/// PostgreSQL sat idle. With the two side pools a node opens at most 70 connections.
 pub const SERVE_POOL_CONNECTIONS_MAX: u32 = 48;
 /// Connections of the background workers' own pool (outbox relay, payment reconciler,
 /// sweeper): however busy they get, they never take a connection a request is waiting for.
-pub const WORKERS_POOL_CONNECTIONS_MAX: u32 = 8;
+pub const WORKERS_POOL_CONNECTIONS_MAX: u32 = 16;
 /// Connections of the event writers' own pool: two groups in flight per event writer, its
 /// loads and catch-up reads; never behind a crowd of reads.
 pub const WRITER_POOL_CONNECTIONS_MAX: u32 = 6;

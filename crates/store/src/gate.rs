@@ -34,9 +34,14 @@ use crate::{
 };
 
 /// Store calls in flight per pooled connection that [`Gated::for_pool`] allows: enough that
-/// every connection always has its next call waiting, few enough that the wait stays short
-/// (a few milliseconds per call ahead of it), far below the pool's acquire timeout.
-pub const CALLS_PER_CONNECTION: usize = 16;
+/// every connection has its next call waiting, few enough that a call waits for about one
+/// call ahead of it. Calls past what the connections serve add only waiting (Little's law):
+/// with 16 per connection (768 on PostgreSQL) the on-sale's checkouts and webhooks waited
+/// seconds in the pool's queue for calls that could have been refused at once.
+pub const CALLS_PER_CONNECTION: usize = 2;
+/// The bound of [`Gated::for_pool`] is never below this (SQLite's small pool reads
+/// in-process, fast).
+pub const CALLS_MIN: usize = 64;
 
 /// The words of the [`StoreError::Busy`] a call past the bound gets (the server counts its
 /// refusals by them).
@@ -131,9 +136,13 @@ impl Gated {
         }
     }
 
-    /// `inner` over a pool of `connections`: [`CALLS_PER_CONNECTION`] calls per connection.
+    /// `inner` over a pool of `connections`: [`CALLS_PER_CONNECTION`] calls per connection,
+    /// at least [`CALLS_MIN`].
     pub fn for_pool(inner: Arc<dyn Store>, connections: u32) -> Self {
-        Self::new(inner, connections as usize * CALLS_PER_CONNECTION)
+        Self::new(
+            inner,
+            (connections as usize * CALLS_PER_CONNECTION).max(CALLS_MIN),
+        )
     }
 
     /// The calls in flight and their bound.
