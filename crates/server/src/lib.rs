@@ -23,6 +23,7 @@ pub mod routes;
 pub mod seatmap;
 pub mod threads;
 pub mod token_cache;
+pub mod turns;
 pub mod waitroom;
 pub mod web;
 pub mod writer;
@@ -85,6 +86,8 @@ pub struct Shared {
     pub exchanges: ExchangeBatcher,
     pub lookup: lookup::AnswerLookup,
     pub in_flight: InFlight,
+    /// Checkouts take turns in arrival order.
+    pub checkout_turns: turns::CheckoutTurns,
     /// Events are immutable once created, so they are cached for the life of the process.
     pub events: Arc<Mutex<HashMap<String, Arc<EventRecord>>>>,
     pub metrics: PrometheusHandle,
@@ -288,6 +291,7 @@ impl AppState {
             store,
             verifier: TokenVerifier::hs256(jwt_secret)?,
             in_flight: InFlight::default(),
+            checkout_turns: turns::CheckoutTurns::default(),
             events: Arc::default(),
             metrics: metrics_handle(),
             openapi_json: Arc::new(openapi().to_pretty_json().unwrap_or_default()),

@@ -192,7 +192,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         (status = 404, description = "No such hold for this account", body = Problem),
         (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
-        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued, or the store is busy; retry after Retry-After", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -248,6 +248,8 @@ pub async fn checkout_hold(
         key,
     };
     let digest = request_digest("POST", path, &body.0);
+    // A fan at the checkout holds seats on a deadline: checkouts go in arrival order.
+    let _turn = state.checkout_turns.take().await?;
     let hold = state
         .store
         .get_hold(&hold_id)

@@ -536,7 +536,7 @@ pub async fn get_exchange(
         (status = 404, description = "No such exchange for this account", body = Problem),
         (status = 409, description = "HOLD_EXPIRED (the exchange lapsed or ended), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
-        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued, or the store is busy; retry after Retry-After", body = Problem),
+        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
