@@ -24,6 +24,7 @@ stories!(
     purchase_limit_is_rechecked_at_confirmation,
     late_capture_of_a_cancelled_order_is_refunded,
     check_in_racing_a_compensation,
+    captures_racing_on_a_confirmed_order_apply_once,
 );
 
 /// The payment operation of an order, read from the store.
@@ -839,5 +840,80 @@ async fn check_in_racing_a_compensation(backend: Backend) {
         }
     }
     assert_eq!(outcomes.0 + outcomes.1, orders.len());
+    app.finish().await;
+}
+
+/// The capture of a confirmed order's authorization, sent many times at once (the relay's
+/// capture and the provider's webhook and its copies): it is applied exactly once, the
+/// operation ends `CAPTURED` with its provider reference, the order stays confirmed with its
+/// ticket, and nothing else changes (on PostgreSQL this is a single conditional statement
+/// rather than the settlement's locking transaction). The simulator declines the relay's own
+/// captures, so the operation is still `AUTHORIZED` when the racers start.
+async fn captures_racing_on_a_confirmed_order_apply_once(backend: Backend) {
+    let config = boxoffice_payments::SimulatorConfig {
+        capture_fails: true,
+        ..Default::default()
+    };
+    let app = TestApp::spawn_with(backend, config).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-5-1"]).await;
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa")
+        .await
+        .json();
+    assert_eq!(paid["orderStatus"], "CONFIRMED", "{paid}");
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    let operation_id = operation_of(&app, &order_id).await;
+    let operation = app
+        .db
+        .store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(operation.status.as_str(), "AUTHORIZED");
+    let provider_ref = operation.provider_ref.clone().expect("authorized");
+    let verdict = boxoffice_store::checkout::ProviderVerdict::Captured {
+        provider_ref: provider_ref.clone(),
+    };
+    let mut racers = Vec::new();
+    for i in 0..8 {
+        let store = app.db.store.clone();
+        let (operation_id, verdict) = (operation_id.clone(), verdict.clone());
+        racers.push(tokio::spawn(async move {
+            let webhook = (i % 2 == 0).then_some(("stripe", "evt_capture_race"));
+            store
+                .settle_payment(&operation_id, &verdict, webhook, None)
+                .await
+        }));
+    }
+    let mut changed = 0;
+    for racer in racers {
+        // `None`: a copy of the webhook, seen before.
+        if let Some(settled) = racer.await.unwrap().expect("no store error") {
+            assert_eq!(settled.order.status.as_str(), "CONFIRMED");
+            changed += usize::from(settled.changed);
+        }
+    }
+    assert_eq!(changed, 1, "the capture applied {changed} times");
+    let operation = app
+        .db
+        .store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(operation.status.as_str(), "CAPTURED");
+    assert_eq!(
+        operation.provider_ref.as_deref(),
+        Some(provider_ref.as_str())
+    );
+    let order = order_until(&app, "ann", &order_id, |o| {
+        o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    assert_eq!(order["paymentStatus"], "CAPTURED", "{order}");
+    assert!(outbox_payloads(&app, "refund.due").await.is_empty());
+    assert!(outbox_payloads(&app, "payment.void").await.is_empty());
     app.finish().await;
 }

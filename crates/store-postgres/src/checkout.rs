@@ -562,6 +562,13 @@ impl crate::PgStore {
                 changed: false,
             }));
         }
+        if answer.is_none()
+            && let Some(settled) = self
+                .capture_confirmed(&operation, &order, verdict, webhook)
+                .await?
+        {
+            return Ok(Some(settled));
+        }
         let Some(hold) = fetch_holds(self.pool(), std::slice::from_ref(&order.hold_id))
             .await?
             .pop()
@@ -679,6 +686,62 @@ impl crate::PgStore {
         seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(Settled { order, changed }))
+    }
+
+    /// The capture of a confirmed order's authorization (the relay's capture, or its
+    /// webhook): the only change is the operation's status, so it is one conditional statement
+    /// instead of the settlement's locking transaction (a dozen round trips per sold order).
+    /// `None` when the rows are not (or no longer) as read — an operation moved on, an order
+    /// no longer confirmed: the full settlement decides. The order row is share-locked, so a
+    /// cancellation in progress is waited for and the order seen as it commits.
+    async fn capture_confirmed(
+        &self,
+        operation: &PaymentOperation,
+        order: &OrderView,
+        verdict: &ProviderVerdict,
+        webhook: Option<(&str, &str)>,
+    ) -> StoreResult<Option<Settled>> {
+        if verdict.payment_status() != PaymentStatus::Captured
+            || operation.status != PaymentStatus::Authorized
+            || order.status != OrderStatus::Confirmed
+        {
+            return Ok(None);
+        }
+        let (provider, webhook_id) = webhook.unzip();
+        let updated: Option<OffsetDateTime> = sqlx::query_scalar(
+            "WITH captured AS (
+                UPDATE payment_operation p
+                   SET status = 'CAPTURED', provider_ref = coalesce(p.provider_ref, $2), next_action_url = NULL,
+                       last_error = NULL, updated_at = date_trunc('milliseconds', clock_timestamp()),
+                       next_attempt_at = date_trunc('milliseconds', clock_timestamp()) + make_interval(secs => $3)
+                 WHERE p.operation_id = $1 AND p.status = 'AUTHORIZED'
+                   AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CONFIRMED' FOR SHARE)
+                RETURNING p.updated_at
+             ), seen AS (
+                INSERT INTO webhook_event (provider, event_id, received_at)
+                SELECT $4, $5, clock_timestamp() FROM captured WHERE $4::text IS NOT NULL
+                ON CONFLICT DO NOTHING
+             )
+             SELECT updated_at FROM captured",
+        )
+        .bind(&operation.operation_id)
+        .bind(verdict.provider_ref())
+        .bind(OPERATION_RECHECK_S)
+        .bind(provider)
+        .bind(webhook_id)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(classify)?;
+        Ok(updated.map(|updated_at| {
+            let mut order = order.clone();
+            order.payment_status = PaymentStatus::Captured;
+            order.next_action_url = None;
+            order.updated_at = updated_at;
+            Settled {
+                order,
+                changed: true,
+            }
+        }))
     }
 
     pub(crate) async fn payment_operation_by_id(
@@ -1095,11 +1158,14 @@ impl crate::PgStore {
     }
 
     /// Age in seconds of the oldest undelivered outbox row (0 when none): the relay's lag.
+    /// The oldest is the first by id (the partial index of undelivered rows); `min(created_at)`
+    /// read every undelivered row, 14 ms a call with a sale's backlog.
     pub(crate) async fn outbox_lag(&self) -> StoreResult<f64> {
         let lag: Option<f64> = sqlx::query_scalar(
-            "SELECT extract(epoch FROM clock_timestamp() - min(created_at))::float8 FROM outbox WHERE published_at IS NULL",
+            "SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM outbox
+              WHERE published_at IS NULL ORDER BY id LIMIT 1",
         )
-        .fetch_one(self.pool())
+        .fetch_optional(self.pool())
         .await
         .map_err(classify)?;
         Ok(lag.unwrap_or(0.0))
