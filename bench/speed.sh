@@ -31,6 +31,10 @@
 #   SERVER_BIN             the boxoffice binary that serves (default: this checkout's release
 #                          build; the load tool and check are always this checkout's): an A/B
 #                          against an older build in the same session
+#   PG_STATEMENTS          1: load pg_stat_statements and, after each checkouts or onsale
+#                          case, write the 20 statements of most total time (and the 30
+#                          most called) to
+#                          $TMPDIR/boxoffice-statements-<case>-<run>.txt (a profile, not a figure)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
@@ -63,6 +67,9 @@ fsync = on
 full_page_writes = on
 autovacuum_naptime = 10s
 CONF
+if [ "${PG_STATEMENTS:-0}" = 1 ]; then
+  printf "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track_planning = on\n" >> "$WORK/data/postgresql.conf"
+fi
 as_pg $BIN/pg_ctl -D "$WORK/data" -l "$WORK/pg.log" -w start >/dev/null
 SERVER_PID=""
 stop_server() {
@@ -94,7 +101,23 @@ start_server() {
   URL=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/serve.out" | head -1)
   [ -n "$URL" ] || { cat "$WORK/serve.err"; exit 1; }
 }
-fresh_pg() { $PSQL -c "DROP DATABASE IF EXISTS boxoffice_bench" postgres; echo "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench"; }
+# statements CASE: the statements of most total time since the database was made.
+statements() {
+  [ "${PG_STATEMENTS:-0}" = 1 ] || return 0
+  $PSQL -c "SELECT round(total_exec_time)::bigint AS total_ms, round(total_plan_time)::bigint AS plan_ms, calls, round((total_exec_time / calls)::numeric, 3) AS mean_ms, rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 300) AS query FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'boxoffice_bench') ORDER BY total_exec_time DESC LIMIT 20" postgres \
+    > "${TMPDIR:-/tmp}/boxoffice-statements-$1.txt" 2>&1 || true
+  $PSQL -c "SELECT sum(calls) AS calls, round(sum(total_exec_time))::bigint AS total_ms FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'boxoffice_bench')" postgres \
+    >> "${TMPDIR:-/tmp}/boxoffice-statements-$1.txt" 2>&1 || true
+  $PSQL -c "SELECT calls, round(total_exec_time)::bigint AS total_ms, left(regexp_replace(query, '\\s+', ' ', 'g'), 200) AS query FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'boxoffice_bench') ORDER BY calls DESC LIMIT 30" postgres \
+    >> "${TMPDIR:-/tmp}/boxoffice-statements-$1.txt" 2>&1 || true
+}
+fresh_pg() {
+  $PSQL -c "DROP DATABASE IF EXISTS boxoffice_bench" postgres
+  if [ "${PG_STATEMENTS:-0}" = 1 ]; then
+    $PSQL -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" postgres
+    $PSQL -c "SELECT pg_stat_statements_reset()" postgres >/dev/null
+  fi
+  echo "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench"; }
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GiB, load: $(cut -d' ' -f1-3 /proc/loadavg), duration ${DUR}s, runs $RUNS"
 for run in $(seq 1 "$RUNS"); do
@@ -142,6 +165,7 @@ for run in $(seq 1 "$RUNS"); do
     cp "$WORK/onsale-$run.html" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.html"
     cp "$WORK/onsale.out" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.txt"
     cp "$WORK/serve.err" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.serve.err"
+    statements "onsale-$run"
     stop_server
     "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" > "${TMPDIR:-/tmp}/boxoffice-onsale-$run.check.txt" || true
     tail -1 "${TMPDIR:-/tmp}/boxoffice-onsale-$run.check.txt" | sed "s/^/run $run onsale check: /"
@@ -151,6 +175,7 @@ for run in $(seq 1 "$RUNS"); do
       start_server "$(fresh_pg)"
       "$BOXOFFICE" load checkouts --base-url "$URL" --rate "$rate" --duration-s "$DUR" 2>/dev/null \
         | sed "s/^/run $run checkouts /" || true
+      statements "checkouts-$rate-$run"
       stop_server
       "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" | tail -1 | sed "s/^/run $run checkouts check: /"
     done

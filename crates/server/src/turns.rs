@@ -16,9 +16,9 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::error::ApiError;
 
-/// Checkouts in progress at once: enough to keep the payment provider's latency
-/// (hundreds of milliseconds per authorization) from bounding the rate.
-pub const TURNS_MAX: usize = 128;
+/// Checkout starts in progress at once (a start is a few reads and one writer group; the
+/// provider's authorization comes after the turn).
+pub const TURNS_MAX: usize = 64;
 /// Longest a checkout waits for its turn (well under a client's usual 60 s time-out).
 pub const TURN_WAIT_MAX: Duration = Duration::from_secs(20);
 /// Checkouts waiting at most; one more is refused at once.

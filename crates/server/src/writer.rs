@@ -132,6 +132,9 @@ struct CheckoutContext {
     start: CheckoutStart,
     hold: HoldView,
     render: &'static RenderOrder,
+    /// Set when the group starts it: the hold is an exchange's, whose operation charges the
+    /// exchange's amount due (read back from the store); any other charges the hold's total.
+    exchange: bool,
 }
 
 struct Job {
@@ -251,6 +254,7 @@ impl EventWriters {
             start,
             hold,
             render,
+            exchange: true,
         };
         match self
             .submit(event, command, Some(Box::new(context)), None)
@@ -757,7 +761,7 @@ impl Writer {
     }
 
     /// Decides `jobs` on the engine and starts their group's commit.
-    fn decide(&mut self, jobs: Vec<Job>) -> Commit {
+    fn decide(&mut self, mut jobs: Vec<Job>) -> Commit {
         let now = self.clock.now();
         let engine = self
             .engine
@@ -812,6 +816,13 @@ impl Writer {
                 }
             })
             .collect();
+        for started in &effects.checkouts_started {
+            if let Some(context) = jobs[started.index].checkout.as_deref_mut() {
+                context.exchange = engine
+                    .hold(&started.hold_id)
+                    .is_none_or(|hold| hold.exchange);
+            }
+        }
         let mut checkouts = Vec::with_capacity(effects.checkouts_started.len());
         for started in &effects.checkouts_started {
             let Some(context) = jobs[started.index].checkout.as_deref() else {
@@ -1147,6 +1158,32 @@ async fn checkout_answer(
 ) -> StoreResult<CheckoutBegun> {
     let start = &context.start;
     match decision {
+        // The operation as the group wrote it, without reading it back (an exchange's amount
+        // due is the store's).
+        CheckoutDecision::Started { .. } if !context.exchange => {
+            if rendered.is_none() {
+                return Err(StoreError::Internal(
+                    "a started checkout without its answer".into(),
+                ));
+            }
+            let hold = &context.hold;
+            let operation = PaymentOperation {
+                operation_id: start.operation_id.clone(),
+                order_id: start.order_id.clone(),
+                event_id: hold.event_id.clone(),
+                provider: start.provider.clone(),
+                payment_method: start.payment_method.clone(),
+                status: PaymentStatus::Authorizing,
+                provider_ref: None,
+                amount_minor: hold.total_minor,
+                currency: hold.currency.clone(),
+                n_attempts: 0,
+            };
+            Ok(CheckoutBegun::Started {
+                order: Box::new(pending_order(context, now)),
+                operation: Box::new(operation),
+            })
+        }
         CheckoutDecision::Started { .. } => {
             let Some(operation) = store.payment_operation(&start.operation_id).await? else {
                 return Err(StoreError::Internal(format!(

@@ -27,6 +27,10 @@ pub const RELAY_BATCH_MAX: u32 = 100;
 /// last ticket came ~100 s after the last fan. More at once share the workers' own pool
 /// (`serve` on PostgreSQL gives it 16), never the requests'.
 pub const RELAY_CONCURRENCY: usize = 32;
+/// Rounds under way at once, each with its share of [`RELAY_CONCURRENCY`]: a round ends with
+/// its slowest message (a capture's provider call), and one round at a time left the other
+/// deliveries idle behind it; while one round waits, the others claim and deliver.
+pub const RELAY_LOOPS: usize = 4;
 /// How long a claim lasts before another relay may take the row again.
 pub const RELAY_LEASE_S: f64 = 10.0;
 /// Pause between rounds when nothing pokes the relay.
@@ -74,6 +78,8 @@ impl std::fmt::Debug for OutboxRelay {
 pub struct RelayReport {
     pub delivered: u64,
     pub retried: u64,
+    /// Rows the round claimed: a full round means more may be waiting.
+    pub claimed: u64,
 }
 
 impl OutboxRelay {
@@ -103,11 +109,17 @@ impl OutboxRelay {
 
     /// Claims and delivers one round of rows.
     pub async fn run_once(&self) -> Result<RelayReport, StoreError> {
+        self.round(RELAY_CONCURRENCY).await
+    }
+
+    /// Claims one round of rows and delivers up to `concurrency` of them at once.
+    async fn round(&self, concurrency: usize) -> Result<RelayReport, StoreError> {
         let mut report = RelayReport::default();
         let messages = self
             .store
             .claim_outbox(RELAY_BATCH_MAX, RELAY_LEASE_S)
             .await?;
+        report.claimed = messages.len() as u64;
         // Delivered rows are marked published together at the end of the round: one write
         // instead of one commit per row. A crash before that redelivers them (delivery is
         // at least once; every consumer is idempotent).
@@ -123,7 +135,7 @@ impl OutboxRelay {
                     let outcome = self.deliver(&message).await;
                     (message, outcome)
                 })
-                .buffer_unordered(RELAY_CONCURRENCY)
+                .buffer_unordered(concurrency.max(1))
                 .collect()
                 .await;
         let mut delivered = Vec::with_capacity(outcomes.len());
@@ -257,19 +269,36 @@ impl OutboxRelay {
         }
     }
 
-    /// Runs until the task is dropped.
+    /// Runs [`RELAY_LOOPS`] rounds at a time until the task is dropped (which stops them).
     pub async fn run(self) {
+        let mut loops = tokio::task::JoinSet::new();
+        for n in 0..RELAY_LOOPS {
+            loops.spawn(self.clone().run_loop(n));
+        }
+        while loops.join_next().await.is_some() {}
+    }
+
+    /// One loop of rounds: the next round at once after a full one, else after a poke or the
+    /// interval. Loop 0 also reports the relay's lag.
+    async fn run_loop(self, n: usize) {
         loop {
-            match self.run_once().await {
+            let mut full = false;
+            match self.round(RELAY_CONCURRENCY / RELAY_LOOPS).await {
                 Ok(report) => {
                     metrics::counter!("boxoffice_outbox_delivered_total")
                         .increment(report.delivered);
                     metrics::counter!("boxoffice_outbox_retried_total").increment(report.retried);
+                    full = report.claimed >= u64::from(RELAY_BATCH_MAX);
                 }
                 Err(error) => tracing::warn!(%error, "outbox relay round failed"),
             }
-            if let Ok(lag_s) = self.store.outbox_lag_s().await {
+            if n == 0
+                && let Ok(lag_s) = self.store.outbox_lag_s().await
+            {
                 metrics::gauge!("boxoffice_outbox_lag_seconds").set(lag_s);
+            }
+            if full {
+                continue;
             }
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(RELAY_INTERVAL_MS)) => {}

@@ -248,8 +248,13 @@ pub async fn checkout_hold(
         key,
     };
     let digest = request_digest("POST", path, &body.0);
-    // A fan at the checkout holds seats on a deadline: checkouts go in arrival order.
-    let _turn = state.checkout_turns.take().await?;
+    // A fan at the checkout holds seats on a deadline: checkouts begin in arrival order. The
+    // turn covers the start only (reads and the writer's group); the provider's authorization
+    // and the settlement wait on nothing of the turns', so the provider's latency does not
+    // bound the rate of starts.
+    let mut stage = Stage::start();
+    let turn = state.checkout_turns.take().await?;
+    stage.done("turn");
     let hold = state
         .store
         .get_hold(&hold_id)
@@ -281,6 +286,7 @@ pub async fn checkout_hold(
         }
         event = Some(found);
     }
+    stage.done("read");
     let _in_flight = state.in_flight.claim(&scope)?;
     let start = CheckoutStart {
         scope: scope.clone(),
@@ -305,6 +311,7 @@ pub async fn checkout_hold(
                     CheckoutBegun::KeyReusedWithOtherRequest
                 }
                 Some(Idempotent::Fresh(_)) | None => {
+                    stage.done("lookup");
                     state
                         .writers
                         .checkout(event, start.clone(), hold, &render_checkout)
@@ -334,8 +341,11 @@ pub async fn checkout_hold(
             ));
         }
     };
+    stage.done("start");
+    drop(turn);
     boxoffice_workers::crash::point("checkout_committed");
     let verdict = boxoffice_workers::payment::authorize(&state.provider, &operation).await;
+    stage.done("authorize");
     let settled = settle(
         state,
         event,
@@ -346,6 +356,7 @@ pub async fn checkout_hold(
         None,
     )
     .await;
+    stage.done("settle");
     // Provider or store trouble (not a card decline) counts against the release rate.
     state.waitroom.meter.payment_attempt(settled.is_err());
     let order = match settled {
@@ -365,6 +376,24 @@ pub async fn checkout_hold(
         }
     };
     Ok(stored_response(&render_checkout(&order), false))
+}
+
+/// Where a checkout's time goes: `boxoffice_checkout_stage_seconds{stage}` (waiting for a turn,
+/// reading the hold, looking up the key, the start's group, the provider, the settlement).
+struct Stage(std::time::Instant);
+
+impl Stage {
+    fn start() -> Self {
+        Self(std::time::Instant::now())
+    }
+
+    /// Records the time since the last stage ended as `name`'s.
+    fn done(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        metrics::histogram!("boxoffice_checkout_stage_seconds", "stage" => name)
+            .record(now.duration_since(self.0).as_secs_f64());
+        self.0 = now;
+    }
 }
 
 /// A checkout's first payment verdict (`Authorized`, `Captured`, `Failed` or `Voided` for an
