@@ -71,6 +71,9 @@ pub struct PgStore {
 /// Rows the event writers' groups change before the planner's statistics of their tables are
 /// taken again ([`Statistics`]).
 pub const ANALYZE_AFTER_ROWS: u64 = 2_000;
+/// Least time between two of those analyses (each reads a sample of every sale table: at
+/// thousands of rows a second, one per 2,000 rows was a tenth of a core).
+pub const ANALYZE_INTERVAL_MIN: Duration = Duration::from_secs(5);
 
 /// Keeps the planner's view of the sale's tables current. An on-sale grows the hold, order and
 /// payment tables from nothing and fills the partial index of held seats within seconds,
@@ -78,12 +81,14 @@ pub const ANALYZE_AFTER_ROWS: u64 = 2_000;
 /// planned on statistics that still said "no holds", every group statement walked all of the
 /// event's held seats and live holds (2,000 rows for a group of 8, 5-15 ms a statement, seen
 /// with auto_explain), so each group ran slower the more the sale sold. After every
-/// [`ANALYZE_AFTER_ROWS`] rows the groups changed, one `ANALYZE` of those tables runs in the
-/// background (never two at once; it takes no lock that writes wait for).
+/// [`ANALYZE_AFTER_ROWS`] rows the groups changed, and at most once per
+/// [`ANALYZE_INTERVAL_MIN`], one `ANALYZE` of those tables runs in the background (never two
+/// at once; it takes no lock that writes wait for).
 #[derive(Debug, Default)]
 struct Statistics {
     rows: std::sync::atomic::AtomicU64,
     running: std::sync::atomic::AtomicBool,
+    last: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Statistics {
@@ -94,6 +99,14 @@ impl Statistics {
         }
         if self.running.swap(true, Ordering::AcqRel) {
             return;
+        }
+        {
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| at.elapsed() < ANALYZE_INTERVAL_MIN) {
+                self.running.store(false, Ordering::Release);
+                return;
+            }
+            *last = Some(std::time::Instant::now());
         }
         self.rows.store(0, Ordering::Release);
         let (statistics, pool) = (self.clone(), pool.clone());
