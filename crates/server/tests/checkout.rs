@@ -25,6 +25,7 @@ stories!(
     late_capture_of_a_cancelled_order_is_refunded,
     check_in_racing_a_compensation,
     captures_racing_on_a_confirmed_order_apply_once,
+    tickets_of_several_orders_are_issued_once,
 );
 
 /// The payment operation of an order, read from the store.
@@ -916,4 +917,98 @@ async fn captures_racing_on_a_confirmed_order_apply_once(backend: Backend) {
     assert!(outbox_payloads(&app, "refund.due").await.is_empty());
     assert!(outbox_payloads(&app, "payment.void").await.is_empty());
     app.finish().await;
+}
+
+/// Tickets for several orders in one call (the relay's round): each confirmed order gets one
+/// ticket per seat, units 1..n in its seat order, a cancelled order gets none, and a second
+/// call issues nothing (the relay delivers at least once, and races these calls here).
+async fn tickets_of_several_orders_are_issued_once(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({"maxTicketsPerAccount": 10})).await;
+    let mut confirmed = Vec::new();
+    for (i, seats) in [vec!["A-3-1", "A-3-2", "A-3-3"], vec!["A-4-1"]]
+        .iter()
+        .enumerate()
+    {
+        let hold_id = hold_seats(&app, "ann", &event_id, seats).await;
+        let paid = checkout(&app, "ann", &hold_id, &format!("pay-{i}"), "pm_card_visa")
+            .await
+            .json();
+        assert_eq!(paid["orderStatus"], "CONFIRMED", "{paid}");
+        confirmed.push((paid["orderId"].as_str().unwrap().to_owned(), seats.clone()));
+    }
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-5-1"]).await;
+    let declined = checkout(&app, "ann", &hold_id, "pay-x", "pm_card_chargeDeclined")
+        .await
+        .json();
+    assert_eq!(declined["orderStatus"], "CANCELLED", "{declined}");
+    let cancelled = declined["orderId"].as_str().unwrap().to_owned();
+    let mut order_ids: Vec<String> = confirmed.iter().map(|(id, _)| id.clone()).collect();
+    order_ids.push(cancelled.clone());
+    let signer = app.signer.clone();
+    let sign = move |draft: &boxoffice_store::checkout::TicketDraft| {
+        boxoffice_workers::relay::sign_draft(&signer, draft, 1_800_000_000)
+    };
+    let first = app
+        .db
+        .store
+        .issue_tickets_of(&order_ids, &sign)
+        .await
+        .expect("issued");
+    assert!(
+        first <= 4,
+        "at most the four seats' tickets are new: {first}"
+    );
+    let again = app
+        .db
+        .store
+        .issue_tickets_of(&order_ids, &sign)
+        .await
+        .expect("issued again");
+    assert_eq!(again, 0, "every ticket exists already");
+    for (order_id, seats) in &confirmed {
+        let order = app
+            .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+            .await
+            .json();
+        let tickets = order["tickets"].as_array().unwrap();
+        let seats_ticketed: Vec<&str> = tickets
+            .iter()
+            .map(|t| t["seatId"].as_str().unwrap())
+            .collect();
+        let mut sorted = seats_ticketed.clone();
+        sorted.sort_unstable();
+        let mut expected = seats.clone();
+        expected.sort_unstable();
+        assert_eq!(sorted, expected, "one ticket per seat: {order}");
+    }
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{cancelled}"))
+        .await
+        .json();
+    assert_eq!(order["orderStatus"], "CANCELLED");
+    assert!(order["tickets"].as_array().unwrap().is_empty(), "{order}");
+    assert_eq!(
+        ticket_count(&app, &cancelled).await,
+        0,
+        "no ticket for a cancelled order"
+    );
+    app.finish().await;
+}
+
+/// Tickets stored for an order, whatever its status.
+async fn ticket_count(app: &TestApp, order_id: &str) -> i64 {
+    if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT count(*) FROM ticket WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT count(*) FROM ticket WHERE order_id = ?1")
+            .bind(order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    }
 }

@@ -9,7 +9,7 @@ use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
-    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, payment_undo,
+    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketView, payment_undo, ticket_drafts,
     topic,
 };
 use boxoffice_store::seatmap::MapChanges;
@@ -856,62 +856,72 @@ impl crate::PgStore {
         order_id: &str,
         sign: &SignTicket,
     ) -> StoreResult<u32> {
-        let mut tx = self.pool().begin().await.map_err(classify)?;
-        let order = load_order_tx(&mut tx, order_id).await?;
-        if order.status != OrderStatus::Confirmed {
+        self.issue_tickets_of_once(std::slice::from_ref(&order_id.to_owned()), sign)
+            .await
+    }
+
+    /// The tickets of every confirmed order of `order_ids`, in one transaction of two
+    /// statements (the relay hands a round's orders at once; one transaction per order was
+    /// the on-sale's last bound). The orders are share-locked while their tickets are
+    /// written, so a compensation cancelling one waits and then voids them.
+    pub(crate) async fn issue_tickets_of_once(
+        &self,
+        order_ids: &[String],
+        sign: &SignTicket,
+    ) -> StoreResult<u32> {
+        if order_ids.is_empty() {
             return Ok(0);
         }
-        let now = store_now(&mut tx).await?;
-        let drafts: Vec<TicketDraft> = if order.tier_id.is_some() {
-            (1..=order.quantity)
-                .map(|unit| TicketDraft {
-                    ticket_id: uuid::Uuid::now_v7().to_string(),
-                    event_id: order.event_id.clone(),
-                    order_id: order.order_id.clone(),
-                    seat_id: None,
-                    tier_id: order.tier_id.clone(),
-                    unit,
-                })
-                .collect()
-        } else {
-            order
-                .seats
-                .iter()
-                .enumerate()
-                .map(|(i, seat)| TicketDraft {
-                    ticket_id: uuid::Uuid::now_v7().to_string(),
-                    event_id: order.event_id.clone(),
-                    order_id: order.order_id.clone(),
-                    seat_id: Some(seat.seat_id.clone()),
-                    tier_id: None,
-                    unit: i as u32 + 1,
-                })
-                .collect()
-        };
-        let mut issued = 0;
-        for draft in &drafts {
-            let code = sign(draft);
-            issued += sqlx::query(
-                "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code, status, issued_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'VALID', $9)
-                 ON CONFLICT (order_id, unit) DO NOTHING",
-            )
-            .bind(&draft.event_id)
-            .bind(&draft.ticket_id)
-            .bind(&draft.order_id)
-            .bind(&order.account_id)
-            .bind(&draft.seat_id)
-            .bind(&draft.tier_id)
-            .bind(draft.unit as i32)
-            .bind(code)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?
-            .rows_affected() as u32;
+        let mut tx = self.pool().begin().await.map_err(classify)?;
+        let orders = sqlx::query_as::<_, (String, String, String, String, Option<String>, i32)>(
+            "SELECT order_id, event_id, account_id, seats::text, tier_id, quantity FROM orders
+              WHERE order_id = ANY($1) AND status = 'CONFIRMED' ORDER BY order_id FOR SHARE",
+        )
+        .bind(order_ids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let mut columns = TicketColumns::default();
+        for (order_id, event_id, account_id, seats, tier_id, quantity) in &orders {
+            let seats = parse_held_seats(seats)?;
+            let quantity = u32::try_from(*quantity).unwrap_or(0);
+            for draft in ticket_drafts(event_id, order_id, &seats, tier_id.as_deref(), quantity) {
+                columns.codes.push(sign(&draft));
+                columns
+                    .units
+                    .push(i32::try_from(draft.unit).unwrap_or(i32::MAX));
+                columns.event_ids.push(draft.event_id);
+                columns.ticket_ids.push(draft.ticket_id);
+                columns.order_ids.push(draft.order_id);
+                columns.account_ids.push(account_id.clone());
+                columns.seat_ids.push(draft.seat_id);
+                columns.tier_ids.push(draft.tier_id);
+            }
         }
+        if columns.ticket_ids.is_empty() {
+            return Ok(0);
+        }
+        let issued = sqlx::query(
+            "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code, status, issued_at)
+             SELECT u.e, u.t, u.o, u.a, u.s, u.r, u.n, u.c, 'VALID', date_trunc('milliseconds', clock_timestamp())
+               FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
+                    AS u(e, t, o, a, s, r, n, c)
+             ON CONFLICT (order_id, unit) DO NOTHING",
+        )
+        .bind(&columns.event_ids)
+        .bind(&columns.ticket_ids)
+        .bind(&columns.order_ids)
+        .bind(&columns.account_ids)
+        .bind(&columns.seat_ids)
+        .bind(&columns.tier_ids)
+        .bind(&columns.units)
+        .bind(&columns.codes)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
         tx.commit().await.map_err(classify)?;
-        Ok(issued)
+        Ok(u32::try_from(issued).unwrap_or(u32::MAX))
     }
 
     pub(crate) async fn compensate_once(
@@ -1240,4 +1250,17 @@ async fn fetch_holds_tx(
         .await
         .map_err(classify)?;
     crate::hold_from_row(&row)
+}
+
+/// New tickets as the columns of one `INSERT ... SELECT FROM UNNEST`.
+#[derive(Default)]
+struct TicketColumns {
+    event_ids: Vec<String>,
+    ticket_ids: Vec<String>,
+    order_ids: Vec<String>,
+    account_ids: Vec<String>,
+    seat_ids: Vec<Option<String>>,
+    tier_ids: Vec<Option<String>>,
+    units: Vec<i32>,
+    codes: Vec<String>,
 }

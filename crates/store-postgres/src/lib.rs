@@ -1204,6 +1204,14 @@ impl Store for PgStore {
         retrying(|| self.issue_tickets_once(order_id, sign)).await
     }
 
+    async fn issue_tickets_of(
+        &self,
+        order_ids: &[String],
+        sign: &boxoffice_store::checkout::SignTicket,
+    ) -> StoreResult<u32> {
+        retrying(|| self.issue_tickets_of_once(order_ids, sign)).await
+    }
+
     async fn get_ticket(
         &self,
         ticket_id: &str,

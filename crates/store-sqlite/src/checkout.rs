@@ -11,7 +11,7 @@ use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
-    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketDraft, TicketView, payment_undo,
+    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketView, payment_undo, ticket_drafts,
     topic,
 };
 use boxoffice_store::seatmap::MapChanges;
@@ -762,32 +762,13 @@ impl crate::SqliteStore {
             return Ok(0);
         }
         let now = store_now(&mut tx).await?;
-        let drafts: Vec<TicketDraft> = if order.tier_id.is_some() {
-            (1..=order.quantity)
-                .map(|unit| TicketDraft {
-                    ticket_id: uuid::Uuid::now_v7().to_string(),
-                    event_id: order.event_id.clone(),
-                    order_id: order.order_id.clone(),
-                    seat_id: None,
-                    tier_id: order.tier_id.clone(),
-                    unit,
-                })
-                .collect()
-        } else {
-            order
-                .seats
-                .iter()
-                .enumerate()
-                .map(|(i, seat)| TicketDraft {
-                    ticket_id: uuid::Uuid::now_v7().to_string(),
-                    event_id: order.event_id.clone(),
-                    order_id: order.order_id.clone(),
-                    seat_id: Some(seat.seat_id.clone()),
-                    tier_id: None,
-                    unit: i as u32 + 1,
-                })
-                .collect()
-        };
+        let drafts = ticket_drafts(
+            &order.event_id,
+            &order.order_id,
+            &order.seats,
+            order.tier_id.as_deref(),
+            order.quantity,
+        );
         let mut issued = 0;
         for draft in &drafts {
             let code = sign(draft);

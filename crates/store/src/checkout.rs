@@ -187,6 +187,33 @@ pub struct TicketDraft {
 /// Signs a ticket draft into its code.
 pub type SignTicket = dyn Fn(&TicketDraft) -> String + Send + Sync;
 
+/// The tickets a confirmed order gets, with fresh ids: one per seat (units 1, 2, ... in the
+/// order's seat order) or, for a tier order, one per unit.
+pub fn ticket_drafts(
+    event_id: &str,
+    order_id: &str,
+    seats: &[crate::HeldSeat],
+    tier_id: Option<&str>,
+    quantity: u32,
+) -> Vec<TicketDraft> {
+    let draft = |unit: u32, seat_id: Option<String>| TicketDraft {
+        ticket_id: uuid::Uuid::now_v7().to_string(),
+        event_id: event_id.to_owned(),
+        order_id: order_id.to_owned(),
+        seat_id,
+        tier_id: tier_id.map(str::to_owned),
+        unit,
+    };
+    match tier_id {
+        Some(_) => (1..=quantity).map(|unit| draft(unit, None)).collect(),
+        None => seats
+            .iter()
+            .zip(1..)
+            .map(|(seat, unit)| draft(unit, Some(seat.seat_id.clone())))
+            .collect(),
+    }
+}
+
 /// Outbox topics.
 pub mod topic {
     pub const HOLD_CREATED: &str = "hold.created";

@@ -384,6 +384,14 @@ impl Store for Gated {
         gated!(pass, self.issue_tickets(order_id, sign))
     }
 
+    async fn issue_tickets_of(
+        &self,
+        order_ids: &[String],
+        sign: &checkout::SignTicket,
+    ) -> StoreResult<u32> {
+        gated!(pass, self.issue_tickets_of(order_ids, sign))
+    }
+
     async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>> {
         gated!(Look, self.get_ticket(ticket_id))
     }

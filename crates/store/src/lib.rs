@@ -458,6 +458,21 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
     /// were new.
     async fn issue_tickets(&self, order_id: &str, sign: &checkout::SignTicket) -> StoreResult<u32>;
 
+    /// [`Store::issue_tickets`] for several orders, in one transaction where the backend can
+    /// (the outbox relay hands it a round's `tickets.issue` messages); orders not confirmed
+    /// get none. Returns how many tickets were new.
+    async fn issue_tickets_of(
+        &self,
+        order_ids: &[String],
+        sign: &checkout::SignTicket,
+    ) -> StoreResult<u32> {
+        let mut issued = 0;
+        for order_id in order_ids {
+            issued += self.issue_tickets(order_id, sign).await?;
+        }
+        Ok(issued)
+    }
+
     async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>>;
 
     /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.

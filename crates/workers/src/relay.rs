@@ -129,15 +129,23 @@ impl OutboxRelay {
         // on the order of two messages: each is a conditional transaction on its own order
         // or payment operation, and a waiting-room slot ends only an admission older than
         // the event that ends it.
-        let outcomes: Vec<(OutboxMessage, Result<(), Delivery>)> =
-            futures_util::stream::iter(messages)
-                .map(|message| async move {
-                    let outcome = self.deliver(&message).await;
-                    (message, outcome)
-                })
-                .buffer_unordered(concurrency.max(1))
-                .collect()
-                .await;
+        //
+        // The round's `tickets.issue` messages are one call (one transaction on PostgreSQL),
+        // beside the other deliveries.
+        let (tickets, others): (Vec<OutboxMessage>, Vec<OutboxMessage>) = messages
+            .into_iter()
+            .partition(|message| message.topic == topic::TICKETS_ISSUE);
+        let others = futures_util::stream::iter(others)
+            .map(|message| async move {
+                let outcome = self.deliver(&message).await;
+                (message, outcome)
+            })
+            .buffer_unordered(concurrency.max(1))
+            .collect::<Vec<(OutboxMessage, Result<(), Delivery>)>>();
+        let (mut outcomes, issued) = tokio::join!(others, self.issue_tickets(&tickets));
+        for (message, outcome) in tickets.into_iter().zip(issued) {
+            outcomes.push((message, outcome.map_err(Delivery::Retry)));
+        }
         let mut delivered = Vec::with_capacity(outcomes.len());
         for (message, outcome) in outcomes {
             match outcome {
@@ -172,17 +180,12 @@ impl OutboxRelay {
                     .await
             }
             topic::PAYMENT_VOID => self.void(&field("operationId")).await,
-            topic::TICKETS_ISSUE => {
-                let signer = self.signer.clone();
-                let sign = move |draft: &TicketDraft| sign_draft(&signer, draft, now_unix_s());
-                let issued = self
-                    .store
-                    .issue_tickets(&field("orderId"), &sign)
-                    .await
-                    .map_err(Delivery::Store)?;
-                metrics::counter!("boxoffice_tickets_issued_total").increment(u64::from(issued));
-                Ok(())
-            }
+            topic::TICKETS_ISSUE => self
+                .issue_tickets(std::slice::from_ref(message))
+                .await
+                .pop()
+                .unwrap_or(Ok(()))
+                .map_err(Delivery::Retry),
             // Notifications: a log line per event others would subscribe to.
             other => {
                 tracing::info!(topic = other, payload = %message.payload, "notification");
@@ -192,6 +195,41 @@ impl OutboxRelay {
                 }
             }
         }
+    }
+
+    /// The tickets of the orders these `tickets.issue` messages name, in one store call; when
+    /// that fails, one call per message, so a message the store keeps refusing fails alone.
+    /// One outcome per message; an error is retried later, with the message's backoff.
+    async fn issue_tickets(&self, messages: &[OutboxMessage]) -> Vec<Result<(), String>> {
+        if messages.is_empty() {
+            return Vec::new();
+        }
+        let order_ids: Vec<String> = messages
+            .iter()
+            .map(|message| {
+                let payload: serde_json::Value =
+                    serde_json::from_str(&message.payload).unwrap_or_default();
+                payload["orderId"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect();
+        let signer = self.signer.clone();
+        let sign = move |draft: &TicketDraft| sign_draft(&signer, draft, now_unix_s());
+        if let Ok(issued) = self.store.issue_tickets_of(&order_ids, &sign).await {
+            metrics::counter!("boxoffice_tickets_issued_total").increment(u64::from(issued));
+            return vec![Ok(()); messages.len()];
+        }
+        let mut outcomes = Vec::with_capacity(order_ids.len());
+        for order_id in &order_ids {
+            outcomes.push(match self.store.issue_tickets(order_id, &sign).await {
+                Ok(issued) => {
+                    metrics::counter!("boxoffice_tickets_issued_total")
+                        .increment(u64::from(issued));
+                    Ok(())
+                }
+                Err(error) => Err(format!("issuing tickets: {error}")),
+            });
+        }
+        outcomes
     }
 
     async fn capture(&self, operation_id: &str, n_attempts: u32) -> Result<(), Delivery> {
