@@ -1158,44 +1158,38 @@ async fn checkout_answer(
 ) -> StoreResult<CheckoutBegun> {
     let start = &context.start;
     match decision {
-        // The operation as the group wrote it, without reading it back (an exchange's amount
-        // due is the store's).
-        CheckoutDecision::Started { .. } if !context.exchange => {
-            if rendered.is_none() {
-                return Err(StoreError::Internal(
-                    "a started checkout without its answer".into(),
-                ));
-            }
-            let hold = &context.hold;
-            let operation = PaymentOperation {
-                operation_id: start.operation_id.clone(),
-                order_id: start.order_id.clone(),
-                event_id: hold.event_id.clone(),
-                provider: start.provider.clone(),
-                payment_method: start.payment_method.clone(),
-                status: PaymentStatus::Authorizing,
-                provider_ref: None,
-                amount_minor: hold.total_minor,
-                currency: hold.currency.clone(),
-                n_attempts: 0,
-            };
-            Ok(CheckoutBegun::Started {
-                order: Box::new(pending_order(context, now)),
-                operation: Box::new(operation),
-            })
-        }
         CheckoutDecision::Started { .. } => {
-            let Some(operation) = store.payment_operation(&start.operation_id).await? else {
-                return Err(StoreError::Internal(format!(
-                    "checkout committed without its payment operation {}",
-                    start.operation_id
-                )));
-            };
             if rendered.is_none() {
                 return Err(StoreError::Internal(
                     "a started checkout without its answer".into(),
                 ));
             }
+            // The operation as the group wrote it, without reading it back; only an
+            // exchange's (which charges the exchange's amount due) is read.
+            let operation = if context.exchange {
+                store
+                    .payment_operation(&start.operation_id)
+                    .await?
+                    .ok_or_else(|| {
+                        StoreError::Internal(format!(
+                            "checkout committed without its payment operation {}",
+                            start.operation_id
+                        ))
+                    })?
+            } else {
+                PaymentOperation {
+                    operation_id: start.operation_id.clone(),
+                    order_id: start.order_id.clone(),
+                    event_id: context.hold.event_id.clone(),
+                    provider: start.provider.clone(),
+                    payment_method: start.payment_method.clone(),
+                    status: PaymentStatus::Authorizing,
+                    provider_ref: None,
+                    amount_minor: context.hold.total_minor,
+                    currency: context.hold.currency.clone(),
+                    n_attempts: 0,
+                }
+            };
             Ok(CheckoutBegun::Started {
                 order: Box::new(pending_order(context, now)),
                 operation: Box::new(operation),

@@ -87,8 +87,8 @@ pub const ANALYZE_INTERVAL_MIN: Duration = Duration::from_secs(5);
 #[derive(Debug, Default)]
 struct Statistics {
     rows: std::sync::atomic::AtomicU64,
-    running: std::sync::atomic::AtomicBool,
-    last: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the last analysis started, and whether one is under way.
+    last: std::sync::Mutex<(Option<std::time::Instant>, bool)>,
 }
 
 impl Statistics {
@@ -97,16 +97,13 @@ impl Statistics {
         if self.rows.fetch_add(rows, Ordering::AcqRel) + rows < ANALYZE_AFTER_ROWS {
             return;
         }
-        if self.running.swap(true, Ordering::AcqRel) {
-            return;
-        }
         {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|at| at.elapsed() < ANALYZE_INTERVAL_MIN) {
-                self.running.store(false, Ordering::Release);
+            let (started, running) = &mut *last;
+            if *running || started.is_some_and(|at| at.elapsed() < ANALYZE_INTERVAL_MIN) {
                 return;
             }
-            *last = Some(std::time::Instant::now());
+            *last = (Some(std::time::Instant::now()), true);
         }
         self.rows.store(0, Ordering::Release);
         let (statistics, pool) = (self.clone(), pool.clone());
@@ -118,7 +115,7 @@ impl Statistics {
                 tracing::warn!(%error, "analysing the sale's tables failed");
             }
             metrics::counter!("boxoffice_store_analyses_total").increment(1);
-            statistics.running.store(false, Ordering::Release);
+            statistics.last.lock().unwrap_or_else(|p| p.into_inner()).1 = false;
         });
     }
 }
