@@ -1001,3 +1001,107 @@ async fn tickets_of_several_orders_are_issued_once(backend: Backend) {
     );
     app.finish().await;
 }
+
+/// A ticket issued while a compensation waits for its order, then checked in, is counted
+/// by that compensation (PostgreSQL, where the two run side by side; SQLite runs one writer
+/// at a time). The test's own transaction plays the relay's issuance: it share-locks the
+/// confirmed order, writes the order's ticket and checks it in, and commits only once the
+/// compensation is waiting on a lock. Counting the tickets before taking the order's lock
+/// missed this ticket and cancelled the order under a checked-in ticket.
+#[tokio::test]
+async fn postgres_ticket_issued_during_a_compensation_is_counted() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let pool = app.db.pg.as_ref().expect("postgres").pool().clone();
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-6-1"]).await;
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa")
+        .await
+        .json();
+    assert_eq!(paid["orderStatus"], "CONFIRMED", "{paid}");
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    let order = order_until(&app, "ann", &order_id, |o| {
+        o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    let ticket_id = order["tickets"][0]["ticketId"].as_str().unwrap().to_owned();
+    let operation_id = operation_of(&app, &order_id).await;
+    // The ticket is taken out (kept aside) so that the issuance below writes it anew.
+    sqlx::query("CREATE TABLE ticket_aside AS SELECT * FROM ticket WHERE order_id = $1")
+        .bind(&order_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM ticket WHERE order_id = $1")
+        .bind(&order_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut issuance = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM orders WHERE order_id = $1 AND status = 'CONFIRMED' FOR SHARE")
+        .bind(&order_id)
+        .fetch_one(&mut *issuance)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO ticket SELECT * FROM ticket_aside")
+        .execute(&mut *issuance)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE ticket SET status = 'CHECKED_IN', checked_in_at = clock_timestamp()
+          WHERE ticket_id = $1 AND status = 'VALID'",
+    )
+    .bind(&ticket_id)
+    .execute(&mut *issuance)
+    .await
+    .unwrap();
+    let office = app.db.store.clone();
+    let compensation = tokio::spawn({
+        let operation_id = operation_id.clone();
+        async move {
+            office
+                .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+                .await
+                .unwrap()
+        }
+    });
+    // Commit once the compensation waits on a lock (the order's, which the issuance holds).
+    let mut waiting = false;
+    for _ in 0..500 {
+        let waits: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'
+                AND query ILIKE '%orders%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waits > 0 {
+            waiting = true;
+            break;
+        }
+        assert!(!compensation.is_finished(), "the compensation did not wait");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        waiting,
+        "the compensation never waited on the issuance's lock"
+    );
+    issuance.commit().await.unwrap();
+    let compensated = compensation.await.unwrap();
+    assert!(
+        !compensated,
+        "a compensation cancelled an order with a checked-in ticket"
+    );
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    assert_eq!(order["tickets"][0]["status"], "CHECKED_IN", "{order}");
+    assert!(outbox_payloads(&app, "refund.due").await.is_empty());
+    sqlx::query("DROP TABLE ticket_aside")
+        .execute(&pool)
+        .await
+        .unwrap();
+    app.finish().await;
+}

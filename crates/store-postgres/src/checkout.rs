@@ -936,7 +936,7 @@ impl crate::PgStore {
             return Ok(false);
         };
         let mut tx = self.pool().begin().await.map_err(classify)?;
-        // Lock order: seats, tier, then the order row.
+        // Lock order: seats, tier, the order row, then its tickets.
         sqlx::query(
             "SELECT 1 FROM seat WHERE event_id = $1 AND order_id = $2 ORDER BY seat_id FOR UPDATE",
         )
@@ -954,6 +954,16 @@ impl crate::PgStore {
                 .map_err(classify)?;
         }
         let now = store_now(&mut tx).await?;
+        // The order is locked before its tickets are counted. Ticket issuance share-locks
+        // the confirmed order it issues for, so tickets issued while this waits are
+        // committed (and counted) by the time the lock is granted, and none are issued after
+        // it: issuance then finds the order cancelled. Counting first would miss tickets
+        // issued during the wait, and a check-in of one of them would escape the count.
+        sqlx::query("SELECT 1 FROM orders WHERE order_id = $1 FOR UPDATE")
+            .bind(&order.order_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
         // The order's tickets are locked before they are counted: a check-in that commits
         // first is counted (the compensation gives up), one that comes later finds its ticket
         // voided. Without the lock a check-in between the count and the void would leave a
