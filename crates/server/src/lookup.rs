@@ -49,7 +49,7 @@ impl AnswerLookup {
         }
     }
 
-    /// The answer stored for `scope` (see [`Store::stored_answers`]).
+    /// The answer stored for `scope` (see [`boxoffice_store::ReadStore::stored_answers`]).
     pub async fn stored_answer(
         &self,
         scope: &IdempotencyScope,

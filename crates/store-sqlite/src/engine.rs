@@ -100,7 +100,7 @@ impl EngineStore for SqliteStore {
         after: u64,
         limit: u32,
     ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
-        boxoffice_store::Store::seat_map_changes(self, event_id, after, limit).await
+        boxoffice_store::ReadStore::seat_map_changes(self, event_id, after, limit).await
     }
 
     async fn engine_load(

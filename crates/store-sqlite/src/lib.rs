@@ -29,8 +29,8 @@ use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
-    EventCounts, EventRecord, HoldView, ReleaseOutcome, RenderEvent, Store, StoreError,
-    StoreResult, SweepReport, event_record, hold_ended_payload, parse_held_seats,
+    EventCounts, EventRecord, HoldView, ReadStore, ReleaseOutcome, RenderEvent, Store, StoreError,
+    StoreResult, SweepReport, WorkerStore, event_record, hold_ended_payload, parse_held_seats,
     parse_hold_status, parse_waiting_room, retrying, waiting_room_json,
 };
 use sqlx::sqlite::{
@@ -688,6 +688,59 @@ impl Store for SqliteStore {
         retrying(|| self.create_event_once(scope, request_digest, event_id, spec, render)).await
     }
 
+    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
+        retrying(|| self.release_once(account_id, hold_id)).await
+    }
+
+    async fn replace_answer(
+        &self,
+        scope: &IdempotencyScope,
+        response: &StoredResponse,
+    ) -> StoreResult<bool> {
+        retrying(|| async {
+            let mut tx = begin_write(&self.writer).await?;
+            let updated = sqlx::query(
+                "UPDATE idempotency SET status_code = ?4, response_body = ?5
+                  WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+            )
+            .bind(&scope.account_id)
+            .bind(&scope.endpoint)
+            .bind(&scope.key)
+            .bind(i64::from(response.status))
+            .bind(&response.body)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            tx.commit().await.map_err(classify)?;
+            Ok(updated == 1)
+        })
+        .await
+    }
+
+    async fn begin_checkout(
+        &self,
+        start: &boxoffice_store::checkout::CheckoutStart,
+        render: &boxoffice_store::checkout::RenderOrder,
+    ) -> StoreResult<boxoffice_store::checkout::CheckoutBegun> {
+        retrying(|| self.begin_checkout_once(start, render)).await
+    }
+
+    async fn begin_exchange(
+        &self,
+        start: &boxoffice_store::exchange::ExchangeStart,
+        render: &boxoffice_store::exchange::RenderExchange,
+    ) -> StoreResult<boxoffice_store::exchange::ExchangeBegun> {
+        retrying(|| self.begin_exchange_once(start, render)).await
+    }
+
+    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
+        self.check_in_ticket(ticket_id).await
+    }
+}
+
+#[async_trait]
+impl ReadStore for SqliteStore {
     async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
         self.load_event(event_id).await
     }
@@ -771,60 +824,6 @@ impl Store for SqliteStore {
             }));
         }
         Ok(answers)
-    }
-
-    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
-        retrying(|| self.release_once(account_id, hold_id)).await
-    }
-
-    async fn expire_due_holds(&self, limit: u32, held_grace_ms: u32) -> StoreResult<SweepReport> {
-        let due: Vec<String> = sqlx::query_scalar(concat!(
-            "SELECT hold_id FROM hold WHERE (status = 'HELD' AND expires_at <= ",
-            now_ms!(),
-            " - ?2) OR (status = 'PAYMENT_PENDING' AND expires_at <= ",
-            now_ms!(),
-            ") ORDER BY expires_at LIMIT ?1"
-        ))
-        .bind(i64::from(limit))
-        .bind(i64::from(held_grace_ms))
-        .fetch_all(&self.reader)
-        .await
-        .map_err(classify)?;
-        self.expire_holds(&due).await
-    }
-
-    async fn expire_holds(&self, hold_ids: &[String]) -> StoreResult<SweepReport> {
-        retrying(|| self.expire_once(hold_ids)).await
-    }
-
-    async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64> {
-        retrying(|| self.purge_once(older_than_s)).await
-    }
-
-    async fn replace_answer(
-        &self,
-        scope: &IdempotencyScope,
-        response: &StoredResponse,
-    ) -> StoreResult<bool> {
-        retrying(|| async {
-            let mut tx = begin_write(&self.writer).await?;
-            let updated = sqlx::query(
-                "UPDATE idempotency SET status_code = ?4, response_body = ?5
-                  WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
-            )
-            .bind(&scope.account_id)
-            .bind(&scope.endpoint)
-            .bind(&scope.key)
-            .bind(i64::from(response.status))
-            .bind(&response.body)
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?
-            .rows_affected();
-            tx.commit().await.map_err(classify)?;
-            Ok(updated == 1)
-        })
-        .await
     }
 
     async fn list_event_ids(&self) -> StoreResult<Vec<String>> {
@@ -955,12 +954,76 @@ impl Store for SqliteStore {
         }))
     }
 
-    async fn begin_checkout(
+    async fn get_order(
         &self,
-        start: &boxoffice_store::checkout::CheckoutStart,
-        render: &boxoffice_store::checkout::RenderOrder,
-    ) -> StoreResult<boxoffice_store::checkout::CheckoutBegun> {
-        retrying(|| self.begin_checkout_once(start, render)).await
+        order_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::OrderView>> {
+        self.order_by_id(order_id).await
+    }
+
+    async fn list_orders(
+        &self,
+        account_id: &str,
+        before_order_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::checkout::OrderView>> {
+        self.orders_of(account_id, before_order_id, limit).await
+    }
+
+    async fn get_ticket(
+        &self,
+        ticket_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::checkout::TicketView>> {
+        self.ticket_by_id(ticket_id).await
+    }
+
+    async fn get_exchange(
+        &self,
+        exchange_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::exchange::ExchangeView>> {
+        self.exchange_by_id(exchange_id).await
+    }
+    async fn seat_map(
+        &self,
+        event_id: &str,
+    ) -> StoreResult<Option<boxoffice_store::seatmap::MapSnapshot>> {
+        seatmap::snapshot(&self.reader, event_id).await
+    }
+
+    async fn seat_map_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
+        seatmap::changes_after(&self.reader, event_id, after, limit).await
+    }
+}
+
+#[async_trait]
+impl WorkerStore for SqliteStore {
+    async fn expire_due_holds(&self, limit: u32, held_grace_ms: u32) -> StoreResult<SweepReport> {
+        let due: Vec<String> = sqlx::query_scalar(concat!(
+            "SELECT hold_id FROM hold WHERE (status = 'HELD' AND expires_at <= ",
+            now_ms!(),
+            " - ?2) OR (status = 'PAYMENT_PENDING' AND expires_at <= ",
+            now_ms!(),
+            ") ORDER BY expires_at LIMIT ?1"
+        ))
+        .bind(i64::from(limit))
+        .bind(i64::from(held_grace_ms))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(classify)?;
+        self.expire_holds(&due).await
+    }
+
+    async fn expire_holds(&self, hold_ids: &[String]) -> StoreResult<SweepReport> {
+        retrying(|| self.expire_once(hold_ids)).await
+    }
+
+    async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64> {
+        retrying(|| self.purge_once(older_than_s)).await
     }
 
     async fn settle_payment(
@@ -1005,54 +1068,12 @@ impl Store for SqliteStore {
         self.postpone_operation(operation_id, delay_s, error).await
     }
 
-    async fn get_order(
-        &self,
-        order_id: &str,
-    ) -> StoreResult<Option<boxoffice_store::checkout::OrderView>> {
-        self.order_by_id(order_id).await
-    }
-
-    async fn list_orders(
-        &self,
-        account_id: &str,
-        before_order_id: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<boxoffice_store::checkout::OrderView>> {
-        self.orders_of(account_id, before_order_id, limit).await
-    }
-
     async fn issue_tickets(
         &self,
         order_id: &str,
         sign: &boxoffice_store::checkout::SignTicket,
     ) -> StoreResult<u32> {
         retrying(|| self.issue_tickets_once(order_id, sign)).await
-    }
-
-    async fn get_ticket(
-        &self,
-        ticket_id: &str,
-    ) -> StoreResult<Option<boxoffice_store::checkout::TicketView>> {
-        self.ticket_by_id(ticket_id).await
-    }
-
-    async fn begin_exchange(
-        &self,
-        start: &boxoffice_store::exchange::ExchangeStart,
-        render: &boxoffice_store::exchange::RenderExchange,
-    ) -> StoreResult<boxoffice_store::exchange::ExchangeBegun> {
-        retrying(|| self.begin_exchange_once(start, render)).await
-    }
-
-    async fn get_exchange(
-        &self,
-        exchange_id: &str,
-    ) -> StoreResult<Option<boxoffice_store::exchange::ExchangeView>> {
-        self.exchange_by_id(exchange_id).await
-    }
-
-    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
-        self.check_in_ticket(ticket_id).await
     }
 
     async fn compensate_failed_capture(
@@ -1081,21 +1102,6 @@ impl Store for SqliteStore {
 
     async fn outbox_lag_s(&self) -> StoreResult<f64> {
         self.outbox_lag().await
-    }
-    async fn seat_map(
-        &self,
-        event_id: &str,
-    ) -> StoreResult<Option<boxoffice_store::seatmap::MapSnapshot>> {
-        seatmap::snapshot(&self.reader, event_id).await
-    }
-
-    async fn seat_map_changes(
-        &self,
-        event_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
-        seatmap::changes_after(&self.reader, event_id, after, limit).await
     }
 
     async fn prune_seat_map_changes(&self, keep: u64) -> StoreResult<u64> {

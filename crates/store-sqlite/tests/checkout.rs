@@ -11,7 +11,7 @@ use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OrderView, ProviderVerdict, TicketDraft, topic,
 };
-use boxoffice_store::{EventRecord, ReleaseOutcome, Store};
+use boxoffice_store::{EventRecord, ReadStore, ReleaseOutcome, Store, WorkerStore};
 use boxoffice_store_sqlite::SqliteStore;
 
 fn temp_url() -> (String, std::path::PathBuf) {

@@ -4,7 +4,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
 use boxoffice_domain::event::{EventSpec, Section, Tier, WaitingRoomSettings};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
-use boxoffice_store::{EventRecord, ReleaseOutcome, Store};
+use boxoffice_store::{EventRecord, ReadStore, ReleaseOutcome, Store, WorkerStore};
 use boxoffice_store_sqlite::SqliteStore;
 
 fn temp_url() -> (String, std::path::PathBuf) {

@@ -316,7 +316,7 @@ pub trait EngineStore: Send + Sync {
     /// sequence checked last. Any difference: [`StoreError::Conflict`] and nothing written.
     async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted>;
 
-    /// The event's change rows after version `after` ([`crate::Store::seat_map_changes`]),
+    /// The event's change rows after version `after` ([`crate::ReadStore::seat_map_changes`]),
     /// read through the writer's own connections.
     async fn engine_changes(
         &self,

@@ -29,8 +29,9 @@ use boxoffice_domain::inventory::Inventory;
 
 use crate::engine::{EngineStore, GroupCommitted, GroupWrite};
 use crate::{
-    EventCounts, EventRecord, HoldRequest, HoldView, ReleaseOutcome, RenderEvent, RenderHold,
-    Store, StoreError, StoreResult, SweepReport, checkout, exchange, seatmap,
+    EventCounts, EventRecord, HoldRequest, HoldView, ReadStore, ReleaseOutcome, RenderEvent,
+    RenderHold, Store, StoreError, StoreResult, SweepReport, WorkerStore, checkout, exchange,
+    seatmap,
 };
 
 /// Store calls in flight per pooled connection that [`Gated::for_pool`] allows: enough that
@@ -231,6 +232,59 @@ impl Store for Gated {
         )
     }
 
+    async fn hold_batch(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+        requests: &[HoldRequest],
+        render: &RenderHold,
+    ) -> StoreResult<Vec<Idempotent>> {
+        gated!(Start, self.hold_batch(event, endpoint, requests, render))
+    }
+
+    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
+        gated!(pass, self.release_hold(account_id, hold_id))
+    }
+
+    async fn replace_answer(
+        &self,
+        scope: &IdempotencyScope,
+        response: &StoredResponse,
+    ) -> StoreResult<bool> {
+        gated!(pass, self.replace_answer(scope, response))
+    }
+
+    async fn begin_checkout(
+        &self,
+        start: &checkout::CheckoutStart,
+        render: &checkout::RenderOrder,
+    ) -> StoreResult<checkout::CheckoutBegun> {
+        gated!(Start, self.begin_checkout(start, render))
+    }
+
+    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
+        gated!(pass, self.check_in(ticket_id))
+    }
+
+    async fn begin_exchange(
+        &self,
+        start: &exchange::ExchangeStart,
+        render: &exchange::RenderExchange,
+    ) -> StoreResult<exchange::ExchangeBegun> {
+        gated!(Start, self.begin_exchange(start, render))
+    }
+
+    async fn exchange_batch(
+        &self,
+        starts: &[exchange::ExchangeStart],
+        render: &exchange::RenderExchange,
+    ) -> StoreResult<Vec<exchange::ExchangeBegun>> {
+        gated!(Start, self.exchange_batch(starts, render))
+    }
+}
+
+#[async_trait]
+impl ReadStore for Gated {
     async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
         gated!(Start, self.get_event(event_id))
     }
@@ -245,16 +299,6 @@ impl Store for Gated {
 
     async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts> {
         gated!(Look, self.event_counts(event))
-    }
-
-    async fn hold_batch(
-        &self,
-        event: &EventRecord,
-        endpoint: &str,
-        requests: &[HoldRequest],
-        render: &RenderHold,
-    ) -> StoreResult<Vec<Idempotent>> {
-        gated!(Start, self.hold_batch(event, endpoint, requests, render))
     }
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {
@@ -276,10 +320,55 @@ impl Store for Gated {
         gated!(Start, self.stored_answer(scope, request_digest))
     }
 
-    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
-        gated!(pass, self.release_hold(account_id, hold_id))
+    async fn list_event_ids(&self) -> StoreResult<Vec<String>> {
+        gated!(Look, self.list_event_ids())
     }
 
+    async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>> {
+        gated!(Look, self.load_inventory(event_id))
+    }
+
+    async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
+        gated!(Look, self.get_order(order_id))
+    }
+
+    async fn order_head(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
+        gated!(pass, self.order_head(order_id))
+    }
+
+    async fn list_orders(
+        &self,
+        account_id: &str,
+        before_order_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<checkout::OrderView>> {
+        gated!(Look, self.list_orders(account_id, before_order_id, limit))
+    }
+
+    async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>> {
+        gated!(Look, self.get_ticket(ticket_id))
+    }
+
+    async fn get_exchange(&self, exchange_id: &str) -> StoreResult<Option<exchange::ExchangeView>> {
+        gated!(Look, self.get_exchange(exchange_id))
+    }
+
+    async fn seat_map(&self, event_id: &str) -> StoreResult<Option<seatmap::MapSnapshot>> {
+        gated!(Look, self.seat_map(event_id))
+    }
+
+    async fn seat_map_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<seatmap::StoredBatch>> {
+        gated!(Look, self.seat_map_changes(event_id, after, limit))
+    }
+}
+
+#[async_trait]
+impl WorkerStore for Gated {
     async fn expire_due_holds(&self, limit: u32, held_grace_ms: u32) -> StoreResult<SweepReport> {
         gated!(pass, self.expire_due_holds(limit, held_grace_ms))
     }
@@ -290,30 +379,6 @@ impl Store for Gated {
 
     async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64> {
         gated!(pass, self.purge_idempotency(older_than_s))
-    }
-
-    async fn replace_answer(
-        &self,
-        scope: &IdempotencyScope,
-        response: &StoredResponse,
-    ) -> StoreResult<bool> {
-        gated!(pass, self.replace_answer(scope, response))
-    }
-
-    async fn list_event_ids(&self) -> StoreResult<Vec<String>> {
-        gated!(Look, self.list_event_ids())
-    }
-
-    async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>> {
-        gated!(Look, self.load_inventory(event_id))
-    }
-
-    async fn begin_checkout(
-        &self,
-        start: &checkout::CheckoutStart,
-        render: &checkout::RenderOrder,
-    ) -> StoreResult<checkout::CheckoutBegun> {
-        gated!(Start, self.begin_checkout(start, render))
     }
 
     async fn settle_payment(
@@ -363,23 +428,6 @@ impl Store for Gated {
         )
     }
 
-    async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        gated!(Look, self.get_order(order_id))
-    }
-
-    async fn order_head(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        gated!(pass, self.order_head(order_id))
-    }
-
-    async fn list_orders(
-        &self,
-        account_id: &str,
-        before_order_id: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<checkout::OrderView>> {
-        gated!(Look, self.list_orders(account_id, before_order_id, limit))
-    }
-
     async fn issue_tickets(&self, order_id: &str, sign: &checkout::SignTicket) -> StoreResult<u32> {
         gated!(pass, self.issue_tickets(order_id, sign))
     }
@@ -392,40 +440,12 @@ impl Store for Gated {
         gated!(pass, self.issue_tickets_of(order_ids, sign))
     }
 
-    async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>> {
-        gated!(Look, self.get_ticket(ticket_id))
-    }
-
-    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
-        gated!(pass, self.check_in(ticket_id))
-    }
-
     async fn compensate_failed_capture(
         &self,
         operation_id: &str,
         reason: &str,
     ) -> StoreResult<bool> {
         gated!(pass, self.compensate_failed_capture(operation_id, reason))
-    }
-
-    async fn begin_exchange(
-        &self,
-        start: &exchange::ExchangeStart,
-        render: &exchange::RenderExchange,
-    ) -> StoreResult<exchange::ExchangeBegun> {
-        gated!(Start, self.begin_exchange(start, render))
-    }
-
-    async fn exchange_batch(
-        &self,
-        starts: &[exchange::ExchangeStart],
-        render: &exchange::RenderExchange,
-    ) -> StoreResult<Vec<exchange::ExchangeBegun>> {
-        gated!(Start, self.exchange_batch(starts, render))
-    }
-
-    async fn get_exchange(&self, exchange_id: &str) -> StoreResult<Option<exchange::ExchangeView>> {
-        gated!(Look, self.get_exchange(exchange_id))
     }
 
     async fn claim_outbox(
@@ -446,19 +466,6 @@ impl Store for Gated {
 
     async fn outbox_lag_s(&self) -> StoreResult<f64> {
         gated!(pass, self.outbox_lag_s())
-    }
-
-    async fn seat_map(&self, event_id: &str) -> StoreResult<Option<seatmap::MapSnapshot>> {
-        gated!(Look, self.seat_map(event_id))
-    }
-
-    async fn seat_map_changes(
-        &self,
-        event_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<seatmap::StoredBatch>> {
-        gated!(Look, self.seat_map_changes(event_id, after, limit))
     }
 
     async fn prune_seat_map_changes(&self, keep: u64) -> StoreResult<u64> {

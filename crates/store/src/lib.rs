@@ -271,9 +271,16 @@ pub struct SweepReport {
     pub tier_units_returned: u64,
 }
 
-/// The authoritative store. Every method is one short transaction (or none).
+/// The authoritative store, by concern: what the event writer needs
+/// ([`engine::EngineStore`]: load an event, apply a group), the read side ([`ReadStore`]:
+/// events, holds, orders, tickets, exchanges, the seat map), the workers' side
+/// ([`WorkerStore`]: payment operations, tickets, the outbox, expiry and tidying), and here
+/// what is left: setup, event creation and the commands that do not go through a writer yet.
+/// Every method is one short transaction (or none).
 #[async_trait]
-pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
+pub trait Store:
+    engine::EngineStore + ReadStore + WorkerStore + Send + Sync + std::fmt::Debug + 'static
+{
     /// `"postgres"` or `"sqlite"`.
     fn backend(&self) -> &'static str;
 
@@ -295,18 +302,6 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
         spec: &EventSpec,
         render: &RenderEvent,
     ) -> StoreResult<Idempotent>;
-
-    async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>>;
-
-    /// Events in id order (ids sort by creation time), after `after_event_id`.
-    async fn list_events(
-        &self,
-        after_event_id: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<EventRecord>>;
-
-    /// Live counts per section and tier.
-    async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts>;
 
     /// Decides a batch of hold requests for one event on the event engine and persists it as
     /// one group ([`engine::hold_batch_once`], retried after a conflict). The server goes
@@ -335,6 +330,71 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
         }
     }
 
+    /// Releases a live `HELD` hold of `account_id`.
+    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome>;
+
+    /// Rewrites the stored answer of an existing record (a checkout's, once its order is
+    /// settled by another request). `false`: no such record.
+    async fn replace_answer(
+        &self,
+        scope: &IdempotencyScope,
+        response: &StoredResponse,
+    ) -> StoreResult<bool>;
+
+    /// Starts checkout of a `HELD` hold in one transaction: the hold moves to
+    /// `PAYMENT_PENDING` with its one grace extension, an order and its payment operation
+    /// (`AUTHORIZING`) are created, and the idempotency record stores `render(order)`.
+    async fn begin_checkout(
+        &self,
+        start: &checkout::CheckoutStart,
+        render: &checkout::RenderOrder,
+    ) -> StoreResult<checkout::CheckoutBegun>;
+
+    /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.
+    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>>;
+
+    /// Exchanges some or all tickets of a confirmed order in one transaction (see
+    /// [`exchange`]): completed at once without a price increase, or the new seats held and
+    /// the old tickets marked until the difference is paid through checkout of the new hold.
+    /// The idempotency record stores `render(exchange, order)`; refusals change nothing and
+    /// store nothing.
+    async fn begin_exchange(
+        &self,
+        start: &exchange::ExchangeStart,
+        render: &exchange::RenderExchange,
+    ) -> StoreResult<exchange::ExchangeBegun>;
+
+    /// Decides several exchanges (of one target event, in arrival order) as if each ran
+    /// alone after the ones before it; one answer per start. The default runs them one
+    /// transaction each; a backend may decide them in one.
+    async fn exchange_batch(
+        &self,
+        starts: &[exchange::ExchangeStart],
+        render: &exchange::RenderExchange,
+    ) -> StoreResult<Vec<exchange::ExchangeBegun>> {
+        let mut answers = Vec::with_capacity(starts.len());
+        for start in starts {
+            answers.push(self.begin_exchange(start, render).await?);
+        }
+        Ok(answers)
+    }
+}
+
+/// The read side of a store: what requests and tools look at, never a write.
+#[async_trait]
+pub trait ReadStore: Send + Sync {
+    async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>>;
+
+    /// Events in id order (ids sort by creation time), after `after_event_id`.
+    async fn list_events(
+        &self,
+        after_event_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<EventRecord>>;
+
+    /// Live counts per section and tier.
+    async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts>;
+
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>>;
 
     /// The answers already stored for these (scope, request digest) pairs, in order, read
@@ -347,7 +407,7 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
         asked: &[(IdempotencyScope, String)],
     ) -> StoreResult<Vec<Option<Idempotent>>>;
 
-    /// [`Store::stored_answers`] for one scope.
+    /// [`ReadStore::stored_answers`] for one scope.
     async fn stored_answer(
         &self,
         scope: &IdempotencyScope,
@@ -359,9 +419,49 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
         Ok(answers.pop().flatten())
     }
 
-    /// Releases a live `HELD` hold of `account_id`.
-    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome>;
+    async fn list_event_ids(&self) -> StoreResult<Vec<String>>;
 
+    /// One event's whole inventory at one instant, for [`Inventory::invariants`].
+    async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>>;
+
+    async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>>;
+
+    /// The order without its tickets (`tickets` empty): who owns it, of which event. The
+    /// default reads the whole order.
+    async fn order_head(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
+        self.get_order(order_id).await
+    }
+
+    /// The account's orders, newest first, before `before_order_id`.
+    async fn list_orders(
+        &self,
+        account_id: &str,
+        before_order_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<checkout::OrderView>>;
+
+    async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>>;
+
+    async fn get_exchange(&self, exchange_id: &str) -> StoreResult<Option<exchange::ExchangeView>>;
+
+    /// Every seat and tier of an event and the map version they are at, read in one
+    /// consistent snapshot; `None` for an unknown event.
+    async fn seat_map(&self, event_id: &str) -> StoreResult<Option<seatmap::MapSnapshot>>;
+
+    /// The committed change rows of an event after version `after`, oldest first, at most
+    /// `limit`.
+    async fn seat_map_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<seatmap::StoredBatch>>;
+}
+
+/// The workers' side of a store: payment settlement and the reconciler's list, ticket
+/// issuance and compensation, the outbox, the sweeper, and the tidying of old records.
+#[async_trait]
+pub trait WorkerStore: Send + Sync {
     /// Expires up to `limit` holds whose deadline has passed (the sweeper's work): a `HELD`
     /// hold `held_grace_ms` after its deadline (its event's writer, if one has it loaded,
     /// ends it at the deadline itself), a `PAYMENT_PENDING` one at its deadline.
@@ -374,30 +474,6 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
 
     /// Deletes idempotency records older than `older_than_s` seconds.
     async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64>;
-
-    /// Rewrites the stored answer of an existing record (a checkout's, once its order is
-    /// settled by another request). `false`: no such record.
-    async fn replace_answer(
-        &self,
-        scope: &IdempotencyScope,
-        response: &StoredResponse,
-    ) -> StoreResult<bool>;
-
-    async fn list_event_ids(&self) -> StoreResult<Vec<String>>;
-
-    /// One event's whole inventory at one instant, for [`Inventory::invariants`].
-    async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>>;
-
-    // ----- checkout -----
-
-    /// Starts checkout of a `HELD` hold in one transaction: the hold moves to
-    /// `PAYMENT_PENDING` with its one grace extension, an order and its payment operation
-    /// (`AUTHORIZING`) are created, and the idempotency record stores `render(order)`.
-    async fn begin_checkout(
-        &self,
-        start: &checkout::CheckoutStart,
-        render: &checkout::RenderOrder,
-    ) -> StoreResult<checkout::CheckoutBegun>;
 
     /// Applies what the provider said about an operation, in one transaction: forward-only
     /// payment status; on authorization a still-valid hold is sold and the order confirmed
@@ -438,27 +514,11 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
         error: &str,
     ) -> StoreResult<()>;
 
-    async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>>;
-
-    /// The order without its tickets (`tickets` empty): who owns it, of which event. The
-    /// default reads the whole order.
-    async fn order_head(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        self.get_order(order_id).await
-    }
-
-    /// The account's orders, newest first, before `before_order_id`.
-    async fn list_orders(
-        &self,
-        account_id: &str,
-        before_order_id: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<checkout::OrderView>>;
-
     /// Issues a confirmed order's tickets once (one per seat or tier unit); returns how many
     /// were new.
     async fn issue_tickets(&self, order_id: &str, sign: &checkout::SignTicket) -> StoreResult<u32>;
 
-    /// [`Store::issue_tickets`] for several orders, in one transaction where the backend can
+    /// [`WorkerStore::issue_tickets`] for several orders, in one transaction where the backend can
     /// (the outbox relay hands it a round's `tickets.issue` messages); orders not confirmed
     /// get none. Returns how many tickets were new.
     async fn issue_tickets_of(
@@ -473,11 +533,6 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
         Ok(issued)
     }
 
-    async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>>;
-
-    /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.
-    async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>>;
-
     /// A capture that failed for good: in one transaction the confirmed order is cancelled,
     /// its seats or tier units go back on sale, its tickets are voided, its hold released,
     /// and a void of the authorization is queued. Refused (`false`, nothing changes) when the
@@ -487,36 +542,6 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
         operation_id: &str,
         reason: &str,
     ) -> StoreResult<bool>;
-
-    // ----- exchanges -----
-
-    /// Exchanges some or all tickets of a confirmed order in one transaction (see
-    /// [`exchange`]): completed at once without a price increase, or the new seats held and
-    /// the old tickets marked until the difference is paid through checkout of the new hold.
-    /// The idempotency record stores `render(exchange, order)`; refusals change nothing and
-    /// store nothing.
-    async fn begin_exchange(
-        &self,
-        start: &exchange::ExchangeStart,
-        render: &exchange::RenderExchange,
-    ) -> StoreResult<exchange::ExchangeBegun>;
-
-    /// Decides several exchanges (of one target event, in arrival order) as if each ran
-    /// alone after the ones before it; one answer per start. The default runs them one
-    /// transaction each; a backend may decide them in one.
-    async fn exchange_batch(
-        &self,
-        starts: &[exchange::ExchangeStart],
-        render: &exchange::RenderExchange,
-    ) -> StoreResult<Vec<exchange::ExchangeBegun>> {
-        let mut answers = Vec::with_capacity(starts.len());
-        for start in starts {
-            answers.push(self.begin_exchange(start, render).await?);
-        }
-        Ok(answers)
-    }
-
-    async fn get_exchange(&self, exchange_id: &str) -> StoreResult<Option<exchange::ExchangeView>>;
 
     /// Claims undelivered outbox rows for `lease_s` seconds (at-least-once delivery).
     async fn claim_outbox(
@@ -533,19 +558,6 @@ pub trait Store: engine::EngineStore + Send + Sync + std::fmt::Debug + 'static {
 
     /// Seconds since the oldest undelivered outbox row was written (0 when none).
     async fn outbox_lag_s(&self) -> StoreResult<f64>;
-
-    /// Every seat and tier of an event and the map version they are at, read in one
-    /// consistent snapshot; `None` for an unknown event.
-    async fn seat_map(&self, event_id: &str) -> StoreResult<Option<seatmap::MapSnapshot>>;
-
-    /// The committed change rows of an event after version `after`, oldest first, at most
-    /// `limit`.
-    async fn seat_map_changes(
-        &self,
-        event_id: &str,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<seatmap::StoredBatch>>;
 
     /// Deletes change rows more than `keep` versions behind their event's current version;
     /// returns how many went.
