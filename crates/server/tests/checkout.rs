@@ -26,6 +26,7 @@ stories!(
     check_in_racing_a_compensation,
     captures_racing_on_a_confirmed_order_apply_once,
     tickets_of_several_orders_are_issued_once,
+    captures_of_a_round_apply_only_to_confirmed_orders,
 );
 
 /// The payment operation of an order, read from the store.
@@ -999,6 +1000,132 @@ async fn tickets_of_several_orders_are_issued_once(backend: Backend) {
         stored.tickets.is_empty(),
         "no ticket stored for a cancelled order"
     );
+    app.finish().await;
+}
+
+/// A relay round's captures written in one call (`Store::capture_confirmed`): only an
+/// operation still `AUTHORIZED` on a `CONFIRMED` order is captured, with its provider
+/// reference kept; an authorization left on a cancelled order (to be voided), a failed
+/// payment and an unknown id change nothing, and a second call applies nothing. PostgreSQL
+/// applies the whole batch in one statement; SQLite applies none there (the relay then
+/// settles each alone). The simulator declines the relay's own captures, so the operations
+/// are still `AUTHORIZED` when the batch runs.
+async fn captures_of_a_round_apply_only_to_confirmed_orders(backend: Backend) {
+    let config = boxoffice_payments::SimulatorConfig {
+        capture_fails: true,
+        ..Default::default()
+    };
+    let app = TestApp::spawn_with(backend, config).await;
+    let event_id = app.create_event(json!({"maxTicketsPerAccount": 10})).await;
+    let mut operations = Vec::new();
+    let mut order_ids = Vec::new();
+    for (i, card) in [
+        "pm_card_visa",
+        "pm_card_visa",
+        "pm_card_visa",
+        "pm_card_chargeDeclined",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let seat = format!("A-2-{}", i + 1);
+        let hold_id = hold_seats(&app, "ann", &event_id, &[seat.as_str()]).await;
+        let paid = checkout(&app, "ann", &hold_id, &format!("pay-{i}"), card)
+            .await
+            .json();
+        let order_id = paid["orderId"].as_str().unwrap().to_owned();
+        let operation_id = operation_of(&app, &order_id).await;
+        let operation = app
+            .db
+            .store
+            .payment_operation(&operation_id)
+            .await
+            .unwrap()
+            .unwrap();
+        operations.push(operation);
+        order_ids.push(order_id);
+    }
+    for operation in &operations[..3] {
+        assert_eq!(operation.status.as_str(), "AUTHORIZED");
+    }
+    assert_eq!(operations[3].status.as_str(), "FAILED");
+    // The third sale is given back: its authorization stays open until the relay voids it.
+    assert!(
+        app.db
+            .store
+            .compensate_failed_capture(&operations[2].operation_id, "CAPTURE_FAILED")
+            .await
+            .unwrap()
+    );
+    let mut batch: Vec<(String, String)> = operations
+        .iter()
+        .map(|operation| {
+            let provider_ref = operation.provider_ref.clone().unwrap_or_default();
+            (operation.operation_id.clone(), provider_ref)
+        })
+        .collect();
+    batch.push(("op_unknown".into(), "pi_unknown".into()));
+    let mut applied = app.db.store.capture_confirmed(&batch).await.unwrap();
+    applied.sort();
+    let mut confirmed: Vec<String> = operations[..2]
+        .iter()
+        .map(|operation| operation.operation_id.clone())
+        .collect();
+    confirmed.sort();
+    if backend == Backend::Postgres {
+        assert_eq!(
+            applied, confirmed,
+            "both confirmed orders' captures applied"
+        );
+    } else {
+        assert!(applied.is_empty(), "SQLite settles each capture alone");
+    }
+    for (operation, order_id) in operations.iter().zip(&order_ids) {
+        let now = app
+            .db
+            .store
+            .payment_operation(&operation.operation_id)
+            .await
+            .unwrap()
+            .unwrap();
+        if applied.contains(&operation.operation_id) {
+            assert_eq!(now.status.as_str(), "CAPTURED");
+            assert_eq!(now.provider_ref, operation.provider_ref);
+        } else {
+            assert_ne!(now.status.as_str(), "CAPTURED", "{order_id}: {now:?}");
+        }
+    }
+    let cancelled = app
+        .get(&token("ann"), &format!("/v1/orders/{}", order_ids[2]))
+        .await
+        .json();
+    assert_eq!(cancelled["orderStatus"], "CANCELLED", "{cancelled}");
+    assert!(
+        app.db
+            .store
+            .capture_confirmed(&batch)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a second call applies nothing"
+    );
+    // The relay voids the cancelled order's authorization.
+    let mut voided = false;
+    for _ in 0..200 {
+        let now = app
+            .db
+            .store
+            .payment_operation(&operations[2].operation_id)
+            .await
+            .unwrap()
+            .unwrap();
+        if now.status.as_str() == "VOIDED" {
+            voided = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(voided, "the cancelled order's authorization was voided");
     app.finish().await;
 }
 

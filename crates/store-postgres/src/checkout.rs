@@ -760,6 +760,65 @@ impl crate::PgStore {
             .transpose()
     }
 
+    pub(crate) async fn payment_operations_by_id(
+        &self,
+        operation_ids: &[String],
+    ) -> StoreResult<Vec<PaymentOperation>> {
+        if operation_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {OPERATION_COLUMNS} FROM payment_operation WHERE operation_id = ANY($1)"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(operation_ids)
+            .fetch_all(self.pool())
+            .await
+            .map_err(classify)?
+            .iter()
+            .map(operation_from_row)
+            .collect()
+    }
+
+    /// [`Self::capture_confirmed`] for many operations in one statement: each row takes the
+    /// same condition (the operation `AUTHORIZED`, its order `CONFIRMED` and share-locked
+    /// before the operation's row is), so the ones applied are exactly the ones a single
+    /// capture would have applied. Rows are taken in operation id order.
+    pub(crate) async fn capture_confirmed_of(
+        &self,
+        captures: &[(String, String)],
+    ) -> StoreResult<Vec<String>> {
+        if captures.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sorted: Vec<&(String, String)> = captures.iter().collect();
+        sorted.sort();
+        let (ids, refs): (Vec<&str>, Vec<&str>) = sorted
+            .iter()
+            .map(|(id, provider_ref)| (id.as_str(), provider_ref.as_str()))
+            .unzip();
+        sqlx::query_scalar(
+            "WITH asked AS (
+                SELECT * FROM UNNEST($1::text[], $2::text[]) AS a(operation_id, provider_ref)
+             )
+             UPDATE payment_operation p
+                SET status = 'CAPTURED', provider_ref = coalesce(p.provider_ref, a.provider_ref),
+                    next_action_url = NULL, last_error = NULL,
+                    updated_at = date_trunc('milliseconds', clock_timestamp()),
+                    next_attempt_at = date_trunc('milliseconds', clock_timestamp()) + make_interval(secs => $3)
+               FROM asked a
+              WHERE p.operation_id = a.operation_id AND p.status = 'AUTHORIZED'
+                AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CONFIRMED' FOR SHARE)
+             RETURNING p.operation_id",
+        )
+        .bind(ids)
+        .bind(refs)
+        .bind(OPERATION_RECHECK_S)
+        .fetch_all(self.pool())
+        .await
+        .map_err(classify)
+    }
+
     pub(crate) async fn payment_operation_by_ref(
         &self,
         provider: &str,

@@ -1237,6 +1237,17 @@ impl WorkerStore for PgStore {
         self.payment_operation_by_id(operation_id).await
     }
 
+    async fn payment_operations(
+        &self,
+        operation_ids: &[String],
+    ) -> StoreResult<Vec<boxoffice_store::checkout::PaymentOperation>> {
+        self.payment_operations_by_id(operation_ids).await
+    }
+
+    async fn capture_confirmed(&self, captures: &[(String, String)]) -> StoreResult<Vec<String>> {
+        retrying(|| self.capture_confirmed_of(captures)).await
+    }
+
     async fn payment_operation_by_ref(
         &self,
         provider: &str,

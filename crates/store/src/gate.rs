@@ -401,6 +401,17 @@ impl WorkerStore for Gated {
         gated!(pass, self.payment_operation(operation_id))
     }
 
+    async fn payment_operations(
+        &self,
+        operation_ids: &[String],
+    ) -> StoreResult<Vec<checkout::PaymentOperation>> {
+        gated!(pass, self.payment_operations(operation_ids))
+    }
+
+    async fn capture_confirmed(&self, captures: &[(String, String)]) -> StoreResult<Vec<String>> {
+        gated!(pass, self.capture_confirmed(captures))
+    }
+
     async fn payment_operation_by_ref(
         &self,
         provider: &str,

@@ -494,6 +494,29 @@ pub trait WorkerStore: Send + Sync {
         operation_id: &str,
     ) -> StoreResult<Option<checkout::PaymentOperation>>;
 
+    /// The operations of these ids that exist, in no particular order (the relay reads a
+    /// round's captures at once). The default asks for each in turn.
+    async fn payment_operations(
+        &self,
+        operation_ids: &[String],
+    ) -> StoreResult<Vec<checkout::PaymentOperation>> {
+        let mut operations = Vec::with_capacity(operation_ids.len());
+        for operation_id in operation_ids {
+            operations.extend(self.payment_operation(operation_id).await?);
+        }
+        Ok(operations)
+    }
+
+    /// Captures the provider took, applied together where the backend can: each (operation
+    /// id, provider reference) whose operation is still `AUTHORIZED` on a `CONFIRMED` order
+    /// becomes `CAPTURED` (nothing else changes). Returns the ids it applied; the caller
+    /// settles every other one with [`Self::settle_payment`], which decides the rest. The
+    /// default applies none.
+    async fn capture_confirmed(&self, captures: &[(String, String)]) -> StoreResult<Vec<String>> {
+        let _ = captures;
+        Ok(Vec::new())
+    }
+
     async fn payment_operation_by_ref(
         &self,
         provider: &str,

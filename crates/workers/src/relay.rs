@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use boxoffice_payments::{PaymentProvider, ProviderError};
-use boxoffice_store::checkout::{OutboxMessage, TicketDraft, topic};
+use boxoffice_store::checkout::{
+    OutboxMessage, PaymentOperation, ProviderVerdict, TicketDraft, topic,
+};
 use boxoffice_store::{Store, StoreError};
 use boxoffice_tickets::{TicketClaims, TicketSigner};
 use futures_util::StreamExt;
@@ -40,6 +42,14 @@ pub const RELAY_INTERVAL_MS: u64 = 500;
 pub const CAPTURE_REFUSALS_MAX: u32 = 3;
 /// Longest pause between two delivery attempts of one row.
 pub const RELAY_BACKOFF_MAX_S: f64 = 60.0;
+
+/// What asking the provider for one capture left to write.
+enum Captured {
+    /// Nothing: the operation is gone, already captured, or its sale was compensated.
+    Nothing,
+    /// The provider took the money: the verdict to settle.
+    Taken(ProviderVerdict),
+}
 
 /// Why one delivery did not complete.
 #[derive(Debug)]
@@ -132,9 +142,15 @@ impl OutboxRelay {
         //
         // The round's `tickets.issue` messages are one call (one transaction on PostgreSQL),
         // beside the other deliveries.
+        //
+        // Its `payment.capture` messages are read in one call and written in one call where
+        // the store can (the provider's captures go out at once in between).
         let (tickets, others): (Vec<OutboxMessage>, Vec<OutboxMessage>) = messages
             .into_iter()
             .partition(|message| message.topic == topic::TICKETS_ISSUE);
+        let (captures, others): (Vec<OutboxMessage>, Vec<OutboxMessage>) = others
+            .into_iter()
+            .partition(|message| message.topic == topic::PAYMENT_CAPTURE);
         let others = futures_util::stream::iter(others)
             .map(|message| async move {
                 let outcome = self.deliver(&message).await;
@@ -142,10 +158,15 @@ impl OutboxRelay {
             })
             .buffer_unordered(concurrency.max(1))
             .collect::<Vec<(OutboxMessage, Result<(), Delivery>)>>();
-        let (mut outcomes, issued) = tokio::join!(others, self.issue_tickets(&tickets));
+        let (mut outcomes, issued, captured) = tokio::join!(
+            others,
+            self.issue_tickets(&tickets),
+            self.captures(&captures, concurrency)
+        );
         for (message, outcome) in tickets.into_iter().zip(issued) {
             outcomes.push((message, outcome.map_err(Delivery::Retry)));
         }
+        outcomes.extend(captures.into_iter().zip(captured));
         let mut delivered = Vec::with_capacity(outcomes.len());
         for (message, outcome) in outcomes {
             match outcome {
@@ -175,10 +196,11 @@ impl OutboxRelay {
         let payload: serde_json::Value = serde_json::from_str(&message.payload).unwrap_or_default();
         let field = |name: &str| payload[name].as_str().unwrap_or_default().to_owned();
         match message.topic.as_str() {
-            topic::PAYMENT_CAPTURE => {
-                self.capture(&field("operationId"), message.n_attempts)
-                    .await
-            }
+            topic::PAYMENT_CAPTURE => self
+                .captures(std::slice::from_ref(message), 1)
+                .await
+                .pop()
+                .unwrap_or(Ok(())),
             topic::PAYMENT_VOID => self.void(&field("operationId")).await,
             topic::TICKETS_ISSUE => self
                 .issue_tickets(std::slice::from_ref(message))
@@ -232,29 +254,122 @@ impl OutboxRelay {
         outcomes
     }
 
-    async fn capture(&self, operation_id: &str, n_attempts: u32) -> Result<(), Delivery> {
-        let Some(operation) = self
+    /// The captures these `payment.capture` messages ask for, one outcome per message:
+    /// their operations read in one store call, the provider asked for up to `concurrency`
+    /// at once, the captures it took written in one store call
+    /// ([`Store::capture_confirmed`]), and any the store left (or a failed batch) settled
+    /// one by one, which decides every other case.
+    async fn captures(
+        &self,
+        messages: &[OutboxMessage],
+        concurrency: usize,
+    ) -> Vec<Result<(), Delivery>> {
+        if messages.is_empty() {
+            return Vec::new();
+        }
+        let operation_ids: Vec<String> = messages
+            .iter()
+            .map(|message| {
+                let payload: serde_json::Value =
+                    serde_json::from_str(&message.payload).unwrap_or_default();
+                payload["operationId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        let operations = match self.store.payment_operations(&operation_ids).await {
+            Ok(operations) => operations,
+            Err(error) => {
+                let why = error.to_string();
+                return messages
+                    .iter()
+                    .map(|_| Err(Delivery::Retry(format!("reading the operation: {why}"))))
+                    .collect();
+            }
+        };
+        let operations: std::collections::HashMap<&str, &PaymentOperation> = operations
+            .iter()
+            .map(|operation| (operation.operation_id.as_str(), operation))
+            .collect();
+        let asks: Vec<_> = messages
+            .iter()
+            .zip(&operation_ids)
+            .enumerate()
+            .map(|(index, (message, operation_id))| {
+                let operation = operations.get(operation_id.as_str()).copied();
+                let n_attempts = message.n_attempts;
+                async move { (index, self.ask_capture(operation, n_attempts).await) }
+            })
+            .collect();
+        let asked = futures_util::stream::iter(asks)
+            .buffer_unordered(concurrency.max(1))
+            .collect::<Vec<(usize, Result<Captured, Delivery>)>>()
+            .await;
+        let mut outcomes: Vec<Result<(), Delivery>> = messages.iter().map(|_| Ok(())).collect();
+        let mut taken: Vec<(usize, String, ProviderVerdict)> = Vec::new();
+        for (index, step) in asked {
+            match step {
+                Ok(Captured::Nothing) => {}
+                Ok(Captured::Taken(verdict)) => {
+                    taken.push((index, operation_ids[index].clone(), verdict));
+                }
+                Err(delivery) => outcomes[index] = Err(delivery),
+            }
+        }
+        let batch: Vec<(String, String)> = taken
+            .iter()
+            .map(|(_, operation_id, verdict)| {
+                (
+                    operation_id.clone(),
+                    verdict.provider_ref().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        // A batch that fails applies nothing: every capture is then settled alone.
+        let applied: std::collections::HashSet<String> = self
             .store
-            .payment_operation(operation_id)
+            .capture_confirmed(&batch)
             .await
-            .map_err(Delivery::Store)?
-        else {
-            return Ok(());
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        for (index, operation_id, verdict) in taken {
+            if applied.contains(&operation_id) {
+                continue;
+            }
+            if let Err(error) = self
+                .store
+                .settle_payment(&operation_id, &verdict, None, None)
+                .await
+            {
+                outcomes[index] = Err(Delivery::Store(error));
+            }
+        }
+        outcomes
+    }
+
+    /// One capture asked of the provider. A refusal is retried, and after
+    /// [`CAPTURE_REFUSALS_MAX`] attempts the sale is compensated.
+    async fn ask_capture(
+        &self,
+        operation: Option<&PaymentOperation>,
+        n_attempts: u32,
+    ) -> Result<Captured, Delivery> {
+        let Some(operation) = operation else {
+            return Ok(Captured::Nothing);
         };
         if operation.status == boxoffice_domain::order::PaymentStatus::Captured {
-            return Ok(());
+            return Ok(Captured::Nothing);
         }
+        let operation_id = operation.operation_id.as_str();
         let Some(provider_ref) = operation.provider_ref.clone() else {
             return Err(Delivery::Retry("no provider reference yet".into()));
         };
         crate::crash::point("capture_sent");
         let refusal = match self.provider.capture(operation_id, &provider_ref).await {
             Ok(payment) if payment.status == boxoffice_payments::ProviderStatus::Captured => {
-                self.store
-                    .settle_payment(operation_id, &verdict_of(&payment), None, None)
-                    .await
-                    .map_err(Delivery::Store)?;
-                return Ok(());
+                return Ok(Captured::Taken(verdict_of(&payment)));
             }
             // A declined capture answers with the payment still authorized.
             Ok(payment) => format!(
@@ -276,7 +391,7 @@ impl OutboxRelay {
         if compensated {
             tracing::warn!(operation_id, %refusal, "capture failed for good; the order was cancelled and its seats freed");
             metrics::counter!("boxoffice_capture_compensations_total").increment(1);
-            Ok(())
+            Ok(Captured::Nothing)
         } else {
             // A ticket was already used (or the order is not confirmed): an operator's case.
             Err(Delivery::Retry(format!("{refusal}; compensation refused")))

@@ -611,6 +611,12 @@ pub async fn webhook(
         return Ok(axum::Json(serde_json::json!({"received": true})).into_response());
     };
     let verdict = boxoffice_workers::payment::verdict_of(&event.payment);
+    // Payment statuses only move forward: a verdict the operation can no longer take (the
+    // capture's webhook after the relay's capture applied, a copy of one seen) changes
+    // nothing now or later, so it is acknowledged without a settlement.
+    if !operation.status.can_become(verdict.payment_status()) {
+        return Ok(axum::Json(serde_json::json!({"received": true})).into_response());
+    }
     // A first verdict of a checkout goes to the event's writer, like the provider's answer to
     // the checkout request, so the two never race at the store.
     let (order, found) = if operation.status == PaymentStatus::Authorizing {
