@@ -536,7 +536,15 @@ impl crate::PgStore {
         let Some(operation) = self.payment_operation_by_id(operation_id).await? else {
             return Ok(None);
         };
-        let Some(order) = self.load_order_pooled(&operation.order_id).await? else {
+        // Without an answer to render, the order's tickets are not read: a webhook, the relay
+        // and the reconciler look only at whether the verdict changed anything.
+        let order = if answer.is_some() {
+            self.load_order_pooled(&operation.order_id).await?
+        } else {
+            let mut conn = self.pool().acquire().await.map_err(classify)?;
+            load_order_head(&mut conn, &operation.order_id).await?
+        };
+        let Some(order) = order else {
             return Ok(None);
         };
         // A verdict the operation can no longer take changes nothing (payment statuses only
@@ -562,12 +570,27 @@ impl crate::PgStore {
                 changed: false,
             }));
         }
-        if answer.is_none()
-            && let Some(settled) = self
+        if answer.is_none() {
+            match self
                 .capture_confirmed(&operation, &order, verdict, webhook)
                 .await?
-        {
-            return Ok(Some(settled));
+            {
+                FastCapture::Applied(settled) => return Ok(Some(*settled)),
+                // The statement found the operation moved on: most often the relay's capture
+                // and the provider's webhook of it racing, one waiting on the other's row
+                // lock. If the verdict can no longer apply, nothing remains to decide (the
+                // full settlement would lock the hold's rows only to find that out).
+                FastCapture::Missed => {
+                    let now = self.payment_operation_by_id(operation_id).await?;
+                    if now.is_none_or(|now| !now.status.can_become(verdict.payment_status())) {
+                        return Ok(Some(Settled {
+                            order,
+                            changed: false,
+                        }));
+                    }
+                }
+                FastCapture::NotTried => {}
+            }
         }
         let Some(hold) = fetch_holds(self.pool(), std::slice::from_ref(&order.hold_id))
             .await?
@@ -691,21 +714,21 @@ impl crate::PgStore {
     /// The capture of a confirmed order's authorization (the relay's capture, or its
     /// webhook): the only change is the operation's status, so it is one conditional statement
     /// instead of the settlement's locking transaction (a dozen round trips per sold order).
-    /// `None` when the rows are not (or no longer) as read — an operation moved on, an order
-    /// no longer confirmed: the full settlement decides. The order row is share-locked, so a
-    /// cancellation in progress is waited for and the order seen as it commits.
+    /// [`FastCapture::Missed`] when the rows are no longer as read — an operation moved on,
+    /// an order no longer confirmed. The order row is share-locked, so a cancellation in
+    /// progress is waited for and the order seen as it commits.
     async fn capture_confirmed(
         &self,
         operation: &PaymentOperation,
         order: &OrderView,
         verdict: &ProviderVerdict,
         webhook: Option<(&str, &str)>,
-    ) -> StoreResult<Option<Settled>> {
+    ) -> StoreResult<FastCapture> {
         if verdict.payment_status() != PaymentStatus::Captured
             || operation.status != PaymentStatus::Authorized
             || order.status != OrderStatus::Confirmed
         {
-            return Ok(None);
+            return Ok(FastCapture::NotTried);
         }
         let (provider, webhook_id) = webhook.unzip();
         let updated: Option<OffsetDateTime> = sqlx::query_scalar(
@@ -732,16 +755,19 @@ impl crate::PgStore {
         .fetch_optional(self.pool())
         .await
         .map_err(classify)?;
-        Ok(updated.map(|updated_at| {
-            let mut order = order.clone();
-            order.payment_status = PaymentStatus::Captured;
-            order.next_action_url = None;
-            order.updated_at = updated_at;
-            Settled {
-                order,
-                changed: true,
+        Ok(match updated {
+            Some(updated_at) => {
+                let mut order = order.clone();
+                order.payment_status = PaymentStatus::Captured;
+                order.next_action_url = None;
+                order.updated_at = updated_at;
+                FastCapture::Applied(Box::new(Settled {
+                    order,
+                    changed: true,
+                }))
             }
-        }))
+            None => FastCapture::Missed,
+        })
     }
 
     pub(crate) async fn payment_operation_by_id(
@@ -1332,4 +1358,13 @@ struct TicketColumns {
     tier_ids: Vec<Option<String>>,
     units: Vec<i32>,
     codes: Vec<String>,
+}
+
+/// What the one-statement capture of a confirmed order did.
+enum FastCapture {
+    /// The verdict or the rows as read are not a capture of a confirmed order.
+    NotTried,
+    Applied(Box<Settled>),
+    /// The statement ran and found the rows no longer as read.
+    Missed,
 }

@@ -157,6 +157,8 @@ impl ProviderVerdict {
 /// The result of applying a verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settled {
+    /// The order after the verdict. Its tickets may be left out (PostgreSQL reads them only
+    /// when the settlement stores a rendered answer, or when the verdict changed the order).
     pub order: OrderView,
     /// Whether anything changed (false for a stale or duplicated verdict).
     pub changed: bool,

@@ -334,8 +334,29 @@ impl OutboxRelay {
             .unwrap_or_default()
             .into_iter()
             .collect();
-        for (index, operation_id, verdict) in taken {
-            if applied.contains(&operation_id) {
+        let left: Vec<(usize, String, ProviderVerdict)> = taken
+            .into_iter()
+            .filter(|(_, operation_id, _)| !applied.contains(operation_id))
+            .collect();
+        // What the batch left is read again in one call: most often the provider's webhook of
+        // the same capture got there first, and an operation that can no longer take the
+        // verdict needs no settlement.
+        let left_ids: Vec<String> = left.iter().map(|(_, id, _)| id.clone()).collect();
+        let moved_on: std::collections::HashSet<String> =
+            match self.store.payment_operations(&left_ids).await {
+                Ok(now) => now
+                    .into_iter()
+                    .filter(|operation| {
+                        !operation
+                            .status
+                            .can_become(boxoffice_domain::order::PaymentStatus::Captured)
+                    })
+                    .map(|operation| operation.operation_id)
+                    .collect(),
+                Err(_) => std::collections::HashSet::new(),
+            };
+        for (index, operation_id, verdict) in left {
+            if moved_on.contains(&operation_id) {
                 continue;
             }
             if let Err(error) = self
