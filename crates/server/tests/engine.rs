@@ -240,7 +240,93 @@ async fn a_failed_commit_holds_back_the_next_group(backend: Backend) {
     app.finish().await;
 }
 
-stories!(a_failed_commit_holds_back_the_next_group);
+/// The store refuses a group whose seat write no longer finds the seat free: the group was
+/// decided, then another path took one of its seats before it was written. The whole group
+/// is refused (its other hold is not written either) and the refusal names the seats.
+async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
+    use boxoffice_domain::engine::{Command, EventEngine};
+    use boxoffice_store::engine::FirstInLine;
+
+    const ENDPOINT: &str = "POST /test/holds";
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let store = app.db.store.clone();
+    let event = store.get_event(&event_id).await.unwrap().expect("event");
+    let (snapshot, now) = store.engine_load(&event, ENDPOINT).await.unwrap();
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let requests = [
+        seat_request("fan-1", "k1", "A-4-1"),
+        seat_request("fan-2", "k2", "A-4-2"),
+    ];
+    let commands: Vec<Command> = requests.iter().cloned().map(Command::Hold).collect();
+    let (_, effects) = engine.decide(now, &commands);
+    assert_eq!(effects.seats_taken.len(), 2, "both seats decided as free");
+    // Meanwhile another path holds A-4-2.
+    let shown = event.clone();
+    let render_hold = move |outcome: &HoldOutcome| render(&shown, outcome);
+    let taken = store
+        .hold_batch(
+            &event,
+            ENDPOINT,
+            &[seat_request("fan-3", "k3", "A-4-2")],
+            &render_hold,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&taken[0], Idempotent::Fresh(r) if r.status == 201),
+        "{taken:?}"
+    );
+    let hold_keys = effects
+        .holds_created
+        .iter()
+        .map(|(index, _)| requests[*index].idempotency_key.clone())
+        .collect();
+    let group = GroupWrite {
+        event: &event,
+        endpoint: ENDPOINT,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys,
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        turn: &FirstInLine,
+    };
+    match store.apply_group(&group).await {
+        Err(StoreError::Conflict(why)) => assert!(why.contains("still free"), "{why}"),
+        other => panic!("the group must be refused: {other:?}"),
+    }
+    for account in ["fan-1", "fan-2"] {
+        let holds: i64 = match backend {
+            Backend::Postgres => {
+                sqlx::query_scalar("SELECT count(*) FROM hold WHERE account_id = $1")
+                    .bind(account)
+                    .fetch_one(app.db.pg.as_ref().unwrap().pool())
+                    .await
+                    .unwrap()
+            }
+            Backend::Sqlite => {
+                sqlx::query_scalar("SELECT count(*) FROM hold WHERE account_id = ?1")
+                    .bind(account)
+                    .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(
+            holds, 0,
+            "nothing of the refused group was written ({account})"
+        );
+    }
+    app.finish().await;
+}
+
+stories!(
+    a_failed_commit_holds_back_the_next_group,
+    a_group_on_a_seat_taken_since_is_refused,
+);
 
 /// A second node: its own app (and its own event writers) on the same database.
 async fn second_node(first: &TestApp) -> TestApp {

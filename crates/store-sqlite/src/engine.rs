@@ -280,29 +280,38 @@ impl EngineStore for SqliteStore {
     }
 }
 
-/// Seats go to new holds only if each is still free by the group's clock.
+/// Seats go to new holds only if each is still free by the group's clock: one statement per
+/// new hold (each statement is a round trip to SQLite's worker thread, and those handoffs,
+/// not SQLite, bounded the embedded store's groups), counted. A statement joining the seats
+/// to the whole group's list let SQLite's planner walk every seat of the event.
 async fn take_seats(tx: &mut Transaction<'_, Sqlite>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let now_ms = to_ms(group.now);
+    let mut by_hold: BTreeMap<(&str, i64), Vec<&str>> = BTreeMap::new();
     for taken in &group.effects.seats_taken {
+        by_hold
+            .entry((taken.hold_id.as_str(), to_ms(taken.hold_expires_at)))
+            .or_default()
+            .push(taken.seat_id.as_str());
+    }
+    for ((hold_id, expires_at_ms), seat_ids) in by_hold {
         let written = sqlx::query(
             "UPDATE seat SET status = 'HELD', hold_id = ?3, hold_expires_at = ?4,
                              order_id = NULL, version = version + 1
-              WHERE event_id = ?1 AND seat_id = ?2
+              WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
                 AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= ?5))",
         )
         .bind(&group.event.event_id)
-        .bind(&taken.seat_id)
-        .bind(&taken.hold_id)
-        .bind(to_ms(taken.hold_expires_at))
-        .bind(now_ms)
+        .bind(json_list(&seat_ids))
+        .bind(hold_id)
+        .bind(expires_at_ms)
+        .bind(to_ms(group.now))
         .execute(&mut **tx)
         .await
         .map_err(classify)?
         .rows_affected();
-        if written != 1 {
+        if written != seat_ids.len() as u64 {
             return Err(mismatch(
-                &format!("seat {} still free", taken.seat_id),
-                1,
+                &format!("seats of hold {hold_id} still free"),
+                seat_ids.len(),
                 written,
             ));
         }
@@ -411,38 +420,63 @@ async fn expire_holds(
     Ok(ended.len() as u64)
 }
 
-/// The group's new holds and their `hold.created` outbox rows.
+/// The group's new holds and their `hold.created` outbox rows, one statement each.
 async fn insert_holds(tx: &mut Transaction<'_, Sqlite>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let event_id = group.event.event_id.as_str();
-    for ((_, hold), key) in group.effects.holds_created.iter().zip(&group.hold_keys) {
-        sqlx::query(
-            "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
-                               currency, idempotency_key, created_at, expires_at, updated_at)
-             VALUES (?1, ?2, ?3, 'HELD', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10)",
-        )
-        .bind(event_id)
-        .bind(&hold.hold_id)
-        .bind(&hold.account_id)
-        .bind(hold.tier_id.as_deref())
-        .bind(i64::from(hold.quantity))
-        .bind(held_seats_json(&hold.seats))
-        .bind(hold.total_minor)
-        .bind(&group.event.currency)
-        .bind(key)
-        .bind(to_ms(group.now))
-        .bind(to_ms(hold.expires_at))
-        .execute(&mut **tx)
-        .await
-        .map_err(classify)?;
-        insert_outbox(
-            tx,
-            event_id,
-            "hold.created",
-            &hold_created_payload(event_id, hold),
-            group.now,
-        )
-        .await?;
+    let created = &group.effects.holds_created;
+    if created.is_empty() {
+        return Ok(());
     }
+    let event_id = group.event.event_id.as_str();
+    let rows: Vec<serde_json::Value> = created
+        .iter()
+        .zip(&group.hold_keys)
+        .map(|((_, hold), key)| {
+            serde_json::json!([
+                hold.hold_id,
+                hold.account_id,
+                hold.tier_id,
+                hold.quantity,
+                held_seats_json(&hold.seats),
+                hold.total_minor,
+                key,
+                to_ms(hold.expires_at),
+            ])
+        })
+        .collect();
+    let written = sqlx::query(
+        "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
+                           currency, idempotency_key, created_at, expires_at, updated_at)
+         SELECT ?1, json_extract(value, '$[0]'), json_extract(value, '$[1]'), 'HELD',
+                json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                json_extract(value, '$[5]'), ?2, json_extract(value, '$[6]'), ?3,
+                json_extract(value, '$[7]'), ?3
+           FROM json_each(?4) ORDER BY key",
+    )
+    .bind(event_id)
+    .bind(&group.event.currency)
+    .bind(to_ms(group.now))
+    .bind(serde_json::Value::Array(rows).to_string())
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if written != created.len() as u64 {
+        return Err(mismatch("holds created", created.len(), written));
+    }
+    let payloads: Vec<String> = created
+        .iter()
+        .map(|(_, hold)| hold_created_payload(event_id, hold))
+        .collect();
+    sqlx::query(
+        "INSERT INTO outbox (event_id, topic, payload, created_at)
+         SELECT ?1, 'hold.created', value, ?2 FROM json_each(?3) ORDER BY key",
+    )
+    .bind(event_id)
+    .bind(to_ms(group.now))
+    .bind(json_list(&payloads))
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
     Ok(())
 }
 

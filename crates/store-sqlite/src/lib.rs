@@ -512,23 +512,46 @@ pub(crate) async fn insert_records(
     records: &[boxoffice_store::NewRecord],
     now: OffsetDateTime,
 ) -> StoreResult<()> {
-    for record in records {
-        sqlx::query(
-            "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .bind(&record.account_id)
-        .bind(endpoint)
-        .bind(&record.key)
-        .bind(&record.request_digest)
-        .bind(i64::from(record.response.status))
-        .bind(&record.response.body)
-        .bind(to_ms(now))
-        .execute(&mut **tx)
-        .await
-        .map_err(classify)?;
+    if records.is_empty() {
+        return Ok(());
     }
+    // One statement for all of them (a group's records): the bodies travel as hex.
+    let rows: Vec<serde_json::Value> = records
+        .iter()
+        .map(|record| {
+            serde_json::json!([
+                record.account_id,
+                record.key,
+                record.request_digest,
+                record.response.status,
+                hex(&record.response.body),
+            ])
+        })
+        .collect();
+    sqlx::query(
+        "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
+         SELECT json_extract(value, '$[0]'), ?1, json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+                json_extract(value, '$[3]'), unhex(json_extract(value, '$[4]')), ?2
+           FROM json_each(?3) ORDER BY key",
+    )
+    .bind(endpoint)
+    .bind(to_ms(now))
+    .bind(serde_json::Value::Array(rows).to_string())
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
     Ok(())
+}
+
+/// Lower-case hex of `bytes` (SQLite's `unhex` reads it back).
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
 }
 
 pub(crate) async fn insert_outbox(
