@@ -1013,6 +1013,8 @@ pub struct OrderStatusReport {
     pub sent: u64,
     /// Reads answered 200 with `orderStatus` `CONFIRMED`.
     pub ok: u64,
+    /// Reads refused as overload (429).
+    pub shed: u64,
     /// Every other answer, transport failures included.
     pub errors: u64,
     pub p50_ms: f64,
@@ -1035,11 +1037,12 @@ impl std::fmt::Display for OrderStatusReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "offered/s={:.0} achieved/s={:.0} sent={} ok={} errors={} p50_ms={:.1} p90_ms={:.1} p99_ms={:.1} max_ms={:.1} delayed={} elapsed_s={:.1} orders={} setup_s={:.1}",
+            "offered/s={:.0} achieved/s={:.0} sent={} ok={} shed_429={} errors={} p50_ms={:.1} p90_ms={:.1} p99_ms={:.1} max_ms={:.1} delayed={} elapsed_s={:.1} orders={} setup_s={:.1}",
             self.rate,
             self.achieved_per_s(),
             self.sent,
             self.ok,
+            self.shed,
             self.errors,
             self.p50_ms,
             self.p90_ms,
@@ -1113,19 +1116,24 @@ pub async fn run_order_status(scenario: &OrderStatusScenario) -> anyhow::Result<
     let setup_s = setup_started.elapsed().as_secs_f64();
 
     let ok = Arc::new(AtomicU64::new(0));
+    let shed = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let n_orders = orders.len();
     let prepare = |_: u64| rand::rng().random_range(0..n_orders);
     let send = {
-        let (ok, errors) = (ok.clone(), errors.clone());
+        let (ok, shed, errors) = (ok.clone(), shed.clone(), errors.clone());
         move |order: usize| {
             let (url, fan) = &orders[order];
             let request = http.get(url.as_str()).bearer_auth(fan);
-            let (ok, errors) = (ok.clone(), errors.clone());
+            let (ok, shed, errors) = (ok.clone(), shed.clone(), errors.clone());
             async move {
                 let (status, body) = call_json(request).await;
                 let confirmed = status == 200 && body["orderStatus"] == "CONFIRMED";
-                let counter = if confirmed { &ok } else { &errors };
+                let counter = match (confirmed, status) {
+                    (true, _) => &ok,
+                    (false, 429) => &shed,
+                    (false, _) => &errors,
+                };
                 counter.fetch_add(1, Ordering::Relaxed);
                 confirmed
             }
@@ -1146,6 +1154,7 @@ pub async fn run_order_status(scenario: &OrderStatusScenario) -> anyhow::Result<
         rate: scenario.rate,
         sent: run.sent,
         ok: ok.load(Ordering::Relaxed),
+        shed: shed.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),
         p50_ms: quantile_ms(&run.latencies, 0.50),
         p90_ms: quantile_ms(&run.latencies, 0.90),
