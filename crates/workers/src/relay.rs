@@ -27,7 +27,8 @@ pub const RELAY_BATCH_MAX: u32 = 100;
 /// provider call, and each await waits its turn among the requests' tasks: during the
 /// on-sale 8 at once delivered about 10 messages a second while the crowd was in, and the
 /// last ticket came ~100 s after the last fan. More at once share the workers' own pool
-/// (`serve` on PostgreSQL gives it 16), never the requests'.
+/// (`serve` on PostgreSQL gives it 16), never the requests'. A round's captures are asked of
+/// the provider with the same bound beside them (their reads and writes are one call each).
 pub const RELAY_CONCURRENCY: usize = 32;
 /// Rounds under way at once, each with its share of [`RELAY_CONCURRENCY`]: a round ends with
 /// its slowest message (a capture's provider call), and one round at a time left the other
