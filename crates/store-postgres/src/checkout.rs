@@ -72,23 +72,35 @@ pub(crate) fn ticket_status(stored: String, exchange_id: Option<String>) -> Stri
 }
 
 pub(crate) fn ticket_from_row(row: &sqlx::postgres::PgRow) -> TicketView {
+    ticket_from_row_as(row, "")
+}
+
+/// A ticket from columns named with `prefix` (`t_` when read beside its order).
+fn ticket_from_row_as(row: &sqlx::postgres::PgRow, prefix: &str) -> TicketView {
+    let column = |name: &str| format!("{prefix}{name}");
     TicketView {
-        ticket_id: row.get("ticket_id"),
-        event_id: row.get("event_id"),
-        order_id: row.get("order_id"),
-        account_id: row.get("account_id"),
-        seat_id: row.get("seat_id"),
-        tier_id: row.get("tier_id"),
-        unit: u32::try_from(row.get::<i32, _>("unit")).unwrap_or(0),
-        code: row.get("code"),
+        ticket_id: row.get(column("ticket_id").as_str()),
+        event_id: row.get(column("event_id").as_str()),
+        order_id: row.get(column("order_id").as_str()),
+        account_id: row.get(column("account_id").as_str()),
+        seat_id: row.get(column("seat_id").as_str()),
+        tier_id: row.get(column("tier_id").as_str()),
+        unit: u32::try_from(row.get::<i32, _>(column("unit").as_str())).unwrap_or(0),
+        code: row.get(column("code").as_str()),
         status: ticket_status(
-            row.get("status"),
-            row.get::<Option<String>, _>("exchange_id"),
+            row.get(column("status").as_str()),
+            row.get::<Option<String>, _>(column("exchange_id").as_str()),
         ),
-        exchange_id: row.get("exchange_id"),
-        issued_at: row.get("issued_at"),
+        exchange_id: row.get(column("exchange_id").as_str()),
+        issued_at: row.get(column("issued_at").as_str()),
     }
 }
+
+/// The ticket columns [`ticket_from_row_as`] reads with the `t_` prefix.
+const TICKET_COLUMNS_AS_T: &str = "t.ticket_id AS t_ticket_id, t.event_id AS t_event_id,
+     t.order_id AS t_order_id, t.account_id AS t_account_id, t.seat_id AS t_seat_id,
+     t.tier_id AS t_tier_id, t.unit AS t_unit, t.code AS t_code, t.status AS t_status,
+     t.exchange_id AS t_exchange_id, t.issued_at AS t_issued_at";
 
 fn operation_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<PaymentOperation> {
     let status: String = row.get("status");
@@ -115,16 +127,28 @@ pub(crate) async fn load_order(
     conn: &mut sqlx::PgConnection,
     order_id: &str,
 ) -> StoreResult<Option<OrderView>> {
-    let Some(mut order) = load_order_head(conn, order_id).await? else {
-        return Ok(None);
-    };
-    order.tickets = sqlx::query("SELECT * FROM ticket WHERE order_id = $1 ORDER BY unit")
+    // One statement: the order beside each of its tickets (one row with no ticket when it
+    // has none). An order status read is the most repeated read of a sale.
+    let sql = format!(
+        "SELECT {ORDER_COLUMNS}, {TICKET_COLUMNS_AS_T}
+           FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
+           LEFT JOIN ticket t ON t.order_id = o.order_id
+          WHERE o.order_id = $1
+          ORDER BY t.unit"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(order_id)
         .fetch_all(&mut *conn)
         .await
-        .map_err(classify)?
+        .map_err(classify)?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let mut order = order_from_row(first)?;
+    order.tickets = rows
         .iter()
-        .map(ticket_from_row)
+        .filter(|row| row.get::<Option<String>, _>("t_ticket_id").is_some())
+        .map(|row| ticket_from_row_as(row, "t_"))
         .collect();
     Ok(Some(order))
 }
