@@ -737,6 +737,7 @@ impl crate::PgStore {
 
     /// The capture of a confirmed order's authorization (the relay's capture, or its
     /// webhook): the only change is the operation's status, so it is one conditional statement
+    /// ([`Self::capture_authorized`], the relay's batch with one row)
     /// instead of the settlement's locking transaction (a dozen round trips per sold order).
     /// [`FastCapture::Missed`] when the rows are no longer as read — an operation moved on,
     /// an order no longer confirmed. The order row is share-locked, so a cancellation in
@@ -755,30 +756,17 @@ impl crate::PgStore {
             return Ok(FastCapture::NotTried);
         }
         let (provider, webhook_id) = webhook.unzip();
-        let updated: Option<OffsetDateTime> = sqlx::query_scalar(
-            "WITH captured AS (
-                UPDATE payment_operation p
-                   SET status = 'CAPTURED', provider_ref = coalesce(p.provider_ref, $2), next_action_url = NULL,
-                       last_error = NULL, updated_at = date_trunc('milliseconds', clock_timestamp()),
-                       next_attempt_at = date_trunc('milliseconds', clock_timestamp()) + make_interval(secs => $3)
-                 WHERE p.operation_id = $1 AND p.status = 'AUTHORIZED'
-                   AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CONFIRMED' FOR SHARE)
-                RETURNING p.updated_at
-             ), seen AS (
-                INSERT INTO webhook_event (provider, event_id, received_at)
-                SELECT $4, $5, clock_timestamp() FROM captured WHERE $4::text IS NOT NULL
-                ON CONFLICT DO NOTHING
-             )
-             SELECT updated_at FROM captured",
-        )
-        .bind(&operation.operation_id)
-        .bind(verdict.provider_ref())
-        .bind(OPERATION_RECHECK_S)
-        .bind(provider)
-        .bind(webhook_id)
-        .fetch_optional(self.pool())
-        .await
-        .map_err(classify)?;
+        let asked = CaptureAsked {
+            operation_id: &operation.operation_id,
+            provider_ref: verdict.provider_ref(),
+            webhook_provider: provider,
+            webhook_id,
+        };
+        let updated = self
+            .capture_authorized(&[asked])
+            .await?
+            .pop()
+            .map(|(_, updated_at)| updated_at);
         Ok(match updated {
             Some(updated_at) => {
                 let mut order = order.clone();
@@ -830,39 +818,71 @@ impl crate::PgStore {
             .collect()
     }
 
-    /// [`Self::capture_confirmed`] for many operations in one statement: each row takes the
-    /// same condition (the operation `AUTHORIZED`, its order `CONFIRMED` and share-locked
-    /// before the operation's row is), so the ones applied are exactly the ones a single
-    /// capture would have applied. Rows are taken in operation id order.
+    /// [`Self::capture_confirmed`] for many operations in one statement (the relay's round).
     pub(crate) async fn capture_confirmed_of(
         &self,
         captures: &[(String, String)],
     ) -> StoreResult<Vec<String>> {
-        if captures.is_empty() {
+        let asked: Vec<CaptureAsked<'_>> = captures
+            .iter()
+            .map(|(operation_id, provider_ref)| CaptureAsked {
+                operation_id,
+                provider_ref: Some(provider_ref),
+                webhook_provider: None,
+                webhook_id: None,
+            })
+            .collect();
+        Ok(self
+            .capture_authorized(&asked)
+            .await?
+            .into_iter()
+            .map(|(operation_id, _)| operation_id)
+            .collect())
+    }
+
+    /// The capture of confirmed orders' authorizations, in one statement: each operation
+    /// still `AUTHORIZED` whose order is `CONFIRMED` (share-locked before the operation's row
+    /// is, so a cancellation in progress is waited for) becomes `CAPTURED`, and the webhook
+    /// that brought it, if any, is recorded. Rows are taken in operation id order. Returns
+    /// the operations captured, with their new `updated_at`.
+    async fn capture_authorized(
+        &self,
+        asked: &[CaptureAsked<'_>],
+    ) -> StoreResult<Vec<(String, OffsetDateTime)>> {
+        if asked.is_empty() {
             return Ok(Vec::new());
         }
-        let mut sorted: Vec<&(String, String)> = captures.iter().collect();
-        sorted.sort();
-        let (ids, refs): (Vec<&str>, Vec<&str>) = sorted
-            .iter()
-            .map(|(id, provider_ref)| (id.as_str(), provider_ref.as_str()))
-            .unzip();
-        sqlx::query_scalar(
+        let mut sorted: Vec<&CaptureAsked<'_>> = asked.iter().collect();
+        sorted.sort_by_key(|asked| asked.operation_id);
+        let ids: Vec<&str> = sorted.iter().map(|a| a.operation_id).collect();
+        let refs: Vec<Option<&str>> = sorted.iter().map(|a| a.provider_ref).collect();
+        let providers: Vec<Option<&str>> = sorted.iter().map(|a| a.webhook_provider).collect();
+        let webhook_ids: Vec<Option<&str>> = sorted.iter().map(|a| a.webhook_id).collect();
+        sqlx::query_as(
             "WITH asked AS (
-                SELECT * FROM UNNEST($1::text[], $2::text[]) AS a(operation_id, provider_ref)
+                SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[])
+                    AS a(operation_id, provider_ref, provider, webhook_id)
+             ), captured AS (
+                UPDATE payment_operation p
+                   SET status = 'CAPTURED', provider_ref = coalesce(p.provider_ref, a.provider_ref),
+                       next_action_url = NULL, last_error = NULL,
+                       updated_at = date_trunc('milliseconds', clock_timestamp()),
+                       next_attempt_at = date_trunc('milliseconds', clock_timestamp()) + make_interval(secs => $5)
+                  FROM asked a
+                 WHERE p.operation_id = a.operation_id AND p.status = 'AUTHORIZED'
+                   AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CONFIRMED' FOR SHARE)
+                RETURNING p.operation_id, p.updated_at, a.provider, a.webhook_id
+             ), seen AS (
+                INSERT INTO webhook_event (provider, event_id, received_at)
+                SELECT provider, webhook_id, clock_timestamp() FROM captured WHERE provider IS NOT NULL
+                ON CONFLICT DO NOTHING
              )
-             UPDATE payment_operation p
-                SET status = 'CAPTURED', provider_ref = coalesce(p.provider_ref, a.provider_ref),
-                    next_action_url = NULL, last_error = NULL,
-                    updated_at = date_trunc('milliseconds', clock_timestamp()),
-                    next_attempt_at = date_trunc('milliseconds', clock_timestamp()) + make_interval(secs => $3)
-               FROM asked a
-              WHERE p.operation_id = a.operation_id AND p.status = 'AUTHORIZED'
-                AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CONFIRMED' FOR SHARE)
-             RETURNING p.operation_id",
+             SELECT operation_id, updated_at FROM captured",
         )
         .bind(ids)
         .bind(refs)
+        .bind(providers)
+        .bind(webhook_ids)
         .bind(OPERATION_RECHECK_S)
         .fetch_all(self.pool())
         .await
@@ -1391,4 +1411,13 @@ enum FastCapture {
     Applied(Box<Settled>),
     /// The statement ran and found the rows no longer as read.
     Missed,
+}
+
+/// One capture for `PgStore::capture_authorized`.
+struct CaptureAsked<'a> {
+    operation_id: &'a str,
+    provider_ref: Option<&'a str>,
+    /// The webhook that brought the capture (provider, event id), recorded with it.
+    webhook_provider: Option<&'a str>,
+    webhook_id: Option<&'a str>,
 }

@@ -1170,6 +1170,7 @@ impl ReadStore for PgStore {
     ) -> StoreResult<Option<boxoffice_store::exchange::ExchangeView>> {
         self.exchange_by_id(exchange_id).await
     }
+
     async fn seat_map(
         &self,
         event_id: &str,

@@ -524,7 +524,7 @@ pub(crate) async fn insert_records(
                 record.key,
                 record.request_digest,
                 record.response.status,
-                hex(&record.response.body),
+                hex::encode(&record.response.body),
             ])
         })
         .collect();
@@ -541,17 +541,6 @@ pub(crate) async fn insert_records(
     .await
     .map_err(classify)?;
     Ok(())
-}
-
-/// Lower-case hex of `bytes` (SQLite's `unhex` reads it back).
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
 }
 
 pub(crate) async fn insert_outbox(
@@ -1006,6 +995,7 @@ impl ReadStore for SqliteStore {
     ) -> StoreResult<Option<boxoffice_store::exchange::ExchangeView>> {
         self.exchange_by_id(exchange_id).await
     }
+
     async fn seat_map(
         &self,
         event_id: &str,
