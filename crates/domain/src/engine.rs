@@ -31,6 +31,7 @@ use crate::decide::{
 };
 use crate::event::SaleRules;
 use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
+use crate::settlement;
 
 /// Holds one group ends at most; a lapse of thousands at once spreads over several groups,
 /// so that no group holds its locks for long.
@@ -298,6 +299,10 @@ pub struct EventEngine {
     rows: Option<RowIndex>,
     version: u64,
     writer_seq: u64,
+    /// The latest the store's clock can read while the current group is decided (see
+    /// [`EventEngine::decide_within`]); a deadline is extended or a hold sold only if it is
+    /// still ahead of it.
+    latest: OffsetDateTime,
 }
 
 impl EventEngine {
@@ -330,6 +335,7 @@ impl EventEngine {
             rows: None,
             version: snapshot.version,
             writer_seq: snapshot.writer_seq,
+            latest: now,
         };
         for hold in snapshot.holds {
             engine.keep_hold(hold);
@@ -455,7 +461,22 @@ impl EventEngine {
         now: OffsetDateTime,
         commands: &[Command],
     ) -> (Vec<Decision>, Effects) {
+        self.decide_within(now, now, commands)
+    }
+
+    /// [`Self::decide`] with the store's clock known only within `[now, latest]` (the writer
+    /// measures it from below, and a round trip later). Seats are freed and taken by `now`
+    /// (the store checks that by the group's clock); a checkout extends a hold, and a
+    /// payment sells one, only if its deadline is ahead of `latest`, so a hold that anyone
+    /// may already have seen expired by the store's clock is never brought back.
+    pub fn decide_within(
+        &mut self,
+        now: OffsetDateTime,
+        latest: OffsetDateTime,
+        commands: &[Command],
+    ) -> (Vec<Decision>, Effects) {
         self.advance(now);
+        self.latest = latest.max(self.state.now);
         let mut effects = Effects::default();
         self.expire_due(&mut effects);
         let mut decisions: Vec<Decision> = Vec::with_capacity(commands.len());
@@ -600,7 +621,7 @@ impl EventEngine {
         request: &CheckoutRequest,
         effects: &mut Effects,
     ) -> CheckoutDecision {
-        let now = self.state.now;
+        let now = self.latest;
         let Some(hold) = self.holds.get_mut(&request.hold_id) else {
             return CheckoutDecision::NotKept;
         };
@@ -658,6 +679,7 @@ impl EventEngine {
         effects: &mut Effects,
     ) -> PaymentDecision {
         let now = self.state.now;
+        let latest = self.latest;
         let Some(hold) = self.holds.get(&request.hold_id) else {
             return PaymentDecision::NotKept;
         };
@@ -667,17 +689,21 @@ impl EventEngine {
         {
             return PaymentDecision::NotKept;
         }
+        // The settlement's rules (`settlement`), on the engine's own rows: the hold is kept
+        // only while it is no exchange's, and its usage counts it, being live.
         let reason = match request.outcome {
-            PaymentOutcome::Failed => Some("PAYMENT_FAILED"),
-            PaymentOutcome::Voided => Some("PAYMENT_VOIDED"),
-            PaymentOutcome::Paid if hold.expires_at <= now => Some("HOLD_EXPIRED"),
-            // The purchase limit, again at confirmation: this hold counts, being live.
-            PaymentOutcome::Paid
-                if self.usage(&request.account_id, now) > self.rules.max_tickets_per_account =>
-            {
-                Some("PURCHASE_LIMIT")
-            }
-            PaymentOutcome::Paid => None,
+            PaymentOutcome::Failed => Some(settlement::reason::PAYMENT_FAILED),
+            PaymentOutcome::Voided => Some(settlement::reason::PAYMENT_VOIDED),
+            PaymentOutcome::Paid => settlement::refusal(
+                &settlement::Confirmation {
+                    hold_status: hold.status,
+                    hold_expires_at: hold.expires_at,
+                    exchange_open: true,
+                    account_total: u64::from(self.usage(&request.account_id, now)),
+                    max_tickets_per_account: u64::from(self.rules.max_tickets_per_account),
+                },
+                latest,
+            ),
         };
         if let Some(reason) = reason {
             if let Some(ended) = self.end_hold(&request.hold_id, &mut effects.map_seats) {

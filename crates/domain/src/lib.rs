@@ -20,5 +20,6 @@ pub mod ids;
 pub mod inventory;
 pub mod order;
 pub mod seatmap;
+pub mod settlement;
 
 pub use time::OffsetDateTime;

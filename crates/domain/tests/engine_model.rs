@@ -1,6 +1,6 @@
 //! Model test of the event engine: random sequences of command groups (named seats, best
-//! available, tier quantities, releases, checkout starts, payment verdicts, replays), clock
-//! advances, and changes made
+//! available, tier quantities, releases, checkout starts, payment verdicts, replays) decided
+//! with the store's clock known within a spread, clock advances, and changes made
 //! elsewhere that reach the engine by refresh (a checkout confirming a hold, the sweeper
 //! expiring holds). Each step runs through `EventEngine` and through a naive reference that
 //! recomputes everything from a list of holds, one command at a time. After every step the
@@ -83,7 +83,8 @@ enum Cmd {
 
 #[derive(Debug, Clone)]
 enum Step {
-    Group(Vec<Cmd>),
+    /// A group decided while the store's clock is known within `[now, now + spread s]`.
+    Group(Vec<Cmd>, i64),
     Advance(i64),
     /// A checkout elsewhere confirms the n-th live seat hold.
     Confirm(usize),
@@ -116,7 +117,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        5 => proptest::collection::vec(cmd(), 1..7).prop_map(Step::Group),
+        5 => (proptest::collection::vec(cmd(), 1..7), 0i64..3).prop_map(|(cmds, spread)| Step::Group(cmds, spread)),
         2 => (0i64..8).prop_map(Step::Advance),
         1 => (0usize..10).prop_map(Step::Confirm),
         1 => Just(Step::Sweep),
@@ -202,6 +203,9 @@ struct RefHold {
 /// The reference: seats, holds and keys, everything recomputed per command.
 struct Reference {
     now: OffsetDateTime,
+    /// The latest the store's clock may read while the group is decided: a checkout or a
+    /// sale needs the hold's deadline ahead of it.
+    latest: OffsetDateTime,
     /// seat id -> (status, hold id, deadline, price)
     seats: BTreeMap<String, (SeatStatus, Option<String>, Option<OffsetDateTime>, i64)>,
     holds: Vec<RefHold>,
@@ -212,6 +216,7 @@ impl Reference {
     fn new() -> Self {
         Self {
             now: START,
+            latest: START,
             seats: all_seats()
                 .into_iter()
                 .map(|(id, price)| (id, (SeatStatus::Available, None, None, price)))
@@ -416,7 +421,7 @@ impl Reference {
     }
 
     fn checkout(&mut self, account: &str, hold_id: &str) -> Verdict {
-        let now = self.now;
+        let now = self.latest;
         let Some(hold) = self.holds.iter_mut().find(|h| h.hold_id == hold_id) else {
             return Verdict::CheckoutGone;
         };
@@ -448,7 +453,6 @@ impl Reference {
     }
 
     fn pay(&mut self, account: &str, hold_id: &str, outcome: PaymentOutcome) -> Verdict {
-        let now = self.now;
         let Some(index) = self.holds.iter().position(|h| h.hold_id == hold_id) else {
             return Verdict::PayElsewhere;
         };
@@ -465,7 +469,7 @@ impl Reference {
         let reason = match outcome {
             PaymentOutcome::Failed => Some("PAYMENT_FAILED"),
             PaymentOutcome::Voided => Some("PAYMENT_VOIDED"),
-            PaymentOutcome::Paid if hold.expires_at <= now => Some("HOLD_EXPIRED"),
+            PaymentOutcome::Paid if hold.expires_at <= self.latest => Some("HOLD_EXPIRED"),
             PaymentOutcome::Paid if used > LIMIT => Some("PURCHASE_LIMIT"),
             PaymentOutcome::Paid => None,
         };
@@ -629,7 +633,8 @@ proptest! {
         let mut next_hold = 0usize;
         for step in steps {
             match step {
-                Step::Group(cmds) => {
+                Step::Group(cmds, spread) => {
+                    reference.latest = reference.now + Duration::seconds(spread);
                     reference.expire_due();
                     let mut commands = Vec::new();
                     let mut expected = Vec::new();
@@ -676,7 +681,8 @@ proptest! {
                             }
                         }
                     }
-                    let (decisions, effects) = engine.decide(reference.now, &commands);
+                    let (decisions, effects) =
+                        engine.decide_within(reference.now, reference.latest, &commands);
                     let got: Vec<Verdict> = decisions.iter().map(verdict_of).collect();
                     prop_assert_eq!(&got, &expected);
                     let granted = got.iter().filter(|v| matches!(v, Verdict::Held { .. })).count();

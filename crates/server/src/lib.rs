@@ -237,6 +237,45 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::seatmap::stream))
 }
 
+/// The reconciler's verdicts take the routes' path (`routes::checkout::settle`): one that
+/// sells or cancels a pending order goes to its event's writer, so no verdict bypasses the
+/// event's engine while a writer keeps the event.
+struct WriterSettler(std::sync::Weak<Shared>);
+
+#[async_trait::async_trait]
+impl boxoffice_workers::payment::Settler for WriterSettler {
+    async fn settle(
+        &self,
+        operation: &boxoffice_store::checkout::PaymentOperation,
+        verdict: &boxoffice_store::checkout::ProviderVerdict,
+    ) -> boxoffice_store::StoreResult<Option<boxoffice_store::checkout::Settled>> {
+        let Some(shared) = self.0.upgrade() else {
+            return Err(boxoffice_store::StoreError::Unavailable(
+                "the server is shutting down".into(),
+            ));
+        };
+        let state = AppState(shared);
+        let (order, event) = if routes::checkout::may_settle_order(operation.status) {
+            (
+                state.workers_store.order_head(&operation.order_id).await?,
+                state.event(&operation.event_id).await.ok(),
+            )
+        } else {
+            (None, None)
+        };
+        routes::checkout::settle(
+            &state,
+            event,
+            operation,
+            verdict,
+            order.as_ref(),
+            None,
+            None,
+        )
+        .await
+    }
+}
+
 /// The OpenAPI document, generated from the handlers' annotations.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     api_router().into_openapi()
@@ -263,7 +302,8 @@ impl AppState {
             waitroom: waitroom.clone(),
             store: workers_store.clone(),
         };
-        Ok(Self(Arc::new(Shared {
+        let verifier = TokenVerifier::hs256(jwt_secret)?;
+        Ok(Self(Arc::new_cyclic(|shared| Shared {
             relay: OutboxRelay::new(
                 workers_store.clone(),
                 config.provider.clone(),
@@ -271,7 +311,8 @@ impl AppState {
             )
             .with_listener(Arc::new(slots)),
             waitroom,
-            reconciler: PaymentReconciler::new(workers_store.clone(), config.provider.clone()),
+            reconciler: PaymentReconciler::new(workers_store.clone(), config.provider.clone())
+                .with_settler(Arc::new(WriterSettler(shared.clone()))),
             workers_store,
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
@@ -289,7 +330,7 @@ impl AppState {
             lookup: lookup::AnswerLookup::new(store.clone()),
             seatmaps: SeatMaps::new(store.clone()),
             store,
-            verifier: TokenVerifier::hs256(jwt_secret)?,
+            verifier,
             in_flight: InFlight::default(),
             checkout_turns: turns::CheckoutTurns::default(),
             events: Arc::default(),

@@ -270,8 +270,9 @@ impl EventWriters {
     /// Applies a checkout's payment verdict on the event's writer: sold (or cancelled when
     /// the hold lapsed or the limit is exceeded) or cancelled for a decline, with the
     /// operation, the order, the outbox messages and the stored answer in the same group.
-    /// Only a first verdict (`Authorized`, `Captured`, `Failed`, `Voided`) of an operation
-    /// still `AUTHORIZING` belongs here; a hold the engine does not keep in checkout goes to
+    /// Only a verdict that sells or cancels a pending order (`Authorized`, `Captured`,
+    /// `Failed`, `Voided` of an operation not settled yet: `AUTHORIZING`, `UNKNOWN`,
+    /// `REQUIRES_ACTION`) belongs here; a hold the engine does not keep in checkout goes to
     /// the store's own settlement.
     pub async fn settle(
         &self,
@@ -462,18 +463,24 @@ impl GroupTurn for Turn {
     }
 }
 
-/// The store's clock as this process estimates it, from below.
+/// The store's clock as this process estimates it: from below, and within the round trip
+/// that measured it.
 #[derive(Debug, Clone, Copy)]
 struct StoreClock {
     /// Store clock minus local clock, when last measured (the measurement's latency makes it
-    /// an underestimate, which is the safe side).
+    /// an underestimate, which is the safe side for taking seats).
     offset: Duration,
+    /// How far the true offset may be above `offset`: the time from sending the call that
+    /// read the store's clock to its answer.
+    spread: Duration,
 }
 
 impl StoreClock {
-    fn measured(store_now: OffsetDateTime) -> Self {
+    /// From `store_now`, read by a call sent at `sent`.
+    fn measured(store_now: OffsetDateTime, sent: Instant) -> Self {
         Self {
             offset: store_now - OffsetDateTime::now_utc(),
+            spread: Duration::try_from(sent.elapsed()).unwrap_or(Duration::ZERO),
         }
     }
 
@@ -481,10 +488,19 @@ impl StoreClock {
     /// latency, never ahead: the store refuses a group whose clock is ahead of its own), in
     /// whole milliseconds like the store's own.
     fn now(&self) -> OffsetDateTime {
-        let t = OffsetDateTime::now_utc() + self.offset;
-        let ms = t.unix_timestamp_nanos() / 1_000_000;
-        OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000).unwrap_or(t)
+        whole_ms(OffsetDateTime::now_utc() + self.offset)
     }
+
+    /// The latest the store's clock can read now, a whole millisecond up: a checkout or a
+    /// sale is decided against it, so a hold a reader saw expired stays expired.
+    fn latest(&self) -> OffsetDateTime {
+        whole_ms(OffsetDateTime::now_utc() + self.offset + self.spread) + Duration::MILLISECOND
+    }
+}
+
+fn whole_ms(t: OffsetDateTime) -> OffsetDateTime {
+    let ms = t.unix_timestamp_nanos() / 1_000_000;
+    OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000).unwrap_or(t)
 }
 
 struct Writer {
@@ -530,6 +546,7 @@ impl Writer {
             engine: None,
             clock: StoreClock {
                 offset: Duration::ZERO,
+                spread: Duration::ZERO,
             },
             next_seq: 0,
             contiguous: 0,
@@ -669,13 +686,14 @@ impl Writer {
     /// again gets the error and the writer tries again on the next command.
     async fn reload(&mut self) {
         metrics::counter!("boxoffice_writer_loads_total").increment(1);
+        let sent = Instant::now();
         match self
             .engine_store
             .engine_load(&self.event, &self.endpoint)
             .await
         {
             Ok((snapshot, store_now)) => {
-                self.clock = StoreClock::measured(store_now);
+                self.clock = StoreClock::measured(store_now, sent);
                 self.next_seq = snapshot.writer_seq + 1;
                 self.contiguous = snapshot.version;
                 let engine = EventEngine::load(self.event.rules(), snapshot, self.clock.now());
@@ -763,12 +781,13 @@ impl Writer {
     /// Decides `jobs` on the engine and starts their group's commit.
     fn decide(&mut self, mut jobs: Vec<Job>) -> Commit {
         let now = self.clock.now();
+        let latest = self.clock.latest();
         let engine = self
             .engine
             .as_mut()
             .expect("decide runs on a loaded engine");
         let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
-        let (decisions, effects) = engine.decide(now, &commands);
+        let (decisions, effects) = engine.decide_within(now, latest, &commands);
         for decision in &decisions {
             let (kind, decided) = match decision {
                 Decision::Hold(_) => ("hold", true),
@@ -929,7 +948,7 @@ impl Writer {
         match result {
             Ok(committed) if !self.broken => {
                 boxoffice_workers::crash::point("hold_committed");
-                self.clock = StoreClock::measured(committed.store_now);
+                self.clock = StoreClock::measured(committed.store_now, pending.started);
                 if committed.previous_version == self.contiguous {
                     self.contiguous = committed.version;
                 } else {

@@ -27,6 +27,7 @@ stories!(
     captures_racing_on_a_confirmed_order_apply_once,
     tickets_of_several_orders_are_issued_once,
     captures_of_a_round_apply_only_to_confirmed_orders,
+    later_verdicts_are_decided_by_the_writer,
 );
 
 /// The payment operation of an order, read from the store.
@@ -1230,5 +1231,71 @@ async fn postgres_ticket_issued_during_a_compensation_is_counted() {
         .execute(&pool)
         .await
         .unwrap();
+    app.finish().await;
+}
+
+/// The event's writer sequence: one more for every group an event writer committed (the
+/// store's own settlement leaves it as it is).
+async fn writer_seq(app: &TestApp, event_id: &str) -> i64 {
+    if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT writer_seq FROM seatmap WHERE event_id = $1")
+            .bind(event_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT writer_seq FROM seatmap WHERE event_id = ?1")
+            .bind(event_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    }
+}
+
+/// A verdict that sells a pending order after its first answer — the webhook after 3-D
+/// Secure, the reconciler's after a lost answer — is decided by the event's writer, in a
+/// group of its own (the writer sequence moves by one), not by the store's settlement
+/// beside it; the sale is complete and the seat sold.
+async fn later_verdicts_are_decided_by_the_writer(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    for (seat, card) in [
+        ("A-4-1", "pm_card_threeDSecure2Required"),
+        ("A-4-2", "pm_sim_timeout"),
+    ] {
+        let lost = card == "pm_sim_timeout";
+        // Without webhooks, only the reconciler can learn a lost answer.
+        app.sim
+            .sim
+            .set_webhook_url((!lost).then(|| format!("{}/v1/payments/webhooks/stripe", app.base)));
+        let hold_id = hold_seats(&app, "ann", &event_id, &[seat]).await;
+        let started = checkout(&app, "ann", &hold_id, seat, card).await.json();
+        assert_eq!(started["orderStatus"], "PENDING_PAYMENT", "{started}");
+        let before = writer_seq(&app, &event_id).await;
+        if lost {
+            assert_eq!(started["paymentStatus"], "UNKNOWN", "{started}");
+        } else {
+            assert_eq!(started["paymentStatus"], "REQUIRES_ACTION", "{started}");
+            let url = started["nextAction"]["url"]
+                .as_str()
+                .expect("a 3-D Secure URL");
+            let completed = app.http.post(url).send().await.unwrap();
+            assert!(completed.status().is_success());
+        }
+        let order_id = started["orderId"].as_str().unwrap();
+        let order = order_until(&app, "ann", order_id, |o| o["orderStatus"] == "CONFIRMED").await;
+        assert_eq!(order["seats"][0]["seatId"], seat, "{order}");
+        assert_eq!(
+            writer_seq(&app, &event_id).await,
+            before + 1,
+            "{card}: the sale was not the writer's group"
+        );
+        let hold = app
+            .get(&token("ann"), &format!("/v1/holds/{hold_id}"))
+            .await
+            .json();
+        assert_eq!(hold["status"], "CONFIRMED", "{hold}");
+    }
+    app.db.assert_invariants().await;
     app.finish().await;
 }

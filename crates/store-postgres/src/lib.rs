@@ -12,8 +12,6 @@ mod engine;
 mod exchange;
 mod seatmap;
 
-pub use checkout::unknown_backoff_s;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,6 +9,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
+use boxoffice_domain::settlement::{self, Confirmation, Step, Undo};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
     ProviderVerdict, RenderOrder, Settled, SignTicket, TicketView, payment_undo, ticket_drafts,
@@ -37,13 +38,6 @@ const OPERATION_COLUMNS: &str =
 /// `t + secs` in unix ms (PostgreSQL's `t + make_interval(secs => secs)`, to the millisecond).
 fn plus_secs_ms(t: OffsetDateTime, secs: f64) -> i64 {
     to_ms(t).saturating_add((secs * 1000.0).round() as i64)
-}
-
-/// How long to wait before asking the provider again about an operation whose outcome is
-/// unknown: 1, 2, 4, ... seconds, at most a minute. The same formula as
-/// `boxoffice_store_postgres::unknown_backoff_s` (not a dependency of this crate).
-fn unknown_backoff_s(n_attempts: u32) -> f64 {
-    f64::from(1u32 << n_attempts.min(6)).min(60.0)
 }
 
 fn parse_order_status(raw: &str) -> StoreResult<OrderStatus> {
@@ -216,35 +210,24 @@ async fn cancel_pending_order(
     Ok(true)
 }
 
-/// Confirms a pending order whose hold is still in checkout and within its deadline: seats
-/// `SOLD`, tier units sold, hold `CONFIRMED`, order `CONFIRMED`, capture and ticket issuance
-/// queued. Returns the reason when it cannot.
-async fn confirm_order(
+/// What the settlement's rules (`settlement::refusal`) need to know about a pending order's
+/// hold before it is sold, read under the write lock: the hold itself, whether its exchange
+/// (if it is an exchange's) still waits for this payment, and what else the account holds and
+/// owns in the event (less what an exchange of this hold gives up there).
+async fn confirmation_of(
     tx: &mut Transaction<'_, Sqlite>,
-    order: &OrderView,
     hold: &HoldView,
-    operation_id: &str,
-    max_tickets_per_account: i64,
     now: OffsetDateTime,
-    map: &mut MapChanges,
-) -> StoreResult<Result<(), &'static str>> {
-    let hold_ok = hold.status == HoldStatus::PaymentPending && hold.expires_at > now;
-    if !hold_ok {
-        return Ok(Err("HOLD_EXPIRED"));
-    }
-    if !crate::exchange::still_open(tx, &hold.hold_id).await? {
-        return Ok(Err("EXCHANGE_ENDED"));
-    }
-    // The purchase limit, re-checked at confirmation: other live or confirmed holds of the
-    // account for this event, minus what an exchange of this hold gives up here, plus this
-    // one.
-    let others: i64 = sqlx::query_scalar(
-        "SELECT coalesce(sum(quantity - exchanged_out), 0)
+) -> StoreResult<Confirmation> {
+    let exchange_open = crate::exchange::still_open(tx, &hold.hold_id).await?;
+    let (others, max): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT coalesce(sum(quantity - exchanged_out), 0)
+                   FROM hold
+                  WHERE event_id = ?1 AND account_id = ?2 AND hold_id <> ?3
+                    AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > ?4)))
                 - coalesce((SELECT json_array_length(ticket_ids) FROM exchange
-                             WHERE new_hold_id = ?3 AND from_event_id = ?1 AND status = 'PAYMENT_REQUIRED'), 0)
-           FROM hold
-          WHERE event_id = ?1 AND account_id = ?2 AND hold_id <> ?3
-            AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > ?4))",
+                             WHERE new_hold_id = ?3 AND from_event_id = ?1 AND status = 'PAYMENT_REQUIRED'), 0),
+                (SELECT max_tickets_per_account FROM event WHERE event_id = ?1)",
     )
     .bind(&hold.event_id)
     .bind(&hold.account_id)
@@ -253,9 +236,26 @@ async fn confirm_order(
     .fetch_one(&mut **tx)
     .await
     .map_err(classify)?;
-    if others + i64::from(hold.quantity) > max_tickets_per_account {
-        return Ok(Err("PURCHASE_LIMIT"));
-    }
+    Ok(Confirmation {
+        hold_status: hold.status,
+        hold_expires_at: hold.expires_at,
+        exchange_open,
+        account_total: u64::try_from(others.max(0)).unwrap_or(0) + u64::from(hold.quantity),
+        max_tickets_per_account: u64::try_from(max.max(0)).unwrap_or(0),
+    })
+}
+
+/// Sells a pending order's hold (the settlement's rules found nothing against it): seats
+/// `SOLD`, tier units sold, hold `CONFIRMED`, order `CONFIRMED`, capture and ticket issuance
+/// queued. Every write is conditional on the rows as the rules saw them.
+async fn confirm_order(
+    tx: &mut Transaction<'_, Sqlite>,
+    order: &OrderView,
+    hold: &HoldView,
+    operation_id: &str,
+    now: OffsetDateTime,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
     if hold.tier_id.is_none() {
         let sold = sqlx::query(
             "UPDATE seat SET status = 'SOLD', order_id = ?3, hold_expires_at = NULL, version = version + 1
@@ -338,7 +338,7 @@ async fn confirm_order(
         now,
     )
     .await?;
-    Ok(Ok(()))
+    Ok(())
 }
 
 impl crate::SqliteStore {
@@ -558,23 +558,11 @@ impl crate::SqliteStore {
         let order = load_order_tx(&mut tx, &operation.order_id).await?;
         let hold = fetch_hold_tx(&mut tx, &order.hold_id).await?;
         let target = verdict.payment_status();
-        let mut changed = false;
         let mut map = MapChanges::default();
-        if current.status.can_become(target) {
-            changed = true;
-            let (next_action_url, retry_after_s) = match verdict {
-                ProviderVerdict::RequiresAction {
-                    next_action_url, ..
-                } => (next_action_url.clone(), OPERATION_RECHECK_S),
-                ProviderVerdict::Unknown { .. } => (None, unknown_backoff_s(current.n_attempts)),
-                _ => (None, OPERATION_RECHECK_S),
-            };
-            let last_error = match verdict {
-                ProviderVerdict::Failed { reason, .. } | ProviderVerdict::Unknown { reason } => {
-                    Some(reason.clone())
-                }
-                _ => None,
-            };
+        let step = settlement::step(current.status, target, order.status);
+        let changed = step != Step::Stale;
+        if changed {
+            let update = verdict.operation_update(current.n_attempts);
             sqlx::query(
                 "UPDATE payment_operation
                     SET status = ?2, provider_ref = coalesce(provider_ref, ?3), next_action_url = ?4, last_error = ?5,
@@ -584,51 +572,38 @@ impl crate::SqliteStore {
             .bind(operation_id)
             .bind(target.as_str())
             .bind(verdict.provider_ref())
-            .bind(next_action_url)
-            .bind(last_error)
+            .bind(update.next_action_url)
+            .bind(update.last_error)
             .bind(to_ms(now))
-            .bind(plus_secs_ms(now, retry_after_s))
+            .bind(plus_secs_ms(now, update.recheck_after_s))
             .bind(current.status.as_str())
             .execute(&mut *tx)
             .await
             .map_err(classify)?;
-            match target {
-                PaymentStatus::Authorized | PaymentStatus::Captured => {
-                    if order.status == OrderStatus::PendingPayment {
-                        let max: i64 = sqlx::query_scalar(
-                            "SELECT max_tickets_per_account FROM event WHERE event_id = ?1",
-                        )
-                        .bind(&order.event_id)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(classify)?;
-                        if let Err(reason) =
-                            confirm_order(&mut tx, &order, &hold, operation_id, max, now, &mut map)
-                                .await?
-                        {
-                            cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map)
-                                .await?;
-                            undo_later(&mut tx, &order.event_id, &current, target, reason, now)
+        }
+        match step {
+            Step::Stale | Step::Record => {}
+            Step::Confirm => {
+                let confirmation = confirmation_of(&mut tx, &hold, now).await?;
+                match settlement::refusal(&confirmation, now) {
+                    None => {
+                        confirm_order(&mut tx, &order, &hold, operation_id, now, &mut map).await?;
+                    }
+                    Some(reason) => {
+                        cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map).await?;
+                        if let Some(undo) = Undo::of(target) {
+                            undo_later(&mut tx, &order.event_id, &current, undo, reason, now)
                                 .await?;
                         }
-                    } else if order.status == OrderStatus::Cancelled {
-                        // A late authorization of a cancelled order is voided, never
-                        // confirmed; a late capture is refunded.
-                        let reason = order.cancel_reason.as_deref().unwrap_or("CANCELLED");
-                        undo_later(&mut tx, &order.event_id, &current, target, reason, now).await?;
                     }
                 }
-                PaymentStatus::Failed | PaymentStatus::Voided => {
-                    let reason = if target == PaymentStatus::Failed {
-                        "PAYMENT_FAILED"
-                    } else {
-                        "PAYMENT_VOIDED"
-                    };
-                    cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map).await?;
-                }
-                PaymentStatus::Authorizing
-                | PaymentStatus::RequiresAction
-                | PaymentStatus::Unknown => {}
+            }
+            Step::Cancel { reason } => {
+                cancel_pending_order(&mut tx, &order, &hold, reason, now, &mut map).await?;
+            }
+            Step::GiveBack(undo) => {
+                let reason = order.cancel_reason.as_deref().unwrap_or("CANCELLED");
+                undo_later(&mut tx, &order.event_id, &current, undo, reason, now).await?;
             }
         }
         let order = load_order_tx(&mut tx, &operation.order_id).await?;
@@ -897,7 +872,8 @@ impl crate::SqliteStore {
         // A failed capture leaves an authorization to void; a capture that did go through
         // after all can only be refunded.
         let current = fetch_operation_tx(&mut tx, operation_id).await?;
-        undo_later(&mut tx, event_id, &current, current.status, reason, now).await?;
+        let undo = Undo::of(current.status).unwrap_or(Undo::Void);
+        undo_later(&mut tx, event_id, &current, undo, reason, now).await?;
         outbox(
             &mut tx,
             event_id,
@@ -1053,11 +1029,11 @@ async fn undo_later(
     tx: &mut Transaction<'_, Sqlite>,
     event_id: &str,
     operation: &PaymentOperation,
-    status: PaymentStatus,
+    undo: Undo,
     reason: &str,
     now: OffsetDateTime,
 ) -> StoreResult<()> {
-    let (topic, payload) = payment_undo(operation, status, reason);
+    let (topic, payload) = payment_undo(operation, undo, reason);
     outbox(tx, event_id, topic, payload, now).await
 }
 

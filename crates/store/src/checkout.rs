@@ -5,6 +5,7 @@
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
+use boxoffice_domain::settlement::Undo;
 
 use crate::HeldSeat;
 
@@ -235,16 +236,15 @@ pub mod topic {
     pub const REFUND_DUE: &str = "refund.due";
 }
 
-/// What gives the money back for an order that lost its seats, by the payment's status now:
-/// an authorization is voided; a capture (a provider that authorizes and captures at once,
-/// or a late `Captured` verdict) can only be refunded.
+/// The outbox message that gives an order's money back ([`Undo`], decided by
+/// `boxoffice_domain::settlement`): a void of the authorization, or a refund of a capture.
 pub fn payment_undo(
     operation: &PaymentOperation,
-    status: PaymentStatus,
+    undo: Undo,
     reason: &str,
 ) -> (&'static str, serde_json::Value) {
-    if status == PaymentStatus::Captured {
-        (
+    match undo {
+        Undo::Refund => (
             topic::REFUND_DUE,
             serde_json::json!({
                 "orderId": operation.order_id,
@@ -253,11 +253,47 @@ pub fn payment_undo(
                 "currency": operation.currency,
                 "reason": reason,
             }),
-        )
-    } else {
-        (
+        ),
+        Undo::Void => (
             topic::PAYMENT_VOID,
             serde_json::json!({"operationId": operation.operation_id}),
-        )
+        ),
+    }
+}
+
+/// How long to wait before asking the provider again about an operation whose outcome is
+/// unknown: 1, 2, 4, ... seconds, at most a minute.
+pub fn unknown_backoff_s(n_attempts: u32) -> f64 {
+    f64::from(1u32 << n_attempts.min(6)).min(60.0)
+}
+
+/// The payment operation's row after a verdict, beside its new status: where the shopper
+/// goes for 3-D Secure, the provider's error, and when the reconciler looks again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationUpdate {
+    pub next_action_url: Option<String>,
+    pub last_error: Option<String>,
+    pub recheck_after_s: f64,
+}
+
+impl ProviderVerdict {
+    /// The operation's other columns once it takes this verdict, `n_attempts` calls made.
+    pub fn operation_update(&self, n_attempts: u32) -> OperationUpdate {
+        let (next_action_url, recheck_after_s) = match self {
+            Self::RequiresAction {
+                next_action_url, ..
+            } => (next_action_url.clone(), OPERATION_RECHECK_S),
+            Self::Unknown { .. } => (None, unknown_backoff_s(n_attempts)),
+            _ => (None, OPERATION_RECHECK_S),
+        };
+        let last_error = match self {
+            Self::Failed { reason, .. } | Self::Unknown { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        OperationUpdate {
+            next_action_url,
+            last_error,
+            recheck_after_s,
+        }
     }
 }

@@ -137,8 +137,8 @@ impl SettleWrite {
                     topic::ORDER_CANCELLED,
                     serde_json::json!({"orderId": order_id, "reason": reason}),
                 )];
-                if paid {
-                    messages.push(crate::checkout::payment_undo(operation, to_status, reason));
+                if paid && let Some(undo) = boxoffice_domain::settlement::Undo::of(to_status) {
+                    messages.push(crate::checkout::payment_undo(operation, undo, reason));
                 }
                 messages
             }

@@ -1,13 +1,13 @@
 //! Turning what the payment provider answered into a [`ProviderVerdict`] the store applies,
-//! and the one "authorize, then settle" step that checkout and the reconciler share.
+//! the provider's authorization call that checkout and the reconciler share, and where a
+//! verdict is applied ([`Settler`]).
 
 use std::sync::Arc;
 
-use boxoffice_domain::idempotency::IdempotencyScope;
 use boxoffice_payments::{
     AuthorizeRequest, PaymentProvider, ProviderError, ProviderPayment, ProviderStatus,
 };
-use boxoffice_store::checkout::{PaymentOperation, ProviderVerdict, RenderOrder, Settled};
+use boxoffice_store::checkout::{PaymentOperation, ProviderVerdict, Settled};
 use boxoffice_store::{Store, StoreResult};
 
 /// The verdict a provider's view of a payment implies. `Processing` is not an outcome yet:
@@ -69,17 +69,37 @@ pub async fn authorize(
     verdict
 }
 
-/// Asks the provider to authorize `operation` (again: the operation id is the idempotency
-/// key, so a retry returns the first attempt's payment) and applies the answer in the store.
-/// Called outside any store transaction.
-pub async fn authorize_and_settle(
-    store: &Arc<dyn Store>,
-    provider: &Arc<dyn PaymentProvider>,
-    operation: &PaymentOperation,
-    answer: Option<(&IdempotencyScope, &RenderOrder)>,
-) -> StoreResult<Option<Settled>> {
-    let verdict = authorize(provider, operation).await;
-    store
-        .settle_payment(&operation.operation_id, &verdict, None, answer)
-        .await
+/// Where a verdict is applied. [`StoreSettler`], the store's own settlement, by default;
+/// `serve` gives the reconciler one that sends a verdict that sells or cancels a pending
+/// order to its event's writer, so the event's engine decides it with the event's other
+/// commands.
+#[async_trait::async_trait]
+pub trait Settler: Send + Sync {
+    async fn settle(
+        &self,
+        operation: &PaymentOperation,
+        verdict: &ProviderVerdict,
+    ) -> StoreResult<Option<Settled>>;
+}
+
+/// The store's own settlement (one transaction, the rules of `boxoffice_domain::settlement`).
+pub struct StoreSettler(pub Arc<dyn Store>);
+
+impl std::fmt::Debug for StoreSettler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSettler").finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl Settler for StoreSettler {
+    async fn settle(
+        &self,
+        operation: &PaymentOperation,
+        verdict: &ProviderVerdict,
+    ) -> StoreResult<Option<Settled>> {
+        self.0
+            .settle_payment(&operation.operation_id, verdict, None, None)
+            .await
+    }
 }

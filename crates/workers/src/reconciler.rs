@@ -12,7 +12,7 @@ use boxoffice_payments::PaymentProvider;
 use boxoffice_store::{Store, StoreError};
 use tokio::sync::Notify;
 
-use crate::payment::{authorize_and_settle, verdict_of, verdict_of_error};
+use crate::payment::{Settler, StoreSettler, authorize, verdict_of, verdict_of_error};
 
 /// Operations looked at per round.
 pub const RECONCILE_BATCH_MAX: u32 = 100;
@@ -25,6 +25,8 @@ pub const RECONCILE_PENDING_RECHECK_S: f64 = 5.0;
 pub struct PaymentReconciler {
     store: Arc<dyn Store>,
     provider: Arc<dyn PaymentProvider>,
+    /// Where the verdicts it learns are applied.
+    settler: Arc<dyn Settler>,
     poke: Arc<Notify>,
 }
 
@@ -44,10 +46,17 @@ pub struct ReconcileReport {
 impl PaymentReconciler {
     pub fn new(store: Arc<dyn Store>, provider: Arc<dyn PaymentProvider>) -> Self {
         Self {
+            settler: Arc::new(StoreSettler(store.clone())),
             store,
             provider,
             poke: Arc::new(Notify::new()),
         }
+    }
+
+    /// Applies the verdicts it learns through `settler` instead of the store's own settlement.
+    pub fn with_settler(mut self, settler: Arc<dyn Settler>) -> Self {
+        self.settler = settler;
+        self
     }
 
     pub fn poke(&self) {
@@ -73,9 +82,7 @@ impl PaymentReconciler {
                         Ok(payment) => verdict_of(&payment),
                         Err(error) => verdict_of_error(&error),
                     };
-                    self.store
-                        .settle_payment(&operation.operation_id, &verdict, None, None)
-                        .await?
+                    self.settler.settle(&operation, &verdict).await?
                 }
                 // We know the payment: ask where it stands.
                 (_, Some(provider_ref)) => {
@@ -83,13 +90,12 @@ impl PaymentReconciler {
                         Ok(payment) => verdict_of(&payment),
                         Err(error) => verdict_of_error(&error),
                     };
-                    self.store
-                        .settle_payment(&operation.operation_id, &verdict, None, None)
-                        .await?
+                    self.settler.settle(&operation, &verdict).await?
                 }
                 // We never heard back: the same authorization again (idempotent by id).
                 (_, None) => {
-                    authorize_and_settle(&self.store, &self.provider, &operation, None).await?
+                    let verdict = authorize(&self.provider, &operation).await;
+                    self.settler.settle(&operation, &verdict).await?
                 }
             };
             let still_open = settled.as_ref().is_none_or(|s| !s.changed);

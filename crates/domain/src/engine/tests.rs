@@ -262,3 +262,62 @@ fn a_mass_lapse_is_spread_over_groups() {
     assert_eq!(engine.next_deadline(), None);
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
+
+#[test]
+fn a_hold_that_may_have_lapsed_by_the_stores_clock_is_neither_checked_out_nor_sold() {
+    let checkout = |key: &str| {
+        Command::Checkout(CheckoutRequest {
+            account_id: "a".into(),
+            hold_id: format!("h-a-{key}"),
+            order_id: format!("o-{key}"),
+            grace_s: 60,
+        })
+    };
+    let mut engine = engine(2);
+    engine.decide(
+        NOW,
+        &[
+            hold("a", "1", seats(&["A-1-1"])),
+            hold("a", "2", seats(&["A-1-2"])),
+        ],
+    );
+    // Both deadlines are NOW + 300 s; the store's clock is known to be within 10 ms below
+    // them, or past them.
+    let deadline = NOW + Duration::seconds(300);
+    let (decisions, effects) = engine.decide_within(
+        deadline - Duration::milliseconds(5),
+        deadline + Duration::milliseconds(5),
+        &[checkout("1")],
+    );
+    assert_eq!(decisions, [Decision::Checkout(CheckoutDecision::Expired)]);
+    assert!(effects.checkouts_started.is_empty());
+    // Known to be before the deadline: the checkout starts.
+    let (decisions, _) = engine.decide_within(
+        deadline - Duration::milliseconds(10),
+        deadline - Duration::milliseconds(1),
+        &[checkout("2")],
+    );
+    assert!(matches!(
+        decisions[0],
+        Decision::Checkout(CheckoutDecision::Started { .. })
+    ));
+    // Its money comes when the store's clock may be past the grace deadline: cancelled.
+    let grace = deadline + Duration::seconds(60);
+    let (decisions, effects) = engine.decide_within(
+        grace - Duration::milliseconds(3),
+        grace,
+        &[Command::Payment(PaymentRequest {
+            account_id: "a".into(),
+            hold_id: "h-a-2".into(),
+            outcome: PaymentOutcome::Paid,
+        })],
+    );
+    assert_eq!(
+        decisions,
+        [Decision::Payment(PaymentDecision::Cancelled {
+            reason: settlement::reason::HOLD_EXPIRED
+        })]
+    );
+    assert_eq!(effects.checkouts_cancelled.len(), 1);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_domain::order::PaymentStatus;
+use boxoffice_domain::settlement::{self, Step};
 use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -396,17 +397,16 @@ impl Stage {
     }
 }
 
-/// A checkout's first payment verdict (`Authorized`, `Captured`, `Failed` or `Voided` for an
-/// operation still `AUTHORIZING`) through the event's writer, whichever way it came (the
-/// provider's answer or its webhook): every first verdict of a hold is decided in the
-/// writer's groups, so they never race each other at the store. `None`: the store's own
-/// settlement must apply it (another kind of verdict, or the writer was full or failed —
-/// a verdict is never lost).
-/// Applies a payment verdict: a first verdict through the writer (`settle_by_writer`), any
-/// other, or one the writer did not take, by the store's own settlement. `scope`: the
-/// checkout request whose answer is stored with it; `webhook`: the provider event that
-/// brought it.
-async fn settle(
+/// Applies a payment verdict, whichever way it came (the provider's answer to a checkout, its
+/// webhook, the reconciler's look): a verdict that sells or cancels a pending order
+/// (`settlement::Step::Confirm` or `Cancel`) goes to the event's writer (`settle_by_writer`),
+/// so it is decided by the event's engine beside the event's other commands and never races
+/// them at the store; any other (3-D Secure asked, an answer lost, the capture of a sold
+/// order, money to give back), or one the writer did not take (an exchange's hold, a full or
+/// failing writer: a verdict is never lost), by the store's own settlement, which applies
+/// the same rules. `scope`: the checkout request whose answer is stored with it; `webhook`:
+/// the provider event that brought it.
+pub(crate) async fn settle(
     state: &AppState,
     event: Option<std::sync::Arc<boxoffice_store::EventRecord>>,
     operation: &boxoffice_store::checkout::PaymentOperation,
@@ -433,6 +433,16 @@ async fn settle(
         .await
 }
 
+/// Whether a verdict on an operation in `status` may still sell or cancel its order: only
+/// before the order settled (an `AUTHORIZED` operation's order settled in the same
+/// transaction).
+pub(crate) fn may_settle_order(status: PaymentStatus) -> bool {
+    matches!(
+        status,
+        PaymentStatus::Authorizing | PaymentStatus::Unknown | PaymentStatus::RequiresAction
+    )
+}
+
 async fn settle_by_writer(
     state: &AppState,
     event: Option<std::sync::Arc<boxoffice_store::EventRecord>>,
@@ -441,16 +451,11 @@ async fn settle_by_writer(
     order: &OrderView,
     scope: Option<&IdempotencyScope>,
 ) -> Option<boxoffice_store::StoreResult<Option<boxoffice_store::checkout::Settled>>> {
-    let first_verdict = operation.status == PaymentStatus::Authorizing
-        && order.status == boxoffice_domain::order::OrderStatus::PendingPayment
-        && matches!(
-            verdict.payment_status(),
-            PaymentStatus::Authorized
-                | PaymentStatus::Captured
-                | PaymentStatus::Failed
-                | PaymentStatus::Voided
-        );
-    let event = event.filter(|_| first_verdict)?;
+    let moves_inventory = matches!(
+        settlement::step(operation.status, verdict.payment_status(), order.status),
+        Step::Confirm | Step::Cancel { .. }
+    );
+    let event = event.filter(|_| moves_inventory)?;
     let context = crate::writer::SettleContext {
         operation: operation.clone(),
         verdict: verdict.clone(),
@@ -617,9 +622,9 @@ pub async fn webhook(
     if !operation.status.can_become(verdict.payment_status()) {
         return Ok(axum::Json(serde_json::json!({"received": true})).into_response());
     }
-    // A first verdict of a checkout goes to the event's writer, like the provider's answer to
-    // the checkout request, so the two never race at the store.
-    let (order, found) = if operation.status == PaymentStatus::Authorizing {
+    // A verdict that may still sell or cancel the order goes to the event's writer, like the
+    // provider's answer to the checkout request, so the two never race at the store.
+    let (order, found) = if may_settle_order(operation.status) {
         (
             state.store.order_head(&operation.order_id).await?,
             state.event(&operation.event_id).await.ok(),
