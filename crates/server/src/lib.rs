@@ -240,7 +240,11 @@ fn api_router() -> OpenApiRouter<AppState> {
 /// The reconciler's verdicts take the routes' path (`routes::checkout::settle`): one that
 /// sells or cancels a pending order goes to its event's writer, so no verdict bypasses the
 /// event's engine while a writer keeps the event.
-struct WriterSettler(std::sync::Weak<Shared>);
+struct WriterSettler {
+    shared: std::sync::Weak<Shared>,
+    /// The store's own settlement once the server is gone (a reconciler still running).
+    store: Arc<dyn Store>,
+}
 
 #[async_trait::async_trait]
 impl boxoffice_workers::payment::Settler for WriterSettler {
@@ -249,10 +253,11 @@ impl boxoffice_workers::payment::Settler for WriterSettler {
         operation: &boxoffice_store::checkout::PaymentOperation,
         verdict: &boxoffice_store::checkout::ProviderVerdict,
     ) -> boxoffice_store::StoreResult<Option<boxoffice_store::checkout::Settled>> {
-        let Some(shared) = self.0.upgrade() else {
-            return Err(boxoffice_store::StoreError::Unavailable(
-                "the server is shutting down".into(),
-            ));
+        let Some(shared) = self.shared.upgrade() else {
+            return self
+                .store
+                .settle_payment(&operation.operation_id, verdict, None, None)
+                .await;
         };
         let state = AppState(shared);
         let (order, event) = if routes::checkout::may_settle_order(operation.status) {
@@ -312,7 +317,10 @@ impl AppState {
             .with_listener(Arc::new(slots)),
             waitroom,
             reconciler: PaymentReconciler::new(workers_store.clone(), config.provider.clone())
-                .with_settler(Arc::new(WriterSettler(shared.clone()))),
+                .with_settler(Arc::new(WriterSettler {
+                    shared: shared.clone(),
+                    store: workers_store.clone(),
+                })),
             workers_store,
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),

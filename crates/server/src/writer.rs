@@ -476,11 +476,17 @@ struct StoreClock {
 }
 
 impl StoreClock {
-    /// From `store_now`, read by a call sent at `sent`.
+    /// From `store_now`, read by a call sent at `sent` and answered now.
     fn measured(store_now: OffsetDateTime, sent: Instant) -> Self {
+        Self::read(store_now, Instant::now(), sent.elapsed())
+    }
+
+    /// From `store_now`, read by a round trip of `round_trip` answered at `answered`.
+    fn read(store_now: OffsetDateTime, answered: Instant, round_trip: StdDuration) -> Self {
+        let answered_utc = OffsetDateTime::now_utc() - answered.elapsed();
         Self {
-            offset: store_now - OffsetDateTime::now_utc(),
-            spread: Duration::try_from(sent.elapsed()).unwrap_or(Duration::ZERO),
+            offset: store_now - answered_utc,
+            spread: Duration::try_from(round_trip).unwrap_or(Duration::ZERO),
         }
     }
 
@@ -879,16 +885,16 @@ impl Writer {
                 to_status,
                 PaymentStatus::Authorized | PaymentStatus::Captured
             );
+            let update = context
+                .verdict
+                .operation_update(context.operation.n_attempts);
             settlements.push(SettleWrite {
                 index,
                 operation_id: context.operation.operation_id.clone(),
-                from_status: context.operation.status,
                 to_status,
                 provider_ref: context.verdict.provider_ref().map(str::to_owned),
-                last_error: match &context.verdict {
-                    ProviderVerdict::Failed { reason, .. } => Some(reason.clone()),
-                    _ => None,
-                },
+                last_error: update.last_error,
+                recheck_after_s: update.recheck_after_s,
                 order_id: context.order.order_id.clone(),
                 order_status: order.status,
                 cancel_reason: order.cancel_reason.clone(),
@@ -948,7 +954,11 @@ impl Writer {
         match result {
             Ok(committed) if !self.broken => {
                 boxoffice_workers::crash::point("hold_committed");
-                self.clock = StoreClock::measured(committed.store_now, pending.started);
+                self.clock = StoreClock::read(
+                    committed.store_now,
+                    committed.clock_answered,
+                    committed.clock_round_trip,
+                );
                 if committed.previous_version == self.contiguous {
                     self.contiguous = committed.version;
                 } else {

@@ -28,6 +28,7 @@ stories!(
     tickets_of_several_orders_are_issued_once,
     captures_of_a_round_apply_only_to_confirmed_orders,
     later_verdicts_are_decided_by_the_writer,
+    a_verdict_read_before_the_operation_moved_is_the_writers,
 );
 
 /// The payment operation of an order, read from the store.
@@ -1296,6 +1297,82 @@ async fn later_verdicts_are_decided_by_the_writer(backend: Backend) {
             .json();
         assert_eq!(hold["status"], "CONFIRMED", "{hold}");
     }
+    app.db.assert_invariants().await;
+    app.finish().await;
+}
+
+/// The reconciler reads an operation, then asks the provider (seconds, at worst); meanwhile
+/// the operation may move on (here: 3-D Secure asked for). Its verdict, carrying the status
+/// it read, is still the writer's to apply: the group moves any operation whose order is not
+/// settled yet, so the stale read refuses no group and the sale is the writer's.
+async fn a_verdict_read_before_the_operation_moved_is_the_writers(backend: Backend) {
+    use boxoffice_domain::order::PaymentStatus;
+    use boxoffice_server::routes::checkout::render_checkout;
+    use boxoffice_server::writer::SettleContext;
+    use boxoffice_store::checkout::ProviderVerdict;
+
+    let app = TestApp::spawn(backend).await;
+    app.sim.sim.set_webhook_url(None);
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-7-1"]).await;
+    let started = checkout(
+        &app,
+        "ann",
+        &hold_id,
+        "pay",
+        "pm_card_threeDSecure2Required",
+    )
+    .await
+    .json();
+    assert_eq!(started["paymentStatus"], "REQUIRES_ACTION", "{started}");
+    let order_id = started["orderId"].as_str().unwrap();
+    let operation_id = operation_of(&app, order_id).await;
+    let mut read_before = app
+        .state
+        .store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .expect("the operation");
+    assert_eq!(read_before.status, PaymentStatus::RequiresAction);
+    read_before.status = PaymentStatus::Authorizing;
+    let provider_ref = read_before
+        .provider_ref
+        .clone()
+        .expect("a provider reference");
+    let order = app
+        .state
+        .store
+        .order_head(order_id)
+        .await
+        .unwrap()
+        .expect("the order");
+    let event = app.state.event(&event_id).await.unwrap();
+    let before = writer_seq(&app, &event_id).await;
+    let settled = app
+        .state
+        .writers
+        .settle(
+            event,
+            SettleContext {
+                operation: read_before,
+                verdict: ProviderVerdict::Authorized { provider_ref },
+                order,
+                scope: None,
+                render: &render_checkout,
+            },
+        )
+        .await
+        .expect("the writer applies it")
+        .expect("the order");
+    assert!(settled.changed);
+    assert_eq!(settled.order.status.as_str(), "CONFIRMED");
+    assert_eq!(writer_seq(&app, &event_id).await, before + 1);
+    let order = order_until(&app, "ann", order_id, |o| o["orderStatus"] == "CONFIRMED").await;
+    assert!(
+        order["paymentStatus"] == "AUTHORIZED" || order["paymentStatus"] == "CAPTURED",
+        "{order}"
+    );
     app.db.assert_invariants().await;
     app.finish().await;
 }

@@ -256,6 +256,7 @@ impl EngineStore for PgStore {
         // execution cost the database a tenth of its CPU in planning. A cached plan is made
         // again whenever the statistics of its tables change (`Statistics` keeps them
         // current during a sale). The store's clock comes in the same round trip.
+        let clock_sent = std::time::Instant::now();
         let store_now: OffsetDateTime = sqlx::query_scalar(
             "SELECT date_trunc('milliseconds', clock_timestamp())
                FROM (SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
@@ -264,6 +265,7 @@ impl EngineStore for PgStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(classify)?;
+        let clock_answered = std::time::Instant::now();
         if group.now > store_now {
             return Err(StoreError::Conflict(format!(
                 "group refused: its clock {} is ahead of the store's {store_now}",
@@ -311,6 +313,8 @@ impl EngineStore for PgStore {
             previous_version,
             version,
             store_now,
+            clock_answered,
+            clock_round_trip: clock_answered - clock_sent,
             expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
         })
     }
@@ -956,33 +960,33 @@ async fn settle_checkouts(
     // Operations, orders, messages, answers.
     let settled = &group.settlements;
     let operations: Vec<&str> = settled.iter().map(|s| s.operation_id.as_str()).collect();
-    let from: Vec<&str> = settled.iter().map(|s| s.from_status.as_str()).collect();
     let to: Vec<&str> = settled.iter().map(|s| s.to_status.as_str()).collect();
     let refs: Vec<Option<&str>> = settled.iter().map(|s| s.provider_ref.as_deref()).collect();
     let errors: Vec<Option<&str>> = settled.iter().map(|s| s.last_error.as_deref()).collect();
+    let rechecks: Vec<f64> = settled.iter().map(|s| s.recheck_after_s).collect();
     let moved = sqlx::query(
         "UPDATE payment_operation p
             SET status = u.to_status, provider_ref = coalesce(p.provider_ref, u.provider_ref),
                 next_action_url = NULL, last_error = u.last_error, updated_at = $1,
-                next_attempt_at = $1 + make_interval(secs => $7)
-           FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-                AS u(operation_id, from_status, to_status, provider_ref, last_error)
-          WHERE p.operation_id = u.operation_id AND p.status = u.from_status",
+                next_attempt_at = $1 + make_interval(secs => u.recheck_s)
+           FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[])
+                AS u(operation_id, to_status, provider_ref, last_error, recheck_s)
+          WHERE p.operation_id = u.operation_id
+            AND p.status IN ('AUTHORIZING', 'UNKNOWN', 'REQUIRES_ACTION')",
     )
     .bind(group.now)
     .bind(&operations)
-    .bind(&from)
     .bind(&to)
     .bind(&refs)
     .bind(&errors)
-    .bind(boxoffice_store::checkout::OPERATION_RECHECK_S)
+    .bind(&rechecks)
     .execute(&mut **tx)
     .await
     .map_err(classify)?
     .rows_affected();
     if moved != operations.len() as u64 {
         return Err(mismatch(
-            "payment operations in the status read",
+            "payment operations not settled yet",
             operations.len(),
             moved,
         ));

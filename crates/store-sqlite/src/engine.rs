@@ -245,7 +245,9 @@ impl EngineStore for SqliteStore {
             return Err(predecessor_failed());
         }
         let mut tx = begin_write(&self.writer).await?;
+        let clock_sent = std::time::Instant::now();
         let store_now = crate::store_now(&mut tx).await?;
+        let clock_answered = std::time::Instant::now();
         if group.now > store_now {
             return Err(StoreError::Conflict(format!(
                 "group refused: its clock {} is ahead of the store's {store_now}",
@@ -275,6 +277,8 @@ impl EngineStore for SqliteStore {
             previous_version,
             version,
             store_now,
+            clock_answered,
+            clock_round_trip: clock_answered - clock_sent,
             expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
         })
     }
@@ -798,24 +802,23 @@ async fn settle_checkouts(
     for settlement in &group.settlements {
         let moved = sqlx::query(
             "UPDATE payment_operation
-                SET status = ?3, provider_ref = coalesce(provider_ref, ?4), next_action_url = NULL,
-                    last_error = ?5, updated_at = ?6, next_attempt_at = ?7
-              WHERE operation_id = ?1 AND status = ?2",
+                SET status = ?2, provider_ref = coalesce(provider_ref, ?3), next_action_url = NULL,
+                    last_error = ?4, updated_at = ?5, next_attempt_at = ?6
+              WHERE operation_id = ?1 AND status IN ('AUTHORIZING', 'UNKNOWN', 'REQUIRES_ACTION')",
         )
         .bind(&settlement.operation_id)
-        .bind(settlement.from_status.as_str())
         .bind(settlement.to_status.as_str())
         .bind(&settlement.provider_ref)
         .bind(&settlement.last_error)
         .bind(now_ms)
-        .bind(now_ms + (boxoffice_store::checkout::OPERATION_RECHECK_S * 1_000.0) as i64)
+        .bind(now_ms + (settlement.recheck_after_s * 1_000.0) as i64)
         .execute(&mut **tx)
         .await
         .map_err(classify)?
         .rows_affected();
         if moved != 1 {
             return Err(mismatch(
-                &format!("operation {} in the status read", settlement.operation_id),
+                &format!("operation {} not settled yet", settlement.operation_id),
                 1,
                 moved,
             ));

@@ -83,18 +83,23 @@ pub struct GroupWrite<'a> {
     pub turn: &'a dyn GroupTurn,
 }
 
-/// A payment verdict's rows beyond the hold and its seats: the operation moves from the
-/// status the caller read to the verdict's (only from that one: counted), the order from
-/// `PENDING_PAYMENT` to its outcome (counted), the outbox messages, and the stored answer.
+/// A payment verdict's rows beyond the hold and its seats: the operation moves to the verdict's
+/// status only if its order is not settled yet (`AUTHORIZING`, `UNKNOWN` or `REQUIRES_ACTION`:
+/// each can take every verdict that sells or cancels; counted), the order from
+/// `PENDING_PAYMENT` to its outcome (counted), the outbox messages, and the stored answer. Not
+/// the exact status the caller read: the reconciler reads an operation before a provider call
+/// of seconds, during which a lost answer may move it from `AUTHORIZING` to `UNKNOWN`, and a
+/// stale read must not refuse the whole group.
 #[derive(Debug, Clone)]
 pub struct SettleWrite {
     /// The command's place in the group.
     pub index: usize,
     pub operation_id: String,
-    pub from_status: boxoffice_domain::order::PaymentStatus,
     pub to_status: boxoffice_domain::order::PaymentStatus,
     pub provider_ref: Option<String>,
     pub last_error: Option<String>,
+    /// When the reconciler looks at the operation again (`ProviderVerdict::operation_update`).
+    pub recheck_after_s: f64,
     pub order_id: String,
     pub order_status: boxoffice_domain::order::OrderStatus,
     pub cancel_reason: Option<String>,
@@ -271,6 +276,10 @@ pub struct GroupCommitted {
     pub version: u64,
     /// The store's clock during the group.
     pub store_now: OffsetDateTime,
+    /// When the round trip that read `store_now` was answered, here, and how long it took:
+    /// the reading fell within that round trip, which bounds the store's clock.
+    pub clock_answered: std::time::Instant,
+    pub clock_round_trip: std::time::Duration,
     /// Holds the engine expired that the store found already ended (or no longer `HELD`):
     /// the engine's picture of them is wrong and must be read again.
     pub expiries_skipped: u64,
