@@ -70,6 +70,16 @@ pub enum Step {
     GiveBack(Undo),
 }
 
+/// Whether an operation in `status` may still sell or cancel its order: only before the
+/// order settled. A verdict that sells or cancels moves the operation out of these statuses
+/// in the same transaction as the order (an `AUTHORIZED` operation's order is settled).
+pub fn order_unsettled(status: PaymentStatus) -> bool {
+    matches!(
+        status,
+        PaymentStatus::Authorizing | PaymentStatus::Unknown | PaymentStatus::RequiresAction
+    )
+}
+
 /// The step for a verdict `verdict` on an operation in `operation` of an order in `order`.
 pub fn step(operation: PaymentStatus, verdict: PaymentStatus, order: OrderStatus) -> Step {
     if !operation.can_become(verdict) {

@@ -260,7 +260,7 @@ impl boxoffice_workers::payment::Settler for WriterSettler {
                 .await;
         };
         let state = AppState(shared);
-        let (order, event) = if routes::checkout::may_settle_order(operation.status) {
+        let (order, event) = if boxoffice_domain::settlement::order_unsettled(operation.status) {
             (
                 state.workers_store.order_head(&operation.order_id).await?,
                 state.event(&operation.event_id).await.ok(),

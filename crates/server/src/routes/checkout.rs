@@ -11,7 +11,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
-use boxoffice_domain::order::PaymentStatus;
 use boxoffice_domain::settlement::{self, Step};
 use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView};
 use serde::{Deserialize, Serialize};
@@ -433,16 +432,6 @@ pub(crate) async fn settle(
         .await
 }
 
-/// Whether a verdict on an operation in `status` may still sell or cancel its order: only
-/// before the order settled (an `AUTHORIZED` operation's order settled in the same
-/// transaction).
-pub(crate) fn may_settle_order(status: PaymentStatus) -> bool {
-    matches!(
-        status,
-        PaymentStatus::Authorizing | PaymentStatus::Unknown | PaymentStatus::RequiresAction
-    )
-}
-
 async fn settle_by_writer(
     state: &AppState,
     event: Option<std::sync::Arc<boxoffice_store::EventRecord>>,
@@ -624,7 +613,7 @@ pub async fn webhook(
     }
     // A verdict that may still sell or cancel the order goes to the event's writer, like the
     // provider's answer to the checkout request, so the two never race at the store.
-    let (order, found) = if may_settle_order(operation.status) {
+    let (order, found) = if settlement::order_unsettled(operation.status) {
         (
             state.store.order_head(&operation.order_id).await?,
             state.event(&operation.event_id).await.ok(),
