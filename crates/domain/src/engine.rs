@@ -177,6 +177,17 @@ pub enum CheckoutDecision {
     NotKept,
 }
 
+impl CheckoutDecision {
+    /// What a checkout of a hold that is not `HELD` and live is told, by the hold's status:
+    /// one in checkout or sold is in checkout (under another request), any other has ended.
+    pub fn refused_for(status: HoldStatus) -> Self {
+        match status {
+            HoldStatus::PaymentPending | HoldStatus::Confirmed => Self::InCheckout,
+            HoldStatus::Held | HoldStatus::Released | HoldStatus::Expired => Self::Expired,
+        }
+    }
+}
+
 /// A checkout the group starts. The store moves the hold only if it is still `HELD`, the
 /// account's and live by the group's clock, and extends exactly these seats, which must still
 /// point to it.
@@ -628,12 +639,8 @@ impl EventEngine {
         if hold.account_id != request.account_id {
             return CheckoutDecision::NotFound;
         }
-        match hold.status {
-            HoldStatus::PaymentPending | HoldStatus::Confirmed => {
-                return CheckoutDecision::InCheckout;
-            }
-            HoldStatus::Held if hold.expires_at > now => {}
-            _ => return CheckoutDecision::Expired,
+        if hold.status != HoldStatus::Held || hold.expires_at <= now {
+            return CheckoutDecision::refused_for(hold.status);
         }
         // One bounded extension: the deadline moves once, by the event's grace, here.
         let expires_at = hold.expires_at + time::Duration::seconds(i64::from(request.grace_s));

@@ -85,6 +85,10 @@ enum Answer {
     Hold(Idempotent),
     Release(ReleaseOutcome),
     Checkout(CheckoutBegun),
+    /// The engine did not keep the hold of a checkout: it was made or changed elsewhere since
+    /// the engine last caught up (the writer catches up before its next group), or it is no
+    /// longer live.
+    CheckoutNotKept,
     Payment(Option<Settled>),
 }
 
@@ -250,21 +254,40 @@ impl EventWriters {
             order_id: start.order_id.clone(),
             grace_s: event.payment_grace_s,
         });
-        let context = CheckoutContext {
-            start,
-            hold,
-            render,
-            exchange: true,
-        };
-        match self
-            .submit(event, command, Some(Box::new(context)), None)
-            .await?
-        {
-            Answer::Checkout(begun) => Ok(begun),
-            _ => Err(SubmitError::Store(StoreError::Internal(
-                "a checkout was answered as another command".into(),
-            ))),
+        // A hold the engine does not keep is asked about once more, after the catch-up that
+        // its first answer makes the writer do: a hold made or changed elsewhere is then
+        // kept and decided; one still not kept is not live (the engine keeps every live hold
+        // it has caught up with). The store's own checkout is never asked.
+        for attempt in 0..2 {
+            let context = CheckoutContext {
+                start: start.clone(),
+                hold: hold.clone(),
+                render,
+                exchange: true,
+            };
+            match self
+                .submit(
+                    event.clone(),
+                    command.clone(),
+                    Some(Box::new(context)),
+                    None,
+                )
+                .await?
+            {
+                Answer::Checkout(begun) => return Ok(begun),
+                Answer::CheckoutNotKept if attempt == 0 => {}
+                Answer::CheckoutNotKept => break,
+                _ => {
+                    return Err(SubmitError::Store(StoreError::Internal(
+                        "a checkout was answered as another command".into(),
+                    )));
+                }
+            }
         }
+        metrics::counter!("boxoffice_writer_checkouts_not_kept_total").increment(1);
+        refused_checkout(self.store.as_ref(), &start, CheckoutDecision::Expired)
+            .await
+            .map_err(SubmitError::Store)
     }
 
     /// Applies a checkout's payment verdict on the event's writer: sold (or cancelled when
@@ -395,7 +418,7 @@ fn top_up(incoming: &mut Vec<Job>, lane: &mut mpsc::Receiver<Job>) {
 
 /// The endpoint under which an event's holds store their idempotency records.
 pub fn hold_endpoint(event_id: &str) -> String {
-    format!("POST /v1/events/{event_id}/holds")
+    boxoffice_store::engine::hold_endpoint(event_id)
 }
 
 /// A decided group on its way to the store.
@@ -801,7 +824,12 @@ impl Writer {
                 Decision::Checkout(d) => ("checkout", *d != CheckoutDecision::NotKept),
                 Decision::Payment(d) => ("payment", *d != PaymentDecision::NotKept),
             };
-            // Commands the engine decided, and those it handed to the store's own path.
+            // A checkout of a hold the engine does not keep is asked again after a catch-up.
+            if *decision == Decision::Checkout(CheckoutDecision::NotKept) {
+                self.stale = true;
+            }
+            // Commands the engine decided, and those it handed back (a checkout to be asked
+            // again, a payment to the store's own settlement).
             let path = if decided { "engine" } else { "store" };
             metrics::counter!("boxoffice_writer_commands_total", "kind" => kind, "path" => path)
                 .increment(1);
@@ -1065,6 +1093,10 @@ async fn deliver(
                     )),
                 }
             }
+            (Command::Checkout(_), Decision::Checkout(CheckoutDecision::NotKept)) => {
+                delivered.push(None);
+                Ok(Answer::CheckoutNotKept)
+            }
             (Command::Checkout(_), Decision::Checkout(decision)) => {
                 delivered.push(None);
                 match &job.checkout {
@@ -1157,25 +1189,7 @@ async fn release_answer(
 
 /// The order a checkout start creates, as the group writes it.
 fn pending_order(context: &CheckoutContext, now: OffsetDateTime) -> OrderView {
-    let hold = &context.hold;
-    OrderView {
-        order_id: context.start.order_id.clone(),
-        event_id: hold.event_id.clone(),
-        hold_id: hold.hold_id.clone(),
-        account_id: hold.account_id.clone(),
-        status: OrderStatus::PendingPayment,
-        payment_status: PaymentStatus::Authorizing,
-        next_action_url: None,
-        seats: hold.seats.clone(),
-        tier_id: hold.tier_id.clone(),
-        quantity: hold.quantity,
-        total_minor: hold.total_minor,
-        currency: hold.currency.clone(),
-        cancel_reason: None,
-        tickets: Vec::new(),
-        created_at: now,
-        updated_at: now,
-    }
+    context.start.pending_order(&context.hold, now)
 }
 
 async fn checkout_answer(
@@ -1206,47 +1220,43 @@ async fn checkout_answer(
                         ))
                     })?
             } else {
-                PaymentOperation {
-                    operation_id: start.operation_id.clone(),
-                    order_id: start.order_id.clone(),
-                    event_id: context.hold.event_id.clone(),
-                    provider: start.provider.clone(),
-                    payment_method: start.payment_method.clone(),
-                    status: PaymentStatus::Authorizing,
-                    provider_ref: None,
-                    amount_minor: context.hold.total_minor,
-                    currency: context.hold.currency.clone(),
-                    n_attempts: 0,
-                }
+                start.new_operation(&context.hold)
             };
             Ok(CheckoutBegun::Started {
                 order: Box::new(pending_order(context, now)),
                 operation: Box::new(operation),
             })
         }
-        // A hold the engine does not know: the store's own checkout decides (and its change
-        // reaches the engine through the feed).
-        CheckoutDecision::NotKept => store.begin_checkout(start, context.render).await,
-        refused => {
-            // The same key may have won meanwhile (a request sent twice at once, or to two
-            // nodes): its stored answer comes first.
-            match store
-                .stored_answer(&start.scope, &start.request_digest)
-                .await?
-            {
-                Some(Idempotent::Replayed(stored)) => return Ok(CheckoutBegun::Replayed(stored)),
-                Some(Idempotent::KeyReusedWithOtherRequest) => {
-                    return Ok(CheckoutBegun::KeyReusedWithOtherRequest);
-                }
-                Some(Idempotent::Fresh(_)) | None => {}
-            }
-            Ok(match refused {
-                CheckoutDecision::InCheckout => CheckoutBegun::HoldInCheckout,
-                CheckoutDecision::NotFound => CheckoutBegun::HoldNotFound,
-                _ => CheckoutBegun::HoldExpired,
-            })
-        }
+        // Answered by `EventWriters::checkout` (asked again after a catch-up).
+        CheckoutDecision::NotKept => Err(StoreError::Internal(
+            "a checkout the engine does not keep reached its answer".into(),
+        )),
+        refused => refused_checkout(store, start, refused).await,
     }
+}
+
+/// A checkout the engine refused: the key's stored answer first (the same key may have won
+/// meanwhile: a request sent twice at once, or to two nodes), else the refusal.
+async fn refused_checkout(
+    store: &dyn Store,
+    start: &CheckoutStart,
+    refused: CheckoutDecision,
+) -> StoreResult<CheckoutBegun> {
+    match store
+        .stored_answer(&start.scope, &start.request_digest)
+        .await?
+    {
+        Some(Idempotent::Replayed(stored)) => return Ok(CheckoutBegun::Replayed(stored)),
+        Some(Idempotent::KeyReusedWithOtherRequest) => {
+            return Ok(CheckoutBegun::KeyReusedWithOtherRequest);
+        }
+        Some(Idempotent::Fresh(_)) | None => {}
+    }
+    Ok(match refused {
+        CheckoutDecision::InCheckout => CheckoutBegun::HoldInCheckout,
+        CheckoutDecision::NotFound => CheckoutBegun::HoldNotFound,
+        _ => CheckoutBegun::HoldExpired,
+    })
 }
 
 async fn payment_answer(

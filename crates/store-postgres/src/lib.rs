@@ -872,14 +872,6 @@ impl Store for PgStore {
         Ok(updated == 1)
     }
 
-    async fn begin_checkout(
-        &self,
-        start: &boxoffice_store::checkout::CheckoutStart,
-        render: &boxoffice_store::checkout::RenderOrder,
-    ) -> StoreResult<boxoffice_store::checkout::CheckoutBegun> {
-        retrying(|| self.begin_checkout_once(start, render)).await
-    }
-
     async fn begin_exchange(
         &self,
         start: &boxoffice_store::exchange::ExchangeStart,

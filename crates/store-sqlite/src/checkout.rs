@@ -7,24 +7,21 @@
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
-use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
+use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_domain::settlement::{self, Confirmation, Step, Undo};
 use boxoffice_store::checkout::{
-    CheckoutBegun, CheckoutStart, OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation,
-    ProviderVerdict, RenderOrder, Settled, SignTicket, TicketView, payment_undo, ticket_drafts,
-    topic,
+    OrderView, OutboxMessage, PaymentOperation, ProviderVerdict, RenderOrder, Settled, SignTicket,
+    TicketView, payment_undo, ticket_drafts, topic,
 };
 use boxoffice_store::seatmap::MapChanges;
-use boxoffice_store::{
-    HoldView, NewRecord, StoreError, StoreResult, held_seats_json, parse_held_seats,
-};
+use boxoffice_store::{HoldView, StoreError, StoreResult, parse_held_seats};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, Transaction};
 
 use crate::{
     HOLD_COLUMNS, begin_write, classify, column, fetch_holds, free_hold_resources, from_ms,
-    hold_from_row, insert_outbox, insert_records, prior_answer, seatmap, store_now, to_ms, to_u32,
+    hold_from_row, insert_outbox, seatmap, store_now, to_ms, to_u32,
 };
 
 const ORDER_COLUMNS: &str = "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats,
@@ -345,150 +342,6 @@ impl crate::SqliteStore {
     async fn load_order_pooled(&self, order_id: &str) -> StoreResult<Option<OrderView>> {
         let mut conn = self.reader_pool().acquire().await.map_err(classify)?;
         load_order(&mut conn, order_id).await
-    }
-
-    pub(crate) async fn begin_checkout_once(
-        &self,
-        start: &CheckoutStart,
-        render: &RenderOrder,
-    ) -> StoreResult<CheckoutBegun> {
-        let Some(hold) = fetch_holds(self.reader_pool(), std::slice::from_ref(&start.hold_id))
-            .await?
-            .pop()
-        else {
-            return Ok(CheckoutBegun::HoldNotFound);
-        };
-        if hold.account_id != start.scope.account_id {
-            return Ok(CheckoutBegun::HoldNotFound);
-        }
-        let mut tx = begin_write(self.pool()).await?;
-        if let Some(answer) = prior_answer(&mut tx, &start.scope, &start.request_digest).await? {
-            return Ok(match answer {
-                Idempotent::Replayed(stored) => CheckoutBegun::Replayed(stored),
-                _ => CheckoutBegun::KeyReusedWithOtherRequest,
-            });
-        }
-        let now = store_now(&mut tx).await?;
-        let grace_s: i64 =
-            sqlx::query_scalar("SELECT payment_grace_s FROM event WHERE event_id = ?1")
-                .bind(&hold.event_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(classify)?;
-        // One bounded extension: the deadline moves once, by the event's grace, here.
-        let deadline = to_ms(hold.expires_at) + grace_s * 1_000;
-        let moved = sqlx::query(
-            "UPDATE hold SET status = 'PAYMENT_PENDING', expires_at = ?3, order_id = ?4, updated_at = ?5
-              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND expires_at > ?5",
-        )
-        .bind(&hold.event_id)
-        .bind(&hold.hold_id)
-        .bind(deadline)
-        .bind(&start.order_id)
-        .bind(to_ms(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(classify)?
-        .rows_affected();
-        if moved == 0 {
-            let current: String = sqlx::query_scalar("SELECT status FROM hold WHERE hold_id = ?1")
-                .bind(&hold.hold_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(classify)?;
-            return Ok(match current.as_str() {
-                "PAYMENT_PENDING" | "CONFIRMED" => CheckoutBegun::HoldInCheckout,
-                _ => CheckoutBegun::HoldExpired,
-            });
-        }
-        let extended = sqlx::query_scalar::<_, String>(
-            "UPDATE seat SET hold_expires_at = ?3, version = version + 1
-              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' RETURNING seat_id",
-        )
-        .bind(&hold.event_id)
-        .bind(&hold.hold_id)
-        .bind(deadline)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?;
-        let mut map = MapChanges::default();
-        for seat_id in &extended {
-            map.seat(
-                &hold.event_id,
-                seat_id,
-                SeatStatus::Held,
-                Some(from_ms(deadline)?),
-            );
-        }
-        let seats: Vec<(String, i64)> = hold
-            .seats
-            .iter()
-            .map(|s| (s.seat_id.clone(), s.price_minor))
-            .collect();
-        // The hold of an exchange's new seats costs only the difference.
-        let amount: i64 =
-            sqlx::query_scalar("SELECT amount_due_minor FROM exchange WHERE new_hold_id = ?1")
-                .bind(&hold.hold_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(classify)?
-                .unwrap_or(hold.total_minor);
-        sqlx::query(
-            "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity, total_minor,
-                                 currency, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, 'PENDING_PAYMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
-        )
-        .bind(&hold.event_id)
-        .bind(&start.order_id)
-        .bind(&hold.hold_id)
-        .bind(&hold.account_id)
-        .bind(held_seats_json(&seats))
-        .bind(&hold.tier_id)
-        .bind(i64::from(hold.quantity))
-        .bind(hold.total_minor)
-        .bind(&hold.currency)
-        .bind(to_ms(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(classify)?;
-        sqlx::query(
-            "INSERT INTO payment_operation (event_id, operation_id, order_id, provider, payment_method, status,
-                                            amount_minor, currency, next_attempt_at, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'AUTHORIZING', ?6, ?7, ?8, ?9, ?9)",
-        )
-        .bind(&hold.event_id)
-        .bind(&start.operation_id)
-        .bind(&start.order_id)
-        .bind(&start.provider)
-        .bind(&start.payment_method)
-        .bind(amount)
-        .bind(&hold.currency)
-        .bind(plus_secs_ms(now, OPERATION_RECHECK_S))
-        .bind(to_ms(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(classify)?;
-        let order = load_order_tx(&mut tx, &start.order_id).await?;
-        let record = NewRecord {
-            account_id: start.scope.account_id.clone(),
-            key: start.scope.key.clone(),
-            request_digest: start.request_digest.clone(),
-            response: render(&order),
-        };
-        insert_records(
-            &mut tx,
-            &start.scope.endpoint,
-            std::slice::from_ref(&record),
-            now,
-        )
-        .await?;
-        let operation = fetch_operation_tx(&mut tx, &start.operation_id).await?;
-        seatmap::record(&mut tx, &map, now).await?;
-        tx.commit().await.map_err(classify)?;
-        Ok(CheckoutBegun::Started {
-            order: Box::new(order),
-            operation: Box::new(operation),
-        })
     }
 
     pub(crate) async fn settle_once(

@@ -730,14 +730,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn begin_checkout(
-        &self,
-        start: &boxoffice_store::checkout::CheckoutStart,
-        render: &boxoffice_store::checkout::RenderOrder,
-    ) -> StoreResult<boxoffice_store::checkout::CheckoutBegun> {
-        retrying(|| self.begin_checkout_once(start, render)).await
-    }
-
     async fn begin_exchange(
         &self,
         start: &boxoffice_store::exchange::ExchangeStart,

@@ -85,6 +85,48 @@ pub struct CheckoutStart {
     pub payment_method: String,
 }
 
+impl CheckoutStart {
+    /// The order a started checkout of `hold` creates, as the start's group writes it (copied
+    /// from the hold; `now` is the group's clock).
+    pub fn pending_order(&self, hold: &crate::HoldView, now: OffsetDateTime) -> OrderView {
+        OrderView {
+            order_id: self.order_id.clone(),
+            event_id: hold.event_id.clone(),
+            hold_id: hold.hold_id.clone(),
+            account_id: hold.account_id.clone(),
+            status: OrderStatus::PendingPayment,
+            payment_status: PaymentStatus::Authorizing,
+            next_action_url: None,
+            seats: hold.seats.clone(),
+            tier_id: hold.tier_id.clone(),
+            quantity: hold.quantity,
+            total_minor: hold.total_minor,
+            currency: hold.currency.clone(),
+            cancel_reason: None,
+            tickets: Vec::new(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// The payment operation a started checkout of `hold` creates: `AUTHORIZING` the hold's
+    /// total (an exchange's hold charges the exchange's amount due instead: read it back).
+    pub fn new_operation(&self, hold: &crate::HoldView) -> PaymentOperation {
+        PaymentOperation {
+            operation_id: self.operation_id.clone(),
+            order_id: self.order_id.clone(),
+            event_id: hold.event_id.clone(),
+            provider: self.provider.clone(),
+            payment_method: self.payment_method.clone(),
+            status: PaymentStatus::Authorizing,
+            provider_ref: None,
+            amount_minor: hold.total_minor,
+            currency: hold.currency.clone(),
+            n_attempts: 0,
+        }
+    }
+}
+
 /// How `begin_checkout` answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckoutBegun {

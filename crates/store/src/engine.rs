@@ -335,6 +335,118 @@ pub trait EngineStore: Send + Sync {
     ) -> StoreResult<Vec<crate::seatmap::StoredBatch>>;
 }
 
+/// The endpoint under which an event's holds store their idempotency records.
+pub fn hold_endpoint(event_id: &str) -> String {
+    format!("POST /v1/events/{event_id}/holds")
+}
+
+/// Starts a checkout on a freshly loaded engine and persists it as one group: the writer's
+/// path without the writer (one load per call), for tools and store tests; `serve` starts
+/// every checkout on the event's writer. The key's stored answer comes first; the rules are
+/// the engine's (`EventEngine::decide`), the writes the backend's `apply_group`, and a
+/// refusal writes nothing.
+pub async fn checkout_once<S>(
+    store: &S,
+    start: &crate::checkout::CheckoutStart,
+    render: &crate::checkout::RenderOrder,
+) -> StoreResult<crate::checkout::CheckoutBegun>
+where
+    S: crate::Store + ?Sized,
+{
+    use crate::checkout::CheckoutBegun;
+    use boxoffice_domain::engine::{
+        CheckoutDecision, CheckoutRequest, Command, Decision, EventEngine,
+    };
+    use boxoffice_domain::idempotency::Idempotent;
+
+    let Some(hold) = store
+        .get_hold(&start.hold_id)
+        .await?
+        .filter(|hold| hold.account_id == start.scope.account_id)
+    else {
+        return Ok(CheckoutBegun::HoldNotFound);
+    };
+    match store
+        .stored_answer(&start.scope, &start.request_digest)
+        .await?
+    {
+        Some(Idempotent::Replayed(stored)) => return Ok(CheckoutBegun::Replayed(stored)),
+        Some(Idempotent::KeyReusedWithOtherRequest) => {
+            return Ok(CheckoutBegun::KeyReusedWithOtherRequest);
+        }
+        Some(Idempotent::Fresh(_)) | None => {}
+    }
+    let Some(event) = store.get_event(&hold.event_id).await? else {
+        return Ok(CheckoutBegun::HoldNotFound);
+    };
+    let endpoint = hold_endpoint(&event.event_id);
+    let (snapshot, now) = store.engine_load(&event, &endpoint).await?;
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let command = Command::Checkout(CheckoutRequest {
+        account_id: start.scope.account_id.clone(),
+        hold_id: start.hold_id.clone(),
+        order_id: start.order_id.clone(),
+        grace_s: event.payment_grace_s,
+    });
+    let (decisions, effects) = engine.decide(now, std::slice::from_ref(&command));
+    let refused = match decisions.first() {
+        Some(Decision::Checkout(CheckoutDecision::Started { .. })) => None,
+        // A fresh engine keeps every live hold: one it does not keep has ended.
+        Some(Decision::Checkout(CheckoutDecision::NotKept)) => Some(CheckoutBegun::HoldExpired),
+        Some(Decision::Checkout(CheckoutDecision::InCheckout)) => {
+            Some(CheckoutBegun::HoldInCheckout)
+        }
+        Some(Decision::Checkout(CheckoutDecision::NotFound)) => Some(CheckoutBegun::HoldNotFound),
+        _ => Some(CheckoutBegun::HoldExpired),
+    };
+    if let Some(refused) = refused {
+        return Ok(refused);
+    }
+    let exchange = engine.hold(&start.hold_id).is_some_and(|h| h.exchange);
+    let order = start.pending_order(&hold, now);
+    let group = GroupWrite {
+        event: &event,
+        endpoint: &endpoint,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys: Vec::new(),
+        records: Vec::new(),
+        checkouts: vec![CheckoutWrite {
+            operation_id: start.operation_id.clone(),
+            provider: start.provider.clone(),
+            payment_method: start.payment_method.clone(),
+            endpoint: start.scope.endpoint.clone(),
+            record: NewRecord {
+                account_id: start.scope.account_id.clone(),
+                key: start.scope.key.clone(),
+                request_digest: start.request_digest.clone(),
+                response: render(&order),
+            },
+        }],
+        settlements: Vec::new(),
+        turn: &FirstInLine,
+    };
+    store.apply_group(&group).await?;
+    let operation = if exchange {
+        store
+            .payment_operation(&start.operation_id)
+            .await?
+            .ok_or_else(|| {
+                StoreError::Internal(format!(
+                    "checkout committed without its payment operation {}",
+                    start.operation_id
+                ))
+            })?
+    } else {
+        start.new_operation(&hold)
+    };
+    Ok(CheckoutBegun::Started {
+        order: Box::new(order),
+        operation: Box::new(operation),
+    })
+}
+
 /// Attempts of a one-shot hold batch ([`crate::Store::hold_batch`]) before a conflict reaches
 /// the caller.
 pub const ONE_SHOT_ATTEMPTS_MAX: u64 = 64;

@@ -341,14 +341,29 @@ pub trait Store:
         response: &StoredResponse,
     ) -> StoreResult<bool>;
 
-    /// Starts checkout of a `HELD` hold in one transaction: the hold moves to
-    /// `PAYMENT_PENDING` with its one grace extension, an order and its payment operation
-    /// (`AUTHORIZING`) are created, and the idempotency record stores `render(order)`.
+    /// Starts checkout of a `HELD` hold in one group decided by a freshly loaded engine
+    /// ([`engine::checkout_once`]; `serve` starts checkouts on the event's writer): the hold
+    /// moves to `PAYMENT_PENDING` with its one grace extension, an order and its payment
+    /// operation (`AUTHORIZING`) are created, and the idempotency record stores
+    /// `render(order)`. A group that loses a race (another group on the event, the same key)
+    /// is decided again on a fresh load.
     async fn begin_checkout(
         &self,
         start: &checkout::CheckoutStart,
         render: &checkout::RenderOrder,
-    ) -> StoreResult<checkout::CheckoutBegun>;
+    ) -> StoreResult<checkout::CheckoutBegun> {
+        let mut n_attempts = 0;
+        loop {
+            n_attempts += 1;
+            match engine::checkout_once(self, start, render).await {
+                Err(StoreError::Conflict(_)) if n_attempts < engine::ONE_SHOT_ATTEMPTS_MAX => {
+                    let pause_ms = 1 + (n_attempts % 7) * 3;
+                    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+                }
+                other => return other,
+            }
+        }
+    }
 
     /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>>;

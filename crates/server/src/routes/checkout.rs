@@ -9,6 +9,7 @@
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use boxoffice_domain::engine::CheckoutDecision;
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_domain::settlement::{self, Step};
@@ -319,9 +320,24 @@ pub async fn checkout_hold(
                 }
             }
         }
-        // No such hold for the account, or one in checkout or ended: the store answers
-        // (a replay, not found, in checkout, expired).
-        _ => state.store.begin_checkout(&start, &render_checkout).await?,
+        // No such hold for the account, or one in checkout or ended (a hold's status only
+        // moves forward from `HELD`, so it cannot start now): the key's stored answer, else
+        // the refusal its status gives. Nothing is written.
+        (hold, _) => match state
+            .lookup
+            .stored_answer(&scope, &start.request_digest)
+            .await?
+        {
+            Some(Idempotent::Replayed(stored)) => CheckoutBegun::Replayed(stored),
+            Some(Idempotent::KeyReusedWithOtherRequest) => CheckoutBegun::KeyReusedWithOtherRequest,
+            Some(Idempotent::Fresh(_)) | None => match hold {
+                None => CheckoutBegun::HoldNotFound,
+                Some(hold) => match CheckoutDecision::refused_for(hold.status) {
+                    CheckoutDecision::InCheckout => CheckoutBegun::HoldInCheckout,
+                    _ => CheckoutBegun::HoldExpired,
+                },
+            },
+        },
     };
     let (order, operation) = match begun {
         CheckoutBegun::Started { order, operation } => (*order, *operation),
