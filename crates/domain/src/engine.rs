@@ -173,7 +173,8 @@ pub enum CheckoutDecision {
     /// Another account's hold: the same answer as no hold at all.
     NotFound,
     /// The engine does not keep the hold (ended before the engine loaded, made elsewhere
-    /// since the last catch-up, or no such hold): the store's own checkout decides.
+    /// since the last catch-up, or no such hold): the writer asks again after a catch-up; an
+    /// engine that has caught up keeps every live hold.
     NotKept,
 }
 

@@ -19,10 +19,12 @@
 //! The writer also expires its event's holds: when the earliest deadline passes it runs a
 //! group without commands, in which the engine ends every `HELD` hold past its deadline.
 //!
-//! Changes made elsewhere (payment verdicts, the sweeper, exchanges, a checkout of a hold
-//! the engine did not know, another node) reach the engine through the seat-map change feed: when a commit shows versions the
-//! writer did not write, or every [`CATCH_UP_INTERVAL_MS`], the writer reads the change rows
-//! it has not seen and the current rows of what they name (`refresh`), between groups.
+//! Changes made elsewhere (the store's own settlement, the sweeper, exchanges, another node)
+//! reach the engine through the seat-map change feed: when a commit shows versions the
+//! writer did not write, when a checkout or release named a hold the engine does not keep
+//! (asked again after the catch-up), or every [`CATCH_UP_INTERVAL_MS`], the writer reads the
+//! change rows it has not seen and the current rows of what they name (`refresh`), between
+//! groups.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -85,6 +87,9 @@ enum Answer {
     Hold(Idempotent),
     Release(ReleaseOutcome),
     Checkout(CheckoutBegun),
+    /// The engine did not keep a `HELD` hold asked to be released (made elsewhere since it
+    /// last caught up): asked again after the catch-up.
+    ReleaseNotKept(Box<HoldView>),
     /// The engine did not keep the hold of a checkout: it was made or changed elsewhere since
     /// the engine last caught up (the writer catches up before its next group), or it is no
     /// longer live.
@@ -229,12 +234,23 @@ impl EventWriters {
             account_id: account_id.to_owned(),
             hold_id: hold_id.to_owned(),
         };
-        match self.submit(event, command, None, None).await? {
-            Answer::Release(outcome) => Ok(outcome),
-            _ => Err(SubmitError::Store(StoreError::Internal(
-                "a release was answered as another command".into(),
-            ))),
+        // A `HELD` hold the engine does not keep is asked about once more, after the catch-up
+        // its first answer makes the writer do; still not kept, it has ended (the engine keeps
+        // every live hold it has caught up with). The store's own release is never asked.
+        for attempt in 0..2 {
+            match self
+                .submit(event.clone(), command.clone(), None, None)
+                .await?
+            {
+                Answer::Release(outcome) => return Ok(outcome),
+                Answer::ReleaseNotKept(_) if attempt == 0 => {}
+                Answer::ReleaseNotKept(hold) => return Ok(ReleaseOutcome::AlreadyEnded(*hold)),
+                _ => break,
+            }
         }
+        Err(SubmitError::Store(StoreError::Internal(
+            "a release was answered as another command".into(),
+        )))
     }
 
     /// Starts the checkout of `hold` (read by the caller: the account's, on `event`) on the
@@ -824,13 +840,22 @@ impl Writer {
                 Decision::Checkout(d) => ("checkout", *d != CheckoutDecision::NotKept),
                 Decision::Payment(d) => ("payment", *d != PaymentDecision::NotKept),
             };
-            // A checkout of a hold the engine does not keep is asked again after a catch-up.
-            if *decision == Decision::Checkout(CheckoutDecision::NotKept) {
+            // A checkout or release of a hold the engine does not keep is asked again after
+            // a catch-up.
+            if matches!(
+                decision,
+                Decision::Checkout(CheckoutDecision::NotKept)
+                    | Decision::Release(ReleaseDecision::NotKept)
+            ) {
                 self.stale = true;
             }
-            // Commands the engine decided, and those it handed back (a checkout to be asked
-            // again, a payment to the store's own settlement).
-            let path = if decided { "engine" } else { "store" };
+            // Commands the engine decided, those asked again after a catch-up (a checkout or
+            // release of a hold it does not keep), and payments for the store's settlement.
+            let path = match decision {
+                _ if decided => "engine",
+                Decision::Checkout(_) | Decision::Release(_) => "retry",
+                _ => "store",
+            };
             metrics::counter!("boxoffice_writer_commands_total", "kind" => kind, "path" => path)
                 .increment(1);
         }
@@ -1078,9 +1103,7 @@ async fn deliver(
                 Decision::Release(decision),
             ) => {
                 delivered.push(None);
-                release_answer(store.as_ref(), &event, account_id, hold_id, decision)
-                    .await
-                    .map(Answer::Release)
+                release_answer(store.as_ref(), &event, account_id, hold_id, decision).await
             }
             (Command::Payment(_), Decision::Payment(decision)) => {
                 delivered.push(None);
@@ -1163,28 +1186,27 @@ async fn release_answer(
     account_id: &str,
     hold_id: &str,
     decision: ReleaseDecision,
-) -> StoreResult<ReleaseOutcome> {
+) -> StoreResult<Answer> {
     if decision == ReleaseDecision::NotFound {
-        return Ok(ReleaseOutcome::NotFound);
+        return Ok(Answer::Release(ReleaseOutcome::NotFound));
     }
     let Some(hold) = store
         .get_hold(hold_id)
         .await?
         .filter(|hold| hold.account_id == account_id && hold.event_id == event.event_id)
     else {
-        return Ok(ReleaseOutcome::NotFound);
+        return Ok(Answer::Release(ReleaseOutcome::NotFound));
     };
     if decision == ReleaseDecision::NotKept && hold.status == HoldStatus::Held {
         // A hold the engine has not seen yet (made by another node since the last
-        // catch-up): the store's own conditional release ends it, and the change feed
-        // brings it to the engine.
-        return store.release_hold(account_id, hold_id).await;
+        // catch-up): asked again once the writer caught up.
+        return Ok(Answer::ReleaseNotKept(Box::new(hold)));
     }
-    Ok(match decision {
+    Ok(Answer::Release(match decision {
         ReleaseDecision::Released { .. } => ReleaseOutcome::Released(hold),
         _ if hold.status == HoldStatus::PaymentPending => ReleaseOutcome::InCheckout(hold),
         _ => ReleaseOutcome::AlreadyEnded(hold),
-    })
+    }))
 }
 
 /// The order a checkout start creates, as the group writes it.

@@ -29,6 +29,7 @@ stories!(
     captures_of_a_round_apply_only_to_confirmed_orders,
     later_verdicts_are_decided_by_the_writer,
     a_verdict_read_before_the_operation_moved_is_the_writers,
+    tools_start_checkouts_and_release_on_an_engine,
 );
 
 /// The payment operation of an order, read from the store.
@@ -1373,6 +1374,94 @@ async fn a_verdict_read_before_the_operation_moved_is_the_writers(backend: Backe
         order["paymentStatus"] == "AUTHORIZED" || order["paymentStatus"] == "CAPTURED",
         "{order}"
     );
+    app.db.assert_invariants().await;
+    app.finish().await;
+}
+
+/// Outside `serve` (tools, store tests), `Store::begin_checkout` and `Store::release_hold`
+/// decide on a freshly loaded engine and write one group: the rules the writer applies, with
+/// the key's answer replayed and every refusal the writer's.
+async fn tools_start_checkouts_and_release_on_an_engine(backend: Backend) {
+    use boxoffice_domain::hold::HoldStatus;
+    use boxoffice_domain::idempotency::IdempotencyScope;
+    use boxoffice_server::routes::checkout::render_checkout;
+    use boxoffice_store::ReleaseOutcome;
+    use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart};
+
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let paid = hold_seats(&app, "ann", &event_id, &["A-8-1", "A-8-2"]).await;
+    let kept = hold_seats(&app, "ann", &event_id, &["A-8-3"]).await;
+    let start = |hold_id: &str, key: &str, digest: &str| CheckoutStart {
+        scope: IdempotencyScope {
+            account_id: "ann".into(),
+            endpoint: format!("POST /v1/holds/{hold_id}/checkout"),
+            key: key.into(),
+        },
+        request_digest: digest.into(),
+        hold_id: hold_id.into(),
+        order_id: format!("order-{key}"),
+        operation_id: format!("operation-{key}"),
+        provider: "stripe".into(),
+        payment_method: "pm_card_visa".into(),
+    };
+    let store = app.db.store.clone();
+    let begun = store
+        .begin_checkout(&start(&paid, "k1", "d1"), &render_checkout)
+        .await
+        .unwrap();
+    let CheckoutBegun::Started { order, operation } = begun else {
+        panic!("not started: {begun:?}");
+    };
+    assert_eq!(order.seats.len(), 2);
+    assert_eq!(operation.amount_minor, order.total_minor);
+    let hold = store.get_hold(&paid).await.unwrap().unwrap();
+    assert_eq!(hold.status, HoldStatus::PaymentPending);
+    // The same key again: its stored answer; another key, or the same with another body.
+    let again = store
+        .begin_checkout(&start(&paid, "k1", "d1"), &render_checkout)
+        .await
+        .unwrap();
+    assert!(matches!(again, CheckoutBegun::Replayed(_)), "{again:?}");
+    let other = store
+        .begin_checkout(&start(&paid, "k2", "d2"), &render_checkout)
+        .await
+        .unwrap();
+    assert_eq!(other, CheckoutBegun::HoldInCheckout);
+    let reused = store
+        .begin_checkout(&start(&paid, "k1", "d-other"), &render_checkout)
+        .await
+        .unwrap();
+    assert_eq!(reused, CheckoutBegun::KeyReusedWithOtherRequest);
+    let mut foreign = start(&kept, "k3", "d3");
+    foreign.scope.account_id = "eve".into();
+    assert_eq!(
+        store
+            .begin_checkout(&foreign, &render_checkout)
+            .await
+            .unwrap(),
+        CheckoutBegun::HoldNotFound
+    );
+    // Releases: a hold in checkout stays; a held one goes, once; another account's is none.
+    assert!(matches!(
+        store.release_hold("ann", &paid).await.unwrap(),
+        ReleaseOutcome::InCheckout(_)
+    ));
+    assert_eq!(
+        store.release_hold("eve", &kept).await.unwrap(),
+        ReleaseOutcome::NotFound
+    );
+    assert!(matches!(
+        store.release_hold("ann", &kept).await.unwrap(),
+        ReleaseOutcome::Released(_)
+    ));
+    assert!(matches!(
+        store.release_hold("ann", &kept).await.unwrap(),
+        ReleaseOutcome::AlreadyEnded(_)
+    ));
+    // Its seat is on sale again: another account holds it through the writer.
+    let taken = hold_seats(&app, "bob", &event_id, &["A-8-3"]).await;
+    assert_ne!(taken, kept);
     app.db.assert_invariants().await;
     app.finish().await;
 }

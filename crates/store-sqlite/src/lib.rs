@@ -29,8 +29,8 @@ use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
-    EventCounts, EventRecord, HoldView, ReadStore, ReleaseOutcome, RenderEvent, Store, StoreError,
-    StoreResult, SweepReport, WorkerStore, event_record, hold_ended_payload, parse_held_seats,
+    EventCounts, EventRecord, HoldView, ReadStore, RenderEvent, Store, StoreError, StoreResult,
+    SweepReport, WorkerStore, event_record, hold_ended_payload, parse_held_seats,
     parse_hold_status, parse_waiting_room, retrying, waiting_room_json,
 };
 use sqlx::sqlite::{
@@ -371,44 +371,6 @@ impl SqliteStore {
         Ok(Idempotent::Fresh(response))
     }
 
-    async fn release_once(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
-        let Some(hold) = self.get_hold(hold_id).await? else {
-            return Ok(ReleaseOutcome::NotFound);
-        };
-        if hold.account_id != account_id {
-            return Ok(ReleaseOutcome::NotFound);
-        }
-        let mut tx = begin_write(&self.writer).await?;
-        let now = store_now(&mut tx).await?;
-        let released = sqlx::query(
-            "UPDATE hold SET status = 'RELEASED', updated_at = ?3
-              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'HELD' AND expires_at > ?3",
-        )
-        .bind(&hold.event_id)
-        .bind(hold_id)
-        .bind(to_ms(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(classify)?
-        .rows_affected();
-        if released == 1 {
-            let mut map = MapChanges::default();
-            free_hold_resources(&mut tx, &hold, now, HoldStatus::Released, &mut map).await?;
-            seatmap::record(&mut tx, &map, now).await?;
-        }
-        tx.commit().await.map_err(classify)?;
-        if released == 0 {
-            // Already ended (or past its deadline, which the sweeper will write): harmless.
-            let current = self.get_hold(hold_id).await?.unwrap_or(hold);
-            return Ok(match current.status {
-                HoldStatus::PaymentPending => ReleaseOutcome::InCheckout(current),
-                _ => ReleaseOutcome::AlreadyEnded(current),
-            });
-        }
-        let current = self.get_hold(hold_id).await?.unwrap_or(hold);
-        Ok(ReleaseOutcome::Released(current))
-    }
-
     async fn expire_once(&self, hold_ids: &[String]) -> StoreResult<SweepReport> {
         let mut report = SweepReport::default();
         if hold_ids.is_empty() {
@@ -698,10 +660,6 @@ impl Store for SqliteStore {
         render: &RenderEvent,
     ) -> StoreResult<Idempotent> {
         retrying(|| self.create_event_once(scope, request_digest, event_id, spec, render)).await
-    }
-
-    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
-        retrying(|| self.release_once(account_id, hold_id)).await
     }
 
     async fn replace_answer(

@@ -380,7 +380,13 @@ where
         return Ok(CheckoutBegun::HoldNotFound);
     };
     let endpoint = hold_endpoint(&event.event_id);
+    let sent = std::time::Instant::now();
     let (snapshot, now) = store.engine_load(&event, &endpoint).await?;
+    // The store's clock now is at most the load's round trip past its reading: the hold's
+    // deadline must be ahead of that, as on the writer (`EventEngine::decide_within`).
+    let latest = now
+        + time::Duration::try_from(sent.elapsed()).unwrap_or(time::Duration::ZERO)
+        + time::Duration::MILLISECOND;
     let mut engine = EventEngine::load(event.rules(), snapshot, now);
     let command = Command::Checkout(CheckoutRequest {
         account_id: start.scope.account_id.clone(),
@@ -388,7 +394,7 @@ where
         order_id: start.order_id.clone(),
         grace_s: event.payment_grace_s,
     });
-    let (decisions, effects) = engine.decide(now, std::slice::from_ref(&command));
+    let (decisions, effects) = engine.decide_within(now, latest, std::slice::from_ref(&command));
     let refused = match decisions.first() {
         Some(Decision::Checkout(CheckoutDecision::Started { .. })) => None,
         // A fresh engine keeps every live hold: one it does not keep has ended.
@@ -400,7 +406,19 @@ where
         _ => Some(CheckoutBegun::HoldExpired),
     };
     if let Some(refused) = refused {
-        return Ok(refused);
+        // The same key may have won since the look above (a request sent twice at once).
+        return Ok(
+            match store
+                .stored_answer(&start.scope, &start.request_digest)
+                .await?
+            {
+                Some(Idempotent::Replayed(stored)) => CheckoutBegun::Replayed(stored),
+                Some(Idempotent::KeyReusedWithOtherRequest) => {
+                    CheckoutBegun::KeyReusedWithOtherRequest
+                }
+                Some(Idempotent::Fresh(_)) | None => refused,
+            },
+        );
     }
     let exchange = engine.hold(&start.hold_id).is_some_and(|h| h.exchange);
     let order = start.pending_order(&hold, now);
@@ -445,6 +463,68 @@ where
         order: Box::new(order),
         operation: Box::new(operation),
     })
+}
+
+/// Releases a hold on a freshly loaded engine and persists it as one group: the writer's
+/// path without the writer, for tools and store tests; `serve` releases on the event's
+/// writer. Only a release the engine decides writes anything.
+pub async fn release_once<S>(
+    store: &S,
+    account_id: &str,
+    hold_id: &str,
+) -> StoreResult<crate::ReleaseOutcome>
+where
+    S: crate::Store + ?Sized,
+{
+    use crate::ReleaseOutcome;
+    use boxoffice_domain::engine::{Command, Decision, EventEngine, ReleaseDecision};
+    use boxoffice_domain::hold::HoldStatus;
+
+    let Some(hold) = store
+        .get_hold(hold_id)
+        .await?
+        .filter(|hold| hold.account_id == account_id)
+    else {
+        return Ok(ReleaseOutcome::NotFound);
+    };
+    let Some(event) = store.get_event(&hold.event_id).await? else {
+        return Ok(ReleaseOutcome::NotFound);
+    };
+    let endpoint = hold_endpoint(&event.event_id);
+    let (snapshot, now) = store.engine_load(&event, &endpoint).await?;
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let command = Command::Release {
+        account_id: account_id.to_owned(),
+        hold_id: hold_id.to_owned(),
+    };
+    let (decisions, effects) = engine.decide(now, std::slice::from_ref(&command));
+    match decisions.first() {
+        Some(Decision::Release(ReleaseDecision::Released { .. })) => {}
+        Some(Decision::Release(ReleaseDecision::NotFound)) => return Ok(ReleaseOutcome::NotFound),
+        // In checkout, ended, or (a fresh engine keeps every live hold) not kept: as it is.
+        _ => {
+            return Ok(if hold.status == HoldStatus::PaymentPending {
+                ReleaseOutcome::InCheckout(hold)
+            } else {
+                ReleaseOutcome::AlreadyEnded(hold)
+            });
+        }
+    }
+    let group = GroupWrite {
+        event: &event,
+        endpoint: &endpoint,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys: Vec::new(),
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        turn: &FirstInLine,
+    };
+    store.apply_group(&group).await?;
+    let current = store.get_hold(hold_id).await?.unwrap_or(hold);
+    Ok(ReleaseOutcome::Released(current))
 }
 
 /// Attempts of a one-shot hold batch ([`crate::Store::hold_batch`]) before a conflict reaches

@@ -330,8 +330,22 @@ pub trait Store:
         }
     }
 
-    /// Releases a live `HELD` hold of `account_id`.
-    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome>;
+    /// Releases a live `HELD` hold of `account_id`, in one group decided by a freshly loaded
+    /// engine ([`engine::release_once`]; `serve` releases on the event's writer). A group
+    /// that loses a race is decided again on a fresh load.
+    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
+        let mut n_attempts = 0;
+        loop {
+            n_attempts += 1;
+            match engine::release_once(self, account_id, hold_id).await {
+                Err(StoreError::Conflict(_)) if n_attempts < engine::ONE_SHOT_ATTEMPTS_MAX => {
+                    let pause_ms = 1 + (n_attempts % 7) * 3;
+                    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+                }
+                other => return other,
+            }
+        }
+    }
 
     /// Rewrites the stored answer of an existing record (a checkout's, once its order is
     /// settled by another request). `false`: no such record.
