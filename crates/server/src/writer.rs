@@ -45,6 +45,7 @@ use boxoffice_store::checkout::{
 };
 use boxoffice_store::engine::{
     CheckoutWrite, EngineStore, GroupCommitted, GroupTurn, GroupWrite, SettleWrite,
+    checkout_refusal, refused_checkout, started_operation,
 };
 use boxoffice_store::{
     EventRecord, HoldView, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult,
@@ -301,7 +302,7 @@ impl EventWriters {
             }
         }
         metrics::counter!("boxoffice_writer_checkouts_not_kept_total").increment(1);
-        refused_checkout(self.store.as_ref(), &start, CheckoutDecision::Expired)
+        refused_checkout(self.store.as_ref(), &start, CheckoutBegun::HoldExpired)
             .await
             .map_err(SubmitError::Store)
     }
@@ -1231,19 +1232,8 @@ async fn checkout_answer(
             }
             // The operation as the group wrote it, without reading it back; only an
             // exchange's (which charges the exchange's amount due) is read.
-            let operation = if context.exchange {
-                store
-                    .payment_operation(&start.operation_id)
-                    .await?
-                    .ok_or_else(|| {
-                        StoreError::Internal(format!(
-                            "checkout committed without its payment operation {}",
-                            start.operation_id
-                        ))
-                    })?
-            } else {
-                start.new_operation(&context.hold)
-            };
+            let operation =
+                started_operation(store, start, &context.hold, context.exchange).await?;
             Ok(CheckoutBegun::Started {
                 order: Box::new(pending_order(context, now)),
                 operation: Box::new(operation),
@@ -1253,32 +1243,8 @@ async fn checkout_answer(
         CheckoutDecision::NotKept => Err(StoreError::Internal(
             "a checkout the engine does not keep reached its answer".into(),
         )),
-        refused => refused_checkout(store, start, refused).await,
+        refused => refused_checkout(store, start, checkout_refusal(&refused)).await,
     }
-}
-
-/// A checkout the engine refused: the key's stored answer first (the same key may have won
-/// meanwhile: a request sent twice at once, or to two nodes), else the refusal.
-async fn refused_checkout(
-    store: &dyn Store,
-    start: &CheckoutStart,
-    refused: CheckoutDecision,
-) -> StoreResult<CheckoutBegun> {
-    match store
-        .stored_answer(&start.scope, &start.request_digest)
-        .await?
-    {
-        Some(Idempotent::Replayed(stored)) => return Ok(CheckoutBegun::Replayed(stored)),
-        Some(Idempotent::KeyReusedWithOtherRequest) => {
-            return Ok(CheckoutBegun::KeyReusedWithOtherRequest);
-        }
-        Some(Idempotent::Fresh(_)) | None => {}
-    }
-    Ok(match refused {
-        CheckoutDecision::InCheckout => CheckoutBegun::HoldInCheckout,
-        CheckoutDecision::NotFound => CheckoutBegun::HoldNotFound,
-        _ => CheckoutBegun::HoldExpired,
-    })
 }
 
 async fn payment_answer(

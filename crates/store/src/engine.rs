@@ -398,27 +398,12 @@ where
     let refused = match decisions.first() {
         Some(Decision::Checkout(CheckoutDecision::Started { .. })) => None,
         // A fresh engine keeps every live hold: one it does not keep has ended.
-        Some(Decision::Checkout(CheckoutDecision::NotKept)) => Some(CheckoutBegun::HoldExpired),
-        Some(Decision::Checkout(CheckoutDecision::InCheckout)) => {
-            Some(CheckoutBegun::HoldInCheckout)
-        }
-        Some(Decision::Checkout(CheckoutDecision::NotFound)) => Some(CheckoutBegun::HoldNotFound),
+        Some(Decision::Checkout(decision)) => Some(checkout_refusal(decision)),
         _ => Some(CheckoutBegun::HoldExpired),
     };
     if let Some(refused) = refused {
         // The same key may have won since the look above (a request sent twice at once).
-        return Ok(
-            match store
-                .stored_answer(&start.scope, &start.request_digest)
-                .await?
-            {
-                Some(Idempotent::Replayed(stored)) => CheckoutBegun::Replayed(stored),
-                Some(Idempotent::KeyReusedWithOtherRequest) => {
-                    CheckoutBegun::KeyReusedWithOtherRequest
-                }
-                Some(Idempotent::Fresh(_)) | None => refused,
-            },
-        );
+        return refused_checkout(store, start, refused).await;
     }
     let exchange = engine.hold(&start.hold_id).is_some_and(|h| h.exchange);
     let order = start.pending_order(&hold, now);
@@ -446,19 +431,7 @@ where
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
-    let operation = if exchange {
-        store
-            .payment_operation(&start.operation_id)
-            .await?
-            .ok_or_else(|| {
-                StoreError::Internal(format!(
-                    "checkout committed without its payment operation {}",
-                    start.operation_id
-                ))
-            })?
-    } else {
-        start.new_operation(&hold)
-    };
+    let operation = started_operation(store, start, &hold, exchange).await?;
     Ok(CheckoutBegun::Started {
         order: Box::new(order),
         operation: Box::new(operation),
@@ -525,6 +498,93 @@ where
     store.apply_group(&group).await?;
     let current = store.get_hold(hold_id).await?.unwrap_or(hold);
     Ok(ReleaseOutcome::Released(current))
+}
+
+/// Runs a one-shot group (`hold_batch_once`, `release_once`, `checkout_once`) until it is not
+/// refused for a conflict, at most [`ONE_SHOT_ATTEMPTS_MAX`] times. Every one-shot call
+/// competes for the event's writer sequence: each round of a race lets at least one through,
+/// so the attempts are bounded by the racers.
+pub async fn one_shot<T, F, Fut>(mut attempt: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut n_attempts = 0;
+    loop {
+        n_attempts += 1;
+        match attempt().await {
+            Err(StoreError::Conflict(_)) if n_attempts < ONE_SHOT_ATTEMPTS_MAX => {
+                let pause_ms = 1 + (n_attempts % 7) * 3;
+                tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// What a checkout the engine did not start is told (one it does not keep, after a fresh
+/// load or a catch-up, has ended).
+pub fn checkout_refusal(
+    decision: &boxoffice_domain::engine::CheckoutDecision,
+) -> crate::checkout::CheckoutBegun {
+    use crate::checkout::CheckoutBegun;
+    use boxoffice_domain::engine::CheckoutDecision;
+    match decision {
+        CheckoutDecision::InCheckout => CheckoutBegun::HoldInCheckout,
+        CheckoutDecision::NotFound => CheckoutBegun::HoldNotFound,
+        CheckoutDecision::Started { .. }
+        | CheckoutDecision::Expired
+        | CheckoutDecision::NotKept => CheckoutBegun::HoldExpired,
+    }
+}
+
+/// A checkout that does not start: the key's stored answer first (the same key may have won
+/// meanwhile: a request sent twice at once, or to two nodes), else `refused`.
+pub async fn refused_checkout<S>(
+    store: &S,
+    start: &crate::checkout::CheckoutStart,
+    refused: crate::checkout::CheckoutBegun,
+) -> StoreResult<crate::checkout::CheckoutBegun>
+where
+    S: crate::Store + ?Sized,
+{
+    use crate::checkout::CheckoutBegun;
+    use boxoffice_domain::idempotency::Idempotent;
+    Ok(
+        match store
+            .stored_answer(&start.scope, &start.request_digest)
+            .await?
+        {
+            Some(Idempotent::Replayed(stored)) => CheckoutBegun::Replayed(stored),
+            Some(Idempotent::KeyReusedWithOtherRequest) => CheckoutBegun::KeyReusedWithOtherRequest,
+            Some(Idempotent::Fresh(_)) | None => refused,
+        },
+    )
+}
+
+/// The payment operation a started checkout wrote: built from the start and the hold, or,
+/// for an exchange's hold (which charges the exchange's amount due), read back.
+pub async fn started_operation<S>(
+    store: &S,
+    start: &crate::checkout::CheckoutStart,
+    hold: &crate::HoldView,
+    exchange: bool,
+) -> StoreResult<crate::checkout::PaymentOperation>
+where
+    S: crate::Store + ?Sized,
+{
+    if !exchange {
+        return Ok(start.new_operation(hold));
+    }
+    store
+        .payment_operation(&start.operation_id)
+        .await?
+        .ok_or_else(|| {
+            StoreError::Internal(format!(
+                "checkout committed without its payment operation {}",
+                start.operation_id
+            ))
+        })
 }
 
 /// Attempts of a one-shot hold batch ([`crate::Store::hold_batch`]) before a conflict reaches

@@ -314,37 +314,14 @@ pub trait Store:
         requests: &[HoldRequest],
         render: &RenderHold,
     ) -> StoreResult<Vec<Idempotent>> {
-        // Every one-shot call competes for the event's writer sequence: each round of a race
-        // lets at least one through, so the attempts are bounded by the racers, not by
-        // BATCH_ATTEMPTS_MAX.
-        let mut n_attempts = 0;
-        loop {
-            n_attempts += 1;
-            match engine::hold_batch_once(self, event, endpoint, requests, render).await {
-                Err(StoreError::Conflict(_)) if n_attempts < engine::ONE_SHOT_ATTEMPTS_MAX => {
-                    let pause_ms = 1 + (n_attempts % 7) * 3;
-                    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
-                }
-                other => return other,
-            }
-        }
+        engine::one_shot(|| engine::hold_batch_once(self, event, endpoint, requests, render)).await
     }
 
     /// Releases a live `HELD` hold of `account_id`, in one group decided by a freshly loaded
     /// engine ([`engine::release_once`]; `serve` releases on the event's writer). A group
     /// that loses a race is decided again on a fresh load.
     async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
-        let mut n_attempts = 0;
-        loop {
-            n_attempts += 1;
-            match engine::release_once(self, account_id, hold_id).await {
-                Err(StoreError::Conflict(_)) if n_attempts < engine::ONE_SHOT_ATTEMPTS_MAX => {
-                    let pause_ms = 1 + (n_attempts % 7) * 3;
-                    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
-                }
-                other => return other,
-            }
-        }
+        engine::one_shot(|| engine::release_once(self, account_id, hold_id)).await
     }
 
     /// Rewrites the stored answer of an existing record (a checkout's, once its order is
@@ -366,17 +343,7 @@ pub trait Store:
         start: &checkout::CheckoutStart,
         render: &checkout::RenderOrder,
     ) -> StoreResult<checkout::CheckoutBegun> {
-        let mut n_attempts = 0;
-        loop {
-            n_attempts += 1;
-            match engine::checkout_once(self, start, render).await {
-                Err(StoreError::Conflict(_)) if n_attempts < engine::ONE_SHOT_ATTEMPTS_MAX => {
-                    let pause_ms = 1 + (n_attempts % 7) * 3;
-                    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
-                }
-                other => return other,
-            }
-        }
+        engine::one_shot(|| engine::checkout_once(self, start, render)).await
     }
 
     /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.

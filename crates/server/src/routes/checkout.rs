@@ -332,10 +332,9 @@ pub async fn checkout_hold(
             Some(Idempotent::KeyReusedWithOtherRequest) => CheckoutBegun::KeyReusedWithOtherRequest,
             Some(Idempotent::Fresh(_)) | None => match hold {
                 None => CheckoutBegun::HoldNotFound,
-                Some(hold) => match CheckoutDecision::refused_for(hold.status) {
-                    CheckoutDecision::InCheckout => CheckoutBegun::HoldInCheckout,
-                    _ => CheckoutBegun::HoldExpired,
-                },
+                Some(hold) => boxoffice_store::engine::checkout_refusal(
+                    &CheckoutDecision::refused_for(hold.status),
+                ),
             },
         },
     };
