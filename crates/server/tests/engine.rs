@@ -323,9 +323,94 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
     app.finish().await;
 }
 
+/// A seat one command of a group frees (a release) and a later command of the same group
+/// takes again (a new hold): the engine decides both on its own state, and the store must
+/// write them in that order, not refuse the group because the seat was not free yet when
+/// the new hold's write came first.
+async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
+    use boxoffice_domain::engine::{Command, Decision, EventEngine, ReleaseDecision};
+    use boxoffice_store::engine::FirstInLine;
+
+    const ENDPOINT: &str = "POST /test/holds";
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let store = app.db.store.clone();
+    let event = store.get_event(&event_id).await.unwrap().expect("event");
+    let shown = event.clone();
+    let render_hold = move |outcome: &HoldOutcome| render(&shown, outcome);
+    let first = store
+        .hold_batch(
+            &event,
+            ENDPOINT,
+            &[seat_request("fan-1", "k1", "A-5-1")],
+            &render_hold,
+        )
+        .await
+        .unwrap();
+    let Idempotent::Fresh(response) = &first[0] else {
+        panic!("{first:?}");
+    };
+    let first_hold = String::from_utf8(response.body.clone()).unwrap();
+    let (snapshot, now) = store.engine_load(&event, ENDPOINT).await.unwrap();
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let second = seat_request("fan-2", "k2", "A-5-1");
+    let commands = vec![
+        Command::Release {
+            account_id: "fan-1".into(),
+            hold_id: first_hold.clone(),
+        },
+        Command::Hold(second.clone()),
+    ];
+    let (decisions, effects) = engine.decide(now, &commands);
+    assert!(
+        matches!(
+            decisions[0],
+            Decision::Release(ReleaseDecision::Released { .. })
+        ),
+        "{decisions:?}"
+    );
+    assert!(
+        matches!(&decisions[1], Decision::Hold(HoldOutcome::Held(_))),
+        "the engine gives the freed seat to the next hold: {decisions:?}"
+    );
+    let group = GroupWrite {
+        event: &event,
+        endpoint: ENDPOINT,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys: vec![second.idempotency_key.clone()],
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        turn: &FirstInLine,
+    };
+    store
+        .apply_group(&group)
+        .await
+        .expect("the store writes the release before the new hold");
+    let (_, seat) = store
+        .seat_map(&event_id)
+        .await
+        .unwrap()
+        .expect("map")
+        .seats
+        .into_iter()
+        .find(|(seat_id, _)| seat_id == "A-5-1")
+        .expect("seat");
+    assert_eq!(seat.status, boxoffice_domain::hold::SeatStatus::Held);
+    let released = store.get_hold(&first_hold).await.unwrap().expect("hold");
+    assert_eq!(
+        released.status,
+        boxoffice_domain::hold::HoldStatus::Released
+    );
+    app.finish().await;
+}
+
 stories!(
     a_failed_commit_holds_back_the_next_group,
     a_group_on_a_seat_taken_since_is_refused,
+    a_seat_freed_and_taken_in_one_group,
 );
 
 /// A second node: its own app (and its own event writers) on the same database.

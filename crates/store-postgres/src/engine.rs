@@ -276,7 +276,6 @@ impl EngineStore for PgStore {
         map.by_event
             .insert(group.event.event_id.clone(), group.map_seats());
         lock_seats(&mut tx, group).await?;
-        take_seats(&mut tx, group).await?;
         free_released_seats(&mut tx, group).await?;
         let tiers = group.tiers_touched();
         if !tiers.is_empty() {
@@ -289,12 +288,15 @@ impl EngineStore for PgStore {
             .await
             .map_err(classify)?;
         }
+        // What the group frees is written before what it takes: the engine may give a seat
+        // or unit that one command frees to a later command of the same group.
         let expired = expire_holds(&mut tx, group, &mut map).await?;
-        insert_holds(&mut tx, group).await?;
-        take_tier_units(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group, &mut map).await?;
-        start_checkouts(&mut tx, group).await?;
         settle_checkouts(&mut tx, group, &mut map).await?;
+        insert_holds(&mut tx, group).await?;
+        take_seats(&mut tx, group).await?;
+        take_tier_units(&mut tx, group, &mut map).await?;
+        start_checkouts(&mut tx, group).await?;
         insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
         group.turn.locks_taken();
         if !group.turn.before_record().await {

@@ -257,14 +257,16 @@ impl EngineStore for SqliteStore {
         let mut map = MapChanges::default();
         map.by_event
             .insert(group.event.event_id.clone(), group.map_seats());
-        take_seats(&mut tx, group).await?;
+        // What the group frees is written before what it takes: the engine may give a seat
+        // or unit that one command frees to a later command of the same group.
         free_released_seats(&mut tx, group).await?;
         let expired = expire_holds(&mut tx, group, &mut map).await?;
-        insert_holds(&mut tx, group).await?;
-        move_tier_units(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group).await?;
-        start_checkouts(&mut tx, group).await?;
         settle_checkouts(&mut tx, group, &mut map).await?;
+        insert_holds(&mut tx, group).await?;
+        take_seats(&mut tx, group).await?;
+        move_tier_units(&mut tx, group, &mut map).await?;
+        start_checkouts(&mut tx, group).await?;
         insert_records(&mut tx, group.endpoint, &group.records, group.now).await?;
         group.turn.locks_taken();
         if !group.turn.before_record().await {
@@ -484,8 +486,8 @@ async fn insert_holds(tx: &mut Transaction<'_, Sqlite>, group: &GroupWrite<'_>) 
     Ok(())
 }
 
-/// Tier units taken by new holds (only where that many are available) and given back by
-/// released ones (only where that many are held).
+/// Tier units given back by released holds (only where that many are held) and taken by new
+/// holds (only where that many are available).
 async fn move_tier_units(
     tx: &mut Transaction<'_, Sqlite>,
     group: &GroupWrite<'_>,
@@ -498,7 +500,8 @@ async fn move_tier_units(
         .map(|(t, n)| (t, i64::from(*n)));
     let returned: BTreeMap<String, u32> = group.tier_units_returned();
     let returned = returned.iter().map(|(t, n)| (t, -i64::from(*n)));
-    for (tier_id, n) in taken.chain(returned) {
+    // Units given back first: a later command of the group may take them.
+    for (tier_id, n) in returned.chain(taken) {
         let available = sqlx::query_scalar::<_, i64>(
             "UPDATE tier SET available = available - ?3, held = held + ?3
               WHERE event_id = ?1 AND tier_id = ?2 AND available >= ?3 AND held + ?3 >= 0
