@@ -9,8 +9,8 @@
 //! group commits, the next is decided on top of it; if a commit fails, the writer throws the
 //! engine away and loads it again (nothing here is ever rolled back).
 //!
-//! Changes the engine did not make (a checkout, a payment verdict, the sweeper, an exchange, a
-//! writer on another node) reach it through [`EventEngine::refresh`] with the rows the seat-map
+//! Changes the engine did not make (the store's own settlement of an exchange's payment, the
+//! sweeper, an exchange, a writer on another node) reach it through [`EventEngine::refresh`] with the rows the seat-map
 //! change feed names. Until then the engine may refuse a seat that was just freed — a stale
 //! refusal, never a double sale: the store refuses any write whose condition no longer holds.
 //!
@@ -105,6 +105,31 @@ pub enum Command {
     Release { account_id: String, hold_id: String },
     Checkout(CheckoutRequest),
     Payment(PaymentRequest),
+    Compensate(CompensationRequest),
+}
+
+/// A capture refused for good: the confirmed order is cancelled and its sale given back
+/// (its seats and units back on sale, its hold ended). The store refuses it alone, without
+/// the rest of the group, when a ticket of the order was used at the door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompensationRequest {
+    pub order_id: String,
+    /// The order's hold, `CONFIRMED` while the order is.
+    pub hold_id: String,
+}
+
+/// What the engine decided for a compensation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompensationDecision {
+    /// Given back with the group: the hold ends, the seats still sold by it are free again
+    /// and its units back on sale.
+    Compensated,
+    /// The hold is not confirmed (still in checkout, or ended): nothing was sold to give back.
+    NotConfirmed,
+    /// The engine does not keep the hold (ended, or confirmed elsewhere since the last
+    /// catch-up): the writer asks again after a catch-up; an engine that has caught up keeps
+    /// every confirmed hold.
+    NotKept,
 }
 
 /// What a payment verdict means for the inventory.
@@ -227,6 +252,19 @@ pub enum Decision {
     Release(ReleaseDecision),
     Checkout(CheckoutDecision),
     Payment(PaymentDecision),
+    Compensate(CompensationDecision),
+}
+
+/// An order the group gives back: the store cancels it only if it is still `CONFIRMED` and
+/// none of its tickets was checked in (else it leaves this one alone and says so), ends
+/// the hold only if still `CONFIRMED`, frees exactly these seats (each still `SOLD` by the
+/// hold) and returns its units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderCompensated {
+    /// The command's place in the group.
+    pub index: usize,
+    pub order_id: String,
+    pub hold: HoldReleased,
 }
 
 /// A seat a new hold takes. The store writes it only if the seat is still free by the
@@ -277,6 +315,8 @@ pub struct Effects {
     /// store ends each only if it is still `PAYMENT_PENDING`, then frees exactly these seats
     /// and returns its units).
     pub checkouts_cancelled: Vec<(usize, HoldReleased)>,
+    /// Confirmed orders given back after a capture refused for good.
+    pub orders_compensated: Vec<OrderCompensated>,
     pub map_seats: Vec<MapSeatChange>,
     /// Accounts that got a hold: the store checks their purchase limit after the writes.
     pub accounts_checked: BTreeSet<String>,
@@ -291,6 +331,7 @@ impl Effects {
             || !self.checkouts_started.is_empty()
             || !self.holds_confirmed.is_empty()
             || !self.checkouts_cancelled.is_empty()
+            || !self.orders_compensated.is_empty()
     }
 }
 
@@ -506,7 +547,8 @@ impl EventEngine {
                             Command::Hold(request) => Some(request.clone()),
                             Command::Release { .. }
                             | Command::Checkout(_)
-                            | Command::Payment(_) => None,
+                            | Command::Payment(_)
+                            | Command::Compensate(_) => None,
                         })
                         .collect();
                     let outcomes = self.decide_holds(&run, index, &mut effects);
@@ -529,6 +571,11 @@ impl EventEngine {
                 Command::Payment(request) => {
                     let decision = self.decide_payment(index, request, &mut effects);
                     decisions.push(Decision::Payment(decision));
+                    index += 1;
+                }
+                Command::Compensate(request) => {
+                    let decision = self.decide_compensation(index, request, &mut effects);
+                    decisions.push(Decision::Compensate(decision));
                     index += 1;
                 }
             }
@@ -761,6 +808,65 @@ impl EventEngine {
             tier,
         });
         PaymentDecision::Confirmed
+    }
+
+    /// A sale given back: the confirmed hold ends, the seats it still sells are free again and
+    /// its units (less what an exchange took out) back on sale.
+    fn decide_compensation(
+        &mut self,
+        index: usize,
+        request: &CompensationRequest,
+        effects: &mut Effects,
+    ) -> CompensationDecision {
+        let Some(hold) = self.holds.get(&request.hold_id) else {
+            return CompensationDecision::NotKept;
+        };
+        if hold.status != HoldStatus::Confirmed {
+            return CompensationDecision::NotConfirmed;
+        }
+        let Some(hold) = self.forget_hold(&request.hold_id) else {
+            return CompensationDecision::NotKept;
+        };
+        let mut freed = Vec::with_capacity(hold.seat_ids.len());
+        for seat_id in &hold.seat_ids {
+            let Some(seat) = self.state.seats.get_mut(seat_id) else {
+                continue;
+            };
+            if seat.status != SeatStatus::Sold
+                || seat.hold_id.as_deref() != Some(request.hold_id.as_str())
+            {
+                continue;
+            }
+            seat.status = SeatStatus::Available;
+            seat.hold_id = None;
+            seat.hold_expires_at = None;
+            if let Some(rows) = &mut self.rows {
+                rows.set_free(seat_id, true);
+            }
+            effects.map_seats.push(MapSeatChange {
+                seat_id: seat_id.clone(),
+                status: SeatStatus::Available,
+                hold_expires_at: None,
+            });
+            freed.push(seat_id.clone());
+        }
+        let tier = hold.tier_id.as_ref().map(|tier_id| {
+            if let Some(tier) = self.state.tiers.get_mut(tier_id) {
+                tier.sold -= i64::from(hold.quantity);
+                tier.available += i64::from(hold.quantity);
+            }
+            (tier_id.clone(), hold.quantity)
+        });
+        effects.orders_compensated.push(OrderCompensated {
+            index,
+            order_id: request.order_id.clone(),
+            hold: HoldReleased {
+                hold_id: request.hold_id.clone(),
+                seat_ids: freed,
+                tier,
+            },
+        });
+        CompensationDecision::Compensated
     }
 
     /// Ends the `HELD` holds past their deadline, earliest first and at most

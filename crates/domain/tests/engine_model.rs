@@ -1,5 +1,6 @@
 //! Model test of the event engine: random sequences of command groups (named seats, best
-//! available, tier quantities, releases, checkout starts, payment verdicts, replays) decided
+//! available, tier quantities, releases, checkout starts, payment verdicts, compensations
+//! of confirmed orders, replays) decided
 //! with the store's clock known within a spread, clock advances, and changes made
 //! elsewhere that reach the engine by refresh (a checkout confirming a hold, the sweeper
 //! expiring holds). Each step runs through `EventEngine` and through a naive reference that
@@ -11,8 +12,9 @@ use std::collections::BTreeMap;
 use boxoffice_domain::best::{BestRequest, RowSeats, choose};
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow};
 use boxoffice_domain::engine::{
-    CheckoutDecision, CheckoutRequest, Command, Decision, EngineHold, EngineRows, EngineSnapshot,
-    EventEngine, PaymentDecision, PaymentOutcome, PaymentRequest, ReleaseDecision,
+    CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
+    Decision, EngineHold, EngineRows, EngineSnapshot, EventEngine, PaymentDecision, PaymentOutcome,
+    PaymentRequest, ReleaseDecision,
 };
 use boxoffice_domain::event::SaleRules;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
@@ -79,6 +81,10 @@ enum Cmd {
         hold: usize,
         outcome: u8,
     },
+    /// A capture refused for good gives a sale back (see `Reference::target`).
+    Compensate {
+        hold: usize,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +118,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         1 => (0..ACCOUNTS.len(), 0usize..30).prop_map(|(account, hold)| Cmd::Release { account, hold }),
         2 => (0..ACCOUNTS.len(), 0usize..30).prop_map(|(account, hold)| Cmd::Checkout { account, hold }),
         2 => (0..ACCOUNTS.len(), 0usize..30, 0u8..4).prop_map(|(account, hold, outcome)| Cmd::Pay { account, hold, outcome }),
+        2 => (0usize..30).prop_map(|hold| Cmd::Compensate { hold }),
     ]
 }
 
@@ -148,6 +155,11 @@ enum Verdict {
     Cancelled(&'static str),
     /// A verdict for a hold not in checkout: the store decides.
     PayElsewhere,
+    Compensated,
+    /// A compensation of a hold that is not confirmed.
+    NotConfirmed,
+    /// A compensation of a hold the engine does not keep (ended, or never was).
+    NotKept,
 }
 
 fn verdict_of(decision: &Decision) -> Verdict {
@@ -187,6 +199,9 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Payment(PaymentDecision::Confirmed) => Verdict::Sold,
         Decision::Payment(PaymentDecision::Cancelled { reason }) => Verdict::Cancelled(reason),
         Decision::Payment(PaymentDecision::NotKept) => Verdict::PayElsewhere,
+        Decision::Compensate(CompensationDecision::Compensated) => Verdict::Compensated,
+        Decision::Compensate(CompensationDecision::NotConfirmed) => Verdict::NotConfirmed,
+        Decision::Compensate(CompensationDecision::NotKept) => Verdict::NotKept,
     }
 }
 
@@ -494,6 +509,41 @@ impl Reference {
         }
     }
 
+    /// Whom a command names: for odd `n`, the `n`-th hold in `status` (modulo their number)
+    /// and its account, when there is one; else account `account` and hold `h{n}`, whatever
+    /// it is (another's, ended, or none).
+    fn target(&self, account: usize, n: usize, status: HoldStatus) -> (String, String) {
+        let matching: Vec<&RefHold> = self.holds.iter().filter(|h| h.status == status).collect();
+        match matching.len() {
+            len if len > 0 && n % 2 == 1 => {
+                let hold = matching[n % len];
+                (hold.account.clone(), hold.hold_id.clone())
+            }
+            _ => (ACCOUNTS[account].into(), format!("h{n}")),
+        }
+    }
+
+    /// A confirmed hold's sale given back: the hold ends, its sold seats and units are free.
+    fn compensate(&mut self, hold_id: &str) -> Verdict {
+        let Some(hold) = self.holds.iter_mut().find(|h| h.hold_id == hold_id) else {
+            return Verdict::NotKept;
+        };
+        match hold.status {
+            HoldStatus::Confirmed => {}
+            HoldStatus::Held | HoldStatus::PaymentPending => return Verdict::NotConfirmed,
+            HoldStatus::Released | HoldStatus::Expired => return Verdict::NotKept,
+        }
+        hold.status = HoldStatus::Released;
+        let hold = hold.clone();
+        for seat_id in &hold.seats {
+            let entry = self.seats.get_mut(seat_id).unwrap();
+            if entry.0 == SeatStatus::Sold && entry.1.as_deref() == Some(hold_id) {
+                *entry = (SeatStatus::Available, None, None, entry.3);
+            }
+        }
+        Verdict::Compensated
+    }
+
     fn seat_row(&self, seat_id: &str) -> SeatRow {
         let (status, hold_id, until, price) = self.seats[seat_id].clone();
         SeatRow {
@@ -656,27 +706,37 @@ proptest! {
                                 });
                             }
                             Cmd::Checkout { account, hold } => {
-                                let hold_id = format!("h{hold}");
-                                expected.push(reference.checkout(ACCOUNTS[*account], &hold_id));
+                                let (account_id, hold_id) =
+                                    reference.target(*account, *hold, HoldStatus::Held);
+                                expected.push(reference.checkout(&account_id, &hold_id));
                                 commands.push(Command::Checkout(CheckoutRequest {
-                                    account_id: ACCOUNTS[*account].into(),
+                                    account_id,
                                     hold_id,
                                     order_id: format!("o{next_hold}-{hold}"),
                                     grace_s: GRACE_S,
                                 }));
                             }
                             Cmd::Pay { account, hold, outcome } => {
-                                let hold_id = format!("h{hold}");
+                                let (account_id, hold_id) =
+                                    reference.target(*account, *hold, HoldStatus::PaymentPending);
                                 let outcome = match outcome {
                                     0 => PaymentOutcome::Failed,
                                     1 => PaymentOutcome::Voided,
                                     _ => PaymentOutcome::Paid,
                                 };
-                                expected.push(reference.pay(ACCOUNTS[*account], &hold_id, outcome));
+                                expected.push(reference.pay(&account_id, &hold_id, outcome));
                                 commands.push(Command::Payment(PaymentRequest {
-                                    account_id: ACCOUNTS[*account].into(),
+                                    account_id,
                                     hold_id,
                                     outcome,
+                                }));
+                            }
+                            Cmd::Compensate { hold } => {
+                                let (_, hold_id) = reference.target(0, *hold, HoldStatus::Confirmed);
+                                expected.push(reference.compensate(&hold_id));
+                                commands.push(Command::Compensate(CompensationRequest {
+                                    order_id: format!("o-{hold}"),
+                                    hold_id,
                                 }));
                             }
                         }
@@ -693,6 +753,8 @@ proptest! {
                     prop_assert_eq!(effects.holds_confirmed.len(), sold);
                     let cancelled = got.iter().filter(|v| matches!(v, Verdict::Cancelled(_))).count();
                     prop_assert_eq!(effects.checkouts_cancelled.len(), cancelled);
+                    let compensated = got.iter().filter(|v| **v == Verdict::Compensated).count();
+                    prop_assert_eq!(effects.orders_compensated.len(), compensated);
                 }
                 Step::Advance(s) => {
                     reference.now += Duration::seconds(s);

@@ -279,6 +279,43 @@ impl boxoffice_workers::payment::Settler for WriterSettler {
         )
         .await
     }
+
+    async fn compensate(
+        &self,
+        operation_id: &str,
+        reason: &str,
+    ) -> boxoffice_store::StoreResult<bool> {
+        let Some(shared) = self.shared.upgrade() else {
+            return self
+                .store
+                .compensate_failed_capture(operation_id, reason)
+                .await;
+        };
+        let state = AppState(shared);
+        let store = &state.workers_store;
+        let Some(operation) = store.payment_operation(operation_id).await? else {
+            return Ok(false);
+        };
+        let Some(order) = store.order_head(&operation.order_id).await? else {
+            return Ok(false);
+        };
+        if order.status != boxoffice_domain::order::OrderStatus::Confirmed {
+            return Ok(false);
+        }
+        let Ok(event) = state.event(&operation.event_id).await else {
+            return store.compensate_failed_capture(operation_id, reason).await;
+        };
+        state
+            .writers
+            .compensate(event, &order, operation, reason)
+            .await
+            .map_err(|error| match error {
+                writer::SubmitError::Overloaded => {
+                    boxoffice_store::StoreError::Busy("the event's writer is full".into())
+                }
+                writer::SubmitError::Store(error) => error,
+            })
+    }
 }
 
 /// The OpenAPI document, generated from the handlers' annotations.
@@ -314,7 +351,11 @@ impl AppState {
                 config.provider.clone(),
                 config.ticket_signer.clone(),
             )
-            .with_listener(Arc::new(slots)),
+            .with_listener(Arc::new(slots))
+            .with_settler(Arc::new(WriterSettler {
+                shared: shared.clone(),
+                store: workers_store.clone(),
+            })),
             waitroom,
             reconciler: PaymentReconciler::new(workers_store.clone(), config.provider.clone())
                 .with_settler(Arc::new(WriterSettler {

@@ -33,8 +33,8 @@ use std::time::{Duration as StdDuration, Instant};
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
-    CheckoutDecision, CheckoutRequest, Command, Decision, EventEngine, PaymentDecision,
-    PaymentOutcome, PaymentRequest, ReleaseDecision,
+    CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
+    Decision, EventEngine, PaymentDecision, PaymentOutcome, PaymentRequest, ReleaseDecision,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -44,8 +44,8 @@ use boxoffice_store::checkout::{
     Settled,
 };
 use boxoffice_store::engine::{
-    CheckoutWrite, EngineStore, GroupCommitted, GroupTurn, GroupWrite, SettleWrite,
-    checkout_refusal, refused_checkout, started_operation,
+    CheckoutWrite, CompensationWrite, EngineStore, GroupCommitted, GroupTurn, GroupWrite,
+    SettleWrite, checkout_refusal, refused_checkout, started_operation,
 };
 use boxoffice_store::{
     EventRecord, HoldView, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult,
@@ -96,6 +96,11 @@ enum Answer {
     /// longer live.
     CheckoutNotKept,
     Payment(Option<Settled>),
+    /// Whether the sale was given back (`false`: not confirmed, or a ticket of it was used
+    /// at the door).
+    Compensated(bool),
+    /// The engine did not keep the order's hold: asked again after the catch-up.
+    CompensationNotKept,
 }
 
 /// What a checkout's payment verdict needs besides its command: the operation as started,
@@ -147,10 +152,18 @@ struct CheckoutContext {
     exchange: bool,
 }
 
+/// What a compensation needs besides its command: the payment operation as read (its undo
+/// is chosen from its status) and the order's cancel reason.
+struct CompensateContext {
+    operation: PaymentOperation,
+    reason: String,
+}
+
 struct Job {
     command: Command,
     checkout: Option<Box<CheckoutContext>>,
     settle: Option<Box<SettleContext>>,
+    compensate: Option<Box<CompensateContext>>,
     reply: oneshot::Sender<StoreResult<Answer>>,
     /// Groups this command was in that the store refused.
     attempts: u32,
@@ -346,6 +359,42 @@ impl EventWriters {
         }
     }
 
+    /// Gives a confirmed order's sale back on the event's writer after its capture was
+    /// refused for good (`operation`, as read, is its payment): the order cancelled, its seats
+    /// and units back on sale, its tickets voided, the undo of the payment queued, in one
+    /// group. `false`: the order is not confirmed, or a ticket of it was used at the door.
+    pub async fn compensate(
+        &self,
+        event: Arc<EventRecord>,
+        order: &OrderView,
+        operation: PaymentOperation,
+        reason: &str,
+    ) -> Result<bool, SubmitError> {
+        let command = Command::Compensate(CompensationRequest {
+            order_id: order.order_id.clone(),
+            hold_id: order.hold_id.clone(),
+        });
+        // A hold the engine does not keep is asked about once more, after a catch-up; still
+        // not kept, it is not confirmed (the engine keeps every confirmed hold it has caught
+        // up with).
+        for attempt in 0..2 {
+            let context = Box::new(CompensateContext {
+                operation: operation.clone(),
+                reason: reason.to_owned(),
+            });
+            let job = self.job(command.clone(), |job| job.compensate = Some(context));
+            match self.submit_job(event.clone(), job).await? {
+                Answer::Compensated(given_back) => return Ok(given_back),
+                Answer::CompensationNotKept if attempt == 0 => {}
+                Answer::CompensationNotKept => return Ok(false),
+                _ => break,
+            }
+        }
+        Err(SubmitError::Store(StoreError::Internal(
+            "a compensation was answered as another command".into(),
+        )))
+    }
+
     async fn submit(
         &self,
         event: Arc<EventRecord>,
@@ -353,20 +402,46 @@ impl EventWriters {
         checkout: Option<Box<CheckoutContext>>,
         settle: Option<Box<SettleContext>>,
     ) -> Result<Answer, SubmitError> {
+        let job = self.job(command, |job| {
+            job.checkout = checkout;
+            job.settle = settle;
+        });
+        self.submit_job(event, job).await
+    }
+
+    /// A job for `command`, with `context` filled in.
+    fn job(
+        &self,
+        command: Command,
+        context: impl FnOnce(&mut Job),
+    ) -> (Job, oneshot::Receiver<StoreResult<Answer>>) {
         let (reply, answer) = oneshot::channel();
-        let job = Job {
+        let mut job = Job {
             command,
-            checkout,
-            settle,
+            checkout: None,
+            settle: None,
+            compensate: None,
             reply,
             attempts: 0,
         };
+        context(&mut job);
+        (job, answer)
+    }
+
+    async fn submit_job(
+        &self,
+        event: Arc<EventRecord>,
+        (job, answer): (Job, oneshot::Receiver<StoreResult<Answer>>),
+    ) -> Result<Answer, SubmitError> {
         let lanes = self.queue_for(&event);
         // New holds wait in their own lane: what completes a sale (a checkout, a payment
         // verdict, a release) is never shed or delayed behind a crowd asking for seats.
         let lane = match &job.command {
             Command::Hold(_) => &lanes.holds,
-            Command::Release { .. } | Command::Checkout(_) | Command::Payment(_) => &lanes.sale,
+            Command::Release { .. }
+            | Command::Checkout(_)
+            | Command::Payment(_)
+            | Command::Compensate(_) => &lanes.sale,
         };
         match lane.try_send(job) {
             Ok(()) => {}
@@ -448,6 +523,8 @@ struct Pending {
     /// The group's clock: the `created_at` of what it writes.
     now: OffsetDateTime,
     started: Instant,
+    /// Compensations the store refused alone (set once committed).
+    compensations_refused: Vec<usize>,
 }
 
 type Commit = std::pin::Pin<
@@ -840,6 +917,7 @@ impl Writer {
                 Decision::Release(d) => ("release", *d != ReleaseDecision::NotKept),
                 Decision::Checkout(d) => ("checkout", *d != CheckoutDecision::NotKept),
                 Decision::Payment(d) => ("payment", *d != PaymentDecision::NotKept),
+                Decision::Compensate(d) => ("compensate", *d != CompensationDecision::NotKept),
             };
             // A checkout or release of a hold the engine does not keep is asked again after
             // a catch-up.
@@ -847,6 +925,7 @@ impl Writer {
                 decision,
                 Decision::Checkout(CheckoutDecision::NotKept)
                     | Decision::Release(ReleaseDecision::NotKept)
+                    | Decision::Compensate(CompensationDecision::NotKept)
             ) {
                 self.stale = true;
             }
@@ -854,7 +933,7 @@ impl Writer {
             // release of a hold it does not keep), and payments for the store's settlement.
             let path = match decision {
                 _ if decided => "engine",
-                Decision::Checkout(_) | Decision::Release(_) => "retry",
+                Decision::Checkout(_) | Decision::Release(_) | Decision::Compensate(_) => "retry",
                 _ => "store",
             };
             metrics::counter!("boxoffice_writer_commands_total", "kind" => kind, "path" => path)
@@ -890,9 +969,10 @@ impl Writer {
             .iter()
             .map(|(index, _)| match &jobs[*index].command {
                 Command::Hold(request) => request.idempotency_key.clone(),
-                Command::Release { .. } | Command::Checkout(_) | Command::Payment(_) => {
-                    String::new()
-                }
+                Command::Release { .. }
+                | Command::Checkout(_)
+                | Command::Payment(_)
+                | Command::Compensate(_) => String::new(),
             })
             .collect();
         for started in &effects.checkouts_started {
@@ -959,6 +1039,18 @@ impl Writer {
                     .map(|scope| (scope, (context.render)(&order))),
             });
         }
+        let compensations: Vec<CompensationWrite> = effects
+            .orders_compensated
+            .iter()
+            .filter_map(|compensated| {
+                let context = jobs[compensated.index].compensate.as_deref()?;
+                Some(CompensationWrite::new(
+                    compensated.index,
+                    &context.operation,
+                    &context.reason,
+                ))
+            })
+            .collect();
         let writer_seq = self.next_seq;
         self.next_seq += 1;
         let pending = Pending {
@@ -968,6 +1060,7 @@ impl Writer {
             writer_seq,
             now,
             started: Instant::now(),
+            compensations_refused: Vec::new(),
         };
         let (mine, progress) = watch::channel(Stage::Started);
         let turn = Turn {
@@ -988,6 +1081,7 @@ impl Writer {
                 records,
                 checkouts,
                 settlements,
+                compensations,
                 turn: &turn,
             };
             let result = store.apply_group(&group).await;
@@ -1001,7 +1095,7 @@ impl Writer {
     }
 
     /// A group's commit finished (groups finish in the order they were decided).
-    fn finish(&mut self, pending: Pending, result: StoreResult<GroupCommitted>) {
+    fn finish(&mut self, mut pending: Pending, result: StoreResult<GroupCommitted>) {
         metrics::histogram!("boxoffice_hold_batch_seconds")
             .record(pending.started.elapsed().as_secs_f64());
         metrics::histogram!("boxoffice_hold_batch_requests").record(pending.jobs.len() as f64);
@@ -1028,6 +1122,12 @@ impl Writer {
                         .increment(committed.expiries_skipped);
                     self.broken = true;
                 }
+                if !committed.compensations_refused.is_empty() {
+                    // The engine gave back a sale the store kept (a ticket was used at the
+                    // door meanwhile): load the event again before the next group.
+                    self.broken = true;
+                    pending.compensations_refused = committed.compensations_refused;
+                }
                 self.requests.spawn(deliver(
                     self.store.clone(),
                     self.event.clone(),
@@ -1035,10 +1135,12 @@ impl Writer {
                     pending,
                 ));
             }
-            Ok(_) => {
-                // Committed after an earlier group of this writer failed: impossible while
-                // the store checks the writer sequence; answered anyway (it committed), and
-                // the engine is reloaded all the same.
+            Ok(committed) => {
+                // Committed after the engine was found wrong (an earlier group's skipped
+                // expiry or refused compensation: this group was decided on top of it) or
+                // after an earlier group failed (impossible while the store checks the writer
+                // sequence): answered as committed, and the engine is reloaded all the same.
+                pending.compensations_refused = committed.compensations_refused;
                 self.requests.spawn(deliver(
                     self.store.clone(),
                     self.event.clone(),
@@ -1076,11 +1178,12 @@ async fn deliver(
 ) {
     let mut delivered: Vec<Option<Idempotent>> = Vec::with_capacity(pending.jobs.len());
     let now = pending.now;
-    for ((job, decision), rendered) in pending
+    for (index, ((job, decision), rendered)) in pending
         .jobs
         .into_iter()
         .zip(pending.decisions)
         .zip(pending.answers)
+        .enumerate()
     {
         let answer = match (&job.command, decision) {
             (Command::Hold(request), Decision::Hold(outcome)) => {
@@ -1116,6 +1219,16 @@ async fn deliver(
                         "a payment verdict without its request".into(),
                     )),
                 }
+            }
+            (Command::Compensate(_), Decision::Compensate(decision)) => {
+                delivered.push(None);
+                Ok(match decision {
+                    CompensationDecision::Compensated => {
+                        Answer::Compensated(!pending.compensations_refused.contains(&index))
+                    }
+                    CompensationDecision::NotConfirmed => Answer::Compensated(false),
+                    CompensationDecision::NotKept => Answer::CompensationNotKept,
+                })
             }
             (Command::Checkout(_), Decision::Checkout(CheckoutDecision::NotKept)) => {
                 delivered.push(None);

@@ -30,6 +30,7 @@ stories!(
     later_verdicts_are_decided_by_the_writer,
     a_verdict_read_before_the_operation_moved_is_the_writers,
     tools_start_checkouts_and_release_on_an_engine,
+    a_used_ticket_refuses_its_compensation_alone,
 );
 
 /// The payment operation of an order, read from the store.
@@ -656,6 +657,16 @@ async fn capture_failing_for_good_is_compensated(backend: Backend) {
         .find(|o| o.order_id == order_id)
         .unwrap();
     assert_eq!(voided.live_tickets, 0, "its tickets were voided");
+    // The relay gave the sale back through the event's writer.
+    let metrics = app.get(&app.admin, "/metrics").await;
+    let text = String::from_utf8_lossy(&metrics.bytes);
+    let decided = text.lines().any(|line| {
+        line.starts_with("boxoffice_writer_commands_total")
+            && line.contains("kind=\"compensate\"")
+            && line.contains("path=\"engine\"")
+    });
+    assert!(decided, "no compensation decided by the engine:\n{text}");
+    app.db.assert_invariants().await;
     app.finish().await;
 }
 
@@ -786,7 +797,9 @@ async fn late_capture_of_a_cancelled_order_is_refunded(backend: Backend) {
 /// the check-in wins (the compensation gives up, the order stays confirmed) or the
 /// compensation wins (the ticket is void and refused at the door) — never a checked-in
 /// ticket on a cancelled order whose seat is back on sale. (The simulator's capture went
-/// through here, so a compensation that wins records a refund rather than a void.)
+/// through here, so a compensation that wins records a refund rather than a void.) Half the
+/// compensations go through the event's writer (as the relay's do in `serve`), half through
+/// the store's one-shot path.
 async fn check_in_racing_a_compensation(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({"maxTicketsPerAccount": 20})).await;
@@ -807,16 +820,35 @@ async fn check_in_racing_a_compensation(backend: Backend) {
         let operation_id = operation_of(&app, &order_id).await;
         orders.push((order_id, ticket_id, operation_id));
     }
+    let event = app.state.event(&event_id).await.unwrap();
     let mut races = Vec::new();
-    for (order_id, ticket_id, operation_id) in &orders {
+    for (n, (order_id, ticket_id, operation_id)) in orders.iter().enumerate() {
         let door = app.db.store.clone();
         let office = app.db.store.clone();
+        let writers = app.state.writers.clone();
+        let event = event.clone();
         let ticket_id = ticket_id.clone();
         let operation_id = operation_id.clone();
         let check_in = tokio::spawn(async move { door.check_in(&ticket_id).await.unwrap() });
         let compensate = tokio::spawn(async move {
-            office
-                .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+            if n % 2 == 0 {
+                return office
+                    .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+                    .await
+                    .unwrap();
+            }
+            let operation = office
+                .payment_operation(&operation_id)
+                .await
+                .unwrap()
+                .expect("the operation");
+            let order = office
+                .order_head(&operation.order_id)
+                .await
+                .unwrap()
+                .expect("the order");
+            writers
+                .compensate(event, &order, operation, "CAPTURE_FAILED")
                 .await
                 .unwrap()
         });
@@ -845,6 +877,132 @@ async fn check_in_racing_a_compensation(backend: Backend) {
         }
     }
     assert_eq!(outcomes.0 + outcomes.1, orders.len());
+    app.db.assert_invariants().await;
+    app.finish().await;
+}
+
+/// A compensation whose order has a ticket already used at the door is refused alone: the
+/// store writes the rest of its group (here a hold on another seat) and leaves the order
+/// confirmed and its seat sold, and the seat map records no change of that seat. Through
+/// the writer, the refusal is answered `false` and the writer loads the event again (its
+/// engine had given the seat back), so the seat is not offered to the next fan.
+async fn a_used_ticket_refuses_its_compensation_alone(backend: Backend) {
+    use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
+    use boxoffice_domain::engine::{
+        Command, CompensationDecision, CompensationRequest, Decision, EventEngine,
+    };
+    use boxoffice_store::engine::{CompensationWrite, FirstInLine, GroupWrite, hold_endpoint};
+
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-6-1"]).await;
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa")
+        .await
+        .json();
+    assert_eq!(paid["orderStatus"], "CONFIRMED", "{paid}");
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    let order = order_until(&app, "ann", &order_id, |o| {
+        o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    let ticket_id = order["tickets"][0]["ticketId"].as_str().unwrap();
+    let (checked_in, _) = app.db.store.check_in(ticket_id).await.unwrap().unwrap();
+    assert!(checked_in);
+    let store = app.db.store.clone();
+    let operation_id = operation_of(&app, &order_id).await;
+    let operation = store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let event = store.get_event(&event_id).await.unwrap().unwrap();
+    let endpoint = hold_endpoint(&event_id);
+    let (snapshot, now) = store.engine_load(&event, &endpoint).await.unwrap();
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let shape = HoldShape::Seats {
+        seat_ids: vec!["A-6-2".into()],
+    };
+    let bob = HoldRequest {
+        account_id: "bob".into(),
+        idempotency_key: "k".into(),
+        request_digest: format!("{shape:?}"),
+        new_hold_id: uuid::Uuid::now_v7().to_string(),
+        shape,
+    };
+    let commands = vec![
+        Command::Compensate(CompensationRequest {
+            order_id: order_id.clone(),
+            hold_id: hold_id.clone(),
+        }),
+        Command::Hold(bob.clone()),
+    ];
+    let (decisions, effects) = engine.decide(now, &commands);
+    assert_eq!(
+        decisions[0],
+        Decision::Compensate(CompensationDecision::Compensated),
+        "the engine does not know the ticket was used"
+    );
+    assert!(matches!(
+        &decisions[1],
+        Decision::Hold(HoldOutcome::Held(_))
+    ));
+    let group = GroupWrite {
+        event: &event,
+        endpoint: &endpoint,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys: vec![bob.idempotency_key.clone()],
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        compensations: vec![CompensationWrite::new(0, &operation, "CAPTURE_FAILED")],
+        turn: &FirstInLine,
+    };
+    let committed = store.apply_group(&group).await.expect("the group commits");
+    assert_eq!(committed.compensations_refused, vec![0]);
+    let bob_hold = store.get_hold(&bob.new_hold_id).await.unwrap();
+    assert!(bob_hold.is_some(), "the rest of the group was written");
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    let seat_of = |map: &boxoffice_store::seatmap::MapSnapshot| {
+        map.seats
+            .iter()
+            .find(|(id, _)| id == "A-6-1")
+            .map(|(_, seat)| seat.status)
+    };
+    let map = store.seat_map(&event_id).await.unwrap().unwrap();
+    assert_eq!(
+        seat_of(&map),
+        Some(boxoffice_domain::hold::SeatStatus::Sold)
+    );
+    app.db.assert_invariants().await;
+    // Through the writer: refused, and the seat is not offered to the next fan.
+    let writers = app.state.writers.clone();
+    let event = app.state.event(&event_id).await.unwrap();
+    let order = store.order_head(&order_id).await.unwrap().unwrap();
+    let operation = store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let given_back = writers
+        .compensate(event, &order, operation, "CAPTURE_FAILED")
+        .await
+        .unwrap();
+    assert!(!given_back, "a compensation with a used ticket is refused");
+    let retake = app
+        .hold("carl", &event_id, "k", json!({"seatIds": ["A-6-1"]}))
+        .await;
+    assert_eq!(
+        retake.status,
+        StatusCode::CONFLICT,
+        "the seat is still sold"
+    );
+    app.db.assert_invariants().await;
     app.finish().await;
 }
 

@@ -292,6 +292,7 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
         records: Vec::new(),
         checkouts: Vec::new(),
         settlements: Vec::new(),
+        compensations: Vec::new(),
         turn: &FirstInLine,
     };
     match store.apply_group(&group).await {
@@ -383,6 +384,7 @@ async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
         records: Vec::new(),
         checkouts: Vec::new(),
         settlements: Vec::new(),
+        compensations: Vec::new(),
         turn: &FirstInLine,
     };
     store

@@ -293,6 +293,8 @@ impl EngineStore for PgStore {
         let expired = expire_holds(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group, &mut map).await?;
         settle_checkouts(&mut tx, group, &mut map).await?;
+        let compensations_refused = compensate_orders(&mut tx, group, &mut map).await?;
+        group.unmap_refused(&mut map, &compensations_refused);
         insert_holds(&mut tx, group).await?;
         take_seats(&mut tx, group).await?;
         take_tier_units(&mut tx, group, &mut map).await?;
@@ -318,6 +320,7 @@ impl EngineStore for PgStore {
             clock_answered,
             clock_round_trip: clock_answered - clock_sent,
             expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
+            compensations_refused,
         })
     }
 }
@@ -1056,6 +1059,215 @@ async fn settle_checkouts(
         .map_err(classify)?;
     }
     Ok(())
+}
+
+/// Confirmed orders the group gives back (captures refused for good). Each order is locked
+/// before its tickets are counted: ticket issuance share-locks the confirmed order it issues
+/// for, so tickets issued while this waits are committed (and counted) by then and none
+/// after; the tickets are locked too, so a check-in that commits first is counted and one
+/// that comes later finds its ticket voided. An order with a checked-in ticket is left alone
+/// (its command index is returned); the rest are cancelled, their operations must still be
+/// in the status read, their holds `CONFIRMED`, exactly the engine's seats still `SOLD` by
+/// them; units back, tickets voided, waiting exchanges failed, messages queued.
+async fn compensate_orders(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<Vec<usize>> {
+    let given = &group.effects.orders_compensated;
+    if given.is_empty() {
+        return Ok(Vec::new());
+    }
+    if group.compensations.len() != given.len() {
+        return Err(StoreError::Internal(format!(
+            "{} compensations decided, {} described",
+            given.len(),
+            group.compensations.len()
+        )));
+    }
+    let event_id = group.event.event_id.as_str();
+    let order_ids: Vec<&str> = given.iter().map(|c| c.order_id.as_str()).collect();
+    sqlx::query("SELECT 1 FROM orders WHERE order_id = ANY($1) ORDER BY order_id FOR UPDATE")
+        .bind(&order_ids)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    let used: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT order_id
+           FROM (SELECT order_id, status FROM ticket WHERE order_id = ANY($1) ORDER BY ticket_id FOR UPDATE) AS locked
+          WHERE status = 'CHECKED_IN'",
+    )
+    .bind(&order_ids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let refused: Vec<usize> = given
+        .iter()
+        .filter(|c| used.contains(&c.order_id))
+        .map(|c| c.index)
+        .collect();
+    let accepted: Vec<_> = given
+        .iter()
+        .zip(&group.compensations)
+        .filter(|(c, _)| !refused.contains(&c.index))
+        .collect();
+    if accepted.is_empty() {
+        return Ok(refused);
+    }
+    let orders: Vec<&str> = accepted.iter().map(|(c, _)| c.order_id.as_str()).collect();
+    let reasons: Vec<&str> = accepted.iter().map(|(_, w)| w.reason.as_str()).collect();
+    let cancelled = sqlx::query(
+        "UPDATE orders o SET status = 'CANCELLED', cancel_reason = u.reason, updated_at = $1
+           FROM UNNEST($2::text[], $3::text[]) AS u(order_id, reason)
+          WHERE o.order_id = u.order_id AND o.status = 'CONFIRMED'",
+    )
+    .bind(group.now)
+    .bind(&orders)
+    .bind(&reasons)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if cancelled != orders.len() as u64 {
+        return Err(mismatch(
+            "confirmed orders given back",
+            orders.len(),
+            cancelled,
+        ));
+    }
+    let operations: Vec<&str> = accepted
+        .iter()
+        .map(|(_, w)| w.operation_id.as_str())
+        .collect();
+    let statuses: Vec<&str> = accepted
+        .iter()
+        .map(|(_, w)| w.operation_status.as_str())
+        .collect();
+    let as_read = sqlx::query(
+        "UPDATE payment_operation p SET updated_at = $1
+           FROM UNNEST($2::text[], $3::text[]) AS u(operation_id, status)
+          WHERE p.operation_id = u.operation_id AND p.status = u.status",
+    )
+    .bind(group.now)
+    .bind(&operations)
+    .bind(&statuses)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if as_read != operations.len() as u64 {
+        return Err(mismatch(
+            "payment operations as read for a compensation",
+            operations.len(),
+            as_read,
+        ));
+    }
+    let hold_ids: Vec<&str> = accepted
+        .iter()
+        .map(|(c, _)| c.hold.hold_id.as_str())
+        .collect();
+    let ended = sqlx::query(
+        "UPDATE hold SET status = 'RELEASED', updated_at = $3
+          WHERE event_id = $1 AND hold_id = ANY($2) AND status = 'CONFIRMED'",
+    )
+    .bind(event_id)
+    .bind(&hold_ids)
+    .bind(group.now)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?
+    .rows_affected();
+    if ended != hold_ids.len() as u64 {
+        return Err(mismatch(
+            "confirmed holds given back",
+            hold_ids.len(),
+            ended,
+        ));
+    }
+    let seat_ids: Vec<&str> = accepted
+        .iter()
+        .flat_map(|(c, _)| c.hold.seat_ids.iter().map(String::as_str))
+        .collect();
+    if !seat_ids.is_empty() {
+        let freed = sqlx::query(
+            "UPDATE seat SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
+                    version = version + 1
+              WHERE event_id = $1 AND seat_id = ANY($3) AND hold_id = ANY($2) AND status = 'SOLD'",
+        )
+        .bind(event_id)
+        .bind(&hold_ids)
+        .bind(&seat_ids)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if freed != seat_ids.len() as u64 {
+            return Err(mismatch(
+                "seats sold by the orders given back",
+                seat_ids.len(),
+                freed,
+            ));
+        }
+    }
+    let mut returned: BTreeMap<&str, i64> = BTreeMap::new();
+    for (compensated, _) in &accepted {
+        if let Some((tier_id, n)) = &compensated.hold.tier {
+            *returned.entry(tier_id).or_default() += i64::from(*n);
+        }
+    }
+    if !returned.is_empty() {
+        let tier_ids: Vec<&str> = returned.keys().copied().collect();
+        let counts: Vec<i64> = returned.values().copied().collect();
+        let rows = sqlx::query_as::<_, (String, i64)>(
+            "UPDATE tier t SET available = t.available + u.n, sold = t.sold - u.n
+               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
+              WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.sold >= u.n
+             RETURNING t.tier_id, t.available",
+        )
+        .bind(event_id)
+        .bind(&tier_ids)
+        .bind(&counts)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+        if rows.len() != tier_ids.len() {
+            return Err(mismatch(
+                "tiers with the units given back",
+                tier_ids.len(),
+                rows.len() as u64,
+            ));
+        }
+        for (tier_id, available) in rows {
+            map.tier(event_id, &tier_id, available);
+        }
+    }
+    // An exchange of these tickets waiting for payment ends (its marks go).
+    let waiting: Vec<String> = sqlx::query_scalar(
+        "SELECT new_hold_id FROM exchange WHERE order_id = ANY($1) AND status = 'PAYMENT_REQUIRED'",
+    )
+    .bind(&orders)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
+    exchange::end_exchanges_of(tx, &waiting, ExchangeStatus::Failed, group.now).await?;
+    sqlx::query(
+        "UPDATE ticket SET status = 'VOIDED' WHERE order_id = ANY($1) AND status = 'VALID'",
+    )
+    .bind(&orders)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    let messages: Vec<(&str, &str, serde_json::Value)> = accepted
+        .iter()
+        .flat_map(|(_, w)| {
+            w.messages
+                .iter()
+                .map(|(topic, payload)| (event_id, *topic, payload.clone()))
+        })
+        .collect();
+    crate::checkout::outbox_many(tx, &messages, group.now).await?;
+    Ok(refused)
 }
 
 /// For a refused settlement's message: the first seats the engine took for its holds' but

@@ -1236,14 +1236,6 @@ impl WorkerStore for PgStore {
         retrying(|| self.issue_tickets_of_once(order_ids, sign)).await
     }
 
-    async fn compensate_failed_capture(
-        &self,
-        operation_id: &str,
-        reason: &str,
-    ) -> StoreResult<bool> {
-        retrying(|| self.compensate_once(operation_id, reason)).await
-    }
-
     async fn claim_outbox(
         &self,
         limit: u32,

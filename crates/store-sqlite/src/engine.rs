@@ -263,6 +263,8 @@ impl EngineStore for SqliteStore {
         let expired = expire_holds(&mut tx, group, &mut map).await?;
         release_holds(&mut tx, group).await?;
         settle_checkouts(&mut tx, group, &mut map).await?;
+        let compensations_refused = compensate_orders(&mut tx, group, &mut map).await?;
+        group.unmap_refused(&mut map, &compensations_refused);
         insert_holds(&mut tx, group).await?;
         take_seats(&mut tx, group).await?;
         move_tier_units(&mut tx, group, &mut map).await?;
@@ -282,6 +284,7 @@ impl EngineStore for SqliteStore {
             clock_answered,
             clock_round_trip: clock_answered - clock_sent,
             expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
+            compensations_refused,
         })
     }
 }
@@ -864,6 +867,150 @@ async fn settle_checkouts(
         }
     }
     Ok(())
+}
+
+/// Confirmed orders the group gives back (captures refused for good). An order with a
+/// checked-in ticket is left alone (its command index is returned; the group holds SQLite's
+/// only write lock, so no check-in comes between the count and the void); the rest are
+/// cancelled, their operations must still be in the status read, their holds `CONFIRMED`,
+/// exactly the engine's seats still `SOLD` by them; units back, tickets voided, waiting
+/// exchanges failed, messages queued.
+async fn compensate_orders(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<Vec<usize>> {
+    let given = &group.effects.orders_compensated;
+    if group.compensations.len() != given.len() {
+        return Err(StoreError::Internal(format!(
+            "{} compensations decided, {} described",
+            given.len(),
+            group.compensations.len()
+        )));
+    }
+    let event_id = group.event.event_id.as_str();
+    let now_ms = to_ms(group.now);
+    let mut refused = Vec::new();
+    for (compensated, write) in given.iter().zip(&group.compensations) {
+        let order_id = compensated.order_id.as_str();
+        let used: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM ticket WHERE order_id = ?1 AND status = 'CHECKED_IN'",
+        )
+        .bind(order_id)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(classify)?;
+        if used > 0 {
+            refused.push(compensated.index);
+            continue;
+        }
+        let cancelled = sqlx::query(
+            "UPDATE orders SET status = 'CANCELLED', cancel_reason = ?2, updated_at = ?3
+              WHERE order_id = ?1 AND status = 'CONFIRMED'",
+        )
+        .bind(order_id)
+        .bind(&write.reason)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if cancelled != 1 {
+            return Err(mismatch(
+                &format!("confirmed order {order_id}"),
+                1,
+                cancelled,
+            ));
+        }
+        let as_read = sqlx::query(
+            "UPDATE payment_operation SET updated_at = ?3 WHERE operation_id = ?1 AND status = ?2",
+        )
+        .bind(&write.operation_id)
+        .bind(write.operation_status.as_str())
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if as_read != 1 {
+            return Err(mismatch(
+                &format!("operation {} as read", write.operation_id),
+                1,
+                as_read,
+            ));
+        }
+        let hold_id = compensated.hold.hold_id.as_str();
+        let ended = sqlx::query(
+            "UPDATE hold SET status = 'RELEASED', updated_at = ?3
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'CONFIRMED'",
+        )
+        .bind(event_id)
+        .bind(hold_id)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if ended != 1 {
+            return Err(mismatch(&format!("confirmed hold {hold_id}"), 1, ended));
+        }
+        for seat_id in &compensated.hold.seat_ids {
+            let freed = sqlx::query(
+                "UPDATE seat SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
+                        version = version + 1
+                  WHERE event_id = ?1 AND seat_id = ?2 AND hold_id = ?3 AND status = 'SOLD'",
+            )
+            .bind(event_id)
+            .bind(seat_id)
+            .bind(hold_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
+            if freed != 1 {
+                return Err(mismatch(
+                    &format!("seat {seat_id} sold by {hold_id}"),
+                    1,
+                    freed,
+                ));
+            }
+        }
+        if let Some((tier_id, n)) = &compensated.hold.tier {
+            let available: Option<i64> = sqlx::query_scalar(
+                "UPDATE tier SET available = available + ?3, sold = sold - ?3
+                  WHERE event_id = ?1 AND tier_id = ?2 AND sold >= ?3 RETURNING available",
+            )
+            .bind(event_id)
+            .bind(tier_id)
+            .bind(i64::from(*n))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(classify)?;
+            let Some(available) = available else {
+                return Err(mismatch(&format!("tier {tier_id} sold units"), 1, 0));
+            };
+            map.tier(event_id, tier_id, available);
+        }
+        // An exchange of these tickets waiting for payment ends (its marks go).
+        let waiting: Vec<String> = sqlx::query_scalar(
+            "SELECT new_hold_id FROM exchange WHERE order_id = ?1 AND status = 'PAYMENT_REQUIRED'",
+        )
+        .bind(order_id)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+        let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
+        exchange::end_exchanges_of(tx, &waiting, ExchangeStatus::Failed, group.now).await?;
+        sqlx::query("UPDATE ticket SET status = 'VOIDED' WHERE order_id = ?1 AND status = 'VALID'")
+            .bind(order_id)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?;
+        for (topic, payload) in &write.messages {
+            insert_outbox(tx, event_id, topic, &payload.to_string(), group.now).await?;
+        }
+    }
+    Ok(refused)
 }
 
 /// The group's last write: its writer sequence follows the stored one, and the map version

@@ -1039,14 +1039,6 @@ impl WorkerStore for SqliteStore {
         retrying(|| self.issue_tickets_once(order_id, sign)).await
     }
 
-    async fn compensate_failed_capture(
-        &self,
-        operation_id: &str,
-        reason: &str,
-    ) -> StoreResult<bool> {
-        retrying(|| self.compensate_once(operation_id, reason)).await
-    }
-
     async fn claim_outbox(
         &self,
         limit: u32,

@@ -80,7 +80,48 @@ pub struct GroupWrite<'a> {
     /// applies (`effects.holds_confirmed` and `effects.checkouts_cancelled` name them by
     /// command index).
     pub settlements: Vec<SettleWrite>,
+    /// What the store needs besides the engine's effect for each order the group gives back,
+    /// in `effects.orders_compensated` order.
+    pub compensations: Vec<CompensationWrite>,
     pub turn: &'a dyn GroupTurn,
+}
+
+/// A compensation's rows beyond the hold, its seats and units: the order is cancelled for
+/// `reason` only if it is still `CONFIRMED` (counted), its valid tickets are voided, an
+/// exchange of them waiting for payment fails, the operation must still be in the status
+/// read (its undo was chosen from it), and the outbox gets the cancellation and the undo.
+/// A ticket of the order already used at the door refuses this compensation alone: the
+/// store writes nothing of it and says so ([`GroupCommitted::compensations_refused`]).
+#[derive(Debug, Clone)]
+pub struct CompensationWrite {
+    /// The command's place in the group.
+    pub index: usize,
+    pub operation_id: String,
+    pub operation_status: boxoffice_domain::order::PaymentStatus,
+    pub reason: String,
+    pub messages: Vec<(&'static str, serde_json::Value)>,
+}
+
+impl CompensationWrite {
+    /// A failed capture leaves an authorization to void; a capture that went through after
+    /// all can only be refunded.
+    pub fn new(index: usize, operation: &crate::checkout::PaymentOperation, reason: &str) -> Self {
+        use boxoffice_domain::settlement::Undo;
+        let undo = Undo::of(operation.status).unwrap_or(Undo::Void);
+        Self {
+            index,
+            operation_id: operation.operation_id.clone(),
+            operation_status: operation.status,
+            reason: reason.to_owned(),
+            messages: vec![
+                (
+                    crate::checkout::topic::ORDER_CANCELLED,
+                    serde_json::json!({"orderId": operation.order_id, "reason": reason}),
+                ),
+                crate::checkout::payment_undo(operation, undo, reason),
+            ],
+        }
+    }
 }
 
 /// A payment verdict's rows beyond the hold and its seats: the operation moves to the verdict's
@@ -225,6 +266,12 @@ impl GroupWrite<'_> {
                 .iter()
                 .filter_map(|hold| hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
         );
+        tiers.extend(
+            self.effects
+                .orders_compensated
+                .iter()
+                .filter_map(|c| c.hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
+        );
         tiers.into_iter().collect()
     }
 
@@ -260,6 +307,12 @@ impl GroupWrite<'_> {
                     .iter()
                     .flat_map(|(_, h)| h.seat_ids.iter().map(String::as_str)),
             )
+            .chain(
+                self.effects
+                    .orders_compensated
+                    .iter()
+                    .flat_map(|c| c.hold.seat_ids.iter().map(String::as_str)),
+            )
             .collect();
         seat_ids.sort_unstable();
         seat_ids.dedup();
@@ -268,7 +321,7 @@ impl GroupWrite<'_> {
 }
 
 /// A committed group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupCommitted {
     /// The event's map version before the group (the group wrote `version` when it changed
     /// the map, else nothing).
@@ -283,6 +336,26 @@ pub struct GroupCommitted {
     /// Holds the engine expired that the store found already ended (or no longer `HELD`):
     /// the engine's picture of them is wrong and must be read again.
     pub expiries_skipped: u64,
+    /// Command indexes of compensations the store refused alone (a ticket of the order was
+    /// used at the door): nothing of them was written, and the engine, which gave their
+    /// seats back, must be loaded again.
+    pub compensations_refused: Vec<usize>,
+}
+
+impl GroupWrite<'_> {
+    /// The map without the seats of refused compensations (they stay sold).
+    pub fn unmap_refused(&self, map: &mut crate::seatmap::MapChanges, refused: &[usize]) {
+        let Some(changes) = map.by_event.get_mut(&self.event.event_id) else {
+            return;
+        };
+        for compensated in &self.effects.orders_compensated {
+            if refused.contains(&compensated.index) {
+                for seat_id in &compensated.hold.seat_ids {
+                    changes.seats.remove(seat_id);
+                }
+            }
+        }
+    }
 }
 
 /// The refusal of a group whose row counts differ from what the engine decided.
@@ -428,6 +501,7 @@ where
             },
         }],
         settlements: Vec::new(),
+        compensations: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
@@ -493,11 +567,66 @@ where
         records: Vec::new(),
         checkouts: Vec::new(),
         settlements: Vec::new(),
+        compensations: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
     let current = store.get_hold(hold_id).await?.unwrap_or(hold);
     Ok(ReleaseOutcome::Released(current))
+}
+
+/// Gives a confirmed order's sale back on a freshly loaded engine and persists it as one
+/// group: the writer's path without the writer, for the store's own callers and tests;
+/// `serve`'s relay gives sales back on the event's writer. `false`: the order is not
+/// confirmed, or a ticket of it was used at the door (the store refuses it alone).
+pub async fn compensate_once<S>(store: &S, operation_id: &str, reason: &str) -> StoreResult<bool>
+where
+    S: crate::Store + ?Sized,
+{
+    use boxoffice_domain::engine::{
+        Command, CompensationDecision, CompensationRequest, Decision, EventEngine,
+    };
+    use boxoffice_domain::order::OrderStatus;
+
+    let Some(operation) = store.payment_operation(operation_id).await? else {
+        return Ok(false);
+    };
+    let Some(order) = store.order_head(&operation.order_id).await? else {
+        return Ok(false);
+    };
+    if order.status != OrderStatus::Confirmed {
+        return Ok(false);
+    }
+    let Some(event) = store.get_event(&order.event_id).await? else {
+        return Ok(false);
+    };
+    let endpoint = hold_endpoint(&event.event_id);
+    let (snapshot, now) = store.engine_load(&event, &endpoint).await?;
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let command = Command::Compensate(CompensationRequest {
+        order_id: order.order_id.clone(),
+        hold_id: order.hold_id.clone(),
+    });
+    let (decisions, effects) = engine.decide(now, std::slice::from_ref(&command));
+    // A fresh engine keeps every confirmed hold: one it does not keep is not confirmed.
+    if decisions.first() != Some(&Decision::Compensate(CompensationDecision::Compensated)) {
+        return Ok(false);
+    }
+    let group = GroupWrite {
+        event: &event,
+        endpoint: &endpoint,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys: Vec::new(),
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        compensations: vec![CompensationWrite::new(0, &operation, reason)],
+        turn: &FirstInLine,
+    };
+    let committed = store.apply_group(&group).await?;
+    Ok(committed.compensations_refused.is_empty())
 }
 
 /// Runs a one-shot group (`hold_batch_once`, `release_once`, `checkout_once`) until it is not
@@ -623,7 +752,8 @@ where
             )
             | Decision::Release(_)
             | Decision::Checkout(_)
-            | Decision::Payment(_) => None,
+            | Decision::Payment(_)
+            | Decision::Compensate(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
                 if outcome.is_recorded() {
@@ -654,6 +784,7 @@ where
         records,
         checkouts: Vec::new(),
         settlements: Vec::new(),
+        compensations: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;

@@ -451,14 +451,6 @@ impl WorkerStore for Gated {
         gated!(pass, self.issue_tickets_of(order_ids, sign))
     }
 
-    async fn compensate_failed_capture(
-        &self,
-        operation_id: &str,
-        reason: &str,
-    ) -> StoreResult<bool> {
-        gated!(pass, self.compensate_failed_capture(operation_id, reason))
-    }
-
     async fn claim_outbox(
         &self,
         limit: u32,

@@ -324,6 +324,20 @@ pub trait Store:
         engine::one_shot(|| engine::release_once(self, account_id, hold_id)).await
     }
 
+    /// A capture that failed for good: in one group decided by a freshly loaded engine
+    /// ([`engine::compensate_once`]; `serve` gives sales back on the event's writer) the
+    /// confirmed order is cancelled, its seats or tier units go back on sale, its tickets are
+    /// voided, its hold released, and a void of the authorization (a refund of a capture) is
+    /// queued. Refused (`false`, nothing changes) when the order is not confirmed or one of
+    /// its tickets was already used at the door.
+    async fn compensate_failed_capture(
+        &self,
+        operation_id: &str,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        engine::one_shot(|| engine::compensate_once(self, operation_id, reason)).await
+    }
+
     /// Rewrites the stored answer of an existing record (a checkout's, once its order is
     /// settled by another request). `false`: no such record.
     async fn replace_answer(
@@ -551,16 +565,6 @@ pub trait WorkerStore: Send + Sync {
         }
         Ok(issued)
     }
-
-    /// A capture that failed for good: in one transaction the confirmed order is cancelled,
-    /// its seats or tier units go back on sale, its tickets are voided, its hold released,
-    /// and a void of the authorization is queued. Refused (`false`, nothing changes) when the
-    /// order is not confirmed or one of its tickets was already used at the door.
-    async fn compensate_failed_capture(
-        &self,
-        operation_id: &str,
-        reason: &str,
-    ) -> StoreResult<bool>;
 
     /// Claims undelivered outbox rows for `lease_s` seconds (at-least-once delivery).
     async fn claim_outbox(

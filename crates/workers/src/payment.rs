@@ -80,6 +80,11 @@ pub trait Settler: Send + Sync {
         operation: &PaymentOperation,
         verdict: &ProviderVerdict,
     ) -> StoreResult<Option<Settled>>;
+
+    /// Gives back the sale of a capture refused for good ([`Store::compensate_failed_capture`]);
+    /// `serve` sends it to the event's writer. `false`: the order is not confirmed, or a
+    /// ticket of it was used at the door.
+    async fn compensate(&self, operation_id: &str, reason: &str) -> StoreResult<bool>;
 }
 
 /// The store's own settlement (one transaction, the rules of `boxoffice_domain::settlement`).
@@ -101,5 +106,9 @@ impl Settler for StoreSettler {
         self.0
             .settle_payment(&operation.operation_id, verdict, None, None)
             .await
+    }
+
+    async fn compensate(&self, operation_id: &str, reason: &str) -> StoreResult<bool> {
+        self.0.compensate_failed_capture(operation_id, reason).await
     }
 }

@@ -19,7 +19,7 @@ use boxoffice_tickets::{TicketClaims, TicketSigner};
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
-use crate::payment::verdict_of;
+use crate::payment::{Settler, StoreSettler, verdict_of};
 
 /// Rows claimed per round.
 pub const RELAY_BATCH_MAX: u32 = 100;
@@ -76,6 +76,8 @@ pub struct OutboxRelay {
     signer: TicketSigner,
     poke: Arc<Notify>,
     listener: Option<Arc<dyn OutboxListener>>,
+    /// Where a sale whose capture was refused for good is given back.
+    settler: Arc<dyn Settler>,
 }
 
 impl std::fmt::Debug for OutboxRelay {
@@ -100,12 +102,20 @@ impl OutboxRelay {
         signer: TicketSigner,
     ) -> Self {
         Self {
+            settler: Arc::new(StoreSettler(store.clone())),
             store,
             provider,
             signer,
             poke: Arc::new(Notify::new()),
             listener: None,
         }
+    }
+
+    /// Gives sales back through `settler` (the event's writer, in `serve`) rather than the
+    /// store's one-shot path.
+    pub fn with_settler(mut self, settler: Arc<dyn Settler>) -> Self {
+        self.settler = settler;
+        self
     }
 
     /// Tells `listener` about every delivered notification.
@@ -406,8 +416,8 @@ impl OutboxRelay {
         }
         // Failed for good: give the sale back, recorded in one transaction.
         let compensated = self
-            .store
-            .compensate_failed_capture(operation_id, "CAPTURE_FAILED")
+            .settler
+            .compensate(operation_id, "CAPTURE_FAILED")
             .await
             .map_err(Delivery::Store)?;
         if compensated {
