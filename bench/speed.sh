@@ -28,6 +28,10 @@
 #   CHECKOUT_RATES         offered checkout rates (default "1000 2000")
 #   EXCHANGE_RATES         offered exchange rates (default "2000 5000")
 #   HOLDS_OPEN_RATES       offered hold rates of the holds-open case (default "2000 5000")
+#   ONSALE_CARDS           the on-sale's test-card mix (default visa=100; the load tool's own
+#                          default mix declines, asks for 3-D Secure and times out a share)
+#   ONSALE_ABANDON         share of the on-sale's holds abandoned, half released and half
+#                          left to expire (default 0)
 #   SERVER_BIN             the boxoffice binary that serves (default: this checkout's release
 #                          build; the load tool and check are always this checkout's): an A/B
 #                          against an older build in the same session
@@ -93,7 +97,7 @@ export BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn
 start_server() {
   local db=$1; shift
   rm -rf "$WORK/waitroom"
-  "$SERVER_BIN" serve --database-url "$db" --listen 127.0.0.1:0 \
+  RUST_LOG="warn,boxoffice_server::writer=info" "$SERVER_BIN" serve --database-url "$db" --listen 127.0.0.1:0 \
     --ticket-key "$WORK/ticket-key.pem" --waitroom-state "$WORK/waitroom" "$@" \
     > "$WORK/serve.out" 2> "$WORK/serve.err" &
   SERVER_PID=$!
@@ -144,7 +148,7 @@ for run in $(seq 1 "$RUNS"); do
   if want onsale; then
     start_server "$(fresh_pg)" --sim-auth-latency-ms 100-300
     "$BOXOFFICE" load onsale --base-url "$URL" --no-waiting-room --accounts 20000 --arrival-s 5 \
-      --abandon 0 --cards visa=100 --max-in-flight 20000 --hold-ttl-s 120 \
+      --abandon "${ONSALE_ABANDON:-0}" --cards "${ONSALE_CARDS:-visa=100}" --max-in-flight 20000 --hold-ttl-s 120 \
       --report "$WORK/onsale.json" --html-report "$WORK/onsale-$run.html" > "$WORK/onsale.out" 2> "$WORK/onsale.err" || true
     event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/onsale.out")
     # Tickets are issued by the outbox relay after each confirmation: wait for the last one.
@@ -161,7 +165,8 @@ for run in $(seq 1 "$RUNS"); do
       [ "$left" = 0 ] && break; sleep 1
     done
     drained=$($PSQL -At -c "SELECT round(extract(epoch FROM max(published_at) - (SELECT max(issued_at) FROM ticket WHERE event_id = '$event'))::numeric, 1) FROM outbox" boxoffice_bench)
-    echo "run $run onsale sold_seats=$n tickets=$t first_hold_to_last_ticket_s=$span outbox_unpublished=$left outbox_drained_after_last_ticket_s=$drained $(grep -E '^hold |^checkout |^order_final ' "$WORK/onsale.out" | awk '{printf "%s_p99_ms=%s ", $1, $5}')$(grep -o 'errors (5xx/transport)=[0-9]* unexpected=[0-9]*' "$WORK/onsale.out")"
+    refused=$(grep -c 'group refused' "$WORK/serve.err" || true)
+    echo "run $run onsale sold_seats=$n tickets=$t first_hold_to_last_ticket_s=$span outbox_unpublished=$left outbox_drained_after_last_ticket_s=$drained groups_refused=$refused $(grep -E '^hold |^checkout |^order_final ' "$WORK/onsale.out" | awk '{printf "%s_p99_ms=%s ", $1, $5}')$(grep -o 'errors (5xx/transport)=[0-9]* unexpected=[0-9]*' "$WORK/onsale.out")"
     cp "$WORK/onsale-$run.html" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.html"
     cp "$WORK/onsale.out" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.txt"
     cp "$WORK/serve.err" "${TMPDIR:-/tmp}/boxoffice-onsale-$run.serve.err"
