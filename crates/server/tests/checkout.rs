@@ -1290,6 +1290,85 @@ async fn captures_of_a_round_apply_only_to_confirmed_orders(backend: Backend) {
     app.finish().await;
 }
 
+/// A check-in that commits while a compensation waits for its ticket's lock is counted by
+/// the compensation (PostgreSQL): the check-in's transaction holds the ticket, the
+/// compensation must wait for it on the lock of the query that counts used tickets, and
+/// then give up. A count whose status filter the planner pushed below the lock saw the
+/// ticket still valid without locking it, cancelled the order, and left the ticket
+/// `CHECKED_IN` on it (the race `check_in_racing_a_compensation` caught now and then).
+#[tokio::test]
+async fn postgres_check_in_committing_during_a_compensation_is_counted() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let pool = app.db.pg.as_ref().expect("postgres").pool().clone();
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-6-2"]).await;
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa")
+        .await
+        .json();
+    assert_eq!(paid["orderStatus"], "CONFIRMED", "{paid}");
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    let order = order_until(&app, "ann", &order_id, |o| {
+        o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    let ticket_id = order["tickets"][0]["ticketId"].as_str().unwrap().to_owned();
+    let operation_id = operation_of(&app, &order_id).await;
+    let mut door = pool.begin().await.unwrap();
+    sqlx::query(
+        "UPDATE ticket SET status = 'CHECKED_IN', checked_in_at = clock_timestamp()
+          WHERE ticket_id = $1 AND status = 'VALID'",
+    )
+    .bind(&ticket_id)
+    .execute(&mut *door)
+    .await
+    .unwrap();
+    let office = app.db.store.clone();
+    let compensation = tokio::spawn({
+        let operation_id = operation_id.clone();
+        async move {
+            office
+                .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+                .await
+                .unwrap()
+        }
+    });
+    let mut waiting = false;
+    for _ in 0..500 {
+        let waits: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'
+                AND query ILIKE '%ticket%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waits > 0 {
+            waiting = true;
+            break;
+        }
+        assert!(!compensation.is_finished(), "the compensation did not wait");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        waiting,
+        "the compensation never waited on the ticket's lock"
+    );
+    door.commit().await.unwrap();
+    let compensated = compensation.await.unwrap();
+    assert!(
+        !compensated,
+        "a compensation cancelled an order with a checked-in ticket"
+    );
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    assert_eq!(order["tickets"][0]["status"], "CHECKED_IN", "{order}");
+    app.db.assert_invariants().await;
+    app.finish().await;
+}
+
 /// A ticket issued while a compensation waits for its order, then checked in, is counted
 /// by that compensation (PostgreSQL, where the two run side by side; SQLite runs one writer
 /// at a time). The test's own transaction plays the relay's issuance: it share-locks the

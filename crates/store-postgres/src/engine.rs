@@ -1092,10 +1092,13 @@ async fn compensate_orders(
         .execute(&mut **tx)
         .await
         .map_err(classify)?;
+    // Every ticket of the orders is locked and then judged: a filter on the status outside
+    // the locking subquery would be pushed below its lock (the planner does), and a ticket
+    // checked in concurrently would then be neither locked nor counted.
     let used: Vec<String> = sqlx::query_scalar(
-        "SELECT DISTINCT order_id
+        "SELECT order_id
            FROM (SELECT order_id, status FROM ticket WHERE order_id = ANY($1) ORDER BY ticket_id FOR UPDATE) AS locked
-          WHERE status = 'CHECKED_IN'",
+          GROUP BY order_id HAVING count(*) FILTER (WHERE status = 'CHECKED_IN') > 0",
     )
     .bind(&order_ids)
     .fetch_all(&mut **tx)
