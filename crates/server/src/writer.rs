@@ -270,7 +270,7 @@ impl EventWriters {
     /// Starts the checkout of `hold` (read by the caller: the account's, on `event`) on the
     /// event's writer: the hold moves to `PAYMENT_PENDING`, the order and its payment
     /// operation are created, and the answer is stored under the request's key, in one
-    /// group. The caller has looked for a stored answer of the key already.
+    /// group. A key used before is answered from its stored answer when the engine refuses.
     pub async fn checkout(
         &self,
         event: Arc<EventRecord>,

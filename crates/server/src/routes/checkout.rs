@@ -299,26 +299,18 @@ pub async fn checkout_hold(
         payment_method: token.to_owned(),
     };
     let begun = match (hold, event.clone()) {
-        // A held hold of the account: its event's writer starts the checkout in a group.
+        // A held hold of the account: its event's writer starts the checkout in a group,
+        // with no look at the key first. The key's endpoint names the hold, and only a
+        // checkout of it that started stores an answer under it, after which the hold is
+        // never `HELD` again: a key used before finds the hold in checkout or ended in the
+        // writer's engine (or in the store's conditional write, which then refuses the
+        // group), and that refusal looks at the key's stored answer (`refused_checkout`):
+        // the replay, or the key reused with another body.
         (Some(hold), Some(event)) if hold.status == HoldStatus::Held => {
-            // Coalesced with the other look-ups of the moment into one query.
-            match state
-                .lookup
-                .stored_answer(&scope, &start.request_digest)
+            state
+                .writers
+                .checkout(event, start.clone(), hold, &render_checkout)
                 .await?
-            {
-                Some(Idempotent::Replayed(stored)) => CheckoutBegun::Replayed(stored),
-                Some(Idempotent::KeyReusedWithOtherRequest) => {
-                    CheckoutBegun::KeyReusedWithOtherRequest
-                }
-                Some(Idempotent::Fresh(_)) | None => {
-                    stage.done("lookup");
-                    state
-                        .writers
-                        .checkout(event, start.clone(), hold, &render_checkout)
-                        .await?
-                }
-            }
         }
         // No such hold for the account, or one in checkout or ended (a hold's status only
         // moves forward from `HELD`, so it cannot start now): the key's stored answer, else
@@ -394,7 +386,7 @@ pub async fn checkout_hold(
 }
 
 /// Where a checkout's time goes: `boxoffice_checkout_stage_seconds{stage}` (waiting for a turn,
-/// reading the hold, looking up the key, the start's group, the provider, the settlement).
+/// reading the hold, the start's group (with the key's look-up when it is refused), the provider, the settlement).
 struct Stage(std::time::Instant);
 
 impl Stage {
