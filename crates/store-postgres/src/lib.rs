@@ -158,6 +158,12 @@ fn pool_options(url: &str, max_connections: u32) -> StoreResult<(PgConnectOption
     let options: PgConnectOptions = url
         .parse()
         .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
+    // Generic plans for every prepared statement: each statement here finds its rows by key,
+    // and most take arrays (`= ANY($1)`), whose custom plans PostgreSQL keeps making (it
+    // judges a generic plan by an array of unknown length): at 2,000 checkouts/s offered,
+    // planning the reads of an order and of holds cost 3.0 s and 1.5 s of the database's
+    // time against 0.4 s and 0.5 s of executing them (pg_stat_statements).
+    let options = options.options([("plan_cache_mode", "force_generic_plan")]);
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
