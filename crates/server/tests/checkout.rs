@@ -31,6 +31,7 @@ stories!(
     a_verdict_read_before_the_operation_moved_is_the_writers,
     tools_start_checkouts_and_release_on_an_engine,
     a_used_ticket_refuses_its_compensation_alone,
+    a_compensation_decided_before_an_exchange_is_refused,
 );
 
 /// The payment operation of an order, read from the store.
@@ -1700,5 +1701,166 @@ async fn tools_start_checkouts_and_release_on_an_engine(backend: Backend) {
     let taken = hold_seats(&app, "bob", &event_id, &["A-8-3"]).await;
     assert_ne!(taken, kept);
     app.db.assert_invariants().await;
+    app.finish().await;
+}
+
+/// A tier order's compensation decided on an engine that has not seen an exchange take some
+/// of its units out (the exchange gave those units back itself): the store refuses the
+/// group instead of giving the units back twice, and a compensation decided afresh gives
+/// back only the units still sold.
+async fn a_compensation_decided_before_an_exchange_is_refused(backend: Backend) {
+    use boxoffice_domain::engine::{
+        Command, CompensationDecision, CompensationRequest, Decision, EventEngine,
+    };
+    use boxoffice_store::StoreError;
+    use boxoffice_store::engine::{CompensationWrite, FirstInLine, GroupWrite, hold_endpoint};
+
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    // Another fan's units sold in the same tier: the tier's own count cannot tell.
+    let other = app
+        .hold(
+            "bob",
+            &event_id,
+            "k",
+            json!({"tierId": "GA", "quantity": 4}),
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::CREATED);
+    let other_id = other.json()["holdId"].as_str().unwrap().to_owned();
+    let bought = checkout(&app, "bob", &other_id, "pay", "pm_card_visa")
+        .await
+        .json();
+    assert_eq!(bought["orderStatus"], "CONFIRMED", "{bought}");
+    let hold = app
+        .hold(
+            "ann",
+            &event_id,
+            "k",
+            json!({"tierId": "GA", "quantity": 4}),
+        )
+        .await;
+    assert_eq!(hold.status, StatusCode::CREATED);
+    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa")
+        .await
+        .json();
+    assert_eq!(paid["orderStatus"], "CONFIRMED", "{paid}");
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    // The relay's capture first, so that the operation read below stays as read.
+    order_until(&app, "ann", &order_id, |o| o["paymentStatus"] == "CAPTURED").await;
+    let store = app.db.store.clone();
+    let operation_id = operation_of(&app, &order_id).await;
+    let operation = store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let event = store.get_event(&event_id).await.unwrap().unwrap();
+    let endpoint = hold_endpoint(&event_id);
+    let (snapshot, now) = store.engine_load(&event, &endpoint).await.unwrap();
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let available_before = engine.tier("GA").unwrap().available;
+    let command = Command::Compensate(CompensationRequest {
+        order_id: order_id.clone(),
+        hold_id: hold_id.clone(),
+    });
+    let (decisions, effects) = engine.decide(now, std::slice::from_ref(&command));
+    assert_eq!(
+        decisions[0],
+        Decision::Compensate(CompensationDecision::Compensated)
+    );
+    // Meanwhile an exchange takes 2 of the 4 units out and gives them back to the tier (as
+    // the exchange's own transaction does).
+    let exchanged = match backend {
+        Backend::Postgres => {
+            let pool = app.db.pg.as_ref().unwrap().pool();
+            sqlx::query("UPDATE hold SET exchanged_out = 2 WHERE hold_id = $1")
+                .bind(&hold_id)
+                .execute(pool)
+                .await
+                .unwrap();
+            sqlx::query(
+                "UPDATE tier SET sold = sold - 2, available = available + 2
+                  WHERE event_id = $1 AND tier_id = 'GA'",
+            )
+            .bind(&event_id)
+            .execute(pool)
+            .await
+            .unwrap()
+            .rows_affected()
+        }
+        Backend::Sqlite => {
+            let pool = app.db.sqlite.as_ref().unwrap().pool();
+            sqlx::query("UPDATE hold SET exchanged_out = 2 WHERE hold_id = ?1")
+                .bind(&hold_id)
+                .execute(pool)
+                .await
+                .unwrap();
+            sqlx::query(
+                "UPDATE tier SET sold = sold - 2, available = available + 2
+                  WHERE event_id = ?1 AND tier_id = 'GA'",
+            )
+            .bind(&event_id)
+            .execute(pool)
+            .await
+            .unwrap()
+            .rows_affected()
+        }
+    };
+    assert_eq!(exchanged, 1);
+    let group = GroupWrite {
+        event: &event,
+        endpoint: &endpoint,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys: Vec::new(),
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        compensations: vec![CompensationWrite::new(0, &operation, "CAPTURE_FAILED")],
+        turn: &FirstInLine,
+    };
+    match store.apply_group(&group).await {
+        Err(StoreError::Conflict(why)) => assert!(why.contains("confirmed hold"), "{why}"),
+        other => panic!("a compensation decided on stale units must be refused: {other:?}"),
+    }
+    // Decided afresh: only the 2 units still sold come back.
+    assert!(
+        store
+            .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+            .await
+            .unwrap()
+    );
+    let (snapshot, now) = store.engine_load(&event, &endpoint).await.unwrap();
+    let engine = EventEngine::load(event.rules(), snapshot, now);
+    assert_eq!(
+        engine.tier("GA").unwrap().available,
+        available_before + 4,
+        "2 units by the exchange and 2 by the compensation"
+    );
+    // The simulated exchange left no exchange of its own: its mark goes, so that the
+    // invariants `finish` checks judge the compensation alone.
+    let sql = match backend {
+        Backend::Postgres => "UPDATE hold SET exchanged_out = 0 WHERE hold_id = $1",
+        Backend::Sqlite => "UPDATE hold SET exchanged_out = 0 WHERE hold_id = ?1",
+    };
+    match backend {
+        Backend::Postgres => {
+            sqlx::query(sql)
+                .bind(&hold_id)
+                .execute(app.db.pg.as_ref().unwrap().pool())
+                .await
+                .unwrap();
+        }
+        Backend::Sqlite => {
+            sqlx::query(sql)
+                .bind(&hold_id)
+                .execute(app.db.sqlite.as_ref().unwrap().pool())
+                .await
+                .unwrap();
+        }
+    }
     app.finish().await;
 }

@@ -409,10 +409,83 @@ async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
     app.finish().await;
 }
 
+/// A hold past its deadline that a group ends (the engine's timer) while a command of the
+/// same group takes its seat: the store frees the seat before it takes it again, and the
+/// seat-map change row must show the seat held by the new hold, as the table does, not
+/// freed (the store's record of what the expiry freed must not cover the engine's).
+async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
+    use boxoffice_domain::engine::{Command, Decision, EventEngine};
+    use boxoffice_store::engine::FirstInLine;
+
+    const ENDPOINT: &str = "POST /test/holds";
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({"holdTtlSeconds": 1})).await;
+    let store = app.db.store.clone();
+    let event = store.get_event(&event_id).await.unwrap().expect("event");
+    let shown = event.clone();
+    let render_hold = move |outcome: &HoldOutcome| render(&shown, outcome);
+    let first = store
+        .hold_batch(
+            &event,
+            ENDPOINT,
+            &[seat_request("fan-1", "k1", "A-5-2")],
+            &render_hold,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&first[0], Idempotent::Fresh(r) if r.status == 201),
+        "{first:?}"
+    );
+    // Past the hold's deadline by the store's clock.
+    tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+    let (snapshot, now) = store.engine_load(&event, ENDPOINT).await.unwrap();
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let second = seat_request("fan-2", "k2", "A-5-2");
+    let (decisions, effects) = engine.decide(now, &[Command::Hold(second.clone())]);
+    assert!(
+        matches!(&decisions[0], Decision::Hold(HoldOutcome::Held(_))),
+        "{decisions:?}"
+    );
+    assert_eq!(
+        effects.holds_expired.len(),
+        1,
+        "the lapsed hold ends in the group"
+    );
+    let group = GroupWrite {
+        event: &event,
+        endpoint: ENDPOINT,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys: vec![second.idempotency_key.clone()],
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        compensations: Vec::new(),
+        turn: &FirstInLine,
+    };
+    store.apply_group(&group).await.expect("the group commits");
+    let (_, seat) = store
+        .seat_map(&event_id)
+        .await
+        .unwrap()
+        .expect("map")
+        .seats
+        .into_iter()
+        .find(|(seat_id, _)| seat_id == "A-5-2")
+        .expect("seat");
+    assert_eq!(seat.status, boxoffice_domain::hold::SeatStatus::Held);
+    // The change rows agree with the table (the seat map's invariant).
+    app.db.assert_invariants().await;
+    app.finish().await;
+}
+
 stories!(
     a_failed_commit_holds_back_the_next_group,
     a_group_on_a_seat_taken_since_is_refused,
     a_seat_freed_and_taken_in_one_group,
+    a_seat_expired_and_taken_in_one_group,
 );
 
 /// A second node: its own app (and its own event writers) on the same database.

@@ -437,7 +437,7 @@ async fn expire_holds(
     for (kind, id, available) in rows {
         match kind.as_str() {
             "hold" => ended += 1,
-            "seat" => map.seat(
+            "seat" => map.seat_unless_named(
                 event_id,
                 &id,
                 boxoffice_domain::hold::SeatStatus::Available,
@@ -1169,13 +1169,22 @@ async fn compensate_orders(
         .iter()
         .map(|(c, _)| c.hold.hold_id.as_str())
         .collect();
+    // A tier hold gives back the units the engine counted only if no exchange took some out
+    // since (an exchange returns its own units): else the group is refused and decided again.
+    let units: Vec<i64> = accepted
+        .iter()
+        .map(|(c, _)| c.hold.tier.as_ref().map_or(0, |(_, n)| i64::from(*n)))
+        .collect();
     let ended = sqlx::query(
-        "UPDATE hold SET status = 'RELEASED', updated_at = $3
-          WHERE event_id = $1 AND hold_id = ANY($2) AND status = 'CONFIRMED'",
+        "UPDATE hold h SET status = 'RELEASED', updated_at = $3
+           FROM UNNEST($2::text[], $4::bigint[]) AS u(hold_id, n)
+          WHERE h.event_id = $1 AND h.hold_id = u.hold_id AND h.status = 'CONFIRMED'
+            AND (h.tier_id IS NULL OR h.quantity - h.exchanged_out = u.n)",
     )
     .bind(event_id)
     .bind(&hold_ids)
     .bind(group.now)
+    .bind(&units)
     .execute(&mut **tx)
     .await
     .map_err(classify)?

@@ -402,7 +402,7 @@ async fn expire_holds(
         .await
         .map_err(classify)?;
         for seat_id in &freed {
-            map.seat(
+            map.seat_unless_named(
                 event_id,
                 seat_id,
                 boxoffice_domain::hold::SeatStatus::Available,
@@ -940,13 +940,22 @@ async fn compensate_orders(
             ));
         }
         let hold_id = compensated.hold.hold_id.as_str();
+        // A tier hold gives back the units the engine counted only if no exchange took some
+        // out since (an exchange returns its own units): else the group is refused.
+        let units = compensated
+            .hold
+            .tier
+            .as_ref()
+            .map_or(0, |(_, n)| i64::from(*n));
         let ended = sqlx::query(
             "UPDATE hold SET status = 'RELEASED', updated_at = ?3
-              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'CONFIRMED'",
+              WHERE event_id = ?1 AND hold_id = ?2 AND status = 'CONFIRMED'
+                AND (tier_id IS NULL OR quantity - exchanged_out = ?4)",
         )
         .bind(event_id)
         .bind(hold_id)
         .bind(now_ms)
+        .bind(units)
         .execute(&mut **tx)
         .await
         .map_err(classify)?

@@ -126,6 +126,22 @@ impl MapChanges {
             .insert(seat_id.to_owned(), MapSeat::new(status, held_until));
     }
 
+    /// [`Self::seat`] unless the seat is already named: a writer group's map starts from the
+    /// engine's final state of the seats it changed, and a seat an expiry frees that a later
+    /// command of the group takes again ends held, not free.
+    pub fn seat_unless_named(
+        &mut self,
+        event_id: &str,
+        seat_id: &str,
+        status: SeatStatus,
+        held_until: Option<OffsetDateTime>,
+    ) {
+        self.event(event_id)
+            .seats
+            .entry(seat_id.to_owned())
+            .or_insert_with(|| MapSeat::new(status, held_until));
+    }
+
     pub fn tier(&mut self, event_id: &str, tier_id: &str, available: i64) {
         self.event(event_id)
             .tiers
