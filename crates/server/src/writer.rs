@@ -362,7 +362,8 @@ impl EventWriters {
     /// Gives a confirmed order's sale back on the event's writer after its capture was
     /// refused for good (`operation`, as read, is its payment): the order cancelled, its seats
     /// and units back on sale, its tickets voided, the undo of the payment queued, in one
-    /// group. `false`: the order is not confirmed, or a ticket of it was used at the door.
+    /// group. `false`: the order is not confirmed, a ticket of it was used at the door, or its operation
+    /// moved since it was read (the relay reads it again).
     pub async fn compensate(
         &self,
         event: Arc<EventRecord>,

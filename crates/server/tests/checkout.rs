@@ -32,6 +32,7 @@ stories!(
     tools_start_checkouts_and_release_on_an_engine,
     a_used_ticket_refuses_its_compensation_alone,
     a_compensation_decided_before_an_exchange_is_refused,
+    a_compensation_read_before_its_operation_moved_is_refused_alone,
 );
 
 /// The payment operation of an order, read from the store.
@@ -1862,5 +1863,85 @@ async fn a_compensation_decided_before_an_exchange_is_refused(backend: Backend) 
                 .unwrap();
         }
     }
+    app.finish().await;
+}
+
+/// A compensation whose payment operation moved after it was read (here: read as
+/// `AUTHORIZED`, captured since) chose its undo from a stale status (a void of a captured
+/// payment): the store refuses it alone — the rest of its group commits — and the order stays
+/// confirmed; the relay's next delivery reads the operation again.
+async fn a_compensation_read_before_its_operation_moved_is_refused_alone(backend: Backend) {
+    use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
+    use boxoffice_domain::engine::{Command, CompensationRequest, Decision, EventEngine};
+    use boxoffice_domain::order::PaymentStatus;
+    use boxoffice_store::engine::{CompensationWrite, FirstInLine, GroupWrite, hold_endpoint};
+
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-7-5"]).await;
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa")
+        .await
+        .json();
+    assert_eq!(paid["orderStatus"], "CONFIRMED", "{paid}");
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    order_until(&app, "ann", &order_id, |o| o["paymentStatus"] == "CAPTURED").await;
+    let store = app.db.store.clone();
+    let operation_id = operation_of(&app, &order_id).await;
+    let mut read_before = store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read_before.status, PaymentStatus::Captured);
+    read_before.status = PaymentStatus::Authorized;
+    let event = store.get_event(&event_id).await.unwrap().unwrap();
+    let endpoint = hold_endpoint(&event_id);
+    let (snapshot, now) = store.engine_load(&event, &endpoint).await.unwrap();
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let shape = HoldShape::Seats {
+        seat_ids: vec!["A-7-6".into()],
+    };
+    let bob = HoldRequest {
+        account_id: "bob".into(),
+        idempotency_key: "k".into(),
+        request_digest: format!("{shape:?}"),
+        new_hold_id: uuid::Uuid::now_v7().to_string(),
+        shape,
+    };
+    let commands = vec![
+        Command::Compensate(CompensationRequest {
+            order_id: order_id.clone(),
+            hold_id: hold_id.clone(),
+        }),
+        Command::Hold(bob.clone()),
+    ];
+    let (decisions, effects) = engine.decide(now, &commands);
+    assert!(matches!(
+        &decisions[1],
+        Decision::Hold(HoldOutcome::Held(_))
+    ));
+    let group = GroupWrite {
+        event: &event,
+        endpoint: &endpoint,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        effects: &effects,
+        hold_keys: vec![bob.idempotency_key.clone()],
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        compensations: vec![CompensationWrite::new(0, &read_before, "CAPTURE_FAILED")],
+        turn: &FirstInLine,
+    };
+    let committed = store.apply_group(&group).await.expect("the group commits");
+    assert_eq!(committed.compensations_refused, vec![0]);
+    assert!(store.get_hold(&bob.new_hold_id).await.unwrap().is_some());
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    assert!(outbox_payloads(&app, "payment.void").await.is_empty());
+    app.db.assert_invariants().await;
     app.finish().await;
 }

@@ -1065,9 +1065,9 @@ async fn settle_checkouts(
 /// before its tickets are counted: ticket issuance share-locks the confirmed order it issues
 /// for, so tickets issued while this waits are committed (and counted) by then and none
 /// after; the tickets are locked too, so a check-in that commits first is counted and one
-/// that comes later finds its ticket voided. An order with a checked-in ticket is left alone
-/// (its command index is returned); the rest are cancelled, their operations must still be
-/// in the status read, their holds `CONFIRMED`, exactly the engine's seats still `SOLD` by
+/// that comes later finds its ticket voided. An order with a checked-in ticket, or whose
+/// operation moved since it was read, is left alone (its command index is returned); the
+/// rest are cancelled, their operations still in the status read, their holds `CONFIRMED`, exactly the engine's seats still `SOLD` by
 /// them; units back, tickets voided, waiting exchanges failed, messages queued.
 async fn compensate_orders(
     tx: &mut Transaction<'_, Postgres>,
@@ -1104,10 +1104,34 @@ async fn compensate_orders(
     .fetch_all(&mut **tx)
     .await
     .map_err(classify)?;
+    // The operations are locked (all of them: a filter beside the lock would skip one being
+    // moved) and compared with the status each compensation chose its undo from. One that
+    // moved since (a webhook's capture) refuses its compensation alone; the relay's next
+    // delivery reads it again.
+    let operation_ids: Vec<&str> = group
+        .compensations
+        .iter()
+        .map(|w| w.operation_id.as_str())
+        .collect();
+    let current: BTreeMap<String, String> = sqlx::query_as::<_, (String, String)>(
+        "SELECT operation_id, status FROM payment_operation
+          WHERE operation_id = ANY($1) ORDER BY operation_id FOR UPDATE",
+    )
+    .bind(&operation_ids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?
+    .into_iter()
+    .collect();
     let refused: Vec<usize> = given
         .iter()
-        .filter(|c| used.contains(&c.order_id))
-        .map(|c| c.index)
+        .zip(&group.compensations)
+        .filter(|(c, w)| {
+            used.contains(&c.order_id)
+                || current.get(&w.operation_id).map(String::as_str)
+                    != Some(w.operation_status.as_str())
+        })
+        .map(|(c, _)| c.index)
         .collect();
     let accepted: Vec<_> = given
         .iter()

@@ -870,7 +870,8 @@ async fn settle_checkouts(
 }
 
 /// Confirmed orders the group gives back (captures refused for good). An order with a
-/// checked-in ticket is left alone (its command index is returned; the group holds SQLite's
+/// checked-in ticket, or whose operation moved since it was read, is left alone (its
+/// command index is returned; the group holds SQLite's
 /// only write lock, so no check-in comes between the count and the void); the rest are
 /// cancelled, their operations must still be in the status read, their holds `CONFIRMED`,
 /// exactly the engine's seats still `SOLD` by them; units back, tickets voided, waiting
@@ -900,7 +901,15 @@ async fn compensate_orders(
         .fetch_one(&mut **tx)
         .await
         .map_err(classify)?;
-        if used > 0 {
+        // An operation that moved since it was read (a webhook's capture) refuses its
+        // compensation alone: its undo was chosen from the status read.
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM payment_operation WHERE operation_id = ?1")
+                .bind(&write.operation_id)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(classify)?;
+        if used > 0 || status.as_deref() != Some(write.operation_status.as_str()) {
             refused.push(compensated.index);
             continue;
         }

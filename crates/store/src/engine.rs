@@ -90,8 +90,9 @@ pub struct GroupWrite<'a> {
 /// `reason` only if it is still `CONFIRMED` (counted), its valid tickets are voided, an
 /// exchange of them waiting for payment fails, the operation must still be in the status
 /// read (its undo was chosen from it), and the outbox gets the cancellation and the undo.
-/// A ticket of the order already used at the door refuses this compensation alone: the
-/// store writes nothing of it and says so ([`GroupCommitted::compensations_refused`]).
+/// A ticket of the order already used at the door, or an operation no longer in the status
+/// read, refuses this compensation alone: the store writes nothing of it and says so
+/// ([`GroupCommitted::compensations_refused`]).
 #[derive(Debug, Clone)]
 pub struct CompensationWrite {
     /// The command's place in the group.
@@ -337,7 +338,7 @@ pub struct GroupCommitted {
     /// the engine's picture of them is wrong and must be read again.
     pub expiries_skipped: u64,
     /// Command indexes of compensations the store refused alone (a ticket of the order was
-    /// used at the door): nothing of them was written, and the engine, which gave their
+    /// used at the door, or its operation moved since it was read): nothing of them was written, and the engine, which gave their
     /// seats back, must be loaded again.
     pub compensations_refused: Vec<usize>,
 }
@@ -578,7 +579,8 @@ where
 /// Gives a confirmed order's sale back on a freshly loaded engine and persists it as one
 /// group: the writer's path without the writer, for the store's own callers and tests;
 /// `serve`'s relay gives sales back on the event's writer. `false`: the order is not
-/// confirmed, or a ticket of it was used at the door (the store refuses it alone).
+/// confirmed, a ticket of it was used at the door, or its operation moved meanwhile (the
+/// store refuses it alone).
 pub async fn compensate_once<S>(store: &S, operation_id: &str, reason: &str) -> StoreResult<bool>
 where
     S: crate::Store + ?Sized,

@@ -82,8 +82,8 @@ pub trait Settler: Send + Sync {
     ) -> StoreResult<Option<Settled>>;
 
     /// Gives back the sale of a capture refused for good ([`Store::compensate_failed_capture`]);
-    /// `serve` sends it to the event's writer. `false`: the order is not confirmed, or a
-    /// ticket of it was used at the door.
+    /// `serve` sends it to the event's writer. `false`: the order is not confirmed, a ticket
+    /// of it was used at the door, or its operation moved meanwhile (the relay tries again).
     async fn compensate(&self, operation_id: &str, reason: &str) -> StoreResult<bool>;
 }
 
