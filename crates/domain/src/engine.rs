@@ -824,47 +824,15 @@ impl EventEngine {
         if hold.status != HoldStatus::Confirmed {
             return CompensationDecision::NotConfirmed;
         }
-        let Some(hold) = self.forget_hold(&request.hold_id) else {
+        let Some(hold) =
+            self.end_hold_from(&request.hold_id, SeatStatus::Sold, &mut effects.map_seats)
+        else {
             return CompensationDecision::NotKept;
         };
-        let mut freed = Vec::with_capacity(hold.seat_ids.len());
-        for seat_id in &hold.seat_ids {
-            let Some(seat) = self.state.seats.get_mut(seat_id) else {
-                continue;
-            };
-            if seat.status != SeatStatus::Sold
-                || seat.hold_id.as_deref() != Some(request.hold_id.as_str())
-            {
-                continue;
-            }
-            seat.status = SeatStatus::Available;
-            seat.hold_id = None;
-            seat.hold_expires_at = None;
-            if let Some(rows) = &mut self.rows {
-                rows.set_free(seat_id, true);
-            }
-            effects.map_seats.push(MapSeatChange {
-                seat_id: seat_id.clone(),
-                status: SeatStatus::Available,
-                hold_expires_at: None,
-            });
-            freed.push(seat_id.clone());
-        }
-        let tier = hold.tier_id.as_ref().map(|tier_id| {
-            if let Some(tier) = self.state.tiers.get_mut(tier_id) {
-                tier.sold -= i64::from(hold.quantity);
-                tier.available += i64::from(hold.quantity);
-            }
-            (tier_id.clone(), hold.quantity)
-        });
         effects.orders_compensated.push(OrderCompensated {
             index,
             order_id: request.order_id.clone(),
-            hold: HoldReleased {
-                hold_id: request.hold_id.clone(),
-                seat_ids: freed,
-                tier,
-            },
+            hold,
         });
         CompensationDecision::Compensated
     }
@@ -892,16 +860,28 @@ impl EventEngine {
         }
     }
 
-    /// Forgets a hold that ends now, freeing the seats that still point to it and returning
-    /// its units.
+    /// Forgets a live hold that ends now, freeing the seats it still holds and returning its
+    /// units.
     fn end_hold(&mut self, hold_id: &str, map: &mut Vec<MapSeatChange>) -> Option<HoldReleased> {
+        self.end_hold_from(hold_id, SeatStatus::Held, map)
+    }
+
+    /// Forgets a hold that ends now, freeing the seats that still point to it in `status`
+    /// (`Held` for a live hold, `Sold` for a confirmed one given back) and returning its units
+    /// from the tier's held or sold count.
+    fn end_hold_from(
+        &mut self,
+        hold_id: &str,
+        status: SeatStatus,
+        map: &mut Vec<MapSeatChange>,
+    ) -> Option<HoldReleased> {
         let hold = self.forget_hold(hold_id)?;
         let mut freed = Vec::new();
         for seat_id in &hold.seat_ids {
             let Some(seat) = self.state.seats.get_mut(seat_id) else {
                 continue;
             };
-            if seat.status != SeatStatus::Held || seat.hold_id.as_deref() != Some(hold_id) {
+            if seat.status != status || seat.hold_id.as_deref() != Some(hold_id) {
                 continue;
             }
             seat.status = SeatStatus::Available;
@@ -919,7 +899,12 @@ impl EventEngine {
         }
         let tier = hold.tier_id.as_ref().map(|tier_id| {
             if let Some(tier) = self.state.tiers.get_mut(tier_id) {
-                tier.held -= i64::from(hold.quantity);
+                match status {
+                    SeatStatus::Sold => tier.sold -= i64::from(hold.quantity),
+                    SeatStatus::Held | SeatStatus::Available => {
+                        tier.held -= i64::from(hold.quantity);
+                    }
+                }
                 tier.available += i64::from(hold.quantity);
             }
             (tier_id.clone(), hold.quantity)

@@ -630,32 +630,8 @@ async fn release_holds(
         ));
     }
     let returned: BTreeMap<String, u32> = group.tier_units_returned();
-    if !returned.is_empty() {
-        let tier_ids: Vec<&str> = returned.keys().map(String::as_str).collect();
-        let units: Vec<i64> = returned.values().map(|n| i64::from(*n)).collect();
-        let rows = sqlx::query_as::<_, (String, i64)>(
-            "UPDATE tier t SET available = t.available + u.n, held = t.held - u.n
-               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
-              WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.held >= u.n
-             RETURNING t.tier_id, t.available",
-        )
-        .bind(event_id)
-        .bind(&tier_ids)
-        .bind(&units)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(classify)?;
-        if rows.len() != returned.len() {
-            return Err(mismatch(
-                "tiers with the held units",
-                returned.len(),
-                rows.len() as u64,
-            ));
-        }
-        for (tier_id, available) in rows {
-            map.tier(event_id, &tier_id, available);
-        }
-    }
+    let returned = returned.iter().map(|(t, n)| (t.as_str(), i64::from(*n)));
+    return_units(tx, event_id, returned, UnitsFrom::Held, map).await?;
     exchange::end_exchanges_of(tx, &hold_ids, ExchangeStatus::Failed, group.now).await?;
     Ok(())
 }
@@ -929,38 +905,11 @@ async fn settle_checkouts(
                 return Err(mismatch("seats of cancelled holds", seat_ids.len(), freed));
             }
         }
-        let mut returned: BTreeMap<&str, i64> = BTreeMap::new();
-        for (_, hold) in cancelled {
-            if let Some((tier_id, n)) = &hold.tier {
-                *returned.entry(tier_id).or_default() += i64::from(*n);
-            }
-        }
-        if !returned.is_empty() {
-            let tier_ids: Vec<&str> = returned.keys().copied().collect();
-            let counts: Vec<i64> = returned.values().copied().collect();
-            let rows = sqlx::query_as::<_, (String, i64)>(
-                "UPDATE tier t SET available = t.available + u.n, held = t.held - u.n
-                   FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
-                  WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.held >= u.n
-                 RETURNING t.tier_id, t.available",
-            )
-            .bind(event_id)
-            .bind(&tier_ids)
-            .bind(&counts)
-            .fetch_all(&mut **tx)
-            .await
-            .map_err(classify)?;
-            if rows.len() != tier_ids.len() {
-                return Err(mismatch(
-                    "tiers with the units of cancelled holds",
-                    tier_ids.len(),
-                    rows.len() as u64,
-                ));
-            }
-            for (tier_id, available) in rows {
-                map.tier(event_id, &tier_id, available);
-            }
-        }
+        let returned = cancelled
+            .iter()
+            .filter_map(|(_, hold)| hold.tier.as_ref())
+            .map(|(tier_id, n)| (tier_id.as_str(), i64::from(*n)));
+        return_units(tx, event_id, returned, UnitsFrom::Held, map).await?;
     }
     // Operations, orders, messages, answers.
     let settled = &group.settlements;
@@ -1057,6 +1006,65 @@ async fn settle_checkouts(
         .execute(&mut **tx)
         .await
         .map_err(classify)?;
+    }
+    Ok(())
+}
+
+/// The count of a tier that units go back from: held by live holds, or sold.
+#[derive(Debug, Clone, Copy)]
+enum UnitsFrom {
+    Held,
+    Sold,
+}
+
+/// Units given back to their tiers in one statement, per tier only where that many are held
+/// (or sold), counted; the map gets each tier's available count.
+async fn return_units<'a>(
+    tx: &mut Transaction<'_, Postgres>,
+    event_id: &str,
+    units: impl Iterator<Item = (&'a str, i64)>,
+    from: UnitsFrom,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
+    let mut per_tier: BTreeMap<&str, i64> = BTreeMap::new();
+    for (tier_id, n) in units {
+        *per_tier.entry(tier_id).or_default() += n;
+    }
+    if per_tier.is_empty() {
+        return Ok(());
+    }
+    let sql = match from {
+        UnitsFrom::Held => {
+            "UPDATE tier t SET available = t.available + u.n, held = t.held - u.n
+               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
+              WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.held >= u.n
+             RETURNING t.tier_id, t.available"
+        }
+        UnitsFrom::Sold => {
+            "UPDATE tier t SET available = t.available + u.n, sold = t.sold - u.n
+               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
+              WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.sold >= u.n
+             RETURNING t.tier_id, t.available"
+        }
+    };
+    let tier_ids: Vec<&str> = per_tier.keys().copied().collect();
+    let counts: Vec<i64> = per_tier.values().copied().collect();
+    let rows = sqlx::query_as::<_, (String, i64)>(sql)
+        .bind(event_id)
+        .bind(&tier_ids)
+        .bind(&counts)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+    if rows.len() != tier_ids.len() {
+        return Err(mismatch(
+            &format!("tiers with the {from:?} units given back"),
+            tier_ids.len(),
+            rows.len() as u64,
+        ));
+    }
+    for (tier_id, available) in rows {
+        map.tier(event_id, &tier_id, available);
     }
     Ok(())
 }
@@ -1245,38 +1253,11 @@ async fn compensate_orders(
             ));
         }
     }
-    let mut returned: BTreeMap<&str, i64> = BTreeMap::new();
-    for (compensated, _) in &accepted {
-        if let Some((tier_id, n)) = &compensated.hold.tier {
-            *returned.entry(tier_id).or_default() += i64::from(*n);
-        }
-    }
-    if !returned.is_empty() {
-        let tier_ids: Vec<&str> = returned.keys().copied().collect();
-        let counts: Vec<i64> = returned.values().copied().collect();
-        let rows = sqlx::query_as::<_, (String, i64)>(
-            "UPDATE tier t SET available = t.available + u.n, sold = t.sold - u.n
-               FROM UNNEST($2::text[], $3::bigint[]) AS u(tier_id, n)
-              WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.sold >= u.n
-             RETURNING t.tier_id, t.available",
-        )
-        .bind(event_id)
-        .bind(&tier_ids)
-        .bind(&counts)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(classify)?;
-        if rows.len() != tier_ids.len() {
-            return Err(mismatch(
-                "tiers with the units given back",
-                tier_ids.len(),
-                rows.len() as u64,
-            ));
-        }
-        for (tier_id, available) in rows {
-            map.tier(event_id, &tier_id, available);
-        }
-    }
+    let returned = accepted
+        .iter()
+        .filter_map(|(c, _)| c.hold.tier.as_ref())
+        .map(|(tier_id, n)| (tier_id.as_str(), i64::from(*n)));
+    return_units(tx, event_id, returned, UnitsFrom::Sold, map).await?;
     // An exchange of these tickets waiting for payment ends (its marks go).
     let waiting: Vec<String> = sqlx::query_scalar(
         "SELECT new_hold_id FROM exchange WHERE order_id = ANY($1) AND status = 'PAYMENT_REQUIRED'",

@@ -781,20 +781,7 @@ async fn settle_checkouts(
             }
         }
         if let Some((tier_id, n)) = &hold.tier {
-            let available: Option<i64> = sqlx::query_scalar(
-                "UPDATE tier SET available = available + ?3, held = held - ?3
-                  WHERE event_id = ?1 AND tier_id = ?2 AND held >= ?3 RETURNING available",
-            )
-            .bind(event_id)
-            .bind(tier_id)
-            .bind(i64::from(*n))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(classify)?;
-            let Some(available) = available else {
-                return Err(mismatch(&format!("tier {tier_id} held units"), 1, 0));
-            };
-            map.tier(event_id, tier_id, available);
+            return_units(tx, event_id, tier_id, *n, UnitsFrom::Held, map).await?;
         }
         insert_outbox(
             tx,
@@ -866,6 +853,47 @@ async fn settle_checkouts(
             .map_err(classify)?;
         }
     }
+    Ok(())
+}
+
+/// The count of a tier that units go back from: held by live holds, or sold.
+#[derive(Debug, Clone, Copy)]
+enum UnitsFrom {
+    Held,
+    Sold,
+}
+
+/// `n` units given back to a tier, only where that many are held (or sold), counted; the map
+/// gets the tier's available count.
+async fn return_units(
+    tx: &mut Transaction<'_, Sqlite>,
+    event_id: &str,
+    tier_id: &str,
+    n: u32,
+    from: UnitsFrom,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
+    let sql = match from {
+        UnitsFrom::Held => {
+            "UPDATE tier SET available = available + ?3, held = held - ?3
+              WHERE event_id = ?1 AND tier_id = ?2 AND held >= ?3 RETURNING available"
+        }
+        UnitsFrom::Sold => {
+            "UPDATE tier SET available = available + ?3, sold = sold - ?3
+              WHERE event_id = ?1 AND tier_id = ?2 AND sold >= ?3 RETURNING available"
+        }
+    };
+    let available: Option<i64> = sqlx::query_scalar(sql)
+        .bind(event_id)
+        .bind(tier_id)
+        .bind(i64::from(n))
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(classify)?;
+    let Some(available) = available else {
+        return Err(mismatch(&format!("tier {tier_id} {from:?} units"), 1, 0));
+    };
+    map.tier(event_id, tier_id, available);
     Ok(())
 }
 
@@ -994,20 +1022,7 @@ async fn compensate_orders(
             }
         }
         if let Some((tier_id, n)) = &compensated.hold.tier {
-            let available: Option<i64> = sqlx::query_scalar(
-                "UPDATE tier SET available = available + ?3, sold = sold - ?3
-                  WHERE event_id = ?1 AND tier_id = ?2 AND sold >= ?3 RETURNING available",
-            )
-            .bind(event_id)
-            .bind(tier_id)
-            .bind(i64::from(*n))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(classify)?;
-            let Some(available) = available else {
-                return Err(mismatch(&format!("tier {tier_id} sold units"), 1, 0));
-            };
-            map.tier(event_id, tier_id, available);
+            return_units(tx, event_id, tier_id, *n, UnitsFrom::Sold, map).await?;
         }
         // An exchange of these tickets waiting for payment ends (its marks go).
         let waiting: Vec<String> = sqlx::query_scalar(
