@@ -10,7 +10,8 @@
 //! engine away and loads it again (nothing here is ever rolled back).
 //!
 //! Changes the engine did not make (the store's own settlement of an exchange's payment, the
-//! sweeper, an exchange, a writer on another node) reach it through [`EventEngine::refresh`] with the rows the seat-map
+//! sweeper, an exchange out of the event decided by another event's writer, a writer on
+//! another node) reach it through [`EventEngine::refresh`] with the rows the seat-map
 //! change feed names. Until then the engine may refuse a seat that was just freed — a stale
 //! refusal, never a double sale: the store refuses any write whose condition no longer holds.
 //!
@@ -32,6 +33,12 @@ use crate::decide::{
 use crate::event::SaleRules;
 use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 use crate::settlement;
+
+mod exchange;
+
+pub use exchange::{
+    ExchangeDecision, ExchangeGivesUp, ExchangeRequest, ExchangeTaken, ExchangeTakes,
+};
 
 /// Holds one group ends at most; a lapse of thousands at once spreads over several groups,
 /// so that no group holds its locks for long.
@@ -106,6 +113,7 @@ pub enum Command {
     Checkout(CheckoutRequest),
     Payment(PaymentRequest),
     Compensate(CompensationRequest),
+    Exchange(ExchangeRequest),
 }
 
 /// A capture refused for good: the confirmed order is cancelled and its sale given back
@@ -253,6 +261,7 @@ pub enum Decision {
     Checkout(CheckoutDecision),
     Payment(PaymentDecision),
     Compensate(CompensationDecision),
+    Exchange(ExchangeDecision),
 }
 
 /// An order the group gives back: the store cancels it only if it is still `CONFIRMED` and
@@ -317,6 +326,8 @@ pub struct Effects {
     pub checkouts_cancelled: Vec<(usize, HoldReleased)>,
     /// Confirmed orders given back after a capture refused for good.
     pub orders_compensated: Vec<OrderCompensated>,
+    /// Exchanges into the event, in command order.
+    pub exchanges: Vec<ExchangeTaken>,
     pub map_seats: Vec<MapSeatChange>,
     /// Accounts that got a hold: the store checks their purchase limit after the writes.
     pub accounts_checked: BTreeSet<String>,
@@ -332,6 +343,7 @@ impl Effects {
             || !self.holds_confirmed.is_empty()
             || !self.checkouts_cancelled.is_empty()
             || !self.orders_compensated.is_empty()
+            || !self.exchanges.is_empty()
     }
 }
 
@@ -350,6 +362,9 @@ pub struct EventEngine {
     hold_deadlines: BTreeSet<(OffsetDateTime, String)>,
     /// Free seats per row, best rows first, kept current: best available is decided from it.
     rows: Option<RowIndex>,
+    /// Tickets given up by exchanges this engine granted, with the exchange's new hold: while
+    /// that hold is kept, another exchange of the ticket is refused here.
+    exchanged_tickets: BTreeMap<String, String>,
     version: u64,
     writer_seq: u64,
     /// The latest the store's clock can read while the current group is decided (see
@@ -386,6 +401,7 @@ impl EventEngine {
             seat_deadlines: BTreeSet::new(),
             hold_deadlines: BTreeSet::new(),
             rows: None,
+            exchanged_tickets: BTreeMap::new(),
             version: snapshot.version,
             writer_seq: snapshot.writer_seq,
             latest: now,
@@ -548,7 +564,8 @@ impl EventEngine {
                             Command::Release { .. }
                             | Command::Checkout(_)
                             | Command::Payment(_)
-                            | Command::Compensate(_) => None,
+                            | Command::Compensate(_)
+                            | Command::Exchange(_) => None,
                         })
                         .collect();
                     let outcomes = self.decide_holds(&run, index, &mut effects);
@@ -576,6 +593,11 @@ impl EventEngine {
                 Command::Compensate(request) => {
                     let decision = self.decide_compensation(index, request, &mut effects);
                     decisions.push(Decision::Compensate(decision));
+                    index += 1;
+                }
+                Command::Exchange(request) => {
+                    let decision = self.decide_exchange(index, request, &mut effects);
+                    decisions.push(Decision::Exchange(decision));
                     index += 1;
                 }
             }
@@ -1030,7 +1052,19 @@ impl EventEngine {
             }
         }
         for account_id in self.holds_by_account.keys() {
-            let usage = self.usage(account_id, now);
+            // An exchange waiting for its difference counts both its sides until it completes
+            // or ends (the store counts them so too): the limit was judged without the old.
+            let pending_exchanges: u32 = self.holds_by_account[account_id]
+                .iter()
+                .filter_map(|hold_id| self.holds.get(hold_id))
+                .filter(|hold| {
+                    hold.exchange && hold.status != HoldStatus::Confirmed && hold.counts_at(now)
+                })
+                .map(|hold| hold.quantity)
+                .sum();
+            let usage = self
+                .usage(account_id, now)
+                .saturating_sub(pending_exchanges);
             if usage > self.rules.max_tickets_per_account {
                 violations.push(format!(
                     "account {account_id} holds or owns {usage} > {}",

@@ -1,6 +1,7 @@
 //! Model test of the event engine: random sequences of command groups (named seats, best
 //! available, tier quantities, releases, checkout starts, payment verdicts, compensations
-//! of confirmed orders, replays) decided
+//! of confirmed orders, exchanges of sold seats for others with or without a difference to
+//! pay, replays) decided
 //! with the store's clock known within a spread, clock advances, and changes made
 //! elsewhere that reach the engine by refresh (a checkout confirming a hold, the sweeper
 //! expiring holds). Each step runs through `EventEngine` and through a naive reference that
@@ -13,7 +14,8 @@ use boxoffice_domain::best::{BestRequest, RowSeats, choose};
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
-    Decision, EngineHold, EngineRows, EngineSnapshot, EventEngine, PaymentDecision, PaymentOutcome,
+    Decision, EngineHold, EngineRows, EngineSnapshot, EventEngine, ExchangeDecision,
+    ExchangeGivesUp, ExchangeRequest, ExchangeTakes, PaymentDecision, PaymentOutcome,
     PaymentRequest, ReleaseDecision,
 };
 use boxoffice_domain::event::SaleRules;
@@ -85,6 +87,13 @@ enum Cmd {
     Compensate {
         hold: usize,
     },
+    /// The first seats of a confirmed seat hold (see `Reference::target`) exchanged for
+    /// `to`, with a difference to pay or not.
+    Exchange {
+        hold: usize,
+        to: Vec<usize>,
+        pays: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -119,6 +128,8 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         2 => (0..ACCOUNTS.len(), 0usize..30).prop_map(|(account, hold)| Cmd::Checkout { account, hold }),
         2 => (0..ACCOUNTS.len(), 0usize..30, 0u8..4).prop_map(|(account, hold, outcome)| Cmd::Pay { account, hold, outcome }),
         2 => (0usize..30).prop_map(|hold| Cmd::Compensate { hold }),
+        2 => (0usize..30, proptest::collection::vec(0..all_seats().len(), 1..3), any::<bool>())
+            .prop_map(|(hold, to, pays)| Cmd::Exchange { hold, to, pays }),
     ]
 }
 
@@ -158,8 +169,12 @@ enum Verdict {
     Compensated,
     /// A compensation of a hold that is not confirmed.
     NotConfirmed,
-    /// A compensation of a hold the engine does not keep (ended, or never was).
+    /// A compensation or exchange of a hold the engine does not keep (ended, or never was).
     NotKept,
+    Exchanged,
+    NotSold,
+    TicketTaken,
+    Closed,
 }
 
 fn verdict_of(decision: &Decision) -> Verdict {
@@ -202,6 +217,15 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Compensate(CompensationDecision::Compensated) => Verdict::Compensated,
         Decision::Compensate(CompensationDecision::NotConfirmed) => Verdict::NotConfirmed,
         Decision::Compensate(CompensationDecision::NotKept) => Verdict::NotKept,
+        Decision::Exchange(ExchangeDecision::Granted { .. }) => Verdict::Exchanged,
+        Decision::Exchange(ExchangeDecision::SeatsUnavailable(_)) => Verdict::Unavailable,
+        Decision::Exchange(ExchangeDecision::PurchaseLimit) => Verdict::Limit,
+        Decision::Exchange(ExchangeDecision::NotSold(_)) => Verdict::NotSold,
+        Decision::Exchange(ExchangeDecision::TicketTaken(_)) => Verdict::TicketTaken,
+        Decision::Exchange(ExchangeDecision::NotKept) => Verdict::NotKept,
+        Decision::Exchange(
+            ExchangeDecision::Closed | ExchangeDecision::Started | ExchangeDecision::SaleNotOpen,
+        ) => Verdict::Closed,
     }
 }
 
@@ -213,6 +237,10 @@ struct RefHold {
     seats: Vec<String>,
     units: u32,
     expires_at: OffsetDateTime,
+    /// The new hold of an exchange: its payment is the store's to settle.
+    exchange: bool,
+    /// An exchange's tickets given up (a seat's ticket is named after the seat).
+    gave: Vec<String>,
 }
 
 /// The reference: seats, holds and keys, everything recomputed per command.
@@ -406,6 +434,8 @@ impl Reference {
             seats: seats.clone(),
             units,
             expires_at,
+            exchange: false,
+            gave: Vec::new(),
         });
         Verdict::Held { seats, units }
     }
@@ -472,7 +502,7 @@ impl Reference {
             return Verdict::PayElsewhere;
         };
         let hold = &self.holds[index];
-        if hold.account != account || hold.status != HoldStatus::PaymentPending {
+        if hold.account != account || hold.status != HoldStatus::PaymentPending || hold.exchange {
             return Verdict::PayElsewhere;
         }
         let used: u32 = self
@@ -544,6 +574,93 @@ impl Reference {
         Verdict::Compensated
     }
 
+    /// The first seats of confirmed hold `hold_id` exchanged for `to` (distinct, none of them
+    /// given up; as many as given up), sold at once or held until the difference is paid.
+    /// `None`: a request the route would not send.
+    fn exchange(
+        &mut self,
+        hold_id: &str,
+        to: &[String],
+        pays: bool,
+        new_hold_id: &str,
+    ) -> Option<(Verdict, Vec<String>)> {
+        let Some(index) = self.holds.iter().position(|h| h.hold_id == hold_id) else {
+            return Some((Verdict::NotKept, Vec::new()));
+        };
+        let old = self.holds[index].clone();
+        if old.seats.len() < to.len() || old.units > 0 {
+            return None;
+        }
+        let given: Vec<String> = old.seats[..to.len()].to_vec();
+        if to.iter().any(|s| given.contains(s)) {
+            return None;
+        }
+        let taken = self.holds.iter().any(|h| {
+            matches!(
+                h.status,
+                HoldStatus::Held | HoldStatus::PaymentPending | HoldStatus::Confirmed
+            ) && h.gave.iter().any(|t| given.contains(t))
+        });
+        if taken {
+            return Some((Verdict::TicketTaken, given));
+        }
+        if old.status != HoldStatus::Confirmed {
+            return Some((Verdict::NotKept, given));
+        }
+        if !to.iter().all(|s| self.free(s)) {
+            return Some((Verdict::Unavailable, given));
+        }
+        let used: u32 = self
+            .holds
+            .iter()
+            .filter(|h| h.account == old.account && self.counts(h))
+            .map(|h| h.seats.len() as u32 + h.units)
+            .sum();
+        if used > LIMIT {
+            return Some((Verdict::Limit, given));
+        }
+        let expires_at = if pays {
+            self.now + Duration::seconds(i64::from(TTL_S))
+        } else {
+            self.now
+        };
+        if !pays {
+            self.holds[index].seats.retain(|s| !given.contains(s));
+            for seat_id in &given {
+                let entry = self.seats.get_mut(seat_id).unwrap();
+                *entry = (SeatStatus::Available, None, None, entry.3);
+            }
+        }
+        for seat_id in to {
+            let entry = self.seats.get_mut(seat_id).unwrap();
+            *entry = if pays {
+                (
+                    SeatStatus::Held,
+                    Some(new_hold_id.into()),
+                    Some(expires_at),
+                    entry.3,
+                )
+            } else {
+                (SeatStatus::Sold, Some(new_hold_id.into()), None, entry.3)
+            };
+        }
+        self.holds.push(RefHold {
+            hold_id: new_hold_id.into(),
+            account: old.account.clone(),
+            status: if pays {
+                HoldStatus::Held
+            } else {
+                HoldStatus::Confirmed
+            },
+            seats: to.to_vec(),
+            units: 0,
+            expires_at,
+            exchange: true,
+            gave: given.clone(),
+        });
+        Some((Verdict::Exchanged, given))
+    }
+
     fn seat_row(&self, seat_id: &str) -> SeatRow {
         let (status, hold_id, until, price) = self.seats[seat_id].clone();
         SeatRow {
@@ -564,7 +681,7 @@ impl Reference {
             quantity: hold.seats.len() as u32 + hold.units,
             seat_ids: hold.seats.clone(),
             expires_at: hold.expires_at,
-            exchange: false,
+            exchange: hold.exchange,
         }
     }
 
@@ -580,6 +697,7 @@ impl Reference {
                 matches!(h.status, HoldStatus::Held | HoldStatus::PaymentPending)
                     && h.expires_at > now
                     && h.units == 0
+                    && !h.exchange
             })
             .map(|(i, _)| i)
             .nth(n)?;
@@ -689,6 +807,7 @@ proptest! {
                     let mut commands = Vec::new();
                     let mut expected = Vec::new();
                     let mut in_group = BTreeMap::new();
+                    let mut expected_sold = Vec::new();
                     for cmd in &cmds {
                         match cmd {
                             Cmd::Hold { account, key, ask } => {
@@ -731,6 +850,51 @@ proptest! {
                                     outcome,
                                 }));
                             }
+                            Cmd::Exchange { hold, to, pays } => {
+                                let (_, hold_id) = reference.target(0, *hold, HoldStatus::Confirmed);
+                                let seats = all_seats();
+                                let mut to_ids: Vec<String> =
+                                    to.iter().map(|i| seats[*i].0.clone()).collect();
+                                to_ids.dedup();
+                                let new_hold_id = format!("h{next_hold}");
+                                let Some(old) = reference
+                                    .holds
+                                    .iter()
+                                    .find(|h| h.hold_id == hold_id)
+                                    .cloned()
+                                else {
+                                    continue;
+                                };
+                                let Some((verdict, given)) =
+                                    reference.exchange(&hold_id, &to_ids, *pays, &new_hold_id)
+                                else {
+                                    continue;
+                                };
+                                next_hold += 1;
+                                let price = |id: &String| reference.seats[id].3;
+                                let to_value: i64 = to_ids.iter().map(price).sum();
+                                if verdict == Verdict::Exchanged {
+                                    expected_sold.push(!*pays);
+                                }
+                                expected.push(verdict);
+                                commands.push(Command::Exchange(ExchangeRequest {
+                                    account_id: old.account.clone(),
+                                    exchange_id: format!("x{next_hold}"),
+                                    new_hold_id,
+                                    closes_at: START + Duration::days(1),
+                                    starts_at: START + Duration::days(2),
+                                    gives_up: Some(ExchangeGivesUp {
+                                        hold_id: hold_id.clone(),
+                                        seat_ids: given.clone(),
+                                        tier: None,
+                                    }),
+                                    ticket_ids: given.clone(),
+                                    takes: ExchangeTakes::Seats(
+                                        to_ids.iter().map(|id| (id.clone(), seats.iter().find(|s| &s.0 == id).unwrap().1)).collect(),
+                                    ),
+                                    from_value_minor: if *pays { to_value - 1 } else { to_value },
+                                }));
+                            }
                             Cmd::Compensate { hold } => {
                                 let (_, hold_id) = reference.target(0, *hold, HoldStatus::Confirmed);
                                 expected.push(reference.compensate(&hold_id));
@@ -755,6 +919,8 @@ proptest! {
                     prop_assert_eq!(effects.checkouts_cancelled.len(), cancelled);
                     let compensated = got.iter().filter(|v| **v == Verdict::Compensated).count();
                     prop_assert_eq!(effects.orders_compensated.len(), compensated);
+                    let exchanged: Vec<bool> = effects.exchanges.iter().map(|x| x.sold).collect();
+                    prop_assert_eq!(exchanged, expected_sold);
                 }
                 Step::Advance(s) => {
                     reference.now += Duration::seconds(s);

@@ -1,7 +1,7 @@
 //! What an inventory request passes on its way to its event's writer, shared by the hold,
 //! checkout and exchange routes: the waiting room's admission check, the replay of an answer
 //! its key already has when the request is refused before its transaction, and the 429 of a
-//! writer (or the exchange batcher) that has more queued than it takes soon.
+//! writer that has more queued than it takes soon.
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;

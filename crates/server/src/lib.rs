@@ -11,7 +11,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod batcher;
 pub mod body;
 pub mod error;
 pub mod gate;
@@ -53,7 +52,6 @@ use boxoffice_workers::reconciler::PaymentReconciler;
 use boxoffice_workers::relay::OutboxRelay;
 
 use crate::auth::TokenVerifier;
-use crate::batcher::ExchangeBatcher;
 use crate::error::ApiError;
 use crate::idempotency::InFlight;
 use crate::seatmap::SeatMaps;
@@ -83,7 +81,6 @@ pub struct Shared {
     /// One writer per event: every hold and release of an event is decided by it.
     pub writers: EventWriters,
     /// Exchanges, batched per target event like holds.
-    pub exchanges: ExchangeBatcher,
     pub lookup: lookup::AnswerLookup,
     pub in_flight: InFlight,
     /// Checkouts take turns in arrival order.
@@ -372,10 +369,6 @@ impl AppState {
                 }
                 None => EventWriters::new(store.clone(), render),
             },
-            exchanges: ExchangeBatcher::new(
-                store.clone(),
-                Arc::new(crate::routes::exchanges::render_exchange),
-            ),
             lookup: lookup::AnswerLookup::new(store.clone()),
             seatmaps: SeatMaps::new(store.clone()),
             store,

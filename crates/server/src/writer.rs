@@ -1,6 +1,6 @@
 //! One writer per event: the task that owns the event's engine
 //! (`boxoffice_domain::engine::EventEngine`) and through which every hold, release,
-//! checkout start and checkout payment verdict of the event passes.
+//! checkout start, checkout payment verdict, compensation and exchange into the event passes.
 //!
 //! The writer takes whatever is queued (up to [`GROUP_COMMANDS_MAX`]), decides it in memory
 //! in arrival order, and hands the group's effects to the store ([`EngineStore::apply_group`],
@@ -19,7 +19,8 @@
 //! The writer also expires its event's holds: when the earliest deadline passes it runs a
 //! group without commands, in which the engine ends every `HELD` hold past its deadline.
 //!
-//! Changes made elsewhere (the store's own settlement, the sweeper, exchanges, another node)
+//! Changes made elsewhere (the store's own settlement, the sweeper, an exchange out of the
+//! event decided by another event's writer, another node)
 //! reach the engine through the seat-map change feed: when a commit shows versions the
 //! writer did not write, when a checkout or release named a hold the engine does not keep
 //! (asked again after the catch-up), or every [`CATCH_UP_INTERVAL_MS`], the writer reads the
@@ -34,7 +35,8 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
-    Decision, EventEngine, PaymentDecision, PaymentOutcome, PaymentRequest, ReleaseDecision,
+    Decision, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest, ExchangeTakes,
+    PaymentDecision, PaymentOutcome, PaymentRequest, ReleaseDecision,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -44,8 +46,11 @@ use boxoffice_store::checkout::{
     Settled,
 };
 use boxoffice_store::engine::{
-    CheckoutWrite, CompensationWrite, EngineStore, GroupCommitted, GroupTurn, GroupWrite,
-    SettleWrite, checkout_refusal, refused_checkout, started_operation,
+    CheckoutWrite, CompensationWrite, EngineStore, ExchangeWrite, GroupCommitted, GroupTurn,
+    GroupWrite, SettleWrite, checkout_refusal, refused_checkout, started_operation,
+};
+use boxoffice_store::exchange::{
+    ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeView, RenderExchange, Surrender, ToSide,
 };
 use boxoffice_store::{
     EventRecord, HoldView, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult,
@@ -101,6 +106,10 @@ enum Answer {
     Compensated(bool),
     /// The engine did not keep the order's hold: asked again after the catch-up.
     CompensationNotKept,
+    Exchange(ExchangeBegun),
+    /// The engine did not keep the old order's hold (a same-event exchange): asked again
+    /// after the catch-up.
+    ExchangeNotKept,
 }
 
 /// What a checkout's payment verdict needs besides its command: the operation as started,
@@ -159,11 +168,59 @@ struct CompensateContext {
     reason: String,
 }
 
+/// What an exchange needs besides its command: the request, the tickets the route picked
+/// from the order it read, and how its answer is rendered.
+struct ExchangeContext {
+    start: ExchangeStart,
+    gone: Surrender,
+    order: OrderView,
+    render: &'static RenderExchange,
+    /// The exchange and the order as the group writes them (set when granted).
+    granted: Option<(ExchangeView, OrderView)>,
+}
+
+/// The engine's command for an exchange whose tickets `gone` were picked from `order`.
+fn exchange_command(start: &ExchangeStart, gone: &Surrender, order: &OrderView) -> Command {
+    let same_event = start.to_event.event_id == order.event_id;
+    Command::Exchange(ExchangeRequest {
+        account_id: order.account_id.clone(),
+        exchange_id: start.exchange_id.clone(),
+        new_hold_id: start.new_hold_id.clone(),
+        closes_at: boxoffice_store::exchange::closes_at(&start.from_event),
+        starts_at: start.to_event.starts_at,
+        gives_up: same_event.then(|| ExchangeGivesUp {
+            hold_id: order.hold_id.clone(),
+            seat_ids: gone.seat_ids.clone(),
+            tier: gone.tier.clone(),
+        }),
+        ticket_ids: gone.ticket_ids.clone(),
+        takes: match &start.to {
+            ToSide::Seats(seats) => ExchangeTakes::Seats(
+                seats
+                    .iter()
+                    .map(|seat| (seat.seat_id.clone(), seat.price_minor))
+                    .collect(),
+            ),
+            ToSide::Tier {
+                tier_id,
+                quantity,
+                price_minor,
+            } => ExchangeTakes::Tier {
+                tier_id: tier_id.clone(),
+                quantity: *quantity,
+                price_minor: *price_minor,
+            },
+        },
+        from_value_minor: gone.value_minor,
+    })
+}
+
 struct Job {
     command: Command,
     checkout: Option<Box<CheckoutContext>>,
     settle: Option<Box<SettleContext>>,
     compensate: Option<Box<CompensateContext>>,
+    exchange: Option<Box<ExchangeContext>>,
     reply: oneshot::Sender<StoreResult<Answer>>,
     /// Groups this command was in that the store refused.
     attempts: u32,
@@ -396,6 +453,48 @@ impl EventWriters {
         )))
     }
 
+    /// Decides an exchange into `event` (its target) on the event's writer: `gone` are the
+    /// tickets picked from `order` (read by the caller: the account's). The new seats are
+    /// taken, the old tickets marked or swapped, and the answer stored under the request's
+    /// key, in one group; the group refuses it alone if the order or the tickets changed
+    /// since they were read.
+    pub async fn exchange(
+        &self,
+        event: Arc<EventRecord>,
+        start: ExchangeStart,
+        gone: Surrender,
+        order: OrderView,
+        render: &'static RenderExchange,
+    ) -> Result<ExchangeBegun, SubmitError> {
+        let command = exchange_command(&start, &gone, &order);
+        // A same-event exchange whose old hold the engine does not keep is asked about once
+        // more, after a catch-up; still not kept, the order is no longer confirmed.
+        for attempt in 0..2 {
+            let context = Box::new(ExchangeContext {
+                start: start.clone(),
+                gone: gone.clone(),
+                order: order.clone(),
+                render,
+                granted: None,
+            });
+            let job = self.job(command.clone(), |job| job.exchange = Some(context));
+            match self.submit_job(event.clone(), job).await? {
+                Answer::Exchange(begun) => return Ok(begun),
+                Answer::ExchangeNotKept if attempt == 0 => {}
+                Answer::ExchangeNotKept => {
+                    return Ok(ExchangeBegun::Refused(ExchangeRefused::Conflict(format!(
+                        "order {} is no longer confirmed",
+                        order.order_id
+                    ))));
+                }
+                _ => break,
+            }
+        }
+        Err(SubmitError::Store(StoreError::Internal(
+            "an exchange was answered as another command".into(),
+        )))
+    }
+
     async fn submit(
         &self,
         event: Arc<EventRecord>,
@@ -422,6 +521,7 @@ impl EventWriters {
             checkout: None,
             settle: None,
             compensate: None,
+            exchange: None,
             reply,
             attempts: 0,
         };
@@ -442,7 +542,8 @@ impl EventWriters {
             Command::Release { .. }
             | Command::Checkout(_)
             | Command::Payment(_)
-            | Command::Compensate(_) => &lanes.sale,
+            | Command::Compensate(_)
+            | Command::Exchange(_) => &lanes.sale,
         };
         match lane.try_send(job) {
             Ok(()) => {}
@@ -526,6 +627,8 @@ struct Pending {
     started: Instant,
     /// Compensations the store refused alone (set once committed).
     compensations_refused: Vec<usize>,
+    /// Exchanges the store refused alone (set once committed).
+    exchanges_refused: Vec<usize>,
 }
 
 type Commit = std::pin::Pin<
@@ -919,6 +1022,7 @@ impl Writer {
                 Decision::Checkout(d) => ("checkout", *d != CheckoutDecision::NotKept),
                 Decision::Payment(d) => ("payment", *d != PaymentDecision::NotKept),
                 Decision::Compensate(d) => ("compensate", *d != CompensationDecision::NotKept),
+                Decision::Exchange(d) => ("exchange", *d != ExchangeDecision::NotKept),
             };
             // A checkout or release of a hold the engine does not keep is asked again after
             // a catch-up.
@@ -927,6 +1031,7 @@ impl Writer {
                 Decision::Checkout(CheckoutDecision::NotKept)
                     | Decision::Release(ReleaseDecision::NotKept)
                     | Decision::Compensate(CompensationDecision::NotKept)
+                    | Decision::Exchange(ExchangeDecision::NotKept)
             ) {
                 self.stale = true;
             }
@@ -934,7 +1039,10 @@ impl Writer {
             // release of a hold it does not keep), and payments for the store's settlement.
             let path = match decision {
                 _ if decided => "engine",
-                Decision::Checkout(_) | Decision::Release(_) | Decision::Compensate(_) => "retry",
+                Decision::Checkout(_)
+                | Decision::Release(_)
+                | Decision::Compensate(_)
+                | Decision::Exchange(_) => "retry",
                 _ => "store",
             };
             metrics::counter!("boxoffice_writer_commands_total", "kind" => kind, "path" => path)
@@ -973,7 +1081,8 @@ impl Writer {
                 Command::Release { .. }
                 | Command::Checkout(_)
                 | Command::Payment(_)
-                | Command::Compensate(_) => String::new(),
+                | Command::Compensate(_)
+                | Command::Exchange(_) => String::new(),
             })
             .collect();
         for started in &effects.checkouts_started {
@@ -1052,6 +1161,36 @@ impl Writer {
                 ))
             })
             .collect();
+        let mut exchanges = Vec::with_capacity(effects.exchanges.len());
+        for taken in &effects.exchanges {
+            let Some(context) = jobs[taken.index].exchange.as_deref_mut() else {
+                continue;
+            };
+            let (exchange, order) = boxoffice_store::exchange::granted(
+                &context.start,
+                &context.gone,
+                &context.order,
+                now,
+                taken.expires_at,
+            );
+            let response = (context.render)(&exchange, &order);
+            answers[taken.index] = Some(response.clone());
+            let scope = &context.start.scope;
+            exchanges.push(ExchangeWrite {
+                index: taken.index,
+                start: context.start.clone(),
+                gone: context.gone.clone(),
+                account_id: context.order.account_id.clone(),
+                old_hold_id: context.order.hold_id.clone(),
+                record: NewRecord {
+                    account_id: scope.account_id.clone(),
+                    key: scope.key.clone(),
+                    request_digest: context.start.request_digest.clone(),
+                    response,
+                },
+            });
+            context.granted = Some((exchange, order));
+        }
         let writer_seq = self.next_seq;
         self.next_seq += 1;
         let pending = Pending {
@@ -1062,6 +1201,7 @@ impl Writer {
             now,
             started: Instant::now(),
             compensations_refused: Vec::new(),
+            exchanges_refused: Vec::new(),
         };
         let (mine, progress) = watch::channel(Stage::Started);
         let turn = Turn {
@@ -1083,6 +1223,7 @@ impl Writer {
                 checkouts,
                 settlements,
                 compensations,
+                exchanges,
                 turn: &turn,
             };
             let result = store.apply_group(&group).await;
@@ -1129,6 +1270,14 @@ impl Writer {
                     self.broken = true;
                     pending.compensations_refused = committed.compensations_refused;
                 }
+                if !committed.exchanges_refused.is_empty() {
+                    // The engine took seats for exchanges the store refused (the order or its
+                    // tickets changed since they were read): load the event again.
+                    metrics::counter!("boxoffice_writer_exchanges_refused_total")
+                        .increment(committed.exchanges_refused.len() as u64);
+                    self.broken = true;
+                    pending.exchanges_refused = committed.exchanges_refused;
+                }
                 self.requests.spawn(deliver(
                     self.store.clone(),
                     self.event.clone(),
@@ -1142,6 +1291,7 @@ impl Writer {
                 // after an earlier group failed (impossible while the store checks the writer
                 // sequence): answered as committed, and the engine is reloaded all the same.
                 pending.compensations_refused = committed.compensations_refused;
+                pending.exchanges_refused = committed.exchanges_refused;
                 self.requests.spawn(deliver(
                     self.store.clone(),
                     self.event.clone(),
@@ -1230,6 +1380,19 @@ async fn deliver(
                     CompensationDecision::NotConfirmed => Answer::Compensated(false),
                     CompensationDecision::NotKept => Answer::CompensationNotKept,
                 })
+            }
+            (Command::Exchange(_), Decision::Exchange(decision)) => {
+                delivered.push(None);
+                match job.exchange.as_deref() {
+                    Some(context) => Ok(exchange_answer(
+                        context,
+                        decision,
+                        pending.exchanges_refused.contains(&index),
+                    )),
+                    None => Err(StoreError::Internal(
+                        "an exchange without its request".into(),
+                    )),
+                }
             }
             (Command::Checkout(_), Decision::Checkout(CheckoutDecision::NotKept)) => {
                 delivered.push(None);
@@ -1407,6 +1570,45 @@ async fn payment_answer(
         order: context.settled_order(cancelled, now),
         changed: true,
     }))
+}
+
+/// An exchange's answer: as the group wrote it, or why it was refused.
+fn exchange_answer(context: &ExchangeContext, decision: ExchangeDecision, refused: bool) -> Answer {
+    let refused_for = |why: ExchangeRefused| Answer::Exchange(ExchangeBegun::Refused(why));
+    match decision {
+        ExchangeDecision::Granted { .. } if refused => refused_for(ExchangeRefused::Conflict(
+            "the order or its tickets changed while the exchange was decided".into(),
+        )),
+        ExchangeDecision::Granted { .. } => match context.granted.clone() {
+            Some((exchange, order)) => Answer::Exchange(ExchangeBegun::Done {
+                exchange: Box::new(exchange),
+                order: Box::new(order),
+            }),
+            None => refused_for(ExchangeRefused::Conflict(
+                "the exchange was granted without its answer".into(),
+            )),
+        },
+        ExchangeDecision::Closed => refused_for(ExchangeRefused::Closed(format!(
+            "exchanges of this event closed at {} (its start minus the exchange cutoff)",
+            boxoffice_store::exchange::closes_at(&context.start.from_event)
+        ))),
+        ExchangeDecision::Started => refused_for(ExchangeRefused::Closed(
+            "the target event has already started".into(),
+        )),
+        ExchangeDecision::SaleNotOpen => refused_for(ExchangeRefused::SaleNotOpen),
+        ExchangeDecision::SeatsUnavailable(seats) => {
+            refused_for(ExchangeRefused::SeatsUnavailable(seats))
+        }
+        ExchangeDecision::PurchaseLimit => refused_for(ExchangeRefused::PurchaseLimit),
+        ExchangeDecision::TicketTaken(ticket_id) => refused_for(ExchangeRefused::Conflict(
+            format!("ticket {ticket_id} is already being exchanged"),
+        )),
+        ExchangeDecision::NotSold(seat_id) => refused_for(ExchangeRefused::Conflict(format!(
+            "seat {seat_id} is no longer sold to order {}",
+            context.order.order_id
+        ))),
+        ExchangeDecision::NotKept => Answer::ExchangeNotKept,
+    }
 }
 
 fn copy_answer(answer: &Idempotent) -> Idempotent {

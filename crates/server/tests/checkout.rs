@@ -959,6 +959,7 @@ async fn a_used_ticket_refuses_its_compensation_alone(backend: Backend) {
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: vec![CompensationWrite::new(0, &operation, "CAPTURE_FAILED")],
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await.expect("the group commits");
@@ -1821,6 +1822,7 @@ async fn a_compensation_decided_before_an_exchange_is_refused(backend: Backend) 
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: vec![CompensationWrite::new(0, &operation, "CAPTURE_FAILED")],
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     match store.apply_group(&group).await {
@@ -1931,6 +1933,7 @@ async fn a_compensation_read_before_its_operation_moved_is_refused_alone(backend
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: vec![CompensationWrite::new(0, &read_before, "CAPTURE_FAILED")],
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await.expect("the group commits");

@@ -293,6 +293,7 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: Vec::new(),
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     match store.apply_group(&group).await {
@@ -385,6 +386,7 @@ async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: Vec::new(),
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     store
@@ -463,6 +465,7 @@ async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: Vec::new(),
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await.expect("the group commits");

@@ -18,6 +18,7 @@ stories!(
     trips_exchange_across_trips_and_classes,
     a_taken_target_seat_changes_nothing,
     two_exchanges_of_one_ticket_at_once,
+    two_exchanges_of_one_ticket_into_two_trips_at_once,
     exchange_races_holds_for_its_target,
     cutoff_is_judged_by_the_store_clock,
     price_increase_declined_keeps_the_old_ticket,
@@ -452,6 +453,88 @@ async fn two_exchanges_of_one_ticket_at_once(backend: Backend) {
         }
     }
     assert_eq!(sold, 1);
+    app.finish().await;
+}
+
+/// Exchanges of one ticket into two other trips at once: each trip's writer decides its own
+/// (neither engine knows the ticket), so the store judges them — within a group, a second
+/// exchange of a ticket an earlier one took is refused alone; across the two writers, the
+/// group that locks the ticket second finds it gone. Exactly one wins; the seat it gave up is
+/// on sale on its own trip at once (that trip's writer learns it from the change feed), and
+/// the winner's key replays its answer.
+async fn two_exchanges_of_one_ticket_into_two_trips_at_once(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let trips = app
+        .post(
+            &app.admin,
+            "/v1/admin/trips",
+            Some("route-race"),
+            &json!({
+                "trip": {"name": "Lyon-Paris", "startsAt": "2027-03-01T06:00:00Z", "currency": "EUR",
+                         "sections": [{"name": "C1", "rows": 10, "seatsPerRow": 4, "priceMinor": 4000}]},
+                "everySeconds": 3600,
+                "count": 3,
+            }),
+        )
+        .await;
+    assert_eq!(trips.status, StatusCode::CREATED, "{}", trips.json());
+    let list = trips.json()["trips"].as_array().unwrap().clone();
+    let trip = |i: usize| list[i]["eventId"].as_str().unwrap().to_owned();
+    let (order_id, tickets) = buy(&app, "ann", &trip(0), json!({"seatIds": ["C1-1-1"]})).await;
+    let n = 16;
+    let answers = futures::future::join_all((0..n).map(|i| {
+        let app = &app;
+        let order_id = &order_id;
+        let to = trip(1 + i % 2);
+        async move {
+            exchange(
+                app,
+                "ann",
+                order_id,
+                &format!("race-{i}"),
+                json!({"fromSeatIds": ["C1-1-1"], "toEventId": to,
+                       "toSeatIds": [format!("C1-{}-1", 2 + i / 2)]}),
+            )
+            .await
+        }
+    }))
+    .await;
+    let won: Vec<(usize, &common::Answer)> = answers
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.status == StatusCode::CREATED)
+        .collect();
+    assert_eq!(won.len(), 1, "exactly one exchange of the ticket wins");
+    for lost in answers.iter().filter(|a| a.status != StatusCode::CREATED) {
+        assert_eq!(lost.code(), "EXCHANGE_CONFLICT", "{}", lost.json());
+    }
+    let (winner, answer) = won[0];
+    assert_eq!(answer.json()["status"], "COMPLETED");
+    // One target seat sold over both trips, the others free.
+    let mut sold = 0;
+    for i in 0..n {
+        let seat = format!("C1-{}-1", 2 + i / 2);
+        if !holdable(&app, "bob", &trip(1 + i % 2), &seat).await {
+            sold += 1;
+        }
+    }
+    assert_eq!(sold, 1);
+    assert_eq!(ticket_status(&app, "ann", &tickets[0]).await, "VOIDED");
+    // The seat given up is on sale on the first trip at once.
+    assert!(holdable(&app, "bob", &trip(0), "C1-1-1").await);
+    // The winner's key answers as before; a loser's key, refused, may try again and finds
+    // the ticket gone.
+    let replay = exchange(
+        &app,
+        "ann",
+        &order_id,
+        &format!("race-{winner}"),
+        json!({"fromSeatIds": ["C1-1-1"], "toEventId": trip(1 + winner % 2),
+               "toSeatIds": [format!("C1-{}-1", 2 + winner / 2)]}),
+    )
+    .await;
+    assert_eq!(replay.status, StatusCode::CREATED);
+    assert_eq!(replay.json(), answer.json());
     app.finish().await;
 }
 

@@ -295,6 +295,8 @@ impl EngineStore for PgStore {
         settle_checkouts(&mut tx, group, &mut map).await?;
         let compensations_refused = compensate_orders(&mut tx, group, &mut map).await?;
         group.unmap_refused(&mut map, &compensations_refused);
+        let exchanges_refused = crate::exchange::write_exchanges(&mut tx, group, &mut map).await?;
+        group.unmap_refused(&mut map, &exchanges_refused);
         insert_holds(&mut tx, group).await?;
         take_seats(&mut tx, group).await?;
         take_tier_units(&mut tx, group, &mut map).await?;
@@ -304,6 +306,9 @@ impl EngineStore for PgStore {
         if !group.turn.before_record().await {
             return Err(predecessor_failed());
         }
+        // The other events an exchange out of them freed seats or units of get their own
+        // change rows (their writers catch up from them), before this event's.
+        crate::seatmap::record(&mut tx, &map.elsewhere(&group.event.event_id), group.now).await?;
         let (previous_version, version) = record_group(&mut tx, group, &map).await?;
         tx.commit().await.map_err(classify)?;
         let effects = &group.effects;
@@ -321,6 +326,7 @@ impl EngineStore for PgStore {
             clock_round_trip: clock_answered - clock_sent,
             expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
             compensations_refused,
+            exchanges_refused,
         })
     }
 }

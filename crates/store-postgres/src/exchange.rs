@@ -1,24 +1,25 @@
-//! Exchanges on PostgreSQL (see `boxoffice_store::exchange` for the rules). Lock order: the
-//! order's tickets, then seats in (event, seat) order, then tiers in (event, tier) order, then
-//! hold, order and exchange rows; the seat-map version rows last (`seatmap::record`).
+//! Exchanges on PostgreSQL (see `boxoffice_store::exchange` for the rules). An exchange is
+//! written by its target event's writer group (`write_exchanges`), after the group locked the
+//! event's seats and tiers: then the old orders and the tickets given up, then (an exchange
+//! out of another event) that event's seats and tiers as the statements reach them; the
+//! seat-map version rows last. A writer of that other event locks in the opposite order for
+//! its own exchanges out of this one; such a deadlock refuses one of the groups, which is
+//! decided again. The final swap after a paid difference locks the order's tickets, then
+//! seats in (event, seat) order, then tiers.
 
 use std::collections::BTreeMap;
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::hold::{HoldStatus, SeatStatus};
-use boxoffice_domain::idempotency::Idempotent;
+use boxoffice_domain::hold::SeatStatus;
 use boxoffice_store::checkout::OrderView;
-use boxoffice_store::checkout::TicketView;
-use boxoffice_store::exchange::{
-    BatchFacts, Decided, ExchangeBegun, ExchangeStart, ExchangeStatus, ExchangeView, Granted,
-    LockedSeat, OwnedTicket, RenderExchange, Surrender, ToSide, decide_batch, surrender,
-};
+use boxoffice_store::engine::{ExchangeWrite, GroupWrite, mismatch};
+use boxoffice_store::exchange::{ExchangeStart, ExchangeStatus, ExchangeView, Surrender, ToSide};
 use boxoffice_store::seatmap::MapChanges;
-use boxoffice_store::{HeldSeat, HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
+use boxoffice_store::{HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
 use sqlx::{Postgres, Row, Transaction};
 
-use crate::checkout::{load_order, load_order_heads, outbox, outbox_many, ticket_from_row};
-use crate::{HOLD_COLUMNS, classify, hold_from_row, insert_records_each, seatmap, store_now};
+use crate::checkout::{load_order, outbox, outbox_many};
+use crate::{HOLD_COLUMNS, classify, hold_from_row, insert_records_each};
 
 const EXCHANGE_COLUMNS: &str = "exchange_id, account_id, order_id, from_event_id, to_event_id,
      ticket_ids::text AS ticket_ids, from_value_minor, new_hold_id, new_order_id, to_value_minor,
@@ -334,263 +335,113 @@ impl crate::PgStore {
         let mut conn = self.pool().acquire().await.map_err(classify)?;
         load_exchange(&mut conn, exchange_id).await
     }
-
-    /// Decides a batch of exchanges in one transaction (see `decide_batch`): a handful of
-    /// statements whatever the batch's size. Lock order: the orders' tickets in (order, unit)
-    /// order, seats in (event, seat) order, tiers in (event, tier) order; the seat-map
-    /// version rows last.
-    pub(crate) async fn exchange_batch_once(
-        &self,
-        starts: &[ExchangeStart],
-        render: &RenderExchange,
-    ) -> StoreResult<Vec<ExchangeBegun>> {
-        let mut tx = self.pool().begin().await.map_err(classify)?;
-        let mut answers: Vec<Option<ExchangeBegun>> = vec![None; starts.len()];
-        // 1. Keys seen before answer as before.
-        for (i, prior) in prior_answers(&mut tx, starts)
-            .await?
-            .into_iter()
-            .enumerate()
-        {
-            answers[i] = match prior {
-                Some(Idempotent::Replayed(stored)) => Some(ExchangeBegun::Replayed(stored)),
-                Some(_) => Some(ExchangeBegun::KeyReusedWithOtherRequest),
-                None => None,
-            };
-        }
-        let open: Vec<usize> = (0..starts.len())
-            .filter(|&i| answers[i].is_none())
-            .collect();
-        if open.is_empty() {
-            return Ok(answers.into_iter().flatten().collect());
-        }
-        // 2. The orders' tickets, locked: a second exchange or a check-in of them waits.
-        let mut order_ids: Vec<&str> = open.iter().map(|&i| starts[i].order_id.as_str()).collect();
-        order_ids.sort_unstable();
-        order_ids.dedup();
-        let ticket_rows = sqlx::query(
-            "SELECT * FROM ticket WHERE order_id = ANY($1) ORDER BY order_id, unit FOR UPDATE",
-        )
-        .bind(&order_ids)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?;
-        let mut facts = BatchFacts::default();
-        let mut ticket_views: BTreeMap<String, Vec<TicketView>> = BTreeMap::new();
-        for row in &ticket_rows {
-            let view = ticket_from_row(row);
-            facts
-                .tickets
-                .entry(view.order_id.clone())
-                .or_default()
-                .push(OwnedTicket {
-                    ticket_id: view.ticket_id.clone(),
-                    seat_id: view.seat_id.clone(),
-                    tier_id: view.tier_id.clone(),
-                    unit: view.unit,
-                    status: row.get("status"),
-                    exchange_id: row.get("exchange_id"),
-                });
-            ticket_views
-                .entry(view.order_id.clone())
-                .or_default()
-                .push(view);
-        }
-        for order in load_order_heads(&mut tx, &order_ids).await? {
-            facts.orders.insert(order.order_id.clone(), order);
-        }
-        let now = store_now(&mut tx).await?;
-        // 3. What each would give up and take, judged alone (for the locks; the decision in
-        //    step 5 judges them again in order).
-        let mut wanted: Vec<(String, String)> = Vec::new();
-        let mut tiers: Vec<(String, String)> = Vec::new();
-        let mut accounts: Vec<(String, String)> = Vec::new();
-        for &i in &open {
-            let start = &starts[i];
-            let Some(order) = facts.orders.get(&start.order_id) else {
-                continue;
-            };
-            if order.event_id != start.from_event.event_id {
-                return Err(StoreError::Internal(format!(
-                    "order {} is of event {}, not {}",
-                    order.order_id, order.event_id, start.from_event.event_id
-                )));
-            }
-            let tickets = facts
-                .tickets
-                .get(&order.order_id)
-                .cloned()
-                .unwrap_or_default();
-            if let Ok(gone) = surrender(order, &tickets, &start.from) {
-                wanted.extend(
-                    gone.seat_ids
-                        .iter()
-                        .map(|s| (order.event_id.clone(), s.clone())),
-                );
-                if let Some((tier_id, _)) = gone.tier {
-                    tiers.push((order.event_id.clone(), tier_id));
-                }
-            }
-            let to_event = &start.to_event.event_id;
-            match &start.to {
-                ToSide::Seats(seats) => {
-                    wanted.extend(seats.iter().map(|s| (to_event.clone(), s.seat_id.clone())));
-                }
-                ToSide::Tier { tier_id, .. } => tiers.push((to_event.clone(), tier_id.clone())),
-            }
-            accounts.push((to_event.clone(), order.account_id.clone()));
-        }
-        // 4. Lock the seats and tiers, read the purchase-limit usage.
-        for (event_id, seat_id, status, until, order_id) in lock_seats(&mut tx, wanted).await? {
-            facts.seats.insert(
-                (event_id, seat_id),
-                LockedSeat {
-                    status,
-                    hold_expires_at: until,
-                    order_id,
-                },
-            );
-        }
-        tiers.sort();
-        tiers.dedup();
-        if !tiers.is_empty() {
-            let (events, ids): (Vec<&str>, Vec<&str>) =
-                tiers.iter().map(|(e, t)| (e.as_str(), t.as_str())).unzip();
-            let rows = sqlx::query_as::<_, (String, String, i64)>(
-                "SELECT t.event_id, t.tier_id, t.available FROM tier t
-                   JOIN UNNEST($1::text[], $2::text[]) AS u(e, id) ON t.event_id = u.e AND t.tier_id = u.id
-                  ORDER BY t.event_id, t.tier_id FOR UPDATE OF t",
-            )
-            .bind(&events)
-            .bind(&ids)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?;
-            for (event_id, tier_id, available) in rows {
-                facts.tier_available.insert((event_id, tier_id), available);
-            }
-        }
-        accounts.sort();
-        accounts.dedup();
-        if !accounts.is_empty() {
-            let (events, ids): (Vec<&str>, Vec<&str>) = accounts
-                .iter()
-                .map(|(e, a)| (e.as_str(), a.as_str()))
-                .unzip();
-            let rows = sqlx::query_as::<_, (String, String, i64)>(
-                "SELECT h.event_id, h.account_id, coalesce(sum(h.quantity - h.exchanged_out), 0)::bigint
-                   FROM hold h JOIN UNNEST($1::text[], $2::text[]) AS u(e, a) ON h.event_id = u.e AND h.account_id = u.a
-                  WHERE h.status = 'CONFIRMED' OR (h.status IN ('HELD', 'PAYMENT_PENDING') AND h.expires_at > $3)
-                  GROUP BY h.event_id, h.account_id",
-            )
-            .bind(&events)
-            .bind(&ids)
-            .bind(now)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?;
-            for (event_id, account_id, units) in rows {
-                facts.usage.insert((event_id, account_id), units);
-            }
-        }
-        // 5. Decide in arrival order.
-        let asked: Vec<&ExchangeStart> = open.iter().map(|&i| &starts[i]).collect();
-        let decided = decide_batch(now, &asked, &mut facts);
-        let mut granted: Vec<(&ExchangeStart, Granted)> = Vec::new();
-        for (&i, decision) in open.iter().zip(decided) {
-            answers[i] = match decision {
-                Decided::Granted(grant) => {
-                    granted.push((&starts[i], grant));
-                    None
-                }
-                Decided::Refused(refused) => Some(ExchangeBegun::Refused(refused)),
-                Decided::NotFound => Some(ExchangeBegun::OrderNotFound),
-            };
-        }
-        // 6. Write every grant, a statement per kind of row.
-        let mut map = MapChanges::default();
-        let mut done: Vec<(ExchangeView, OrderView)> = Vec::with_capacity(granted.len());
-        if !granted.is_empty() {
-            let plans: Vec<Plan> = granted
-                .iter()
-                .map(|(start, grant)| Plan::new(start, grant, now))
-                .collect();
-            write_grants(&mut tx, &plans, &facts, now, &mut map).await?;
-            let mut records = Vec::with_capacity(plans.len());
-            for plan in &plans {
-                let order = facts.orders.get(&plan.start.order_id).ok_or_else(|| {
-                    StoreError::Internal("a granted exchange lost its order".into())
-                })?;
-                let exchange = plan.view(order);
-                let mut order = order.clone();
-                order.tickets = ticket_views
-                    .get(&order.order_id)
-                    .cloned()
-                    .unwrap_or_default();
-                // The order as this exchange left it (earlier grants of the batch included).
-                for ticket in order.tickets.iter_mut() {
-                    if let Some(owned) = facts
-                        .tickets
-                        .get(&order.order_id)
-                        .and_then(|ts| ts.iter().find(|t| t.ticket_id == ticket.ticket_id))
-                        && owned.exchange_id.is_some()
-                        && (granted_before(&plans, plan, owned.exchange_id.as_deref()))
-                    {
-                        ticket.exchange_id = owned.exchange_id.clone();
-                        ticket.status = crate::checkout::ticket_status(
-                            owned.status.clone(),
-                            owned.exchange_id.clone(),
-                        );
-                    }
-                }
-                records.push((
-                    plan.start.scope.endpoint.as_str(),
-                    NewRecord {
-                        account_id: plan.start.scope.account_id.clone(),
-                        key: plan.start.scope.key.clone(),
-                        request_digest: plan.start.request_digest.clone(),
-                        response: render(&exchange, &order),
-                    },
-                ));
-                done.push((exchange, order));
-            }
-            let records: Vec<(&str, &NewRecord)> = records.iter().map(|(e, r)| (*e, r)).collect();
-            insert_records_each(&mut tx, &records, now).await?;
-            seatmap::record(&mut tx, &map, now).await?;
-        }
-        tx.commit().await.map_err(classify)?;
-        let mut done = done.into_iter();
-        Ok(answers
-            .into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    let (exchange, order) = done.next().expect("one grant per open answer");
-                    ExchangeBegun::Done {
-                        exchange: Box::new(exchange),
-                        order: Box::new(order),
-                    }
-                })
-            })
-            .collect())
-    }
 }
 
-/// Whether the exchange `mark` was granted in this batch no later than `plan`.
-fn granted_before(plans: &[Plan], plan: &Plan, mark: Option<&str>) -> bool {
-    let Some(mark) = mark else {
-        return false;
-    };
-    plans
+/// The exchanges a group grants, written in its transaction after what it frees (see
+/// [`ExchangeWrite`]). The old orders and the tickets picked are locked (orders, then
+/// tickets, as a compensation locks them) and judged: an order no longer `CONFIRMED` or a
+/// ticket no longer `VALID` and unmarked refuses its exchange alone. Returns the command
+/// indexes refused.
+pub(crate) async fn write_exchanges(
+    tx: &mut Transaction<'_, Postgres>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<Vec<usize>> {
+    let effects = &group.effects.exchanges;
+    if effects.is_empty() {
+        return Ok(Vec::new());
+    }
+    if group.exchanges.len() != effects.len() {
+        return Err(StoreError::Internal(format!(
+            "{} exchanges decided, {} described",
+            effects.len(),
+            group.exchanges.len()
+        )));
+    }
+    let mut order_ids: Vec<&str> = group
+        .exchanges
         .iter()
-        .take_while(|p| !std::ptr::eq(*p, plan))
-        .chain(std::iter::once(plan))
-        .any(|p| p.start.exchange_id == mark)
+        .map(|x| x.start.order_id.as_str())
+        .collect();
+    order_ids.sort_unstable();
+    order_ids.dedup();
+    let orders: BTreeMap<String, (String, String, String, String)> =
+        sqlx::query_as::<_, (String, String, String, String, String)>(
+            "SELECT order_id, status, account_id, event_id, hold_id FROM orders
+              WHERE order_id = ANY($1) ORDER BY order_id FOR UPDATE",
+        )
+        .bind(&order_ids)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(order, status, account, event, hold)| (order, (status, account, event, hold)))
+        .collect();
+    let mut ticket_ids: Vec<&str> = group
+        .exchanges
+        .iter()
+        .flat_map(|x| x.gone.ticket_ids.iter().map(String::as_str))
+        .collect();
+    ticket_ids.sort_unstable();
+    ticket_ids.dedup();
+    let mut tickets: BTreeMap<String, (String, String, Option<String>)> =
+        sqlx::query_as::<_, (String, String, String, Option<String>)>(
+            "SELECT ticket_id, order_id, status, exchange_id FROM ticket
+              WHERE ticket_id = ANY($1) ORDER BY ticket_id FOR UPDATE",
+        )
+        .bind(&ticket_ids)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?
+        .into_iter()
+        .map(|(ticket, order, status, mark)| (ticket, (order, status, mark)))
+        .collect();
+    let mut refused = Vec::new();
+    for write in &group.exchanges {
+        let order_ok =
+            orders
+                .get(&write.start.order_id)
+                .is_some_and(|(status, account, event, hold)| {
+                    status == "CONFIRMED"
+                        && *account == write.account_id
+                        && *event == write.start.from_event.event_id
+                        && *hold == write.old_hold_id
+                });
+        let tickets_ok = write.gone.ticket_ids.iter().all(|ticket_id| {
+            tickets.get(ticket_id).is_some_and(|(order, status, mark)| {
+                *order == write.start.order_id && status == "VALID" && mark.is_none()
+            })
+        });
+        if !(order_ok && tickets_ok) {
+            refused.push(write.index);
+            continue;
+        }
+        // Taken for the rest of the group.
+        for ticket_id in &write.gone.ticket_ids {
+            if let Some(ticket) = tickets.get_mut(ticket_id) {
+                ticket.2 = Some(write.start.exchange_id.clone());
+            }
+        }
+    }
+    let plans: Vec<Plan> = group
+        .exchanges_kept(&refused)
+        .map(|(taken, write)| Plan::new(write, taken.expires_at))
+        .collect();
+    if !plans.is_empty() {
+        write_grants(tx, &plans, group.now, map).await?;
+        let records: Vec<(&str, &NewRecord)> = plans
+            .iter()
+            .map(|plan| (plan.write.start.scope.endpoint.as_str(), &plan.write.record))
+            .collect();
+        insert_records_each(tx, &records, group.now).await?;
+    }
+    Ok(refused)
 }
 
 /// One granted exchange, as rows to write.
 struct Plan<'a> {
+    write: &'a ExchangeWrite,
     start: &'a ExchangeStart,
-    grant: &'a Granted,
     expires_at: OffsetDateTime,
     seats: Vec<(String, i64)>,
     tier_id: Option<String>,
@@ -598,7 +449,8 @@ struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
-    fn new(start: &'a ExchangeStart, grant: &'a Granted, now: OffsetDateTime) -> Self {
+    fn new(write: &'a ExchangeWrite, expires_at: OffsetDateTime) -> Self {
+        let start = &write.start;
         let (seats, tier_id, quantity) = match &start.to {
             ToSide::Seats(seats) => (
                 seats
@@ -612,14 +464,9 @@ impl<'a> Plan<'a> {
                 tier_id, quantity, ..
             } => (Vec::new(), Some(tier_id.clone()), *quantity),
         };
-        let expires_at = if grant.pays() {
-            now + time::Duration::seconds(i64::from(start.to_event.hold_ttl_s))
-        } else {
-            now
-        };
         Self {
+            write,
             start,
-            grant,
             expires_at,
             seats,
             tier_id,
@@ -628,100 +475,20 @@ impl<'a> Plan<'a> {
     }
 
     fn pays(&self) -> bool {
-        self.grant.pays()
+        self.write.pays()
     }
 
     fn to_event(&self) -> &str {
         &self.start.to_event.event_id
     }
 
-    /// The exchange as written (its answer is rendered from this, not read back).
-    fn view(&self, order: &OrderView) -> ExchangeView {
-        let now = if self.pays() {
-            self.expires_at - time::Duration::seconds(i64::from(self.start.to_event.hold_ttl_s))
-        } else {
-            self.expires_at
-        };
-        ExchangeView {
-            exchange_id: self.start.exchange_id.clone(),
-            account_id: order.account_id.clone(),
-            order_id: order.order_id.clone(),
-            from_event_id: order.event_id.clone(),
-            to_event_id: self.to_event().to_owned(),
-            ticket_ids: self.grant.gone.ticket_ids.clone(),
-            from_value_minor: self.grant.gone.value_minor,
-            new_hold: HoldView {
-                hold_id: self.start.new_hold_id.clone(),
-                event_id: self.to_event().to_owned(),
-                account_id: order.account_id.clone(),
-                status: if self.pays() {
-                    HoldStatus::Held
-                } else {
-                    HoldStatus::Confirmed
-                },
-                expires_at: self.expires_at,
-                seats: self
-                    .seats
-                    .iter()
-                    .map(|(seat_id, price_minor)| HeldSeat {
-                        seat_id: seat_id.clone(),
-                        price_minor: *price_minor,
-                    })
-                    .collect(),
-                tier_id: self.tier_id.clone(),
-                quantity: self.quantity,
-                total_minor: self.grant.to_value_minor,
-                currency: self.start.to_event.currency.clone(),
-                created_at: now,
-                updated_at: now,
-            },
-            new_order_id: (!self.pays()).then(|| self.start.new_order_id.clone()),
-            to_value_minor: self.grant.to_value_minor,
-            amount_due_minor: self.grant.amount_due_minor,
-            currency: self.start.to_event.currency.clone(),
-            status: if self.pays() {
-                ExchangeStatus::PaymentRequired
-            } else {
-                ExchangeStatus::Completed
-            },
-            created_at: now,
-            updated_at: now,
-        }
+    fn gone(&self) -> &Surrender {
+        &self.write.gone
     }
-}
 
-/// The stored answers of the batch's keys, in order (`None`: never seen).
-async fn prior_answers(
-    tx: &mut Transaction<'_, Postgres>,
-    starts: &[ExchangeStart],
-) -> StoreResult<Vec<Option<Idempotent>>> {
-    let accounts: Vec<&str> = starts.iter().map(|s| s.scope.account_id.as_str()).collect();
-    let endpoints: Vec<&str> = starts.iter().map(|s| s.scope.endpoint.as_str()).collect();
-    let keys: Vec<&str> = starts.iter().map(|s| s.scope.key.as_str()).collect();
-    let rows = sqlx::query_as::<_, (i64, String, i32, Vec<u8>)>(
-        "SELECT u.i, d.request_digest, d.status_code, d.response_body
-           FROM UNNEST($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(a, e, k, i)
-           JOIN idempotency d ON d.account_id = u.a AND d.endpoint = u.e AND d.idem_key = u.k",
-    )
-    .bind(&accounts)
-    .bind(&endpoints)
-    .bind(&keys)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(classify)?;
-    let mut answers = vec![None; starts.len()];
-    for (i, digest, status, body) in rows {
-        let Some(start) = usize::try_from(i - 1).ok().and_then(|i| starts.get(i)) else {
-            continue;
-        };
-        answers[(i - 1) as usize] = Some(boxoffice_store::stored_answer_of(
-            &digest,
-            &start.request_digest,
-            i64::from(status),
-            body,
-        ));
+    fn to_value_minor(&self) -> i64 {
+        self.start.to.value_minor()
     }
-    Ok(answers)
 }
 
 /// Writes the granted exchanges: new holds, new seats, tier counts, exchange rows, old
@@ -730,23 +497,21 @@ async fn prior_answers(
 async fn write_grants(
     tx: &mut Transaction<'_, Postgres>,
     plans: &[Plan<'_>],
-    facts: &BatchFacts,
     now: OffsetDateTime,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
     // New holds.
     let mut h = HoldRows::default();
     for plan in plans {
-        let order = &facts.orders[&plan.start.order_id];
         h.event.push(plan.to_event());
         h.hold.push(&plan.start.new_hold_id);
-        h.account.push(&order.account_id);
+        h.account.push(&plan.write.account_id);
         h.status
             .push(if plan.pays() { "HELD" } else { "CONFIRMED" });
         h.tier.push(plan.tier_id.as_deref());
         h.quantity.push(plan.quantity as i32);
         h.seats.push(held_seats_json(&plan.seats));
-        h.total.push(plan.grant.to_value_minor);
+        h.total.push(plan.to_value_minor());
         h.currency.push(&plan.start.to_event.currency);
         h.key.push(format!("exchange:{}", plan.start.exchange_id));
         h.expires.push(plan.expires_at);
@@ -778,6 +543,45 @@ async fn write_grants(
     .await
     .map_err(classify)?;
 
+    // Swapped now: old seats back on sale first (the engine may give one to a later
+    // exchange of the group), each still sold to its order.
+    let swapped: Vec<&Plan> = plans.iter().filter(|p| !p.pays()).collect();
+    let mut f_event = Vec::new();
+    let mut f_seat = Vec::new();
+    let mut f_order = Vec::new();
+    for plan in &swapped {
+        for seat_id in &plan.gone().seat_ids {
+            f_event.push(plan.start.from_event.event_id.as_str());
+            f_seat.push(seat_id.as_str());
+            f_order.push(plan.start.order_id.as_str());
+        }
+    }
+    if !f_seat.is_empty() {
+        let freed = sqlx::query_as::<_, (String, String)>(
+            "UPDATE seat s SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
+                    version = s.version + 1
+               FROM UNNEST($1::text[], $2::text[], $3::text[]) AS u(e, id, o)
+              WHERE s.event_id = u.e AND s.seat_id = u.id AND s.status = 'SOLD' AND s.order_id = u.o
+             RETURNING s.event_id, s.seat_id",
+        )
+        .bind(&f_event)
+        .bind(&f_seat)
+        .bind(&f_order)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+        if freed.len() != f_seat.len() {
+            return Err(mismatch(
+                "old seats still sold to their orders",
+                f_seat.len(),
+                freed.len() as u64,
+            ));
+        }
+        for (event_id, seat_id) in &freed {
+            map.seat_unless_named(event_id, seat_id, SeatStatus::Available, None);
+        }
+    }
+
     // New seats: held until paid, or sold at once.
     let mut seat_event = Vec::new();
     let mut seat_id = Vec::new();
@@ -794,9 +598,9 @@ async fn write_grants(
             seat_until.push(plan.pays().then_some(plan.expires_at));
             seat_order.push((!plan.pays()).then_some(plan.start.new_order_id.as_str()));
             if plan.pays() {
-                map.seat(plan.to_event(), id, SeatStatus::Held, Some(plan.expires_at));
+                map.seat_unless_named(plan.to_event(), id, SeatStatus::Held, Some(plan.expires_at));
             } else {
-                map.seat(plan.to_event(), id, SeatStatus::Sold, None);
+                map.seat_unless_named(plan.to_event(), id, SeatStatus::Sold, None);
             }
         }
     }
@@ -806,7 +610,8 @@ async fn write_grants(
                     version = s.version + 1
                FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[])
                     AS u(e, id, st, h, x, o)
-              WHERE s.event_id = u.e AND s.seat_id = u.id",
+              WHERE s.event_id = u.e AND s.seat_id = u.id
+                AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= $7))",
         )
         .bind(&seat_event)
         .bind(&seat_id)
@@ -814,15 +619,17 @@ async fn write_grants(
         .bind(&seat_hold)
         .bind(&seat_until)
         .bind(&seat_order)
+        .bind(now)
         .execute(&mut **tx)
         .await
         .map_err(classify)?
         .rows_affected();
         if taken != seat_id.len() as u64 {
-            return Err(StoreError::Internal(format!(
-                "exchange batch took {taken} of {} seats",
-                seat_id.len()
-            )));
+            return Err(mismatch(
+                "seats still free for exchanges",
+                seat_id.len(),
+                taken,
+            ));
         }
     }
 
@@ -839,7 +646,7 @@ async fn write_grants(
                 d.2 += q;
             }
         }
-        if let (Some((tier_id, units)), false) = (&plan.grant.gone.tier, plan.pays()) {
+        if let (Some((tier_id, units)), false) = (&plan.gone().tier, plan.pays()) {
             let d = tier_deltas
                 .entry((plan.start.from_event.event_id.as_str(), tier_id))
                 .or_default();
@@ -860,6 +667,7 @@ async fn write_grants(
             "UPDATE tier t SET available = t.available + u.a, held = t.held + u.h, sold = t.sold + u.s
                FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(e, id, a, h, s)
               WHERE t.event_id = u.e AND t.tier_id = u.id
+                AND t.available + u.a >= 0 AND t.held + u.h >= 0 AND t.sold + u.s >= 0
              RETURNING t.event_id, t.tier_id, t.available",
         )
         .bind(&te)
@@ -870,6 +678,13 @@ async fn write_grants(
         .fetch_all(&mut **tx)
         .await
         .map_err(classify)?;
+        if rows.len() != tier_deltas.len() {
+            return Err(mismatch(
+                "tiers with the units for exchanges",
+                tier_deltas.len(),
+                rows.len() as u64,
+            ));
+        }
         for (event_id, tier_id, available) in rows {
             map.tier(&event_id, &tier_id, available);
         }
@@ -877,10 +692,7 @@ async fn write_grants(
 
     // The exchanges.
     let ids: Vec<&str> = plans.iter().map(|p| p.start.exchange_id.as_str()).collect();
-    let accounts: Vec<&str> = plans
-        .iter()
-        .map(|p| facts.orders[&p.start.order_id].account_id.as_str())
-        .collect();
+    let accounts: Vec<&str> = plans.iter().map(|p| p.write.account_id.as_str()).collect();
     let orders: Vec<&str> = plans.iter().map(|p| p.start.order_id.as_str()).collect();
     let froms: Vec<&str> = plans
         .iter()
@@ -889,16 +701,16 @@ async fn write_grants(
     let tos: Vec<&str> = plans.iter().map(|p| p.to_event()).collect();
     let tickets: Vec<String> = plans
         .iter()
-        .map(|p| serde_json::to_string(&p.grant.gone.ticket_ids).unwrap_or_else(|_| "[]".into()))
+        .map(|p| serde_json::to_string(&p.gone().ticket_ids).unwrap_or_else(|_| "[]".into()))
         .collect();
-    let from_values: Vec<i64> = plans.iter().map(|p| p.grant.gone.value_minor).collect();
+    let from_values: Vec<i64> = plans.iter().map(|p| p.gone().value_minor).collect();
     let holds: Vec<&str> = plans.iter().map(|p| p.start.new_hold_id.as_str()).collect();
     let new_orders: Vec<Option<&str>> = plans
         .iter()
         .map(|p| (!p.pays()).then_some(p.start.new_order_id.as_str()))
         .collect();
-    let to_values: Vec<i64> = plans.iter().map(|p| p.grant.to_value_minor).collect();
-    let dues: Vec<i64> = plans.iter().map(|p| p.grant.amount_due_minor).collect();
+    let to_values: Vec<i64> = plans.iter().map(|p| p.to_value_minor()).collect();
+    let dues: Vec<i64> = plans.iter().map(|p| p.write.amount_due_minor()).collect();
     let currencies: Vec<&str> = plans
         .iter()
         .map(|p| p.start.to_event.currency.as_str())
@@ -947,7 +759,7 @@ async fn write_grants(
     let mut t_status = Vec::new();
     let mut t_mark = Vec::new();
     for plan in plans {
-        for ticket_id in &plan.grant.gone.ticket_ids {
+        for ticket_id in &plan.gone().ticket_ids {
             t_id.push(ticket_id.as_str());
             t_status.push(if plan.pays() { "VALID" } else { "VOIDED" });
             t_mark.push(plan.start.exchange_id.as_str());
@@ -966,79 +778,47 @@ async fn write_grants(
     .map_err(classify)?
     .rows_affected();
     if changed != t_id.len() as u64 {
-        return Err(StoreError::Internal(format!(
-            "exchange batch changed {changed} of {} tickets",
-            t_id.len()
-        )));
+        return Err(mismatch("tickets still valid", t_id.len(), changed));
     }
 
-    // Swapped now: old seats back on sale, old holds count what left, new orders.
+    // Swapped now: old holds count what left, new orders.
     let swapped: Vec<&Plan> = plans.iter().filter(|p| !p.pays()).collect();
     if swapped.is_empty() {
         return Ok(());
     }
-    let mut f_event = Vec::new();
-    let mut f_seat = Vec::new();
-    let mut f_order = Vec::new();
-    for plan in &swapped {
-        for seat_id in &plan.grant.gone.seat_ids {
-            f_event.push(plan.start.from_event.event_id.as_str());
-            f_seat.push(seat_id.as_str());
-            f_order.push(plan.start.order_id.as_str());
-        }
-    }
-    if !f_seat.is_empty() {
-        let freed = sqlx::query_as::<_, (String, String)>(
-            "UPDATE seat s SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
-                    version = s.version + 1
-               FROM UNNEST($1::text[], $2::text[], $3::text[]) AS u(e, id, o)
-              WHERE s.event_id = u.e AND s.seat_id = u.id AND s.status = 'SOLD' AND s.order_id = u.o
-             RETURNING s.event_id, s.seat_id",
-        )
-        .bind(&f_event)
-        .bind(&f_seat)
-        .bind(&f_order)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(classify)?;
-        if freed.len() != f_seat.len() {
-            return Err(StoreError::Internal(format!(
-                "exchange batch freed {} of {} seats",
-                freed.len(),
-                f_seat.len()
-            )));
-        }
-        for (event_id, seat_id) in &freed {
-            map.seat(event_id, seat_id, SeatStatus::Available, None);
-        }
-    }
     let mut left: BTreeMap<&str, i32> = BTreeMap::new();
     for plan in &swapped {
-        *left
-            .entry(facts.orders[&plan.start.order_id].hold_id.as_str())
-            .or_default() += plan.grant.gone.quantity() as i32;
+        *left.entry(plan.write.old_hold_id.as_str()).or_default() += plan.gone().quantity() as i32;
     }
     let (left_holds, left_units): (Vec<&str>, Vec<i32>) = left.into_iter().unzip();
-    sqlx::query(
+    let counted = sqlx::query(
         "UPDATE hold h SET exchanged_out = h.exchanged_out + u.n
-           FROM UNNEST($1::text[], $2::int[]) AS u(id, n) WHERE h.hold_id = u.id",
+           FROM UNNEST($1::text[], $2::int[]) AS u(id, n)
+          WHERE h.hold_id = u.id AND h.status = 'CONFIRMED' AND h.quantity - h.exchanged_out >= u.n",
     )
     .bind(&left_holds)
     .bind(&left_units)
     .execute(&mut **tx)
     .await
-    .map_err(classify)?;
+    .map_err(classify)?
+    .rows_affected();
+    if counted != left_holds.len() as u64 {
+        return Err(mismatch(
+            "old holds still confirmed with the units",
+            left_holds.len(),
+            counted,
+        ));
+    }
     let mut o = OrderRows::default();
     for plan in &swapped {
         o.event.push(plan.to_event());
         o.order.push(&plan.start.new_order_id);
         o.hold.push(&plan.start.new_hold_id);
-        o.account
-            .push(&facts.orders[&plan.start.order_id].account_id);
+        o.account.push(&plan.write.account_id);
         o.seats.push(held_seats_json(&plan.seats));
         o.tier.push(plan.tier_id.as_deref());
         o.quantity.push(plan.quantity as i32);
-        o.total.push(plan.grant.to_value_minor);
+        o.total.push(plan.to_value_minor());
         o.currency.push(&plan.start.to_event.currency);
         o.operation.push(&plan.start.operation_id);
         o.method
@@ -1083,7 +863,7 @@ async fn write_grants(
     // The new orders' tickets, signed by the caller, issued with the swap.
     let mut tk = TicketRows::default();
     for plan in &swapped {
-        let account = facts.orders[&plan.start.order_id].account_id.as_str();
+        let account = plan.write.account_id.as_str();
         for ticket in &plan.start.new_tickets {
             tk.event.push(ticket.draft.event_id.as_str());
             tk.ticket.push(ticket.draft.ticket_id.as_str());
@@ -1123,13 +903,13 @@ async fn write_grants(
             serde_json::json!({"exchangeId": plan.start.exchange_id,
                                "orderId": plan.start.order_id, "newOrderId": new_order}),
         ));
-        if plan.grant.amount_due_minor < 0 {
+        if plan.write.amount_due_minor() < 0 {
             messages.push((
                 from_event,
                 boxoffice_store::exchange::topic::REFUND_DUE,
                 serde_json::json!({"exchangeId": plan.start.exchange_id,
                                    "orderId": plan.start.order_id,
-                                   "amountMinor": -plan.grant.amount_due_minor,
+                                   "amountMinor": -plan.write.amount_due_minor(),
                                    "currency": plan.start.to_event.currency}),
             ));
         }

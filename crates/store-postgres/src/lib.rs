@@ -835,27 +835,6 @@ impl Store for PgStore {
         Ok(updated == 1)
     }
 
-    async fn begin_exchange(
-        &self,
-        start: &boxoffice_store::exchange::ExchangeStart,
-        render: &boxoffice_store::exchange::RenderExchange,
-    ) -> StoreResult<boxoffice_store::exchange::ExchangeBegun> {
-        let mut answers = self
-            .exchange_batch(std::slice::from_ref(start), render)
-            .await?;
-        answers
-            .pop()
-            .ok_or_else(|| StoreError::Internal("an exchange batch of one answered nothing".into()))
-    }
-
-    async fn exchange_batch(
-        &self,
-        starts: &[boxoffice_store::exchange::ExchangeStart],
-        render: &boxoffice_store::exchange::RenderExchange,
-    ) -> StoreResult<Vec<boxoffice_store::exchange::ExchangeBegun>> {
-        retrying(|| self.exchange_batch_once(starts, render)).await
-    }
-
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
         self.check_in_ticket(ticket_id).await
     }

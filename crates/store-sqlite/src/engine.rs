@@ -265,6 +265,8 @@ impl EngineStore for SqliteStore {
         settle_checkouts(&mut tx, group, &mut map).await?;
         let compensations_refused = compensate_orders(&mut tx, group, &mut map).await?;
         group.unmap_refused(&mut map, &compensations_refused);
+        let exchanges_refused = exchange::write_exchanges(&mut tx, group, &mut map).await?;
+        group.unmap_refused(&mut map, &exchanges_refused);
         insert_holds(&mut tx, group).await?;
         take_seats(&mut tx, group).await?;
         move_tier_units(&mut tx, group, &mut map).await?;
@@ -274,6 +276,9 @@ impl EngineStore for SqliteStore {
         if !group.turn.before_record().await {
             return Err(predecessor_failed());
         }
+        // The other events an exchange out of them freed seats or units of get their own
+        // change rows (their writers catch up from them), before this event's.
+        crate::seatmap::record(&mut tx, &map.elsewhere(&group.event.event_id), group.now).await?;
         let (previous_version, version) = record_group(&mut tx, group, &map).await?;
         check_limits(&mut tx, group).await?;
         tx.commit().await.map_err(classify)?;
@@ -285,6 +290,7 @@ impl EngineStore for SqliteStore {
             clock_round_trip: clock_answered - clock_sent,
             expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
             compensations_refused,
+            exchanges_refused,
         })
     }
 }

@@ -4,23 +4,25 @@
 //! `BEGIN IMMEDIATE` transaction on the single writer connection, so what it reads stays as
 //! read until commit and only the reads whose answers are used remain. Times are INTEGER unix
 //! milliseconds from the store's clock; id lists are bound as one JSON array.
+//!
+//! An exchange is granted by its target event's writer and written with that writer's group
+//! ([`write_exchanges`], called by `apply_group`); the rest of this file is the exchange's
+//! later life: the swap when the difference is paid, its end when the new hold ends.
+
+use std::collections::BTreeMap;
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::SeatStatus;
-use boxoffice_domain::idempotency::Idempotent;
 use boxoffice_store::checkout::OrderView;
-use boxoffice_store::exchange::{
-    ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeStatus, ExchangeView, OwnedTicket,
-    RenderExchange, Surrender, ToSide, judge_times, surrender, within_limit,
-};
+use boxoffice_store::engine::{ExchangeWrite, GroupWrite, mismatch};
+use boxoffice_store::exchange::{ExchangeStart, ExchangeStatus, ExchangeView, Surrender, ToSide};
 use boxoffice_store::seatmap::MapChanges;
-use boxoffice_store::{HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
+use boxoffice_store::{HoldView, StoreError, StoreResult, held_seats_json};
 use sqlx::{Sqlite, Transaction};
 
 use crate::checkout::{load_order, outbox};
 use crate::{
-    HOLD_COLUMNS, begin_write, classify, column, from_ms, hold_from_row, insert_records, json_list,
-    prior_answer, seatmap, store_now, to_ms, to_u32,
+    HOLD_COLUMNS, classify, column, from_ms, hold_from_row, insert_records, json_list, to_ms,
 };
 
 const EXCHANGE_COLUMNS: &str = "exchange_id, account_id, order_id, from_event_id, to_event_id,
@@ -300,231 +302,332 @@ impl crate::SqliteStore {
         let mut conn = self.reader_pool().acquire().await.map_err(classify)?;
         load_exchange(&mut conn, exchange_id).await
     }
+}
 
-    pub(crate) async fn begin_exchange_once(
-        &self,
-        start: &ExchangeStart,
-        render: &RenderExchange,
-    ) -> StoreResult<ExchangeBegun> {
-        let Some(order) = self
-            .order_by_id(&start.order_id)
-            .await?
-            .filter(|o| o.account_id == start.scope.account_id)
-        else {
-            return Ok(ExchangeBegun::OrderNotFound);
-        };
-        let (from_event, to_event) = (&start.from_event, &start.to_event);
-        if order.event_id != from_event.event_id {
-            return Err(StoreError::Internal(format!(
-                "order {} is of event {}, not {}",
-                order.order_id, order.event_id, from_event.event_id
-            )));
-        }
-        // The write lock, taken up front, stands for PostgreSQL's row locks on the order's
-        // tickets, the seats and tiers of both sides, and the hold, order and exchange rows.
-        let mut tx = begin_write(self.pool()).await?;
-        if let Some(answer) = prior_answer(&mut tx, &start.scope, &start.request_digest).await? {
-            return Ok(match answer {
-                Idempotent::Replayed(stored) => ExchangeBegun::Replayed(stored),
-                _ => ExchangeBegun::KeyReusedWithOtherRequest,
-            });
-        }
-        let tickets: Vec<OwnedTicket> = sqlx::query(
-            "SELECT ticket_id, seat_id, tier_id, unit, status, exchange_id FROM ticket
-              WHERE order_id = ?1 ORDER BY unit",
+/// The exchanges a group grants, written in its transaction after what it frees (see
+/// [`ExchangeWrite`]). The old orders and the tickets picked are read (the group holds
+/// SQLite's only write lock, so they stay as read until commit, as PostgreSQL's row locks
+/// keep them) and judged: an order no longer `CONFIRMED`, of another account or event, or a
+/// ticket no longer the order's, `VALID` and unmarked (or taken by an earlier exchange of
+/// the group) refuses its exchange alone. Returns the command indexes refused.
+pub(crate) async fn write_exchanges(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<Vec<usize>> {
+    let effects = &group.effects.exchanges;
+    if effects.is_empty() {
+        return Ok(Vec::new());
+    }
+    if group.exchanges.len() != effects.len() {
+        return Err(StoreError::Internal(format!(
+            "{} exchanges decided, {} described",
+            effects.len(),
+            group.exchanges.len()
+        )));
+    }
+    let mut order_ids: Vec<&str> = group
+        .exchanges
+        .iter()
+        .map(|x| x.start.order_id.as_str())
+        .collect();
+    order_ids.sort_unstable();
+    order_ids.dedup();
+    let orders: BTreeMap<String, (String, String, String, String)> =
+        sqlx::query_as::<_, (String, String, String, String, String)>(
+            "SELECT order_id, status, account_id, event_id, hold_id FROM orders
+              WHERE order_id IN (SELECT value FROM json_each(?1))",
         )
-        .bind(&order.order_id)
-        .fetch_all(&mut *tx)
+        .bind(json_list(&order_ids))
+        .fetch_all(&mut **tx)
         .await
         .map_err(classify)?
+        .into_iter()
+        .map(|(order, status, account, event, hold)| (order, (status, account, event, hold)))
+        .collect();
+    let mut ticket_ids: Vec<&str> = group
+        .exchanges
         .iter()
-        .map(|row| {
-            Ok(OwnedTicket {
-                ticket_id: column(row, "ticket_id")?,
-                seat_id: column(row, "seat_id")?,
-                tier_id: column(row, "tier_id")?,
-                unit: to_u32(column(row, "unit")?),
-                status: column(row, "status")?,
-                exchange_id: column(row, "exchange_id")?,
-            })
-        })
-        .collect::<StoreResult<_>>()?;
-        let order = load_order(&mut tx, &order.order_id)
-            .await?
-            .ok_or_else(|| StoreError::Internal("order vanished".into()))?;
-        let now = store_now(&mut tx).await?;
-        let gone = match surrender(&order, &tickets, &start.from).and_then(|gone| {
-            judge_times(
-                now,
-                from_event.starts_at,
-                from_event.exchange_cutoff_s,
-                to_event.on_sale_at,
-                to_event.starts_at,
-            )
-            .map(|()| gone)
-        }) {
-            Ok(gone) => gone,
-            Err(refused) => return Ok(ExchangeBegun::Refused(refused)),
-        };
-        let to_event_id = to_event.event_id.as_str();
-        // The new seats: free, or held by a hold whose deadline passed (all or nothing).
-        match &start.to {
-            ToSide::Seats(seats) => {
-                let wanted: Vec<&str> = seats.iter().map(|s| s.seat_id.as_str()).collect();
-                let found = sqlx::query_as::<_, (String, String, Option<i64>)>(
-                    "SELECT seat_id, status, hold_expires_at FROM seat
-                      WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
-                      ORDER BY seat_id",
-                )
-                .bind(to_event_id)
-                .bind(json_list(&wanted))
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(classify)?;
-                let now_ms = to_ms(now);
-                let taken: Vec<String> = seats
-                    .iter()
-                    .filter(|want| {
-                        !found.iter().any(|(s, status, until)| {
-                            *s == want.seat_id
-                                && (status == "AVAILABLE"
-                                    || (status == "HELD" && until.is_some_and(|u| u <= now_ms)))
-                        })
-                    })
-                    .map(|s| s.seat_id.clone())
-                    .collect();
-                if !taken.is_empty() {
-                    return Ok(ExchangeBegun::Refused(ExchangeRefused::SeatsUnavailable(
-                        taken,
-                    )));
-                }
-            }
-            ToSide::Tier {
-                tier_id, quantity, ..
-            } => {
-                let available: Option<i64> = sqlx::query_scalar(
-                    "SELECT available FROM tier WHERE event_id = ?1 AND tier_id = ?2",
-                )
-                .bind(to_event_id)
-                .bind(tier_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(classify)?;
-                if available.unwrap_or(0) < i64::from(*quantity) {
-                    return Ok(ExchangeBegun::Refused(ExchangeRefused::SeatsUnavailable(
-                        Vec::new(),
-                    )));
-                }
-            }
-        }
-        let usage: i64 = sqlx::query_scalar(
-            "SELECT coalesce(sum(quantity - exchanged_out), 0) FROM hold
-              WHERE event_id = ?1 AND account_id = ?2
-                AND (status = 'CONFIRMED' OR (status IN ('HELD', 'PAYMENT_PENDING') AND expires_at > ?3))",
+        .flat_map(|x| x.gone.ticket_ids.iter().map(String::as_str))
+        .collect();
+    ticket_ids.sort_unstable();
+    ticket_ids.dedup();
+    let mut tickets: BTreeMap<String, (String, String, Option<String>)> =
+        sqlx::query_as::<_, (String, String, String, Option<String>)>(
+            "SELECT ticket_id, order_id, status, exchange_id FROM ticket
+              WHERE ticket_id IN (SELECT value FROM json_each(?1))",
         )
-        .bind(to_event_id)
-        .bind(&order.account_id)
-        .bind(to_ms(now))
-        .fetch_one(&mut *tx)
+        .bind(json_list(&ticket_ids))
+        .fetch_all(&mut **tx)
         .await
-        .map_err(classify)?;
-        let giving_up_here = if order.event_id == to_event.event_id {
-            gone.quantity()
-        } else {
-            0
-        };
-        if !within_limit(
-            usage,
-            start.to.quantity(),
-            giving_up_here,
-            to_event.max_tickets_per_account,
-        ) {
-            return Ok(ExchangeBegun::Refused(ExchangeRefused::PurchaseLimit));
+        .map_err(classify)?
+        .into_iter()
+        .map(|(ticket, order, status, mark)| (ticket, (order, status, mark)))
+        .collect();
+    let mut refused = Vec::new();
+    for write in &group.exchanges {
+        let order_ok =
+            orders
+                .get(&write.start.order_id)
+                .is_some_and(|(status, account, event, hold)| {
+                    status == "CONFIRMED"
+                        && *account == write.account_id
+                        && *event == write.start.from_event.event_id
+                        && *hold == write.old_hold_id
+                });
+        let tickets_ok = write.gone.ticket_ids.iter().all(|ticket_id| {
+            tickets.get(ticket_id).is_some_and(|(order, status, mark)| {
+                *order == write.start.order_id && status == "VALID" && mark.is_none()
+            })
+        });
+        if !(order_ok && tickets_ok) {
+            refused.push(write.index);
+            continue;
         }
+        // Taken for the rest of the group.
+        for ticket_id in &write.gone.ticket_ids {
+            if let Some(ticket) = tickets.get_mut(ticket_id) {
+                ticket.2 = Some(write.start.exchange_id.clone());
+            }
+        }
+    }
+    let plans: Vec<Plan> = group
+        .exchanges_kept(&refused)
+        .map(|(taken, write)| Plan::new(write, taken.expires_at))
+        .collect();
+    if !plans.is_empty() {
+        write_grants(tx, &plans, group.now, map).await?;
+        for plan in &plans {
+            insert_records(
+                tx,
+                &plan.start.scope.endpoint,
+                std::slice::from_ref(&plan.write.record),
+                group.now,
+            )
+            .await?;
+        }
+    }
+    Ok(refused)
+}
 
-        let to_value = start.to.value_minor();
-        let amount_due = to_value - gone.value_minor;
-        let pay = amount_due > 0;
-        let expires_at = if pay {
-            now + time::Duration::seconds(i64::from(to_event.hold_ttl_s))
-        } else {
-            now
-        };
-        let new_order_id = if pay { None } else { Some(&start.new_order_id) };
+/// One granted exchange, as rows to write.
+struct Plan<'a> {
+    write: &'a ExchangeWrite,
+    start: &'a ExchangeStart,
+    /// The new hold's deadline as the engine set it (the group's clock when sold at once).
+    expires_at: OffsetDateTime,
+    seats: Vec<(String, i64)>,
+    tier_id: Option<String>,
+    quantity: u32,
+}
+
+impl<'a> Plan<'a> {
+    fn new(write: &'a ExchangeWrite, expires_at: OffsetDateTime) -> Self {
+        let start = &write.start;
         let (seats, tier_id, quantity) = match &start.to {
             ToSide::Seats(seats) => (
                 seats
                     .iter()
                     .map(|s| (s.seat_id.clone(), s.price_minor))
-                    .collect::<Vec<_>>(),
+                    .collect(),
                 None,
-                seats.len() as i64,
+                seats.len() as u32,
             ),
             ToSide::Tier {
                 tier_id, quantity, ..
-            } => (Vec::new(), Some(tier_id.clone()), i64::from(*quantity)),
+            } => (Vec::new(), Some(tier_id.clone()), *quantity),
         };
+        Self {
+            write,
+            start,
+            expires_at,
+            seats,
+            tier_id,
+            quantity,
+        }
+    }
+
+    fn pays(&self) -> bool {
+        self.write.pays()
+    }
+
+    fn to_event(&self) -> &str {
+        &self.start.to_event.event_id
+    }
+
+    /// The old order's event (this group's event, or another one).
+    fn old_event(&self) -> &str {
+        &self.start.from_event.event_id
+    }
+
+    fn gone(&self) -> &Surrender {
+        &self.write.gone
+    }
+
+    fn to_value_minor(&self) -> i64 {
+        self.start.to.value_minor()
+    }
+
+    /// The new order: only when the swap happens now (else the checkout makes it).
+    fn new_order_id(&self) -> Option<&str> {
+        (!self.pays()).then_some(self.start.new_order_id.as_str())
+    }
+}
+
+/// Writes the granted exchanges: new holds, new seats, tier counts, exchange rows, old
+/// tickets (voided or marked), old seats back on sale, old holds' exchanged-out counts, new
+/// orders and their (zero) payments and tickets, outbox rows. Every update is conditional and
+/// counted: a difference refuses the whole group.
+async fn write_grants(
+    tx: &mut Transaction<'_, Sqlite>,
+    plans: &[Plan<'_>],
+    now: OffsetDateTime,
+    map: &mut MapChanges,
+) -> StoreResult<()> {
+    let now_ms = to_ms(now);
+    // New holds.
+    for plan in plans {
         sqlx::query(
             "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor, currency,
                                idempotency_key, created_at, expires_at, updated_at, order_id)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?11, ?13)",
         )
-        .bind(to_event_id)
-        .bind(&start.new_hold_id)
-        .bind(&order.account_id)
-        .bind(if pay { "HELD" } else { "CONFIRMED" })
-        .bind(&tier_id)
-        .bind(quantity)
-        .bind(held_seats_json(&seats))
-        .bind(to_value)
-        .bind(&to_event.currency)
-        .bind(format!("exchange:{}", start.exchange_id))
-        .bind(to_ms(now))
-        .bind(to_ms(expires_at))
-        .bind(new_order_id)
-        .execute(&mut *tx)
+        .bind(plan.to_event())
+        .bind(&plan.start.new_hold_id)
+        .bind(&plan.write.account_id)
+        .bind(if plan.pays() { "HELD" } else { "CONFIRMED" })
+        .bind(&plan.tier_id)
+        .bind(i64::from(plan.quantity))
+        .bind(held_seats_json(&plan.seats))
+        .bind(plan.to_value_minor())
+        .bind(&plan.start.to_event.currency)
+        .bind(format!("exchange:{}", plan.start.exchange_id))
+        .bind(now_ms)
+        .bind(to_ms(plan.expires_at))
+        .bind(plan.new_order_id())
+        .execute(&mut **tx)
         .await
         .map_err(classify)?;
-        let mut map = MapChanges::default();
-        if !seats.is_empty() {
-            let ids: Vec<&str> = seats.iter().map(|(s, _)| s.as_str()).collect();
-            sqlx::query(
-                "UPDATE seat SET status = ?3, hold_id = ?4, hold_expires_at = ?5, order_id = ?6, version = version + 1
-                  WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))",
-            )
-            .bind(to_event_id)
-            .bind(json_list(&ids))
-            .bind(if pay { "HELD" } else { "SOLD" })
-            .bind(&start.new_hold_id)
-            .bind(if pay { Some(to_ms(expires_at)) } else { None })
-            .bind(new_order_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?;
-            for id in ids {
-                if pay {
-                    map.seat(to_event_id, id, SeatStatus::Held, Some(expires_at));
-                } else {
-                    map.seat(to_event_id, id, SeatStatus::Sold, None);
-                }
+    }
+
+    // Swapped now: old seats back on sale first (the engine may give one to a later
+    // exchange of the group), each still sold to its order.
+    let swapped: Vec<&Plan> = plans.iter().filter(|p| !p.pays()).collect();
+    for plan in swapped
+        .iter()
+        .filter(|plan| !plan.gone().seat_ids.is_empty())
+    {
+        let seat_ids = &plan.gone().seat_ids;
+        let freed = sqlx::query_scalar::<_, String>(
+            "UPDATE seat SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
+                    version = version + 1
+              WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2)) AND status = 'SOLD'
+                AND order_id = ?3
+             RETURNING seat_id",
+        )
+        .bind(plan.old_event())
+        .bind(json_list(seat_ids))
+        .bind(&plan.start.order_id)
+        .fetch_all(&mut **tx)
+        .await
+        .map_err(classify)?;
+        if freed.len() != seat_ids.len() {
+            return Err(mismatch(
+                &format!("old seats still sold to order {}", plan.start.order_id),
+                seat_ids.len(),
+                freed.len() as u64,
+            ));
+        }
+        for seat_id in &freed {
+            map.seat_unless_named(plan.old_event(), seat_id, SeatStatus::Available, None);
+        }
+    }
+
+    // New seats: held until paid, or sold at once; each only if still free by the group's
+    // clock.
+    for plan in plans.iter().filter(|plan| !plan.seats.is_empty()) {
+        let ids: Vec<&str> = plan.seats.iter().map(|(s, _)| s.as_str()).collect();
+        let until = plan.pays().then_some(plan.expires_at);
+        let taken = sqlx::query(
+            "UPDATE seat SET status = ?3, hold_id = ?4, hold_expires_at = ?5, order_id = ?6, version = version + 1
+              WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
+                AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= ?7))",
+        )
+        .bind(plan.to_event())
+        .bind(json_list(&ids))
+        .bind(if plan.pays() { "HELD" } else { "SOLD" })
+        .bind(&plan.start.new_hold_id)
+        .bind(until.map(to_ms))
+        .bind(plan.new_order_id())
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if taken != ids.len() as u64 {
+            return Err(mismatch(
+                &format!("seats of exchange {} still free", plan.start.exchange_id),
+                ids.len(),
+                taken,
+            ));
+        }
+        let status = if plan.pays() {
+            SeatStatus::Held
+        } else {
+            SeatStatus::Sold
+        };
+        for id in ids {
+            map.seat_unless_named(plan.to_event(), id, status, until);
+        }
+    }
+
+    // Tier counts, both sides, summed per tier: (available, held, sold).
+    let mut tier_deltas: BTreeMap<(&str, &str), (i64, i64, i64)> = BTreeMap::new();
+    for plan in plans {
+        if let Some(tier_id) = &plan.tier_id {
+            let q = i64::from(plan.quantity);
+            let d = tier_deltas.entry((plan.to_event(), tier_id)).or_default();
+            d.0 -= q;
+            if plan.pays() {
+                d.1 += q;
+            } else {
+                d.2 += q;
             }
         }
-        if let Some(tier_id) = &tier_id {
-            let sql = if pay {
-                "UPDATE tier SET available = available - ?3, held = held + ?3 WHERE event_id = ?1 AND tier_id = ?2 RETURNING available"
-            } else {
-                "UPDATE tier SET available = available - ?3, sold = sold + ?3 WHERE event_id = ?1 AND tier_id = ?2 RETURNING available"
-            };
-            let available = sqlx::query_scalar::<_, i64>(sql)
-                .bind(to_event_id)
-                .bind(tier_id)
-                .bind(quantity)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(classify)?;
-            map.tier(to_event_id, tier_id, available);
+        if let (Some((tier_id, units)), false) = (&plan.gone().tier, plan.pays()) {
+            let d = tier_deltas.entry((plan.old_event(), tier_id)).or_default();
+            d.0 += i64::from(*units);
+            d.2 -= i64::from(*units);
         }
-        let status = if pay {
+    }
+    for ((event_id, tier_id), (a, h, s)) in &tier_deltas {
+        let available: Option<i64> = sqlx::query_scalar(
+            "UPDATE tier SET available = available + ?3, held = held + ?4, sold = sold + ?5
+              WHERE event_id = ?1 AND tier_id = ?2
+                AND available + ?3 >= 0 AND held + ?4 >= 0 AND sold + ?5 >= 0
+             RETURNING available",
+        )
+        .bind(event_id)
+        .bind(tier_id)
+        .bind(a)
+        .bind(h)
+        .bind(s)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(classify)?;
+        let Some(available) = available else {
+            return Err(mismatch(
+                &format!("tier {tier_id} of event {event_id} with the units for exchanges"),
+                1,
+                0,
+            ));
+        };
+        map.tier(event_id, tier_id, available);
+    }
+
+    // The exchanges.
+    for plan in plans {
+        let status = if plan.pays() {
             ExchangeStatus::PaymentRequired
         } else {
             ExchangeStatus::Completed
@@ -535,139 +638,162 @@ impl crate::SqliteStore {
                                    currency, status, idempotency_key, created_at, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
         )
-        .bind(&start.exchange_id)
-        .bind(&order.account_id)
-        .bind(&order.order_id)
-        .bind(&order.event_id)
-        .bind(to_event_id)
-        .bind(json_list(&gone.ticket_ids))
-        .bind(gone.value_minor)
-        .bind(&start.new_hold_id)
-        .bind(new_order_id)
-        .bind(to_value)
-        .bind(amount_due)
-        .bind(&to_event.currency)
+        .bind(&plan.start.exchange_id)
+        .bind(&plan.write.account_id)
+        .bind(&plan.start.order_id)
+        .bind(plan.old_event())
+        .bind(plan.to_event())
+        .bind(json_list(&plan.gone().ticket_ids))
+        .bind(plan.gone().value_minor)
+        .bind(&plan.start.new_hold_id)
+        .bind(plan.new_order_id())
+        .bind(plan.to_value_minor())
+        .bind(plan.write.amount_due_minor())
+        .bind(&plan.start.to_event.currency)
         .bind(status.as_str())
-        .bind(&start.scope.key)
-        .bind(to_ms(now))
-        .execute(&mut *tx)
+        .bind(&plan.start.scope.key)
+        .bind(now_ms)
+        .execute(&mut **tx)
         .await
         .map_err(classify)?;
-        if pay {
-            let marked = sqlx::query(
-                "UPDATE ticket SET exchange_id = ?2
-                  WHERE ticket_id IN (SELECT value FROM json_each(?1)) AND status = 'VALID' AND exchange_id IS NULL",
-            )
-            .bind(json_list(&gone.ticket_ids))
-            .bind(&start.exchange_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?
-            .rows_affected();
-            if marked != gone.ticket_ids.len() as u64 {
-                return Err(StoreError::Internal(format!(
-                    "exchange marked {marked} of {} tickets",
-                    gone.ticket_ids.len()
-                )));
-            }
-        } else {
-            swap_out(&mut tx, &start.exchange_id, &order, &gone, &mut map).await?;
-            sqlx::query(
-                "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity, total_minor,
-                                     currency, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, 'CONFIRMED', ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
-            )
-            .bind(to_event_id)
-            .bind(&start.new_order_id)
-            .bind(&start.new_hold_id)
-            .bind(&order.account_id)
-            .bind(held_seats_json(&seats))
-            .bind(&tier_id)
-            .bind(quantity)
-            .bind(to_value)
-            .bind(&to_event.currency)
-            .bind(to_ms(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?;
-            // Nothing to pay: the new order's payment is settled by the old one's.
-            sqlx::query(
-                "INSERT INTO payment_operation (event_id, operation_id, order_id, provider, payment_method, status,
-                                                amount_minor, currency, next_attempt_at, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, 'exchange', ?4, 'CAPTURED', 0, ?5, ?6, ?6, ?6)",
-            )
-            .bind(to_event_id)
-            .bind(&start.operation_id)
-            .bind(&start.new_order_id)
-            .bind(format!("exchange:{}", start.exchange_id))
-            .bind(&to_event.currency)
-            .bind(to_ms(now))
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?;
-            // The new order's tickets, signed by the caller, issued with the swap.
-            for ticket in &start.new_tickets {
-                sqlx::query(
-                    "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code, status, issued_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'VALID', ?9)",
-                )
-                .bind(&ticket.draft.event_id)
-                .bind(&ticket.draft.ticket_id)
-                .bind(&ticket.draft.order_id)
-                .bind(&order.account_id)
-                .bind(&ticket.draft.seat_id)
-                .bind(&ticket.draft.tier_id)
-                .bind(i64::from(ticket.draft.unit))
-                .bind(&ticket.code)
-                .bind(to_ms(now))
-                .execute(&mut *tx)
-                .await
-                .map_err(classify)?;
-            }
-            announce_completed(
-                &mut tx,
-                &start.exchange_id,
-                &order,
-                &start.new_order_id,
-                now,
-            )
-            .await?;
-            if amount_due < 0 {
-                outbox(
-                    &mut tx,
-                    &order.event_id,
-                    boxoffice_store::exchange::topic::REFUND_DUE,
-                    serde_json::json!({"exchangeId": start.exchange_id, "orderId": order.order_id,
-                                       "amountMinor": -amount_due, "currency": to_event.currency}),
-                    now,
-                )
-                .await?;
-            }
+    }
+
+    // Old tickets: voided (swapped now) or marked (until paid), each only if still valid and
+    // unmarked.
+    for plan in plans {
+        let ticket_ids = &plan.gone().ticket_ids;
+        let changed = sqlx::query(
+            "UPDATE ticket SET status = ?3, exchange_id = ?2
+              WHERE ticket_id IN (SELECT value FROM json_each(?1)) AND status = 'VALID' AND exchange_id IS NULL",
+        )
+        .bind(json_list(ticket_ids))
+        .bind(&plan.start.exchange_id)
+        .bind(if plan.pays() { "VALID" } else { "VOIDED" })
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if changed != ticket_ids.len() as u64 {
+            return Err(mismatch(
+                &format!("tickets of exchange {} still valid", plan.start.exchange_id),
+                ticket_ids.len(),
+                changed,
+            ));
         }
-        let exchange = load_exchange(&mut tx, &start.exchange_id)
-            .await?
-            .ok_or_else(|| StoreError::Internal("exchange vanished".into()))?;
-        let order = load_order(&mut tx, &order.order_id)
-            .await?
-            .ok_or_else(|| StoreError::Internal("order vanished".into()))?;
-        let record = NewRecord {
-            account_id: start.scope.account_id.clone(),
-            key: start.scope.key.clone(),
-            request_digest: start.request_digest.clone(),
-            response: render(&exchange, &order),
-        };
-        insert_records(
-            &mut tx,
-            &start.scope.endpoint,
-            std::slice::from_ref(&record),
+    }
+
+    // Swapped now: old holds count what left, new orders.
+    let swapped: Vec<&Plan> = plans.iter().filter(|p| !p.pays()).collect();
+    if swapped.is_empty() {
+        return Ok(());
+    }
+    let mut left: BTreeMap<&str, i64> = BTreeMap::new();
+    for plan in &swapped {
+        *left.entry(plan.write.old_hold_id.as_str()).or_default() +=
+            i64::from(plan.gone().quantity());
+    }
+    for (hold_id, units) in left {
+        let counted = sqlx::query(
+            "UPDATE hold SET exchanged_out = exchanged_out + ?2
+              WHERE hold_id = ?1 AND status = 'CONFIRMED' AND quantity - exchanged_out >= ?2",
+        )
+        .bind(hold_id)
+        .bind(units)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if counted != 1 {
+            return Err(mismatch(
+                &format!("old hold {hold_id} still confirmed with the units"),
+                1,
+                counted,
+            ));
+        }
+    }
+    for plan in &swapped {
+        sqlx::query(
+            "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity, total_minor,
+                                 currency, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 'CONFIRMED', ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+        )
+        .bind(plan.to_event())
+        .bind(&plan.start.new_order_id)
+        .bind(&plan.start.new_hold_id)
+        .bind(&plan.write.account_id)
+        .bind(held_seats_json(&plan.seats))
+        .bind(&plan.tier_id)
+        .bind(i64::from(plan.quantity))
+        .bind(plan.to_value_minor())
+        .bind(&plan.start.to_event.currency)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    // Nothing to pay: each new order's payment is settled by the old one's.
+    for plan in &swapped {
+        sqlx::query(
+            "INSERT INTO payment_operation (event_id, operation_id, order_id, provider, payment_method, status,
+                                            amount_minor, currency, next_attempt_at, created_at, updated_at)
+             VALUES (?1, ?2, ?3, 'exchange', ?4, 'CAPTURED', 0, ?5, ?6, ?6, ?6)",
+        )
+        .bind(plan.to_event())
+        .bind(&plan.start.operation_id)
+        .bind(&plan.start.new_order_id)
+        .bind(format!("exchange:{}", plan.start.exchange_id))
+        .bind(&plan.start.to_event.currency)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?;
+    }
+    // The new orders' tickets, signed by the caller, issued with the swap.
+    for plan in &swapped {
+        for ticket in &plan.start.new_tickets {
+            sqlx::query(
+                "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code, status, issued_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'VALID', ?9)",
+            )
+            .bind(&ticket.draft.event_id)
+            .bind(&ticket.draft.ticket_id)
+            .bind(&ticket.draft.order_id)
+            .bind(&plan.write.account_id)
+            .bind(&ticket.draft.seat_id)
+            .bind(&ticket.draft.tier_id)
+            .bind(i64::from(ticket.draft.unit))
+            .bind(&ticket.code)
+            .bind(now_ms)
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?;
+        }
+    }
+    for plan in &swapped {
+        let amount_due = plan.write.amount_due_minor();
+        outbox(
+            tx,
+            plan.old_event(),
+            boxoffice_store::exchange::topic::EXCHANGE_COMPLETED,
+            serde_json::json!({"exchangeId": plan.start.exchange_id,
+                               "orderId": plan.start.order_id,
+                               "newOrderId": plan.start.new_order_id}),
             now,
         )
         .await?;
-        seatmap::record(&mut tx, &map, now).await?;
-        tx.commit().await.map_err(classify)?;
-        Ok(ExchangeBegun::Done {
-            exchange: Box::new(exchange),
-            order: Box::new(order),
-        })
+        if amount_due < 0 {
+            outbox(
+                tx,
+                plan.old_event(),
+                boxoffice_store::exchange::topic::REFUND_DUE,
+                serde_json::json!({"exchangeId": plan.start.exchange_id,
+                                   "orderId": plan.start.order_id,
+                                   "amountMinor": -amount_due,
+                                   "currency": plan.start.to_event.currency}),
+                now,
+            )
+            .await?;
+        }
     }
+    Ok(())
 }

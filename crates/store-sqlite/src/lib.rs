@@ -688,14 +688,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn begin_exchange(
-        &self,
-        start: &boxoffice_store::exchange::ExchangeStart,
-        render: &boxoffice_store::exchange::RenderExchange,
-    ) -> StoreResult<boxoffice_store::exchange::ExchangeBegun> {
-        retrying(|| self.begin_exchange_once(start, render)).await
-    }
-
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
         self.check_in_ticket(ticket_id).await
     }

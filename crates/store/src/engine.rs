@@ -83,7 +83,48 @@ pub struct GroupWrite<'a> {
     /// What the store needs besides the engine's effect for each order the group gives back,
     /// in `effects.orders_compensated` order.
     pub compensations: Vec<CompensationWrite>,
+    /// What the store needs besides the engine's effect for each exchange the group grants,
+    /// in `effects.exchanges` order.
+    pub exchanges: Vec<ExchangeWrite>,
     pub turn: &'a dyn GroupTurn,
+}
+
+/// An exchange's rows beyond the engine's (the new hold, its seats and units, the old
+/// seats and units of this event freed): the exchange row, the old tickets the caller picked
+/// (marked until the difference is paid, or voided), and when nothing is due the old side of
+/// another event freed, the old hold's count of units that left, the new order, its payment
+/// and its tickets, the outbox messages and the stored answer. The order must still be
+/// `CONFIRMED` and every ticket picked still `VALID` and unmarked (locked, then judged): else
+/// the store writes nothing of this exchange and says so
+/// ([`GroupCommitted::exchanges_refused`]).
+#[derive(Debug, Clone)]
+pub struct ExchangeWrite {
+    /// The command's place in the group.
+    pub index: usize,
+    pub start: crate::exchange::ExchangeStart,
+    /// The tickets given up, as the caller picked them from the order it read.
+    pub gone: crate::exchange::Surrender,
+    /// The old order's account and hold.
+    pub account_id: String,
+    pub old_hold_id: String,
+    /// The answer, stored under the request's key.
+    pub record: NewRecord,
+}
+
+impl ExchangeWrite {
+    /// `to_value - from_value`: above 0 the new seats are held until it is paid.
+    pub fn amount_due_minor(&self) -> i64 {
+        self.start.to.value_minor() - self.gone.value_minor
+    }
+
+    pub fn pays(&self) -> bool {
+        self.amount_due_minor() > 0
+    }
+
+    /// Whether the old side is of another event (freed by the store, not the engine).
+    pub fn crosses_events(&self) -> bool {
+        self.start.from_event.event_id != self.start.to_event.event_id
+    }
 }
 
 /// A compensation's rows beyond the hold, its seats and units: the order is cancelled for
@@ -273,6 +314,14 @@ impl GroupWrite<'_> {
                 .iter()
                 .filter_map(|c| c.hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
         );
+        for exchange in &self.effects.exchanges {
+            if let boxoffice_domain::engine::ExchangeTakes::Tier { tier_id, .. } = &exchange.takes {
+                tiers.insert(tier_id.clone());
+            }
+            if let Some((tier_id, _)) = exchange.freed.as_ref().and_then(|f| f.tier.as_ref()) {
+                tiers.insert(tier_id.clone());
+            }
+        }
         tiers.into_iter().collect()
     }
 
@@ -314,6 +363,7 @@ impl GroupWrite<'_> {
                     .iter()
                     .flat_map(|c| c.hold.seat_ids.iter().map(String::as_str)),
             )
+            .chain(self.effects.exchanges.iter().flat_map(exchange_seats))
             .collect();
         seat_ids.sort_unstable();
         seat_ids.dedup();
@@ -341,10 +391,15 @@ pub struct GroupCommitted {
     /// used at the door, or its operation moved since it was read): nothing of them was written, and the engine, which gave their
     /// seats back, must be loaded again.
     pub compensations_refused: Vec<usize>,
+    /// Command indexes of exchanges the store refused alone (the order is no longer
+    /// confirmed, or a ticket picked was used, exchanged or marked since it was read): nothing
+    /// of them was written, and the engine, which took their seats, must be loaded again.
+    pub exchanges_refused: Vec<usize>,
 }
 
 impl GroupWrite<'_> {
-    /// The map without the seats of refused compensations (they stay sold).
+    /// The map without the seats of refused compensations (they stay sold) and refused
+    /// exchanges (neither side moved).
     pub fn unmap_refused(&self, map: &mut crate::seatmap::MapChanges, refused: &[usize]) {
         let Some(changes) = map.by_event.get_mut(&self.event.event_id) else {
             return;
@@ -356,7 +411,47 @@ impl GroupWrite<'_> {
                 }
             }
         }
+        for exchange in &self.effects.exchanges {
+            if refused.contains(&exchange.index) {
+                for seat_id in exchange_seats(exchange) {
+                    changes.seats.remove(seat_id);
+                }
+            }
+        }
     }
+
+    /// The exchanges the store writes: those not in `refused`, each with its engine effect.
+    pub fn exchanges_kept<'b>(
+        &'b self,
+        refused: &'b [usize],
+    ) -> impl Iterator<
+        Item = (
+            &'b boxoffice_domain::engine::ExchangeTaken,
+            &'b ExchangeWrite,
+        ),
+    > + 'b {
+        self.effects
+            .exchanges
+            .iter()
+            .zip(&self.exchanges)
+            .filter(move |(taken, _)| !refused.contains(&taken.index))
+    }
+}
+
+/// The seats of this event an exchange takes or frees.
+fn exchange_seats(
+    exchange: &boxoffice_domain::engine::ExchangeTaken,
+) -> impl Iterator<Item = &str> {
+    let taken: &[(String, i64)] = match &exchange.takes {
+        boxoffice_domain::engine::ExchangeTakes::Seats(seats) => seats,
+        boxoffice_domain::engine::ExchangeTakes::Tier { .. } => &[],
+    };
+    taken.iter().map(|(seat_id, _)| seat_id.as_str()).chain(
+        exchange
+            .freed
+            .iter()
+            .flat_map(|f| f.seat_ids.iter().map(String::as_str)),
+    )
 }
 
 /// The refusal of a group whose row counts differ from what the engine decided.
@@ -503,6 +598,7 @@ where
         }],
         settlements: Vec::new(),
         compensations: Vec::new(),
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
@@ -569,6 +665,7 @@ where
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: Vec::new(),
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
@@ -625,6 +722,7 @@ where
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: vec![CompensationWrite::new(0, &operation, reason)],
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await?;
@@ -755,7 +853,8 @@ where
             | Decision::Release(_)
             | Decision::Checkout(_)
             | Decision::Payment(_)
-            | Decision::Compensate(_) => None,
+            | Decision::Compensate(_)
+            | Decision::Exchange(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
                 if outcome.is_recorded() {
@@ -787,6 +886,7 @@ where
         checkouts: Vec::new(),
         settlements: Vec::new(),
         compensations: Vec::new(),
+        exchanges: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;

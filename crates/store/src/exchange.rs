@@ -1,26 +1,27 @@
 //! Exchanges (rebooking, 改签): a confirmed order's tickets move to new seats or tier units of
 //! the same event or another one, all or nothing.
 //!
-//! Both backends run the same steps in one short transaction ([`crate::Store::begin_exchange`]):
-//! lock the order's tickets (they must be `VALID` and not already being exchanged), judge the
-//! old event's cutoff by the store's clock, take the new seats (or tier units) all or nothing,
-//! check the target event's purchase limit, and then either swap at once (no price increase:
-//! old tickets voided, old seats back on sale, a new hold and order `CONFIRMED` for the new
-//! seats, the new tickets — signed by the caller beforehand — issued in the same
-//! transaction) or hold the new seats and mark the old tickets (price increase: the
-//! difference is paid through the checkout machinery, the confirmation transaction does the
-//! swap, and the new order is ticketed like any order, through the outbox). PostgreSQL
-//! decides a batch of exchanges in one transaction ([`crate::Store::exchange_batch`],
-//! [`decide_batch`]). The rules that need no store are here, so that the two backends
-//! decide the same way.
-
-use std::collections::BTreeMap;
+//! An exchange is a command of the target event's writer
+//! (`boxoffice_domain::engine::ExchangeRequest`): the caller picks the tickets given up from
+//! the order it read ([`surrender`]), the engine decides the times, the new seats (or tier
+//! units), the purchase limit and, for a same-event exchange, the old seats; the group's
+//! transaction ([`crate::engine::ExchangeWrite`]) locks the order and the tickets and writes
+//! it only if they are still as read, else refuses it alone. Then either the swap happens at
+//! once (no price increase: old tickets voided, old seats back on sale, a new hold and order
+//! `CONFIRMED` for the new seats, the new tickets — signed by the caller beforehand — issued
+//! in the same transaction) or the new seats are held and the old tickets marked (price
+//! increase: the difference is paid through the checkout machinery, the confirmation
+//! transaction does the swap, and the new order is ticketed like any order, through the
+//! outbox). Both events live in one store, so an exchange across events is one transaction
+//! too (DESIGN §7); the old event's writer learns of its freed seats from the change feed.
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::OrderStatus;
 
 use crate::checkout::OrderView;
+use boxoffice_domain::hold::HoldStatus;
+
 use crate::{EventRecord, HeldSeat, HoldView};
 
 /// What the exchange gives up: seats of the order, or units of its tier.
@@ -61,7 +62,7 @@ impl ToSide {
     }
 }
 
-/// What `begin_exchange` is asked to do. The ids are chosen by the caller.
+/// An exchange as the route asks it. The ids are chosen by the caller.
 #[derive(Debug, Clone)]
 pub struct ExchangeStart {
     pub scope: IdempotencyScope,
@@ -158,7 +159,7 @@ pub enum ExchangeRefused {
     SaleNotOpen,
 }
 
-/// How `begin_exchange` answered.
+/// How an exchange was answered by its event's writer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExchangeBegun {
     /// Committed: completed at once, or waiting for the difference to be paid.
@@ -167,11 +168,6 @@ pub enum ExchangeBegun {
         order: Box<OrderView>,
     },
     Refused(ExchangeRefused),
-    /// The key was used before for the same request: its stored answer.
-    Replayed(StoredResponse),
-    KeyReusedWithOtherRequest,
-    /// No such order for this account.
-    OrderNotFound,
 }
 
 /// Renders the stored answer of a committed exchange from it and the order it came from.
@@ -318,246 +314,94 @@ pub fn surrender(
     }
 }
 
-/// The time rules, judged by the store's clock: the old event's start minus its cutoff must
-/// be ahead, the target's sale open and its start ahead.
-pub fn judge_times(
+impl OwnedTicket {
+    /// A ticket as an order read shows it (`EXCHANGING` is `VALID` with a mark).
+    pub fn from_view(ticket: &crate::checkout::TicketView) -> Self {
+        let status = if ticket.status == "EXCHANGING" {
+            "VALID".to_owned()
+        } else {
+            ticket.status.clone()
+        };
+        Self {
+            ticket_id: ticket.ticket_id.clone(),
+            seat_id: ticket.seat_id.clone(),
+            tier_id: ticket.tier_id.clone(),
+            unit: ticket.unit,
+            status,
+            exchange_id: ticket.exchange_id.clone(),
+        }
+    }
+}
+
+/// When exchanges of an event close: its start minus its exchange cutoff.
+pub fn closes_at(event: &EventRecord) -> OffsetDateTime {
+    event.starts_at - time::Duration::seconds(i64::from(event.exchange_cutoff_s))
+}
+
+/// A granted exchange as its group writes it, and the order it came from as the exchange
+/// leaves it (the tickets given up marked, or voided when nothing is due): what its answer is
+/// rendered from, before the commit. `now` is the group's clock; `expires_at` the new hold's
+/// deadline (the group's clock when sold at once).
+pub fn granted(
+    start: &ExchangeStart,
+    gone: &Surrender,
+    order: &OrderView,
     now: OffsetDateTime,
-    from_starts_at: OffsetDateTime,
-    from_cutoff_s: u32,
-    to_on_sale_at: OffsetDateTime,
-    to_starts_at: OffsetDateTime,
-) -> Result<(), ExchangeRefused> {
-    let closes_at = from_starts_at - time::Duration::seconds(i64::from(from_cutoff_s));
-    if now >= closes_at {
-        return Err(ExchangeRefused::Closed(format!(
-            "exchanges of this event closed at {closes_at} (its start minus the exchange cutoff)"
-        )));
-    }
-    if now >= to_starts_at {
-        return Err(ExchangeRefused::Closed(
-            "the target event has already started".into(),
-        ));
-    }
-    if now < to_on_sale_at {
-        return Err(ExchangeRefused::SaleNotOpen);
-    }
-    Ok(())
-}
-
-/// The target event's purchase limit: what the account holds or owns there, plus the new
-/// units, minus what it gives up there (a same-event exchange), must fit.
-pub fn within_limit(
-    usage_in_target: i64,
-    taking: u32,
-    giving_up_in_target: u32,
-    max_tickets_per_account: u32,
-) -> bool {
-    usage_in_target + i64::from(taking) - i64::from(giving_up_in_target)
-        <= i64::from(max_tickets_per_account)
-}
-
-/// A seat as an exchange batch found it, locked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockedSeat {
-    /// `AVAILABLE`, `HELD` or `SOLD`.
-    pub status: String,
-    pub hold_expires_at: Option<OffsetDateTime>,
-    pub order_id: Option<String>,
-}
-
-/// What a batch of exchanges is decided on: read under the batch's locks at `now`.
-#[derive(Debug, Clone, Default)]
-pub struct BatchFacts {
-    /// The order of each exchange (by order id), when the account owns it.
-    pub orders: BTreeMap<String, OrderView>,
-    /// The tickets of each order, in unit order.
-    pub tickets: BTreeMap<String, Vec<OwnedTicket>>,
-    /// (event, seat) of every seat the batch names, old and new.
-    pub seats: BTreeMap<(String, String), LockedSeat>,
-    /// (event, tier) → available units, of every tier the batch names.
-    pub tier_available: BTreeMap<(String, String), i64>,
-    /// (event, account) → units held or owned there (`quantity - exchanged_out`).
-    pub usage: BTreeMap<(String, String), i64>,
-}
-
-/// An exchange a batch grants.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Granted {
-    pub gone: Surrender,
-    pub to_value_minor: i64,
-    /// `to_value - from_value`: above 0 the new seats are only held until it is paid.
-    pub amount_due_minor: i64,
-}
-
-impl Granted {
-    pub fn pays(&self) -> bool {
-        self.amount_due_minor > 0
-    }
-}
-
-/// How one exchange of a batch was decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decided {
-    Granted(Granted),
-    Refused(ExchangeRefused),
-    /// No such order for this account.
-    NotFound,
-}
-
-/// Decides a batch of exchanges in arrival order, as if each ran alone after the ones
-/// before it: a ticket, seat, tier unit or purchase-limit unit an earlier exchange of the
-/// batch took is gone for the later ones; what an earlier one gives back is not reused in
-/// the same batch. Each is all or nothing. `facts` is updated with the grants.
-pub fn decide_batch(
-    now: OffsetDateTime,
-    starts: &[&ExchangeStart],
-    facts: &mut BatchFacts,
-) -> Vec<Decided> {
-    starts
-        .iter()
-        .map(|start| decide_one(now, start, facts))
-        .collect()
-}
-
-fn decide_one(now: OffsetDateTime, start: &ExchangeStart, facts: &mut BatchFacts) -> Decided {
-    let Some(order) = facts
-        .orders
-        .get(&start.order_id)
-        .filter(|o| o.account_id == start.scope.account_id)
-    else {
-        return Decided::NotFound;
-    };
-    let no_tickets = Vec::new();
-    let tickets = facts.tickets.get(&order.order_id).unwrap_or(&no_tickets);
-    let gone = match surrender(order, tickets, &start.from).and_then(|gone| {
-        judge_times(
-            now,
-            start.from_event.starts_at,
-            start.from_event.exchange_cutoff_s,
-            start.to_event.on_sale_at,
-            start.to_event.starts_at,
-        )
-        .map(|()| gone)
-    }) {
-        Ok(gone) => gone,
-        Err(refused) => return Decided::Refused(refused),
-    };
-    let from_event = order.event_id.clone();
-    let to_event = start.to_event.event_id.clone();
-    // The old seats are still sold to this order (the tickets say so; the seats must agree).
-    for seat_id in &gone.seat_ids {
-        let sold_here = facts
-            .seats
-            .get(&(from_event.clone(), seat_id.clone()))
-            .is_some_and(|s| s.status == "SOLD" && s.order_id.as_deref() == Some(&order.order_id));
-        if !sold_here {
-            return Decided::Refused(ExchangeRefused::Conflict(format!(
-                "seat {seat_id} is no longer sold to order {}",
-                order.order_id
-            )));
-        }
-    }
-    match &start.to {
-        ToSide::Seats(seats) => {
-            let taken: Vec<String> = seats
-                .iter()
-                .filter(|want| {
-                    !facts
-                        .seats
-                        .get(&(to_event.clone(), want.seat_id.clone()))
-                        .is_some_and(|s| {
-                            s.status == "AVAILABLE"
-                                || (s.status == "HELD"
-                                    && s.hold_expires_at.is_some_and(|until| until <= now))
-                        })
-                })
-                .map(|s| s.seat_id.clone())
-                .collect();
-            if !taken.is_empty() {
-                return Decided::Refused(ExchangeRefused::SeatsUnavailable(taken));
-            }
-        }
-        ToSide::Tier {
-            tier_id, quantity, ..
-        } => {
-            let available = facts
-                .tier_available
-                .get(&(to_event.clone(), tier_id.clone()))
-                .copied()
-                .unwrap_or(0);
-            if available < i64::from(*quantity) {
-                return Decided::Refused(ExchangeRefused::SeatsUnavailable(Vec::new()));
-            }
-        }
-    }
-    let account = (to_event.clone(), order.account_id.clone());
-    let usage = facts.usage.get(&account).copied().unwrap_or(0);
-    let giving_up_here = if from_event == to_event {
-        gone.quantity()
-    } else {
-        0
-    };
-    let taking = start.to.quantity();
-    if !within_limit(
-        usage,
-        taking,
-        giving_up_here,
-        start.to_event.max_tickets_per_account,
-    ) {
-        return Decided::Refused(ExchangeRefused::PurchaseLimit);
-    }
-    // Granted: what it takes is gone for the rest of the batch.
+    expires_at: OffsetDateTime,
+) -> (ExchangeView, OrderView) {
     let to_value_minor = start.to.value_minor();
-    let granted = Granted {
-        amount_due_minor: to_value_minor - gone.value_minor,
-        to_value_minor,
-        gone,
+    let amount_due_minor = to_value_minor - gone.value_minor;
+    let pays = amount_due_minor > 0;
+    let (seats, tier_id) = match &start.to {
+        ToSide::Seats(seats) => (seats.clone(), None),
+        ToSide::Tier { tier_id, .. } => (Vec::new(), Some(tier_id.clone())),
     };
-    facts.usage.insert(
-        account,
-        usage + i64::from(taking) - i64::from(giving_up_here),
-    );
-    match &start.to {
-        ToSide::Seats(seats) => {
-            for seat in seats {
-                facts.seats.insert(
-                    (to_event.clone(), seat.seat_id.clone()),
-                    LockedSeat {
-                        status: "SOLD".into(),
-                        hold_expires_at: None,
-                        order_id: None,
-                    },
-                );
-            }
-        }
-        ToSide::Tier {
-            tier_id, quantity, ..
-        } => {
-            if let Some(available) = facts.tier_available.get_mut(&(to_event, tier_id.clone())) {
-                *available -= i64::from(*quantity);
-            }
-        }
-    }
-    if let Some(tickets) = facts.tickets.get_mut(&start.order_id) {
-        for ticket in tickets
-            .iter_mut()
-            .filter(|t| granted.gone.ticket_ids.contains(&t.ticket_id))
-        {
+    let exchange = ExchangeView {
+        exchange_id: start.exchange_id.clone(),
+        account_id: order.account_id.clone(),
+        order_id: order.order_id.clone(),
+        from_event_id: order.event_id.clone(),
+        to_event_id: start.to_event.event_id.clone(),
+        ticket_ids: gone.ticket_ids.clone(),
+        from_value_minor: gone.value_minor,
+        new_hold: HoldView {
+            hold_id: start.new_hold_id.clone(),
+            event_id: start.to_event.event_id.clone(),
+            account_id: order.account_id.clone(),
+            status: if pays {
+                HoldStatus::Held
+            } else {
+                HoldStatus::Confirmed
+            },
+            expires_at,
+            seats,
+            tier_id,
+            quantity: start.to.quantity(),
+            total_minor: to_value_minor,
+            currency: start.to_event.currency.clone(),
+            created_at: now,
+            updated_at: now,
+        },
+        new_order_id: (!pays).then(|| start.new_order_id.clone()),
+        to_value_minor,
+        amount_due_minor,
+        currency: start.to_event.currency.clone(),
+        status: if pays {
+            ExchangeStatus::PaymentRequired
+        } else {
+            ExchangeStatus::Completed
+        },
+        created_at: now,
+        updated_at: now,
+    };
+    let mut order = order.clone();
+    for ticket in &mut order.tickets {
+        if gone.ticket_ids.contains(&ticket.ticket_id) {
             ticket.exchange_id = Some(start.exchange_id.clone());
-            if !granted.pays() {
-                ticket.status = "VOIDED".into();
-            }
+            ticket.status = if pays { "EXCHANGING" } else { "VOIDED" }.to_owned();
         }
     }
-    for seat_id in &granted.gone.seat_ids {
-        // Given back, but not to this batch.
-        if let Some(seat) = facts.seats.get_mut(&(from_event.clone(), seat_id.clone()))
-            && !granted.pays()
-        {
-            seat.order_id = None;
-        }
-    }
-    Decided::Granted(granted)
+    (exchange, order)
 }
 
 /// Outbox topics of exchanges.
@@ -659,154 +503,5 @@ mod tests {
         assert!(matches!(unissued, Err(ExchangeRefused::Conflict(d)) if d.contains("not issued")));
         let foreign = surrender(&order(), &[], &FromSide::Seats(vec!["B-1-1".into()]));
         assert!(matches!(foreign, Err(ExchangeRefused::Conflict(d)) if d.contains("not a seat")));
-    }
-
-    #[test]
-    fn cutoff_is_judged_against_the_start_minus_the_cutoff() {
-        let starts = datetime!(2026-12-01 12:00 UTC);
-        let on_sale = datetime!(2026-11-01 12:00 UTC);
-        let later = datetime!(2026-12-02 12:00 UTC);
-        let open = judge_times(
-            datetime!(2026-12-01 10:59 UTC),
-            starts,
-            3600,
-            on_sale,
-            later,
-        );
-        assert_eq!(open, Ok(()));
-        let closed = judge_times(
-            datetime!(2026-12-01 11:00 UTC),
-            starts,
-            3600,
-            on_sale,
-            later,
-        );
-        assert!(matches!(closed, Err(ExchangeRefused::Closed(_))));
-    }
-
-    fn event(id: &str) -> EventRecord {
-        crate::event_record(
-            id,
-            &boxoffice_domain::event::EventSpec {
-                name: "trip".into(),
-                starts_at: datetime!(2027-01-01 12:00 UTC),
-                on_sale_at: Some(datetime!(2026-01-01 12:00 UTC)),
-                currency: "EUR".into(),
-                hold_ttl_s: 300,
-                payment_grace_s: 60,
-                max_seats_per_hold: 6,
-                max_tickets_per_account: 6,
-                exchange_cutoff_s: 3600,
-                waiting_room: Default::default(),
-                sections: Vec::new(),
-                tiers: Vec::new(),
-            },
-            datetime!(2026-01-01 12:00 UTC),
-        )
-    }
-
-    fn start(id: &str, from_seat: &str, to_seat: &str) -> ExchangeStart {
-        ExchangeStart {
-            scope: IdempotencyScope {
-                account_id: "ann".into(),
-                endpoint: "POST /v1/orders/o/exchanges".into(),
-                key: id.into(),
-            },
-            request_digest: "d".into(),
-            order_id: "o".into(),
-            from_event: event("e").into(),
-            from: FromSide::Seats(vec![from_seat.into()]),
-            to_event: event("e").into(),
-            to: ToSide::Seats(vec![HeldSeat {
-                seat_id: to_seat.into(),
-                price_minor: 100,
-            }]),
-            exchange_id: format!("x-{id}"),
-            new_hold_id: format!("h-{id}"),
-            new_order_id: format!("o-{id}"),
-            operation_id: format!("p-{id}"),
-            new_tickets: Vec::new(),
-        }
-    }
-
-    fn facts() -> BatchFacts {
-        let mut facts = BatchFacts::default();
-        facts.orders.insert("o".into(), order());
-        facts.tickets.insert(
-            "o".into(),
-            vec![
-                ticket("t1", "A-1-1", 1, "VALID", None),
-                ticket("t2", "A-1-2", 2, "VALID", None),
-            ],
-        );
-        let seat = |status: &str, order: Option<&str>| LockedSeat {
-            status: status.into(),
-            hold_expires_at: None,
-            order_id: order.map(Into::into),
-        };
-        for (id, locked) in [
-            ("A-1-1", seat("SOLD", Some("o"))),
-            ("A-1-2", seat("SOLD", Some("o"))),
-            ("B-1-1", seat("AVAILABLE", None)),
-            ("B-1-2", seat("AVAILABLE", None)),
-            ("B-1-3", seat("SOLD", Some("other"))),
-        ] {
-            facts.seats.insert(("e".into(), id.into()), locked);
-        }
-        facts.usage.insert(("e".into(), "ann".into()), 2);
-        facts
-    }
-
-    #[test]
-    fn a_batch_decides_as_if_one_after_the_other() {
-        let now = datetime!(2026-12-01 10:00 UTC);
-        let asked = [
-            start("1", "A-1-1", "B-1-3"), // taken: refused, gives nothing up
-            start("2", "A-1-1", "B-1-1"), // the same ticket: granted
-            start("3", "A-1-1", "B-1-2"), // the ticket is gone now
-            start("4", "A-1-2", "B-1-1"), // the seat is gone now
-            start("5", "A-1-2", "A-1-1"), // given back by 2, not to this batch
-        ];
-        let refs: Vec<&ExchangeStart> = asked.iter().collect();
-        let mut facts = facts();
-        let decided = decide_batch(now, &refs, &mut facts);
-        assert!(
-            matches!(&decided[0], Decided::Refused(ExchangeRefused::SeatsUnavailable(s)) if s == &["B-1-3"])
-        );
-        assert!(
-            matches!(&decided[1], Decided::Granted(g) if g.gone.ticket_ids == ["t1"] && !g.pays())
-        );
-        assert!(matches!(
-            &decided[2],
-            Decided::Refused(ExchangeRefused::Conflict(_))
-        ));
-        assert!(matches!(
-            &decided[3],
-            Decided::Refused(ExchangeRefused::SeatsUnavailable(_))
-        ));
-        assert!(matches!(
-            &decided[4],
-            Decided::Refused(ExchangeRefused::SeatsUnavailable(_))
-        ));
-        // The grant took B-1-1 and voided t1 for the rest of the batch.
-        assert_eq!(facts.tickets["o"][0].status, "VOIDED");
-        assert_eq!(facts.usage[&("e".to_owned(), "ann".to_owned())], 2);
-    }
-
-    #[test]
-    fn another_account_or_order_is_not_found() {
-        let now = datetime!(2026-12-01 10:00 UTC);
-        let mut eve = start("1", "A-1-1", "B-1-1");
-        eve.scope.account_id = "eve".into();
-        let mut missing = start("2", "A-1-1", "B-1-1");
-        missing.order_id = "nope".into();
-        let decided = decide_batch(now, &[&eve, &missing], &mut facts());
-        assert_eq!(decided, vec![Decided::NotFound, Decided::NotFound]);
-    }
-
-    #[test]
-    fn the_limit_counts_what_a_same_event_exchange_gives_up() {
-        assert!(within_limit(6, 2, 2, 6));
-        assert!(!within_limit(6, 2, 0, 6));
     }
 }

@@ -265,22 +265,6 @@ impl Store for Gated {
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
         gated!(pass, self.check_in(ticket_id))
     }
-
-    async fn begin_exchange(
-        &self,
-        start: &exchange::ExchangeStart,
-        render: &exchange::RenderExchange,
-    ) -> StoreResult<exchange::ExchangeBegun> {
-        gated!(Start, self.begin_exchange(start, render))
-    }
-
-    async fn exchange_batch(
-        &self,
-        starts: &[exchange::ExchangeStart],
-        render: &exchange::RenderExchange,
-    ) -> StoreResult<Vec<exchange::ExchangeBegun>> {
-        gated!(Start, self.exchange_batch(starts, render))
-    }
 }
 
 #[async_trait]

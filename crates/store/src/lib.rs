@@ -362,32 +362,6 @@ pub trait Store:
 
     /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>>;
-
-    /// Exchanges some or all tickets of a confirmed order in one transaction (see
-    /// [`exchange`]): completed at once without a price increase, or the new seats held and
-    /// the old tickets marked until the difference is paid through checkout of the new hold.
-    /// The idempotency record stores `render(exchange, order)`; refusals change nothing and
-    /// store nothing.
-    async fn begin_exchange(
-        &self,
-        start: &exchange::ExchangeStart,
-        render: &exchange::RenderExchange,
-    ) -> StoreResult<exchange::ExchangeBegun>;
-
-    /// Decides several exchanges (of one target event, in arrival order) as if each ran
-    /// alone after the ones before it; one answer per start. The default runs them one
-    /// transaction each; a backend may decide them in one.
-    async fn exchange_batch(
-        &self,
-        starts: &[exchange::ExchangeStart],
-        render: &exchange::RenderExchange,
-    ) -> StoreResult<Vec<exchange::ExchangeBegun>> {
-        let mut answers = Vec::with_capacity(starts.len());
-        for start in starts {
-            answers.push(self.begin_exchange(start, render).await?);
-        }
-        Ok(answers)
-    }
 }
 
 /// The read side of a store: what requests and tools look at, never a write.

@@ -157,6 +157,19 @@ impl MapChanges {
     }
 
     /// Events with changes, in event-id order (the order their version rows are locked).
+    /// The changes of every event but `event_id` (what a writer's group changed in other
+    /// events: the old seats of an exchange out of them).
+    pub fn elsewhere(&self, event_id: &str) -> MapChanges {
+        MapChanges {
+            by_event: self
+                .by_event
+                .iter()
+                .filter(|(id, _)| id.as_str() != event_id)
+                .map(|(id, changes)| (id.clone(), changes.clone()))
+                .collect(),
+        }
+    }
+
     pub fn non_empty(&self) -> impl Iterator<Item = (&str, &EventChanges)> {
         self.by_event
             .iter()

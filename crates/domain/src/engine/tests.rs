@@ -321,3 +321,211 @@ fn a_hold_that_may_have_lapsed_by_the_stores_clock_is_neither_checked_out_nor_so
     assert_eq!(effects.checkouts_cancelled.len(), 1);
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
+
+/// An engine of `seats` seats where account `a` bought A-1-1 (hold `h-old`).
+fn engine_with_a_sale(seats: usize) -> EventEngine {
+    let mut engine = engine(seats);
+    engine.refresh(EngineRows {
+        seats: vec![SeatRow {
+            seat_id: "A-1-1".into(),
+            status: SeatStatus::Sold,
+            hold_id: Some("h-old".into()),
+            hold_expires_at: None,
+            price_minor: 1000,
+        }],
+        tiers: Vec::new(),
+        holds: vec![EngineHold {
+            hold_id: "h-old".into(),
+            account_id: "a".into(),
+            status: HoldStatus::Confirmed,
+            tier_id: None,
+            quantity: 1,
+            seat_ids: vec!["A-1-1".into()],
+            expires_at: NOW,
+            exchange: false,
+        }],
+    });
+    engine
+}
+
+/// `a` exchanges A-1-1 (bought for 1000) for `to` at `price`, within the event.
+fn exchange(id: &str, to: &str, price: i64) -> Command {
+    Command::Exchange(ExchangeRequest {
+        account_id: "a".into(),
+        exchange_id: format!("x-{id}"),
+        new_hold_id: format!("h-x-{id}"),
+        closes_at: NOW + Duration::days(1),
+        starts_at: NOW + Duration::days(2),
+        gives_up: Some(ExchangeGivesUp {
+            hold_id: "h-old".into(),
+            seat_ids: vec!["A-1-1".into()],
+            tier: None,
+        }),
+        ticket_ids: vec!["t-1".into()],
+        takes: ExchangeTakes::Seats(vec![(to.into(), price)]),
+        from_value_minor: 1000,
+    })
+}
+
+#[test]
+fn an_exchange_with_nothing_due_swaps_both_sides_in_one_group() {
+    let mut engine = engine_with_a_sale(3);
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            exchange("1", "A-1-2", 1000),
+            hold("b", "1", seats(&["A-1-1"])),
+        ],
+    );
+    assert_eq!(
+        decisions[0],
+        Decision::Exchange(ExchangeDecision::Granted { expires_at: NOW })
+    );
+    assert!(
+        matches!(decisions[1], Decision::Hold(HoldOutcome::Held(_))),
+        "the seat given back is on sale at once: {decisions:?}"
+    );
+    let taken = &effects.exchanges[0];
+    assert!(taken.sold);
+    assert_eq!(
+        taken.freed.as_ref().map(|f| f.seat_ids.clone()),
+        Some(vec!["A-1-1".to_owned()])
+    );
+    let new_seat = engine.seat("A-1-2").expect("seat");
+    assert_eq!(new_seat.status, SeatStatus::Sold);
+    assert_eq!(new_seat.hold_id.as_deref(), Some("h-x-1"));
+    assert_eq!(engine.usage("a", NOW), 1, "one ticket given up, one taken");
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn an_exchange_with_a_difference_holds_the_new_seat_until_it_is_paid_or_lapses() {
+    let mut engine = engine_with_a_sale(3);
+    let (decisions, effects) = engine.decide(NOW, &[exchange("1", "A-1-2", 1500)]);
+    let deadline = NOW + Duration::seconds(300);
+    assert_eq!(
+        decisions[0],
+        Decision::Exchange(ExchangeDecision::Granted {
+            expires_at: deadline
+        })
+    );
+    assert!(!effects.exchanges[0].sold && effects.exchanges[0].freed.is_none());
+    assert_eq!(
+        engine.seat("A-1-1").map(|s| s.status),
+        Some(SeatStatus::Sold)
+    );
+    assert_eq!(
+        engine.seat("A-1-2").map(|s| s.status),
+        Some(SeatStatus::Held)
+    );
+    assert_eq!(
+        engine.usage("a", NOW),
+        2,
+        "both sides count until it completes"
+    );
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+    // Unpaid, the new hold lapses like any hold.
+    let (_, effects) = engine.decide(deadline, &[]);
+    assert_eq!(effects.holds_expired.len(), 1);
+    assert_eq!(effects.holds_expired[0].hold_id, "h-x-1");
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn an_exchange_is_refused_for_a_taken_seat_a_closed_cutoff_a_taken_ticket_or_a_seat_no_longer_sold()
+{
+    let mut engine = engine_with_a_sale(4);
+    engine.decide(NOW, &[hold("b", "1", seats(&["A-1-2"]))]);
+    let closed = match exchange("2", "A-1-3", 1000) {
+        Command::Exchange(mut request) => {
+            request.closes_at = NOW;
+            Command::Exchange(request)
+        }
+        other => other,
+    };
+    let taken_by_c = match exchange("3", "A-1-3", 1000) {
+        Command::Exchange(mut request) => {
+            request.takes = ExchangeTakes::Seats(
+                ["A-1-3", "A-1-4"]
+                    .iter()
+                    .map(|s| ((*s).to_owned(), 1000))
+                    .collect(),
+            );
+            request.gives_up = None;
+            request.account_id = "c".into();
+            Command::Exchange(request)
+        }
+        other => other,
+    };
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            exchange("1", "A-1-2", 1000),
+            closed,
+            hold("c", "1", seats(&["A-1-3", "A-1-4"])),
+            taken_by_c,
+        ],
+    );
+    assert_eq!(
+        decisions[0],
+        Decision::Exchange(ExchangeDecision::SeatsUnavailable(vec!["A-1-2".into()]))
+    );
+    assert_eq!(decisions[1], Decision::Exchange(ExchangeDecision::Closed));
+    assert_eq!(
+        decisions[3],
+        Decision::Exchange(ExchangeDecision::SeatsUnavailable(vec![
+            "A-1-3".into(),
+            "A-1-4".into()
+        ]))
+    );
+    assert!(effects.exchanges.is_empty());
+    // Granted once, its ticket is taken, and the old seat is no longer the old hold's.
+    let mut fresh = engine_with_a_sale(4);
+    fresh.decide(NOW, &[exchange("5", "A-1-2", 1000)]);
+    let other_ticket = match exchange("7", "A-1-3", 1000) {
+        Command::Exchange(mut request) => {
+            request.ticket_ids = vec!["t-2".into()];
+            Command::Exchange(request)
+        }
+        other => other,
+    };
+    let (again, _) = fresh.decide(NOW, &[exchange("6", "A-1-3", 1000), other_ticket]);
+    assert_eq!(
+        again,
+        vec![
+            Decision::Exchange(ExchangeDecision::TicketTaken("t-1".into())),
+            Decision::Exchange(ExchangeDecision::NotSold("A-1-1".into()))
+        ]
+    );
+    assert!(fresh.invariants().is_empty(), "{:?}", fresh.invariants());
+}
+
+#[test]
+fn an_exchange_into_the_event_counts_against_the_limit() {
+    let mut engine = engine_with_a_sale(6);
+    // `a` owns 1 of at most 4 here; an exchange from another event brings 4 more.
+    let request = |id: &str, n: usize| {
+        Command::Exchange(ExchangeRequest {
+            account_id: "a".into(),
+            exchange_id: format!("x-{id}"),
+            new_hold_id: format!("h-x-{id}"),
+            closes_at: NOW + Duration::days(1),
+            starts_at: NOW + Duration::days(2),
+            gives_up: None,
+            ticket_ids: (0..n).map(|t| format!("t-{id}-{t}")).collect(),
+            takes: ExchangeTakes::Seats((2..2 + n).map(|s| (format!("A-1-{s}"), 100)).collect()),
+            from_value_minor: 100 * n as i64,
+        })
+    };
+    let (decisions, _) = engine.decide(NOW, &[request("1", 4), request("2", 3)]);
+    assert_eq!(
+        decisions[0],
+        Decision::Exchange(ExchangeDecision::PurchaseLimit)
+    );
+    assert!(matches!(
+        decisions[1],
+        Decision::Exchange(ExchangeDecision::Granted { .. })
+    ));
+    assert_eq!(engine.usage("a", NOW), 4);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}

@@ -2,7 +2,9 @@
 //! of the same event or another one (a bus or train trip is an event), all or nothing.
 //!
 //! The request is validated here against the cached event records (seat ids, tiers, prices,
-//! currency); the store then decides everything that depends on state in one transaction
+//! currency) and the tickets given up are picked from the order as read; the target event's
+//! writer then decides the exchange with the event's other commands and writes it in its
+//! group, which refuses it alone if the order or the tickets changed since they were read
 //! (see `boxoffice_store::exchange`). A price increase answers `PAYMENT_REQUIRED`: the new
 //! seats are held and `POST /v1/exchanges/{id}/checkout` pays the difference through the same
 //! checkout as a hold's, whose confirmation swaps the tickets atomically.
@@ -19,7 +21,7 @@ use boxoffice_store::checkout::OrderView;
 use boxoffice_store::checkout::TicketDraft;
 use boxoffice_store::exchange::{
     ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeStatus, ExchangeView, FromSide,
-    SignedTicket, ToSide,
+    OwnedTicket, SignedTicket, ToSide, surrender,
 };
 use boxoffice_store::{EventRecord, HeldSeat};
 use serde::{Deserialize, Serialize};
@@ -414,7 +416,7 @@ pub async fn create_exchange(
     let digest = request_digest("POST", &path, &body.0);
     let order = state
         .store
-        .order_head(&order_id)
+        .get_order(&order_id)
         .await?
         .filter(|o| o.account_id == account.account_id.as_str())
         .ok_or_else(|| ApiError::not_found("order"))?;
@@ -436,6 +438,14 @@ pub async fn create_exchange(
         return crate::gate::replay_or(&state, &scope, &digest, refused).await;
     }
     let _in_flight = state.in_flight.claim(&scope)?;
+    // A key used before answers as before (the tickets it gave up are gone by now).
+    if let Some(seen) = state.store.stored_answer(&scope, &digest).await? {
+        return Ok(answer(seen));
+    }
+    // The tickets given up, picked from the order as read; the writer's group writes them
+    // only if they are still as read.
+    let tickets: Vec<OwnedTicket> = order.tickets.iter().map(OwnedTicket::from_view).collect();
+    let gone = surrender(&order, &tickets, &from).map_err(refusal)?;
     let from_event = state.event(&order.event_id).await?;
     let new_order_id = uuid::Uuid::now_v7().to_string();
     let new_tickets = signed_tickets(&state, &new_order_id, &target.event_id, &to);
@@ -445,7 +455,7 @@ pub async fn create_exchange(
         order_id,
         from_event,
         from,
-        to_event: target,
+        to_event: target.clone(),
         to,
         exchange_id: uuid::Uuid::now_v7().to_string(),
         new_hold_id: uuid::Uuid::now_v7().to_string(),
@@ -453,7 +463,10 @@ pub async fn create_exchange(
         operation_id: uuid::Uuid::now_v7().to_string(),
         new_tickets,
     };
-    let begun = state.exchanges.submit(start).await?;
+    let begun = state
+        .writers
+        .exchange(target, start, gone, order, &render_exchange)
+        .await?;
     match begun {
         ExchangeBegun::Done { exchange, order } => {
             boxoffice_workers::crash::point("exchange_committed");
@@ -468,11 +481,6 @@ pub async fn create_exchange(
             metrics::counter!("boxoffice_exchanges_refused_total").increment(1);
             Err(refusal(refused))
         }
-        ExchangeBegun::Replayed(stored) => Ok(stored_response(&stored, true)),
-        ExchangeBegun::KeyReusedWithOtherRequest => Ok(answer(
-            boxoffice_domain::idempotency::Idempotent::KeyReusedWithOtherRequest,
-        )),
-        ExchangeBegun::OrderNotFound => Err(ApiError::not_found("order")),
     }
 }
 
