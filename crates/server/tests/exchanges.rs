@@ -535,6 +535,26 @@ async fn two_exchanges_of_one_ticket_into_two_trips_at_once(backend: Backend) {
     .await;
     assert_eq!(replay.status, StatusCode::CREATED);
     assert_eq!(replay.json(), answer.json());
+    let reused = exchange(
+        &app,
+        "ann",
+        &order_id,
+        &format!("race-{winner}"),
+        json!({"fromSeatIds": ["C1-1-1"], "toEventId": trip(1), "toSeatIds": ["C1-9-4"]}),
+    )
+    .await;
+    assert_eq!(reused.code(), "IDEMPOTENCY_KEY_REUSED", "{}", reused.json());
+    let loser = (winner + 1) % n;
+    let again = exchange(
+        &app,
+        "ann",
+        &order_id,
+        &format!("race-{loser}"),
+        json!({"fromSeatIds": ["C1-1-1"], "toEventId": trip(1 + loser % 2),
+               "toSeatIds": [format!("C1-{}-1", 2 + loser / 2)]}),
+    )
+    .await;
+    assert_eq!(again.code(), "EXCHANGE_CONFLICT", "{}", again.json());
     app.finish().await;
 }
 

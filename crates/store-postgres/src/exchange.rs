@@ -7,7 +7,7 @@
 //! decided again. The final swap after a paid difference locks the order's tickets, then
 //! seats in (event, seat) order, then tiers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::SeatStatus;
@@ -396,8 +396,36 @@ pub(crate) async fn write_exchanges(
         .into_iter()
         .map(|(ticket, order, status, mark)| (ticket, (order, status, mark)))
         .collect();
+    // A key already used (by a request that committed since the route looked) refuses its
+    // exchange alone; the route then answers what the key has.
+    let scopes =
+        |f: fn(&ExchangeWrite) -> &str| -> Vec<&str> { group.exchanges.iter().map(f).collect() };
+    let used_keys: BTreeSet<(String, String, String)> = sqlx::query_as(
+        "SELECT i.account_id, i.endpoint, i.idem_key FROM idempotency i
+           JOIN UNNEST($1::text[], $2::text[], $3::text[]) AS u(a, e, k)
+             ON i.account_id = u.a AND i.endpoint = u.e AND i.idem_key = u.k",
+    )
+    .bind(scopes(|x| x.start.scope.account_id.as_str()))
+    .bind(scopes(|x| x.start.scope.endpoint.as_str()))
+    .bind(scopes(|x| x.start.scope.key.as_str()))
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?
+    .into_iter()
+    .collect();
+    let mut keys_in_group = BTreeSet::new();
     let mut refused = Vec::new();
     for write in &group.exchanges {
+        let scope = &write.start.scope;
+        let key = (
+            scope.account_id.clone(),
+            scope.endpoint.clone(),
+            scope.key.clone(),
+        );
+        if used_keys.contains(&key) || !keys_in_group.insert(key) {
+            refused.push(write.index);
+            continue;
+        }
         let order_ok =
             orders
                 .get(&write.start.order_id)

@@ -9,7 +9,7 @@
 //! ([`write_exchanges`], called by `apply_group`); the rest of this file is the exchange's
 //! later life: the swap when the difference is paid, its end when the new hold ends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::SeatStatus;
@@ -364,8 +364,30 @@ pub(crate) async fn write_exchanges(
         .into_iter()
         .map(|(ticket, order, status, mark)| (ticket, (order, status, mark)))
         .collect();
+    // A key already used (by a request that committed since the route looked) refuses its
+    // exchange alone; the route then answers what the key has.
+    let mut keys_in_group = BTreeSet::new();
     let mut refused = Vec::new();
     for write in &group.exchanges {
+        let scope = &write.start.scope;
+        let used: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM idempotency WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
+        )
+        .bind(&scope.account_id)
+        .bind(&scope.endpoint)
+        .bind(&scope.key)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(classify)?;
+        let key = (
+            scope.account_id.clone(),
+            scope.endpoint.clone(),
+            scope.key.clone(),
+        );
+        if used.is_some() || !keys_in_group.insert(key) {
+            refused.push(write.index);
+            continue;
+        }
         let order_ok =
             orders
                 .get(&write.start.order_id)

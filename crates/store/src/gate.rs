@@ -320,6 +320,10 @@ impl ReadStore for Gated {
         gated!(pass, self.order_head(order_id))
     }
 
+    async fn order_to_exchange(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
+        gated!(Start, self.get_order(order_id))
+    }
+
     async fn list_orders(
         &self,
         account_id: &str,

@@ -410,6 +410,12 @@ pub trait ReadStore: Send + Sync {
 
     async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>>;
 
+    /// The order with its tickets, read to start an exchange of them (bounded as work that
+    /// starts, not as a look a client repeats).
+    async fn order_to_exchange(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
+        self.get_order(order_id).await
+    }
+
     /// The order without its tickets (`tickets` empty): who owns it, of which event. The
     /// default reads the whole order.
     async fn order_head(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {

@@ -32,7 +32,7 @@ use crate::api::{HoldResponse, Problem};
 use crate::auth::Account;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
-use crate::idempotency::{answer, request_key, stored_response};
+use crate::idempotency::{request_key, stored_response};
 use crate::routes::checkout::{CheckoutBody, CheckoutResponse, OrderResponse};
 
 /// Most tickets one exchange may move.
@@ -416,7 +416,7 @@ pub async fn create_exchange(
     let digest = request_digest("POST", &path, &body.0);
     let order = state
         .store
-        .get_order(&order_id)
+        .order_to_exchange(&order_id)
         .await?
         .filter(|o| o.account_id == account.account_id.as_str())
         .ok_or_else(|| ApiError::not_found("order"))?;
@@ -438,20 +438,23 @@ pub async fn create_exchange(
         return crate::gate::replay_or(&state, &scope, &digest, refused).await;
     }
     let _in_flight = state.in_flight.claim(&scope)?;
-    // A key used before answers as before (the tickets it gave up are gone by now).
-    if let Some(seen) = state.store.stored_answer(&scope, &digest).await? {
-        return Ok(answer(seen));
-    }
     // The tickets given up, picked from the order as read; the writer's group writes them
-    // only if they are still as read.
+    // only if they are still as read (and the key is new). A refusal answers what the key
+    // already has, if anything: a retry of an exchange that went through finds its tickets
+    // gone, and gets its first answer.
     let tickets: Vec<OwnedTicket> = order.tickets.iter().map(OwnedTicket::from_view).collect();
-    let gone = surrender(&order, &tickets, &from).map_err(refusal)?;
+    let gone = match surrender(&order, &tickets, &from) {
+        Ok(gone) => gone,
+        Err(refused) => {
+            return crate::gate::replay_or(&state, &scope, &digest, refusal(refused)).await;
+        }
+    };
     let from_event = state.event(&order.event_id).await?;
     let new_order_id = uuid::Uuid::now_v7().to_string();
     let new_tickets = signed_tickets(&state, &new_order_id, &target.event_id, &to);
     let start = ExchangeStart {
         scope: scope.clone(),
-        request_digest: digest,
+        request_digest: digest.clone(),
         order_id,
         from_event,
         from,
@@ -479,7 +482,7 @@ pub async fn create_exchange(
         }
         ExchangeBegun::Refused(refused) => {
             metrics::counter!("boxoffice_exchanges_refused_total").increment(1);
-            Err(refusal(refused))
+            crate::gate::replay_or(&state, &scope, &digest, refusal(refused)).await
         }
     }
 }
