@@ -1,5 +1,6 @@
 //! Exchange (rebooking) stories over HTTP on both backends: same-event and cross-trip
-//! exchanges, all or nothing, two exchanges of one ticket at once, an exchange racing holds
+//! exchanges, all or nothing, two exchanges of one ticket at once (into one trip, into two
+//! trips, through two nodes on one PostgreSQL), an exchange racing holds
 //! for its target seat, the cutoff by the store's clock, the price-increase path (declined,
 //! paid, lapsed), check-in while exchanging, the target's purchase limit, replays and
 //! validation. Every story ends with every invariant checked (I9: a seat has at most one
@@ -950,4 +951,85 @@ async fn bad_exchange_requests_are_refused(backend: Backend) {
         .await;
     assert_eq!(no_key.code(), "IDEMPOTENCY_KEY_REQUIRED");
     app.finish().await;
+}
+
+/// Two `serve` nodes on one PostgreSQL, each with its own writer for the event: exchanges of
+/// one ticket sent to both at once (other keys) make exactly one exchange — the store refuses
+/// the other node's alone — and one key sent to both nodes at once makes one exchange with
+/// the same answer twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_exchange_one_ticket() {
+    let a = TestApp::spawn(Backend::Postgres).await;
+    let b = TestApp::spawn_full(
+        a.db.second_handle().await,
+        Default::default(),
+        common::RoomSetup::default(),
+        false,
+    )
+    .await;
+    let event_id = a.create_event(json!({})).await;
+    let (order_id, _) = buy(&a, "ann", &event_id, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
+    for round in 0..3 {
+        let answers = futures::future::join_all((0..8).map(|i| {
+            let node = if i % 2 == 0 { &a } else { &b };
+            let order_id = &order_id;
+            async move {
+                exchange(
+                    node,
+                    "ann",
+                    order_id,
+                    &format!("race-{round}-{i}"),
+                    json!({"fromSeatIds": ["A-1-1"], "toSeatIds": [format!("A-{}-{}", 5 + round, 1 + i)]}),
+                )
+                .await
+            }
+        }))
+        .await;
+        let won = answers
+            .iter()
+            .filter(|x| x.status == StatusCode::CREATED)
+            .count();
+        let refused: Vec<String> = answers
+            .iter()
+            .filter(|x| x.status != StatusCode::CREATED)
+            .map(|x| x.code())
+            .collect();
+        if round == 0 {
+            assert_eq!(
+                won, 1,
+                "exactly one exchange of the ticket wins: {refused:?}"
+            );
+        } else {
+            assert_eq!(won, 0, "the ticket is gone after the first round");
+        }
+        assert!(
+            refused.iter().all(|code| code == "EXCHANGE_CONFLICT"),
+            "{refused:?}"
+        );
+    }
+    let body = json!({"fromSeatIds": ["A-1-2"], "toSeatIds": ["A-9-9"]});
+    let (first, second) = tokio::join!(
+        exchange(&a, "ann", &order_id, "twin", body.clone()),
+        exchange(&b, "ann", &order_id, "twin", body.clone()),
+    );
+    // A node that sees the key in flight on itself answers 409 IDEMPOTENCY_IN_PROGRESS;
+    // across nodes both decide, the store keeps one, and the other answers it.
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.json());
+    assert_eq!(second.status, StatusCode::CREATED, "{}", second.json());
+    assert_eq!(
+        first.json(),
+        second.json(),
+        "one exchange, the same answer twice"
+    );
+    let exchanges: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM exchange WHERE order_id = $1 AND idempotency_key = 'twin'",
+    )
+    .bind(&order_id)
+    .fetch_one(a.db.pg.as_ref().unwrap().pool())
+    .await
+    .unwrap();
+    assert_eq!(exchanges, 1);
+    let b_store = b.stop();
+    b_store.cleanup().await;
+    a.finish().await;
 }
