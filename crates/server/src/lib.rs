@@ -78,9 +78,9 @@ pub struct Shared {
     /// The store as the background workers reach it (their own small pool on PostgreSQL).
     pub workers_store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
-    /// One writer per event: every hold and release of an event is decided by it.
+    /// One writer per event: every inventory command of an event is decided by it.
     pub writers: EventWriters,
-    /// Exchanges, batched per target event like holds.
+    /// Coalesced look-ups of the answers keys already have.
     pub lookup: lookup::AnswerLookup,
     pub in_flight: InFlight,
     /// Checkouts take turns in arrival order.

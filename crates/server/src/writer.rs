@@ -1227,7 +1227,16 @@ impl Writer {
                 turn: &turn,
             };
             let result = store.apply_group(&group).await;
-            turn.mine.send_replace(if result.is_ok() {
+            // A group that committed with a command the store refused alone, or an expiry it
+            // skipped, showed the engine wrong: the group decided on top of it must not
+            // commit (it may give back seats the refused command did not free), so it is
+            // told its predecessor failed and is decided again after the reload.
+            let engine_was_right = result.as_ref().is_ok_and(|committed| {
+                committed.compensations_refused.is_empty()
+                    && committed.exchanges_refused.is_empty()
+                    && committed.expiries_skipped == 0
+            });
+            turn.mine.send_replace(if engine_was_right {
                 Stage::Committed
             } else {
                 Stage::Failed
@@ -1286,10 +1295,10 @@ impl Writer {
                 ));
             }
             Ok(committed) => {
-                // Committed after the engine was found wrong (an earlier group's skipped
-                // expiry or refused compensation: this group was decided on top of it) or
-                // after an earlier group failed (impossible while the store checks the writer
-                // sequence): answered as committed, and the engine is reloaded all the same.
+                // Committed after the engine was found wrong or an earlier group failed:
+                // impossible while a group refused alone or with a skipped expiry tells its
+                // successor it failed and the store checks the writer sequence. Answered as
+                // committed, and the engine is reloaded all the same.
                 pending.compensations_refused = committed.compensations_refused;
                 pending.exchanges_refused = committed.exchanges_refused;
                 self.requests.spawn(deliver(

@@ -41,10 +41,13 @@ enum Seen {
 }
 
 /// The real store, except that the `fail_call`-th group waits until the next group has been
-/// sent, then fails without writing anything.
+/// sent, then fails without writing anything — or, with `commit_found_wrong`, commits and
+/// reports what the store says when it found the engine wrong (an expiry it skipped, as it
+/// says for a command it refused alone).
 struct FailingGroup {
     inner: Arc<dyn boxoffice_store::Store>,
     fail_call: usize,
+    commit_found_wrong: bool,
     calls: Mutex<usize>,
     loads: Mutex<usize>,
     /// Signalled when the failing group is waiting (the test then sends the next wave).
@@ -95,6 +98,19 @@ impl EngineStore for FailingGroup {
         if call == self.fail_call {
             self.failing_started.notify_one();
             self.next_sent.notified().await;
+            if self.commit_found_wrong {
+                let mut committed = self.inner.apply_group(group).await?;
+                committed.expiries_skipped = 1;
+                self.log.lock().unwrap().push(Seen::Committed(
+                    group
+                        .effects
+                        .holds_created
+                        .iter()
+                        .map(|(_, hold)| hold.hold_id.clone())
+                        .collect(),
+                ));
+                return Ok(committed);
+            }
             self.log.lock().unwrap().push(Seen::Refused);
             return Err(StoreError::Conflict("injected: the commit failed".into()));
         }
@@ -145,6 +161,19 @@ fn seat_request(account: &str, key: &str, seat_id: &str) -> HoldRequest {
 }
 
 async fn a_failed_commit_holds_back_the_next_group(backend: Backend) {
+    the_next_group_waits_for(backend, false).await;
+}
+
+/// A group that commits but shows the engine wrong (the store refused one of its commands
+/// alone, or skipped an expiry) fails the group decided on top of it: that group could give
+/// back seats the refused command never freed. It is decided again after the reload.
+async fn a_group_after_one_that_found_the_engine_wrong_is_decided_again(backend: Backend) {
+    the_next_group_waits_for(backend, true).await;
+}
+
+/// Group 2 fails (or commits but finds the engine wrong) only after group 3, decided on top
+/// of it, has been sent: nothing of group 3 commits or is answered on that engine.
+async fn the_next_group_waits_for(backend: Backend, commit_found_wrong: bool) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
     let event = Arc::new(
@@ -159,6 +188,7 @@ async fn a_failed_commit_holds_back_the_next_group(backend: Backend) {
     let faulty = Arc::new(FailingGroup {
         inner: app.db.store.clone(),
         fail_call: 2,
+        commit_found_wrong,
         calls: Mutex::new(0),
         loads: Mutex::new(0),
         failing_started: Notify::new(),
@@ -203,10 +233,26 @@ async fn a_failed_commit_holds_back_the_next_group(backend: Backend) {
     }
     assert_eq!(granted, 41);
     let log = log.lock().unwrap().clone();
-    assert!(
-        log.iter().filter(|s| **s == Seen::Refused).count() >= 2,
-        "the injected failure and the group after it were both refused: {log:?}"
-    );
+    let refused = log.iter().filter(|s| **s == Seen::Refused).count();
+    if commit_found_wrong {
+        // Group 2 committed; the next group the store saw (group 3, decided on top of it)
+        // was refused as the successor of a wrong engine.
+        let outcomes: Vec<&Seen> = log
+            .iter()
+            .filter(|s| !matches!(s, Seen::Granted(_)))
+            .collect();
+        assert!(
+            matches!(outcomes[1], Seen::Committed(ids) if !ids.is_empty()),
+            "{log:?}"
+        );
+        assert_eq!(outcomes[2], &Seen::Refused, "{log:?}");
+        assert!(refused >= 1, "the group after it was refused: {log:?}");
+    } else {
+        assert!(
+            refused >= 2,
+            "the injected failure and the group after it were both refused: {log:?}"
+        );
+    }
     // Every 201 comes after the commit that created its hold.
     for (at, seen) in log.iter().enumerate() {
         let Seen::Granted(hold_id) = seen else {
@@ -486,6 +532,7 @@ async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
 
 stories!(
     a_failed_commit_holds_back_the_next_group,
+    a_group_after_one_that_found_the_engine_wrong_is_decided_again,
     a_group_on_a_seat_taken_since_is_refused,
     a_seat_freed_and_taken_in_one_group,
     a_seat_expired_and_taken_in_one_group,

@@ -307,9 +307,12 @@ impl EngineStore for PgStore {
             return Err(predecessor_failed());
         }
         // The other events an exchange out of them freed seats or units of get their own
-        // change rows (their writers catch up from them), before this event's.
-        crate::seatmap::record(&mut tx, &map.elsewhere(&group.event.event_id), group.now).await?;
+        // change rows (their writers catch up from them), every version row locked in
+        // event-id order.
+        let event_id = group.event.event_id.as_str();
+        crate::seatmap::record(&mut tx, &map.elsewhere(event_id, true), group.now).await?;
         let (previous_version, version) = record_group(&mut tx, group, &map).await?;
+        crate::seatmap::record(&mut tx, &map.elsewhere(event_id, false), group.now).await?;
         tx.commit().await.map_err(classify)?;
         let effects = &group.effects;
         self.statistics.wrote(

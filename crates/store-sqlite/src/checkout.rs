@@ -280,15 +280,19 @@ async fn confirm_order(
             map.seat(&hold.event_id, &seat.seat_id, SeatStatus::Sold, None);
         }
     } else if let Some(tier_id) = &hold.tier_id {
-        sqlx::query(
-            "UPDATE tier SET held = held - ?3, sold = sold + ?3 WHERE event_id = ?1 AND tier_id = ?2",
+        let available: i64 = sqlx::query_scalar(
+            "UPDATE tier SET held = held - ?3, sold = sold + ?3 WHERE event_id = ?1 AND tier_id = ?2
+             RETURNING available",
         )
         .bind(&hold.event_id)
         .bind(tier_id)
         .bind(i64::from(hold.quantity))
-        .execute(&mut **tx)
+        .fetch_one(&mut **tx)
         .await
         .map_err(classify)?;
+        // Named in the change feed although its availability is unchanged: the event's writer
+        // reads the tier's holds again from it (this sale was not the writer's).
+        map.tier(&hold.event_id, tier_id, available);
     }
     sqlx::query(
         "UPDATE hold SET status = 'CONFIRMED', updated_at = ?3

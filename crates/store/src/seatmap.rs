@@ -156,20 +156,22 @@ impl MapChanges {
         self.by_event.get_mut(event_id).expect("inserted above")
     }
 
-    /// Events with changes, in event-id order (the order their version rows are locked).
-    /// The changes of every event but `event_id` (what a writer's group changed in other
-    /// events: the old seats of an exchange out of them).
-    pub fn elsewhere(&self, event_id: &str) -> MapChanges {
+    /// The changes of the events other than `event_id` whose ids sort before it (`before`)
+    /// or after it: what a writer's group changed in other events (the old seats of an
+    /// exchange out of them), recorded around its own event's row so that every transaction
+    /// locks version rows in event-id order.
+    pub fn elsewhere(&self, event_id: &str, before: bool) -> MapChanges {
         MapChanges {
             by_event: self
                 .by_event
                 .iter()
-                .filter(|(id, _)| id.as_str() != event_id)
+                .filter(|(id, _)| id.as_str() != event_id && (id.as_str() < event_id) == before)
                 .map(|(id, changes)| (id.clone(), changes.clone()))
                 .collect(),
         }
     }
 
+    /// Events with changes, in event-id order (the order their version rows are locked).
     pub fn non_empty(&self) -> impl Iterator<Item = (&str, &EventChanges)> {
         self.by_event
             .iter()

@@ -153,10 +153,12 @@ impl EventEngine {
         effects: &mut Effects,
     ) -> ExchangeDecision {
         let now = self.state.now;
-        if now >= request.closes_at {
+        // The cutoff and the start by the latest the store's clock can read: an exchange is
+        // never taken after either by the store's clock.
+        if self.latest >= request.closes_at {
             return ExchangeDecision::Closed;
         }
-        if now >= request.starts_at {
+        if self.latest >= request.starts_at {
             return ExchangeDecision::Started;
         }
         if now < self.rules.on_sale_at {
@@ -239,6 +241,12 @@ impl EventEngine {
             _ => None,
         };
         self.take_for_exchange(request, sold, expires_at, &mut effects.map_seats);
+        if sold {
+            // Sold at once, the store counts both sides as the engine does: its last check
+            // of the limit stands behind this one. (While a difference is unpaid the store
+            // counts the old side too, which the rule above lets through.)
+            effects.accounts_checked.insert(request.account_id.clone());
+        }
         for ticket_id in &request.ticket_ids {
             self.exchanged_tickets
                 .insert(ticket_id.clone(), request.new_hold_id.clone());

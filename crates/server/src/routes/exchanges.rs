@@ -438,6 +438,12 @@ pub async fn create_exchange(
         return crate::gate::replay_or(&state, &scope, &digest, refused).await;
     }
     let _in_flight = state.in_flight.claim(&scope)?;
+    // A key used before answers as before, without reaching the writer (an exchange the
+    // group refuses for its key makes the writer load the event again). Coalesced with the
+    // other look-ups in flight; a key committed since is still caught by the group.
+    if let Some(seen) = state.lookup.stored_answer(&scope, &digest).await? {
+        return Ok(crate::idempotency::answer(seen));
+    }
     // The tickets given up, picked from the order as read; the writer's group writes them
     // only if they are still as read (and the key is new). A refusal answers what the key
     // already has, if anything: a retry of an exchange that went through finds its tickets
