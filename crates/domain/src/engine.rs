@@ -906,17 +906,7 @@ impl EventEngine {
             if seat.status != status || seat.hold_id.as_deref() != Some(hold_id) {
                 continue;
             }
-            seat.status = SeatStatus::Available;
-            seat.hold_id = None;
-            seat.hold_expires_at = None;
-            if let Some(rows) = &mut self.rows {
-                rows.set_free(seat_id, true);
-            }
-            map.push(MapSeatChange {
-                seat_id: seat_id.clone(),
-                status: SeatStatus::Available,
-                hold_expires_at: None,
-            });
+            self.free_seat(seat_id, map);
             freed.push(seat_id.clone());
         }
         let tier = hold.tier_id.as_ref().map(|tier_id| {
@@ -936,6 +926,23 @@ impl EventEngine {
             seat_ids: freed,
             tier,
         })
+    }
+
+    /// A seat back on sale: free in the index, shown available.
+    fn free_seat(&mut self, seat_id: &str, map: &mut Vec<MapSeatChange>) {
+        if let Some(seat) = self.state.seats.get_mut(seat_id) {
+            seat.status = SeatStatus::Available;
+            seat.hold_id = None;
+            seat.hold_expires_at = None;
+        }
+        if let Some(rows) = &mut self.rows {
+            rows.set_free(seat_id, true);
+        }
+        map.push(MapSeatChange {
+            seat_id: seat_id.to_owned(),
+            status: SeatStatus::Available,
+            hold_expires_at: None,
+        });
     }
 
     /// Takes in rows that changed elsewhere (read after the engine's last group committed):

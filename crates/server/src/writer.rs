@@ -35,8 +35,8 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
-    Decision, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest, ExchangeTakes,
-    PaymentDecision, PaymentOutcome, PaymentRequest, ReleaseDecision,
+    Decision, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest, PaymentDecision,
+    PaymentOutcome, PaymentRequest, ReleaseDecision,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -50,7 +50,7 @@ use boxoffice_store::engine::{
     GroupWrite, SettleWrite, checkout_refusal, refused_checkout, started_operation,
 };
 use boxoffice_store::exchange::{
-    ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeView, RenderExchange, Surrender, ToSide,
+    ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeView, RenderExchange, Surrender,
 };
 use boxoffice_store::{
     EventRecord, HoldView, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult,
@@ -194,23 +194,7 @@ fn exchange_command(start: &ExchangeStart, gone: &Surrender, order: &OrderView) 
             tier: gone.tier.clone(),
         }),
         ticket_ids: gone.ticket_ids.clone(),
-        takes: match &start.to {
-            ToSide::Seats(seats) => ExchangeTakes::Seats(
-                seats
-                    .iter()
-                    .map(|seat| (seat.seat_id.clone(), seat.price_minor))
-                    .collect(),
-            ),
-            ToSide::Tier {
-                tier_id,
-                quantity,
-                price_minor,
-            } => ExchangeTakes::Tier {
-                tier_id: tier_id.clone(),
-                quantity: *quantity,
-                price_minor: *price_minor,
-            },
-        },
+        takes: start.to.takes(),
         from_value_minor: gone.value_minor,
     })
 }

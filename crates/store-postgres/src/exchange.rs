@@ -7,13 +7,16 @@
 //! decided again. The final swap after a paid difference locks the order's tickets, then
 //! seats in (event, seat) order, then tiers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::SeatStatus;
 use boxoffice_store::checkout::OrderView;
-use boxoffice_store::engine::{ExchangeWrite, GroupWrite, mismatch};
-use boxoffice_store::exchange::{ExchangeStart, ExchangeStatus, ExchangeView, Surrender, ToSide};
+use boxoffice_store::engine::{
+    ExchangeFacts, ExchangePlan, ExchangeWrite, GroupWrite, LockedOrder, LockedTicket,
+    exchanges_refused, mismatch,
+};
+use boxoffice_store::exchange::{ExchangeStatus, ExchangeView, Surrender};
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
 use sqlx::{Postgres, Row, Transaction};
@@ -347,60 +350,48 @@ pub(crate) async fn write_exchanges(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<Vec<usize>> {
-    let effects = &group.effects.exchanges;
-    if effects.is_empty() {
+    if group.exchanges.is_empty() && group.effects.exchanges.is_empty() {
         return Ok(Vec::new());
     }
-    if group.exchanges.len() != effects.len() {
-        return Err(StoreError::Internal(format!(
-            "{} exchanges decided, {} described",
-            effects.len(),
-            group.exchanges.len()
-        )));
+    let (order_ids, ticket_ids) = group.exchange_rows()?;
+    let mut facts = ExchangeFacts::default();
+    let orders = sqlx::query_as::<_, (String, String, String, String, String)>(
+        "SELECT order_id, status, account_id, event_id, hold_id FROM orders
+          WHERE order_id = ANY($1) ORDER BY order_id FOR UPDATE",
+    )
+    .bind(&order_ids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    for (order_id, status, account_id, event_id, hold_id) in orders {
+        let order = LockedOrder {
+            status,
+            account_id,
+            event_id,
+            hold_id,
+        };
+        facts.orders.insert(order_id, order);
     }
-    let mut order_ids: Vec<&str> = group
-        .exchanges
-        .iter()
-        .map(|x| x.start.order_id.as_str())
-        .collect();
-    order_ids.sort_unstable();
-    order_ids.dedup();
-    let orders: BTreeMap<String, (String, String, String, String)> =
-        sqlx::query_as::<_, (String, String, String, String, String)>(
-            "SELECT order_id, status, account_id, event_id, hold_id FROM orders
-              WHERE order_id = ANY($1) ORDER BY order_id FOR UPDATE",
-        )
-        .bind(&order_ids)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(order, status, account, event, hold)| (order, (status, account, event, hold)))
-        .collect();
-    let mut ticket_ids: Vec<&str> = group
-        .exchanges
-        .iter()
-        .flat_map(|x| x.gone.ticket_ids.iter().map(String::as_str))
-        .collect();
-    ticket_ids.sort_unstable();
-    ticket_ids.dedup();
-    let mut tickets: BTreeMap<String, (String, String, Option<String>)> =
-        sqlx::query_as::<_, (String, String, String, Option<String>)>(
-            "SELECT ticket_id, order_id, status, exchange_id FROM ticket
-              WHERE ticket_id = ANY($1) ORDER BY ticket_id FOR UPDATE",
-        )
-        .bind(&ticket_ids)
-        .fetch_all(&mut **tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(ticket, order, status, mark)| (ticket, (order, status, mark)))
-        .collect();
-    // A key already used (by a request that committed since the route looked) refuses its
-    // exchange alone; the route then answers what the key has.
+    let tickets = sqlx::query_as::<_, (String, String, String, Option<String>)>(
+        "SELECT ticket_id, order_id, status, exchange_id FROM ticket
+          WHERE ticket_id = ANY($1) ORDER BY ticket_id FOR UPDATE",
+    )
+    .bind(&ticket_ids)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(classify)?;
+    for (ticket_id, order_id, status, exchange_id) in tickets {
+        let ticket = LockedTicket {
+            order_id,
+            status,
+            exchange_id,
+        };
+        facts.tickets.insert(ticket_id, ticket);
+    }
+    // A key already used (by a request that committed since the route looked).
     let scopes =
         |f: fn(&ExchangeWrite) -> &str| -> Vec<&str> { group.exchanges.iter().map(f).collect() };
-    let used_keys: BTreeSet<(String, String, String)> = sqlx::query_as(
+    facts.used_keys = sqlx::query_as(
         "SELECT i.account_id, i.endpoint, i.idem_key FROM idempotency i
            JOIN UNNEST($1::text[], $2::text[], $3::text[]) AS u(a, e, k)
              ON i.account_id = u.a AND i.endpoint = u.e AND i.idem_key = u.k",
@@ -413,48 +404,8 @@ pub(crate) async fn write_exchanges(
     .map_err(classify)?
     .into_iter()
     .collect();
-    let mut keys_in_group = BTreeSet::new();
-    let mut refused = Vec::new();
-    for write in &group.exchanges {
-        let scope = &write.start.scope;
-        let key = (
-            scope.account_id.clone(),
-            scope.endpoint.clone(),
-            scope.key.clone(),
-        );
-        if used_keys.contains(&key) || !keys_in_group.insert(key) {
-            refused.push(write.index);
-            continue;
-        }
-        let order_ok =
-            orders
-                .get(&write.start.order_id)
-                .is_some_and(|(status, account, event, hold)| {
-                    status == "CONFIRMED"
-                        && *account == write.account_id
-                        && *event == write.start.from_event.event_id
-                        && *hold == write.old_hold_id
-                });
-        let tickets_ok = write.gone.ticket_ids.iter().all(|ticket_id| {
-            tickets.get(ticket_id).is_some_and(|(order, status, mark)| {
-                *order == write.start.order_id && status == "VALID" && mark.is_none()
-            })
-        });
-        if !(order_ok && tickets_ok) {
-            refused.push(write.index);
-            continue;
-        }
-        // Taken for the rest of the group.
-        for ticket_id in &write.gone.ticket_ids {
-            if let Some(ticket) = tickets.get_mut(ticket_id) {
-                ticket.2 = Some(write.start.exchange_id.clone());
-            }
-        }
-    }
-    let plans: Vec<Plan> = group
-        .exchanges_kept(&refused)
-        .map(|(taken, write)| Plan::new(write, taken.expires_at))
-        .collect();
+    let refused = exchanges_refused(&group.exchanges, facts);
+    let plans = group.exchange_plans(&refused);
     if !plans.is_empty() {
         write_grants(tx, &plans, group.now, map).await?;
         let records: Vec<(&str, &NewRecord)> = plans
@@ -466,65 +417,12 @@ pub(crate) async fn write_exchanges(
     Ok(refused)
 }
 
-/// One granted exchange, as rows to write.
-struct Plan<'a> {
-    write: &'a ExchangeWrite,
-    start: &'a ExchangeStart,
-    expires_at: OffsetDateTime,
-    seats: Vec<(String, i64)>,
-    tier_id: Option<String>,
-    quantity: u32,
-}
-
-impl<'a> Plan<'a> {
-    fn new(write: &'a ExchangeWrite, expires_at: OffsetDateTime) -> Self {
-        let start = &write.start;
-        let (seats, tier_id, quantity) = match &start.to {
-            ToSide::Seats(seats) => (
-                seats
-                    .iter()
-                    .map(|s| (s.seat_id.clone(), s.price_minor))
-                    .collect(),
-                None,
-                seats.len() as u32,
-            ),
-            ToSide::Tier {
-                tier_id, quantity, ..
-            } => (Vec::new(), Some(tier_id.clone()), *quantity),
-        };
-        Self {
-            write,
-            start,
-            expires_at,
-            seats,
-            tier_id,
-            quantity,
-        }
-    }
-
-    fn pays(&self) -> bool {
-        self.write.pays()
-    }
-
-    fn to_event(&self) -> &str {
-        &self.start.to_event.event_id
-    }
-
-    fn gone(&self) -> &Surrender {
-        &self.write.gone
-    }
-
-    fn to_value_minor(&self) -> i64 {
-        self.start.to.value_minor()
-    }
-}
-
 /// Writes the granted exchanges: new holds, new seats, tier counts, exchange rows, old
 /// tickets (voided or marked), old seats back on sale, old holds' exchanged-out counts, new
 /// orders and their (zero) payments, outbox rows. Every update is conditional and counted.
 async fn write_grants(
     tx: &mut Transaction<'_, Postgres>,
-    plans: &[Plan<'_>],
+    plans: &[ExchangePlan<'_>],
     now: OffsetDateTime,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
@@ -573,7 +471,7 @@ async fn write_grants(
 
     // Swapped now: old seats back on sale first (the engine may give one to a later
     // exchange of the group), each still sold to its order.
-    let swapped: Vec<&Plan> = plans.iter().filter(|p| !p.pays()).collect();
+    let swapped: Vec<&ExchangePlan> = plans.iter().filter(|p| !p.pays()).collect();
     let mut f_event = Vec::new();
     let mut f_seat = Vec::new();
     let mut f_order = Vec::new();
@@ -810,7 +708,7 @@ async fn write_grants(
     }
 
     // Swapped now: old holds count what left, new orders.
-    let swapped: Vec<&Plan> = plans.iter().filter(|p| !p.pays()).collect();
+    let swapped: Vec<&ExchangePlan> = plans.iter().filter(|p| !p.pays()).collect();
     if swapped.is_empty() {
         return Ok(());
     }

@@ -111,7 +111,148 @@ pub struct ExchangeWrite {
     pub record: NewRecord,
 }
 
+/// An old order as an exchange's group reads it under its lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockedOrder {
+    pub status: String,
+    pub account_id: String,
+    pub event_id: String,
+    pub hold_id: String,
+}
+
+/// A ticket given up as an exchange's group reads it under its lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockedTicket {
+    pub order_id: String,
+    /// The stored status (`VALID`, `VOIDED`, `CHECKED_IN`).
+    pub status: String,
+    pub exchange_id: Option<String>,
+}
+
+/// What a group's exchanges are judged on: the old orders and the tickets picked, locked,
+/// and which of the exchanges' keys are already used.
+#[derive(Debug, Clone, Default)]
+pub struct ExchangeFacts {
+    pub orders: std::collections::BTreeMap<String, LockedOrder>,
+    pub tickets: std::collections::BTreeMap<String, LockedTicket>,
+    /// `(account, endpoint, key)` of the keys already used.
+    pub used_keys: std::collections::BTreeSet<(String, String, String)>,
+}
+
+/// The command indexes of the exchanges the store refuses alone, judged in order: a key
+/// already used (or by an earlier exchange of the group), an order no longer `CONFIRMED` or
+/// not the one read (account, event, hold), a ticket no longer `VALID` and unmarked (or
+/// taken by an earlier exchange of the group).
+pub fn exchanges_refused(exchanges: &[ExchangeWrite], mut facts: ExchangeFacts) -> Vec<usize> {
+    let mut refused = Vec::new();
+    for write in exchanges {
+        if !facts.used_keys.insert(write.key()) {
+            refused.push(write.index);
+            continue;
+        }
+        let order_ok = facts
+            .orders
+            .get(&write.start.order_id)
+            .is_some_and(|order| {
+                order.status == "CONFIRMED"
+                    && order.account_id == write.account_id
+                    && order.event_id == write.start.from_event.event_id
+                    && order.hold_id == write.old_hold_id
+            });
+        let tickets_ok = write.gone.ticket_ids.iter().all(|ticket_id| {
+            facts.tickets.get(ticket_id).is_some_and(|ticket| {
+                ticket.order_id == write.start.order_id
+                    && ticket.status == "VALID"
+                    && ticket.exchange_id.is_none()
+            })
+        });
+        if !(order_ok && tickets_ok) {
+            refused.push(write.index);
+            continue;
+        }
+        for ticket_id in &write.gone.ticket_ids {
+            if let Some(ticket) = facts.tickets.get_mut(ticket_id) {
+                ticket.exchange_id = Some(write.start.exchange_id.clone());
+            }
+        }
+    }
+    refused
+}
+
+/// One exchange a group writes, as rows: its write, the new hold's deadline as the engine
+/// set it (the group's clock when sold at once), and what it takes.
+#[derive(Debug, Clone)]
+pub struct ExchangePlan<'a> {
+    pub write: &'a ExchangeWrite,
+    pub start: &'a crate::exchange::ExchangeStart,
+    pub expires_at: OffsetDateTime,
+    /// The new seats and their prices (none for a tier).
+    pub seats: Vec<(String, i64)>,
+    pub tier_id: Option<String>,
+    pub quantity: u32,
+}
+
+impl<'a> ExchangePlan<'a> {
+    pub fn new(write: &'a ExchangeWrite, expires_at: OffsetDateTime) -> Self {
+        let start = &write.start;
+        let (seats, tier_id) = match &start.to {
+            crate::exchange::ToSide::Seats(seats) => (
+                seats
+                    .iter()
+                    .map(|s| (s.seat_id.clone(), s.price_minor))
+                    .collect(),
+                None,
+            ),
+            crate::exchange::ToSide::Tier { tier_id, .. } => (Vec::new(), Some(tier_id.clone())),
+        };
+        Self {
+            write,
+            start,
+            expires_at,
+            seats,
+            tier_id,
+            quantity: start.to.quantity(),
+        }
+    }
+
+    pub fn pays(&self) -> bool {
+        self.write.pays()
+    }
+
+    pub fn to_event(&self) -> &str {
+        &self.start.to_event.event_id
+    }
+
+    /// The old order's event (the group's event, or another one).
+    pub fn old_event(&self) -> &str {
+        &self.start.from_event.event_id
+    }
+
+    pub fn gone(&self) -> &crate::exchange::Surrender {
+        &self.write.gone
+    }
+
+    pub fn to_value_minor(&self) -> i64 {
+        self.start.to.value_minor()
+    }
+
+    /// The new order: only when the swap happens now (else the checkout makes it).
+    pub fn new_order_id(&self) -> Option<&str> {
+        (!self.pays()).then_some(self.start.new_order_id.as_str())
+    }
+}
+
 impl ExchangeWrite {
+    /// The request's idempotency scope as `(account, endpoint, key)`.
+    pub fn key(&self) -> (String, String, String) {
+        let scope = &self.start.scope;
+        (
+            scope.account_id.clone(),
+            scope.endpoint.clone(),
+            scope.key.clone(),
+        )
+    }
+
     /// `to_value - from_value`: above 0 the new seats are held until it is paid.
     pub fn amount_due_minor(&self) -> i64 {
         self.start.to.value_minor() - self.gone.value_minor
@@ -420,21 +561,42 @@ impl GroupWrite<'_> {
         }
     }
 
-    /// The exchanges the store writes: those not in `refused`, each with its engine effect.
-    pub fn exchanges_kept<'b>(
-        &'b self,
-        refused: &'b [usize],
-    ) -> impl Iterator<
-        Item = (
-            &'b boxoffice_domain::engine::ExchangeTaken,
-            &'b ExchangeWrite,
-        ),
-    > + 'b {
+    /// The exchanges the store writes: those not in `refused`, with the engine's deadlines.
+    pub fn exchange_plans(&self, refused: &[usize]) -> Vec<ExchangePlan<'_>> {
         self.effects
             .exchanges
             .iter()
             .zip(&self.exchanges)
-            .filter(move |(taken, _)| !refused.contains(&taken.index))
+            .filter(|(taken, _)| !refused.contains(&taken.index))
+            .map(|(taken, write)| ExchangePlan::new(write, taken.expires_at))
+            .collect()
+    }
+
+    /// The old orders and the tickets the group's exchanges give up, sorted (lock order),
+    /// once each; an error if the exchanges described do not match the engine's.
+    pub fn exchange_rows(&self) -> StoreResult<(Vec<&str>, Vec<&str>)> {
+        if self.exchanges.len() != self.effects.exchanges.len() {
+            return Err(StoreError::Internal(format!(
+                "{} exchanges decided, {} described",
+                self.effects.exchanges.len(),
+                self.exchanges.len()
+            )));
+        }
+        let mut orders: Vec<&str> = self
+            .exchanges
+            .iter()
+            .map(|x| x.start.order_id.as_str())
+            .collect();
+        orders.sort_unstable();
+        orders.dedup();
+        let mut tickets: Vec<&str> = self
+            .exchanges
+            .iter()
+            .flat_map(|x| x.gone.ticket_ids.iter().map(String::as_str))
+            .collect();
+        tickets.sort_unstable();
+        tickets.dedup();
+        Ok((orders, tickets))
     }
 }
 

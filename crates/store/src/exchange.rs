@@ -20,6 +20,7 @@ use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::OrderStatus;
 
 use crate::checkout::OrderView;
+use boxoffice_domain::engine::ExchangeTakes;
 use boxoffice_domain::hold::HoldStatus;
 
 use crate::{EventRecord, HeldSeat, HoldView};
@@ -43,22 +44,33 @@ pub enum ToSide {
 }
 
 impl ToSide {
-    pub fn quantity(&self) -> u32 {
+    /// The engine's view of what the exchange takes.
+    pub fn takes(&self) -> ExchangeTakes {
         match self {
-            Self::Seats(seats) => seats.len() as u32,
-            Self::Tier { quantity, .. } => *quantity,
+            Self::Seats(seats) => ExchangeTakes::Seats(
+                seats
+                    .iter()
+                    .map(|seat| (seat.seat_id.clone(), seat.price_minor))
+                    .collect(),
+            ),
+            Self::Tier {
+                tier_id,
+                quantity,
+                price_minor,
+            } => ExchangeTakes::Tier {
+                tier_id: tier_id.clone(),
+                quantity: *quantity,
+                price_minor: *price_minor,
+            },
         }
     }
 
+    pub fn quantity(&self) -> u32 {
+        self.takes().quantity()
+    }
+
     pub fn value_minor(&self) -> i64 {
-        match self {
-            Self::Seats(seats) => seats.iter().map(|s| s.price_minor).sum(),
-            Self::Tier {
-                quantity,
-                price_minor,
-                ..
-            } => i64::from(*quantity) * price_minor,
-        }
+        self.takes().value_minor()
     }
 }
 

@@ -338,19 +338,7 @@ impl EventEngine {
     /// its tier's sold count, and the hold counts that many fewer against the limit.
     fn give_up(&mut self, given: &ExchangeGivesUp, map: &mut Vec<MapSeatChange>) -> HoldReleased {
         for seat_id in &given.seat_ids {
-            if let Some(seat) = self.state.seats.get_mut(seat_id) {
-                seat.status = SeatStatus::Available;
-                seat.hold_id = None;
-                seat.hold_expires_at = None;
-            }
-            if let Some(rows) = &mut self.rows {
-                rows.set_free(seat_id, true);
-            }
-            map.push(MapSeatChange {
-                seat_id: seat_id.clone(),
-                status: SeatStatus::Available,
-                hold_expires_at: None,
-            });
+            self.free_seat(seat_id, map);
         }
         if let Some((tier_id, units)) = &given.tier
             && let Some(tier) = self.state.tiers.get_mut(tier_id)
