@@ -12,7 +12,10 @@
 //! answered as decided. Each group carries the next writer sequence number and the store
 //! refuses a group whose predecessor did not commit; when a group fails the writer waits for
 //! the rest of the pipeline, loads the event again and decides every uncommitted request
-//! anew (up to [`GROUP_ATTEMPTS_MAX`] times), before anything newer. From the
+//! anew (up to [`GROUP_ATTEMPTS_MAX`] times for refusals of the group's own writes; a group
+//! refused only because the one before it failed does not count, nor one refused because
+//! another writer committed, which is bounded by [`SEQUENCE_MOVES_MAX`]), before anything
+//! newer. From the
 //! [`GROUP_ATTEMPTS_ALONE`]th attempt each of them is decided in a group of its own, so a
 //! command the store keeps refusing fails alone.
 //!
@@ -69,6 +72,10 @@ pub const GROUPS_IN_FLIGHT_MAX: usize = 2;
 /// Times a command is decided again after its group was refused, before its request gets
 /// the store's error.
 pub const GROUP_ATTEMPTS_MAX: u32 = 5;
+/// Times a command's group is refused because another writer committed since the engine
+/// was loaded (another node, a one-shot group), before its request gets the store's error.
+/// Not the command's fault, so not counted in [`GROUP_ATTEMPTS_MAX`]; bounded all the same.
+pub const SEQUENCE_MOVES_MAX: u32 = 50;
 /// From this attempt on, a refused group's commands are decided in groups of one.
 pub const GROUP_ATTEMPTS_ALONE: u32 = 2;
 /// How often the writer reads the change feed for changes made elsewhere while it is busy.
@@ -206,8 +213,10 @@ struct Job {
     compensate: Option<Box<CompensateContext>>,
     exchange: Option<Box<ExchangeContext>>,
     reply: oneshot::Sender<StoreResult<Answer>>,
-    /// Groups this command was in that the store refused.
+    /// Groups this command was in that the store refused for their own writes.
     attempts: u32,
+    /// Groups this command was in that another writer's commit refused.
+    moved: u32,
 }
 
 /// The event writers of this process: two queues (lanes) and one task per event, started on the
@@ -508,6 +517,7 @@ impl EventWriters {
             exchange: None,
             reply,
             attempts: 0,
+            moved: 0,
         };
         context(&mut job);
         (job, answer)
@@ -613,6 +623,8 @@ struct Pending {
     compensations_refused: Vec<usize>,
     /// Exchanges the store refused alone (set once committed).
     exchanges_refused: Vec<usize>,
+    /// The group gave up because the group before it failed (set once finished).
+    predecessor_failed: bool,
 }
 
 type Commit = std::pin::Pin<
@@ -633,6 +645,9 @@ enum Stage {
 struct Turn {
     previous: Option<watch::Receiver<Stage>>,
     mine: watch::Sender<Stage>,
+    /// Set when this group gave up because the group before it failed (or showed the engine
+    /// wrong): its commands are not at fault, and the attempt does not count against them.
+    predecessor_failed: std::sync::atomic::AtomicBool,
 }
 
 impl Turn {
@@ -645,9 +660,13 @@ impl Turn {
             .wait_for(|stage| wanted.contains(stage) || *stage == Stage::Failed)
             .await
         {
-            Ok(stage) => *stage != Stage::Failed,
-            // The predecessor's future is gone without a verdict: treat it as failed.
-            Err(_) => false,
+            Ok(stage) if *stage != Stage::Failed => true,
+            // Failed, or its future is gone without a verdict: treat it as failed.
+            _ => {
+                self.predecessor_failed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                false
+            }
         }
     }
 }
@@ -1186,11 +1205,13 @@ impl Writer {
             started: Instant::now(),
             compensations_refused: Vec::new(),
             exchanges_refused: Vec::new(),
+            predecessor_failed: false,
         };
         let (mine, progress) = watch::channel(Stage::Started);
         let turn = Turn {
             previous: self.last_turn.replace(progress),
             mine,
+            predecessor_failed: std::sync::atomic::AtomicBool::new(false),
         };
         let store = self.engine_store.clone();
         let event = self.event.clone();
@@ -1225,6 +1246,10 @@ impl Writer {
             } else {
                 Stage::Failed
             });
+            let mut pending = pending;
+            pending.predecessor_failed = turn
+                .predecessor_failed
+                .load(std::sync::atomic::Ordering::Relaxed);
             (pending, result)
         })
     }
@@ -1300,9 +1325,19 @@ impl Writer {
                 }
                 self.broken = true;
                 self.engine = None;
+                let moved = boxoffice_store::engine::is_sequence_moved(&error);
                 for mut job in pending.jobs {
-                    job.attempts += 1;
-                    if retryable && job.attempts < GROUP_ATTEMPTS_MAX {
+                    // A group refused only because the group before it failed, or because
+                    // another writer committed, does not count against its commands.
+                    if moved {
+                        job.moved += 1;
+                    } else if !pending.predecessor_failed {
+                        job.attempts += 1;
+                    }
+                    if retryable
+                        && job.attempts < GROUP_ATTEMPTS_MAX
+                        && job.moved < SEQUENCE_MOVES_MAX
+                    {
                         self.redo.push_back(job);
                     } else {
                         let _ = job.reply.send(Err(copy_of(&error)));

@@ -1386,10 +1386,7 @@ async fn record_group(
     .await
     .map_err(classify)?;
     let Some(version) = version else {
-        return Err(StoreError::Conflict(
-            "group refused: the event's writer sequence moved (another writer, or a failed group before this one)"
-                .into(),
-        ));
+        return Err(boxoffice_store::engine::sequence_moved());
     };
     if let Some(account) = over {
         return Err(StoreError::Conflict(format!(

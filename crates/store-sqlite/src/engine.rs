@@ -1080,12 +1080,7 @@ async fn record_group(
     .fetch_optional(&mut **tx)
     .await
     .map_err(classify)?
-    .ok_or_else(|| {
-        StoreError::Conflict(
-            "group refused: the event's writer sequence moved (another writer, or a failed group before this one)"
-                .into(),
-        )
-    })?;
+    .ok_or_else(boxoffice_store::engine::sequence_moved)?;
     if let Some(changes) = changes {
         sqlx::query(
             "INSERT INTO seatmap_change (event_id, version, changes, created_at) VALUES (?1, ?2, ?3, ?4)",

@@ -58,6 +58,20 @@ pub fn predecessor_failed() -> StoreError {
     StoreError::Conflict("group refused: the group before it did not commit".into())
 }
 
+const SEQUENCE_MOVED: &str = "group refused: the event's writer sequence moved \
+     (another writer, or a failed group before this one)";
+
+/// The refusal of a group whose writer sequence is not the stored one plus one: another
+/// writer (another node, a one-shot group) committed since the engine was loaded.
+pub fn sequence_moved() -> StoreError {
+    StoreError::Conflict(SEQUENCE_MOVED.into())
+}
+
+/// Whether `error` is [`sequence_moved`]: the group's commands are not at fault.
+pub fn is_sequence_moved(error: &StoreError) -> bool {
+    matches!(error, StoreError::Conflict(why) if why == SEQUENCE_MOVED)
+}
+
 /// One decided group, ready to persist.
 #[derive(Clone)]
 pub struct GroupWrite<'a> {
