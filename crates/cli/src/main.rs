@@ -54,6 +54,8 @@ enum Command {
         ticket_key: std::path::PathBuf,
         #[command(flatten)]
         waitroom: WaitroomArgs,
+        #[command(flatten)]
+        node: NodeArgs,
         /// Connections accepted at once; more wait in the accept queue. 0: three quarters
         /// of the process's open-file limit.
         #[arg(long, env = "BOXOFFICE_MAX_CONNECTIONS", default_value_t = 0)]
@@ -158,6 +160,60 @@ fn parse_latency_ms(raw: &str) -> Result<(u64, u64), String> {
     Ok((min, max))
 }
 
+/// How a `serve` process takes part in a cluster of nodes on one store: each event is
+/// written by the node holding its lease, the others forward its writes there.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct NodeArgs {
+    /// This node's id, unique among the nodes of one store and kept across restarts (a
+    /// restarted node takes its leases back at once). Default: HOSTNAME:PORT.
+    #[arg(long, env = "BOXOFFICE_NODE_ID")]
+    node_id: Option<String>,
+    /// Where the other nodes reach this one. Default: http://LISTEN-ADDRESS (the hostname
+    /// when listening on every interface).
+    #[arg(long, env = "BOXOFFICE_ADVERTISE_URL")]
+    advertise_url: Option<String>,
+    /// An event's lease lifetime: a dead node's events are taken over this long after its
+    /// last renewal (renewed every third of it).
+    #[arg(long, env = "BOXOFFICE_LEASE_TTL_MS", default_value_t = boxoffice_store::lease::LEASE_TTL_MS_DEFAULT)]
+    lease_ttl_ms: u64,
+}
+
+impl NodeArgs {
+    /// The cluster settings for a server bound to `addr`.
+    fn config(&self, addr: SocketAddr) -> boxoffice_server::cluster::ClusterConfig {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".to_owned());
+        let host = if addr.ip().is_unspecified() {
+            hostname.clone()
+        } else {
+            addr.ip().to_string()
+        };
+        let host = if addr.is_ipv6() && !addr.ip().is_unspecified() {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        boxoffice_server::cluster::ClusterConfig {
+            node_id: self
+                .node_id
+                .clone()
+                .unwrap_or_else(|| format!("{hostname}:{}", addr.port())),
+            advertise_url: self
+                .advertise_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{host}:{}", addr.port())),
+            lease_ttl_ms: if self.lease_ttl_ms == 0 {
+                boxoffice_store::lease::LEASE_TTL_MS_DEFAULT
+            } else {
+                self.lease_ttl_ms
+            },
+        }
+    }
+}
+
 /// Where the waiting rooms live.
 #[derive(Debug, Clone, clap::Args)]
 struct WaitroomArgs {
@@ -240,6 +296,7 @@ async fn serve_with(
     payments: &PaymentsArgs,
     ticket_key: &std::path::Path,
     waitroom: &WaitroomArgs,
+    node: &NodeArgs,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -257,6 +314,11 @@ async fn serve_with(
         workers_store: side.workers,
         writer_store: side.writers,
         max_connections: side.max_connections,
+        cluster: Some(
+            node.config(addr)
+                .checked()
+                .map_err(|e| anyhow::anyhow!(e))?,
+        ),
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -687,6 +749,7 @@ async fn main() -> anyhow::Result<()> {
             payments,
             ticket_key,
             waitroom,
+            node,
             max_connections,
         } => {
             let secret = match (jwt_secret, dev_auth) {
@@ -715,6 +778,7 @@ async fn main() -> anyhow::Result<()> {
                 &payments,
                 &ticket_key,
                 &waitroom,
+                &node,
             )
             .await
         }

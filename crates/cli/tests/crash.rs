@@ -72,6 +72,10 @@ impl Server {
                 "127.0.0.1:0",
                 "--payments",
                 "stripe",
+                // A restarted node keeps its id, so it takes the event's lease back at once
+                // (a new id would wait for the dead process's lease to lapse).
+                "--node-id",
+                "crash-node",
             ])
             .args([
                 "--stripe-api-base",

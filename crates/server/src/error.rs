@@ -111,6 +111,15 @@ impl From<StoreError> for ApiError {
                     "the inventory store is busy; retry shortly",
                 )
             }
+            StoreError::Fenced(why) => {
+                tracing::info!(%why, "not the event's owner");
+                metrics::counter!("boxoffice_cluster_fenced_answers_total").increment(1);
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "UNAVAILABLE",
+                    "the event is moving to another node; retry shortly",
+                )
+            }
             StoreError::Conflict(why) => {
                 tracing::warn!(%why, "store conflict survived retries");
                 Self::unavailable("the inventory store is busy; retry shortly")

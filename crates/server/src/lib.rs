@@ -12,6 +12,7 @@
 pub mod api;
 pub mod auth;
 pub mod body;
+pub mod cluster;
 pub mod error;
 pub mod gate;
 pub mod idempotency;
@@ -102,6 +103,9 @@ pub struct Shared {
     pub seatmaps: SeatMaps,
     /// Seat-map streams open now.
     pub seatmap_streams: std::sync::atomic::AtomicUsize,
+    /// This node's leases and its forwarding to the other nodes' (`None`: a server without
+    /// leases, as in most tests: its writers are fenced by the writer sequence alone).
+    pub cluster: Option<cluster::Cluster>,
 }
 
 /// What a server needs besides its store.
@@ -129,6 +133,9 @@ pub struct ServerConfig {
     pub writer_store: Option<Arc<dyn EngineStore>>,
     /// Connections `serve` accepts at once (see [`listener`]); 0: from the descriptor limit.
     pub max_connections: usize,
+    /// One owner per event across the nodes of one store (`boxoffice serve` always sets
+    /// it): writes go to the event's owner, every group is fenced by its lease.
+    pub cluster: Option<cluster::ClusterConfig>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -202,6 +209,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::events::create_event))
         .routes(routes!(routes::events::list_events))
         .routes(routes!(routes::events::get_event))
+        .routes(routes!(routes::cluster::get_owner))
         .routes(routes!(routes::holds::create_hold))
         .routes(routes!(
             routes::holds::get_hold,
@@ -342,6 +350,22 @@ impl AppState {
             store: workers_store.clone(),
         };
         let verifier = TokenVerifier::hs256(jwt_secret)?;
+        let cluster = config
+            .cluster
+            .clone()
+            .map(|cluster| cluster::Cluster::new(cluster, store.clone()))
+            .transpose()?;
+        let writers = match &config.writer_store {
+            Some(writer_store) => {
+                EventWriters::with_engine_store(store.clone(), writer_store.clone(), render)
+                    .on_own_thread()
+            }
+            None => EventWriters::new(store.clone(), render),
+        };
+        let writers = match &cluster {
+            Some(cluster) => writers.with_cluster(cluster.clone()),
+            None => writers,
+        };
         Ok(Self(Arc::new_cyclic(|shared| Shared {
             relay: OutboxRelay::new(
                 workers_store.clone(),
@@ -362,13 +386,8 @@ impl AppState {
             workers_store,
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
-            writers: match &config.writer_store {
-                Some(writer_store) => {
-                    EventWriters::with_engine_store(store.clone(), writer_store.clone(), render)
-                        .on_own_thread()
-                }
-                None => EventWriters::new(store.clone(), render),
-            },
+            writers,
+            cluster,
             lookup: lookup::AnswerLookup::new(store.clone()),
             seatmaps: SeatMaps::new(store.clone()),
             store,
@@ -452,6 +471,10 @@ pub fn app(state: AppState) -> Router {
         .merge(web::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body::BODY_BYTES_MAX))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            cluster::forward_writes,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), poke_seatmaps))
         .layer(middleware::from_fn(track))
         .layer(CatchPanicLayer::custom(panic_response))
@@ -481,7 +504,61 @@ pub async fn serve(
         max_connections = listener.permits(),
         "accepting connections"
     );
-    axum::serve(listener, app(state)).await
+    if let Some(cluster) = &state.cluster {
+        // Registered before the first request, so a forward to this node finds it.
+        cluster.register().await.map_err(std::io::Error::other)?;
+        tokio::spawn(cluster.clone().run());
+    }
+    let cluster = state.cluster.clone();
+    let (stopping, stop) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        let _ = stopping.send(());
+    });
+    let mut server = std::pin::pin!(server.into_future());
+    tokio::select! {
+        served = &mut server => served?,
+        _ = stop => {
+            // The requests in flight finish (their groups commit under this node's lease);
+            // streams that never end are cut after SHUTDOWN_DRAIN_S.
+            let drained = std::time::Duration::from_secs(SHUTDOWN_DRAIN_S);
+            if tokio::time::timeout(drained, &mut server).await.is_err() {
+                tracing::info!("streams still open after the drain; closing them");
+            }
+        }
+    }
+    // A graceful stop hands the leases back, so another node takes each event at once.
+    if let Some(cluster) = cluster {
+        cluster.release_all().await;
+    }
+    Ok(())
+}
+
+/// How long a graceful stop waits for the requests in flight before it hands the event
+/// leases back and ends.
+pub const SHUTDOWN_DRAIN_S: u64 = 5;
+
+/// SIGTERM or Ctrl-C: stop taking connections, finish the requests in flight, then return.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down: finishing the requests in flight");
 }
 
 /// Starts the reconcilers of `state` as background tasks.

@@ -232,6 +232,9 @@ pub struct EventWriters {
     /// Run the writers on the process's writer thread ([`crate::threads::writers`]) rather
     /// than among the requests' tasks.
     own_thread: bool,
+    /// The node's leases: when set, a writer writes its event only under the event's lease
+    /// (its groups carry the lease's fence), and stops when another node holds it.
+    cluster: Option<crate::cluster::Cluster>,
 }
 
 impl std::fmt::Debug for EventWriters {
@@ -259,7 +262,14 @@ impl EventWriters {
             render,
             queues: Arc::default(),
             own_thread: false,
+            cluster: None,
         }
+    }
+
+    /// The same writers, each writing its event only under the event's lease.
+    pub fn with_cluster(mut self, cluster: crate::cluster::Cluster) -> Self {
+        self.cluster = Some(cluster);
+        self
     }
 
     /// The same writers, run on a thread of their own (see [`crate::threads`]). Their
@@ -528,24 +538,32 @@ impl EventWriters {
         event: Arc<EventRecord>,
         (job, answer): (Job, oneshot::Receiver<StoreResult<Answer>>),
     ) -> Result<Answer, SubmitError> {
-        let lanes = self.queue_for(&event);
-        // New holds wait in their own lane: what completes a sale (a checkout, a payment
-        // verdict, a release) is never shed or delayed behind a crowd asking for seats.
-        let lane = match &job.command {
-            Command::Hold(_) => &lanes.holds,
-            Command::Release { .. }
-            | Command::Checkout(_)
-            | Command::Payment(_)
-            | Command::Compensate(_)
-            | Command::Exchange(_) => &lanes.sale,
-        };
-        match lane.try_send(job) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => return Err(SubmitError::Overloaded),
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                return Err(SubmitError::Store(StoreError::Internal(
-                    "event writer stopped".into(),
-                )));
+        let mut job = job;
+        // A writer that just stopped (its event's lease went to another node) is replaced
+        // once: the new one takes the lease again or answers who holds it.
+        for attempt in 0..2 {
+            let lanes = self.queue_for(&event);
+            // New holds wait in their own lane: what completes a sale (a checkout, a payment
+            // verdict, a release) is never shed or delayed behind a crowd asking for seats.
+            let lane = match &job.command {
+                Command::Hold(_) => &lanes.holds,
+                Command::Release { .. }
+                | Command::Checkout(_)
+                | Command::Payment(_)
+                | Command::Compensate(_)
+                | Command::Exchange(_) => &lanes.sale,
+            };
+            match lane.try_send(job) {
+                Ok(()) => break,
+                Err(mpsc::error::TrySendError::Full(_)) => return Err(SubmitError::Overloaded),
+                Err(mpsc::error::TrySendError::Closed(returned)) if attempt == 0 => {
+                    job = returned;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    return Err(SubmitError::Store(StoreError::Unavailable(
+                        "event writer stopped".into(),
+                    )));
+                }
             }
         }
         match answer.await {
@@ -571,12 +589,13 @@ impl EventWriters {
         let (holds, holds_rx) = mpsc::channel(QUEUE_COMMANDS_MAX);
         let lanes = Lanes { sale, holds };
         queues.insert(event.event_id.clone(), lanes.clone());
-        let writer = Writer::new(
+        let mut writer = Writer::new(
             self.store.clone(),
             self.engine_store.clone(),
             self.render.clone(),
             event.clone(),
         );
+        writer.cluster = self.cluster.clone();
         if self.own_thread {
             crate::threads::writers().spawn(writer.run(sale_rx, holds_rx));
         } else {
@@ -757,6 +776,12 @@ struct Writer {
     /// The runtime of the requests: answers are delivered there (their reads use the
     /// requests' pool), keeping the writer's own thread for deciding and committing.
     requests: tokio::runtime::Handle,
+    /// The node's leases, when the writer writes under one.
+    cluster: Option<crate::cluster::Cluster>,
+    /// The lease this writer writes under: every group carries it.
+    fence: Option<boxoffice_store::lease::Fence>,
+    /// Another node holds the event's lease: the writer answers what it has and ends.
+    stopped: Option<StoreError>,
 }
 
 impl Writer {
@@ -786,6 +811,9 @@ impl Writer {
             broken: false,
             last_turn: None,
             requests: tokio::runtime::Handle::current(),
+            cluster: None,
+            fence: None,
+            stopped: None,
         }
     }
 
@@ -795,6 +823,22 @@ impl Writer {
         let mut incoming_holds: Vec<Job> = Vec::with_capacity(GROUP_COMMANDS_MAX);
         let mut open = true;
         loop {
+            if in_flight.is_empty()
+                && let Some(error) = &self.stopped
+            {
+                // Not the event's owner: every request still here is answered (a 503 the
+                // client may send again, to any node) and the writer ends.
+                sale.close();
+                holds.close();
+                let pending = self.redo.drain(..).chain(incoming.drain(..)).chain(incoming_holds.drain(..));
+                for job in pending {
+                    let _ = job.reply.send(Err(copy_of(error)));
+                }
+                while let Ok(job) = sale.try_recv().or_else(|_| holds.try_recv()) {
+                    let _ = job.reply.send(Err(copy_of(error)));
+                }
+                return;
+            }
             if in_flight.is_empty() {
                 if self.broken || (self.engine.is_none() && !self.redo.is_empty()) {
                     self.reload().await;
@@ -810,6 +854,7 @@ impl Writer {
             }
             // A catch-up needs an empty pipeline: while one is due, take nothing new.
             let ready = self.engine.is_some()
+                && self.stopped.is_none()
                 && !self.broken
                 && in_flight.len() < GROUPS_IN_FLIGHT_MAX
                 && !self.stale;
@@ -915,6 +960,31 @@ impl Writer {
     /// Loads the engine from the store. On failure every command waiting to be decided
     /// again gets the error and the writer tries again on the next command.
     async fn reload(&mut self) {
+        if let Some(cluster) = &self.cluster {
+            // A writer loads its event only under the event's lease.
+            match cluster.acquire(&self.event.event_id).await {
+                Ok(Ok(fence)) => self.fence = Some(fence),
+                Ok(Err(lease)) => {
+                    tracing::info!(event_id = %self.event.event_id, owner = %lease.node_id, epoch = lease.epoch, "the event is owned by another node; the writer stops");
+                    self.engine = None;
+                    self.broken = false;
+                    self.stopped = Some(StoreError::Fenced(format!(
+                        "event {} is owned by node {} (epoch {})",
+                        self.event.event_id, lease.node_id, lease.epoch
+                    )));
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, event_id = %self.event.event_id, "could not take the event's lease");
+                    self.engine = None;
+                    self.broken = false;
+                    for job in self.redo.drain(..) {
+                        let _ = job.reply.send(Err(copy_of(&error)));
+                    }
+                    return;
+                }
+            }
+        }
         metrics::counter!("boxoffice_writer_loads_total").increment(1);
         let sent = Instant::now();
         match self
@@ -1216,12 +1286,14 @@ impl Writer {
         let store = self.engine_store.clone();
         let event = self.event.clone();
         let endpoint = self.endpoint.clone();
+        let fence = self.fence.clone();
         Box::pin(async move {
             let group = GroupWrite {
                 event: &event,
                 endpoint: &endpoint,
                 now,
                 writer_seq,
+                fence,
                 effects: &effects,
                 hold_keys,
                 records,
@@ -1319,13 +1391,23 @@ impl Writer {
             }
             Err(error) => {
                 metrics::counter!("boxoffice_writer_group_failures_total").increment(1);
-                let retryable = matches!(error, StoreError::Conflict(_));
+                let fenced = matches!(error, StoreError::Fenced(_));
+                if fenced
+                    && let (Some(cluster), Some(fence)) = (&self.cluster, &self.fence)
+                {
+                    // Another node took the lease: this node writes nothing more of the
+                    // event unless it takes the lease again (the reload tries, and stops the
+                    // writer when another node holds it).
+                    metrics::counter!("boxoffice_cluster_fenced_groups_total").increment(1);
+                    cluster.lost(&self.event.event_id, fence);
+                }
+                let retryable = matches!(error, StoreError::Conflict(_) | StoreError::Fenced(_));
                 if !self.broken {
                     tracing::info!(%error, event_id = %self.event.event_id, "group refused; reloading the event");
                 }
                 self.broken = true;
                 self.engine = None;
-                let moved = boxoffice_store::engine::is_sequence_moved(&error);
+                let moved = fenced || boxoffice_store::engine::is_sequence_moved(&error);
                 for mut job in pending.jobs {
                     // A group refused only because the group before it failed, or because
                     // another writer committed, does not count against its commands.
@@ -1654,6 +1736,7 @@ pub(crate) fn copy_of(error: &StoreError) -> StoreError {
         StoreError::Unavailable(_) => StoreError::Unavailable(message),
         StoreError::Busy(_) => StoreError::Busy(message),
         StoreError::Conflict(_) => StoreError::Conflict(message),
+        StoreError::Fenced(_) => StoreError::Fenced(message),
         StoreError::Internal(_) => StoreError::Internal(message),
     }
 }

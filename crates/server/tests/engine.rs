@@ -333,6 +333,7 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
         endpoint: ENDPOINT,
         now,
         writer_seq: engine.writer_seq() + 1,
+        fence: None,
         effects: &effects,
         hold_keys,
         records: Vec::new(),
@@ -426,6 +427,7 @@ async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
         endpoint: ENDPOINT,
         now,
         writer_seq: engine.writer_seq() + 1,
+        fence: None,
         effects: &effects,
         hold_keys: vec![second.idempotency_key.clone()],
         records: Vec::new(),
@@ -505,6 +507,7 @@ async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
         endpoint: ENDPOINT,
         now,
         writer_seq: engine.writer_seq() + 1,
+        fence: None,
         effects: &effects,
         hold_keys: vec![second.idempotency_key.clone()],
         records: Vec::new(),
@@ -530,7 +533,124 @@ async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
     app.finish().await;
 }
 
+/// A group decided on `store`'s fresh engine for one seat hold, written under `fence`.
+async fn fenced_hold(
+    store: &std::sync::Arc<dyn boxoffice_store::Store>,
+    event: &EventRecord,
+    account: &str,
+    seat_id: &str,
+    fence: Option<boxoffice_store::lease::Fence>,
+) -> StoreResult<GroupCommitted> {
+    use boxoffice_domain::engine::{Command, EventEngine};
+    use boxoffice_store::engine::FirstInLine;
+
+    const ENDPOINT: &str = "POST /test/holds";
+    let (snapshot, now) = store.engine_load(event, ENDPOINT).await.unwrap();
+    let mut engine = EventEngine::load(event.rules(), snapshot, now);
+    let request = seat_request(account, &format!("key-{account}-{seat_id}"), seat_id);
+    let (_, effects) = engine.decide(now, &[Command::Hold(request.clone())]);
+    assert_eq!(effects.seats_taken.len(), 1, "the seat is decided as free");
+    let group = GroupWrite {
+        event,
+        endpoint: ENDPOINT,
+        now,
+        writer_seq: engine.writer_seq() + 1,
+        fence,
+        effects: &effects,
+        hold_keys: vec![request.idempotency_key.clone()],
+        records: Vec::new(),
+        checkouts: Vec::new(),
+        settlements: Vec::new(),
+        compensations: Vec::new(),
+        exchanges: Vec::new(),
+        turn: &FirstInLine,
+    };
+    store.apply_group(&group).await
+}
+
+/// The event lease fences a former owner: once another node took the lease over (it had
+/// expired), every group of the former owner is refused by the store and writes nothing,
+/// its renewal and hand-back find nothing, and the new owner's groups commit. A node that
+/// takes its own lease again (a restart) fences its former self the same way.
+async fn a_former_owners_group_is_fenced(backend: Backend) {
+    use boxoffice_store::lease::Taken;
+
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let store = app.db.store.clone();
+    let event = store.get_event(&event_id).await.unwrap().expect("event");
+    assert_eq!(store.lease(&event_id).await.unwrap(), None, "no owner yet");
+
+    let Taken::Mine(first) = store.take_lease(&event_id, "node-a", 300).await.unwrap() else {
+        panic!("a free lease is taken");
+    };
+    assert_eq!((first.node_id.as_str(), first.epoch), ("node-a", 1));
+    fenced_hold(&store, &event, "fan-1", "A-1-1", Some(first.fence()))
+        .await
+        .expect("the owner's group commits");
+    match store.take_lease(&event_id, "node-b", 300).await.unwrap() {
+        Taken::Elsewhere(lease) => assert_eq!((lease.node_id.as_str(), lease.epoch), ("node-a", 1)),
+        Taken::Mine(lease) => panic!("a live lease is not taken over: {lease:?}"),
+    }
+    // node-a stops renewing; once its lease has lapsed, node-b takes it over.
+    let second = loop {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if let Taken::Mine(lease) = store.take_lease(&event_id, "node-b", 60_000).await.unwrap() {
+            break lease;
+        }
+    };
+    assert_eq!((second.node_id.as_str(), second.epoch), ("node-b", 2));
+    match fenced_hold(&store, &event, "fan-2", "A-1-2", Some(first.fence())).await {
+        Err(StoreError::Fenced(why)) => assert!(why.contains("node-a"), "{why}"),
+        other => panic!("the former owner's group must be fenced: {other:?}"),
+    }
+    let (_, seat) = store
+        .seat_map(&event_id)
+        .await
+        .unwrap()
+        .expect("map")
+        .seats
+        .into_iter()
+        .find(|(seat_id, _)| seat_id == "A-1-2")
+        .expect("seat");
+    assert_eq!(
+        seat.status,
+        boxoffice_domain::hold::SeatStatus::Available,
+        "a fenced group writes nothing"
+    );
+    assert_eq!(
+        store
+            .renew_leases("node-a", &[(event_id.clone(), 1)], 300)
+            .await
+            .unwrap(),
+        Vec::<String>::new(),
+        "the former owner's renewal finds nothing"
+    );
+    assert!(!store.release_lease(&event_id, &first.fence()).await.unwrap());
+    fenced_hold(&store, &event, "fan-3", "A-1-3", Some(second.fence()))
+        .await
+        .expect("the new owner's group commits");
+    // node-b restarts: taking its own lease again bumps the epoch and fences its former self.
+    let Taken::Mine(third) = store.take_lease(&event_id, "node-b", 60_000).await.unwrap() else {
+        panic!("a node takes its own lease again");
+    };
+    assert_eq!(third.epoch, 3);
+    assert!(matches!(
+        fenced_hold(&store, &event, "fan-4", "A-1-4", Some(second.fence())).await,
+        Err(StoreError::Fenced(_))
+    ));
+    // A graceful hand-back: expired at once, the epoch kept, the next taker gets epoch + 1.
+    assert!(store.release_lease(&event_id, &third.fence()).await.unwrap());
+    let Taken::Mine(fourth) = store.take_lease(&event_id, "node-c", 60_000).await.unwrap() else {
+        panic!("a lease handed back is taken at once");
+    };
+    assert_eq!((fourth.node_id.as_str(), fourth.epoch), ("node-c", 4));
+    app.db.assert_invariants().await;
+    app.finish().await;
+}
+
 stories!(
+    a_former_owners_group_is_fenced,
     a_failed_commit_holds_back_the_next_group,
     a_group_after_one_that_found_the_engine_wrong_is_decided_again,
     a_group_on_a_seat_taken_since_is_refused,

@@ -256,16 +256,28 @@ impl EngineStore for PgStore {
         // execution cost the database a tenth of its CPU in planning. A cached plan is made
         // again whenever the statistics of its tables change (`Statistics` keeps them
         // current during a sale). The store's clock comes in the same round trip.
+        // A writer's group proves its lease in the same round trip: the lease row is read
+        // `FOR SHARE` (the owner's pipelined groups share it; a takeover, which updates the
+        // row, waits for them, and every group after it finds another epoch).
         let clock_sent = std::time::Instant::now();
-        let store_now: OffsetDateTime = sqlx::query_scalar(
-            "SELECT date_trunc('milliseconds', clock_timestamp())
+        let (store_now, epoch): (OffsetDateTime, Option<i64>) = sqlx::query_as(
+            "SELECT date_trunc('milliseconds', clock_timestamp()),
+                    (SELECT epoch FROM event_lease
+                      WHERE event_id = $1 AND node_id = $2 AND $2 IS NOT NULL FOR SHARE)
                FROM (SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
                             set_config('plan_cache_mode', 'force_generic_plan', true)) AS settings",
         )
+        .bind(&group.event.event_id)
+        .bind(group.fence.as_ref().map(|fence| fence.node_id.as_str()))
         .fetch_one(&mut *tx)
         .await
         .map_err(classify)?;
         let clock_answered = std::time::Instant::now();
+        if let Some(fence) = &group.fence
+            && epoch.and_then(|epoch| u64::try_from(epoch).ok()) != Some(fence.epoch)
+        {
+            return Err(boxoffice_store::lease::fenced(&group.event.event_id, fence));
+        }
         if group.now > store_now {
             return Err(StoreError::Conflict(format!(
                 "group refused: its clock {} is ahead of the store's {store_now}",

@@ -10,6 +10,7 @@
 mod checkout;
 mod engine;
 mod exchange;
+mod lease;
 mod seatmap;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -153,6 +154,9 @@ fn to_u32(value: i32) -> u32 {
     u32::try_from(value).unwrap_or(0)
 }
 
+/// How long the server lets a session sit idle inside a transaction before ending it (ms).
+pub const IDLE_IN_TRANSACTION_TIMEOUT_MS: &str = "3000";
+
 /// The connect options `url` names and the pool every `PgStore` uses.
 fn pool_options(url: &str, max_connections: u32) -> StoreResult<(PgConnectOptions, PgPoolOptions)> {
     let options: PgConnectOptions = url
@@ -163,7 +167,17 @@ fn pool_options(url: &str, max_connections: u32) -> StoreResult<(PgConnectOption
     // judges a generic plan by an array of unknown length): at 2,000 checkouts/s offered,
     // planning the reads of an order and of holds cost 3.0 s and 1.5 s of the database's
     // time against 0.4 s and 0.5 s of executing them (pg_stat_statements).
-    let options = options.options([("plan_cache_mode", "force_generic_plan")]);
+    //
+    // A transaction left open by a client that stopped (a node paused with SIGSTOP mid-group)
+    // is ended by the server after IDLE_IN_TRANSACTION_TIMEOUT_MS, so its locks (the event
+    // lease's shared lock among them) never keep a takeover waiting longer than that.
+    let options = options.options([
+        ("plan_cache_mode", "force_generic_plan"),
+        (
+            "idle_in_transaction_session_timeout",
+            IDLE_IN_TRANSACTION_TIMEOUT_MS,
+        ),
+    ]);
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))

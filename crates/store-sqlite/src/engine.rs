@@ -245,6 +245,21 @@ impl EngineStore for SqliteStore {
             return Err(predecessor_failed());
         }
         let mut tx = begin_write(&self.writer).await?;
+        // A writer's group proves its lease inside its write transaction (serialized with a
+        // takeover): a group of a node whose lease was taken over writes nothing.
+        if let Some(fence) = &group.fence {
+            let epoch: Option<i64> = sqlx::query_scalar(
+                "SELECT epoch FROM event_lease WHERE event_id = ?1 AND node_id = ?2",
+            )
+            .bind(&group.event.event_id)
+            .bind(&fence.node_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(classify)?;
+            if epoch.and_then(|epoch| u64::try_from(epoch).ok()) != Some(fence.epoch) {
+                return Err(boxoffice_store::lease::fenced(&group.event.event_id, fence));
+            }
+        }
         let clock_sent = std::time::Instant::now();
         let store_now = crate::store_now(&mut tx).await?;
         let clock_answered = std::time::Instant::now();

@@ -64,6 +64,7 @@ macro_rules! now_ms {
 mod checkout;
 mod engine;
 mod exchange;
+mod lease;
 mod seatmap;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.

@@ -83,6 +83,11 @@ pub struct GroupWrite<'a> {
     pub now: OffsetDateTime,
     /// This group's place in its writer's sequence: the stored sequence must be one less.
     pub writer_seq: u64,
+    /// The writer's lease on the event, checked inside the group's transaction: a group of
+    /// a node whose lease was taken over fails with [`StoreError::Fenced`] and writes
+    /// nothing. `None` for the one-shot paths (tools, the store's own settlement), which the
+    /// writer sequence alone fences.
+    pub fence: Option<crate::lease::Fence>,
     pub effects: &'a Effects,
     /// The idempotency key of each new hold, in `effects.holds_created` order.
     pub hold_keys: Vec<String>,
@@ -757,6 +762,7 @@ where
         endpoint: &endpoint,
         now,
         writer_seq: engine.writer_seq() + 1,
+        fence: None,
         effects: &effects,
         hold_keys: Vec::new(),
         records: Vec::new(),
@@ -835,6 +841,7 @@ where
         endpoint: &endpoint,
         now,
         writer_seq: engine.writer_seq() + 1,
+        fence: None,
         effects: &effects,
         hold_keys: Vec::new(),
         records: Vec::new(),
@@ -892,6 +899,7 @@ where
         endpoint: &endpoint,
         now,
         writer_seq: engine.writer_seq() + 1,
+        fence: None,
         effects: &effects,
         hold_keys: Vec::new(),
         records: Vec::new(),
@@ -1056,6 +1064,7 @@ where
         endpoint,
         now,
         writer_seq: engine.writer_seq() + 1,
+        fence: None,
         effects: &effects,
         hold_keys,
         records,

@@ -12,6 +12,7 @@ pub mod checkout;
 pub mod engine;
 pub mod exchange;
 pub mod gate;
+pub mod lease;
 pub mod seatmap;
 
 use async_trait::async_trait;
@@ -39,6 +40,10 @@ pub enum StoreError {
     /// with `Retry-After` (overload costs latency at the door, never a false "unavailable").
     #[error("store busy: {0}")]
     Busy(String),
+    /// This node does not hold the event's lease (any more): another node owns the event.
+    /// Answered 503 with `Retry-After`; the request may be sent again (to any node).
+    #[error("not the event's owner: {0}")]
+    Fenced(String),
     /// A transient conflict that survived every retry.
     #[error("store conflict: {0}")]
     Conflict(String),
@@ -279,7 +284,7 @@ pub struct SweepReport {
 /// Every method is one short transaction (or none).
 #[async_trait]
 pub trait Store:
-    engine::EngineStore + ReadStore + WorkerStore + Send + Sync + std::fmt::Debug + 'static
+    engine::EngineStore + lease::LeaseStore + ReadStore + WorkerStore + Send + Sync + std::fmt::Debug + 'static
 {
     /// `"postgres"` or `"sqlite"`.
     fn backend(&self) -> &'static str;

@@ -1,6 +1,7 @@
 //! Route handlers, one module per resource.
 
 pub mod checkout;
+pub mod cluster;
 pub mod dev;
 pub mod events;
 pub mod exchanges;

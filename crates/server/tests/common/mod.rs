@@ -282,6 +282,7 @@ impl TestApp {
             workers_store: None,
             writer_store: None,
             max_connections: 0,
+            cluster: None,
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
         let mut tasks = vec![

@@ -1,0 +1,541 @@
+//! One owner per event across nodes: the node's leases, their renewal, and forwarding.
+//!
+//! A node serves the writes of an event (holds, releases, checkouts, exchanges) only while it
+//! holds the event's lease in the store (`boxoffice_store::lease`). The first write request
+//! for an event on any node looks the lease up: free or expired, the node takes it (epoch +
+//! 1) and its writer loads the event; live elsewhere, the request is forwarded as it came
+//! (method, path, headers, body) to the owner's registered address over kept-alive
+//! connections, and the owner's answer is relayed unchanged. A forward that fails without an
+//! answer (the owner died) waits for the lease to expire, takes it, and serves the request
+//! here: every write carries its idempotency key, so sending it again is safe.
+//!
+//! The node renews what it holds every third of the TTL and refreshes its registration (a
+//! heartbeat) at the same time; a lease found taken over is dropped at once, and the writer
+//! whose group the store fenced stops writing the event. A graceful stop hands every lease
+//! back. Reads (seat map, orders, queue status) never forward.
+//!
+//! Architecture invariant: a node forwards a request at most once (a forwarded request is
+//! served where it lands, or refused 503), so two nodes that disagree about an owner never
+//! bounce a request between them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use boxoffice_store::lease::{Fence, Lease, Taken};
+use boxoffice_store::{Store, StoreError, StoreResult};
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The header a forwarded request carries (the forwarding node's id): it is served where it
+/// lands, never forwarded again.
+pub const FORWARDED_HEADER: &str = "x-boxoffice-forwarded-by";
+/// The header every write answer carries: the node that decided it.
+pub const NODE_HEADER: &str = "x-boxoffice-node";
+/// How long a forward may take before the owner is taken for dead.
+pub const FORWARD_TIMEOUT_MS: u64 = 10_000;
+/// Idle connections kept open per owner for forwarding.
+pub const FORWARD_IDLE_PER_HOST: usize = 64;
+/// Event → hold, order and exchange look-ups cached (a write names a hold, an order or an
+/// exchange; its event never changes). Cleared when full.
+const EVENT_OF_CACHE_MAX: usize = 200_000;
+
+/// How this node takes part in the cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This node's id (1-64 characters), unique among the nodes of one store.
+    pub node_id: String,
+    /// Where the other nodes reach this one (`http://host:port`).
+    pub advertise_url: String,
+    /// The lease's TTL (`boxoffice_store::lease::LEASE_TTL_MS_DEFAULT`).
+    pub lease_ttl_ms: u64,
+}
+
+impl ClusterConfig {
+    /// Checks the id, the address and the TTL.
+    pub fn checked(self) -> Result<Self, String> {
+        if self.node_id.is_empty()
+            || self.node_id.len() > 64
+            || !self
+                .node_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+        {
+            return Err(format!(
+                "the node id must be 1-64 characters of A-Z a-z 0-9 - _ . :, not {:?}",
+                self.node_id
+            ));
+        }
+        if !(self.advertise_url.starts_with("http://") || self.advertise_url.starts_with("https://"))
+            || self.advertise_url.len() > 255
+        {
+            return Err(format!(
+                "the advertised URL must be http(s)://host:port (at most 255 characters), not {:?}",
+                self.advertise_url
+            ));
+        }
+        boxoffice_store::lease::check_ttl(self.lease_ttl_ms)?;
+        Ok(self)
+    }
+}
+
+/// Where a write for an event is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Here: this node holds the lease.
+    Local(Fence),
+    /// At the owner.
+    Remote { node_id: String, url: String },
+}
+
+#[derive(Debug, Clone)]
+struct Held {
+    epoch: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Remote {
+    node_id: String,
+    url: String,
+    /// Trusted until then (the lease's expiry as read, at most one TTL).
+    until: Instant,
+}
+
+/// This node's view of the cluster. Cloning copies one pointer.
+#[derive(Clone)]
+pub struct Cluster(Arc<Inner>);
+
+struct Inner {
+    config: ClusterConfig,
+    store: Arc<dyn Store>,
+    held: Mutex<HashMap<String, Held>>,
+    remote: Mutex<HashMap<String, Remote>>,
+    /// Hold, order and exchange ids to their event (immutable).
+    event_of: Mutex<HashMap<String, String>>,
+    client: reqwest::Client,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.0.config.node_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    pub fn new(config: ClusterConfig, store: Arc<dyn Store>) -> Result<Self, String> {
+        let config = config.checked()?;
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(FORWARD_IDLE_PER_HOST)
+            .timeout(Duration::from_millis(FORWARD_TIMEOUT_MS))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| format!("building the forwarding client: {e}"))?;
+        Ok(Self(Arc::new(Inner {
+            config,
+            store,
+            held: Mutex::default(),
+            remote: Mutex::default(),
+            event_of: Mutex::default(),
+            client,
+        })))
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.0.config.node_id
+    }
+
+    /// Registers this node's address (and heartbeat) in the store.
+    pub async fn register(&self) -> StoreResult<()> {
+        self.0
+            .store
+            .register_node(&self.0.config.node_id, &self.0.config.advertise_url)
+            .await
+    }
+
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.0.config.lease_ttl_ms)
+    }
+
+    /// The fence of the lease this node holds on `event_id`, if it believes it holds one.
+    pub fn held(&self, event_id: &str) -> Option<Fence> {
+        lock(&self.0.held).get(event_id).map(|held| Fence {
+            node_id: self.0.config.node_id.clone(),
+            epoch: held.epoch,
+        })
+    }
+
+    /// Where writes for `event_id` are served: here if this node holds the lease or takes it
+    /// now (free or expired), else at the live owner.
+    pub async fn route(&self, event_id: &str) -> StoreResult<Route> {
+        if let Some(fence) = self.held(event_id) {
+            return Ok(Route::Local(fence));
+        }
+        if let Some(remote) = lock(&self.0.remote).get(event_id)
+            && remote.until > Instant::now()
+        {
+            return Ok(Route::Remote {
+                node_id: remote.node_id.clone(),
+                url: remote.url.clone(),
+            });
+        }
+        match self.0.store.lease(event_id).await? {
+            Some(lease) if lease.live() && lease.node_id != self.0.config.node_id => {
+                self.remote_route(&lease)
+            }
+            _ => match self.acquire(event_id).await? {
+                Ok(fence) => Ok(Route::Local(fence)),
+                Err(lease) => self.remote_route(&lease),
+            },
+        }
+    }
+
+    fn remote_route(&self, lease: &Lease) -> StoreResult<Route> {
+        let Some(url) = lease.owner_url.clone() else {
+            return Err(StoreError::Fenced(format!(
+                "event {} is owned by node {}, which registered no address",
+                lease.event_id, lease.node_id
+            )));
+        };
+        let until = Instant::now() + lease.remaining().min(self.ttl());
+        lock(&self.0.remote).insert(
+            lease.event_id.clone(),
+            Remote {
+                node_id: lease.node_id.clone(),
+                url: url.clone(),
+                until,
+            },
+        );
+        Ok(Route::Remote {
+            node_id: lease.node_id.clone(),
+            url,
+        })
+    }
+
+    /// The lease of `event_id` for this node: the one it holds, or taken now. `Err(lease)`:
+    /// another node holds it.
+    pub async fn acquire(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
+        if let Some(fence) = self.held(event_id) {
+            return Ok(Ok(fence));
+        }
+        let taken = self
+            .0
+            .store
+            .take_lease(event_id, &self.0.config.node_id, self.0.config.lease_ttl_ms)
+            .await?;
+        match taken {
+            Taken::Mine(lease) => {
+                if lease.epoch > 1 {
+                    metrics::counter!("boxoffice_cluster_takeovers_total").increment(1);
+                }
+                tracing::info!(event_id, epoch = lease.epoch, "took the event's lease");
+                lock(&self.0.remote).remove(event_id);
+                let mut held = lock(&self.0.held);
+                held.insert(event_id.to_owned(), Held { epoch: lease.epoch });
+                metrics::gauge!("boxoffice_cluster_leases_held").set(held.len() as f64);
+                Ok(Ok(lease.fence()))
+            }
+            Taken::Elsewhere(lease) => Ok(Err(lease)),
+        }
+    }
+
+    /// The store refused a group of `fence` (or a renewal found the lease gone): this node no
+    /// longer holds the event.
+    pub fn lost(&self, event_id: &str, fence: &Fence) {
+        let mut held = lock(&self.0.held);
+        if held.get(event_id).is_some_and(|h| h.epoch == fence.epoch) {
+            held.remove(event_id);
+            metrics::counter!("boxoffice_cluster_leases_lost_total").increment(1);
+            tracing::warn!(event_id, epoch = fence.epoch, "lost the event's lease");
+        }
+        metrics::gauge!("boxoffice_cluster_leases_held").set(held.len() as f64);
+    }
+
+    /// Forgets where `event_id` was owned (its owner did not answer).
+    fn forget_remote(&self, event_id: &str) {
+        lock(&self.0.remote).remove(event_id);
+    }
+
+    /// Registers this node, then every third of the TTL renews its leases and its heartbeat.
+    pub async fn run(self) {
+        let every = self.ttl() / 3;
+        let mut interval = tokio::time::interval(every);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            if let Err(error) = self.register().await {
+                tracing::warn!(%error, "could not refresh this node's registration");
+            }
+            self.renew().await;
+        }
+    }
+
+    /// Renews every lease held; drops those taken over.
+    pub async fn renew(&self) {
+        let held: Vec<(String, u64)> = lock(&self.0.held)
+            .iter()
+            .map(|(event_id, held)| (event_id.clone(), held.epoch))
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        match self
+            .0
+            .store
+            .renew_leases(&self.0.config.node_id, &held, self.0.config.lease_ttl_ms)
+            .await
+        {
+            Ok(renewed) => {
+                for (event_id, epoch) in &held {
+                    if !renewed.contains(event_id) {
+                        self.lost(
+                            event_id,
+                            &Fence {
+                                node_id: self.0.config.node_id.clone(),
+                                epoch: *epoch,
+                            },
+                        );
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not renew the event leases"),
+        }
+    }
+
+    /// Hands every lease back (a graceful stop): another node takes each at once.
+    pub async fn release_all(&self) {
+        let held: Vec<(String, u64)> = lock(&self.0.held)
+            .drain()
+            .map(|(event_id, held)| (event_id, held.epoch))
+            .collect();
+        metrics::gauge!("boxoffice_cluster_leases_held").set(0.0);
+        for (event_id, epoch) in held {
+            let fence = Fence {
+                node_id: self.0.config.node_id.clone(),
+                epoch,
+            };
+            match self.0.store.release_lease(&event_id, &fence).await {
+                Ok(_) => tracing::info!(%event_id, epoch, "handed the event's lease back"),
+                Err(error) => tracing::warn!(%error, %event_id, "could not hand the lease back"),
+            }
+        }
+    }
+
+    /// The event a write request is for, when it is one a writer decides.
+    async fn event_of(&self, state: &AppState, method: &Method, path: &str, body: &Bytes) -> StoreResult<Option<String>> {
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let cached = |key: &str| lock(&self.0.event_of).get(key).cloned();
+        let remember = |key: String, event_id: &str| {
+            let mut map = lock(&self.0.event_of);
+            if map.len() >= EVENT_OF_CACHE_MAX {
+                map.clear();
+            }
+            map.insert(key, event_id.to_owned());
+        };
+        match (method, parts.as_slice()) {
+            (&Method::POST, ["v1", "events", event_id, "holds"]) => Ok(Some((*event_id).to_owned())),
+            (&Method::POST, ["v1", "holds", hold_id, "checkout"])
+            | (&Method::DELETE, ["v1", "holds", hold_id]) => {
+                let key = format!("hold {hold_id}");
+                if let Some(event_id) = cached(&key) {
+                    return Ok(Some(event_id));
+                }
+                let Some(hold) = state.store.get_hold(hold_id).await? else {
+                    return Ok(None);
+                };
+                remember(key, &hold.event_id);
+                Ok(Some(hold.event_id))
+            }
+            (&Method::POST, ["v1", "orders", order_id, "exchanges"]) => {
+                let target = serde_json::from_slice::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v.get("toEventId").and_then(|t| t.as_str().map(str::to_owned)));
+                if let Some(target) = target {
+                    return Ok(Some(target));
+                }
+                let key = format!("order {order_id}");
+                if let Some(event_id) = cached(&key) {
+                    return Ok(Some(event_id));
+                }
+                let Some(order) = state.store.order_head(order_id).await? else {
+                    return Ok(None);
+                };
+                remember(key, &order.event_id);
+                Ok(Some(order.event_id))
+            }
+            (&Method::POST, ["v1", "exchanges", exchange_id, "checkout"]) => {
+                let key = format!("exchange {exchange_id}");
+                if let Some(event_id) = cached(&key) {
+                    return Ok(Some(event_id));
+                }
+                let Some(exchange) = state.store.get_exchange(exchange_id).await? else {
+                    return Ok(None);
+                };
+                remember(key, &exchange.to_event_id);
+                Ok(Some(exchange.to_event_id))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Sends the request to the owner at `url` and returns its answer as it came; `None`
+    /// when no answer came (the owner is unreachable or timed out).
+    async fn forward(
+        &self,
+        url: &str,
+        parts: &axum::http::request::Parts,
+        body: &Bytes,
+    ) -> Option<Response> {
+        let started = Instant::now();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path(), |p| p.as_str());
+        let mut request = self
+            .0
+            .client
+            .request(parts.method.clone(), format!("{}{path}", url.trim_end_matches('/')))
+            .header(FORWARDED_HEADER, self.node_id())
+            .body(body.clone());
+        for (name, value) in &parts.headers {
+            if !hop_by_hop(name) {
+                request = request.header(name, value);
+            }
+        }
+        let answered = request.send().await;
+        let answer = match answered {
+            Ok(answer) => answer,
+            Err(error) => {
+                metrics::counter!("boxoffice_cluster_forward_failures_total").increment(1);
+                tracing::warn!(%error, url, "forward got no answer");
+                return None;
+            }
+        };
+        let status = answer.status();
+        let headers = answer.headers().clone();
+        let bytes = match answer.bytes().await {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                metrics::counter!("boxoffice_cluster_forward_failures_total").increment(1);
+                tracing::warn!(%error, url, "forward's answer was cut off");
+                return None;
+            }
+        };
+        let mut response = Response::new(Body::from(bytes));
+        *response.status_mut() = status;
+        for (name, value) in &headers {
+            if !hop_by_hop(name) {
+                response.headers_mut().append(name, value.clone());
+            }
+        }
+        metrics::counter!("boxoffice_cluster_forwarded_total").increment(1);
+        metrics::histogram!("boxoffice_cluster_forward_seconds")
+            .record(started.elapsed().as_secs_f64());
+        Some(response)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Headers that belong to one connection, not to the request or answer.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "host"
+            | "content-length"
+    )
+}
+
+/// Forwards a write for an event owned by another node to its owner (see the module's
+/// documentation); serves it here otherwise.
+pub async fn forward_writes(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(cluster) = state.cluster.clone() else {
+        return next.run(request).await;
+    };
+    if !matches!(request.method(), &Method::POST | &Method::DELETE) {
+        return next.run(request).await;
+    }
+    let forwarded = request.headers().contains_key(FORWARDED_HEADER);
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, crate::body::BODY_BYTES_MAX).await {
+        Ok(body) => body,
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                format!(
+                    "request bodies are limited to {} bytes",
+                    crate::body::BODY_BYTES_MAX
+                ),
+            )
+            .into_response();
+        }
+    };
+    let event_id = match cluster.event_of(&state, &parts.method, parts.uri.path(), &body).await {
+        Ok(Some(event_id)) => event_id,
+        // Not a writer's request, or for nothing that exists (the handler says 404).
+        Ok(None) => return local(next, parts, body, &cluster).await,
+        Err(error) => return ApiError::from(error).into_response(),
+    };
+    if forwarded {
+        // Served here whatever this node believes: a forward is never forwarded again.
+        return local(next, parts, body, &cluster).await;
+    }
+    let deadline = Instant::now() + cluster.ttl() + Duration::from_secs(1);
+    let mut tried: Option<String> = None;
+    loop {
+        match cluster.route(&event_id).await {
+            Ok(Route::Local(_)) => return local(next, parts, body, &cluster).await,
+            Ok(Route::Remote { node_id, url }) => {
+                if tried.as_deref() != Some(node_id.as_str())
+                    && let Some(answer) = cluster.forward(&url, &parts, &body).await
+                {
+                    return answer;
+                }
+                // No answer: the owner may be dead. Its lease lapses within a TTL; then this
+                // node (or another) takes it, and the request is served there.
+                cluster.forget_remote(&event_id);
+                tried = Some(node_id);
+                if Instant::now() >= deadline {
+                    return ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "UNAVAILABLE",
+                        "the event's owner does not answer; retry shortly",
+                    )
+                    .into_response();
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => return ApiError::from(error).into_response(),
+        }
+    }
+}
+
+async fn local(
+    next: Next,
+    parts: axum::http::request::Parts,
+    body: Bytes,
+    cluster: &Cluster,
+) -> Response {
+    let mut response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    if let Ok(node) = HeaderValue::from_str(cluster.node_id()) {
+        response.headers_mut().insert(NODE_HEADER, node);
+    }
+    response
+}
