@@ -141,7 +141,6 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
             waitroom_state: data_dir.join("waitroom").display().to_string(),
             waitroom_secret: None,
         },
-        &crate::NodeArgs::default(),
     )
     .await
 }

@@ -296,7 +296,6 @@ async fn serve_with(
     payments: &PaymentsArgs,
     ticket_key: &std::path::Path,
     waitroom: &WaitroomArgs,
-    node: &NodeArgs,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -315,7 +314,8 @@ async fn serve_with(
         writer_store: side.writers,
         max_connections: side.max_connections,
         cluster: Some(
-            node.config(addr)
+            side.node
+                .config(addr)
                 .checked()
                 .map_err(|e| anyhow::anyhow!(e))?,
         ),
@@ -678,6 +678,7 @@ async fn open_side_stores(url: &str) -> anyhow::Result<SideStores> {
             workers: Some(Arc::new(workers)),
             writers: Some(Arc::new(writers)),
             max_connections: 0,
+            node: NodeArgs::default(),
         })
     } else {
         Ok(SideStores::default())
@@ -691,6 +692,8 @@ pub(crate) struct SideStores {
     workers: Option<Arc<dyn Store>>,
     writers: Option<Arc<dyn boxoffice_store::engine::EngineStore>>,
     max_connections: usize,
+    /// How the server takes part in a cluster (its id, address and lease TTL).
+    node: NodeArgs,
 }
 
 /// `boxoffice load --scenario NAME …` (or `--scenario=NAME`) is `boxoffice load NAME …`.
@@ -768,6 +771,7 @@ async fn main() -> anyhow::Result<()> {
             store.migrate().await?;
             let side = SideStores {
                 max_connections,
+                node,
                 ..open_side_stores(&database_url).await?
             };
             serve_with(
@@ -778,7 +782,6 @@ async fn main() -> anyhow::Result<()> {
                 &payments,
                 &ticket_key,
                 &waitroom,
-                &node,
             )
             .await
         }

@@ -4,51 +4,17 @@
 //! without an operator: the order confirmed, captured and ticketed exactly once, and
 //! `boxoffice check` clean. Each point runs on PostgreSQL and SQLite.
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::{BIN, Paysim, first_line_url};
 
 const SECRET: &str = "crash-test-secret-0123456789";
-const BIN: &str = env!("CARGO_BIN_EXE_boxoffice");
 /// How long a case may take to converge after the restart.
 const CONVERGE_S: u64 = 60;
-
-fn first_line_url(child: &mut Child, prefix: &str) -> String {
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    line.trim()
-        .strip_prefix(prefix)
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned()
-}
-
-struct Paysim {
-    child: Child,
-    base: String,
-}
-
-impl Paysim {
-    fn start() -> Self {
-        let mut child = Command::new(BIN)
-            .args(["paysim", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let base = first_line_url(&mut child, "payment simulator on ");
-        Self { child, base }
-    }
-}
-
-impl Drop for Paysim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 struct Server {
     child: Child,

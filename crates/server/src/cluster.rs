@@ -2,12 +2,13 @@
 //!
 //! A node serves the writes of an event (holds, releases, checkouts, exchanges) only while it
 //! holds the event's lease in the store (`boxoffice_store::lease`). The first write request
-//! for an event on any node looks the lease up: free or expired, the node takes it (epoch +
-//! 1) and its writer loads the event; live elsewhere, the request is forwarded as it came
-//! (method, path, headers, body) to the owner's registered address over kept-alive
-//! connections, and the owner's answer is relayed unchanged. A forward that fails without an
-//! answer (the owner died) waits for the lease to expire, takes it, and serves the request
-//! here: every write carries its idempotency key, so sending it again is safe.
+//! for an event on any node looks the lease up: free or expired, the node takes it (the
+//! epoch goes up by one) and its writer loads the event; live elsewhere, the request is
+//! forwarded as it came (method, path, headers, body) to the owner's registered address
+//! over kept-alive connections, and the owner's answer is relayed unchanged. A forward that
+//! fails without an answer (the owner died) waits for the lease to expire, takes it, and
+//! serves the request here: every write carries its idempotency key, so sending it again is
+//! safe.
 //!
 //! The node renews what it holds every third of the TTL and refreshes its registration (a
 //! heartbeat) at the same time; a lease found taken over is dropped at once, and the writer
@@ -72,7 +73,8 @@ impl ClusterConfig {
                 self.node_id
             ));
         }
-        if !(self.advertise_url.starts_with("http://") || self.advertise_url.starts_with("https://"))
+        if !(self.advertise_url.starts_with("http://")
+            || self.advertise_url.starts_with("https://"))
             || self.advertise_url.len() > 255
         {
             return Err(format!(
@@ -329,7 +331,13 @@ impl Cluster {
     }
 
     /// The event a write request is for, when it is one a writer decides.
-    async fn event_of(&self, state: &AppState, method: &Method, path: &str, body: &Bytes) -> StoreResult<Option<String>> {
+    async fn event_of(
+        &self,
+        state: &AppState,
+        method: &Method,
+        path: &str,
+        body: &Bytes,
+    ) -> StoreResult<Option<String>> {
         let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         let cached = |key: &str| lock(&self.0.event_of).get(key).cloned();
         let remember = |key: String, event_id: &str| {
@@ -340,7 +348,9 @@ impl Cluster {
             map.insert(key, event_id.to_owned());
         };
         match (method, parts.as_slice()) {
-            (&Method::POST, ["v1", "events", event_id, "holds"]) => Ok(Some((*event_id).to_owned())),
+            (&Method::POST, ["v1", "events", event_id, "holds"]) => {
+                Ok(Some((*event_id).to_owned()))
+            }
             (&Method::POST, ["v1", "holds", hold_id, "checkout"])
             | (&Method::DELETE, ["v1", "holds", hold_id]) => {
                 let key = format!("hold {hold_id}");
@@ -356,7 +366,10 @@ impl Cluster {
             (&Method::POST, ["v1", "orders", order_id, "exchanges"]) => {
                 let target = serde_json::from_slice::<serde_json::Value>(body)
                     .ok()
-                    .and_then(|v| v.get("toEventId").and_then(|t| t.as_str().map(str::to_owned)));
+                    .and_then(|v| {
+                        v.get("toEventId")
+                            .and_then(|t| t.as_str().map(str::to_owned))
+                    });
                 if let Some(target) = target {
                     return Ok(Some(target));
                 }
@@ -401,7 +414,10 @@ impl Cluster {
         let mut request = self
             .0
             .client
-            .request(parts.method.clone(), format!("{}{path}", url.trim_end_matches('/')))
+            .request(
+                parts.method.clone(),
+                format!("{}{path}", url.trim_end_matches('/')),
+            )
             .header(FORWARDED_HEADER, self.node_id())
             .body(body.clone());
         for (name, value) in &parts.headers {
@@ -443,7 +459,9 @@ impl Cluster {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Headers that belong to one connection, not to the request or answer.
@@ -464,7 +482,11 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 
 /// Forwards a write for an event owned by another node to its owner (see the module's
 /// documentation); serves it here otherwise.
-pub async fn forward_writes(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn forward_writes(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(cluster) = state.cluster.clone() else {
         return next.run(request).await;
     };
@@ -487,7 +509,10 @@ pub async fn forward_writes(State(state): State<AppState>, request: Request, nex
             .into_response();
         }
     };
-    let event_id = match cluster.event_of(&state, &parts.method, parts.uri.path(), &body).await {
+    let event_id = match cluster
+        .event_of(&state, &parts.method, parts.uri.path(), &body)
+        .await
+    {
         Ok(Some(event_id)) => event_id,
         // Not a writer's request, or for nothing that exists (the handler says 404).
         Ok(None) => return local(next, parts, body, &cluster).await,

@@ -830,7 +830,11 @@ impl Writer {
                 // client may send again, to any node) and the writer ends.
                 sale.close();
                 holds.close();
-                let pending = self.redo.drain(..).chain(incoming.drain(..)).chain(incoming_holds.drain(..));
+                let pending = self
+                    .redo
+                    .drain(..)
+                    .chain(incoming.drain(..))
+                    .chain(incoming_holds.drain(..));
                 for job in pending {
                     let _ = job.reply.send(Err(copy_of(error)));
                 }
@@ -842,6 +846,9 @@ impl Writer {
             if in_flight.is_empty() {
                 if self.broken || (self.engine.is_none() && !self.redo.is_empty()) {
                     self.reload().await;
+                    if self.stopped.is_some() {
+                        continue;
+                    }
                 }
                 let idle_check_due =
                     self.last_catch_up.elapsed() >= StdDuration::from_millis(CATCH_UP_INTERVAL_MS);
@@ -1392,9 +1399,7 @@ impl Writer {
             Err(error) => {
                 metrics::counter!("boxoffice_writer_group_failures_total").increment(1);
                 let fenced = matches!(error, StoreError::Fenced(_));
-                if fenced
-                    && let (Some(cluster), Some(fence)) = (&self.cluster, &self.fence)
-                {
+                if fenced && let (Some(cluster), Some(fence)) = (&self.cluster, &self.fence) {
                     // Another node took the lease: this node writes nothing more of the
                     // event unless it takes the lease again (the reload tries, and stops the
                     // writer when another node holds it).

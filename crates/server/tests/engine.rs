@@ -626,7 +626,12 @@ async fn a_former_owners_group_is_fenced(backend: Backend) {
         Vec::<String>::new(),
         "the former owner's renewal finds nothing"
     );
-    assert!(!store.release_lease(&event_id, &first.fence()).await.unwrap());
+    assert!(
+        !store
+            .release_lease(&event_id, &first.fence())
+            .await
+            .unwrap()
+    );
     fenced_hold(&store, &event, "fan-3", "A-1-3", Some(second.fence()))
         .await
         .expect("the new owner's group commits");
@@ -640,7 +645,12 @@ async fn a_former_owners_group_is_fenced(backend: Backend) {
         Err(StoreError::Fenced(_))
     ));
     // A graceful hand-back: expired at once, the epoch kept, the next taker gets epoch + 1.
-    assert!(store.release_lease(&event_id, &third.fence()).await.unwrap());
+    assert!(
+        store
+            .release_lease(&event_id, &third.fence())
+            .await
+            .unwrap()
+    );
     let Taken::Mine(fourth) = store.take_lease(&event_id, "node-c", 60_000).await.unwrap() else {
         panic!("a lease handed back is taken at once");
     };

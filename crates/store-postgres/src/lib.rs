@@ -127,7 +127,13 @@ pub(crate) fn classify(error: sqlx::Error) -> StoreError {
             // concurrent insert of the same key): transient, the batch is retried.
             if matches!(code.as_ref(), "40001" | "40P01" | "23505") {
                 StoreError::Conflict(error.to_string())
-            } else if code.starts_with("08") || code.starts_with("57") || code.starts_with("53") {
+            } else if code.starts_with("08")
+                || code.starts_with("57")
+                || code.starts_with("53")
+                // 25P03: the server ended a session left idle inside a transaction (a node
+                // paused mid-group); nothing of the transaction was written.
+                || code == "25P03"
+            {
                 StoreError::Unavailable(error.to_string())
             } else {
                 StoreError::Internal(error.to_string())

@@ -464,6 +464,47 @@ impl WorkerStore for Gated {
     }
 }
 
+#[async_trait]
+impl crate::lease::LeaseStore for Gated {
+    async fn register_node(&self, node_id: &str, advertise_url: &str) -> StoreResult<()> {
+        gated!(pass, self.register_node(node_id, advertise_url))
+    }
+
+    async fn nodes(&self) -> StoreResult<Vec<crate::lease::NodeRecord>> {
+        gated!(pass, self.nodes())
+    }
+
+    async fn take_lease(
+        &self,
+        event_id: &str,
+        node_id: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<crate::lease::Taken> {
+        gated!(pass, self.take_lease(event_id, node_id, ttl_ms))
+    }
+
+    async fn renew_leases(
+        &self,
+        node_id: &str,
+        held: &[(String, u64)],
+        ttl_ms: u64,
+    ) -> StoreResult<Vec<String>> {
+        gated!(pass, self.renew_leases(node_id, held, ttl_ms))
+    }
+
+    async fn release_lease(
+        &self,
+        event_id: &str,
+        fence: &crate::lease::Fence,
+    ) -> StoreResult<bool> {
+        gated!(pass, self.release_lease(event_id, fence))
+    }
+
+    async fn lease(&self, event_id: &str) -> StoreResult<Option<crate::lease::Lease>> {
+        gated!(pass, self.lease(event_id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,42 +536,5 @@ mod tests {
             1,
             "a bound of 0 would refuse everything"
         );
-    }
-}
-
-#[async_trait]
-impl crate::lease::LeaseStore for Gated {
-    async fn register_node(&self, node_id: &str, advertise_url: &str) -> StoreResult<()> {
-        gated!(pass, self.register_node(node_id, advertise_url))
-    }
-
-    async fn nodes(&self) -> StoreResult<Vec<crate::lease::NodeRecord>> {
-        gated!(pass, self.nodes())
-    }
-
-    async fn take_lease(
-        &self,
-        event_id: &str,
-        node_id: &str,
-        ttl_ms: u64,
-    ) -> StoreResult<crate::lease::Taken> {
-        gated!(pass, self.take_lease(event_id, node_id, ttl_ms))
-    }
-
-    async fn renew_leases(
-        &self,
-        node_id: &str,
-        held: &[(String, u64)],
-        ttl_ms: u64,
-    ) -> StoreResult<Vec<String>> {
-        gated!(pass, self.renew_leases(node_id, held, ttl_ms))
-    }
-
-    async fn release_lease(&self, event_id: &str, fence: &crate::lease::Fence) -> StoreResult<bool> {
-        gated!(pass, self.release_lease(event_id, fence))
-    }
-
-    async fn lease(&self, event_id: &str) -> StoreResult<Option<crate::lease::Lease>> {
-        gated!(pass, self.lease(event_id))
     }
 }

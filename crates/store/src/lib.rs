@@ -284,7 +284,14 @@ pub struct SweepReport {
 /// Every method is one short transaction (or none).
 #[async_trait]
 pub trait Store:
-    engine::EngineStore + lease::LeaseStore + ReadStore + WorkerStore + Send + Sync + std::fmt::Debug + 'static
+    engine::EngineStore
+    + lease::LeaseStore
+    + ReadStore
+    + WorkerStore
+    + Send
+    + Sync
+    + std::fmt::Debug
+    + 'static
 {
     /// `"postgres"` or `"sqlite"`.
     fn backend(&self) -> &'static str;
