@@ -18,13 +18,18 @@
 #             loop), each of a seat held beforehand, simulator at zero latency: confirmed/s, p99
 #   exchanges issue 7's exchanges on one hot trip: 8,000 ticketed owners, exchanges offered at
 #             EXCHANGE_RATES (default "2000 5000") per second (open loop): achieved/s and p99
+#   forward   issue 15: two nodes on one store; the holds case through the event's owner, then
+#             through the other node (which forwards every hold to the owner): decided/s, p50
+#   takeover  issue 15: two nodes (lease TTL 3 s), the owner SIGKILLed, one hold sent to the
+#             other node at once: when the dead owner's lease lapsed, when the other node took
+#             it over, when the hold was answered (ms after the kill)
 #
 # Usage: bash bench/speed.sh [duration_s] [runs]
 #   BOXOFFICE_BENCH_PORT   private cluster port (default 25443, below the client port range)
 #   SHARED_BENCH           folder with the pgbench scripts (default ../shared/bench)
 #   ONLY                   space-separated subset of: pgbench holds holds-open order-status
-#                          sellout onsale sqlite checkouts exchanges (default: all but
-#                          checkouts and exchanges)
+#                          sellout onsale sqlite checkouts exchanges forward takeover
+#                          (default: all but checkouts, exchanges, forward and takeover)
 #   CHECKOUT_RATES         offered checkout rates (default "1000 2000")
 #   EXCHANGE_RATES         offered exchange rates (default "2000 5000")
 #   HOLDS_OPEN_RATES       offered hold rates of the holds-open case (default "2000 5000")
@@ -80,7 +85,26 @@ stop_server() {
   if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
   SERVER_PID=""
 }
+# start_node NAME DATABASE_URL [serve flags...]: one more boxoffice serve on the store (a
+# cluster node named NAME): NODE_URL, NODE_PID.
+NODE_PIDS=""
+start_node() {
+  local name=$1 db=$2; shift 2
+  "$SERVER_BIN" serve --database-url "$db" --listen 127.0.0.1:0 --node-id "$name" \
+    --ticket-key "$WORK/ticket-key.pem" --waitroom-state "$WORK/waitroom-$name" "$@" \
+    > "$WORK/$name.out" 2> "$WORK/$name.err" &
+  NODE_PID=$!; NODE_PIDS="$NODE_PIDS $NODE_PID"
+  for _ in $(seq 1 300); do grep -q 'listening on' "$WORK/$name.out" 2>/dev/null && break; sleep 0.1; done
+  NODE_URL=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/$name.out" | head -1)
+  [ -n "$NODE_URL" ] || { cat "$WORK/$name.err"; exit 1; }
+}
+stop_nodes() {
+  for pid in $NODE_PIDS; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  NODE_PIDS=""
+}
+ms_now() { echo $(( $(date +%s%N) / 1000000 )); }
 cleanup() {
+  stop_nodes
   stop_server
   as_pg $BIN/pg_ctl -D "$WORK/data" -m fast -w stop >/dev/null || true
   rm -rf "$WORK"
@@ -193,6 +217,36 @@ for run in $(seq 1 "$RUNS"); do
       stop_server
       "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" | tail -1 | sed "s/^/run $run exchanges check: /"
     done
+  fi
+  if want forward; then
+    db=$(fresh_pg)
+    start_node fwd-1 "$db"; OWNER_URL=$NODE_URL
+    start_node fwd-2 "$db"; OTHER_URL=$NODE_URL
+    "$BOXOFFICE" load holds --base-url "$OWNER_URL" --clients 256 --duration-s "$DUR" | sed "s/^/run $run forward owner c=256 /"
+    "$BOXOFFICE" load holds --base-url "$OWNER_URL" --holds-via "$OTHER_URL" --clients 256 --duration-s "$DUR" \
+      | sed "s/^/run $run forward via-other-node c=256 /"
+    stop_nodes
+  fi
+  if want takeover; then
+    db=$(fresh_pg)
+    start_node kill-1 "$db" --lease-ttl-ms 3000; OWNER_URL=$NODE_URL; OWNER_PID=$NODE_PID
+    start_node kill-2 "$db" --lease-ttl-ms 3000; OTHER_URL=$NODE_URL
+    admin=$("$BOXOFFICE" token --account ops --admin 2>/dev/null); fan=$("$BOXOFFICE" token --account fan 2>/dev/null)
+    event=$(curl -s -X POST "$OWNER_URL/v1/admin/events" -H "authorization: Bearer $admin" -H "idempotency-key: tk-$run" \
+      -H 'content-type: application/json' \
+      -d '{"name":"Takeover","startsAt":"2030-01-01T20:00:00Z","currency":"EUR","sections":[{"name":"A","rows":1,"seatsPerRow":10,"priceMinor":100}]}' \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin)["eventId"])')
+    hold() { curl -s -o /dev/null -w '%{http_code}' -X POST "$1/v1/events/$event/holds" -H "authorization: Bearer $fan" \
+      -H "idempotency-key: $2" -H 'content-type: application/json' -d "{\"seatIds\":[\"$3\"]}"; }
+    first=$(hold "$OWNER_URL" first A-1-1)
+    sleep 1.5   # a renewal or two
+    kill -9 "$OWNER_PID"; killed=$(ms_now)
+    expires=$($PSQL -At -c "SELECT (extract(epoch FROM expires_at) * 1000)::bigint FROM event_lease WHERE event_id = '$event'" boxoffice_bench)
+    status=$(hold "$OTHER_URL" next A-1-2); answered=$(ms_now)
+    since=$($PSQL -At -c "SELECT (extract(epoch FROM since) * 1000)::bigint FROM event_lease WHERE event_id = '$event'" boxoffice_bench)
+    epoch=$($PSQL -At -c "SELECT epoch FROM event_lease WHERE event_id = '$event'" boxoffice_bench)
+    echo "run $run takeover ttl_ms=3000 first=$first status=$status epoch=$epoch lease_lapsed_after_kill_ms=$((expires - killed)) taken_over_after_kill_ms=$((since - killed)) answered_after_kill_ms=$((answered - killed))"
+    stop_nodes
   fi
   if want sqlite; then
     rm -f "$WORK/bench.db"*

@@ -65,6 +65,13 @@ pub struct ChaosOptions {
     pub pg_bin: Option<PathBuf>,
     /// This binary (`boxoffice serve` is started from it).
     pub boxoffice: PathBuf,
+    /// `boxoffice serve` processes on the one store (1-3): the first is the one SIGKILLed
+    /// and restarted; the fans are spread over all of them, so the others forward to the
+    /// event's owner and take the event over while the first is down.
+    pub nodes: u32,
+    /// Where the nodes keep their waiting rooms when there are several (they must share
+    /// them: a fan admitted by one node shops through the owner): a `redis://` URL.
+    pub redis_url: String,
 }
 
 /// One thing done to the system, when.
@@ -81,6 +88,9 @@ pub async fn run(
 ) -> anyhow::Result<ChaosOutcome> {
     if !(options.interval_s >= 0.5 && options.interval_s <= 600.0) {
         bail!("chaos-interval-s must be between 0.5 and 600");
+    }
+    if !(1..=3).contains(&options.nodes) {
+        bail!("chaos-nodes must be between 1 and 3");
     }
     let work = tempdir()?;
     let result = run_in(&mut scenario, options, &work).await;
@@ -128,6 +138,7 @@ async fn run_in(
     .context("starting the payment simulator")?;
     let port = free_fixed_port()?;
     let mut server = ServerProcess {
+        waitroom_state: (options.nodes > 1).then(|| options.redis_url.clone()),
         boxoffice: options.boxoffice.clone(),
         database_url: database_url.clone(),
         port,
@@ -142,6 +153,20 @@ async fn run_in(
     ));
     server.start().await?;
     scenario.base_url = server.url();
+    // The other nodes: never killed; they forward to the owner, and take the event over
+    // while the first node is down.
+    let mut others = Vec::new();
+    for _ in 1..options.nodes {
+        let mut other = ServerProcess {
+            port: free_fixed_port()?,
+            child: None,
+            starts: 0,
+            ..server.clone_settings()
+        };
+        other.start().await?;
+        scenario.other_base_urls.push(other.url());
+        others.push(other);
+    }
 
     let started = Instant::now();
     let load = {
@@ -201,6 +226,9 @@ async fn run_in(
         eprintln!("chaos: NOT converged after {converge_s:.1} s: {pending}");
     }
     server.kill().await;
+    for other in &mut others {
+        other.kill().await;
+    }
     let (check_ok, check_output) = check(&options.boxoffice, &database_url).await?;
     print!("{check_output}");
     drop(store);
@@ -212,6 +240,7 @@ async fn run_in(
         "intervalSeconds": options.interval_s,
         "database": if options.database_url.is_some() { "given" } else { "private PostgreSQL" },
         "serverStarts": server.starts,
+        "nodes": options.nodes,
         "convergeSeconds": converge_s,
         "converged": converged,
         "pendingAtEnd": pending,
@@ -300,6 +329,8 @@ async fn check(boxoffice: &Path, database_url: &str) -> anyhow::Result<(bool, St
 
 /// `boxoffice serve` as a child process on a fixed port.
 struct ServerProcess {
+    /// The waiting rooms' store (`None`: a journal of the node's own in `work`).
+    waitroom_state: Option<String>,
     boxoffice: PathBuf,
     database_url: String,
     port: u16,
@@ -311,6 +342,21 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
+    /// The same settings, for another node (its port and process are set by the caller).
+    fn clone_settings(&self) -> Self {
+        Self {
+            waitroom_state: self.waitroom_state.clone(),
+            boxoffice: self.boxoffice.clone(),
+            database_url: self.database_url.clone(),
+            port: self.port,
+            jwt_secret: self.jwt_secret.clone(),
+            provider_url: self.provider_url.clone(),
+            work: self.work.clone(),
+            child: None,
+            starts: 0,
+        }
+    }
+
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -333,7 +379,12 @@ impl ServerProcess {
             .arg("--ticket-key")
             .arg(self.work.join("ticket-key.pem"))
             .arg("--waitroom-state")
-            .arg(self.work.join("waitroom"))
+            .arg(self.waitroom_state.clone().unwrap_or_else(|| {
+                self.work
+                    .join(format!("waitroom-{}", self.port))
+                    .display()
+                    .to_string()
+            }))
             .env("BOXOFFICE_JWT_SECRET", &self.jwt_secret)
             .env("STRIPE_SECRET_KEY", DEFAULT_SECRET_KEY)
             .env("STRIPE_WEBHOOK_SECRET", DEFAULT_WEBHOOK_SECRET)

@@ -350,6 +350,10 @@ enum LoadScenario {
         /// Short, so seats recycle and the venue never sells out.
         #[arg(long, default_value_t = 1)]
         hold_ttl_s: u32,
+        /// Send the holds to this node (another `serve` on the same store) instead: it
+        /// forwards them to the owner, the node at --base-url.
+        #[arg(long)]
+        holds_via: Option<String>,
     },
     /// Waiting-room joins: fills one event's (paused) queue with N accounts and writes a
     /// sample of `<bearer token> <queueTicket>` lines for a status-poll load tool.
@@ -501,6 +505,21 @@ enum LoadScenario {
         /// With --chaos: PostgreSQL's bin directory (default: newest /usr/lib/postgresql/*/bin).
         #[arg(long, requires = "chaos")]
         pg_bin: Option<std::path::PathBuf>,
+        /// With --chaos: `serve` processes on the one store (1-3); the fans are spread over
+        /// them and the first is the one SIGKILLed.
+        #[arg(long, default_value_t = 1, requires = "chaos")]
+        chaos_nodes: u32,
+        /// With --chaos-nodes 2 or 3: the Redis the nodes share their waiting rooms in.
+        #[arg(
+            long,
+            env = "BOXOFFICE_CHAOS_REDIS_URL",
+            default_value = "redis://127.0.0.1:6379"
+        )]
+        chaos_redis_url: String,
+        /// More nodes of the same store (without --chaos): each fan talks to one of
+        /// --base-url and these.
+        #[arg(long = "also-base-url")]
+        also_base_urls: Vec<String>,
     },
     /// Hold requests only, open loop: a fixed offered rate (fresh account and key each,
     /// 1-6 adjacent seats, hot-skewed or uniform), latency from when each was due.
@@ -836,6 +855,7 @@ async fn main() -> anyhow::Result<()> {
                     sections,
                     hot_share,
                     hold_ttl_s,
+                    holds_via,
                 },
         } => {
             if !(0.0..=1.0).contains(&hot_share) {
@@ -849,6 +869,7 @@ async fn main() -> anyhow::Result<()> {
                 sections,
                 hot_share,
                 hold_ttl_s,
+                holds_via,
             };
             let report = boxoffice_load::run_holds(&scenario).await?;
             println!("holds {report}");
@@ -1136,10 +1157,14 @@ async fn main() -> anyhow::Result<()> {
                     chaos_interval_s,
                     database_url,
                     pg_bin,
+                    chaos_nodes,
+                    chaos_redis_url,
+                    also_base_urls,
                 },
         } => {
             let scenario = boxoffice_load::OnsaleScenario {
                 base_url,
+                other_base_urls: also_base_urls,
                 jwt_secret: jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),
                 scale,
                 accounts,
@@ -1160,6 +1185,8 @@ async fn main() -> anyhow::Result<()> {
                     interval_s: chaos_interval_s,
                     pg_bin,
                     boxoffice: std::env::current_exe().context("finding this binary")?,
+                    nodes: chaos_nodes,
+                    redis_url: chaos_redis_url,
                 };
                 let outcome = chaos::run(scenario.clone(), &options).await?;
                 let report = &outcome.report;

@@ -1,14 +1,30 @@
 //! The on-sale simulator under chaos, end to end (issue 6): `boxoffice load --scenario onsale
 //! --chaos` starts its own private PostgreSQL cluster, payment simulator and server, SIGKILLs
 //! and restarts the server twice, crash-restarts PostgreSQL, makes the provider slow and
-//! lossy, then waits for convergence and runs `boxoffice check`. It must exit 0, and its
+//! lossy, then waits for convergence and runs `boxoffice check` — with one node, and with two
+//! (the fans spread over both). It must exit 0, and its
 //! report must show that every fault really happened and that seats were sold through it.
 
 use serde_json::Value;
 
 #[test]
 fn onsale_under_chaos_converges_and_passes_check() {
-    let work = std::env::temp_dir().join(format!("boxoffice_test_chaos_{}", std::process::id()));
+    chaos_run(1);
+}
+
+/// The same with two nodes on the store: the fans are spread over both, the one SIGKILLed
+/// owns the event at first, the other forwards to it and takes the event over while it is
+/// down.
+#[test]
+fn onsale_under_chaos_on_two_nodes_converges_and_passes_check() {
+    chaos_run(2);
+}
+
+fn chaos_run(nodes: u32) {
+    let work = std::env::temp_dir().join(format!(
+        "boxoffice_test_chaos_{}_{nodes}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&work).expect("work dir");
     let _cleanup = RemoveOnDrop(work.clone());
     let json = work.join("report.json");
@@ -16,6 +32,7 @@ fn onsale_under_chaos_converges_and_passes_check() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_boxoffice"))
         .args(["load", "--scenario", "onsale", "--scale", "0.01", "--chaos"])
         .args(["--accounts", "300", "--hold-ttl-s", "10"])
+        .args(["--chaos-nodes", &nodes.to_string()])
         .arg("--report")
         .arg(&json)
         .arg("--html-report")
@@ -61,6 +78,7 @@ fn onsale_under_chaos_converges_and_passes_check() {
     );
     let chaos = &report["scenario"]["chaos"];
     assert_eq!(chaos["serverStarts"], 3, "{chaos}");
+    assert_eq!(chaos["nodes"], nodes, "{chaos}");
     assert_eq!(chaos["converged"], true, "{chaos}");
     assert_eq!(report["check"]["ok"], true, "{}", report["check"]);
     assert_eq!(report["unexpected"], 0, "{}", report["listed"]);

@@ -2,7 +2,9 @@
 //! purchase (and of an exchange with a price increase), is restarted on the same database with
 //! the same payment simulator (a separate `boxoffice paysim` process), and must converge
 //! without an operator: the order confirmed, captured and ticketed exactly once, and
-//! `boxoffice check` clean. Each point runs on PostgreSQL and SQLite.
+//! `boxoffice check` clean. Each point runs on PostgreSQL and SQLite, and the purchase points
+//! once more on PostgreSQL with a second node beside the one that dies (it forwards the
+//! checkout to the owner, then takes the event over).
 
 mod support;
 
@@ -28,6 +30,18 @@ impl Server {
         ticket_key: &str,
         crash_at: Option<&str>,
     ) -> Self {
+        Self::start_node(database_url, paysim, ticket_key, crash_at, "crash-node")
+    }
+
+    /// A server named `node_id` (a restarted node keeps its id, so it takes the event's
+    /// lease back at once; a new id would wait for the dead process's lease to lapse).
+    fn start_node(
+        database_url: &str,
+        paysim: &Paysim,
+        ticket_key: &str,
+        crash_at: Option<&str>,
+        node_id: &str,
+    ) -> Self {
         let mut command = Command::new(BIN);
         command
             .args([
@@ -38,10 +52,10 @@ impl Server {
                 "127.0.0.1:0",
                 "--payments",
                 "stripe",
-                // A restarted node keeps its id, so it takes the event's lease back at once
-                // (a new id would wait for the dead process's lease to lapse).
                 "--node-id",
-                "crash-node",
+                node_id,
+                "--lease-ttl-ms",
+                "1000",
             ])
             .args([
                 "--stripe-api-base",
@@ -49,7 +63,7 @@ impl Server {
                 "--ticket-key",
                 ticket_key,
                 "--waitroom-state",
-                &format!("{ticket_key}.waitroom"),
+                &format!("{ticket_key}.{node_id}.waitroom"),
             ])
             .env("BOXOFFICE_JWT_SECRET", SECRET)
             .env(
@@ -131,7 +145,11 @@ async fn post(
     Some((status, response.json().await.unwrap_or(Value::Null)))
 }
 
-async fn crash_case(database_url: &str, point: &str) {
+/// One purchase whose server dies at `point`. With `two_nodes`, a second node runs beside it
+/// the whole time and the checkout goes through it: it forwards it to the owner (the server
+/// that dies), gets no answer, takes the event over once the dead owner's lease lapses, and
+/// serves the checkout itself; the restarted server forwards to it from then on.
+async fn crash_case(database_url: &str, point: &str, two_nodes: bool) {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()
@@ -161,7 +179,14 @@ async fn crash_case(database_url: &str, point: &str) {
     drop(server);
 
     // The purchase, against a server that dies at `point`.
+    let peer =
+        two_nodes.then(|| Server::start_node(database_url, &paysim, &key_path, None, "crash-peer"));
     let mut server = Server::start(database_url, &paysim, &key_path, Some(point));
+    // Where the checkout goes: the peer (which forwards to the owner), or the owner itself.
+    let pay_base = |server: &Server| {
+        peer.as_ref()
+            .map_or_else(|| server.base.clone(), |p| p.base.clone())
+    };
     let hold_body = json!({"seatIds": ["A-1-1", "A-1-2"]});
     let pay_body = json!({"paymentMethodToken": "pm_card_visa"});
     let holds_url = |base: &str| format!("{base}/v1/events/{event_id}/holds");
@@ -173,7 +198,7 @@ async fn crash_case(database_url: &str, point: &str) {
     if let Some(hold_id) = &hold_id {
         let _ = post(
             &http,
-            &format!("{}/v1/holds/{hold_id}/checkout", server.base),
+            &format!("{}/v1/holds/{hold_id}/checkout", pay_base(&server)),
             &fan,
             "pay",
             &pay_body,
@@ -194,7 +219,7 @@ async fn crash_case(database_url: &str, point: &str) {
     let hold_id = hold["holdId"].as_str().unwrap().to_owned();
     let (status, paid) = post(
         &http,
-        &format!("{}/v1/holds/{hold_id}/checkout", server.base),
+        &format!("{}/v1/holds/{hold_id}/checkout", pay_base(&server)),
         &fan,
         "pay",
         &pay_body,
@@ -253,6 +278,7 @@ async fn crash_case(database_url: &str, point: &str) {
         "{point}: exactly one order"
     );
     drop(server);
+    drop(peer);
 
     let check = Command::new(BIN)
         .args(["check", "--database-url", database_url])
@@ -264,7 +290,9 @@ async fn crash_case(database_url: &str, point: &str) {
         "{point}: check fails after convergence: {report}"
     );
     let _ = std::fs::remove_file(&key_path);
-    let _ = std::fs::remove_dir_all(format!("{key_path}.waitroom"));
+    for node in ["crash-node", "crash-peer"] {
+        let _ = std::fs::remove_dir_all(format!("{key_path}.{node}.waitroom"));
+    }
 }
 
 async fn get(http: &reqwest::Client, url: &str, token: &str) -> Value {
@@ -439,13 +467,13 @@ async fn exchange_crash_case(database_url: &str, point: &str) {
         "{point}: check fails after convergence: {report}"
     );
     let _ = std::fs::remove_file(&key_path);
-    let _ = std::fs::remove_dir_all(format!("{key_path}.waitroom"));
+    let _ = std::fs::remove_dir_all(format!("{key_path}.crash-node.waitroom"));
 }
 
 async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
     for point in boxoffice_workers::crash::POINTS {
         let (url, cleanup) = database_url();
-        crash_case(&url, point).await;
+        crash_case(&url, point, false).await;
         cleanup();
     }
     for point in boxoffice_workers::crash::EXCHANGE_POINTS {
@@ -481,13 +509,43 @@ async fn postgres_converges_after_every_crash_point() {
     for point in boxoffice_workers::crash::POINTS {
         let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
         let url = format!("{base}/{db}");
-        crash_case(&url, point).await;
+        crash_case(&url, point, false).await;
         created.push(db);
     }
     for point in boxoffice_workers::crash::EXCHANGE_POINTS {
         let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
         let url = format!("{base}/{db}");
         exchange_crash_case(&url, point).await;
+        created.push(db);
+    }
+    let admin = sqlx::PgPool::connect(&format!("{base}/postgres"))
+        .await
+        .unwrap();
+    for db in created {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+        )))
+        .execute(&admin)
+        .await
+        .unwrap();
+    }
+}
+
+/// The purchase's points on the owner's path, with a second node beside the one that dies
+/// (the relay's points, capture and delivery, are passed on whichever node claims the
+/// message first, so they are not the owner's to die at).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_two_nodes_converge_after_the_owners_crash_points() {
+    let base = std::env::var("BOXOFFICE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
+    let mut created = Vec::new();
+    let owner_points = boxoffice_workers::crash::POINTS
+        .into_iter()
+        .filter(|point| !matches!(*point, "capture_sent" | "outbox_delivered"));
+    for point in owner_points {
+        let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
+        let url = format!("{base}/{db}");
+        crash_case(&url, point, true).await;
         created.push(db);
     }
     let admin = sqlx::PgPool::connect(&format!("{base}/postgres"))

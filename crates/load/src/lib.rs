@@ -60,6 +60,10 @@ pub struct HoldsScenario {
     /// Share of requests aimed at the two best sections.
     pub hot_share: f64,
     pub hold_ttl_s: u32,
+    /// Send the holds to this node instead (a node of the same store that does not own the
+    /// event: it forwards them to the owner). The event is created, and its first hold
+    /// taken, through `base_url`, so that node owns it.
+    pub holds_via: Option<String>,
 }
 
 /// What a run measured.
@@ -154,6 +158,33 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
     }
     let event_id = body["eventId"].as_str().context("eventId")?.to_owned();
     let url = Arc::new(format!("{base}/v1/events/{event_id}/holds"));
+    let url = match &scenario.holds_via {
+        None => url,
+        Some(via) => {
+            // The first hold goes through `base_url`: that node takes the event's lease.
+            let first = mint_token(
+                &scenario.jwt_secret,
+                &AccountId::parse("load-owner")?,
+                false,
+                3600,
+            )
+            .map_err(anyhow::Error::msg)?;
+            let last_section = section_name(scenario.sections - 1);
+            let answer = http
+                .post(url.as_str())
+                .bearer_auth(&first)
+                .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+                .json(&json!({ "seatIds": [format!("{last_section}-{ROWS}-{SEATS_PER_ROW}")] }))
+                .send()
+                .await
+                .context("the owner's first hold")?;
+            if answer.status().as_u16() != 201 {
+                bail!("the owner's first hold answered {}", answer.status());
+            }
+            let via = via.trim_end_matches('/');
+            Arc::new(format!("{via}/v1/events/{event_id}/holds"))
+        }
+    };
     // Tokens are minted up front: signing is not what this measures.
     let tokens: Arc<Vec<String>> = Arc::new(
         (0..scenario.clients * 64)

@@ -246,6 +246,9 @@ pub fn default_max_active(scale: f64) -> u32 {
 #[derive(Debug, Clone)]
 pub struct OnsaleScenario {
     pub base_url: String,
+    /// More nodes of the same store: each fan talks to one of `base_url` and these (chosen
+    /// by its account), so the requests for the event are spread over every node.
+    pub other_base_urls: Vec<String>,
     pub jwt_secret: String,
     pub scale: f64,
     /// Overrides `2,000,000 × scale`.
@@ -433,7 +436,8 @@ impl Gauges {
 
 struct Shared {
     http: reqwest::Client,
-    base: String,
+    /// The base URL and the other nodes' addresses: a fan talks to one of them.
+    bases: Vec<String>,
     event_id: String,
     secret: String,
     run_tag: String,
@@ -575,8 +579,14 @@ impl Shared {
         ));
     }
 
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+    /// `path` on the node the fan with `token` talks to (always the same one).
+    fn url(&self, token: &str, path: &str) -> String {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        for byte in token.bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+        }
+        let base = &self.bases[(hash % self.bases.len() as u64) as usize];
+        format!("{base}{path}")
     }
 }
 
@@ -649,7 +659,7 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
         // The fan closes the page: the slot goes to the next in line at once.
         let request = shared
             .http
-            .delete(shared.url(&format!("/v1/events/{}/queue", shared.event_id)))
+            .delete(shared.url(&token, &format!("/v1/events/{}/queue", shared.event_id)))
             .bearer_auth(&token);
         let answer = shared.call("leave", request).await;
         if answer.status != 200 {
@@ -662,7 +672,7 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
 /// Joins and polls until admitted; the admission token, or how the wait ended.
 async fn wait_in_room(shared: &Shared, token: &str, due: Instant) -> Result<String, Outcome> {
     let deadline = due + QUEUE_WAIT_MAX;
-    let queue = shared.url(&format!("/v1/events/{}/queue", shared.event_id));
+    let queue = shared.url(token, &format!("/v1/events/{}/queue", shared.event_id));
     let join_key = key();
     let mut joined = None;
     for attempt in 0..JOIN_ATTEMPTS {
@@ -752,7 +762,7 @@ async fn wait_in_room(shared: &Shared, token: &str, due: Instant) -> Result<Stri
 /// Holds, abandons or pays; the visit's outcome.
 async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: Instant) -> Outcome {
     let g = &shared.gauges;
-    let holds = shared.url(&format!("/v1/events/{}/holds", shared.event_id));
+    let holds = shared.url(token, &format!("/v1/events/{}/holds", shared.event_id));
     let n = shared.sections.len() as u32;
     let mut hold = None;
     let mut t = 0;
@@ -810,7 +820,7 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
         Some(true) => {
             let request = shared
                 .http
-                .delete(shared.url(&format!("/v1/holds/{hold_id}")))
+                .delete(shared.url(token, &format!("/v1/holds/{hold_id}")))
                 .bearer_auth(token);
             let answer = shared.call("release", request).await;
             g.holding.fetch_sub(1, Ordering::Relaxed);
@@ -847,7 +857,7 @@ async fn pay(shared: &Shared, token: &str, admission: &str, hold_id: &str, card:
     let sent = Instant::now();
     let request = shared
         .http
-        .post(shared.url(&format!("/v1/holds/{hold_id}/checkout")))
+        .post(shared.url(token, &format!("/v1/holds/{hold_id}/checkout")))
         .bearer_auth(token)
         .header("idempotency-key", key())
         .header("admission-token", admission)
@@ -916,7 +926,7 @@ async fn pay(shared: &Shared, token: &str, admission: &str, hold_id: &str, card:
         tokio::time::sleep(ORDER_POLL).await;
         let request = shared
             .http
-            .get(shared.url(&format!("/v1/orders/{order_id}")))
+            .get(shared.url(token, &format!("/v1/orders/{order_id}")))
             .bearer_auth(token);
         let answer = shared.call("order", request).await;
         match answer.status {
@@ -1106,9 +1116,16 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         .unwrap_or(0);
 
     let started = Instant::now();
+    let mut bases = vec![base];
+    bases.extend(
+        scenario
+            .other_base_urls
+            .iter()
+            .map(|url| url.trim_end_matches('/').to_owned()),
+    );
     let shared = Arc::new(Shared {
         http,
-        base,
+        bases,
         event_id: event_id.clone(),
         secret: scenario.jwt_secret.clone(),
         run_tag: format!("{:06x}", rand::random::<u32>() & 0xff_ffff),
@@ -1498,6 +1515,7 @@ mod tests {
         assert_eq!(arrival_offset(5, 10, 0.0), Duration::ZERO);
         let scenario = OnsaleScenario {
             base_url: String::new(),
+            other_base_urls: Vec::new(),
             jwt_secret: String::new(),
             scale: 0.01,
             accounts: None,
