@@ -327,6 +327,8 @@ async fn serve_with(
     Ok(())
 }
 
+// The command line, parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum LoadScenario {
     /// Hold requests only: 1-6 adjacent seats, hot-skewed, fresh account per request.
