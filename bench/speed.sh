@@ -18,8 +18,10 @@
 #             loop), each of a seat held beforehand, simulator at zero latency: confirmed/s, p99
 #   exchanges issue 7's exchanges on one hot trip: 8,000 ticketed owners, exchanges offered at
 #             EXCHANGE_RATES (default "2000 5000") per second (open loop): achieved/s and p99
-#   forward   issue 15: two nodes on one store; the holds case through the event's owner, then
-#             through the other node (which forwards every hold to the owner): decided/s, p50
+#   forward   issue 15: two nodes on one store; holds through the event's owner, and through the
+#             other node (which forwards every hold to the owner), each on a fresh store: open
+#             loop at FORWARD_RATE (default 1500) holds/s (p50, p99), then the closed-loop
+#             holds case (decided/s)
 #   takeover  issue 15: two nodes (lease TTL 3 s), the owner SIGKILLed, one hold sent to the
 #             other node at once: when the dead owner's lease lapsed, when the other node took
 #             it over, when the hold was answered (ms after the kill)
@@ -54,6 +56,7 @@ ONLY="${ONLY:-pgbench holds holds-open order-status sellout onsale sqlite}"
 EXCHANGE_RATES="${EXCHANGE_RATES:-2000 5000}"
 HOLDS_OPEN_RATES="${HOLDS_OPEN_RATES:-2000 5000}"
 CHECKOUT_RATES="${CHECKOUT_RATES:-1000 2000}"
+FORWARD_RATE="${FORWARD_RATE:-1500}"
 BIN=/usr/lib/postgresql/15/bin
 WORK="$(mktemp -d /tmp/boxoffice-speed.XXXXXX)"
 SECRET="bench-secret-0123456789abcdef"
@@ -219,13 +222,24 @@ for run in $(seq 1 "$RUNS"); do
     done
   fi
   if want forward; then
-    db=$(fresh_pg)
-    start_node fwd-1 "$db"; OWNER_URL=$NODE_URL
-    start_node fwd-2 "$db"; OTHER_URL=$NODE_URL
-    "$BOXOFFICE" load holds --base-url "$OWNER_URL" --clients 256 --duration-s "$DUR" | sed "s/^/run $run forward owner c=256 /"
-    "$BOXOFFICE" load holds --base-url "$OWNER_URL" --holds-via "$OTHER_URL" --clients 256 --duration-s "$DUR" \
-      | sed "s/^/run $run forward via-other-node c=256 /"
-    stop_nodes
+    # Each side on a fresh store and fresh nodes (the first side's outbox backlog would
+    # otherwise be relayed during the second), alternating which side goes first.
+    sides="owner via-other-node"; [ $((run % 2)) = 0 ] && sides="via-other-node owner"
+    for side in $sides; do
+      db=$(fresh_pg)
+      start_node fwd-1 "$db"; OWNER_URL=$NODE_URL
+      start_node fwd-2 "$db"; OTHER_URL=$NODE_URL
+      via=""; [ "$side" = via-other-node ] && via="--holds-via $OTHER_URL"
+      # shellcheck disable=SC2086
+      { "$BOXOFFICE" load holds-open --base-url "$OWNER_URL" $via --rate "$FORWARD_RATE" --duration-s "$DUR" 2>/dev/null || true; } \
+        | sed "s/^/run $run forward $side open-loop /"
+      # shellcheck disable=SC2086
+      { "$BOXOFFICE" load holds --base-url "$OWNER_URL" $via --clients 256 --duration-s "$DUR" || true; } \
+        | sed "s/^/run $run forward $side c=256 /"
+      stop_nodes
+      cp "$WORK/fwd-1.err" "${TMPDIR:-/tmp}/boxoffice-forward-$side-owner-$run.err"
+      cp "$WORK/fwd-2.err" "${TMPDIR:-/tmp}/boxoffice-forward-$side-other-$run.err"
+    done
   fi
   if want takeover; then
     db=$(fresh_pg)

@@ -548,6 +548,10 @@ enum LoadScenario {
         /// Short, so seats recycle and the venue never sells out.
         #[arg(long, default_value_t = 1)]
         hold_ttl_s: u32,
+        /// Send the holds to this node (another `serve` on the same store) instead: it
+        /// forwards them to the owner, the node at --base-url.
+        #[arg(long)]
+        holds_via: Option<String>,
     },
     /// Attempts after sell-out: sells a small section out (held and paid), then fires hold
     /// attempts at it from closed-loop clients; each must be refused (409).
@@ -1002,10 +1006,12 @@ async fn main() -> anyhow::Result<()> {
                     sections,
                     hot_share,
                     hold_ttl_s,
+                    holds_via,
                 },
         } => {
             let secret = jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned());
             let scenario = boxoffice_load::HoldsOpenScenario {
+                holds_via,
                 rate,
                 duration_s,
                 max_in_flight,

@@ -73,6 +73,8 @@ pub struct HoldsReport {
     pub granted: u64,
     pub refused: u64,
     pub errors: u64,
+    /// The errors by status (0: no answer), e.g. `429:12,503:3`.
+    pub error_statuses: String,
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
@@ -93,18 +95,55 @@ impl std::fmt::Display for HoldsReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "decided/s={:.0} granted/s={:.0} granted={} refused={} errors={} p50_ms={:.1} p99_ms={:.1} max_ms={:.1} elapsed_s={:.1}",
+            "decided/s={:.0} granted/s={:.0} granted={} refused={} errors={}{} p50_ms={:.1} p99_ms={:.1} max_ms={:.1} elapsed_s={:.1}",
             self.decided_per_s(),
             self.granted_per_s(),
             self.granted,
             self.refused,
             self.errors,
+            if self.error_statuses.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", self.error_statuses)
+            },
             self.p50_ms,
             self.p99_ms,
             self.max_ms,
             self.elapsed_s
         )
     }
+}
+
+/// Where a run sends its holds for the event at `holds_url` (on its `base_url` node): there,
+/// or through `via` (another node of the store, which forwards them to the owner), after one
+/// hold of `seat_id` through `holds_url` so that the base node takes the event's lease.
+pub(crate) async fn holds_url_via(
+    http: &reqwest::Client,
+    jwt_secret: &str,
+    holds_url: &str,
+    via: Option<&str>,
+    seat_id: &str,
+) -> anyhow::Result<String> {
+    let Some(via) = via else {
+        return Ok(holds_url.to_owned());
+    };
+    let owner = mint_token(jwt_secret, &AccountId::parse("load-owner")?, false, 3600)
+        .map_err(anyhow::Error::msg)?;
+    let answer = http
+        .post(holds_url)
+        .bearer_auth(&owner)
+        .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+        .json(&json!({ "seatIds": [seat_id] }))
+        .send()
+        .await
+        .context("the owner's first hold")?;
+    if answer.status().as_u16() != 201 {
+        bail!("the owner's first hold answered {}", answer.status());
+    }
+    let path = holds_url
+        .find("/v1/")
+        .map_or(holds_url, |at| &holds_url[at..]);
+    Ok(format!("{}{path}", via.trim_end_matches('/')))
 }
 
 const ROWS: u32 = 50;
@@ -158,33 +197,20 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
     }
     let event_id = body["eventId"].as_str().context("eventId")?.to_owned();
     let url = Arc::new(format!("{base}/v1/events/{event_id}/holds"));
-    let url = match &scenario.holds_via {
-        None => url,
-        Some(via) => {
-            // The first hold goes through `base_url`: that node takes the event's lease.
-            let first = mint_token(
-                &scenario.jwt_secret,
-                &AccountId::parse("load-owner")?,
-                false,
-                3600,
-            )
-            .map_err(anyhow::Error::msg)?;
-            let last_section = section_name(scenario.sections - 1);
-            let answer = http
-                .post(url.as_str())
-                .bearer_auth(&first)
-                .header("idempotency-key", uuid::Uuid::now_v7().to_string())
-                .json(&json!({ "seatIds": [format!("{last_section}-{ROWS}-{SEATS_PER_ROW}")] }))
-                .send()
-                .await
-                .context("the owner's first hold")?;
-            if answer.status().as_u16() != 201 {
-                bail!("the owner's first hold answered {}", answer.status());
-            }
-            let via = via.trim_end_matches('/');
-            Arc::new(format!("{via}/v1/events/{event_id}/holds"))
-        }
-    };
+    let last_seat = format!(
+        "{}-{ROWS}-{SEATS_PER_ROW}",
+        section_name(scenario.sections - 1)
+    );
+    let url = Arc::new(
+        holds_url_via(
+            &http,
+            &scenario.jwt_secret,
+            &url,
+            scenario.holds_via.as_deref(),
+            &last_seat,
+        )
+        .await?,
+    );
     // Tokens are minted up front: signing is not what this measures.
     let tokens: Arc<Vec<String>> = Arc::new(
         (0..scenario.clients * 64)
@@ -203,6 +229,8 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
     let granted = Arc::new(AtomicU64::new(0));
     let refused = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
+    let error_statuses: Arc<std::sync::Mutex<std::collections::BTreeMap<u16, u64>>> =
+        Arc::default();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(scenario.duration_s);
     let bar = indicatif::ProgressBar::new(scenario.duration_s);
@@ -214,6 +242,7 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
     for client in 0..scenario.clients {
         let (http, url, tokens) = (http.clone(), url.clone(), tokens.clone());
         let (granted, refused, errors) = (granted.clone(), refused.clone(), errors.clone());
+        let error_statuses = error_statuses.clone();
         let (n_sections, hot_share) = (scenario.sections, scenario.hot_share);
         workers.push(tokio::spawn(async move {
             let mut latencies =
@@ -261,7 +290,14 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
                 match status {
                     201 => granted.fetch_add(1, Ordering::Relaxed),
                     409 => refused.fetch_add(1, Ordering::Relaxed),
-                    _ => errors.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        *error_statuses
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .entry(other)
+                            .or_default() += 1;
+                        errors.fetch_add(1, Ordering::Relaxed)
+                    }
                 };
             }
             latencies
@@ -300,6 +336,13 @@ pub async fn run_holds(scenario: &HoldsScenario) -> anyhow::Result<HoldsReport> 
         granted: granted.load(Ordering::Relaxed),
         refused: refused.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),
+        error_statuses: error_statuses
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .map(|(status, n)| format!("{status}:{n}"))
+            .collect::<Vec<_>>()
+            .join(","),
         p50_ms: latencies.value_at_quantile(0.50) as f64 / 1000.0,
         p99_ms: latencies.value_at_quantile(0.99) as f64 / 1000.0,
         max_ms: latencies.max() as f64 / 1000.0,

@@ -382,6 +382,8 @@ pub struct HoldsOpenScenario {
     pub hot_share: f64,
     /// Short, so held seats come back and the venue never sells out.
     pub hold_ttl_s: u32,
+    /// Send the holds to this node instead (see `HoldsScenario::holds_via`).
+    pub holds_via: Option<String>,
 }
 
 impl HoldsOpenScenario {
@@ -396,6 +398,7 @@ impl HoldsOpenScenario {
             sections: 4,
             hot_share: 0.8,
             hold_ttl_s: 1,
+            holds_via: None,
         }
     }
 }
@@ -479,7 +482,20 @@ pub async fn run_holds_open(scenario: &HoldsOpenScenario) -> anyhow::Result<Hold
         sections,
     )
     .await?;
-    let url = Arc::new(format!("{base}/v1/events/{event_id}/holds"));
+    let last_seat = format!(
+        "{}-{ROWS}-{SEATS_PER_ROW}",
+        section_name(scenario.sections - 1)
+    );
+    let url = Arc::new(
+        crate::holds_url_via(
+            &http,
+            &scenario.jwt_secret,
+            &format!("{base}/v1/events/{event_id}/holds"),
+            scenario.holds_via.as_deref(),
+            &last_seat,
+        )
+        .await?,
+    );
     let (n_sections, hot_share) = (scenario.sections, scenario.hot_share);
     let secret = scenario.jwt_secret.clone();
     let tag = run_tag();

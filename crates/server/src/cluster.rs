@@ -41,8 +41,10 @@ pub const FORWARDED_HEADER: &str = "x-boxoffice-forwarded-by";
 pub const NODE_HEADER: &str = "x-boxoffice-node";
 /// How long a forward may take before the owner is taken for dead.
 pub const FORWARD_TIMEOUT_MS: u64 = 10_000;
-/// Idle connections kept open per owner for forwarding.
-pub const FORWARD_IDLE_PER_HOST: usize = 64;
+/// Idle connections kept open per owner for forwarding: as many as requests forwarded at
+/// once, so that a busy sale never closes and reopens connections (at 64, 256 clients
+/// forwarding through one node kept reconnecting).
+pub const FORWARD_IDLE_PER_HOST: usize = 1024;
 /// Event → hold, order and exchange look-ups cached (a write names a hold, an order or an
 /// exchange; its event never changes). Cleared when full.
 const EVENT_OF_CACHE_MAX: usize = 200_000;
@@ -120,6 +122,8 @@ struct Inner {
     remote: Mutex<HashMap<String, Remote>>,
     /// Hold, order and exchange ids to their event (immutable).
     event_of: Mutex<HashMap<String, String>>,
+    /// Per event: this node's look-ups and takes of the lease, one at a time.
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     client: reqwest::Client,
 }
 
@@ -146,6 +150,7 @@ impl Cluster {
             held: Mutex::default(),
             remote: Mutex::default(),
             event_of: Mutex::default(),
+            turns: Mutex::default(),
             client,
         })))
     }
@@ -177,26 +182,49 @@ impl Cluster {
     /// Where writes for `event_id` are served: here if this node holds the lease or takes it
     /// now (free or expired), else at the live owner.
     pub async fn route(&self, event_id: &str) -> StoreResult<Route> {
-        if let Some(fence) = self.held(event_id) {
-            return Ok(Route::Local(fence));
+        if let Some(route) = self.known_route(event_id) {
+            return Ok(route);
         }
-        if let Some(remote) = lock(&self.0.remote).get(event_id)
-            && remote.until > Instant::now()
-        {
-            return Ok(Route::Remote {
-                node_id: remote.node_id.clone(),
-                url: remote.url.clone(),
-            });
+        // One look-up per event at a time: the requests that arrive meanwhile wait for its
+        // answer instead of each reading (or taking) the lease.
+        let turn = self.turn(event_id);
+        let _turn = turn.lock().await;
+        if let Some(route) = self.known_route(event_id) {
+            return Ok(route);
         }
         match self.0.store.lease(event_id).await? {
             Some(lease) if lease.live() && lease.node_id != self.0.config.node_id => {
                 self.remote_route(&lease)
             }
-            _ => match self.acquire(event_id).await? {
+            // This node already has its turn: take the lease without asking for it again.
+            _ => match self.take(event_id).await? {
                 Ok(fence) => Ok(Route::Local(fence)),
                 Err(lease) => self.remote_route(&lease),
             },
         }
+    }
+
+    /// The route this node knows without the store: its own lease, or the owner as last read
+    /// while that lease is live.
+    fn known_route(&self, event_id: &str) -> Option<Route> {
+        if let Some(fence) = self.held(event_id) {
+            return Some(Route::Local(fence));
+        }
+        let remote = lock(&self.0.remote);
+        let remote = remote.get(event_id)?;
+        (remote.until > Instant::now()).then(|| Route::Remote {
+            node_id: remote.node_id.clone(),
+            url: remote.url.clone(),
+        })
+    }
+
+    /// The lock that makes this node's look-ups and takes of `event_id`'s lease one at a time.
+    fn turn(&self, event_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = lock(&self.0.turns);
+        if turns.len() >= EVENT_OF_CACHE_MAX {
+            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
+        }
+        turns.entry(event_id.to_owned()).or_default().clone()
     }
 
     fn remote_route(&self, lease: &Lease) -> StoreResult<Route> {
@@ -227,6 +255,19 @@ impl Cluster {
         if let Some(fence) = self.held(event_id) {
             return Ok(Ok(fence));
         }
+        // Taking a lease this node holds again bumps its epoch (a restarted node fences its
+        // former self), so two takes of one process must never race: one at a time, and the
+        // second finds the first's.
+        let turn = self.turn(event_id);
+        let _turn = turn.lock().await;
+        if let Some(fence) = self.held(event_id) {
+            return Ok(Ok(fence));
+        }
+        self.take(event_id).await
+    }
+
+    /// Takes the lease (the caller has the event's turn).
+    async fn take(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
         let taken = self
             .0
             .store
