@@ -659,7 +659,41 @@ async fn a_former_owners_group_is_fenced(backend: Backend) {
     app.finish().await;
 }
 
+/// A node's requests that arrive at once for an event nobody owns take its lease once: the
+/// others wait for that take and find the node's lease (each take of a node's own lease bumps
+/// the epoch, which would fence the node's own writer).
+async fn a_crowd_on_one_node_takes_the_lease_once(backend: Backend) {
+    use boxoffice_server::cluster::{Cluster, ClusterConfig, Route};
+
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let cluster = Cluster::new(
+        ClusterConfig {
+            node_id: "node-a".into(),
+            advertise_url: "http://127.0.0.1:1".into(),
+            lease_ttl_ms: 60_000,
+        },
+        app.db.store.clone(),
+    )
+    .unwrap();
+    let routes = futures::future::join_all((0..64).map(|_| cluster.route(&event_id))).await;
+    for route in routes {
+        match route.unwrap() {
+            Route::Local(fence) => assert_eq!((fence.node_id.as_str(), fence.epoch), ("node-a", 1)),
+            other => panic!("the node's own lease: {other:?}"),
+        }
+    }
+    let lease = app.db.store.lease(&event_id).await.unwrap().expect("lease");
+    assert_eq!(
+        (lease.node_id.as_str(), lease.epoch),
+        ("node-a", 1),
+        "taken once"
+    );
+    app.finish().await;
+}
+
 stories!(
+    a_crowd_on_one_node_takes_the_lease_once,
     a_former_owners_group_is_fenced,
     a_failed_commit_holds_back_the_next_group,
     a_group_after_one_that_found_the_engine_wrong_is_decided_again,
