@@ -439,6 +439,41 @@ impl Cluster {
         }
     }
 
+    /// Remembers the event of a hold or exchange that `answer` (a 201 to a hold or exchange
+    /// request for `event_id`) created, so that its checkout or release needs no look-up.
+    async fn learn(
+        &self,
+        parts: &axum::http::request::Parts,
+        event_id: &str,
+        answer: Response,
+    ) -> Response {
+        let path = parts.uri.path();
+        let (kind, member) = if path.ends_with("/holds") {
+            ("hold", "holdId")
+        } else if path.ends_with("/exchanges") {
+            ("exchange", "exchangeId")
+        } else {
+            return answer;
+        };
+        if answer.status() != StatusCode::CREATED {
+            return answer;
+        }
+        let (head, body) = answer.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, crate::body::BODY_BYTES_MAX * 4).await else {
+            return (StatusCode::BAD_GATEWAY, head.headers).into_response();
+        };
+        if let Ok(created) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            && let Some(id) = created.get(member).and_then(|id| id.as_str())
+        {
+            let mut map = lock(&self.0.event_of);
+            if map.len() >= EVENT_OF_CACHE_MAX {
+                map.clear();
+            }
+            map.insert(format!("{kind} {id}"), event_id.to_owned());
+        }
+        Response::from_parts(head, Body::from(bytes))
+    }
+
     /// Sends the request to the owner at `url` and returns its answer as it came; `None`
     /// when no answer came (the owner is unreachable or timed out).
     async fn forward(
@@ -531,7 +566,11 @@ pub async fn forward_writes(
     let Some(cluster) = state.cluster.clone() else {
         return next.run(request).await;
     };
-    if !matches!(request.method(), &Method::POST | &Method::DELETE) {
+    // Reads are answered here; so is a request without a token (its handler says 401): no
+    // store look-up for it.
+    if !matches!(request.method(), &Method::POST | &Method::DELETE)
+        || !request.headers().contains_key(axum::http::header::AUTHORIZATION)
+    {
         return next.run(request).await;
     }
     let forwarded = request.headers().contains_key(FORWARDED_HEADER);
@@ -550,29 +589,32 @@ pub async fn forward_writes(
             .into_response();
         }
     };
+    if forwarded {
+        // Served here whatever this node believes: a forward is never forwarded again.
+        let creates = creates_for(&parts);
+        return local(next, parts, body, &cluster, creates).await;
+    }
     let event_id = match cluster
         .event_of(&state, &parts.method, parts.uri.path(), &body)
         .await
     {
         Ok(Some(event_id)) => event_id,
         // Not a writer's request, or for nothing that exists (the handler says 404).
-        Ok(None) => return local(next, parts, body, &cluster).await,
+        Ok(None) => return local(next, parts, body, &cluster, None).await,
         Err(error) => return ApiError::from(error).into_response(),
     };
-    if forwarded {
-        // Served here whatever this node believes: a forward is never forwarded again.
-        return local(next, parts, body, &cluster).await;
-    }
     let deadline = Instant::now() + cluster.ttl() + Duration::from_secs(1);
     let mut tried: Option<String> = None;
     loop {
         match cluster.route(&event_id).await {
-            Ok(Route::Local(_)) => return local(next, parts, body, &cluster).await,
+            Ok(Route::Local(_)) => {
+                return local(next, parts, body, &cluster, Some(event_id)).await;
+            }
             Ok(Route::Remote { node_id, url }) => {
                 if tried.as_deref() != Some(node_id.as_str())
                     && let Some(answer) = cluster.forward(&url, &parts, &body).await
                 {
-                    return answer;
+                    return cluster.learn(&parts, &event_id, answer).await;
                 }
                 // No answer: the owner may be dead. Its lease lapses within a TTL; then this
                 // node (or another) takes it, and the request is served there.
@@ -593,15 +635,31 @@ pub async fn forward_writes(
     }
 }
 
+/// Serves the request here. `event_id`: the event it writes, so that a hold or exchange it
+/// creates is remembered with its event (its checkout then needs no look-up).
 async fn local(
     next: Next,
     parts: axum::http::request::Parts,
     body: Bytes,
     cluster: &Cluster,
+    event_id: Option<String>,
 ) -> Response {
-    let mut response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    let request = Request::from_parts(parts.clone(), Body::from(body));
+    let mut response = next.run(request).await;
     if let Ok(node) = HeaderValue::from_str(cluster.node_id()) {
         response.headers_mut().insert(NODE_HEADER, node);
     }
-    response
+    match event_id {
+        Some(event_id) => cluster.learn(&parts, &event_id, response).await,
+        None => response,
+    }
+}
+
+/// The event a forwarded request creates something in, when its path names it.
+fn creates_for(parts: &axum::http::request::Parts) -> Option<String> {
+    let path: Vec<&str> = parts.uri.path().trim_start_matches('/').split('/').collect();
+    match (&parts.method, path.as_slice()) {
+        (&Method::POST, ["v1", "events", event_id, "holds"]) => Some((*event_id).to_owned()),
+        _ => None,
+    }
 }
