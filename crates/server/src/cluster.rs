@@ -569,7 +569,9 @@ pub async fn forward_writes(
     // Reads are answered here; so is a request without a token (its handler says 401): no
     // store look-up for it.
     if !matches!(request.method(), &Method::POST | &Method::DELETE)
-        || !request.headers().contains_key(axum::http::header::AUTHORIZATION)
+        || !request
+            .headers()
+            .contains_key(axum::http::header::AUTHORIZATION)
     {
         return next.run(request).await;
     }
@@ -657,7 +659,12 @@ async fn local(
 
 /// The event a forwarded request creates something in, when its path names it.
 fn creates_for(parts: &axum::http::request::Parts) -> Option<String> {
-    let path: Vec<&str> = parts.uri.path().trim_start_matches('/').split('/').collect();
+    let path: Vec<&str> = parts
+        .uri
+        .path()
+        .trim_start_matches('/')
+        .split('/')
+        .collect();
     match (&parts.method, path.as_slice()) {
         (&Method::POST, ["v1", "events", event_id, "holds"]) => Some((*event_id).to_owned()),
         _ => None,
