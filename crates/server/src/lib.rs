@@ -310,16 +310,23 @@ impl boxoffice_workers::payment::Settler for WriterSettler {
         let Ok(event) = state.event(&operation.event_id).await else {
             return store.compensate_failed_capture(operation_id, reason).await;
         };
-        state
+        match state
             .writers
             .compensate(event, &order, operation, reason)
             .await
-            .map_err(|error| match error {
-                writer::SubmitError::Overloaded => {
-                    boxoffice_store::StoreError::Busy("the event's writer is full".into())
-                }
-                writer::SubmitError::Store(error) => error,
-            })
+        {
+            Ok(given_back) => Ok(given_back),
+            Err(writer::SubmitError::Overloaded) => Err(boxoffice_store::StoreError::Busy(
+                "the event's writer is full".into(),
+            )),
+            // Another node owns the event: the store's own compensation (fenced by the
+            // writer sequence; the owner catches up), rather than waiting for the relay of
+            // the owner to claim the message.
+            Err(writer::SubmitError::Store(boxoffice_store::StoreError::Fenced(_))) => {
+                store.compensate_failed_capture(operation_id, reason).await
+            }
+            Err(writer::SubmitError::Store(error)) => Err(error),
+        }
     }
 }
 
