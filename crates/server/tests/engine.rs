@@ -1034,3 +1034,60 @@ async fn two_nodes_start_one_checkout() {
     b_store.cleanup().await;
     a.finish().await;
 }
+
+/// On PostgreSQL a group in flight holds the lease row `FOR KEY SHARE`: the owner's renewal
+/// does not wait for it, a takeover does (and then bumps the epoch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_takeover_waits_for_the_group_in_flight_and_a_renewal_does_not() {
+    use boxoffice_store::lease::Taken;
+    use std::time::Duration;
+
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let event_id = app.create_event(json!({})).await;
+    let store = app.db.store.clone();
+    let Taken::Mine(first) = store.take_lease(&event_id, "node-a", 300).await.unwrap() else {
+        panic!("a free lease is taken");
+    };
+    // A group of node-a in flight: the lease row read as the group's first statement does.
+    let pool = app.db.pg.as_ref().unwrap().pool().clone();
+    let mut group = pool.begin().await.unwrap();
+    let epoch: i64 = sqlx::query_scalar(
+        "SELECT epoch FROM event_lease WHERE event_id = $1 AND node_id = 'node-a' FOR KEY SHARE",
+    )
+    .bind(&event_id)
+    .fetch_one(&mut *group)
+    .await
+    .unwrap();
+    assert_eq!(epoch, 1);
+    let renewed = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.renew_leases("node-a", &[(event_id.clone(), 1)], 300),
+    )
+    .await
+    .expect("a renewal never waits for a group")
+    .unwrap();
+    assert_eq!(renewed, vec![event_id.clone()]);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The lease has lapsed; node-b's takeover waits for the group in flight.
+    let takeover = {
+        let (store, event_id) = (store.clone(), event_id.clone());
+        tokio::spawn(async move { store.take_lease(&event_id, "node-b", 60_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !takeover.is_finished(),
+        "the takeover waits for the group in flight"
+    );
+    group.commit().await.unwrap();
+    match takeover.await.unwrap().unwrap() {
+        Taken::Mine(lease) => assert_eq!((lease.node_id.as_str(), lease.epoch), ("node-b", 2)),
+        other => panic!("the lapsed lease is taken over: {other:?}"),
+    }
+    assert!(
+        !store
+            .release_lease(&event_id, &first.fence())
+            .await
+            .unwrap()
+    );
+    app.finish().await;
+}

@@ -257,13 +257,15 @@ impl EngineStore for PgStore {
         // again whenever the statistics of its tables change (`Statistics` keeps them
         // current during a sale). The store's clock comes in the same round trip.
         // A writer's group proves its lease in the same round trip: the lease row is read
-        // `FOR SHARE` (the owner's pipelined groups share it; a takeover, which updates the
-        // row, waits for them, and every group after it finds another epoch).
+        // `FOR KEY SHARE`. The owner's pipelined groups share that lock, and so does its
+        // renewal (an update of the expiry alone takes the weaker NO KEY UPDATE lock, so it
+        // never waits for the groups); a takeover locks the row `FOR UPDATE`, so it waits for
+        // the groups in flight, and every group after it finds another epoch.
         let clock_sent = std::time::Instant::now();
         let (store_now, epoch): (OffsetDateTime, Option<i64>) = sqlx::query_as(
             "SELECT date_trunc('milliseconds', clock_timestamp()),
                     (SELECT epoch FROM event_lease
-                      WHERE event_id = $1 AND node_id = $2 AND $2 IS NOT NULL FOR SHARE)
+                      WHERE event_id = $1 AND node_id = $2 AND $2 IS NOT NULL FOR KEY SHARE)
                FROM (SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
                             set_config('plan_cache_mode', 'force_generic_plan', true)) AS settings",
         )

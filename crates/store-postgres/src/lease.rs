@@ -1,6 +1,7 @@
 //! The event lease and the node registry on PostgreSQL (`boxoffice_store::lease`). A takeover
-//! updates the lease row, so it waits for the groups in flight (each reads the row `FOR
-//! SHARE`, see `engine.rs`); times are the store's clock (`clock_timestamp()`).
+//! locks the lease row `FOR UPDATE`, so it waits for the groups in flight (each reads the row
+//! `FOR KEY SHARE`, see `engine.rs`); a renewal changes the expiry alone (a NO KEY UPDATE
+//! lock), so it never waits for them. Times are the store's clock (`clock_timestamp()`).
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
@@ -68,7 +69,15 @@ impl LeaseStore for PgStore {
 
     async fn take_lease(&self, event_id: &str, node_id: &str, ttl_ms: u64) -> StoreResult<Taken> {
         // Taken when free, expired, or this node's own (a restarted node fences its former
-        // self): the conflicting row is locked first, so this waits for the groups in flight.
+        // self). The row is locked `FOR UPDATE` first: that waits for the groups in flight
+        // (each holds it `FOR KEY SHARE`), which an upsert's own lock would not (it changes no
+        // key, so it takes NO KEY UPDATE, which does not conflict with KEY SHARE).
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        sqlx::query("SELECT 1 FROM event_lease WHERE event_id = $1 FOR UPDATE")
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
         let taken = sqlx::query(
             "INSERT INTO event_lease (event_id, node_id, epoch, since, expires_at)
              VALUES ($1, $2, 1, clock_timestamp(),
@@ -84,9 +93,10 @@ impl LeaseStore for PgStore {
         .bind(event_id)
         .bind(node_id)
         .bind(ttl(ttl_ms))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
         let lease = self.lease(event_id).await?.ok_or_else(|| {
             boxoffice_store::StoreError::Internal(format!("the lease of {event_id} vanished"))
         })?;

@@ -6,9 +6,12 @@
 //! third of the lease's TTL; a graceful stop hands the lease back at once (expired, epoch
 //! kept). Every group the owner's writer commits carries its [`Fence`] (node and epoch) and
 //! the store checks it inside the group's own transaction, under a shared lock on the lease
-//! row: the owner's pipelined groups share that lock, while a takeover (which updates the
-//! row) waits for the groups in flight and then makes every later group of the former owner
-//! fail with [`StoreError::Fenced`]. This is Kleppmann's fencing token, checked by the
+//! row (PostgreSQL: `FOR KEY SHARE`): the owner's pipelined groups and its renewals (which
+//! change the expiry alone) never wait for each other, while a takeover (which locks the row
+//! `FOR UPDATE`) waits for the groups in flight and then makes every later group of the
+//! former owner fail with [`StoreError::Fenced`]. (The migration's comment says `FOR SHARE`
+//! and that the takeover updates the row: it was written first, and a migration applied
+//! somewhere is never edited.) This is Kleppmann's fencing token, checked by the
 //! storage, not trusted to the clock: a paused owner that wakes up after its lease was taken
 //! writes nothing.
 //!
