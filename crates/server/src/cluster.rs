@@ -616,6 +616,11 @@ pub async fn forward_writes(
                 if tried.as_deref() != Some(node_id.as_str())
                     && let Some(answer) = cluster.forward(&url, &parts, &body).await
                 {
+                    if answer.status() == StatusCode::SERVICE_UNAVAILABLE {
+                        // The node may no longer own the event (its lease taken over since
+                        // this node read it): the next request reads the lease again.
+                        cluster.forget_remote(&event_id);
+                    }
                     return cluster.learn(&parts, &event_id, answer).await;
                 }
                 // No answer: the owner may be dead. Its lease lapses within a TTL; then this
