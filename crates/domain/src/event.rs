@@ -66,6 +66,37 @@ pub struct WaitingRoomSettings {
     pub policy: QueuePolicy,
     pub max_active_shoppers: u32,
     pub admission_ttl_seconds: u32,
+    /// The release controller's first rate; slow start doubles it while the sale is healthy.
+    /// (Events stored before these settings existed read the defaults.)
+    #[serde(default = "default_start_release")]
+    pub start_release_per_second: u32,
+    /// The controller's ceiling (the operator may lower it at run time).
+    #[serde(default = "default_max_release")]
+    pub max_release_per_second: u32,
+    /// Hold latency p99 above which release backs off.
+    #[serde(default = "default_target_hold_p99")]
+    pub target_hold_p99_ms: u32,
+    /// How long a released fan may take to claim the admission before the place expires.
+    #[serde(default = "default_claim_window")]
+    pub claim_window_seconds: u32,
+}
+
+/// Highest release rate an event may set, per second.
+pub const RELEASE_PER_S_MAX: u32 = 100_000;
+/// Highest hold p99 target an event may set, in milliseconds.
+pub const TARGET_HOLD_P99_MS_MAX: u32 = 60_000;
+
+fn default_start_release() -> u32 {
+    10
+}
+fn default_max_release() -> u32 {
+    500
+}
+fn default_target_hold_p99() -> u32 {
+    300
+}
+fn default_claim_window() -> u32 {
+    600
 }
 
 impl Default for WaitingRoomSettings {
@@ -75,6 +106,10 @@ impl Default for WaitingRoomSettings {
             policy: QueuePolicy::Fifo,
             max_active_shoppers: 10_000,
             admission_ttl_seconds: 900,
+            start_release_per_second: default_start_release(),
+            max_release_per_second: default_max_release(),
+            target_hold_p99_ms: default_target_hold_p99(),
+            claim_window_seconds: default_claim_window(),
         }
     }
 }
@@ -209,6 +244,30 @@ impl EventSpec {
         check_range(
             "waitingRoom.admissionTtlSeconds",
             self.waiting_room.admission_ttl_seconds.into(),
+            10,
+            86_400,
+        )?;
+        check_range(
+            "waitingRoom.maxReleasePerSecond",
+            self.waiting_room.max_release_per_second.into(),
+            1,
+            RELEASE_PER_S_MAX.into(),
+        )?;
+        check_range(
+            "waitingRoom.startReleasePerSecond",
+            self.waiting_room.start_release_per_second.into(),
+            1,
+            self.waiting_room.max_release_per_second.into(),
+        )?;
+        check_range(
+            "waitingRoom.targetHoldP99Ms",
+            self.waiting_room.target_hold_p99_ms.into(),
+            1,
+            TARGET_HOLD_P99_MS_MAX.into(),
+        )?;
+        check_range(
+            "waitingRoom.claimWindowSeconds",
+            self.waiting_room.claim_window_seconds.into(),
             10,
             86_400,
         )?;

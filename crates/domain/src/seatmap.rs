@@ -109,6 +109,12 @@ impl SeatMap {
         !self.status.is_empty() && self.sold == self.status.len()
     }
 
+    /// Whether nothing is free: every seat sold and no tier unit available. Held seats and
+    /// units are not free, but they may come back; tier units held are not on the map.
+    pub fn nothing_free(&self) -> bool {
+        self.sold == self.status.len() && self.tiers.iter().all(|available| *available <= 0)
+    }
+
     /// Whether `seat` is sold on the map.
     pub fn is_sold(&self, seat: usize) -> bool {
         self.status.get(seat) == Some(&MapStatus::Sold)

@@ -65,6 +65,19 @@ pub struct WaitingRoomBody {
     pub max_active_shoppers: Option<u32>,
     #[serde(default)]
     pub admission_ttl_seconds: Option<u32>,
+    /// The release controller's first rate (1 to `maxReleasePerSecond`; default 10); slow
+    /// start doubles it every healthy second.
+    #[serde(default)]
+    pub start_release_per_second: Option<u32>,
+    /// The release controller's ceiling, 1-100000 (default 500).
+    #[serde(default)]
+    pub max_release_per_second: Option<u32>,
+    /// Hold latency p99 above which release backs off, 1-60000 ms (default 300).
+    #[serde(default)]
+    pub target_hold_p99_ms: Option<u32>,
+    /// How long a released fan may take to claim the admission, 10-86400 s (default 600).
+    #[serde(default)]
+    pub claim_window_seconds: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -99,6 +112,22 @@ impl CreateEventBody {
                 admission_ttl_seconds: body
                     .admission_ttl_seconds
                     .unwrap_or(defaults.admission_ttl_seconds),
+                // A lower ceiling alone brings the default start down with it.
+                start_release_per_second: body.start_release_per_second.unwrap_or(
+                    defaults.start_release_per_second.min(
+                        body.max_release_per_second
+                            .unwrap_or(defaults.max_release_per_second),
+                    ),
+                ),
+                max_release_per_second: body
+                    .max_release_per_second
+                    .unwrap_or(defaults.max_release_per_second),
+                target_hold_p99_ms: body
+                    .target_hold_p99_ms
+                    .unwrap_or(defaults.target_hold_p99_ms),
+                claim_window_seconds: body
+                    .claim_window_seconds
+                    .unwrap_or(defaults.claim_window_seconds),
             },
         };
         EventSpec {
@@ -171,6 +200,10 @@ pub struct WaitingRoomView {
     pub policy: QueuePolicy,
     pub max_active_shoppers: u32,
     pub admission_ttl_seconds: u32,
+    pub start_release_per_second: u32,
+    pub max_release_per_second: u32,
+    pub target_hold_p99_ms: u32,
+    pub claim_window_seconds: u32,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -240,6 +273,10 @@ impl EventView {
                 policy: event.waiting_room.policy,
                 max_active_shoppers: event.waiting_room.max_active_shoppers,
                 admission_ttl_seconds: event.waiting_room.admission_ttl_seconds,
+                start_release_per_second: event.waiting_room.start_release_per_second,
+                max_release_per_second: event.waiting_room.max_release_per_second,
+                target_hold_p99_ms: event.waiting_room.target_hold_p99_ms,
+                claim_window_seconds: event.waiting_room.claim_window_seconds,
             },
             sections: event
                 .sections

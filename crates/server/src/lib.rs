@@ -372,7 +372,8 @@ impl AppState {
         let writers = match &cluster {
             Some(cluster) => writers.with_cluster(cluster.clone()),
             None => writers,
-        };
+        }
+        .with_meter(waitroom.meter.clone());
         Ok(Self(Arc::new_cyclic(|shared| Shared {
             relay: OutboxRelay::new(
                 workers_store.clone(),
@@ -573,7 +574,12 @@ pub fn spawn_workers(state: &AppState) {
     tokio::spawn(ExpirySweeper::new(state.workers_store.clone()).run());
     tokio::spawn(state.relay.clone().run());
     tokio::spawn(state.reconciler.clone().run());
-    tokio::spawn(state.waitroom.clone().run(state.store.clone()));
+    tokio::spawn(
+        state
+            .waitroom
+            .clone()
+            .run(state.store.clone(), state.seatmaps.clone()),
+    );
     tokio::spawn(metrics_upkeep(state.metrics.clone()));
     tokio::spawn(state.seatmaps.clone().run());
 }

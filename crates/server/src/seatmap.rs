@@ -235,6 +235,11 @@ impl LiveMap {
         }
     }
 
+    /// Whether nothing is free on the map (see [`SeatMap::nothing_free`]).
+    pub fn nothing_free(&self) -> bool {
+        self.read().nothing_free()
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Frame> {
         self.frames.subscribe()
     }

@@ -46,6 +46,12 @@ pub const TICKS_PER_DECISION: u32 = 10;
 pub const LEAD_LEASE_MS: u64 = 3_000;
 /// Ticks of history (10 s) used to count released accounts that have not claimed yet.
 pub const UNCLAIMED_WINDOW_TICKS: usize = 100;
+/// Controller decisions the admin view shows (the last minute).
+pub const DECISIONS_KEPT: usize = 60;
+/// `Retry-After` of a sold-out answer: seats come back rarely (a lapsed hold, a refund).
+pub const SOLD_OUT_RETRY_AFTER_S: u64 = 20;
+/// How often the store is asked whether tier units are held, once the map shows none free.
+pub const TIER_CHECK_INTERVAL_MS: i64 = 250;
 /// Longest poll interval suggested by `Retry-After`, in seconds (Cloudflare refreshes
 /// every 20 s).
 pub const POLL_INTERVAL_MAX_S: u64 = 20;
@@ -63,6 +69,26 @@ pub struct HealthMeter {
     store_errors: AtomicU64,
     payment_attempts: AtomicU64,
     payment_failures: AtomicU64,
+    checkout_attempts: AtomicU64,
+    checkout_errors: AtomicU64,
+    /// Event writers' group commits (decided to committed), microseconds.
+    group_latencies_us: Mutex<Vec<u32>>,
+    /// The deepest any event writer's queues were this second.
+    writer_queue_depth: AtomicU64,
+    /// Shopping trips that ended (slots returned) this second.
+    completed: AtomicU64,
+}
+
+/// What the meter measured over the last second (see [`HealthMeter::take`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    pub hold_p99_ms: f64,
+    pub store_errors: u32,
+    pub payment_error_rate: f64,
+    pub checkout_error_rate: f64,
+    pub writer_group_p99_ms: f64,
+    pub writer_queue_depth: u64,
+    pub completed: u64,
 }
 
 /// Most latency samples kept per second; beyond it every other sample is dropped.
@@ -117,6 +143,30 @@ impl HealthMeter {
         self.store_errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A checkout was answered; `failed` when the answer was a server error (5xx).
+    pub fn checkout_answered(&self, failed: bool) {
+        self.checkout_attempts.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.checkout_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// An event writer's group committed (or failed) `elapsed` after it was decided.
+    pub fn group_finished(&self, elapsed: Duration) {
+        let mut samples = self
+            .group_latencies_us
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if samples.len() < LATENCY_SAMPLES_MAX {
+            samples.push(u32::try_from(elapsed.as_micros()).unwrap_or(u32::MAX));
+        }
+    }
+
+    /// An event writer's queues hold `depth` commands.
+    pub fn writer_queue_depth(&self, depth: u64) {
+        self.writer_queue_depth.fetch_max(depth, Ordering::Relaxed);
+    }
+
     pub fn payment_attempt(&self, failed: bool) {
         self.payment_attempts.fetch_add(1, Ordering::Relaxed);
         if failed {
@@ -124,8 +174,8 @@ impl HealthMeter {
         }
     }
 
-    /// The last second's hold p99 (ms), store errors and payment error rate; resets them.
-    fn take(&self) -> (f64, u32, f64) {
+    /// The last second's measurements; resets them.
+    pub fn take(&self) -> Measured {
         let mut samples = std::mem::take(
             &mut *self
                 .hold_latencies_us
@@ -142,26 +192,43 @@ impl HealthMeter {
                     u32::try_from(now.duration_since(*started).as_micros()).unwrap_or(u32::MAX)
                 }),
         );
-        let p99_ms = if samples.is_empty() {
-            0.0
-        } else {
-            let rank = (samples.len() * 99).div_ceil(100).saturating_sub(1);
-            let (_, p99, _) = samples.select_nth_unstable(rank);
-            f64::from(*p99) / 1_000.0
-        };
-        let errors = self.store_errors.swap(0, Ordering::Relaxed);
-        let attempts = self.payment_attempts.swap(0, Ordering::Relaxed);
-        let failures = self.payment_failures.swap(0, Ordering::Relaxed);
-        let payment_error_rate = if attempts == 0 {
-            0.0
-        } else {
-            failures as f64 / attempts as f64
-        };
-        (
-            p99_ms,
-            u32::try_from(errors).unwrap_or(u32::MAX),
-            payment_error_rate,
-        )
+        let mut groups = std::mem::take(
+            &mut *self
+                .group_latencies_us
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        Measured {
+            hold_p99_ms: p99_ms(&mut samples),
+            store_errors: u32::try_from(self.store_errors.swap(0, Ordering::Relaxed))
+                .unwrap_or(u32::MAX),
+            payment_error_rate: rate(&self.payment_failures, &self.payment_attempts),
+            checkout_error_rate: rate(&self.checkout_errors, &self.checkout_attempts),
+            writer_group_p99_ms: p99_ms(&mut groups),
+            writer_queue_depth: self.writer_queue_depth.swap(0, Ordering::Relaxed),
+            completed: self.completed.swap(0, Ordering::Relaxed),
+        }
+    }
+}
+
+/// The p99 of `samples` (microseconds) in milliseconds; 0 without samples.
+fn p99_ms(samples: &mut [u32]) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let rank = (samples.len() * 99).div_ceil(100).saturating_sub(1);
+    let (_, p99, _) = samples.select_nth_unstable(rank);
+    f64::from(*p99) / 1_000.0
+}
+
+/// `failures / attempts` over the last second (0 without attempts); resets both.
+fn rate(failures: &AtomicU64, attempts: &AtomicU64) -> f64 {
+    let attempts = attempts.swap(0, Ordering::Relaxed);
+    let failures = failures.swap(0, Ordering::Relaxed);
+    if attempts == 0 {
+        0.0
+    } else {
+        failures as f64 / attempts as f64
     }
 }
 
@@ -175,6 +242,8 @@ struct Control {
     /// (serving, admitted_total) once per tick, newest last.
     history: VecDeque<(u64, u64)>,
     leader: bool,
+    /// The last [`DECISIONS_KEPT`] decisions with their time (unix ms), newest last.
+    decisions: VecDeque<(i64, Decision)>,
 }
 
 /// One event's room as this node serves it.
@@ -187,6 +256,13 @@ pub struct RoomHandle {
     polls: AtomicU64,
     /// The controller's current rate, readable by polls without the control lock.
     rate_per_s: AtomicU64,
+    /// The event, once known (the seat map that says whether anything is left needs it).
+    event: std::sync::OnceLock<Arc<EventRecord>>,
+    /// Nothing is left to sell (see [`WaitingRoom::sold_out_now`]); polls read it.
+    sold_out: std::sync::atomic::AtomicBool,
+    /// When the store last confirmed that no tier unit is held (unix ms), so that the check
+    /// runs at most once a second.
+    tiers_checked_ms: std::sync::atomic::AtomicI64,
 }
 
 impl RoomHandle {
@@ -200,6 +276,11 @@ impl RoomHandle {
 
     pub fn polls(&self) -> u64 {
         self.polls.load(Ordering::Relaxed)
+    }
+
+    /// Whether this node last saw nothing left to sell.
+    pub fn sold_out(&self) -> bool {
+        self.sold_out.load(Ordering::Relaxed)
     }
 }
 
@@ -219,6 +300,11 @@ pub enum PollAnswer {
     },
     Expired {
         position: u64,
+    },
+    /// Nothing is left to sell; the place is kept in case seats come back.
+    SoldOut {
+        position: u64,
+        ahead_of_you: u64,
     },
 }
 
@@ -242,7 +328,8 @@ pub enum RoomError {
 /// Knobs of the waiting room (the defaults suit production; tests speed them up).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WaitingRoomOptions {
-    pub controller: ControllerConfig,
+    /// Replaces every room's own controller settings (the event's `waitingRoom`) when set.
+    pub controller: Option<ControllerConfig>,
 }
 
 /// The waiting rooms of this node. See the module docs.
@@ -286,10 +373,19 @@ pub fn room_config(event: &EventRecord) -> RoomConfig {
         boxoffice_domain::event::QueuePolicy::Random => QueuePolicy::Random,
     };
     let on_sale_at_ms = unix_ms_of(event.on_sale_at);
+    let settings = &event.waiting_room;
+    let mut queue = QueueConfig::new(policy, on_sale_at_ms, rand::random());
+    queue.claim_window_ms = i64::from(settings.claim_window_seconds) * 1_000;
     RoomConfig {
-        queue: QueueConfig::new(policy, on_sale_at_ms, rand::random()),
-        max_active_shoppers: u64::from(event.waiting_room.max_active_shoppers),
-        admission_ttl_ms: i64::from(event.waiting_room.admission_ttl_seconds) * 1_000,
+        queue,
+        max_active_shoppers: u64::from(settings.max_active_shoppers),
+        admission_ttl_ms: i64::from(settings.admission_ttl_seconds) * 1_000,
+        release: ControllerConfig {
+            start_release_per_s: u64::from(settings.start_release_per_second),
+            max_release_per_s: u64::from(settings.max_release_per_second),
+            target_hold_p99_ms: u64::from(settings.target_hold_p99_ms),
+            ..ControllerConfig::default()
+        },
     }
 }
 
@@ -337,7 +433,9 @@ impl WaitingRoom {
             .store
             .ensure_room(&event.event_id, room_config(event))
             .await?;
-        self.adopt(&event.event_id, config).await
+        let room = self.adopt(&event.event_id, config).await?;
+        let _ = room.event.set(Arc::new(event.clone()));
+        Ok(room)
     }
 
     async fn adopt(
@@ -347,8 +445,9 @@ impl WaitingRoom {
     ) -> Result<Arc<RoomHandle>, StateError> {
         let view = self.store.view(event_id).await?;
         let stats = self.store.stats(event_id).await?;
-        let mut controller = ReleaseController::new(self.options.controller);
-        apply_controls(&mut controller, stats.controls, self.options.controller);
+        let settings = self.controller_config(&config);
+        let mut controller = ReleaseController::new(settings);
+        apply_controls(&mut controller, stats.controls, settings);
         let handle = Arc::new(RoomHandle {
             event_id: event_id.to_owned(),
             config,
@@ -359,12 +458,21 @@ impl WaitingRoom {
                 carry: 0.0,
                 history: VecDeque::new(),
                 leader: false,
+                decisions: VecDeque::new(),
             }),
             polls: AtomicU64::new(0),
-            rate_per_s: AtomicU64::new(self.options.controller.initial_release_per_s),
+            rate_per_s: AtomicU64::new(settings.start_release_per_s),
+            event: std::sync::OnceLock::new(),
+            sold_out: std::sync::atomic::AtomicBool::new(false),
+            tiers_checked_ms: std::sync::atomic::AtomicI64::new(0),
         });
         let mut rooms = self.rooms.write().unwrap_or_else(|e| e.into_inner());
         Ok(rooms.entry(event_id.to_owned()).or_insert(handle).clone())
+    }
+
+    /// The controller settings of a room: its own, unless the options replace them.
+    fn controller_config(&self, config: &RoomConfig) -> ControllerConfig {
+        self.options.controller.unwrap_or(config.release)
     }
 
     /// Loads every room the store knows (a restarted node resumes their release).
@@ -396,7 +504,14 @@ impl WaitingRoom {
             .map_err(|e| RoomError::Signing(e.to_string()))?;
         let view = room.view();
         let ahead = place.position.saturating_sub(view.serving + 1);
-        let answer = waiting(room, place.position, ahead);
+        let answer = if room.sold_out() {
+            PollAnswer::SoldOut {
+                position: place.position,
+                ahead_of_you: ahead,
+            }
+        } else {
+            waiting(room, place.position, ahead)
+        };
         Ok((ticket, place, answer))
     }
 
@@ -437,7 +552,30 @@ impl WaitingRoom {
                 position,
                 ahead_of_you,
                 ..
+            } if room.sold_out() => Ok(PollAnswer::SoldOut {
+                position,
+                ahead_of_you,
+            }),
+            Status::Waiting {
+                position,
+                ahead_of_you,
+                ..
             } => Ok(waiting(room, position, ahead_of_you)),
+            // Released but not shopping yet: no admission into a sold-out sale (one already
+            // taken is answered as before, so a reloaded page keeps its token).
+            Status::Released { position }
+                if room.sold_out()
+                    && self
+                        .store
+                        .admission(&room.event_id, &claims.sub, now_ms)
+                        .await?
+                        .is_none() =>
+            {
+                Ok(PollAnswer::SoldOut {
+                    position,
+                    ahead_of_you: 0,
+                })
+            }
             Status::Released { position } | Status::Expired { position } => {
                 self.claim(room, &claims.sub, position, now_ms).await
             }
@@ -516,6 +654,7 @@ impl WaitingRoom {
         }
         let ended = self.store.end(event_id, account_id, at_ms).await?;
         if ended {
+            self.meter.completed.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("boxoffice_waitroom_slots_returned_total").increment(1);
         }
         Ok(ended)
@@ -530,10 +669,13 @@ impl WaitingRoom {
             // The cached view (at most one tick old): the whole view is not worth a read.
             opened: room.view().opened,
             config: room.config,
+            controller: control.controller.config(),
             rate_per_s: control.controller.rate_per_s(),
             decision: control.decision.clone(),
+            decisions: control.decisions.iter().cloned().collect(),
             leader: control.leader,
             polls: room.polls(),
+            sold_out: room.sold_out(),
         })
     }
 
@@ -545,12 +687,16 @@ impl WaitingRoom {
     ) -> Result<Controls, StateError> {
         let controls = self.store.set_controls(&room.event_id, controls).await?;
         let mut control = room.control.lock().unwrap_or_else(|e| e.into_inner());
-        apply_controls(&mut control.controller, controls, self.options.controller);
+        apply_controls(
+            &mut control.controller,
+            controls,
+            self.controller_config(&room.config),
+        );
         Ok(controls)
     }
 
-    /// Runs the rooms' ticks forever.
-    pub async fn run(self, store: Arc<dyn Store>) {
+    /// Runs the rooms' ticks forever. `maps` tells whether anything is left to sell.
+    pub async fn run(self, store: Arc<dyn Store>, maps: crate::seatmap::SeatMaps) {
         if let Err(error) = self.resume().await {
             tracing::warn!(%error, "could not load the waiting rooms; they load on first use");
         }
@@ -573,6 +719,7 @@ impl WaitingRoom {
                 .cloned()
                 .collect();
             for room in rooms {
+                self.mark_sold_out(&room, store.as_ref(), &maps).await;
                 if let Err(error) = self.tick_room(&room, decide, signals, store_down).await {
                     tracing::warn!(event_id = %room.event_id, %error, "waiting-room tick failed");
                 }
@@ -585,7 +732,7 @@ impl WaitingRoom {
         &self,
         room: &RoomHandle,
         decide: bool,
-        signals: Option<(f64, u32, f64)>,
+        signals: Option<Measured>,
         store_down: bool,
     ) -> Result<(), StateError> {
         let now_ms = unix_ms();
@@ -617,7 +764,7 @@ impl WaitingRoom {
                 apply_controls(
                     &mut control.controller,
                     stats.controls,
-                    self.options.controller,
+                    self.controller_config(&room.config),
                 );
                 control
                     .history
@@ -626,16 +773,27 @@ impl WaitingRoom {
                     control.history.pop_front();
                 }
                 let unclaimed = unclaimed(&control.history, stats);
-                if let (true, Some((hold_p99_ms, store_errors, payment_error_rate))) =
-                    (decide, signals)
-                {
+                if let (true, Some(measured)) = (decide, signals) {
+                    let second_ago = control
+                        .history
+                        .len()
+                        .checked_sub(usize::try_from(TICKS_PER_DECISION).unwrap_or(10) + 1)
+                        .and_then(|i| control.history.get(i).copied());
                     let signals = Signals {
-                        hold_p99_ms,
-                        store_errors,
+                        hold_p99_ms: measured.hold_p99_ms,
+                        writer_group_p99_ms: measured.writer_group_p99_ms,
+                        writer_queue_depth: measured.writer_queue_depth,
+                        store_errors: measured.store_errors,
                         store_down,
-                        payment_error_rate,
+                        payment_error_rate: measured.payment_error_rate,
+                        checkout_error_rate: measured.checkout_error_rate,
                         active: stats.active + unclaimed,
                         max_active: stats.max_active_shoppers,
+                        admitted_per_s: second_ago.map_or(0, |(_, admitted)| {
+                            stats.admitted_total.saturating_sub(admitted)
+                        }),
+                        completed_per_s: measured.completed,
+                        sold_out: room.sold_out(),
                     };
                     let decision = control.controller.tick(&signals);
                     if control.decision.as_ref().map(|d| d.kind) != Some(decision.kind) {
@@ -643,12 +801,21 @@ impl WaitingRoom {
                     }
                     room.rate_per_s
                         .store(decision.rate_per_s, Ordering::Relaxed);
+                    control.decisions.push_back((now_ms, decision.clone()));
+                    if control.decisions.len() > DECISIONS_KEPT {
+                        control.decisions.pop_front();
+                    }
                     control.decision = Some(decision);
                 }
                 let free = stats
                     .max_active_shoppers
                     .saturating_sub(stats.active + unclaimed);
-                plan_release(&mut control, free)
+                if room.sold_out() {
+                    control.carry = 0.0;
+                    0
+                } else {
+                    plan_release(&mut control, free)
+                }
             };
             let released = self.store.tick(&room.event_id, now_ms, release).await?;
             if released > 0 {
@@ -671,6 +838,73 @@ impl WaitingRoom {
             publish_metrics(room, stats);
         }
         Ok(())
+    }
+}
+
+impl WaitingRoom {
+    /// Updates the room's sold-out flag; a failed check keeps the last one.
+    async fn mark_sold_out(
+        &self,
+        room: &RoomHandle,
+        store: &dyn Store,
+        maps: &crate::seatmap::SeatMaps,
+    ) {
+        match self.sold_out_now(room, store, maps).await {
+            Ok(sold_out) => {
+                if room.sold_out.swap(sold_out, Ordering::Relaxed) != sold_out {
+                    if sold_out {
+                        tracing::info!(event_id = %room.event_id, "sold out: queued fans are told, release stops");
+                    } else {
+                        tracing::info!(event_id = %room.event_id, "seats are back on sale: release resumes");
+                    }
+                    metrics::gauge!("boxoffice_waitroom_sold_out", "event" => room.event_id.clone())
+                        .set(if sold_out { 1.0 } else { 0.0 });
+                }
+            }
+            Err(error) => {
+                tracing::debug!(event_id = %room.event_id, %error, "sold-out check failed");
+            }
+        }
+    }
+
+    /// Whether nothing is left to sell: every seat sold on this node's live map (a seat held,
+    /// even past its deadline, may come back), no tier unit available, and, when the event
+    /// has tiers, no tier unit held by a live hold (asked of the store at most once every
+    /// [`TIER_CHECK_INTERVAL_MS`], and only once the map shows nothing free).
+    pub async fn sold_out_now(
+        &self,
+        room: &RoomHandle,
+        store: &dyn Store,
+        maps: &crate::seatmap::SeatMaps,
+    ) -> Result<bool, boxoffice_store::StoreError> {
+        let event = match room.event.get() {
+            Some(event) => event.clone(),
+            None => {
+                let Some(event) = store.get_event(&room.event_id).await? else {
+                    return Ok(false);
+                };
+                room.event.get_or_init(|| Arc::new(event)).clone()
+            }
+        };
+        let map = maps.get(&event).await?;
+        if !map.nothing_free() {
+            room.tiers_checked_ms.store(0, Ordering::Relaxed);
+            return Ok(false);
+        }
+        if event.tiers.is_empty() {
+            return Ok(true);
+        }
+        let now_ms = unix_ms();
+        let checked = room.tiers_checked_ms.load(Ordering::Relaxed);
+        if now_ms - checked < TIER_CHECK_INTERVAL_MS {
+            return Ok(room.sold_out());
+        }
+        let counts = store.event_counts(&event).await?;
+        room.tiers_checked_ms.store(now_ms, Ordering::Relaxed);
+        Ok(counts
+            .tiers
+            .iter()
+            .all(|(_, counts)| counts.available <= 0 && counts.held <= 0))
     }
 }
 
@@ -773,10 +1007,15 @@ pub struct AdminView {
     pub stats: RoomStats,
     pub opened: Option<boxoffice_waitroom::queue::Opened>,
     pub config: RoomConfig,
+    /// The settings the controller runs with (the event's, or the options').
+    pub controller: ControllerConfig,
     pub rate_per_s: u64,
     pub decision: Option<Decision>,
+    /// The last decisions with their time (unix ms), oldest first.
+    pub decisions: Vec<(i64, Decision)>,
     pub leader: bool,
     pub polls: u64,
+    pub sold_out: bool,
 }
 
 /// Frees shopper slots when the outbox relay delivers the end of a shopping trip.
@@ -840,6 +1079,7 @@ mod tests {
             carry: 0.0,
             history: VecDeque::new(),
             leader: true,
+            decisions: VecDeque::new(),
         }
     }
 

@@ -235,6 +235,8 @@ pub struct EventWriters {
     /// The node's leases: when set, a writer writes its event only under the event's lease
     /// (its groups carry the lease's fence), and stops when another node holds it.
     cluster: Option<crate::cluster::Cluster>,
+    /// Where writers report group latency and queue depth (the release controller reads it).
+    meter: Option<Arc<crate::waitroom::HealthMeter>>,
 }
 
 impl std::fmt::Debug for EventWriters {
@@ -263,7 +265,14 @@ impl EventWriters {
             queues: Arc::default(),
             own_thread: false,
             cluster: None,
+            meter: None,
         }
+    }
+
+    /// The same writers, reporting their group latency and queue depth to `meter`.
+    pub fn with_meter(mut self, meter: Arc<crate::waitroom::HealthMeter>) -> Self {
+        self.meter = Some(meter);
+        self
     }
 
     /// The same writers, each writing its event only under the event's lease.
@@ -596,6 +605,7 @@ impl EventWriters {
             event.clone(),
         );
         writer.cluster = self.cluster.clone();
+        writer.meter = self.meter.clone();
         if self.own_thread {
             crate::threads::writers().spawn(writer.run(sale_rx, holds_rx));
         } else {
@@ -782,6 +792,7 @@ struct Writer {
     fence: Option<boxoffice_store::lease::Fence>,
     /// Another node holds the event's lease: the writer answers what it has and ends.
     stopped: Option<StoreError>,
+    meter: Option<Arc<crate::waitroom::HealthMeter>>,
 }
 
 impl Writer {
@@ -814,6 +825,7 @@ impl Writer {
             cluster: None,
             fence: None,
             stopped: None,
+            meter: None,
         }
     }
 
@@ -908,7 +920,7 @@ impl Writer {
                         continue;
                     }
                     top_up(&mut incoming, &mut holds);
-                    metrics::gauge!("boxoffice_writer_queue_depth").set((sale.len() + holds.len()) as f64);
+                    self.queue_depth(sale.len() + holds.len());
                     self.take(&mut incoming, ready, &mut in_flight).await;
                 }
                 n = holds.recv_many(&mut incoming_holds, GROUP_COMMANDS_MAX),
@@ -917,7 +929,7 @@ impl Writer {
                         open = false;
                         continue;
                     }
-                    metrics::gauge!("boxoffice_writer_queue_depth").set((sale.len() + holds.len()) as f64);
+                    self.queue_depth(sale.len() + holds.len());
                     self.take(&mut incoming_holds, ready, &mut in_flight).await;
                 }
                 () = expiry, if ready && expiry_in.is_some() && in_flight.is_empty() => {
@@ -1333,10 +1345,20 @@ impl Writer {
         })
     }
 
+    fn queue_depth(&self, depth: usize) {
+        metrics::gauge!("boxoffice_writer_queue_depth").set(depth as f64);
+        if let Some(meter) = &self.meter {
+            meter.writer_queue_depth(depth as u64);
+        }
+    }
+
     /// A group's commit finished (groups finish in the order they were decided).
     fn finish(&mut self, mut pending: Pending, result: StoreResult<GroupCommitted>) {
         metrics::histogram!("boxoffice_hold_batch_seconds")
             .record(pending.started.elapsed().as_secs_f64());
+        if let Some(meter) = &self.meter {
+            meter.group_finished(pending.started.elapsed());
+        }
         metrics::histogram!("boxoffice_hold_batch_requests").record(pending.jobs.len() as f64);
         match result {
             Ok(committed) if !self.broken => {

@@ -44,7 +44,9 @@ struct Rooms {
 
 impl Rooms {
     async fn new(state: State, controller: ControllerConfig) -> Self {
-        let options = WaitingRoomOptions { controller };
+        let options = WaitingRoomOptions {
+            controller: Some(controller),
+        };
         match state {
             State::Memory => {
                 let dir = std::env::temp_dir().join(format!(
@@ -118,7 +120,8 @@ fn fast() -> ControllerConfig {
         max_release_per_s: 2_000,
         min_release_per_s: 50,
         increase_per_s: 500,
-        initial_release_per_s: 1_000,
+        start_release_per_s: 1_000,
+        ..ControllerConfig::default()
     }
 }
 
@@ -269,6 +272,8 @@ on_both_states!(
     slot_returns_on_confirmation,
     controller_backs_off_when_the_store_slows_and_stops_when_it_is_down,
     restart_keeps_places,
+    sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_back,
+    per_event_release_settings_round_trip,
 );
 
 /// FIFO order for sequential joins; one place per account; holds need the account's own live
@@ -724,7 +729,8 @@ async fn controller_backs_off_when_the_store_slows_and_stops_when_it_is_down(sta
         max_release_per_s: 400,
         min_release_per_s: 1,
         increase_per_s: 100,
-        initial_release_per_s: 400,
+        start_release_per_s: 400,
+        ..ControllerConfig::default()
     };
     let (app, rooms) = spawn(state, controller).await;
     let app = Arc::new(app);
@@ -732,11 +738,10 @@ async fn controller_backs_off_when_the_store_slows_and_stops_when_it_is_down(sta
     for i in 0..200 {
         join(&app, &format!("fan-{i}"), &event_id).await;
     }
+    // Healthy: the rate stays at its cap (held there, as ten slots limit release).
     let healthy = queue_until(&app, &event_id, "a healthy decision", |v| {
-        v["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("increase")
+        let reason = v["reason"].as_str().unwrap_or_default();
+        reason.starts_with("increase") || reason.starts_with("hold")
     })
     .await;
     assert_eq!(healthy["releaseRatePerSecond"], 400, "{healthy}");
@@ -854,6 +859,291 @@ async fn restart_keeps_places(state: State) {
         "the admission survived: {:?}",
         held.json()
     );
+    app.finish().await;
+    rooms.cleanup().await;
+}
+
+/// Buys with the admission: a hold of `body`, then its checkout with a good card.
+async fn buy(app: &TestApp, account: &str, event_id: &str, admission: &str, body: Value) -> String {
+    let held = app
+        .send(
+            app.http
+                .post(format!("{}/v1/events/{event_id}/holds", app.base))
+                .bearer_auth(token(account))
+                .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+                .header("admission-token", admission)
+                .json(&body),
+        )
+        .await;
+    assert_eq!(
+        held.status,
+        StatusCode::CREATED,
+        "{account}: {:?}",
+        held.json()
+    );
+    let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+    let paid = app
+        .send(
+            app.http
+                .post(format!("{}/v1/holds/{hold_id}/checkout", app.base))
+                .bearer_auth(token(account))
+                .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+                .header("admission-token", admission)
+                .json(&json!({"paymentMethodToken": "pm_card_visa"})),
+        )
+        .await;
+    assert_eq!(
+        paid.status,
+        StatusCode::CREATED,
+        "{account}: {:?}",
+        paid.json()
+    );
+    assert_eq!(paid.json()["orderStatus"], "CONFIRMED");
+    paid.json()["orderId"].as_str().unwrap().to_owned()
+}
+
+/// Polls until the status is `want`; returns the answer.
+async fn status_until(
+    app: &TestApp,
+    account: &str,
+    event_id: &str,
+    ticket: &str,
+    want: &str,
+) -> Answer {
+    for _ in 0..200 {
+        let answer = status(app, account, event_id, ticket).await;
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.json());
+        if answer.json()["status"] == want {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{account} never {want}");
+}
+
+/// A house of one seat and one standing unit, one shopper at a time. A live hold on the last
+/// unit is not a sell-out (it may lapse): fans keep waiting, and when it lapses release
+/// resumes. Once both are sold, every queued fan's next poll (after the `Retry-After` it was
+/// given) answers `SOLD_OUT`, a new joiner is told at once, and release stops. A sale given
+/// back (a capture refused for good) brings the seat back: fans wait again and the next one
+/// is admitted and holds it.
+async fn sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_back(state: State) {
+    let (app, rooms) = spawn(state, fast()).await;
+    let event_id = app
+        .create_event(json!({
+            "holdTtlSeconds": 2,
+            "paymentGraceSeconds": 0,
+            "sections": [{"name": "A", "rows": 1, "seatsPerRow": 1, "priceMinor": 1000}],
+            "tiers": [{"tierId": "GA", "name": "Floor", "capacity": 1, "priceMinor": 500}],
+            "waitingRoom": {"enabled": true, "policy": "fifo", "maxActiveShoppers": 1,
+                            "admissionTtlSeconds": 600},
+        }))
+        .await;
+    let fans: Vec<String> = (0..6).map(|i| format!("fan-{i}")).collect();
+    let mut tickets = Vec::new();
+    for fan in &fans[..5] {
+        let joined = join(&app, fan, &event_id).await;
+        assert_eq!(joined["status"], "WAITING");
+        tickets.push(joined["queueTicket"].as_str().unwrap().to_owned());
+    }
+    // fan-0 holds the whole house and lets it lapse: nobody is told it is sold out.
+    let first = admitted(&app, &fans[0], &event_id, &tickets[0]).await;
+    for body in [
+        json!({"seatIds": ["A-1-1"]}),
+        json!({"tierId": "GA", "quantity": 1}),
+    ] {
+        let held = app
+            .send(
+                app.http
+                    .post(format!("{}/v1/events/{event_id}/holds", app.base))
+                    .bearer_auth(token(&fans[0]))
+                    .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+                    .header("admission-token", &first)
+                    .json(&body),
+            )
+            .await;
+        assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for (fan, ticket) in fans[2..5].iter().zip(&tickets[2..5]) {
+        let answer = status(&app, fan, &event_id, ticket).await;
+        assert_eq!(
+            answer.json()["status"],
+            "WAITING",
+            "held is not sold: {:?}",
+            answer.json()
+        );
+    }
+    assert_eq!(queue_admin(&app, &event_id).await["soldOut"], false);
+    // The holds lapse, fan-0's slot comes back, release resumes: fan-1 buys the unit, then
+    // fan-2 the seat, the last of the house.
+    let second = admitted(&app, &fans[1], &event_id, &tickets[1]).await;
+    buy(
+        &app,
+        &fans[1],
+        &event_id,
+        &second,
+        json!({"tierId": "GA", "quantity": 1}),
+    )
+    .await;
+    let third = admitted(&app, &fans[2], &event_id, &tickets[2]).await;
+    let mut hints = Vec::new();
+    for (fan, ticket) in fans[3..5].iter().zip(&tickets[3..5]) {
+        let answer = status(&app, fan, &event_id, ticket).await;
+        assert_eq!(answer.json()["status"], "WAITING");
+        hints.push(
+            answer.headers["retry-after"]
+                .to_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap(),
+        );
+    }
+    let order_id = buy(
+        &app,
+        &fans[2],
+        &event_id,
+        &third,
+        json!({"seatIds": ["A-1-1"]}),
+    )
+    .await;
+    // Each fan polls again when its Retry-After says: the answer is SOLD_OUT.
+    tokio::time::sleep(Duration::from_secs(*hints.iter().min().unwrap())).await;
+    for (fan, ticket) in fans[3..5].iter().zip(&tickets[3..5]) {
+        let answer = status(&app, fan, &event_id, ticket).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        let body = answer.json();
+        assert_eq!(body["status"], "SOLD_OUT", "{fan}: {body}");
+        assert!(body.get("admissionToken").is_none());
+        assert!(answer.headers.contains_key("retry-after"));
+    }
+    let late = join(&app, &fans[5], &event_id).await;
+    assert_eq!(late["status"], "SOLD_OUT", "{late}");
+    let late_ticket = late["queueTicket"].as_str().unwrap().to_owned();
+    let stopped = queue_until(&app, &event_id, "a sold-out decision", |v| {
+        v["decisions"]
+            .as_array()
+            .and_then(|d| d.last())
+            .is_some_and(|d| d["kind"] == "sold_out")
+    })
+    .await;
+    assert_eq!(stopped["soldOut"], true);
+    let serving = stopped["serving"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        queue_admin(&app, &event_id).await["serving"]
+            .as_u64()
+            .unwrap(),
+        serving,
+        "nobody is released into a sold-out sale"
+    );
+    // The seat's sale is given back: the seat is on sale again, fans wait again, and the next
+    // in line is admitted and holds it.
+    let operation_id: String =
+        sqlx::query_scalar("SELECT operation_id FROM payment_operation WHERE order_id = ?1")
+            .bind(&order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap();
+    assert!(
+        app.db
+            .store
+            .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+            .await
+            .unwrap()
+    );
+    app.state.seatmaps.poke();
+    status_until(&app, &fans[5], &event_id, &late_ticket, "WAITING").await;
+    let fourth = admitted(&app, &fans[3], &event_id, &tickets[3]).await;
+    let held = hold_with(&app, &fans[3], &event_id, Some(&fourth), "A-1-1").await;
+    assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
+    app.finish().await;
+    rooms.cleanup().await;
+}
+
+/// The release settings of the event body are the room's: the event shows them, and so
+/// does the admin queue view; a bad one is refused with its field named.
+async fn per_event_release_settings_round_trip(state: State) {
+    let rooms = Rooms::new(state, ControllerConfig::default()).await;
+    let mut setup = rooms.setup.clone();
+    setup.options = WaitingRoomOptions { controller: None };
+    let app = TestApp::spawn_full(
+        TestStore::new(Backend::Sqlite).await,
+        SimulatorConfig::default(),
+        setup,
+        true,
+    )
+    .await;
+    let settings = json!({"enabled": true, "policy": "fifo", "maxActiveShoppers": 50,
+        "admissionTtlSeconds": 120, "startReleasePerSecond": 40, "maxReleasePerSecond": 4000,
+        "targetHoldP99Ms": 150, "claimWindowSeconds": 90});
+    let event_id = app.create_event(json!({"waitingRoom": settings})).await;
+    let event = app
+        .get(&token("ann"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
+    for (field, value) in settings.as_object().unwrap() {
+        assert_eq!(&event["waitingRoom"][field], value, "{field}");
+    }
+    join(&app, "ann", &event_id).await;
+    let view = queue_admin(&app, &event_id).await;
+    assert_eq!(
+        view["settings"],
+        json!({"startReleasePerSecond": 40, "maxReleasePerSecond": 4000,
+               "targetHoldP99Ms": 150, "claimWindowSeconds": 90, "admissionTtlSeconds": 120})
+    );
+    // The first decision starts from the event's start rate and doubles it.
+    let decided = queue_until(&app, &event_id, "a decision", |v| {
+        v["decisions"].as_array().is_some_and(|d| !d.is_empty())
+    })
+    .await;
+    let first = &decided["decisions"][0];
+    assert_eq!(first["kind"], "slow_start", "{first}");
+    assert_eq!(first["releaseRatePerSecond"], 80, "{first}");
+    // Defaults, and a refusal that names the field.
+    let plain = app
+        .create_event(json!({"waitingRoom": {"enabled": true}}))
+        .await;
+    let plain = app
+        .get(&token("ann"), &format!("/v1/events/{plain}"))
+        .await
+        .json();
+    assert_eq!(plain["waitingRoom"]["startReleasePerSecond"], 10);
+    assert_eq!(plain["waitingRoom"]["maxReleasePerSecond"], 500);
+    assert_eq!(plain["waitingRoom"]["targetHoldP99Ms"], 300);
+    assert_eq!(plain["waitingRoom"]["claimWindowSeconds"], 600);
+    for (bad, field) in [
+        (
+            json!({"startReleasePerSecond": 600}),
+            "waitingRoom.startReleasePerSecond",
+        ),
+        (
+            json!({"maxReleasePerSecond": 0}),
+            "waitingRoom.maxReleasePerSecond",
+        ),
+        (json!({"targetHoldP99Ms": 0}), "waitingRoom.targetHoldP99Ms"),
+        (
+            json!({"claimWindowSeconds": 5}),
+            "waitingRoom.claimWindowSeconds",
+        ),
+    ] {
+        let answer = app
+            .post(
+                &app.admin,
+                "/v1/admin/events",
+                Some(&uuid::Uuid::now_v7().to_string()),
+                &json!({"name": "Bad", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+                        "tiers": [{"tierId": "GA", "name": "GA", "capacity": 5, "priceMinor": 5}],
+                        "waitingRoom": bad}),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+        assert!(
+            answer.json().to_string().contains(field),
+            "{bad}: {:?}",
+            answer.json()
+        );
+    }
     app.finish().await;
     rooms.cleanup().await;
 }

@@ -554,7 +554,11 @@
         position.textContent = s.position ? `#${Number(s.position).toLocaleString()}` : '—';
         ahead.textContent = Number(aheadOfYou).toLocaleString();
         wait.textContent = s.status === 'ADMITTED' ? 'None' : (s.estimatedWaitSeconds !== undefined ? duration(s.estimatedWaitSeconds) : '…');
-        state.textContent = { WAITING: 'Waiting', ADMITTED: 'Your turn!', EXPIRED: 'Place expired' }[s.status] || s.status;
+        state.textContent = { WAITING: 'Waiting', ADMITTED: 'Your turn!', EXPIRED: 'Place expired', SOLD_OUT: 'Sold out' }[s.status] || s.status;
+        if (s.status === 'SOLD_OUT') {
+          wait.textContent = '—';
+          problem.textContent = 'Sold out: every ticket is taken. We keep your place and check now and then; if tickets come back, you continue from here.';
+        }
         const pct = s.status === 'ADMITTED' ? 100 : firstAhead ? Math.round(100 * (1 - aheadOfYou / firstAhead)) : 0;
         bar.style.width = `${pct}%`;
         progress.setAttribute('aria-valuenow', String(pct));
@@ -573,6 +577,7 @@
       };
       let ticket = store.get(ticketKey);
       let retryMs = 0;
+      let soldOutAnnounced = false;
       while (scope.alive) {
         try {
           if (!ticket) ticket = await join();
@@ -584,6 +589,12 @@
           problem.textContent = '';
           const s = res.data;
           show(s);
+          if (s.status === 'SOLD_OUT' && soldOutAnnounced === false) {
+            soldOutAnnounced = true;
+            announce('Sold out. Every ticket is taken.');
+          } else if (s.status !== 'SOLD_OUT') {
+            soldOutAnnounced = false;
+          }
           if (s.status === 'ADMITTED') {
             store.set(session.key('admission', this.eventId), { token: s.admissionToken, expiresAt: s.admissionExpiresAt });
             announce('It is your turn! Choose your seats.');

@@ -23,6 +23,7 @@ pub fn config(policy: QueuePolicy, seed: u64, max_active: u64) -> RoomConfig {
         queue,
         max_active_shoppers: max_active,
         admission_ttl_ms: 5_000,
+        release: boxoffice_waitroom::controller::ControllerConfig::default(),
     }
 }
 

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::admission::{ActiveShoppers, Admission, AdmitOutcome};
+use crate::controller::ControllerConfig;
 use crate::queue::{EventQueue, JoinError, Place, QueueConfig, QueueView, Status};
 
 /// The fixed settings of one event's waiting room.
@@ -18,6 +19,10 @@ pub struct RoomConfig {
     pub queue: QueueConfig,
     pub max_active_shoppers: u64,
     pub admission_ttl_ms: i64,
+    /// The release controller's settings (rooms created before they existed get the
+    /// defaults).
+    #[serde(default)]
+    pub release: ControllerConfig,
 }
 
 /// The operator's controls (`PUT /v1/admin/events/{eventId}/queue`).
@@ -227,6 +232,7 @@ mod tests {
             queue: QueueConfig::new(QueuePolicy::Fifo, 1_000, 1),
             max_active_shoppers: max_active,
             admission_ttl_ms: 500,
+            release: ControllerConfig::default(),
         })
     }
 

@@ -206,7 +206,14 @@ pub async fn checkout(
     body: JsonBody,
 ) -> ApiResult<Response> {
     let path = format!("/v1/holds/{hold_id}/checkout");
-    checkout_hold(&state, &account, hold_id, &path, &headers, &body).await
+    let answer = checkout_hold(&state, &account, hold_id, &path, &headers, &body).await;
+    // Server trouble (not a refusal) counts against the release rate.
+    let failed = match &answer {
+        Ok(response) => response.status().is_server_error(),
+        Err(error) => error.status.is_server_error(),
+    };
+    state.waitroom.meter.checkout_answered(failed);
+    answer
 }
 
 /// The checkout of one hold, requested at `path` (a hold's checkout, or an exchange's, whose

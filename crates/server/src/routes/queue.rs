@@ -17,7 +17,7 @@ use crate::api::rfc3339_ms;
 use crate::auth::{Account, Admin};
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
-use crate::waitroom::{AdminView, PollAnswer, RoomError, RoomHandle};
+use crate::waitroom::{AdminView, PollAnswer, RoomError, RoomHandle, SOLD_OUT_RETRY_AFTER_S};
 
 /// `POST /v1/events/{eventId}/queue` answer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -26,7 +26,8 @@ pub struct JoinQueueResponse {
     /// Send it as `Queue-Ticket` when polling the status. It stays valid for the whole
     /// wait, across the shuffle at on-sale.
     pub queue_ticket: String,
-    /// `WAITING`.
+    /// `WAITING`, or `SOLD_OUT` when nothing is left to sell (the place is kept: if seats
+    /// come back, the status poll answers `WAITING` again).
     pub status: &'static str,
     /// 1-based. Before on-sale under the `random` policy it is the join order and changes
     /// once, when the queue opens (`provisional: true`).
@@ -39,7 +40,9 @@ pub struct JoinQueueResponse {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStatusResponse {
-    /// `WAITING`, `ADMITTED` or `EXPIRED`.
+    /// `WAITING`, `ADMITTED`, `EXPIRED`, or `SOLD_OUT` once nothing is left to sell (no free
+    /// seat or tier unit, no live hold that could lapse back): admission stops, the place is
+    /// kept, and if seats come back the status is `WAITING` again.
     pub status: &'static str,
     pub position: u64,
     pub ahead_of_you: u64,
@@ -84,10 +87,44 @@ pub struct AdminQueueResponse {
     pub max_release_per_second: Option<u64>,
     /// Status polls this node answered.
     pub polls: u64,
+    /// Nothing is left to sell (as this node's seat map shows): release is stopped and
+    /// queued fans are answered `SOLD_OUT`.
+    pub sold_out: bool,
+    /// The settings the release runs with (the event's `waitingRoom`).
+    pub settings: QueueSettings,
+    /// The controller's last decisions (one a second, the last minute), oldest first;
+    /// only the releasing node decides.
+    pub decisions: Vec<QueueDecision>,
     /// `memory` or `redis`.
     pub state_backend: &'static str,
     /// Whether this node runs the release (with Redis, one node per event does).
     pub releasing_node: bool,
+}
+
+/// The release settings of a queue.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSettings {
+    pub start_release_per_second: u64,
+    /// The event's ceiling (`maxReleasePerSecond` at the top level is the operator's cap,
+    /// when set).
+    pub max_release_per_second: u64,
+    pub target_hold_p99_ms: u64,
+    pub claim_window_seconds: i64,
+    pub admission_ttl_seconds: i64,
+}
+
+/// One decision of the release controller.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueDecision {
+    pub at: String,
+    /// `slow_start`, `increase`, `decrease`, `hold`, `paused`, `store_down` or `sold_out`.
+    pub kind: &'static str,
+    pub release_rate_per_second: u64,
+    /// Positions released in the second that followed (before the per-tick slot limit).
+    pub release_count: u64,
+    pub reason: String,
 }
 
 /// `PUT /v1/admin/events/{eventId}/queue` body.
@@ -183,17 +220,20 @@ pub async fn join_queue(
         .waitroom
         .join(&room, account.account_id.as_str())
         .await?;
-    let PollAnswer::Waiting {
-        estimated_wait_s,
-        retry_after_s,
-        ..
-    } = answer
-    else {
-        return Err(ApiError::internal());
+    let (status, estimated_wait_s, retry_after_s) = match answer {
+        PollAnswer::Waiting {
+            estimated_wait_s,
+            retry_after_s,
+            ..
+        } => ("WAITING", estimated_wait_s, retry_after_s),
+        PollAnswer::SoldOut { .. } => ("SOLD_OUT", 0, SOLD_OUT_RETRY_AFTER_S),
+        PollAnswer::Admitted { .. } | PollAnswer::Expired { .. } => {
+            return Err(ApiError::internal());
+        }
     };
     let body = JoinQueueResponse {
         queue_ticket: ticket,
-        status: "WAITING",
+        status,
         position: place.position,
         provisional: place.provisional,
         estimated_wait_seconds: estimated_wait_s,
@@ -254,7 +294,7 @@ pub async fn leave_queue(
         ("Queue-Ticket" = String, Header, description = "the queueTicket from joining"),
     ),
     responses(
-        (status = 200, description = "WAITING, ADMITTED (with the admission token) or EXPIRED", body = QueueStatusResponse),
+        (status = 200, description = "WAITING, ADMITTED (with the admission token), EXPIRED, or SOLD_OUT (nothing left to sell; the place is kept)", body = QueueStatusResponse),
         (status = 400, description = "Queue-Ticket missing (VALIDATION) or forged (QUEUE_TICKET_INVALID)", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such event, or the ticket is another account's or another event's", body = Problem),
@@ -327,6 +367,20 @@ pub async fn queue_status(
             },
             None,
         ),
+        PollAnswer::SoldOut {
+            position,
+            ahead_of_you,
+        } => (
+            QueueStatusResponse {
+                status: "SOLD_OUT",
+                position,
+                ahead_of_you,
+                estimated_wait_seconds: None,
+                admission_token: None,
+                admission_expires_at: None,
+            },
+            Some(SOLD_OUT_RETRY_AFTER_S),
+        ),
     };
     let mut response = axum::Json(body).into_response();
     if let Some(seconds) = retry_after_s {
@@ -365,6 +419,25 @@ fn admin_response(state: &AppState, room: &RoomHandle, view: AdminView) -> Admin
         polls: view.polls,
         state_backend: state.waitroom.backend(),
         releasing_node: view.leader,
+        sold_out: view.sold_out,
+        settings: QueueSettings {
+            start_release_per_second: view.controller.start_release_per_s,
+            max_release_per_second: view.controller.max_release_per_s,
+            target_hold_p99_ms: view.controller.target_hold_p99_ms,
+            claim_window_seconds: view.config.queue.claim_window_ms / 1_000,
+            admission_ttl_seconds: view.config.admission_ttl_ms / 1_000,
+        },
+        decisions: view
+            .decisions
+            .into_iter()
+            .map(|(at_ms, decision)| QueueDecision {
+                at: rfc3339_ms(at_ms),
+                kind: decision.kind.as_str(),
+                release_rate_per_second: decision.rate_per_s,
+                release_count: decision.release_count,
+                reason: decision.reason,
+            })
+            .collect(),
     }
 }
 

@@ -291,7 +291,12 @@ impl TestApp {
             tokio::spawn(state.seatmaps.clone().run()),
         ];
         if waitroom_running {
-            tasks.push(tokio::spawn(state.waitroom.clone().run(db.store.clone())));
+            tasks.push(tokio::spawn(
+                state
+                    .waitroom
+                    .clone()
+                    .run(db.store.clone(), state.seatmaps.clone()),
+            ));
         }
         let served = state.clone();
         tasks.push(tokio::spawn(async move {
