@@ -54,6 +54,17 @@ impl TokenVerifier {
         })
     }
 
+    /// `read` of the account of a bearer token that verified before and has not expired;
+    /// `None` when it must be verified (or refused) in full by [`Self::verify`].
+    pub fn with_cached<R>(&self, token: &str, read: impl FnOnce(&Account) -> R) -> Option<R> {
+        let now = unix_s();
+        self.verified
+            .with(token, |(account, exp)| {
+                (exp.saturating_add(JWT_LEEWAY_S) > now).then(|| read(account))
+            })
+            .flatten()
+    }
+
     pub fn verify(&self, token: &str) -> Result<Account, ApiError> {
         if token.len() > TOKEN_LEN_MAX {
             return Err(ApiError::unauthenticated("token too long"));

@@ -7,10 +7,13 @@
 //! by the caller on every hit.
 //!
 //! Sharded mutexes keep contention low; a full shard is simply cleared (the next polls
-//! verify again), which bounds memory without bookkeeping per entry.
+//! verify again), which bounds memory without bookkeeping per entry. A token is hashed once
+//! (a seeded fast hash): the hash picks the shard and keys the shard's map, and the token
+//! itself, kept beside its value, is compared on every hit (two tokens with one hash are a
+//! miss for one of them, never a wrong answer).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
 /// Shards of one cache.
@@ -20,37 +23,66 @@ pub const TOKEN_CACHE_SHARD_ENTRIES_MAX: usize = 16_384;
 /// Longest token cached, in bytes.
 pub const TOKEN_CACHE_TOKEN_LEN_MAX: usize = 1_024;
 
+/// The shard maps are keyed by the token's hash, already mixed: pass it through.
+#[derive(Debug, Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used (the key is a u64); fold anything else in anyway.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type Shard<V> = HashMap<u64, (Box<str>, V), BuildHasherDefault<Prehashed>>;
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct TokenCache<V> {
-    hasher: RandomState,
-    shards: Vec<Mutex<HashMap<Box<str>, V>>>,
+    hasher: foldhash::fast::RandomState,
+    shards: Vec<Mutex<Shard<V>>>,
 }
 
 impl<V: Clone> Default for TokenCache<V> {
     fn default() -> Self {
         Self {
-            hasher: RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
             shards: (0..TOKEN_CACHE_SHARDS)
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
         }
     }
 }
 
 impl<V: Clone> TokenCache<V> {
-    fn shard(&self, token: &str) -> &Mutex<HashMap<Box<str>, V>> {
-        let i = (self.hasher.hash_one(token) as usize) % self.shards.len();
-        &self.shards[i]
+    fn shard(&self, hash: u64) -> &Mutex<Shard<V>> {
+        // The low bits key the map; the high bits pick the shard.
+        &self.shards[(hash >> 58) as usize % self.shards.len()]
     }
 
     /// What `token` verified to, if it did before.
     pub fn get(&self, token: &str) -> Option<V> {
-        self.shard(token)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .cloned()
+        self.with(token, V::clone)
+    }
+
+    /// `read` of what `token` verified to, if it did before, without copying it.
+    pub fn with<R>(&self, token: &str, read: impl FnOnce(&V) -> R) -> Option<R> {
+        let hash = self.hasher.hash_one(token);
+        let shard = self.shard(hash).lock().unwrap_or_else(|e| e.into_inner());
+        match shard.get(&hash) {
+            Some((kept, value)) if **kept == *token => Some(read(value)),
+            _ => None,
+        }
     }
 
     /// Remembers that `token` verified to `value`.
@@ -58,11 +90,12 @@ impl<V: Clone> TokenCache<V> {
         if token.len() > TOKEN_CACHE_TOKEN_LEN_MAX {
             return;
         }
-        let mut shard = self.shard(token).lock().unwrap_or_else(|e| e.into_inner());
+        let hash = self.hasher.hash_one(token);
+        let mut shard = self.shard(hash).lock().unwrap_or_else(|e| e.into_inner());
         if shard.len() >= TOKEN_CACHE_SHARD_ENTRIES_MAX {
             shard.clear();
         }
-        shard.insert(token.into(), value);
+        shard.insert(hash, (token.into(), value));
     }
 }
 

@@ -538,6 +538,44 @@ impl WaitingRoom {
         Ok(claims)
     }
 
+    /// The status poll of the hot path, from memory alone: the room cached, the queue ticket
+    /// verified before (for this event and `account_id`), and the place waiting (or the
+    /// house sold out). `None` for anything else — a first poll, a released place, a ticket
+    /// of another account — which [`Self::verify_ticket`] and [`Self::poll`] answer.
+    pub fn poll_cached(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        ticket: &str,
+    ) -> Option<PollAnswer> {
+        let room = self.cached(event_id)?;
+        let index = self
+            .tickets
+            .with(ticket, |claims| {
+                (claims.evt == event_id && claims.sub == account_id).then_some(claims.idx)
+            })
+            .flatten()?;
+        let view = room.view();
+        match view.status(index, unix_ms()) {
+            Status::Waiting {
+                position,
+                ahead_of_you,
+                ..
+            } => {
+                room.polls.fetch_add(1, Ordering::Relaxed);
+                Some(if room.sold_out() {
+                    PollAnswer::SoldOut {
+                        position,
+                        ahead_of_you,
+                    }
+                } else {
+                    waiting(&room, position, ahead_of_you)
+                })
+            }
+            Status::Released { .. } | Status::Expired { .. } => None,
+        }
+    }
+
     /// Answers a status poll: from the cached view, unless the account's turn has come.
     pub async fn poll(
         &self,

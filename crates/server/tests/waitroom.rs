@@ -274,6 +274,7 @@ on_both_states!(
     restart_keeps_places,
     sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_back,
     per_event_release_settings_round_trip,
+    a_poll_from_memory_answers_as_the_route_does,
 );
 
 /// FIFO order for sequential joins; one place per account; holds need the account's own live
@@ -1144,6 +1145,79 @@ async fn per_event_release_settings_round_trip(state: State) {
             answer.json()
         );
     }
+    app.finish().await;
+    rooms.cleanup().await;
+}
+
+/// The status poll's hot path (tokens verified before, answered before the router) gives
+/// the route's answer byte for byte; whatever it does not know — another account's ticket,
+/// a token never seen, a forged ticket — the route answers as before.
+async fn a_poll_from_memory_answers_as_the_route_does(state: State) {
+    let (app, rooms) = spawn(state, fast()).await;
+    let event_id = room_event(&app, "fifo", 1, 0).await;
+    let paused = app
+        .send(
+            app.http
+                .put(format!("{}/v1/admin/events/{event_id}/queue", app.base))
+                .bearer_auth(&app.admin)
+                .json(&json!({"paused": true})),
+        )
+        .await;
+    assert_eq!(paused.status, StatusCode::OK, "{:?}", paused.json());
+    let ann = join(&app, "ann", &event_id).await["queueTicket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bob = join(&app, "bob", &event_id).await["queueTicket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first = status(&app, "bob", &event_id, &bob).await; // the route: verifies, caches
+    let polls_before = queue_admin(&app, &event_id).await["polls"]
+        .as_u64()
+        .unwrap();
+    let second = status(&app, "bob", &event_id, &bob).await; // from memory
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(second.status, StatusCode::OK);
+    assert_eq!(first.bytes, second.bytes);
+    assert_eq!(second.json()["status"], "WAITING");
+    for name in ["content-type", "retry-after"] {
+        assert_eq!(first.headers[name], second.headers[name], "{name}");
+    }
+    assert_eq!(
+        queue_admin(&app, &event_id).await["polls"]
+            .as_u64()
+            .unwrap(),
+        polls_before + 1,
+        "a poll from memory is counted"
+    );
+    // Ann's ticket with Bob's token (both verified before): the route's 404.
+    status(&app, "ann", &event_id, &ann).await;
+    let crossed = status(&app, "bob", &event_id, &ann).await;
+    assert_eq!(
+        crossed.status,
+        StatusCode::NOT_FOUND,
+        "{:?}",
+        crossed.json()
+    );
+    // A forged ticket: the route's 400.
+    let forged = status(&app, "bob", &event_id, &format!("{bob}x")).await;
+    assert_eq!(
+        forged.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        forged.json()
+    );
+    assert_eq!(forged.json()["code"], "QUEUE_TICKET_INVALID");
+    // The same ticket at another event's path: the route's answer too.
+    let other = room_event(&app, "fifo", 1, 0).await;
+    let elsewhere = status(&app, "bob", &other, &bob).await;
+    assert_eq!(
+        elsewhere.status,
+        StatusCode::NOT_FOUND,
+        "{:?}",
+        elsewhere.json()
+    );
     app.finish().await;
     rooms.cleanup().await;
 }

@@ -16,7 +16,7 @@ use boxoffice_payments::simulator::{
 };
 use boxoffice_server::auth::mint_token;
 use boxoffice_server::waitroom::WaitingRoomOptions;
-use boxoffice_server::{AppState, ServerConfig, app};
+use boxoffice_server::{AppState, ServerConfig, front};
 use boxoffice_store::Store;
 use boxoffice_store_postgres::PgStore;
 use boxoffice_store_sqlite::SqliteStore;
@@ -300,7 +300,7 @@ impl TestApp {
         }
         let served = state.clone();
         tasks.push(tokio::spawn(async move {
-            let _ = axum::serve(listener, app(served)).await;
+            let _ = axum::serve(listener, front(served)).await;
         }));
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(512)
