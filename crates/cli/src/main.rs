@@ -1,4 +1,4 @@
-//! The `boxoffice` binary: `serve`, `demo`, `migrate`, `token`, `check`.
+//! The `boxoffice` binary: `serve`, `demo`, `migrate`, `token`, `check`, `load`, `simulate`.
 //!
 //! Each subcommand is a thin shell over the library crates: it parses flags, opens the store
 //! named by the URL (`postgres://…` or `sqlite://…`) and calls into `boxoffice-server` or the
@@ -108,6 +108,29 @@ enum Command {
     Check {
         #[arg(long, env = "DATABASE_URL")]
         database_url: String,
+    },
+    /// Simulate a whole on-sale in simulated time: the real event engine, waiting room and
+    /// release controller under simulated fans, payments, store latency and faults. Prints a
+    /// summary (first line `trace <sha256>`); exits 1 on any violation.
+    Simulate {
+        /// Fixes the run: the same seed (and build) gives the same trace hash.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// 1 = 2,000,000 fans over 300 s for 50,000 seats and 10,000 shoppers at once;
+        /// 0.002 = 4,000 fans for 400 seats.
+        #[arg(long, default_value_t = 0.002)]
+        scale: f64,
+        /// Faults drawn from the seed: the payment provider slow or failing, a writer crash
+        /// and reload, store commit failures, the store down for a while.
+        #[arg(long)]
+        faults: bool,
+        /// Once, feed the engine a lying change (a sold seat shown available): the run must
+        /// report the double grant that follows (and exit 1).
+        #[arg(long)]
+        plant_double_grant: bool,
+        /// Write the HTML report (figures, inline SVG plots, the IO model) here.
+        #[arg(long)]
+        report: Option<std::path::PathBuf>,
     },
     /// A plain axum hello-world (`GET /`), the baseline of bench/waitroom.sh.
     #[command(hide = true)]
@@ -1270,6 +1293,36 @@ async fn main() -> anyhow::Result<()> {
             );
             println!("listening on http://{}", listener.local_addr()?);
             boxoffice_load::serve_mirror(listener, source, nodelay).await?;
+            Ok(())
+        }
+        Command::Simulate {
+            seed,
+            scale,
+            faults,
+            plant_double_grant,
+            report,
+        } => {
+            if !(scale > 0.0 && scale <= boxoffice_sim::config::SCALE_MAX) {
+                bail!(
+                    "--scale must be above 0 and at most {}",
+                    boxoffice_sim::config::SCALE_MAX
+                );
+            }
+            let config = boxoffice_sim::SimConfig::scale(scale)
+                .with_seed(seed)
+                .with_faults(faults)
+                .with_planted_double_grant(plant_double_grant);
+            // Seconds to minutes of CPU: off the runtime's workers.
+            let outcome = tokio::task::spawn_blocking(move || boxoffice_sim::run(&config)).await?;
+            print!("{}", boxoffice_sim::summary(&outcome));
+            if let Some(path) = report {
+                boxoffice_sim::write_report(&outcome, &path)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                println!("report: {}", path.display());
+            }
+            if !outcome.is_clean() {
+                std::process::exit(1);
+            }
             Ok(())
         }
         Command::Hello { listen } => {
