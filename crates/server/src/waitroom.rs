@@ -28,7 +28,7 @@ use boxoffice_store::checkout::{OutboxMessage, topic};
 use boxoffice_store::{EventRecord, Store};
 use boxoffice_waitroom::admission::Admission;
 use boxoffice_waitroom::controller::{
-    ControllerConfig, Decision, DecisionKind, ReleaseController, Signals,
+    ControllerConfig, Decision, DecisionKind, PACE_WINDOW_MIN_S, ReleaseController, Signals, pace,
 };
 use boxoffice_waitroom::queue::{QueueConfig, QueuePolicy, QueueView, Status};
 use boxoffice_waitroom::room::{ClaimOutcome, Controls, RoomConfig, RoomStats};
@@ -256,6 +256,11 @@ pub struct RoomHandle {
     polls: AtomicU64,
     /// The controller's current rate, readable by polls without the control lock.
     rate_per_s: AtomicU64,
+    /// The serving counter at each of the last [`UNCLAIMED_WINDOW_TICKS`] view refreshes on
+    /// this node, newest last: what was really released lately paces the polls.
+    served: Mutex<VecDeque<u64>>,
+    /// Positions released per second over that window (`u64::MAX`: no window yet).
+    released_per_s: AtomicU64,
     /// The event, once known (the seat map that says whether anything is left needs it).
     event: std::sync::OnceLock<Arc<EventRecord>>,
     /// Nothing is left to sell (see [`WaitingRoom::sold_out_now`]); polls read it.
@@ -276,6 +281,23 @@ impl RoomHandle {
 
     pub fn polls(&self) -> u64 {
         self.polls.load(Ordering::Relaxed)
+    }
+
+    /// Records the serving counter of a refresh and the release rate it shows.
+    fn note_served(&self, serving: u64) {
+        let mut served = self.served.lock().unwrap_or_else(|e| e.into_inner());
+        served.push_back(serving);
+        if served.len() > UNCLAIMED_WINDOW_TICKS {
+            served.pop_front();
+        }
+        let window_s = (served.len() - 1) as f64 * TICK_MS as f64 / 1_000.0;
+        let rate = match served.front() {
+            Some(oldest) if window_s >= PACE_WINDOW_MIN_S => {
+                (serving.saturating_sub(*oldest) as f64 / window_s) as u64
+            }
+            _ => u64::MAX,
+        };
+        self.released_per_s.store(rate, Ordering::Relaxed);
     }
 
     /// Whether this node last saw nothing left to sell.
@@ -462,6 +484,8 @@ impl WaitingRoom {
             }),
             polls: AtomicU64::new(0),
             rate_per_s: AtomicU64::new(settings.start_release_per_s),
+            served: Mutex::new(VecDeque::new()),
+            released_per_s: AtomicU64::new(u64::MAX),
             event: std::sync::OnceLock::new(),
             sold_out: std::sync::atomic::AtomicBool::new(false),
             tiers_checked_ms: std::sync::atomic::AtomicI64::new(0),
@@ -871,6 +895,7 @@ impl WaitingRoom {
                 "queue opened"
             );
         }
+        room.note_served(view.serving);
         room.set_view(view);
         if let (true, Some(stats)) = (decide, &stats) {
             publish_metrics(room, stats);
@@ -1004,10 +1029,14 @@ async fn probe(store: &dyn Store) -> bool {
 }
 
 fn waiting(room: &RoomHandle, position: u64, ahead_of_you: u64) -> PollAnswer {
-    let rate = room.rate_per_s.load(Ordering::Relaxed).max(1);
-    let estimated_wait_s = ahead_of_you.div_ceil(rate);
+    let released = room.released_per_s.load(Ordering::Relaxed);
     // Poll often near the head, rarely far back: about four polls before the turn comes.
-    let retry_after_s = (estimated_wait_s / 4).clamp(1, POLL_INTERVAL_MAX_S);
+    let (estimated_wait_s, retry_after_s) = pace(
+        ahead_of_you,
+        room.rate_per_s.load(Ordering::Relaxed),
+        (released != u64::MAX).then_some(released),
+        POLL_INTERVAL_MAX_S,
+    );
     PollAnswer::Waiting {
         position,
         ahead_of_you,

@@ -420,9 +420,26 @@ impl Sim {
 
     /// `Retry-After` for a fan `ahead_of_you` positions from its turn (`waiting()` in
     /// `server/src/waitroom.rs`): about four polls before the turn comes, 1-20 s.
+    /// The server's pacing (`controller::pace`): the controller's rate, or what the last
+    /// ticks really released when lower.
     pub(crate) fn retry_after_s(&self, ahead_of_you: u64) -> u64 {
-        let rate = self.release.rate_per_s.max(1);
-        (ahead_of_you.div_ceil(rate) / 4).clamp(1, POLL_INTERVAL_MAX_S)
+        let history = &self.release.history;
+        let window_s = history.len().saturating_sub(1) as f64 / 10.0;
+        let released_per_s = match (history.front(), history.back()) {
+            (Some((oldest, _)), Some((newest, _)))
+                if window_s >= boxoffice_waitroom::controller::PACE_WINDOW_MIN_S =>
+            {
+                Some((newest.saturating_sub(*oldest) as f64 / window_s) as u64)
+            }
+            _ => None,
+        };
+        boxoffice_waitroom::controller::pace(
+            ahead_of_you,
+            self.release.rate_per_s,
+            released_per_s,
+            POLL_INTERVAL_MAX_S,
+        )
+        .1
     }
 
     /// The room's 100 ms tick: once a second the controller decides from the second's

@@ -47,6 +47,31 @@ const INCREASE_SHARE_OF_THRESHOLD: u64 = 10;
 
 use serde::{Deserialize, Serialize};
 
+/// Shortest window of release history that [`pace`] trusts, in seconds.
+pub const PACE_WINDOW_MIN_S: f64 = 5.0;
+
+/// How long a fan `ahead_of_you` places from its turn may expect to wait (seconds), and when
+/// to poll again (`Retry-After`, about four polls before the turn, 1 to `poll_max_s`). The
+/// rate is the controller's, or what was really released over the last seconds
+/// (`released_per_s`, `None` before there is a window of [`PACE_WINDOW_MIN_S`]) when that is
+/// lower: while free shopper slots limit release, a fan told the controller's rate would
+/// poll many times too often.
+pub fn pace(
+    ahead_of_you: u64,
+    rate_per_s: u64,
+    released_per_s: Option<u64>,
+    poll_max_s: u64,
+) -> (u64, u64) {
+    let rate = released_per_s
+        .map_or(rate_per_s, |released| released.min(rate_per_s))
+        .max(1);
+    let estimated_wait_s = ahead_of_you.div_ceil(rate);
+    (
+        estimated_wait_s,
+        (estimated_wait_s / 4).clamp(1, poll_max_s.max(1)),
+    )
+}
+
 /// What the server measured over the last second.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Signals {
@@ -732,6 +757,20 @@ mod tests {
             );
             assert_eq!(controller.rate_per_s(), rate_after, "{name}");
         }
+    }
+
+    #[test]
+    fn polls_are_paced_by_what_is_really_released() {
+        // No history yet: the controller's rate.
+        assert_eq!(pace(4_000, 1_000, None, 20), (4, 1));
+        // Slots limit release to 100/s: forty seconds to wait, a poll every ten.
+        assert_eq!(pace(4_000, 1_000, Some(100), 20), (40, 10));
+        // More released than the rate (a burst of freed slots): never faster than the rate.
+        assert_eq!(pace(4_000, 1_000, Some(5_000), 20), (4, 1));
+        // Nothing released (paused, sold out): the longest interval, not a division by zero.
+        assert_eq!(pace(4_000, 1_000, Some(0), 20), (4_000, 20));
+        // At the head: poll every second.
+        assert_eq!(pace(0, 1_000, Some(0), 20), (0, 1));
     }
 
     #[test]
