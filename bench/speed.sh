@@ -14,6 +14,12 @@
 #             fan pays with pm_card_visa through the simulator (100-300 ms authorization):
 #             seconds from the first hold to the last ticket issued
 #   sqlite    the holds scenario against SQLite (no goal)
+#   door      issue 16's sale at one tenth of its size: 200,000 fans over 30 s through the
+#             waiting room (fifo, release from the API's default start rate up to
+#             DOOR_MAX_RELEASE, default 2000/s), 50,000 seats, the load tool's card mix
+#             (declines, 3-D Secure, slow and lost answers), 10 % abandoning; simulator at
+#             100-300 ms: seconds from on-sale to sold out, the SOLD_OUT answers, Kendall's tau
+#             of queue position against admission order, then boxoffice check
 #   checkouts checkouts on one event at CHECKOUT_RATES (default "1000 2000") per second (open
 #             loop), each of a seat held beforehand, simulator at zero latency: confirmed/s, p99
 #   exchanges issue 7's exchanges on one hot trip: 8,000 ticketed owners, exchanges offered at
@@ -30,8 +36,8 @@
 #   BOXOFFICE_BENCH_PORT   private cluster port (default 25443, below the client port range)
 #   SHARED_BENCH           folder with the pgbench scripts (default ../shared/bench)
 #   ONLY                   space-separated subset of: pgbench holds holds-open order-status
-#                          sellout onsale sqlite checkouts exchanges forward takeover
-#                          (default: all but checkouts, exchanges, forward and takeover)
+#                          sellout onsale sqlite checkouts exchanges forward takeover door
+#                          (default: all but checkouts, exchanges, forward, takeover, door)
 #   CHECKOUT_RATES         offered checkout rates (default "1000 2000")
 #   EXCHANGE_RATES         offered exchange rates (default "2000 5000")
 #   HOLDS_OPEN_RATES       offered hold rates of the holds-open case (default "2000 5000")
@@ -39,6 +45,10 @@
 #                          default mix declines, asks for 3-D Secure and times out a share)
 #   ONSALE_ABANDON         share of the on-sale's holds abandoned, half released and half
 #                          left to expire (default 0)
+#   DOOR_MAX_RELEASE       the door case's maxReleasePerSecond (default 2000)
+#   DOOR_TARGET_HOLD_P99_MS  the door case's targetHoldP99Ms (default the API's, 300)
+#   DOOR_FANS, DOOR_ARRIVAL_S  the door case's fans and arrival window (default --scale 0.1:
+#                          200,000 over 30 s, 10,000 shoppers inside at most)
 #   SERVER_BIN             the boxoffice binary that serves (default: this checkout's release
 #                          build; the load tool and check are always this checkout's): an A/B
 #                          against an older build in the same session
@@ -201,6 +211,31 @@ for run in $(seq 1 "$RUNS"); do
     stop_server
     "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" > "${TMPDIR:-/tmp}/boxoffice-onsale-$run.check.txt" || true
     tail -1 "${TMPDIR:-/tmp}/boxoffice-onsale-$run.check.txt" | sed "s/^/run $run onsale check: /"
+  fi
+  if want door; then
+    ulimit -n 20000 2>/dev/null || true
+    start_server "$(fresh_pg)" --sim-auth-latency-ms 100-300
+    "$BOXOFFICE" load onsale --base-url "$URL" --scale 0.1 ${DOOR_FANS:+--accounts "$DOOR_FANS"} ${DOOR_ARRIVAL_S:+--arrival-s "$DOOR_ARRIVAL_S"} \
+      --abandon 0.1 --max-in-flight 1000000 --max-release "${DOOR_MAX_RELEASE:-2000}" ${DOOR_TARGET_HOLD_P99_MS:+--target-hold-p99-ms "$DOOR_TARGET_HOLD_P99_MS"} \
+      --report "$WORK/door.json" --html-report "$WORK/door-$run.html" > "$WORK/door.out" 2> "$WORK/door.err" || true
+    event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/door.out")
+    n=$($PSQL -At -c "SELECT count(*) FROM seat WHERE event_id = '$event' AND status = 'SOLD'" boxoffice_bench)
+    echo "run $run door sold_seats=$n $(grep -E '^(outcomes|door|fairness):' "$WORK/door.out" | tr '\n' ' ')$(grep -o 'errors (5xx/transport)=[0-9]* unexpected=[0-9]*' "$WORK/door.out") elapsed_s=$(sed -n 's/.* elapsed_s=\([^ ]*\).*/\1/p' "$WORK/door.out")"
+    cp "$WORK/door-$run.html" "${TMPDIR:-/tmp}/boxoffice-door-$run.html"
+    cp "$WORK/door.json" "${TMPDIR:-/tmp}/boxoffice-door-$run.json"
+    cp "$WORK/door.out" "${TMPDIR:-/tmp}/boxoffice-door-$run.txt"
+    cp "$WORK/serve.err" "${TMPDIR:-/tmp}/boxoffice-door-$run.serve.err"
+    # The server's own latencies over the run (the simulation's IO model is calibrated on
+    # the writer's group commits): p50/p99 from the Prometheus histograms.
+    curl -s "$URL/metrics" > "${TMPDIR:-/tmp}/boxoffice-door-$run.metrics.txt" || true
+    echo "run $run door server: $(python3 "$HERE/quantiles.py" "${TMPDIR:-/tmp}/boxoffice-door-$run.metrics.txt" boxoffice_hold_batch_seconds 'boxoffice_http_request_seconds{route="/v1/events/{event_id}/holds",method="POST"' 'boxoffice_http_request_seconds{route="/v1/events/{event_id}/queue/status",method="GET"')"
+    for _ in $(seq 1 120); do
+      left=$($PSQL -At -c "SELECT count(*) FROM outbox WHERE published_at IS NULL" boxoffice_bench)
+      [ "$left" = 0 ] && break; sleep 1
+    done
+    stop_server
+    "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" > "${TMPDIR:-/tmp}/boxoffice-door-$run.check.txt" || true
+    tail -1 "${TMPDIR:-/tmp}/boxoffice-door-$run.check.txt" | sed "s/^/run $run door check: /"
   fi
   if want checkouts; then
     for rate in $CHECKOUT_RATES; do

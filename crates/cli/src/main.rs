@@ -509,6 +509,20 @@ enum LoadScenario {
         /// Create the event without a waiting room: fans go straight to the seats.
         #[arg(long)]
         no_waiting_room: bool,
+        /// The created event's queue is `random`: it goes on sale when the last fan has
+        /// arrived, and the fans who joined before are shuffled once (default `fifo`, on
+        /// sale at once).
+        #[arg(long)]
+        random_queue: bool,
+        /// The created event's `waitingRoom.startReleasePerSecond` (default the API's).
+        #[arg(long)]
+        start_release: Option<u32>,
+        /// The created event's `waitingRoom.maxReleasePerSecond` (default the API's).
+        #[arg(long)]
+        max_release: Option<u32>,
+        /// The created event's `waitingRoom.targetHoldP99Ms` (default the API's).
+        #[arg(long)]
+        target_hold_p99_ms: Option<u32>,
         /// Where the JSON report goes.
         #[arg(long, default_value = "onsale-report.json")]
         report: std::path::PathBuf,
@@ -1182,6 +1196,10 @@ async fn main() -> anyhow::Result<()> {
                     event_id,
                     hold_ttl_s,
                     no_waiting_room,
+                    random_queue,
+                    start_release,
+                    max_release,
+                    target_hold_p99_ms,
                     report,
                     html_report,
                     chaos,
@@ -1209,6 +1227,12 @@ async fn main() -> anyhow::Result<()> {
                 hold_ttl_s,
                 waiting_room: !no_waiting_room,
                 report,
+                door: boxoffice_load::DoorSettings {
+                    random: random_queue,
+                    start_release_per_s: start_release,
+                    max_release_per_s: max_release,
+                    target_hold_p99_ms,
+                },
             };
             if chaos {
                 let options = chaos::ChaosOptions {

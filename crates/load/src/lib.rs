@@ -17,6 +17,7 @@
 
 pub mod checkouts;
 pub mod exchanges;
+pub mod fairness;
 pub mod hello;
 pub mod micro;
 pub mod onsale;
@@ -30,7 +31,7 @@ pub use micro::{
     HoldsOpenReport, HoldsOpenScenario, OrderStatusReport, OrderStatusScenario, SelloutReport,
     SelloutScenario, run_holds_open, run_order_status, run_sellout,
 };
-pub use onsale::{CardMix, OnsaleReport, OnsaleScenario, run_onsale};
+pub use onsale::{CardMix, DoorSettings, OnsaleReport, OnsaleScenario, run_onsale};
 pub use queue::{QueueReport, QueueScenario, run_queue};
 pub use seatmap::{
     MirrorSource, SnapshotReport, SnapshotScenario, SseReport, SseScenario, run_snapshot, run_sse,

@@ -270,6 +270,20 @@ pub struct OnsaleScenario {
     pub waiting_room: bool,
     /// Where the caller writes the JSON report ([`OnsaleReport::write_files`]).
     pub report: std::path::PathBuf,
+    /// The created event's queue policy and release settings.
+    pub door: DoorSettings,
+}
+
+/// The waiting room of a created event: its policy and the release controller's settings
+/// (`None`: the API's defaults).
+#[derive(Debug, Clone, Default)]
+pub struct DoorSettings {
+    /// `random` instead of `fifo`: the event goes on sale when the last fan has arrived, so
+    /// every fan joins before on-sale and the queue is shuffled once, at on-sale.
+    pub random: bool,
+    pub start_release_per_s: Option<u32>,
+    pub max_release_per_s: Option<u32>,
+    pub target_hold_p99_ms: Option<u32>,
 }
 
 impl OnsaleScenario {
@@ -334,6 +348,8 @@ enum Outcome {
     NoSeats,
     HoldExpired,
     Unsettled,
+    /// The room answered `SOLD_OUT`: nothing left to sell, the fan goes home.
+    SoldOut,
     Failed,
 }
 
@@ -348,6 +364,7 @@ impl Outcome {
             Outcome::NoSeats => "no_seats",
             Outcome::HoldExpired => "hold_expired",
             Outcome::Unsettled => "unsettled",
+            Outcome::SoldOut => "sold_out",
             Outcome::Failed => "failed",
         }
     }
@@ -376,7 +393,11 @@ struct Second {
     errors: u64,
     queue_len_max: u64,
     sold_seats: u64,
+    /// Fans whose poll answered `ADMITTED` this second.
+    admitted: u64,
     gauges: Option<Value>,
+    /// The admin queue view read this second (the controller's rate and reason).
+    room: Option<Value>,
 }
 
 /// Everything measured, behind one lock (a few requests per account: cheap).
@@ -391,6 +412,15 @@ struct Metrics {
     listed: Vec<String>,
     seconds: Vec<Second>,
     queue_len_max: u64,
+    /// Per admitted fan: (queue position, arrival index, µs after the start when its poll
+    /// answered `ADMITTED`).
+    admissions: Vec<(u64, u64, u64)>,
+    /// µs after the start of each `SOLD_OUT` answer's first sight by a fan.
+    sold_out_answers: Vec<u64>,
+    /// µs after the start when the room was first seen sold out (admin view or an answer).
+    sold_out_at: Option<u64>,
+    /// µs after the start when the last fan's visit ended.
+    last_fan_done: u64,
 }
 
 impl Metrics {
@@ -448,6 +478,8 @@ struct Shared {
     /// The event's waiting room is on: fans queue for an admission.
     waiting_room: bool,
     started: Instant,
+    /// When the event goes on sale (the start, or the end of arrivals for `random`).
+    on_sale: Instant,
     metrics: Mutex<Metrics>,
     gauges: Gauges,
     /// One permit per request on the wire: this one process plays every fan, and each
@@ -554,6 +586,14 @@ impl Shared {
         answer
     }
 
+    /// A fan was answered `SOLD_OUT` (at join or poll).
+    fn saw_sold_out(&self) {
+        let us = self.started.elapsed().as_micros() as u64;
+        let mut m = self.lock();
+        m.sold_out_answers.push(us);
+        m.sold_out_at = Some(m.sold_out_at.map_or(us, |at| at.min(us)));
+    }
+
     fn error(&self, step: &str, status: u16, detail: &str) {
         self.gauges.errors.fetch_add(1, Ordering::Relaxed);
         let s = self.second_of(Instant::now());
@@ -637,7 +677,7 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
     let plan = plan(&shared);
     let admission = if shared.waiting_room {
         g.waiting.fetch_add(1, Ordering::Relaxed);
-        let admitted = wait_in_room(&shared, &token, due).await;
+        let admitted = wait_in_room(&shared, &token, i, due).await;
         g.waiting.fetch_sub(1, Ordering::Relaxed);
         match admitted {
             Ok(admission) => admission,
@@ -670,7 +710,12 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
 }
 
 /// Joins and polls until admitted; the admission token, or how the wait ended.
-async fn wait_in_room(shared: &Shared, token: &str, due: Instant) -> Result<String, Outcome> {
+async fn wait_in_room(
+    shared: &Shared,
+    token: &str,
+    i: u64,
+    due: Instant,
+) -> Result<String, Outcome> {
     let deadline = due + QUEUE_WAIT_MAX;
     let queue = shared.url(token, &format!("/v1/events/{}/queue", shared.event_id));
     let join_key = key();
@@ -710,6 +755,11 @@ async fn wait_in_room(shared: &Shared, token: &str, due: Instant) -> Result<Stri
         shared.unexpected("join", &joined);
         return Err(Outcome::Failed);
     };
+    let mut position = joined.body["position"].as_u64().unwrap_or(0);
+    if joined.body["status"] == "SOLD_OUT" {
+        shared.saw_sold_out();
+        return Err(Outcome::SoldOut);
+    }
     let status_url = format!("{queue}/status");
     let mut retry_after_s = joined.retry_after_s.unwrap_or(1);
     loop {
@@ -730,15 +780,29 @@ async fn wait_in_room(shared: &Shared, token: &str, due: Instant) -> Result<Stri
         match (answer.status, answer.body["status"].as_str()) {
             (200, Some("ADMITTED")) => {
                 return match answer.body["admissionToken"].as_str() {
-                    Some(token) => Ok(token.to_owned()),
+                    Some(token) => {
+                        let at = Instant::now();
+                        let us = at.saturating_duration_since(shared.started).as_micros() as u64;
+                        let s = shared.second_of(at);
+                        let mut m = shared.lock();
+                        m.admissions.push((position, i, us));
+                        m.second(s).admitted += 1;
+                        Ok(token.to_owned())
+                    }
                     None => {
                         shared.unexpected("status", &answer);
                         Err(Outcome::Failed)
                     }
                 };
             }
+            (200, Some("SOLD_OUT")) => {
+                shared.saw_sold_out();
+                return Err(Outcome::SoldOut);
+            }
             (200, Some("WAITING")) => {
                 let ahead = answer.body["aheadOfYou"].as_u64().unwrap_or(0);
+                // Under `random` the place changes once, at on-sale.
+                position = answer.body["position"].as_u64().unwrap_or(position);
                 let s = shared.second_of(Instant::now());
                 let mut m = shared.lock();
                 m.queue_len_max = m.queue_len_max.max(ahead + 1);
@@ -953,20 +1017,36 @@ async fn pay(shared: &Shared, token: &str, admission: &str, hold_id: &str, card:
 async fn create_event(
     http: &reqwest::Client,
     base: &str,
-    secret: &str,
-    sections: u32,
+    scenario: &OnsaleScenario,
     max_active: u32,
-    hold_ttl_s: u32,
-    waiting_room: bool,
+    on_sale_in: Duration,
 ) -> anyhow::Result<String> {
-    let admin = mint_token(secret, &AccountId::parse("load-admin")?, true, TOKEN_TTL_S)
-        .map_err(anyhow::Error::msg)?;
+    let (sections, hold_ttl_s, waiting_room, door) = (
+        scenario.sections,
+        scenario.hold_ttl_s,
+        scenario.waiting_room,
+        &scenario.door,
+    );
+    let admin = admin_token(&scenario.jwt_secret)?;
     let sections: Vec<Value> = (0..sections)
         .map(|i| {
             json!({"name": format!("S{i}"), "rows": ROWS, "seatsPerRow": SEATS_PER_ROW,
                    "priceMinor": 15_000 - i64::from(i) * 250})
         })
         .collect();
+    let mut room = json!({"enabled": waiting_room,
+                          "policy": if door.random { "random" } else { "fifo" },
+                          "maxActiveShoppers": max_active,
+                          "admissionTtlSeconds": ADMISSION_TTL_S});
+    for (name, value) in [
+        ("startReleasePerSecond", door.start_release_per_s),
+        ("maxReleasePerSecond", door.max_release_per_s),
+        ("targetHoldP99Ms", door.target_hold_p99_ms),
+    ] {
+        if let Some(value) = value {
+            room[name] = json!(value);
+        }
+    }
     let created = http
         .post(format!("{base}/v1/admin/events"))
         .bearer_auth(&admin)
@@ -978,9 +1058,8 @@ async fn create_event(
             "holdTtlSeconds": hold_ttl_s,
             "maxSeatsPerHold": 6,
             "maxTicketsPerAccount": 6,
-            "waitingRoom": {"enabled": waiting_room, "policy": "fifo",
-                            "maxActiveShoppers": max_active,
-                            "admissionTtlSeconds": ADMISSION_TTL_S},
+            "onSaleAt": rfc3339(std::time::SystemTime::now() + on_sale_in)?,
+            "waitingRoom": room,
             "sections": sections,
         }))
         .send()
@@ -992,6 +1071,57 @@ async fn create_event(
         bail!("creating the event answered {status}: {body}");
     }
     Ok(body["eventId"].as_str().context("eventId")?.to_owned())
+}
+
+fn admin_token(secret: &str) -> anyhow::Result<String> {
+    mint_token(secret, &AccountId::parse("load-admin")?, true, TOKEN_TTL_S)
+        .map_err(anyhow::Error::msg)
+}
+
+/// `at` as RFC 3339 in UTC, to the millisecond.
+fn rfc3339(at: std::time::SystemTime) -> anyhow::Result<String> {
+    let at = time::OffsetDateTime::from(at);
+    let at = at.replace_nanosecond(at.millisecond() as u32 * 1_000_000)?;
+    Ok(at.format(&time::format_description::well_known::Rfc3339)?)
+}
+
+/// Reads the admin queue view once a second: the controller's rate and reason, admissions,
+/// and when the room first says sold out.
+async fn watch_room(shared: Arc<Shared>, admin: String) {
+    let url = format!(
+        "{}/v1/admin/events/{}/queue",
+        shared.bases[0], shared.event_id
+    );
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let Ok(response) = shared.http.get(&url).bearer_auth(&admin).send().await else {
+            continue;
+        };
+        if !response.status().is_success() {
+            continue;
+        }
+        let Ok(view) = response.json::<Value>().await else {
+            continue;
+        };
+        let at = Instant::now();
+        let us = at.saturating_duration_since(shared.started).as_micros() as u64;
+        let room = json!({
+            "releaseRatePerSecond": view["releaseRatePerSecond"],
+            "reason": view["reason"],
+            "soldOut": view["soldOut"],
+            "admitted": view["admitted"],
+            "activeShoppers": view["activeShoppers"],
+            "waiting": view["waiting"],
+            "serving": view["serving"],
+        });
+        let s = shared.second_of(at);
+        let mut m = shared.lock();
+        if view["soldOut"] == true {
+            m.sold_out_at = Some(m.sold_out_at.map_or(us, |first| first.min(us)));
+        }
+        m.second(s).room = Some(room);
+    }
 }
 
 /// What a run measured: the summary figures and the full JSON report.
@@ -1075,11 +1205,13 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
             create_event(
                 &http,
                 &base,
-                &scenario.jwt_secret,
-                scenario.sections,
+                scenario,
                 max_active,
-                scenario.hold_ttl_s,
-                scenario.waiting_room,
+                if scenario.door.random {
+                    Duration::from_secs_f64(arrival_s) + Duration::from_secs(1)
+                } else {
+                    Duration::ZERO
+                },
             )
             .await?
         }
@@ -1116,6 +1248,16 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         .unwrap_or(0);
 
     let started = Instant::now();
+    let on_sale = match event["onSaleAt"]
+        .as_str()
+        .map(|at| time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339))
+    {
+        Some(Ok(at)) => {
+            let ahead = at - time::OffsetDateTime::now_utc();
+            started + Duration::try_from(ahead).unwrap_or(Duration::ZERO)
+        }
+        _ => started,
+    };
     let mut bases = vec![base];
     bases.extend(
         scenario
@@ -1135,6 +1277,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         abandon: scenario.abandon,
         cards: scenario.cards.clone(),
         started,
+        on_sale,
         metrics: Mutex::new(Metrics {
             histograms: METRICS.iter().map(|_| histogram()).collect(),
             codes: BTreeMap::new(),
@@ -1146,6 +1289,10 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
             listed: Vec::new(),
             seconds: Vec::new(),
             queue_len_max: 0,
+            admissions: Vec::new(),
+            sold_out_answers: Vec::new(),
+            sold_out_at: None,
+            last_fan_done: 0,
         }),
         gauges: Gauges::default(),
         sockets: Semaphore::new(sockets_max()),
@@ -1192,6 +1339,11 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         })
     };
 
+    let watcher = match admin_token(&scenario.jwt_secret) {
+        Ok(admin) if waiting_room => Some(tokio::spawn(watch_room(shared.clone(), admin))),
+        _ => None,
+    };
+
     // The open loop: arrivals on schedule, each its own task.
     let slots = Arc::new(Semaphore::new(scenario.max_in_flight));
     for i in 0..accounts {
@@ -1207,7 +1359,11 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         let shared = shared.clone();
         tokio::spawn(async move {
             let outcome = fan(shared.clone(), i, due).await;
-            *shared.lock().outcomes.entry(outcome.name()).or_default() += 1;
+            let done = shared.started.elapsed().as_micros() as u64;
+            let mut m = shared.lock();
+            *m.outcomes.entry(outcome.name()).or_default() += 1;
+            m.last_fan_done = m.last_fan_done.max(done);
+            drop(m);
             shared.gauges.done.fetch_add(1, Ordering::Relaxed);
             drop(permit);
         });
@@ -1218,6 +1374,9 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         .await
         .context("waiting for the last accounts")?;
     ticker.abort();
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
     let elapsed_s = started.elapsed().as_secs_f64();
 
     let report = build_report(
@@ -1314,6 +1473,10 @@ fn build_report(
             .collect::<Vec<_>>()
             .join(" ")
     );
+    let door = door_summary(shared, &m);
+    if shared.waiting_room {
+        let _ = writeln!(table, "{}", door_lines(&door));
+    }
     let mut by_step: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut codes_json = serde_json::Map::new();
     for ((step, code), n) in &m.codes {
@@ -1360,8 +1523,9 @@ fn build_report(
             }
             json!({"second": s, "arrivals": second.arrivals, "errors": second.errors,
                    "queueLengthMax": second.queue_len_max, "soldSeats": second.sold_seats,
-                   "soldSeatsTotal": sold_total, "steps": steps,
-                   "gauges": second.gauges.clone().unwrap_or(Value::Null)})
+                   "soldSeatsTotal": sold_total, "admitted": second.admitted, "steps": steps,
+                   "gauges": second.gauges.clone().unwrap_or(Value::Null),
+                   "room": second.room.clone().unwrap_or(Value::Null)})
         })
         .collect();
     let json = json!({
@@ -1373,6 +1537,11 @@ fn build_report(
             "maxActiveShoppers": if scenario.event_id.is_some() { Value::Null } else { json!(max_active) },
             "holdTtlSeconds": if scenario.event_id.is_some() { Value::Null } else { json!(scenario.hold_ttl_s) },
             "waitingRoom": shared.waiting_room,
+            "queuePolicy": if scenario.event_id.is_some() { Value::Null }
+                           else if scenario.door.random { json!("random") } else { json!("fifo") },
+            "startReleasePerSecond": scenario.door.start_release_per_s,
+            "maxReleasePerSecond": scenario.door.max_release_per_s,
+            "targetHoldP99Ms": scenario.door.target_hold_p99_ms,
             "queueWaitMaxSeconds": QUEUE_WAIT_MAX.as_secs(),
             "orderWaitMaxSeconds": ORDER_WAIT_MAX.as_secs(),
         },
@@ -1382,6 +1551,7 @@ fn build_report(
         "outcomes": m.outcomes,
         "soldSeats": m.sold_seats,
         "queueLengthMax": m.queue_len_max,
+        "door": door,
         "cards": m.cards,
         "statusCodes": codes_json,
         "errors": m.errors,
@@ -1397,6 +1567,102 @@ fn build_report(
         json,
         table,
     }
+}
+
+/// The door's figures: when the house sold out and how fast every fan heard it, the
+/// fairness of admissions, the controller's decisions over time.
+fn door_summary(shared: &Shared, m: &Metrics) -> Value {
+    let seconds = |us: u64| us as f64 / 1e6;
+    let on_sale_us = shared
+        .on_sale
+        .saturating_duration_since(shared.started)
+        .as_micros() as u64;
+    let sold_out = m
+        .sold_out_at
+        .map(|at| seconds(at.saturating_sub(on_sale_us)));
+    let last_answer = m.sold_out_answers.iter().max().copied();
+    let lag = m
+        .sold_out_at
+        .zip(last_answer)
+        .map(|(at, last)| seconds(last.saturating_sub(at)));
+    let last_fan_after = m
+        .sold_out_at
+        .map(|at| seconds(m.last_fan_done.saturating_sub(at)));
+    let mut by_position: Vec<(u64, u64)> = m.admissions.iter().map(|a| (a.0, a.2)).collect();
+    let mut by_arrival: Vec<(u64, u64)> = m.admissions.iter().map(|a| (a.1, a.2)).collect();
+    let n = m.admissions.len() as u64;
+    let tau_position = crate::fairness::kendall_tau_b(&mut by_position);
+    let tau_arrival = crate::fairness::kendall_tau_b(&mut by_arrival);
+    // The controller's decisions: every second whose rate or reason differs from the last.
+    let mut decisions = Vec::new();
+    let mut last: Option<(Value, Value)> = None;
+    for (s, second) in m.seconds.iter().enumerate() {
+        let Some(room) = &second.room else { continue };
+        let now = (room["releaseRatePerSecond"].clone(), room["reason"].clone());
+        if last.as_ref() != Some(&now) {
+            decisions.push(json!({"second": s, "releaseRatePerSecond": now.0, "reason": now.1}));
+            last = Some(now);
+        }
+    }
+    json!({
+        "onSaleAfterStartSeconds": seconds(on_sale_us),
+        "soldOutAfterOnSaleSeconds": sold_out,
+        "soldOutAnswers": m.sold_out_answers.len(),
+        "lastSoldOutAnswerAfterSoldOutSeconds": lag,
+        "lastFanDoneAfterSoldOutSeconds": last_fan_after,
+        "admitted": n,
+        "tauQueuePositionAdmission": tau_position,
+        "tauArrivalAdmission": tau_arrival,
+        "arrivalAdmissionIndependenceZ": tau_arrival.map(|tau| crate::fairness::independence_z(tau, n)),
+        "controller": decisions,
+    })
+}
+
+fn door_lines(door: &Value) -> String {
+    let f = |key: &str| {
+        door[key]
+            .as_f64()
+            .map_or("-".to_owned(), |v| format!("{v:.1}"))
+    };
+    let tau = |key: &str| {
+        door[key]
+            .as_f64()
+            .map_or("-".to_owned(), |v| format!("{v:.4}"))
+    };
+    let mut out = format!(
+        "door: sold out {} s after on-sale; sold_out_answers={} last {} s after the sell-out; last fan done {} s after it; admitted={}\n",
+        f("soldOutAfterOnSaleSeconds"),
+        door["soldOutAnswers"],
+        f("lastSoldOutAnswerAfterSoldOutSeconds"),
+        f("lastFanDoneAfterSoldOutSeconds"),
+        door["admitted"],
+    );
+    out.push_str(&format!(
+        "fairness: tau(queue position, admission order)={} tau(arrival, admission order)={} (independence z={})\n",
+        tau("tauQueuePositionAdmission"),
+        tau("tauArrivalAdmission"),
+        f("arrivalAdmissionIndependenceZ"),
+    ));
+    out.push_str("controller (rate/s, reason, when either changed):");
+    let decisions = door["controller"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for decision in decisions.iter().take(40) {
+        out.push_str(&format!(
+            "\n  t={:>4}s {:>6} {}",
+            decision["second"],
+            decision["releaseRatePerSecond"],
+            decision["reason"].as_str().unwrap_or("")
+        ));
+    }
+    if decisions.len() > 40 {
+        out.push_str(&format!(
+            "\n  ... {} more in the JSON report",
+            decisions.len() - 40
+        ));
+    }
+    out
 }
 
 /// Requests this process has on the wire at most: half its open-file limit (read from
@@ -1529,6 +1795,7 @@ mod tests {
             hold_ttl_s: HOLD_TTL_S,
             waiting_room: true,
             report: "r.json".into(),
+            door: DoorSettings::default(),
         };
         assert_eq!(scenario.accounts(), 20_000);
         assert!((scenario.arrival_s() - 3.0).abs() < 1e-9);

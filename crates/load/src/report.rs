@@ -124,6 +124,7 @@ pub fn render_html(report: &Value) -> String {
     html.push_str(&check_box(&report["check"]));
     html.push_str(&summary_section(report));
     html.push_str(&scenario_section(scenario));
+    html.push_str(&door_section(&report["door"]));
     html.push_str(&steps_section(&report["steps"]));
     html.push_str(&time_series_section(report));
     html.push_str(&histograms_section(&report["steps"]));
@@ -342,6 +343,19 @@ fn time_series_section(report: &Value) -> String {
         &marks,
     ));
 
+    if report["door"].is_object() {
+        let admitted = series_of(&|second: &Value| second["admitted"].as_f64());
+        let rate = series_of(&|second: &Value| second["room"]["releaseRatePerSecond"].as_f64());
+        html.push_str(&line_chart(
+            "The door: fans admitted per second and the controller's release rate",
+            "second of the run",
+            "fans / s",
+            YScale::Linear,
+            &[("admitted", admitted), ("release rate", rate)],
+            &marks,
+        ));
+    }
+
     let arrivals = series_of(&|second: &Value| second["arrivals"].as_f64());
     let errors = series_of(&|second: &Value| second["errors"].as_f64());
     html.push_str(&line_chart(
@@ -453,6 +467,74 @@ fn ordered_keys(map: &Map<String, Value>) -> Vec<&str> {
     others.sort_unstable();
     keys.extend(others);
     keys
+}
+
+/// The waiting room's figures (`load onsale` with the room on): sell-out, fairness, and the
+/// release controller's decisions.
+fn door_section(door: &Value) -> String {
+    let Some(figures) = door.as_object() else {
+        return String::new();
+    };
+    let mut html = String::from("<h2>The door</h2>\n");
+    let rows: Vec<(String, String)> = [
+        ("on-sale after the start, s", "onSaleAfterStartSeconds"),
+        ("sold out after on-sale, s", "soldOutAfterOnSaleSeconds"),
+        ("fans answered SOLD_OUT", "soldOutAnswers"),
+        (
+            "last SOLD_OUT answer after the sell-out, s",
+            "lastSoldOutAnswerAfterSoldOutSeconds",
+        ),
+        (
+            "last fan done after the sell-out, s",
+            "lastFanDoneAfterSoldOutSeconds",
+        ),
+        ("fans admitted", "admitted"),
+        (
+            "Kendall tau (queue position, admission order)",
+            "tauQueuePositionAdmission",
+        ),
+        (
+            "Kendall tau (arrival, admission order)",
+            "tauArrivalAdmission",
+        ),
+        (
+            "z of arrival vs admission under independence",
+            "arrivalAdmissionIndependenceZ",
+        ),
+    ]
+    .into_iter()
+    .map(|(label, key)| {
+        let value = figures.get(key).cloned().unwrap_or(Value::Null);
+        // A rank correlation near 1 needs its fourth decimal.
+        let shown = match value.as_f64() {
+            Some(tau) if key.starts_with("tau") => format!("{tau:.4}"),
+            _ => display_value(&value),
+        };
+        (label.to_owned(), shown)
+    })
+    .collect();
+    html.push_str(&key_value_table(&rows));
+    let decisions = figures
+        .get("controller")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    html.push_str("<h3>The release controller (when its rate or reason changed)</h3>\n");
+    let rows: Vec<(String, String)> = decisions
+        .iter()
+        .map(|decision| {
+            (
+                format!("t={} s", display_value(&decision["second"])),
+                format!(
+                    "{}/s: {}",
+                    display_value(&decision["releaseRatePerSecond"]),
+                    decision["reason"].as_str().unwrap_or("")
+                ),
+            )
+        })
+        .collect();
+    html.push_str(&key_value_table(&rows));
+    html
 }
 
 fn key_value_table(rows: &[(String, String)]) -> String {
@@ -1031,6 +1113,26 @@ mod tests {
         assert!(html.contains("Throughput: requests per second"));
         assert!(html.contains("Sold seats (running total)"));
         assert!(html.contains("1050 of 10500 (10.0%)"));
+    }
+
+    #[test]
+    fn report_shows_the_door_and_the_controller() {
+        let mut report = sample_report();
+        report["door"] = json!({
+            "soldOutAfterOnSaleSeconds": 41.5, "admitted": 1200,
+            "tauQueuePositionAdmission": 0.9987,
+            "controller": [{"second": 3, "releaseRatePerSecond": 80, "reason": "slow start <x>"}],
+        });
+        report["perSecond"][0]["admitted"] = json!(17);
+        report["perSecond"][0]["room"] = json!({"releaseRatePerSecond": 80});
+        let html = render_html(&report);
+        assert!(html.contains("<h2>The door</h2>"));
+        assert!(html.contains("<td>41.5</td>"));
+        assert!(html.contains("<td>0.9987</td>"));
+        assert!(html.contains("80/s: slow start &lt;x&gt;"));
+        assert!(html.contains("fans admitted per second and the controller"));
+        let without = render_html(&sample_report());
+        assert!(!without.contains("The door"));
     }
 
     #[test]

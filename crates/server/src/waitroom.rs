@@ -256,6 +256,8 @@ pub struct RoomHandle {
     polls: AtomicU64,
     /// The controller's current rate, readable by polls without the control lock.
     rate_per_s: AtomicU64,
+    /// While slow start doubles the rate: the cap it doubles towards (0 otherwise).
+    doubling_up_to: AtomicU64,
     /// The serving counter at each of the last [`UNCLAIMED_WINDOW_TICKS`] view refreshes on
     /// this node, newest last: what was really released lately paces the polls.
     served: Mutex<VecDeque<u64>>,
@@ -484,6 +486,7 @@ impl WaitingRoom {
             }),
             polls: AtomicU64::new(0),
             rate_per_s: AtomicU64::new(settings.start_release_per_s),
+            doubling_up_to: AtomicU64::new(0),
             served: Mutex::new(VecDeque::new()),
             released_per_s: AtomicU64::new(u64::MAX),
             event: std::sync::OnceLock::new(),
@@ -863,6 +866,14 @@ impl WaitingRoom {
                     }
                     room.rate_per_s
                         .store(decision.rate_per_s, Ordering::Relaxed);
+                    room.doubling_up_to.store(
+                        if decision.kind == DecisionKind::SlowStart {
+                            control.controller.config().max_release_per_s
+                        } else {
+                            0
+                        },
+                        Ordering::Relaxed,
+                    );
                     control.decisions.push_back((now_ms, decision.clone()));
                     if control.decisions.len() > DECISIONS_KEPT {
                         control.decisions.pop_front();
@@ -1035,6 +1046,7 @@ fn waiting(room: &RoomHandle, position: u64, ahead_of_you: u64) -> PollAnswer {
         ahead_of_you,
         room.rate_per_s.load(Ordering::Relaxed),
         (released != u64::MAX).then_some(released),
+        Some(room.doubling_up_to.load(Ordering::Relaxed)).filter(|&cap| cap > 0),
         POLL_INTERVAL_MAX_S,
     );
     PollAnswer::Waiting {

@@ -113,6 +113,8 @@ pub(crate) struct Release {
     history: VecDeque<(u64, u64)>,
     /// The rate polls are paced by (`Retry-After`).
     pub(crate) rate_per_s: u64,
+    /// While slow start doubles the rate: the cap it doubles towards.
+    doubling_up_to: Option<u64>,
 }
 
 /// Measurements of the current simulated second, read by the controller's next decision.
@@ -243,6 +245,7 @@ impl Sim {
             carry: 0.0,
             history: VecDeque::new(),
             rate_per_s: config.controller.start_release_per_s,
+            doubling_up_to: None,
         };
         Self {
             fans: vec![Fan::default(); config.fans as usize],
@@ -437,6 +440,7 @@ impl Sim {
             ahead_of_you,
             self.release.rate_per_s,
             released_per_s,
+            self.release.doubling_up_to,
             POLL_INTERVAL_MAX_S,
         )
         .1
@@ -529,6 +533,8 @@ impl Sim {
                 decision.release_count
             ));
             self.release.rate_per_s = decision.rate_per_s;
+            self.release.doubling_up_to = (decision.kind == DecisionKind::SlowStart)
+                .then(|| self.release.controller.config().max_release_per_s);
             self.release.decision = Some(decision);
         }
         let decision = self.release.decision.as_ref();

@@ -55,21 +55,44 @@ pub const PACE_WINDOW_MIN_S: f64 = 5.0;
 /// rate is the controller's, or what was really released over the last seconds
 /// (`released_per_s`, `None` before there is a window of [`PACE_WINDOW_MIN_S`]) when that is
 /// lower: while free shopper slots limit release, a fan told the controller's rate would
-/// poll many times too often.
+/// poll many times too often. During slow start (`doubling_up_to`: the cap the rate doubles
+/// towards each second) the wait counts the doubling: a fan paced by the first seconds'
+/// small rate would sleep past its turn and keep its released slot unclaimed while the
+/// rate grows (the one-tenth sale showed release stalled on such slots).
 pub fn pace(
     ahead_of_you: u64,
     rate_per_s: u64,
     released_per_s: Option<u64>,
+    doubling_up_to: Option<u64>,
     poll_max_s: u64,
 ) -> (u64, u64) {
-    let rate = released_per_s
-        .map_or(rate_per_s, |released| released.min(rate_per_s))
-        .max(1);
-    let estimated_wait_s = ahead_of_you.div_ceil(rate);
+    let estimated_wait_s = match doubling_up_to {
+        Some(cap) => seconds_to_release(ahead_of_you, rate_per_s, cap),
+        None => {
+            let rate = released_per_s
+                .map_or(rate_per_s, |released| released.min(rate_per_s))
+                .max(1);
+            ahead_of_you.div_ceil(rate)
+        }
+    };
     (
         estimated_wait_s,
         (estimated_wait_s / 4).clamp(1, poll_max_s.max(1)),
     )
+}
+
+/// Seconds to release `positions` at `rate_per_s` doubling each second up to `cap`.
+fn seconds_to_release(positions: u64, rate_per_s: u64, cap: u64) -> u64 {
+    let cap = cap.max(1);
+    let mut rate = rate_per_s.clamp(1, cap);
+    let mut left = positions;
+    let mut seconds = 0;
+    while rate < cap && left > rate {
+        left -= rate;
+        rate = rate.saturating_mul(2).min(cap);
+        seconds += 1;
+    }
+    seconds + left.div_ceil(rate)
 }
 
 /// What the server measured over the last second.
@@ -762,15 +785,29 @@ mod tests {
     #[test]
     fn polls_are_paced_by_what_is_really_released() {
         // No history yet: the controller's rate.
-        assert_eq!(pace(4_000, 1_000, None, 20), (4, 1));
+        assert_eq!(pace(4_000, 1_000, None, None, 20), (4, 1));
         // Slots limit release to 100/s: forty seconds to wait, a poll every ten.
-        assert_eq!(pace(4_000, 1_000, Some(100), 20), (40, 10));
+        assert_eq!(pace(4_000, 1_000, Some(100), None, 20), (40, 10));
         // More released than the rate (a burst of freed slots): never faster than the rate.
-        assert_eq!(pace(4_000, 1_000, Some(5_000), 20), (4, 1));
+        assert_eq!(pace(4_000, 1_000, Some(5_000), None, 20), (4, 1));
         // Nothing released (paused, sold out): the longest interval, not a division by zero.
-        assert_eq!(pace(4_000, 1_000, Some(0), 20), (4_000, 20));
+        assert_eq!(pace(4_000, 1_000, Some(0), None, 20), (4_000, 20));
         // At the head: poll every second.
-        assert_eq!(pace(0, 1_000, Some(0), 20), (0, 1));
+        assert_eq!(pace(0, 1_000, Some(0), None, 20), (0, 1));
+    }
+
+    #[test]
+    fn polls_during_slow_start_count_the_doubling() {
+        // 10/s doubling to 2,000/s: 10+20+...+1,280 = 2,550 in 8 s, then 2,000/s.
+        assert_eq!(pace(2_550, 10, None, Some(2_000), 20), (8, 2));
+        assert_eq!(pace(12_550, 10, None, Some(2_000), 20), (13, 3));
+        // Without the doubling the same fan would be told 1,255 s and poll every 20 s.
+        assert_eq!(pace(12_550, 10, None, None, 20), (1_255, 20));
+        // The cap bounds the growth: at 10/s doubling to 10/s it is the plain rate.
+        assert_eq!(pace(1_000, 10, None, Some(10), 20), (100, 20));
+        // A rate of 0 (stopped) or a cap of 0 are no divisions by zero.
+        assert_eq!(pace(5, 0, None, Some(0), 20), (5, 1));
+        assert_eq!(pace(u64::MAX, 1, None, Some(u64::MAX), 20), (64, 16));
     }
 
     #[test]
