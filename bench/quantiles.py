@@ -1,51 +1,57 @@
 #!/usr/bin/env python3
-"""p50 and p99 (ms) of Prometheus histograms in a /metrics scrape.
+"""Latency figures of Prometheus summaries in /metrics scrapes of boxoffice serve.
 
-Usage: quantiles.py METRICS_FILE NAME_OR_PREFIX...  where a prefix selects the series whose
-`_bucket{` line starts with it (all label sets of a bare name are summed). Quantiles are
-linear within a bucket, as Prometheus's histogram_quantile does."""
+Usage: quantiles.py NAME[{LABELS] SCRAPE...
+  NAME[{LABELS]  a summary and, optionally, the start of its label set (e.g.
+                 'boxoffice_http_request_seconds{route="/v1/events/{eventId}/holds",method="POST"')
+  SCRAPE         files, each one scrape, oldest first
+
+The server's summaries give p50/p99 over a rolling window of about the last minute, and a
+lifetime sum and count. Per scrape: the window's p50 and p99 and the mean since the previous
+scrape (from the sums and counts), in milliseconds; then the medians over the scrapes that
+saw requests."""
+import statistics
 import sys
 
 
-def buckets(lines, prefix):
+def figures(path, prefix):
     name, _, labels = prefix.partition("{")
-    want = name + "_bucket{" + labels
-    acc = {}
-    for line in lines:
-        if not line.startswith(want):
+    quantiles, total, count = {}, None, None
+    for line in open(path):
+        if line.startswith("#") or not line.startswith(name):
             continue
         series, value = line.rsplit(" ", 1)
-        le = series.split('le="', 1)[1].split('"', 1)[0]
-        bound = float("inf") if le == "+Inf" else float(le)
-        acc[bound] = acc.get(bound, 0.0) + float(value)
-    return sorted(acc.items())
-
-
-def quantile(bs, q):
-    total = bs[-1][1] if bs else 0
-    if total == 0:
-        return None
-    rank, lower, below = q * total, 0.0, 0.0
-    for bound, count in bs:
-        if count >= rank:
-            if bound == float("inf"):
-                return lower
-            span = count - below
-            return lower + (bound - lower) * ((rank - below) / span if span else 1)
-        lower, below = bound, count
-    return lower
+        metric, _, rest = series.partition("{")
+        if not rest.startswith(labels):
+            continue
+        if metric == name and 'quantile="' in rest:
+            q = rest.split('quantile="', 1)[1].split('"', 1)[0]
+            quantiles[q] = float(value)
+        elif metric == name + "_sum":
+            total = (total or 0.0) + float(value)
+        elif metric == name + "_count":
+            count = (count or 0.0) + float(value)
+    return quantiles, total or 0.0, count or 0.0
 
 
 def main():
-    lines = open(sys.argv[1]).read().splitlines()
-    out = []
-    for prefix in sys.argv[2:]:
-        bs = buckets(lines, prefix)
-        p50, p99 = quantile(bs, 0.5), quantile(bs, 0.99)
-        n = int(bs[-1][1]) if bs else 0
-        fmt = lambda v: "-" if v is None else f"{v * 1000:.1f}"
-        out.append(f"{prefix.split('{')[0]}{'{' + prefix.split('{', 1)[1][:60] + '}' if '{' in prefix else ''} n={n} p50_ms={fmt(p50)} p99_ms={fmt(p99)}")
-    print("; ".join(out))
+    prefix, scrapes = sys.argv[1], sys.argv[2:]
+    previous = (0.0, 0.0)
+    p50s, p99s, means = [], [], []
+    for path in scrapes:
+        quantiles, total, count = figures(path, prefix)
+        n = count - previous[1]
+        mean = (total - previous[0]) / n if n > 0 else None
+        previous = (total, count)
+        if n <= 0 or "0.5" not in quantiles:
+            continue
+        p50s.append(quantiles["0.5"] * 1000)
+        p99s.append(quantiles.get("0.99", float("nan")) * 1000)
+        means.append(mean * 1000)
+        print(f"{path}: n={int(n)} window p50={p50s[-1]:.1f} ms p99={p99s[-1]:.1f} ms, mean since the last scrape {means[-1]:.1f} ms")
+    if p50s:
+        print(f"{prefix}: {len(p50s)} scrapes, median window p50 {statistics.median(p50s):.1f} ms, "
+              f"median window p99 {statistics.median(p99s):.1f} ms, median mean {statistics.median(means):.1f} ms")
 
 
 main()

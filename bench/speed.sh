@@ -215,7 +215,15 @@ for run in $(seq 1 "$RUNS"); do
   if want door; then
     ulimit -n 20000 2>/dev/null || true
     start_server "$(fresh_pg)" --sim-auth-latency-ms 100-300
-    "$BOXOFFICE" load onsale --base-url "$URL" --scale 0.1 ${DOOR_FANS:+--accounts "$DOOR_FANS"} ${DOOR_ARRIVAL_S:+--arrival-s "$DOOR_ARRIVAL_S"} \
+    # The server's own latencies during the sale (the simulation's IO model is calibrated on
+    # the writer's group commits): /metrics every 20 s.
+    rm -f "$WORK"/metrics-*.txt
+    ( while kill -0 "$SERVER_PID" 2>/dev/null; do
+        curl -s -m 5 "$URL/metrics" > "$WORK/metrics-$(date +%s).txt" || true; sleep 20
+      done ) &
+    SCRAPER_PID=$!
+    /usr/bin/time -f "load_cpu_s=%U+%S load_max_rss_kb=%M" -o "$WORK/door.time" \
+      "$BOXOFFICE" load onsale --base-url "$URL" --scale 0.1 ${DOOR_FANS:+--accounts "$DOOR_FANS"} ${DOOR_ARRIVAL_S:+--arrival-s "$DOOR_ARRIVAL_S"} \
       --abandon 0.1 --max-in-flight 1000000 --max-release "${DOOR_MAX_RELEASE:-2000}" ${DOOR_TARGET_HOLD_P99_MS:+--target-hold-p99-ms "$DOOR_TARGET_HOLD_P99_MS"} \
       --report "$WORK/door.json" --html-report "$WORK/door-$run.html" > "$WORK/door.out" 2> "$WORK/door.err" || true
     event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/door.out")
@@ -225,10 +233,15 @@ for run in $(seq 1 "$RUNS"); do
     cp "$WORK/door.json" "${TMPDIR:-/tmp}/boxoffice-door-$run.json"
     cp "$WORK/door.out" "${TMPDIR:-/tmp}/boxoffice-door-$run.txt"
     cp "$WORK/serve.err" "${TMPDIR:-/tmp}/boxoffice-door-$run.serve.err"
-    # The server's own latencies over the run (the simulation's IO model is calibrated on
-    # the writer's group commits): p50/p99 from the Prometheus histograms.
-    curl -s "$URL/metrics" > "${TMPDIR:-/tmp}/boxoffice-door-$run.metrics.txt" || true
-    echo "run $run door server: $(python3 "$HERE/quantiles.py" "${TMPDIR:-/tmp}/boxoffice-door-$run.metrics.txt" boxoffice_hold_batch_seconds 'boxoffice_http_request_seconds{route="/v1/events/{event_id}/holds",method="POST"' 'boxoffice_http_request_seconds{route="/v1/events/{event_id}/queue/status",method="GET"')"
+    kill "$SCRAPER_PID" 2>/dev/null || true; wait "$SCRAPER_PID" 2>/dev/null || true
+    curl -s -m 5 "$URL/metrics" > "$WORK/metrics-$(date +%s).txt" || true
+    cat "$WORK"/metrics-*.txt > "${TMPDIR:-/tmp}/boxoffice-door-$run.metrics.txt"
+    # CPU seconds of the server (utime+stime, clock ticks) and of the load tool, who share two cores.
+    server_cpu=$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.0f", ($14 + $15) / hz}' "/proc/$SERVER_PID/stat")
+    echo "run $run door cpu: server_cpu_s=$server_cpu $(cat "$WORK/door.time" 2>/dev/null | tail -1)"
+    for summary in boxoffice_hold_batch_seconds 'boxoffice_http_request_seconds{route="/v1/events/{eventId}/holds",method="POST"'; do
+      python3 "$HERE/quantiles.py" "$summary" $(ls "$WORK"/metrics-*.txt | sort) | tail -1 | sed "s/^/run $run door server: /"
+    done
     for _ in $(seq 1 120); do
       left=$($PSQL -At -c "SELECT count(*) FROM outbox WHERE published_at IS NULL" boxoffice_bench)
       [ "$left" = 0 ] && break; sleep 1

@@ -360,7 +360,8 @@ pub(crate) fn build(finished: Finished) -> Report {
 fn model(config: &SimConfig) -> Vec<String> {
     use crate::writer::{
         COMMIT_MEDIAN_MS, COMMIT_SIGMA, COMMIT_US_PER_COMMAND, GROUP_COMMANDS_MAX,
-        GROUPS_IN_FLIGHT_MAX, LOAD_MEDIAN_MS, LOAD_US_PER_SEAT, RECORD_STEP_US, STORE_TIMEOUT_US,
+        GROUPS_IN_FLIGHT_MAX, LOAD_MEDIAN_MS, LOAD_SIGMA, LOAD_US_PER_SEAT, RECORD_STEP_US,
+        STORE_TIMEOUT_US,
     };
     vec![
         format!(
@@ -381,7 +382,7 @@ fn model(config: &SimConfig) -> Vec<String> {
             config.max_active_shoppers,
         ),
         format!(
-            "Store commit of a group: lognormal, median {COMMIT_MEDIAN_MS} ms, sigma {COMMIT_SIGMA}, plus {COMMIT_US_PER_COMMAND} us per command; groups of at most {GROUP_COMMANDS_MAX} commands, {GROUPS_IN_FLIGHT_MAX} in flight (the next is decided while one commits), each finishing at least {RECORD_STEP_US} us after the one before. Deciding takes no simulated time. An engine load: lognormal, median {LOAD_MEDIAN_MS} ms, plus {LOAD_US_PER_SEAT} us per seat. While the store is down, commits and loads fail after {} ms.",
+            "Store commit of a group: lognormal, median {COMMIT_MEDIAN_MS} ms, sigma {COMMIT_SIGMA}, plus {COMMIT_US_PER_COMMAND} us per command (calibrated on the writer's group commits measured during the one-tenth sale through the room on the development machine, `ONLY=door bash bench/speed.sh`: p50 3.3 ms, p99 27.9 ms, groups of one command at the median); groups of at most {GROUP_COMMANDS_MAX} commands, {GROUPS_IN_FLIGHT_MAX} in flight (the next is decided while one commits), each finishing at least {RECORD_STEP_US} us after the one before. Deciding takes no simulated time. An engine load: lognormal, median {LOAD_MEDIAN_MS} ms, sigma {LOAD_SIGMA}, plus {LOAD_US_PER_SEAT} us per seat. While the store is down, commits and loads fail after {} ms.",
             STORE_TIMEOUT_US / 1_000
         ),
         "Requests reach the writer the instant they are sent and are answered the instant their group commits (no network time is added); a request that fails is sent again after 0.5-16 s of backoff (12 errors in a row end the fan's story).".to_owned(),
