@@ -52,7 +52,7 @@
 #   SERVER_BIN             the boxoffice binary that serves (default: this checkout's release
 #                          build; the load tool and check are always this checkout's): an A/B
 #                          against an older build in the same session
-#   PG_STATEMENTS          1: load pg_stat_statements and, after each checkouts or onsale
+#   PG_STATEMENTS          1: load pg_stat_statements and, after each checkouts, onsale or door
 #                          case, write the 20 statements of most total time (and the 30
 #                          most called) to
 #                          $TMPDIR/boxoffice-statements-<case>-<run>.txt (a profile, not a figure)
@@ -234,6 +234,7 @@ for run in $(seq 1 "$RUNS"); do
     cp "$WORK/door.out" "${TMPDIR:-/tmp}/boxoffice-door-$run.txt"
     cp "$WORK/serve.err" "${TMPDIR:-/tmp}/boxoffice-door-$run.serve.err"
     kill "$SCRAPER_PID" 2>/dev/null || true; wait "$SCRAPER_PID" 2>/dev/null || true
+    statements "door-$run"
     curl -s -m 5 "$URL/metrics" > "$WORK/metrics-$(date +%s).txt" || true
     cat "$WORK"/metrics-*.txt > "${TMPDIR:-/tmp}/boxoffice-door-$run.metrics.txt"
     # CPU seconds of the server (utime+stime, clock ticks) and of the load tool, who share two cores.
