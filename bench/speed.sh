@@ -47,6 +47,8 @@
 #                          left to expire (default 0)
 #   DOOR_MAX_RELEASE       the door case's maxReleasePerSecond (default 2000)
 #   DOOR_TARGET_HOLD_P99_MS  the door case's targetHoldP99Ms (default the API's, 300)
+#   DOOR_CARDS, DOOR_ABANDON   the door case's card mix and abandon share (default the load
+#                          tool's mix, 0.1)
 #   DOOR_FANS, DOOR_ARRIVAL_S  the door case's fans and arrival window (default --scale 0.1:
 #                          200,000 over 30 s, 10,000 shoppers inside at most)
 #   SERVER_BIN             the boxoffice binary that serves (default: this checkout's release
@@ -224,7 +226,7 @@ for run in $(seq 1 "$RUNS"); do
     SCRAPER_PID=$!
     /usr/bin/time -f "load_cpu_s=%U+%S load_max_rss_kb=%M" -o "$WORK/door.time" \
       "$BOXOFFICE" load onsale --base-url "$URL" --scale 0.1 ${DOOR_FANS:+--accounts "$DOOR_FANS"} ${DOOR_ARRIVAL_S:+--arrival-s "$DOOR_ARRIVAL_S"} \
-      --abandon 0.1 --max-in-flight 1000000 --max-release "${DOOR_MAX_RELEASE:-2000}" ${DOOR_TARGET_HOLD_P99_MS:+--target-hold-p99-ms "$DOOR_TARGET_HOLD_P99_MS"} \
+      --abandon "${DOOR_ABANDON:-0.1}" ${DOOR_CARDS:+--cards "$DOOR_CARDS"} --max-in-flight 1000000 --max-release "${DOOR_MAX_RELEASE:-2000}" ${DOOR_TARGET_HOLD_P99_MS:+--target-hold-p99-ms "$DOOR_TARGET_HOLD_P99_MS"} \
       --report "$WORK/door.json" --html-report "$WORK/door-$run.html" > "$WORK/door.out" 2> "$WORK/door.err" || true
     event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/door.out")
     n=$($PSQL -At -c "SELECT count(*) FROM seat WHERE event_id = '$event' AND status = 'SOLD'" boxoffice_bench)
