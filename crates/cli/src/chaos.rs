@@ -515,7 +515,7 @@ impl Drop for PrivatePostgres {
     }
 }
 
-fn run_command(command: &mut std::process::Command) -> anyhow::Result<()> {
+pub(crate) fn run_command(command: &mut std::process::Command) -> anyhow::Result<()> {
     let output = command
         .output()
         .with_context(|| format!("running {command:?}"))?;
@@ -529,7 +529,7 @@ fn run_command(command: &mut std::process::Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn as_postgres(program: &Path) -> std::process::Command {
+pub(crate) fn as_postgres(program: &Path) -> std::process::Command {
     if running_as_root() {
         let mut command = std::process::Command::new("runuser");
         command.args(["-u", "postgres", "--"]).arg(program);
@@ -539,13 +539,13 @@ fn as_postgres(program: &Path) -> std::process::Command {
     }
 }
 
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// The newest `/usr/lib/postgresql/<version>/bin` with an `initdb`.
-fn find_pg_bin() -> anyhow::Result<PathBuf> {
+pub(crate) fn find_pg_bin() -> anyhow::Result<PathBuf> {
     let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .context("looking for PostgreSQL under /usr/lib/postgresql (or pass --pg-bin)")?
         .filter_map(Result::ok)
@@ -563,7 +563,7 @@ fn find_pg_bin() -> anyhow::Result<PathBuf> {
 }
 
 /// A port below the client port range that is free right now.
-fn free_fixed_port() -> anyhow::Result<u16> {
+pub(crate) fn free_fixed_port() -> anyhow::Result<u16> {
     use rand::Rng;
     let mut rng = rand::rng();
     for _ in 0..200 {

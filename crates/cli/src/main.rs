@@ -7,6 +7,7 @@
 mod chaos;
 mod check;
 mod demo;
+mod local_cluster;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,6 +27,35 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterAction {
+    /// Start it: prints `balancer http://HOST:PORT` and `admin-token TOKEN`, then returns
+    /// (everything keeps running until `cluster down`).
+    Up {
+        /// Where the cluster's data, logs and state (`cluster.json`) go.
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// `boxoffice serve` nodes behind the balancer (1-8).
+        #[arg(long, default_value_t = 2)]
+        nodes: u32,
+        /// PostgreSQL shards, each a primary and a synchronous standby (this build: 1).
+        #[arg(long, default_value_t = 1)]
+        shards: u32,
+        /// PostgreSQL's `bin` directory (`initdb`, `pg_ctl`, `pg_basebackup`); found under
+        /// /usr/lib/postgresql when unset.
+        #[arg(long)]
+        pg_bin: Option<std::path::PathBuf>,
+        /// The nodes' JWT secret (a random one, kept in DIR/jwt-secret, when unset).
+        #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
+        jwt_secret: Option<String>,
+    },
+    /// Stop everything `cluster up` started in DIR and check that its ports are free.
+    Down {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -103,6 +133,12 @@ enum Command {
     Load {
         #[command(subcommand)]
         scenario: LoadScenario,
+    },
+    /// A cluster on this machine: a PostgreSQL primary with a synchronous standby, a Redis,
+    /// nodes and HAProxy in front, each its own process on a free port below 32768.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
     },
     /// Check the invariants (DESIGN.md I1-I7) on a live database; exit 1 on any violation.
     Check {
@@ -1355,6 +1391,41 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("binding {listen}"))?;
             println!("listening on http://{}", listener.local_addr()?);
             boxoffice_load::hello::serve_hello(listener).await?;
+            Ok(())
+        }
+        Command::Cluster {
+            action:
+                ClusterAction::Up {
+                    dir,
+                    nodes,
+                    shards,
+                    pg_bin,
+                    jwt_secret,
+                },
+        } => {
+            let state = local_cluster::up(&local_cluster::UpOptions {
+                dir,
+                nodes,
+                shards,
+                pg_bin,
+                boxoffice: std::env::current_exe().context("finding this binary")?,
+                jwt_secret,
+            })
+            .await?;
+            println!(
+                "balancer {}",
+                state["balancer"]["url"].as_str().unwrap_or("?")
+            );
+            println!(
+                "admin-token {}",
+                state["adminToken"].as_str().unwrap_or("?")
+            );
+            Ok(())
+        }
+        Command::Cluster {
+            action: ClusterAction::Down { dir },
+        } => {
+            println!("{}", local_cluster::down(&dir).await?);
             Ok(())
         }
         Command::Check { database_url } => {
