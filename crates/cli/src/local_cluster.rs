@@ -107,6 +107,19 @@ pub async fn up(options: &UpOptions) -> anyhow::Result<Value> {
         .with_context(|| format!("resolving {}", options.dir.display()))?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    if running_as_root() {
+        // PostgreSQL runs as `postgres`, which must be able to walk down to DIR.
+        for ancestor in dir.ancestors().skip(1) {
+            let mode = std::fs::metadata(ancestor)?.permissions().mode();
+            if mode & 0o001 == 0 {
+                bail!(
+                    "PostgreSQL runs as the postgres user, which cannot enter {} (mode {:o}): pick a directory whose parents others may traverse (chmod o+x), e.g. under /tmp",
+                    ancestor.display(),
+                    mode & 0o777
+                );
+            }
+        }
+    }
     let mut state = json!({"dir": dir.display().to_string(), "nodes": [], "shards": []});
     match start_all(options, &dir, &mut state).await {
         Ok(()) => Ok(state),
