@@ -321,16 +321,19 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
 }
 
 /// HAProxy in front of the nodes: round robin, `/readyz` checks every second, no
-/// stickiness (a node forwards what it does not own), long tunnels for SSE.
+/// stickiness (a node forwards what it does not own), long tunnels for SSE; its admin socket
+/// beside the pid file (`echo "show stat" | socat stdio unix-connect:DIR/haproxy/admin.sock`).
 fn haproxy_config(port: u16, nodes: &[u16], pid_file: &Path) -> String {
+    let socket = pid_file.with_file_name("admin.sock");
     let mut config = format!(
-        "global\n  maxconn {HAPROXY_MAXCONN}\n  pidfile {}\n\n\
+        "global\n  maxconn {HAPROXY_MAXCONN}\n  pidfile {}\n  stats socket {} mode 600 level admin\n\n\
          defaults\n  mode http\n  timeout connect 2s\n  timeout client 60s\n  \
          timeout server 60s\n  timeout tunnel 1h\n  timeout http-keep-alive 10s\n\n\
          frontend boxoffice\n  bind 127.0.0.1:{port}\n  default_backend nodes\n\n\
          backend nodes\n  balance roundrobin\n  option httpchk GET /readyz\n  \
          http-check expect status 200\n",
-        pid_file.display()
+        pid_file.display(),
+        socket.display()
     );
     for (i, node) in nodes.iter().enumerate() {
         config.push_str(&format!(
@@ -555,6 +558,7 @@ mod tests {
         assert!(config.contains("option httpchk GET /readyz"));
         assert!(config.contains("timeout tunnel 1h"));
         assert!(!config.contains("cookie"), "no stickiness");
+        assert!(config.contains("stats socket /x/admin.sock mode 600 level admin"));
     }
 
     #[test]
