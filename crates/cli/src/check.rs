@@ -37,3 +37,27 @@ pub async fn run(store: &dyn Store) -> anyhow::Result<bool> {
     );
     Ok(n_violations == 0)
 }
+
+/// [`run`] on every shard the directory of `home_url` names, and the directory's own check:
+/// each event is on the shard the directory places it on, and on no other.
+pub async fn run_shards(home_url: &str) -> anyhow::Result<bool> {
+    let shards = crate::shards::directory(home_url).await?;
+    let (sharded, places) = crate::shards::open(&shards, 4).await?;
+    let mut clean = true;
+    for (index, (shard, store)) in shards.iter().zip(sharded.shards()).enumerate() {
+        println!("shard {}:", shard.name);
+        clean &= run(store.as_ref()).await?;
+        for event_id in store.list_event_ids().await? {
+            let placed = places.event(&event_id).await?;
+            if placed != index {
+                clean = false;
+                println!(
+                    "VIOLATION event {event_id}: on shard {} but the directory places it on {}",
+                    shard.name,
+                    places.names()[placed]
+                );
+            }
+        }
+    }
+    Ok(clean)
+}

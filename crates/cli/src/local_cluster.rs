@@ -2,11 +2,14 @@
 //! for a newcomer and for the tests, every part a real server started as its own process
 //! on a free port below 32768:
 //!
-//! - one shard: a PostgreSQL primary streaming to a **synchronous** standby
+//! - `--shards` shards, each a PostgreSQL primary streaming to a **synchronous** standby
 //!   (`synchronous_standby_names`, `synchronous_commit = on`: no commit is acknowledged
-//!   before the standby has it on disk), both initdb'd under `DIR/shard-0`;
+//!   before the standby has it on disk), both initdb'd under `DIR/shard-N`; the first is the
+//!   home shard (the shard directory, `main`), the others are added to it as `s1`, `s2`, …
+//!   (`boxoffice shard add`), so new events are placed on the shard with the fewest;
 //! - a private Redis (nothing kept on disk) for the shared waiting rooms;
-//! - `--nodes` `boxoffice serve` processes on that shard and that Redis, each with its node
+//! - `--nodes` `boxoffice serve` processes on the home shard (each connects to every shard
+//!   the directory names) and that Redis, each with its node
 //!   id and advertised address (the event leases decide which node writes an event; the
 //!   others forward);
 //! - HAProxy in front, round robin, each node health-checked on `/readyz`, no stickiness,
@@ -17,8 +20,7 @@
 //! SIGTERM, then SIGKILL after 10 s), and checks that no port is left bound. The JWT secret
 //! is `BOXOFFICE_JWT_SECRET` when set, otherwise a random one kept in `DIR/jwt-secret`.
 //!
-//! Not yet: more than one shard (the event directory), failover, the chaos on-sale on the
-//! cluster (issue 17's other items).
+//! Not yet: failover, the chaos on-sale on the cluster (issue 17's other items).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,8 @@ use crate::chaos::{as_postgres, find_pg_bin, free_fixed_port, run_command, runni
 
 /// Most nodes `cluster up` starts.
 pub const NODES_MAX: u32 = 8;
+/// Most shards `cluster up` starts (each is two PostgreSQL servers).
+pub const SHARDS_MAX: u32 = 4;
 /// How long a part may take to start before `up` gives up.
 const START_MAX: Duration = Duration::from_secs(60);
 /// How long a node has to stop after SIGTERM before SIGKILL.
@@ -75,11 +79,8 @@ pub async fn up(options: &UpOptions) -> anyhow::Result<Value> {
     if options.nodes == 0 || options.nodes > NODES_MAX {
         bail!("--nodes must be between 1 and {NODES_MAX}");
     }
-    if options.shards != 1 {
-        bail!(
-            "--shards {}: this build runs one shard (a primary and its synchronous standby); the event directory over several shards is not built yet",
-            options.shards
-        );
+    if options.shards == 0 || options.shards > SHARDS_MAX {
+        bail!("--shards must be between 1 and {SHARDS_MAX}");
     }
     if options.dir.join(STATE_FILE).exists() {
         bail!(
@@ -131,26 +132,25 @@ pub async fn up(options: &UpOptions) -> anyhow::Result<Value> {
     }
 }
 
-async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow::Result<()> {
-    let bin = match &options.pg_bin {
-        Some(bin) => bin.clone(),
-        None => find_pg_bin()?,
-    };
-    let mut ports = Ports::default();
-    let secret = match &options.jwt_secret {
-        Some(secret) if !secret.is_empty() => secret.clone(),
-        _ => {
-            let secret = format!("{:032x}", rand::random::<u128>());
-            let path = dir.join("jwt-secret");
-            std::fs::write(&path, &secret)?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-            secret
-        }
-    };
+/// The name of the shard at `index` in the directory (`main` for the home one).
+pub fn shard_name(index: usize) -> String {
+    if index == 0 {
+        boxoffice_store::shard::HOME_SHARD.to_owned()
+    } else {
+        format!("s{index}")
+    }
+}
 
-    // The shard: a primary and its synchronous standby.
-    let shard = dir.join("shard-0");
+/// Starts shard `index`: a primary and its synchronous standby under `DIR/shard-INDEX`, and
+/// its `boxoffice` database; its URL.
+async fn start_shard(
+    bin: &Path,
+    dir: &Path,
+    ports: &mut Ports,
+    index: u32,
+    state: &mut Value,
+) -> anyhow::Result<String> {
+    let shard = dir.join(format!("shard-{index}"));
     std::fs::create_dir_all(&shard)?;
     if running_as_root() {
         run_command(
@@ -171,17 +171,22 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
         &primary,
         &format!(
             "listen_addresses = '127.0.0.1'\nport = {primary_port}\nunix_socket_directories = '{}'\n\
-             max_connections = 200\nshared_buffers = 128MB\nfsync = on\nsynchronous_commit = on\n\
+             max_connections = 400\nshared_buffers = 128MB\nfsync = on\nsynchronous_commit = on\n\
              wal_level = replica\nmax_wal_senders = 5\nwal_keep_size = '256MB'\nhot_standby = on\n\
              synchronous_standby_names = '{STANDBY_NAME}'\n",
             shard.display()
         ),
     )?;
-    state["shards"] = json!([{
-        "primary": {"data": primary.display().to_string(), "port": primary_port},
-    }]);
+    let at = index as usize;
+    state["shards"]
+        .as_array_mut()
+        .context("shards")?
+        .push(json!({
+            "name": shard_name(at),
+            "primary": {"data": primary.display().to_string(), "port": primary_port},
+        }));
     save(dir, state)?;
-    pg_ctl(&bin, &primary, "start")?;
+    pg_ctl(bin, &primary, "start")?;
     let standby_port = ports.take()?;
     let standby = shard.join("standby");
     run_command(
@@ -194,13 +199,13 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
         &standby,
         &format!("port = {standby_port}\ncluster_name = '{STANDBY_NAME}'\n"),
     )?;
-    state["shards"][0]["standby"] =
+    state["shards"][at]["standby"] =
         json!({"data": standby.display().to_string(), "port": standby_port});
     save(dir, state)?;
-    pg_ctl(&bin, &standby, "start")?;
+    pg_ctl(bin, &standby, "start")?;
     wait_for(START_MAX, "the standby to stream synchronously", || {
         psql(
-            &bin,
+            bin,
             primary_port,
             "SELECT sync_state FROM pg_stat_replication",
         )
@@ -213,7 +218,40 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
             .args(["-U", "postgres", "boxoffice"]),
     )?;
     let database_url = format!("postgres://postgres@127.0.0.1:{primary_port}/boxoffice");
-    state["shards"][0]["databaseUrl"] = json!(database_url);
+    state["shards"][at]["databaseUrl"] = json!(database_url);
+    save(dir, state)?;
+    Ok(database_url)
+}
+
+async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow::Result<()> {
+    let bin = match &options.pg_bin {
+        Some(bin) => bin.clone(),
+        None => find_pg_bin()?,
+    };
+    let mut ports = Ports::default();
+    let secret = match &options.jwt_secret {
+        Some(secret) if !secret.is_empty() => secret.clone(),
+        _ => {
+            let secret = format!("{:032x}", rand::random::<u128>());
+            let path = dir.join("jwt-secret");
+            std::fs::write(&path, &secret)?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            secret
+        }
+    };
+
+    // The shards, each a primary and its synchronous standby; the first is the home shard
+    // (the directory), the others are added to its directory as s1, s2, ...
+    state["shards"] = json!([]);
+    let mut shard_urls = Vec::new();
+    for index in 0..options.shards {
+        shard_urls.push(start_shard(&bin, dir, &mut ports, index, state).await?);
+    }
+    let database_url = shard_urls[0].clone();
+    for (index, url) in shard_urls.iter().enumerate().skip(1) {
+        crate::shards::add(&database_url, &shard_name(index), url).await?;
+    }
 
     // The waiting rooms' Redis.
     let redis_dir = dir.join("redis");

@@ -8,6 +8,7 @@ mod chaos;
 mod check;
 mod demo;
 mod local_cluster;
+mod shards;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,7 +41,8 @@ enum ClusterAction {
         /// `boxoffice serve` nodes behind the balancer (1-8).
         #[arg(long, default_value_t = 2)]
         nodes: u32,
-        /// PostgreSQL shards, each a primary and a synchronous standby (this build: 1).
+        /// PostgreSQL shards (1-4), each a primary and a synchronous standby; the first holds
+        /// the shard directory.
         #[arg(long, default_value_t = 1)]
         shards: u32,
         /// PostgreSQL's `bin` directory (`initdb`, `pg_ctl`, `pg_basebackup`); found under
@@ -59,7 +61,41 @@ enum ClusterAction {
 }
 
 #[derive(Debug, Subcommand)]
+enum ShardAction {
+    /// Name a PostgreSQL database as a new shard (created and migrated when needed). Nodes
+    /// connect to it when they next start.
+    Add {
+        /// The home database (the directory).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        /// 1-32 of a-z, 0-9 and '-' (`main` is the home shard).
+        #[arg(long)]
+        name: String,
+        /// The shard's database, `postgres://…`.
+        #[arg(long)]
+        url: String,
+    },
+    /// The shards, the events placed on each, and the placement rule.
+    List {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+    /// How new events are placed: `least-events` (the default) or `pinned:NAME`.
+    Place {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        #[arg(long)]
+        rule: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum Command {
+    /// Events spread over PostgreSQL shards: the directory in the home database.
+    Shard {
+        #[command(subcommand)]
+        action: ShardAction,
+    },
     /// Serve the HTTP API (migrations run first).
     Serve {
         /// `postgres://user@host/db` or `sqlite://path/to/file.db`.
@@ -720,16 +756,47 @@ enum LoadScenario {
 /// Opens the store a URL names (on PostgreSQL a pool of `SERVE_POOL_CONNECTIONS_MAX`, opened
 /// as they are needed), with its calls in flight bounded by the pool's size
 /// ([`boxoffice_store::gate::Gated`]: past the bound a call is refused as busy at once).
-/// PostgreSQL databases are created when missing.
+/// PostgreSQL databases are created when missing. On PostgreSQL with shards in the directory
+/// (`boxoffice shard add`), a pool per shard behind one [`Sharded`] store.
+///
+/// [`Sharded`]: boxoffice_store::shard::Sharded
 async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(open_stores(url).await?.0)
+}
+
+/// [`open_store`], and the directory's places when the store has shards (the side stores of
+/// `serve` route by the same ones).
+async fn open_stores(
+    url: &str,
+) -> anyhow::Result<(Arc<dyn Store>, Option<Arc<boxoffice_store::shard::Places>>)> {
     use boxoffice_store::gate::Gated;
+    if is_postgres(url) {
+        let shards = shards::directory(url).await?;
+        if shards.len() > 1 {
+            let (sharded, places) = shards::open(
+                &shards,
+                boxoffice_store_postgres::SERVE_POOL_CONNECTIONS_MAX,
+            )
+            .await?;
+            let connections =
+                boxoffice_store_postgres::SERVE_POOL_CONNECTIONS_MAX * shards.len() as u32;
+            return Ok((
+                Arc::new(Gated::for_pool(Arc::new(sharded), connections)),
+                Some(places),
+            ));
+        }
+    }
     let (store, connections) = open_pool(url).await?;
-    Ok(Arc::new(Gated::for_pool(store, connections)))
+    Ok((Arc::new(Gated::for_pool(store, connections)), None))
+}
+
+fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 /// [`open_store`] without the bound, and the size of its pool.
 async fn open_pool(url: &str) -> anyhow::Result<(Arc<dyn Store>, u32)> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if is_postgres(url) {
         boxoffice_store_postgres::PgStore::create_database_if_missing(url)
             .await
             .context("creating the PostgreSQL database")?;
@@ -757,9 +824,23 @@ async fn open_pool(url: &str) -> anyhow::Result<(Arc<dyn Store>, u32)> {
 }
 
 /// The pools beside the requests' on PostgreSQL: the background workers' small one and the
-/// event writers' (both `None` on SQLite: one writer connection is shared by design).
-async fn open_side_stores(url: &str) -> anyhow::Result<SideStores> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+/// event writers' (both `None` on SQLite: one writer connection is shared by design); with
+/// shards, one of each per shard, routed by `places`.
+async fn open_side_stores(
+    url: &str,
+    places: Option<Arc<boxoffice_store::shard::Places>>,
+) -> anyhow::Result<SideStores> {
+    if let Some(places) = places {
+        let shards = shards::directory(url).await?;
+        let (workers, writers) = shards::open_side(&shards, places).await?;
+        return Ok(SideStores {
+            workers: Some(workers),
+            writers: Some(writers),
+            max_connections: 0,
+            node: NodeArgs::default(),
+        });
+    }
+    if is_postgres(url) {
         let workers = boxoffice_store_postgres::PgStore::connect_with(
             url,
             boxoffice_store_postgres::WORKERS_POOL_CONNECTIONS_MAX,
@@ -865,12 +946,12 @@ async fn main() -> anyhow::Result<()> {
                     bail!("set BOXOFFICE_JWT_SECRET (or pass --dev-auth for local development)")
                 }
             };
-            let store = open_store(&database_url).await?;
+            let (store, places) = open_stores(&database_url).await?;
             store.migrate().await?;
             let side = SideStores {
                 max_connections,
                 node,
-                ..open_side_stores(&database_url).await?
+                ..open_side_stores(&database_url, places).await?
             };
             serve_with(
                 store,
@@ -1420,6 +1501,10 @@ async fn main() -> anyhow::Result<()> {
                 "admin-token {}",
                 state["adminToken"].as_str().unwrap_or("?")
             );
+            println!(
+                "database-url {}",
+                state["shards"][0]["databaseUrl"].as_str().unwrap_or("?")
+            );
             Ok(())
         }
         Command::Cluster {
@@ -1428,9 +1513,30 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", local_cluster::down(&dir).await?);
             Ok(())
         }
+        Command::Shard { action } => {
+            let said = match action {
+                ShardAction::Add {
+                    database_url,
+                    name,
+                    url,
+                } => shards::add(&database_url, &name, &url).await?,
+                ShardAction::List { database_url } => shards::list(&database_url).await?,
+                ShardAction::Place { database_url, rule } => {
+                    shards::place(&database_url, &rule).await?
+                }
+            };
+            println!("{said}");
+            Ok(())
+        }
         Command::Check { database_url } => {
-            let store = open_store(&database_url).await?;
-            let clean = check::run(store.as_ref()).await?;
+            let clean = if is_postgres(&database_url)
+                && shards::directory(&database_url).await?.len() > 1
+            {
+                check::run_shards(&database_url).await?
+            } else {
+                let store = open_store(&database_url).await?;
+                check::run(store.as_ref()).await?
+            };
             if !clean {
                 std::process::exit(1);
             }

@@ -8,6 +8,7 @@
 //! batch of any size costs a fixed number of round trips.
 
 mod checkout;
+mod directory;
 mod engine;
 mod exchange;
 mod lease;

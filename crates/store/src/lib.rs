@@ -14,6 +14,7 @@ pub mod exchange;
 pub mod gate;
 pub mod lease;
 pub mod seatmap;
+pub mod shard;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;

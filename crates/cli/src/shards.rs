@@ -1,0 +1,197 @@
+//! Shards on PostgreSQL (issue 17): opening a store over every shard the directory names,
+//! and `boxoffice shard add|list|place`. See `boxoffice_store::shard`.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use boxoffice_store::Store;
+use boxoffice_store::engine::EngineStore;
+use boxoffice_store::shard::{
+    DirectoryStore, HOME_SHARD, PlacementRule, Places, ShardRecord, Sharded, ShardedEngines,
+};
+use boxoffice_store_postgres::PgStore;
+
+/// The shards a home database's directory names, the home one first (as `main`, at `url`).
+/// Creates and migrates the home database when needed.
+pub async fn directory(url: &str) -> anyhow::Result<Vec<ShardRecord>> {
+    let home = open_home(url).await?;
+    let mut shards = vec![ShardRecord {
+        name: HOME_SHARD.to_owned(),
+        url: url.to_owned(),
+    }];
+    shards.extend(home.shards().await?);
+    home.pool().close().await;
+    Ok(shards)
+}
+
+async fn open_home(url: &str) -> anyhow::Result<PgStore> {
+    PgStore::create_database_if_missing(url)
+        .await
+        .context("creating the PostgreSQL database")?;
+    let home = PgStore::connect_with(url, 2)
+        .await
+        .context("connecting to PostgreSQL")?;
+    home.migrate().await?;
+    Ok(home)
+}
+
+async fn connect(shard: &ShardRecord, connections: u32) -> anyhow::Result<Arc<PgStore>> {
+    PgStore::create_database_if_missing(&shard.url)
+        .await
+        .with_context(|| format!("creating shard {}'s database", shard.name))?;
+    Ok(Arc::new(
+        PgStore::connect_with(&shard.url, connections)
+            .await
+            .with_context(|| format!("connecting to shard {}", shard.name))?,
+    ))
+}
+
+/// A store over every shard, each with a pool of `connections`, and the places that route
+/// it (the directory read through the home shard's pool).
+pub async fn open(
+    shards: &[ShardRecord],
+    connections: u32,
+) -> anyhow::Result<(Sharded, Arc<Places>)> {
+    let mut stores: Vec<Arc<dyn Store>> = Vec::new();
+    let mut home: Option<Arc<dyn DirectoryStore>> = None;
+    for shard in shards {
+        let store = connect(shard, connections).await?;
+        if home.is_none() {
+            home = Some(store.clone());
+        }
+        stores.push(store);
+    }
+    let places = Arc::new(Places::new(
+        shards.iter().map(|s| s.name.clone()).collect(),
+        home.context("no shards")?,
+    ));
+    Ok((Sharded::new(stores, places.clone()), places))
+}
+
+/// The workers' pools and the event writers' pools over every shard, routed by `places`.
+pub async fn open_side(
+    shards: &[ShardRecord],
+    places: Arc<Places>,
+) -> anyhow::Result<(Arc<dyn Store>, Arc<dyn EngineStore>)> {
+    anyhow::ensure!(
+        places.names().len() == shards.len(),
+        "the shard directory changed while the node started: start it again"
+    );
+    let mut workers: Vec<Arc<dyn Store>> = Vec::new();
+    let mut writers: Vec<Arc<dyn EngineStore>> = Vec::new();
+    for shard in shards {
+        workers.push(
+            connect(
+                shard,
+                boxoffice_store_postgres::WORKERS_POOL_CONNECTIONS_MAX,
+            )
+            .await?,
+        );
+        // Lazily: their connections open on the writers' own thread, which drives them.
+        writers.push(Arc::new(
+            PgStore::connect_lazy_with(
+                &shard.url,
+                boxoffice_store_postgres::WRITER_POOL_CONNECTIONS_MAX,
+            )
+            .with_context(|| format!("the event writers' pool of shard {}", shard.name))?,
+        ));
+    }
+    Ok((
+        Arc::new(Sharded::new(workers, places.clone())),
+        Arc::new(ShardedEngines::new(writers, places)),
+    ))
+}
+
+/// `boxoffice shard add`: creates and migrates the shard's database, then names it in the
+/// directory. Nodes connect to it when they start.
+pub async fn add(home_url: &str, name: &str, url: &str) -> anyhow::Result<String> {
+    boxoffice_store::shard::check_shard_name(name).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        name != HOME_SHARD,
+        "{HOME_SHARD:?} is the home shard's name"
+    );
+    anyhow::ensure!(
+        url.starts_with("postgres://") || url.starts_with("postgresql://"),
+        "a shard is a PostgreSQL database: postgres://…"
+    );
+    let shard = ShardRecord {
+        name: name.to_owned(),
+        url: url.to_owned(),
+    };
+    let store = connect(&shard, 2).await?;
+    store.migrate().await?;
+    store.pool().close().await;
+    let home = open_home(home_url).await?;
+    home.add_shard(&shard).await?;
+    home.pool().close().await;
+    Ok(format!(
+        "shard {name} added; restart the nodes so that each connects to it"
+    ))
+}
+
+/// `boxoffice shard list`: the shards, how many events each was given, and the rule.
+pub async fn list(home_url: &str) -> anyhow::Result<String> {
+    let home = open_home(home_url).await?;
+    let counts = home.placed_counts().await?;
+    let rule = home.placement_rule().await?;
+    let mut shards = vec![ShardRecord {
+        name: HOME_SHARD.to_owned(),
+        url: home_url.to_owned(),
+    }];
+    shards.extend(home.shards().await?);
+    home.pool().close().await;
+    let mut out = format!("placement {rule}\n");
+    for shard in shards {
+        let placed = counts
+            .iter()
+            .find(|(name, _)| *name == shard.name)
+            .map_or(0, |(_, n)| *n);
+        out.push_str(&format!(
+            "{} {} events placed {placed}\n",
+            shard.name,
+            redact(&shard.url)
+        ));
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+/// `boxoffice shard place --rule RULE`.
+pub async fn place(home_url: &str, rule: &str) -> anyhow::Result<String> {
+    let rule = PlacementRule::parse(rule).map_err(anyhow::Error::msg)?;
+    let home = open_home(home_url).await?;
+    home.set_placement_rule(&rule).await?;
+    home.pool().close().await;
+    Ok(format!("new events are placed by {rule}"))
+}
+
+/// A URL without its password.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_never_printed() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db1:5432/boxoffice"),
+            "postgres://app:***@db1:5432/boxoffice"
+        );
+        assert_eq!(
+            redact("postgres://postgres@127.0.0.1:5432/b"),
+            "postgres://postgres@127.0.0.1:5432/b"
+        );
+        assert_eq!(redact("postgres://h/b"), "postgres://h/b");
+    }
+}
