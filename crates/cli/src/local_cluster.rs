@@ -217,7 +217,9 @@ async fn start_shard(
             .args(["-h", "127.0.0.1", "-p", &primary_port.to_string()])
             .args(["-U", "postgres", "boxoffice"]),
     )?;
-    let database_url = format!("postgres://postgres@127.0.0.1:{primary_port}/boxoffice");
+    // Both hosts: the nodes follow whichever is the writable primary (a failover).
+    let database_url =
+        format!("postgres://postgres@127.0.0.1:{primary_port},127.0.0.1:{standby_port}/boxoffice");
     state["shards"][at]["databaseUrl"] = json!(database_url);
     save(dir, state)?;
     Ok(database_url)
@@ -355,6 +357,21 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
     .map_err(anyhow::Error::msg)?;
     state["adminToken"] = json!(admin);
     save(dir, state)?;
+
+    // The failover watcher: checks every shard's primary, promotes its standby when it fails.
+    let log = std::fs::File::create(dir.join("watch.log"))?;
+    let watcher = std::process::Command::new(&options.boxoffice)
+        .args(["cluster", "watch", "--dir"])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("starting the failover watcher")?;
+    state["watcher"] =
+        json!({"pid": watcher.id(), "log": dir.join("watch.log").display().to_string()});
+    save(dir, state)?;
     Ok(())
 }
 
@@ -383,11 +400,19 @@ fn haproxy_config(port: u16, nodes: &[u16], pid_file: &Path) -> String {
 }
 
 /// Stops the cluster in `dir`.
+/// The cluster's state as `up` (and a failover since) left it.
+pub fn load(dir: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(dir.join(STATE_FILE))
+        .with_context(|| format!("no cluster in {} ({STATE_FILE} missing)", dir.display()))?;
+    serde_json::from_str(&text).context("reading the cluster state")
+}
+
 pub async fn down(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join(STATE_FILE);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("no cluster in {} ({STATE_FILE} missing)", dir.display()))?;
-    let state: Value = serde_json::from_str(&text).context("reading the cluster state")?;
+    // The watcher first, so that it never takes the stopping primaries for dead ones; then
+    // the state again (a failover it made moved the roles).
+    stop_watcher(&load(dir)?);
+    let state = load(dir)?;
     stop_all(&state);
     let ports = ports_of(&state);
     let deadline = Instant::now() + STOP_MAX;
@@ -408,8 +433,23 @@ pub async fn down(dir: &Path) -> anyhow::Result<String> {
     ))
 }
 
+/// Stops the failover watcher `state` names, if it runs.
+fn stop_watcher(state: &Value) {
+    if let Some(pid) = state["watcher"]["pid"].as_u64().map(|p| p as u32) {
+        signal(pid, "TERM");
+        let deadline = Instant::now() + STOP_MAX;
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if alive(pid) {
+            signal(pid, "KILL");
+        }
+    }
+}
+
 /// Stops whatever `state` lists; never fails (each part is tried).
 fn stop_all(state: &Value) {
+    stop_watcher(state);
     let mut pids: Vec<u32> = Vec::new();
     if let Some(file) = state["balancer"]["pidFile"].as_str()
         && let Some(pid) = read_pid(Path::new(file))
@@ -438,7 +478,7 @@ fn stop_all(state: &Value) {
     }
     let bin = find_pg_bin().ok();
     for shard in state["shards"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-        for role in ["standby", "primary"] {
+        for role in ["standby", "primary", "former"] {
             if let (Some(bin), Some(data)) = (&bin, shard[role]["data"].as_str())
                 && Path::new(data).join("postmaster.pid").exists()
             {
@@ -463,11 +503,13 @@ fn ports_of(state: &Value) -> Vec<u16> {
     for shard in state["shards"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
         add(&shard["primary"]["port"]);
         add(&shard["standby"]["port"]);
+        add(&shard["former"]["port"]);
     }
     ports
 }
 
-fn save(dir: &Path, state: &Value) -> anyhow::Result<()> {
+/// Writes the cluster's state (atomically: a rename).
+pub fn save(dir: &Path, state: &Value) -> anyhow::Result<()> {
     let tmp = dir.join(format!("{STATE_FILE}.tmp"));
     std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
     std::fs::rename(&tmp, dir.join(STATE_FILE))?;

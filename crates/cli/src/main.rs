@@ -7,6 +7,7 @@
 mod chaos;
 mod check;
 mod demo;
+mod failover;
 mod local_cluster;
 mod shards;
 
@@ -55,6 +56,22 @@ enum ClusterAction {
     },
     /// Stop everything `cluster up` started in DIR and check that its ports are free.
     Down {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
+    /// Fail a shard over to its standby now: kill the old primary, promote the standby, fence
+    /// the shard's event leases. Prints the timeline as JSON.
+    Failover {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// The shard's name (`main`, `s1`, …).
+        #[arg(long, default_value = "main")]
+        shard: String,
+    },
+    /// The failover watcher `up` starts: checks every shard's primary twice a second and
+    /// fails a shard over after three failed checks in a row.
+    #[command(hide = true)]
+    Watch {
         #[arg(long)]
         dir: std::path::PathBuf,
     },
@@ -1513,6 +1530,15 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", local_cluster::down(&dir).await?);
             Ok(())
         }
+        Command::Cluster {
+            action: ClusterAction::Failover { dir, shard },
+        } => {
+            println!("{}", failover::failover(&dir, &shard, None).await?);
+            Ok(())
+        }
+        Command::Cluster {
+            action: ClusterAction::Watch { dir },
+        } => failover::watch(&dir).await,
         Command::Shard { action } => {
             let said = match action {
                 ShardAction::Add {

@@ -56,6 +56,7 @@ fn alive(pid: u64) -> bool {
 async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
     let dir = std::env::temp_dir().join(format!("boxoffice-cluster-{}", uuid::Uuid::now_v7()));
     let dir_arg = dir.display().to_string();
+    let _down = Down(dir.clone());
     let up = boxoffice(&[
         "cluster", "up", "--dir", &dir_arg, "--nodes", "2", "--shards", "2",
     ]);
@@ -275,6 +276,276 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         !boxoffice(&["cluster", "down", "--dir", &dir_arg])
             .status
             .success()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends a POST until it is answered with something other than 503 or 429 (same key: safe to
+/// send again), or 60 s pass; every status seen, the last answer's status and body.
+async fn post_until_answered(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    key: &str,
+    body: &Value,
+    seen: &std::sync::Mutex<Vec<u16>>,
+) -> (u16, Value) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = http
+            .post(url)
+            .bearer_auth(token)
+            .header("idempotency-key", key)
+            .json(body)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        let status = answer.as_ref().map_or(0, |a| a.status().as_u16());
+        seen.lock().unwrap().push(status);
+        if let Ok(answer) = answer
+            && !matches!(status, 503 | 429 | 502 | 504)
+        {
+            return (status, answer.json().await.unwrap_or(Value::Null));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{url}: still {status} after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Stops the cluster in its directory if a test ends (or fails) with it still up.
+struct Down(std::path::PathBuf);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        if self.0.join("cluster.json").exists() {
+            let _ = boxoffice(&["cluster", "down", "--dir", &self.0.display().to_string()]);
+        }
+    }
+}
+
+fn postmaster_pid(data: &str) -> u32 {
+    std::fs::read_to_string(std::path::Path::new(data).join("postmaster.pid"))
+        .expect("postmaster.pid")
+        .lines()
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing_a_sale() {
+    let dir = std::env::temp_dir().join(format!("boxoffice-failover-{}", uuid::Uuid::now_v7()));
+    let dir_arg = dir.display().to_string();
+    let _down = Down(dir.clone());
+    let up = boxoffice(&[
+        "cluster", "up", "--dir", &dir_arg, "--nodes", "2", "--shards", "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&up.stdout).into_owned();
+    assert!(
+        up.status.success(),
+        "cluster up failed: {stdout}{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let balancer = line_value(&stdout, "balancer");
+    let admin = line_value(&stdout, "admin-token");
+    let database_url = line_value(&stdout, "database-url");
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let old_primary = state["shards"][0]["primary"].clone();
+    let standby_port = state["shards"][0]["standby"]["port"].as_u64().unwrap();
+    let http = reqwest::Client::new();
+
+    // The event lands on the home shard (the first placed), the one that fails.
+    let created: Value = http
+        .post(format!("{balancer}/v1/admin/events"))
+        .bearer_auth(&admin)
+        .header("idempotency-key", "failover-event")
+        .json(&json!({
+            "name": "Failover night", "startsAt": "2030-01-01T20:00:00Z", "currency": "EUR",
+            "holdTtlSeconds": 300, "maxSeatsPerHold": 2, "maxTicketsPerAccount": 2,
+            "sections": [{"name": "A", "rows": 4, "seatsPerRow": 25, "priceMinor": 5000}],
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let event_id = created["eventId"].as_str().expect("eventId").to_owned();
+
+    // 40 fans each hold a seat and pay for it, four at a time, through the balancer; each
+    // request is sent again with its key while the answer is 503 or 429. The primary is
+    // killed once 10 fans are done.
+    const FANS: usize = 40;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for lane in 0..4 {
+        let (http, balancer, event_id, seen, done) = (
+            http.clone(),
+            balancer.clone(),
+            event_id.clone(),
+            seen.clone(),
+            done.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut sold = Vec::new();
+            for fan in (lane..FANS).step_by(4) {
+                let token = boxoffice_server::auth::mint_token(
+                    SECRET,
+                    &boxoffice_domain::ids::AccountId::parse(&format!("fo-fan-{fan}")).unwrap(),
+                    false,
+                    3600,
+                )
+                .unwrap();
+                let (status, hold) = post_until_answered(
+                    &http,
+                    &format!("{balancer}/v1/events/{event_id}/holds"),
+                    &token,
+                    &format!("fo-hold-{fan}"),
+                    &json!({"bestAvailable": {"quantity": 1}}),
+                    &seen,
+                )
+                .await;
+                assert_eq!(status, 201, "fan {fan}'s hold: {hold}");
+                let hold_id = hold["holdId"].as_str().unwrap().to_owned();
+                let (status, order) = post_until_answered(
+                    &http,
+                    &format!("{balancer}/v1/holds/{hold_id}/checkout"),
+                    &token,
+                    &format!("fo-pay-{fan}"),
+                    &json!({"paymentMethodToken": "pm_card_visa"}),
+                    &seen,
+                )
+                .await;
+                assert!(matches!(status, 201 | 202), "fan {fan}'s checkout: {order}");
+                sold.push((
+                    token,
+                    hold_id,
+                    order["orderId"].as_str().unwrap().to_owned(),
+                ));
+                done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            sold
+        }));
+    }
+    while done.load(std::sync::atomic::Ordering::SeqCst) < 10 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The primary's machine dies: the postmaster and every backend at once.
+    let postmaster = postmaster_pid(old_primary["data"].as_str().unwrap());
+    // (A backend may end between pgrep and kill: kill's status says nothing.)
+    let _ = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "kill -KILL $(pgrep -P {postmaster}) {postmaster} 2>/dev/null"
+        ))
+        .status();
+    let killed_at = Instant::now();
+
+    let mut sold = Vec::new();
+    for task in tasks {
+        sold.extend(task.await.expect("a fan's lane"));
+    }
+    let finished_in = killed_at.elapsed();
+    assert_eq!(sold.len(), FANS);
+
+    // The watcher failed the shard over: the standby is the primary now, the old one dead.
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let timeline = &state["shards"][0]["failover"];
+    assert!(timeline.is_object(), "no failover recorded: {state}");
+    assert_eq!(
+        state["shards"][0]["primary"]["port"].as_u64(),
+        Some(standby_port)
+    );
+    assert!(
+        timeline["leasesFenced"].as_u64().unwrap() >= 1,
+        "{timeline}"
+    );
+    assert!(!alive(u64::from(postmaster)), "the old primary still runs");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", old_primary["port"].as_u64().unwrap() as u16))
+            .is_err(),
+        "the old primary still accepts connections"
+    );
+
+    // Every sale answered is confirmed, once, on the new primary.
+    for (token, _, order_id) in &sold {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let order: Value = http
+                .get(format!("{balancer}/v1/orders/{order_id}"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap_or(Value::Null);
+            if order["orderStatus"] == "CONFIRMED" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never confirmed: {order}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let url = format!("postgres://postgres@127.0.0.1:{standby_port}/boxoffice");
+    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let (holds, confirmed, sold_seats): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM hold WHERE event_id = $1),
+                (SELECT count(*) FROM orders WHERE event_id = $1 AND status = 'CONFIRMED'),
+                (SELECT count(*) FROM seat WHERE event_id = $1 AND status = 'SOLD')",
+    )
+    .bind(&event_id)
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    assert_eq!(
+        holds, FANS as i64,
+        "one hold per fan, none lost, none twice"
+    );
+    assert_eq!(confirmed, FANS as i64);
+    assert_eq!(sold_seats, FANS as i64);
+    let statuses = seen.lock().unwrap().clone();
+    let refused = statuses.iter().filter(|s| **s != 201 && **s != 202).count();
+    println!(
+        "failover timeline {timeline}; all {FANS} sales answered {:.1} s after the kill; {refused} answers meanwhile were not 201/202: {:?}",
+        finished_in.as_secs_f64(),
+        statuses.iter().filter(|s| **s != 201 && **s != 202).fold(
+            std::collections::BTreeMap::<u16, u32>::new(),
+            |mut m, s| {
+                *m.entry(*s).or_default() += 1;
+                m
+            }
+        )
+    );
+    assert!(
+        statuses.iter().all(|s| matches!(s, 201 | 202 | 503 | 429)),
+        "only 201/202, or 503/429 to send again: {statuses:?}"
+    );
+
+    let check = boxoffice(&["check", "--database-url", &database_url]);
+    let said = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(
+        check.status.success(),
+        "check: {said}{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    let down = boxoffice(&["cluster", "down", "--dir", &dir_arg]);
+    assert!(
+        down.status.success(),
+        "cluster down failed: {}{}",
+        String::from_utf8_lossy(&down.stdout),
+        String::from_utf8_lossy(&down.stderr)
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

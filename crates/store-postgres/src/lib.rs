@@ -11,6 +11,7 @@ mod checkout;
 mod directory;
 mod engine;
 mod exchange;
+pub mod hosts;
 mod lease;
 mod seatmap;
 
@@ -164,27 +165,43 @@ fn to_u32(value: i32) -> u32 {
 /// How long the server lets a session sit idle inside a transaction before ending it (ms).
 pub const IDLE_IN_TRANSACTION_TIMEOUT_MS: &str = "3000";
 
-/// The connect options `url` names and the pool every `PgStore` uses.
-fn pool_options(url: &str, max_connections: u32) -> StoreResult<(PgConnectOptions, PgPoolOptions)> {
-    let options: PgConnectOptions = url
-        .parse()
-        .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?;
-    // Generic plans for every prepared statement: each statement here finds its rows by key,
-    // and most take arrays (`= ANY($1)`), whose custom plans PostgreSQL keeps making (it
-    // judges a generic plan by an array of unknown length): at 2,000 checkouts/s offered,
-    // planning the reads of an order and of holds cost 3.0 s and 1.5 s of the database's
-    // time against 0.4 s and 0.5 s of executing them (pg_stat_statements).
-    //
-    // A transaction left open by a client that stopped (a node paused with SIGSTOP mid-group)
-    // is ended by the server after IDLE_IN_TRANSACTION_TIMEOUT_MS, so its locks (the event
-    // lease's shared lock among them) never keep a takeover waiting longer than that.
-    let options = options.options([
+/// The session settings of every connection.
+///
+/// Generic plans for every prepared statement: each statement here finds its rows by key,
+/// and most take arrays (`= ANY($1)`), whose custom plans PostgreSQL keeps making (it
+/// judges a generic plan by an array of unknown length): at 2,000 checkouts/s offered,
+/// planning the reads of an order and of holds cost 3.0 s and 1.5 s of the database's
+/// time against 0.4 s and 0.5 s of executing them (pg_stat_statements).
+///
+/// A transaction left open by a client that stopped (a node paused with SIGSTOP mid-group)
+/// is ended by the server after IDLE_IN_TRANSACTION_TIMEOUT_MS, so its locks (the event
+/// lease's shared lock among them) never keep a takeover waiting longer than that.
+pub(crate) fn configure(options: PgConnectOptions) -> PgConnectOptions {
+    options.options([
         ("plan_cache_mode", "force_generic_plan"),
         (
             "idle_in_transaction_session_timeout",
             IDLE_IN_TRANSACTION_TIMEOUT_MS,
         ),
-    ]);
+    ])
+}
+
+/// The connect options `url` names and the pool every `PgStore` uses; with several hosts in
+/// the URL, the hosts the pool follows ([`hosts`]).
+fn pool_options(
+    url: &str,
+    max_connections: u32,
+) -> StoreResult<(PgConnectOptions, PgPoolOptions, Option<Arc<hosts::Hosts>>)> {
+    let hosts = hosts::Hosts::of(url)?;
+    let options = match &hosts {
+        Some(hosts) => hosts.current_options(),
+        None => configure(
+            url.parse()
+                .map_err(|e: sqlx::Error| StoreError::Internal(format!("bad database url: {e}")))?,
+        ),
+    };
+    let follow = hosts.clone();
+    let primary_only = hosts.is_some();
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_millis(POOL_ACQUIRE_TIMEOUT_MS))
@@ -194,15 +211,32 @@ fn pool_options(url: &str, max_connections: u32) -> StoreResult<(PgConnectOption
         // connection is tested only after idling; a dead one fails its query, which is
         // answered 503 and retried, and sqlx opens a fresh one.
         .test_before_acquire(false)
-        .before_acquire(|connection, meta| {
+        // With several hosts: never a session on a standby.
+        .after_connect(move |connection, _meta| {
             Box::pin(async move {
+                if primary_only && !hosts::writable(connection).await {
+                    return Err(sqlx::Error::Io(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionRefused,
+                        "this host is not the shard's primary (in recovery or not answering)",
+                    )));
+                }
+                Ok(())
+            })
+        })
+        .before_acquire(move |connection, meta| {
+            let follow = follow.clone();
+            Box::pin(async move {
+                // A connection to the former primary is closed, never used.
+                if follow.is_some_and(|hosts| hosts.stale(meta.age)) {
+                    return Ok(false);
+                }
                 if meta.idle_for >= Duration::from_millis(POOL_IDLE_PING_AFTER_MS) {
                     sqlx::Connection::ping(connection).await?;
                 }
                 Ok(true)
             })
         });
-    Ok((options, pool))
+    Ok((options, pool, hosts))
 }
 
 impl PgStore {
@@ -214,8 +248,15 @@ impl PgStore {
     /// [`PgStore::connect`] with a pool of `max_connections` (the workers' own small pool:
     /// [`WORKERS_POOL_CONNECTIONS_MAX`]).
     pub async fn connect_with(url: &str, max_connections: u32) -> StoreResult<Self> {
-        let (options, pool) = pool_options(url, max_connections)?;
+        let (options, pool, hosts) = pool_options(url, max_connections)?;
+        let options = match &hosts {
+            Some(hosts) => hosts.settle().await,
+            None => options,
+        };
         let pool = pool.connect_with(options).await.map_err(classify)?;
+        if let Some(hosts) = hosts {
+            hosts.register(&pool);
+        }
         Ok(Self {
             pool,
             statistics: Arc::default(),
@@ -225,9 +266,13 @@ impl PgStore {
     /// [`PgStore::connect_with`] without connecting yet: each connection opens on the first
     /// use that needs it, on the runtime of that use (the event writers' own thread).
     pub fn connect_lazy_with(url: &str, max_connections: u32) -> StoreResult<Self> {
-        let (options, pool) = pool_options(url, max_connections)?;
+        let (options, pool, hosts) = pool_options(url, max_connections)?;
+        let pool = pool.connect_lazy_with(options);
+        if let Some(hosts) = hosts {
+            hosts.register(&pool);
+        }
         Ok(Self {
-            pool: pool.connect_lazy_with(options),
+            pool,
             statistics: Arc::default(),
         })
     }
@@ -239,6 +284,19 @@ impl PgStore {
     pub async fn create_database_if_missing(url: &str) -> StoreResult<()> {
         use sqlx::migrate::MigrateDatabase;
         use sqlx::{Connection, Executor};
+        // Several hosts: on the primary (the standbys follow it).
+        let primary;
+        let url = match hosts::Hosts::of(url)? {
+            Some(hosts) => {
+                let (index, connection) = hosts.find_primary().await.ok_or_else(|| {
+                    StoreError::Unavailable("no host of the URL is a writable primary".into())
+                })?;
+                let _ = connection.close().await;
+                primary = hosts::split(url).unwrap_or_default().swap_remove(index);
+                primary.as_str()
+            }
+            None => url,
+        };
         if Postgres::database_exists(url).await.map_err(classify)? {
             return Ok(());
         }

@@ -1,0 +1,237 @@
+//! Failover of a local cluster's shard (issue 17): `boxoffice cluster failover` (by hand) and
+//! `boxoffice cluster watch` (started by `cluster up`: the same step, driven by health
+//! checks of every shard's primary).
+//!
+//! The step, in this order:
+//!
+//! 1. **Fence the old primary**: SIGKILL its postmaster and every process under it (on one
+//!    machine this is STONITH; on real hosts it is the power switch or the firewall). It can
+//!    take no write afterwards, whatever state it was in (running, paused, half dead). With a
+//!    synchronous standby it could not have acknowledged a commit the standby did not have.
+//! 2. **Promote the standby** (`pg_ctl promote -w`).
+//! 3. **Let it commit alone**: `synchronous_standby_names = ''` (its standby is gone; left
+//!    as it was, every commit would wait for ever).
+//! 4. **Fence the writers**: every event lease on the shard gets epoch + 1 and expires now,
+//!    each row locked `FOR UPDATE` first (so the groups already reading it finish first). An
+//!    event writer's next group finds another epoch and writes nothing: the writer loads its
+//!    event again from the new primary, taking the lease afresh.
+//!
+//! The nodes follow on their own: their shard URLs name both hosts, and each pool moves to
+//! the one that is a writable primary (`boxoffice_store_postgres::hosts`).
+//!
+//! After a failover the shard runs without a standby (a commit is acknowledged by the new
+//! primary alone) until one is built again from it: not automated here.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::chaos::{as_postgres, find_pg_bin, run_command};
+
+/// How often the watcher checks every shard's primary.
+pub const WATCH_EVERY: Duration = Duration::from_millis(500);
+/// Checks that must fail in a row before the watcher fails a shard over.
+pub const FAILED_CHECKS_MAX: u32 = 3;
+/// How long one check may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn since_ms(start: Instant) -> u64 {
+    start.elapsed().as_millis() as u64
+}
+
+/// Fails `shard_name` of the cluster in `dir` over to its standby; the timeline (ms from the
+/// start of the step), also kept in `cluster.json` under the shard's `failover`.
+pub async fn failover(
+    dir: &Path,
+    shard_name: &str,
+    detected: Option<Value>,
+) -> anyhow::Result<Value> {
+    let start = Instant::now();
+    let started_at = time::OffsetDateTime::now_utc();
+    let state = crate::local_cluster::load(dir)?;
+    let index = state["shards"]
+        .as_array()
+        .and_then(|shards| shards.iter().position(|s| s["name"] == json!(shard_name)))
+        .with_context(|| format!("no shard {shard_name:?} in this cluster"))?;
+    let shard = state["shards"][index].clone();
+    let (Some(old_data), Some(new_data), Some(new_port)) = (
+        shard["primary"]["data"].as_str(),
+        shard["standby"]["data"].as_str(),
+        shard["standby"]["port"].as_u64(),
+    ) else {
+        bail!("shard {shard_name} has no standby left to promote");
+    };
+    let bin = find_pg_bin()?;
+
+    // 1. Fence the old primary.
+    let killed = kill_postmaster(Path::new(old_data));
+    let fenced_ms = since_ms(start);
+
+    // 2. Promote the standby.
+    let mut promote = as_postgres(&bin.join("pg_ctl"));
+    promote
+        .arg("-D")
+        .arg(new_data)
+        .args(["-w", "-t", "30", "promote"]);
+    run_command(&mut promote).context("promoting the standby")?;
+    let promoted_ms = since_ms(start);
+
+    // 3. Commit without the standby that is gone; 4. fence the writers.
+    let url = format!("postgres://postgres@127.0.0.1:{new_port}/boxoffice");
+    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .context("connecting to the promoted standby")?;
+    sqlx::query("ALTER SYSTEM SET synchronous_standby_names = ''")
+        .execute(&mut connection)
+        .await?;
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(&mut connection)
+        .await?;
+    let writable_ms = since_ms(start);
+    let mut tx = sqlx::Connection::begin(&mut connection).await?;
+    sqlx::query("SET LOCAL synchronous_commit = local")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("SELECT 1 FROM event_lease ORDER BY event_id FOR UPDATE")
+        .execute(&mut *tx)
+        .await?;
+    let leases = sqlx::query(
+        "UPDATE event_lease SET epoch = epoch + 1,
+                expires_at = least(expires_at, clock_timestamp())",
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    let _ = sqlx::Connection::close(connection).await;
+    let leases_ms = since_ms(start);
+
+    let timeline = json!({
+        "startedAt": started_at.format(&time::format_description::well_known::Rfc3339)?,
+        "detected": detected.unwrap_or(json!(null)),
+        "oldPrimaryKilled": killed,
+        "oldPrimaryFencedMs": fenced_ms,
+        "promotedMs": promoted_ms,
+        "writableAloneMs": writable_ms,
+        "leasesFencedMs": leases_ms,
+        "leasesFenced": leases,
+    });
+    // The roles move: the promoted standby is the primary, the old primary is kept only so
+    // that `cluster down` can check its port.
+    let mut state = crate::local_cluster::load(dir)?;
+    let shard = &mut state["shards"][index];
+    shard["former"] = shard["primary"].take();
+    shard["primary"] = shard["standby"].take();
+    shard["failover"] = timeline.clone();
+    crate::local_cluster::save(dir, &state)?;
+    Ok(timeline)
+}
+
+/// SIGKILLs the postmaster of `data` and every process under it; the pids killed.
+fn kill_postmaster(data: &Path) -> Vec<u32> {
+    let Some(postmaster) = std::fs::read_to_string(data.join("postmaster.pid"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .next()
+                .and_then(|l| l.trim().parse::<u32>().ok())
+        })
+    else {
+        return Vec::new();
+    };
+    let mut pids = children(postmaster);
+    pids.push(postmaster);
+    let _ = std::process::Command::new("kill")
+        .arg("-KILL")
+        .args(pids.iter().map(u32::to_string))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    pids
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+/// Whether the PostgreSQL at `port` answers a query within [`CHECK_TIMEOUT`].
+async fn answers(port: u64) -> bool {
+    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    let check = async {
+        let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await?;
+        let one: i32 = sqlx::query_scalar("SELECT 1")
+            .fetch_one(&mut connection)
+            .await?;
+        let _ = sqlx::Connection::close(connection).await;
+        Ok::<_, sqlx::Error>(one == 1)
+    };
+    matches!(
+        tokio::time::timeout(CHECK_TIMEOUT, check).await,
+        Ok(Ok(true))
+    )
+}
+
+/// `boxoffice cluster watch`: checks every shard's primary each [`WATCH_EVERY`]; after
+/// [`FAILED_CHECKS_MAX`] failed checks in a row, fails that shard over. Runs until killed
+/// (`cluster down` stops it first) or until the cluster's state is gone.
+pub async fn watch(dir: &Path) -> anyhow::Result<()> {
+    let mut failed: std::collections::HashMap<String, (u32, Option<Instant>)> = Default::default();
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let Ok(state) = crate::local_cluster::load(dir) else {
+            return Ok(());
+        };
+        for shard in state["shards"].as_array().cloned().unwrap_or_default() {
+            let (Some(name), Some(port)) =
+                (shard["name"].as_str(), shard["primary"]["port"].as_u64())
+            else {
+                continue;
+            };
+            if shard["standby"]["port"].as_u64().is_none() {
+                continue; // nothing to fail over to
+            }
+            let entry = failed.entry(name.to_owned()).or_default();
+            if answers(port).await {
+                *entry = (0, None);
+                continue;
+            }
+            entry.0 += 1;
+            let first = *entry.1.get_or_insert_with(Instant::now);
+            eprintln!(
+                "{} shard {name}: primary 127.0.0.1:{port} failed its check ({}/{FAILED_CHECKS_MAX})",
+                now(),
+                entry.0
+            );
+            if entry.0 >= FAILED_CHECKS_MAX {
+                let detected =
+                    json!({"firstFailedCheckMsBefore": since_ms(first), "failedChecks": entry.0});
+                *entry = (0, None);
+                match failover(dir, name, Some(detected)).await {
+                    Ok(timeline) => eprintln!("{} shard {name}: failed over: {timeline}", now()),
+                    Err(error) => eprintln!("{} shard {name}: failover failed: {error:#}", now()),
+                }
+            }
+        }
+    }
+}
+
+fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
