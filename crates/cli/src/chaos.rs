@@ -284,7 +284,7 @@ fn degrade(sim: &SimulatorHandle, degraded: bool) {
 }
 
 /// Waits until nothing of the event is in flight; what still is, if the wait ran out.
-async fn converge(store: &dyn Store, event_id: &str) -> anyhow::Result<String> {
+pub(crate) async fn converge(store: &dyn Store, event_id: &str) -> anyhow::Result<String> {
     let deadline = Instant::now() + CONVERGE_MAX;
     loop {
         let pending = match store.load_inventory(event_id).await {
@@ -315,7 +315,7 @@ async fn converge(store: &dyn Store, event_id: &str) -> anyhow::Result<String> {
 }
 
 /// Runs `boxoffice check` on the store; whether it passed, and what it printed.
-async fn check(boxoffice: &Path, database_url: &str) -> anyhow::Result<(bool, String)> {
+pub(crate) async fn check(boxoffice: &Path, database_url: &str) -> anyhow::Result<(bool, String)> {
     let output = tokio::process::Command::new(boxoffice)
         .args(["check", "--database-url", database_url])
         .env("RUST_LOG", "warn")

@@ -130,7 +130,7 @@ pub async fn failover(
 }
 
 /// SIGKILLs the postmaster of `data` and every process under it; the pids killed.
-fn kill_postmaster(data: &Path) -> Vec<u32> {
+pub(crate) fn kill_postmaster(data: &Path) -> Vec<u32> {
     let Some(postmaster) = std::fs::read_to_string(data.join("postmaster.pid"))
         .ok()
         .and_then(|text| {

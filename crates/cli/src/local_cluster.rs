@@ -132,6 +132,43 @@ pub async fn up(options: &UpOptions) -> anyhow::Result<Value> {
     }
 }
 
+/// Starts the node `node` of `cluster.json` describes (its `argv`, its log), detached in a
+/// process group of its own. Used by `up`, and by a chaos run that starts a killed node again.
+pub fn spawn_node(
+    boxoffice: &Path,
+    node: &Value,
+    secret: &str,
+) -> anyhow::Result<std::process::Child> {
+    let argv: Vec<&str> = node["argv"]
+        .as_array()
+        .context("the node's argv")?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(node["log"].as_str().context("the node's log")?)?;
+    std::process::Command::new(boxoffice)
+        .args(argv)
+        .env("BOXOFFICE_JWT_SECRET", secret)
+        .env(
+            "STRIPE_SECRET_KEY",
+            boxoffice_payments::simulator::DEFAULT_SECRET_KEY,
+        )
+        .env(
+            "STRIPE_WEBHOOK_SECRET",
+            boxoffice_payments::simulator::DEFAULT_WEBHOOK_SECRET,
+        )
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .context("starting boxoffice serve")
+}
+
 /// The name of the shard at `index` in the directory (`main` for the home one).
 pub fn shard_name(index: usize) -> String {
     if index == 0 {
@@ -278,6 +315,33 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
     })
     .await?;
 
+    // The payment provider: the simulator in its own process, sending its webhooks through
+    // the balancer (a chaos run makes it slow through its /sim/conditions).
+    let balancer_port = ports.take()?;
+    let paysim_port = ports.take()?;
+    let paysim_log = std::fs::File::create(dir.join("paysim.log"))?;
+    let paysim = std::process::Command::new(&options.boxoffice)
+        .arg("paysim")
+        .args(["--listen", &format!("127.0.0.1:{paysim_port}")])
+        .args([
+            "--webhook-url",
+            &format!("http://127.0.0.1:{balancer_port}/v1/payments/webhooks/stripe"),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(paysim_log.try_clone()?)
+        .stderr(paysim_log)
+        .process_group(0)
+        .spawn()
+        .context("starting the payment simulator")?;
+    state["paysim"] = json!({"pid": paysim.id(), "port": paysim_port,
+                             "url": format!("http://127.0.0.1:{paysim_port}")});
+    save(dir, state)?;
+    wait_for(START_MAX, "the payment simulator", || {
+        http_status(paysim_port, "/healthz") == Some(200)
+    })
+    .await?;
+
     // The nodes: the first alone (it runs the migrations and creates the ticket key), then
     // the others.
     let mut node_ports = Vec::new();
@@ -285,31 +349,30 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
         let port = ports.take()?;
         let node_dir = dir.join(format!("node-{i}"));
         std::fs::create_dir_all(&node_dir)?;
-        let log = std::fs::File::create(node_dir.join("serve.log"))?;
-        let child = std::process::Command::new(&options.boxoffice)
-            .arg("serve")
-            .args(["--database-url", &database_url])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--node-id", &format!("node-{i}")])
-            .args(["--advertise-url", &format!("http://127.0.0.1:{port}")])
-            .arg("--ticket-key")
-            .arg(dir.join("ticket-key.pem"))
-            .args([
-                "--waitroom-state",
-                &format!("redis://127.0.0.1:{redis_port}"),
-            ])
-            .env("BOXOFFICE_JWT_SECRET", &secret)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .context("starting boxoffice serve")?;
-        state["nodes"].as_array_mut().context("nodes")?.push(
-            json!({"id": format!("node-{i}"), "pid": child.id(), "port": port,
-                         "log": node_dir.join("serve.log").display().to_string()}),
-        );
+        let argv: Vec<String> = vec![
+            "serve".into(),
+            "--database-url".into(),
+            database_url.clone(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--node-id".into(),
+            format!("node-{i}"),
+            "--advertise-url".into(),
+            format!("http://127.0.0.1:{port}"),
+            "--ticket-key".into(),
+            dir.join("ticket-key.pem").display().to_string(),
+            "--waitroom-state".into(),
+            format!("redis://127.0.0.1:{redis_port}"),
+            "--payments".into(),
+            "stripe".into(),
+            "--stripe-api-base".into(),
+            format!("http://127.0.0.1:{paysim_port}"),
+        ];
+        let mut node = json!({"id": format!("node-{i}"), "port": port, "argv": argv,
+                              "log": node_dir.join("serve.log").display().to_string()});
+        let child = spawn_node(&options.boxoffice, &node, &secret)?;
+        node["pid"] = json!(child.id());
+        state["nodes"].as_array_mut().context("nodes")?.push(node);
         save(dir, state)?;
         wait_for(START_MAX, &format!("node-{i} to be ready"), || {
             http_status(port, "/readyz") == Some(200)
@@ -320,7 +383,6 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
     }
 
     // The balancer.
-    let balancer_port = ports.take()?;
     let haproxy_dir = dir.join("haproxy");
     std::fs::create_dir_all(&haproxy_dir)?;
     let config = haproxy_config(balancer_port, &node_ports, &haproxy_dir.join("haproxy.pid"));
@@ -428,7 +490,7 @@ pub async fn down(dir: &Path) -> anyhow::Result<String> {
     }
     std::fs::remove_file(&path)?;
     Ok(format!(
-        "stopped {} node(s), HAProxy, Redis and the shard's primary and standby; ports {ports:?} free",
+        "stopped {} node(s), HAProxy, the payment simulator, Redis, the watcher and every shard's PostgreSQL; ports {ports:?} free",
         state["nodes"].as_array().map_or(0, Vec::len)
     ))
 }
@@ -466,6 +528,9 @@ fn stop_all(state: &Value) {
     {
         pids.push(pid);
     }
+    if let Some(pid) = state["paysim"]["pid"].as_u64() {
+        pids.push(pid as u32);
+    }
     for pid in &pids {
         signal(*pid, "TERM");
     }
@@ -497,6 +562,7 @@ fn ports_of(state: &Value) -> Vec<u16> {
     };
     add(&state["balancer"]["port"]);
     add(&state["redis"]["port"]);
+    add(&state["paysim"]["port"]);
     for node in state["nodes"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
         add(&node["port"]);
     }

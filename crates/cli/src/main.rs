@@ -6,6 +6,7 @@
 
 mod chaos;
 mod check;
+mod cluster_chaos;
 mod demo;
 mod failover;
 mod local_cluster;
@@ -627,6 +628,13 @@ enum LoadScenario {
         /// With --chaos: seconds between two chaos actions (five actions in all).
         #[arg(long, default_value_t = 4.0, requires = "chaos")]
         chaos_interval_s: f64,
+        /// With --chaos: run on the cluster `boxoffice cluster up --dir DIR` started
+        /// instead: two events at once through its balancer, a node SIGKILLed, a shard's
+        /// primary killed (failover), a node frozen past its lease, the provider slow; then
+        /// `boxoffice check` on every shard. The second event's reports get `-2` in their
+        /// names.
+        #[arg(long, requires = "chaos", conflicts_with_all = ["database_url", "chaos_nodes"])]
+        cluster: Option<std::path::PathBuf>,
         /// With --chaos: the store the started server uses (default: a private PostgreSQL).
         #[arg(long, requires = "chaos")]
         database_url: Option<String>,
@@ -805,6 +813,19 @@ async fn open_stores(
     }
     let (store, connections) = open_pool(url).await?;
     Ok((Arc::new(Gated::for_pool(store, connections)), None))
+}
+
+/// `path` with `suffix` before its extension (`report.json` → `report-2.json`).
+fn with_suffix(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}{suffix}.{}", ext.to_string_lossy()),
+        None => format!("{stem}{suffix}"),
+    };
+    path.with_file_name(name)
 }
 
 fn is_postgres(url: &str) -> bool {
@@ -1343,6 +1364,7 @@ async fn main() -> anyhow::Result<()> {
                     chaos_nodes,
                     chaos_redis_url,
                     also_base_urls,
+                    cluster,
                 },
         } => {
             let scenario = boxoffice_load::OnsaleScenario {
@@ -1368,6 +1390,53 @@ async fn main() -> anyhow::Result<()> {
                     target_hold_p99_ms,
                 },
             };
+            if let Some(dir) = cluster {
+                let options = cluster_chaos::ClusterChaosOptions {
+                    dir,
+                    interval_s: chaos_interval_s,
+                    boxoffice: std::env::current_exe().context("finding this binary")?,
+                };
+                let outcome = cluster_chaos::run(scenario.clone(), &options).await?;
+                let mut failed = Vec::new();
+                for (n, event) in outcome.events.iter().enumerate() {
+                    let report = &event.report;
+                    let (json_path, html_path) = if n == 0 {
+                        (scenario.report.clone(), html_report.clone())
+                    } else {
+                        (
+                            with_suffix(&scenario.report, "-2"),
+                            with_suffix(&html_report, "-2"),
+                        )
+                    };
+                    report.write_files(&json_path, Some(&html_path))?;
+                    print!("{report}");
+                    println!(
+                        "reports written to {} and {}",
+                        json_path.display(),
+                        html_path.display()
+                    );
+                    if !event.converged {
+                        failed.push(format!("event {} did not converge", report.event_id));
+                    }
+                    if report.unexpected > 0 || report.unsettled > 0 {
+                        failed.push(format!(
+                            "event {}: {} answers the contract does not allow and {} orders not final",
+                            report.event_id, report.unexpected, report.unsettled
+                        ));
+                    }
+                }
+                if outcome.events.iter().any(|e| !e.check_ok) {
+                    failed.push("boxoffice check found violations".to_owned());
+                }
+                if !failed.is_empty() {
+                    bail!("the cluster chaos run failed: {}", failed.join("; "));
+                }
+                println!(
+                    "cluster chaos run passed: both events converged, all invariants hold on every shard"
+                );
+                let _ = &outcome.check_output;
+                return Ok(());
+            }
             if chaos {
                 let options = chaos::ChaosOptions {
                     database_url,

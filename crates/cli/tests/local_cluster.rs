@@ -549,3 +549,79 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `boxoffice load onsale --cluster DIR --chaos`: two events on two shards sold through the
+/// balancer while a node is SIGKILLed, a shard's primary is killed (the watcher fails it
+/// over), a node is frozen past its lease and the provider is slow; both converge and
+/// `boxoffice check` is clean on every shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chaos_on_sale_on_the_cluster_passes_check() {
+    let dir = std::env::temp_dir().join(format!("boxoffice-cchaos-{}", uuid::Uuid::now_v7()));
+    let dir_arg = dir.display().to_string();
+    let _down = Down(dir.clone());
+    let up = boxoffice(&[
+        "cluster", "up", "--dir", &dir_arg, "--nodes", "2", "--shards", "2",
+    ]);
+    assert!(
+        up.status.success(),
+        "cluster up failed: {}{}",
+        String::from_utf8_lossy(&up.stdout),
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let json = dir.join("report.json");
+    let html = dir.join("report.html");
+    let run = Command::new(BIN)
+        .args(["load", "onsale", "--cluster", &dir_arg, "--chaos"])
+        .args(["--scale", "0.01", "--accounts", "300", "--hold-ttl-s", "10"])
+        .args(["--chaos-interval-s", "3"])
+        .arg("--report")
+        .arg(&json)
+        .arg("--html-report")
+        .arg(&html)
+        .env("BOXOFFICE_JWT_SECRET", SECRET)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running the chaos on-sale");
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(
+        run.status.success(),
+        "cluster chaos failed\n--- stdout (tail)\n{}\n--- stderr (tail)\n{}",
+        stdout.lines().rev().take(40).collect::<Vec<_>>().join("\n"),
+        stderr.lines().rev().take(40).collect::<Vec<_>>().join("\n")
+    );
+    assert!(stdout.contains("cluster chaos run passed"), "{stdout}");
+
+    let mut shards = std::collections::BTreeSet::new();
+    for path in [json.clone(), dir.join("report-2.json")] {
+        let report: Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("a report")).expect("JSON");
+        let actions: Vec<&str> = report["chaos"]
+            .as_array()
+            .expect("chaos marks")
+            .iter()
+            .filter_map(|m| m["action"].as_str())
+            .collect();
+        assert_eq!(actions.len(), 5, "{actions:?}");
+        assert!(actions[1].contains("SIGKILLed"), "{actions:?}");
+        assert!(actions[2].contains("primary SIGKILLed"), "{actions:?}");
+        assert!(actions[3].contains("SIGSTOP"), "{actions:?}");
+        let chaos = &report["scenario"]["chaos"];
+        assert_eq!(chaos["converged"], json!(true), "{chaos}");
+        assert!(
+            chaos["failover"]["promotedMs"].is_u64(),
+            "no failover: {chaos}"
+        );
+        assert!(
+            chaos["nodeCounters"]["takeovers_total"].as_f64().unwrap() >= 1.0,
+            "a killed and a frozen owner: their events were taken over: {chaos}"
+        );
+        assert_eq!(report["check"]["ok"], json!(true));
+        shards.insert(chaos["shard"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        shards.len(),
+        2,
+        "the two events are on two shards: {shards:?}"
+    );
+}

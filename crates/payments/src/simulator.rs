@@ -155,6 +155,7 @@ pub fn router(sim: Arc<Simulator>) -> Router {
             get(complete_3ds).post(complete_3ds),
         )
         .route("/sim/3ds/{id}/fail", get(fail_3ds).post(fail_3ds))
+        .route("/sim/conditions", post(set_conditions))
         .route("/healthz", get(|| async { "ok" }))
         .fallback(|| async {
             stripe_error(
@@ -1036,6 +1037,53 @@ fn ok(intent: Value) -> Answer {
 /// The shopper's bank page: no API key, as it is the shopper's browser that calls it.
 async fn complete_3ds(State(sim): State<Arc<Simulator>>, Path(id): Path<String>) -> Response {
     finish_3ds(&sim, &id, true)
+}
+
+/// `POST /sim/conditions` (a test double's control, as `/sim/3ds/…`): how the provider
+/// behaves from now on, for a chaos run against a simulator in its own process. JSON
+/// `{"authLatencyMs": [MIN, MAX], "fail5xxShare": 0.15, "loseShare": 0.1}`; each field
+/// optional, shares within 0..=1, latencies at most 60,000 ms.
+async fn set_conditions(State(sim): State<Arc<Simulator>>, body: axum::body::Bytes) -> Response {
+    let Ok(conditions) = serde_json::from_slice::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "a JSON object").into_response();
+    };
+    let share = |name: &str| match conditions.get(name) {
+        None => Ok(None),
+        Some(value) => match value.as_f64() {
+            Some(share) if (0.0..=1.0).contains(&share) => Ok(Some(share)),
+            _ => Err(format!("{name}: a number within 0..=1")),
+        },
+    };
+    let latency = match conditions.get("authLatencyMs") {
+        None => Ok(None),
+        Some(value) => match value
+            .as_array()
+            .map(|a| a.iter().map(Value::as_u64).collect::<Vec<_>>())
+        {
+            Some(pair) if pair.len() == 2 => match (pair[0], pair[1]) {
+                (Some(min), Some(max)) if min <= max && max <= 60_000 => Ok(Some((min, max))),
+                _ => Err("authLatencyMs: [MIN, MAX] ms, MIN <= MAX <= 60000".to_owned()),
+            },
+            _ => Err("authLatencyMs: [MIN, MAX] ms, MIN <= MAX <= 60000".to_owned()),
+        },
+    };
+    match (latency, share("fail5xxShare"), share("loseShare")) {
+        (Ok(latency), Ok(fail), Ok(lose)) => {
+            if let Some((min, max)) = latency {
+                sim.set_auth_latency_ms(min, max);
+            }
+            if let Some(fail) = fail {
+                sim.set_fail_5xx_share(fail);
+            }
+            if let Some(lose) = lose {
+                sim.set_lose_share(lose);
+            }
+            (StatusCode::OK, "ok").into_response()
+        }
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            (StatusCode::BAD_REQUEST, e).into_response()
+        }
+    }
 }
 
 async fn fail_3ds(State(sim): State<Arc<Simulator>>, Path(id): Path<String>) -> Response {

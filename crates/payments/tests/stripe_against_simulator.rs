@@ -610,3 +610,57 @@ async fn duplicated_webhooks_carry_the_same_event_id() {
         "with duplicates_max = 3 some event arrives more than once"
     );
 }
+
+/// `POST /sim/conditions` (a chaos run's control of a simulator in its own process): an
+/// outage set through it is seen by the adapter, bad settings are refused with 400 and change
+/// nothing, and recovery through it authorizes again.
+#[tokio::test]
+async fn conditions_set_over_http_change_how_the_provider_answers() {
+    let (handle, provider) = start(SimulatorConfig::default()).await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/sim/conditions", handle.base_url);
+    for bad in [
+        "not json",
+        r#"{"fail5xxShare": 1.5}"#,
+        r#"{"loseShare": -0.1}"#,
+        r#"{"authLatencyMs": [500, 100]}"#,
+        r#"{"authLatencyMs": [0, 60001]}"#,
+        r#"{"authLatencyMs": [1]}"#,
+    ] {
+        let answer = http.post(&url).body(bad).send().await.expect("answer");
+        assert_eq!(answer.status().as_u16(), 400, "{bad}");
+    }
+    let fine = provider
+        .authorize(&authorize_request("op_before", "pm_card_visa"))
+        .await
+        .expect("refused settings changed nothing");
+    assert_eq!(fine.status, ProviderStatus::Authorized);
+
+    let answer = http
+        .post(&url)
+        .body(r#"{"fail5xxShare": 1.0, "authLatencyMs": [0, 5]}"#)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(answer.status().as_u16(), 200);
+    let outage = provider
+        .authorize(&authorize_request("op_cond", "pm_card_visa"))
+        .await;
+    assert!(
+        matches!(outage, Err(ProviderError::Unavailable(_))),
+        "{outage:?}"
+    );
+    let answer = http
+        .post(&url)
+        .body(r#"{"fail5xxShare": 0.0}"#)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(answer.status().as_u16(), 200);
+    let recovered = provider
+        .authorize(&authorize_request("op_cond", "pm_card_visa"))
+        .await
+        .expect("after recovery");
+    assert_eq!(recovered.status, ProviderStatus::Authorized);
+    assert_eq!(handle.sim.authorizations("op_cond"), 1);
+}

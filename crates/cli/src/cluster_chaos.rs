@@ -1,0 +1,384 @@
+//! `boxoffice load onsale --cluster DIR --chaos` (issue 17): the on-sale on a cluster that
+//! `boxoffice cluster up` started, with its parts breaking under it.
+//!
+//! Two events are sold at once through the balancer (each load creates its own; the
+//! directory places them, on a fresh cluster one on each of two shards). While the fans
+//! arrive, one action every `--chaos-interval-s`:
+//!
+//! 1. the payment provider (the cluster's simulator) turns slow and lossy;
+//! 2. the node that owns the first event is SIGKILLed (its events move to another node once
+//!    their leases lapse; HAProxy stops sending to it);
+//! 3. the primary of the second event's shard is SIGKILLed with its backends (the cluster's
+//!    watcher fails the shard over to its standby), and the killed node is started again;
+//! 4. the node that owns the second event is frozen with SIGSTOP past its lease, then resumed
+//!    with SIGCONT (another node takes the event over; the frozen one's next group is
+//!    fenced);
+//! 5. the provider recovers.
+//!
+//! The nodes' cluster counters (takeovers, leases lost, fenced groups and answers) are
+//! read at the end and reported.
+//!
+//! Then: both events converge (no hold `HELD` or `PAYMENT_PENDING`, no order
+//! `PENDING_PAYMENT`), and `boxoffice check` runs on every shard. The run fails on any
+//! violation, on no convergence, or on an answer the contract does not allow.
+//!
+//! A shard fails over once: run it on a fresh cluster (`cluster up`), or the step that kills
+//! a primary says that no standby is left and does nothing.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::chaos::ChaosOutcome;
+use crate::local_cluster;
+
+/// A slow, lossy provider (as in the one-node chaos run).
+const DEGRADED: &str = r#"{"authLatencyMs": [300, 1500], "fail5xxShare": 0.15, "loseShare": 0.1}"#;
+const HEALTHY: &str = r#"{"authLatencyMs": [20, 80], "fail5xxShare": 0.0, "loseShare": 0.0}"#;
+/// How long a frozen node stays stopped beyond the nodes' lease TTL (3 s by default).
+const FREEZE_PAST_LEASE: Duration = Duration::from_secs(2);
+const LEASE_TTL: Duration = Duration::from_millis(3_000);
+
+/// Settings of a cluster chaos run.
+#[derive(Debug, Clone)]
+pub struct ClusterChaosOptions {
+    pub dir: PathBuf,
+    pub interval_s: f64,
+    /// This binary (a killed node is started again from it).
+    pub boxoffice: PathBuf,
+}
+
+/// What a cluster chaos run found: one outcome per event.
+#[derive(Debug)]
+pub struct ClusterChaosOutcome {
+    pub events: Vec<ChaosOutcome>,
+    pub check_output: String,
+}
+
+fn secret(dir: &Path) -> anyhow::Result<String> {
+    if let Ok(secret) = std::fs::read_to_string(dir.join("jwt-secret")) {
+        return Ok(secret.trim().to_owned());
+    }
+    std::env::var("BOXOFFICE_JWT_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .context("the cluster's JWT secret: set BOXOFFICE_JWT_SECRET as for `cluster up`")
+}
+
+fn signal(pid: u64, name: &str) {
+    let _ = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+pub async fn run(
+    scenario: boxoffice_load::OnsaleScenario,
+    options: &ClusterChaosOptions,
+) -> anyhow::Result<ClusterChaosOutcome> {
+    if !(options.interval_s >= 0.5 && options.interval_s <= 600.0) {
+        bail!("chaos-interval-s must be between 0.5 and 600");
+    }
+    let dir = &options.dir;
+    let state = local_cluster::load(dir)?;
+    let balancer = state["balancer"]["url"]
+        .as_str()
+        .context("the cluster's balancer")?
+        .to_owned();
+    let home_url = state["shards"][0]["databaseUrl"]
+        .as_str()
+        .context("the cluster's home shard")?
+        .to_owned();
+    let paysim = state["paysim"]["url"]
+        .as_str()
+        .context("the cluster's payment simulator (a cluster from an older `cluster up`?)")?
+        .to_owned();
+    let secret = secret(dir)?;
+    let (store, places) = crate::open_stores(&home_url).await?;
+    let before: BTreeSet<String> = store.list_event_ids().await?.into_iter().collect();
+
+    let mut scenario = scenario;
+    scenario.base_url = balancer.clone();
+    scenario.other_base_urls.clear();
+    scenario.jwt_secret = secret.clone();
+    scenario.event_id = None;
+    let loads: Vec<_> = (0..2)
+        .map(|_| {
+            let scenario = scenario.clone();
+            tokio::spawn(async move { boxoffice_load::run_onsale(&scenario).await })
+        })
+        .collect();
+    let started = Instant::now();
+
+    // The two events the loads created.
+    let mut events: Vec<String> = Vec::new();
+    while events.len() < 2 {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "the loads did not create their events"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        events = store
+            .list_event_ids()
+            .await?
+            .into_iter()
+            .filter(|id| !before.contains(id))
+            .collect();
+    }
+    let mut shards = Vec::new();
+    for event in &events {
+        let index = match &places {
+            Some(places) => places.event(event).await?,
+            None => 0,
+        };
+        shards.push(index);
+        eprintln!(
+            "cluster chaos: event {event} on shard {}",
+            local_cluster::shard_name(index)
+        );
+    }
+
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let conditions = |body: &'static str| {
+        let http = http.clone();
+        let url = format!("{paysim}/sim/conditions");
+        async move {
+            http.post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .and_then(|r| r.error_for_status())
+                .map(drop)
+        }
+    };
+    let owner = |event: String| {
+        let store = store.clone();
+        async move {
+            store
+                .lease(&event)
+                .await
+                .ok()
+                .flatten()
+                .map(|lease| lease.node_id)
+        }
+    };
+    let node_of = |state: &Value, id: &str| -> Option<Value> {
+        state["nodes"]
+            .as_array()?
+            .iter()
+            .find(|n| n["id"] == json!(id))
+            .cloned()
+    };
+
+    let mut marks: Vec<(f64, String)> = Vec::new();
+    let interval = Duration::from_secs_f64(options.interval_s);
+    let mut killed: Option<Value> = None;
+    for step in 1..=5u32 {
+        tokio::time::sleep_until((started + interval * step).into()).await;
+        let at_s = started.elapsed().as_secs_f64();
+        let action = match step {
+            1 => {
+                conditions(DEGRADED).await?;
+                "payment provider slow and lossy".to_owned()
+            }
+            2 => {
+                let state = local_cluster::load(dir)?;
+                let id = owner(events[0].clone())
+                    .await
+                    .unwrap_or_else(|| "node-1".to_owned());
+                match node_of(&state, &id) {
+                    Some(node) => {
+                        signal(node["pid"].as_u64().unwrap_or(0), "KILL");
+                        killed = Some(node);
+                        format!("{id} (owner of event 1) SIGKILLed")
+                    }
+                    None => format!("no node {id} to kill"),
+                }
+            }
+            3 => {
+                let state = local_cluster::load(dir)?;
+                let shard = &state["shards"][shards[1]];
+                let primary = match (
+                    shard["standby"]["port"].as_u64(),
+                    shard["primary"]["data"].as_str(),
+                ) {
+                    (Some(_), Some(data)) => {
+                        let killed = crate::failover::kill_postmaster(Path::new(data));
+                        format!(
+                            "shard {}'s primary SIGKILLed ({} processes); the watcher fails it over",
+                            local_cluster::shard_name(shards[1]),
+                            killed.len()
+                        )
+                    }
+                    _ => format!(
+                        "shard {} has no standby left: its primary is not killed",
+                        local_cluster::shard_name(shards[1])
+                    ),
+                };
+                // The killed node comes back (its events have moved by now: the interval
+                // is longer than the lease), so that the frozen node of the next step has
+                // a live one to lose its event to.
+                match killed.take() {
+                    Some(node) => {
+                        let child = local_cluster::spawn_node(&options.boxoffice, &node, &secret)?;
+                        let mut state = local_cluster::load(dir)?;
+                        if let Some(entry) = state["nodes"]
+                            .as_array_mut()
+                            .and_then(|nodes| nodes.iter_mut().find(|n| n["id"] == node["id"]))
+                        {
+                            entry["pid"] = json!(child.id());
+                        }
+                        local_cluster::save(dir, &state)?;
+                        format!(
+                            "{primary}; {} started again",
+                            node["id"].as_str().unwrap_or("?")
+                        )
+                    }
+                    None => primary,
+                }
+            }
+            4 => {
+                let state = local_cluster::load(dir)?;
+                let target = match owner(events[1].clone()).await {
+                    Some(id) => node_of(&state, &id),
+                    None => state["nodes"].as_array().and_then(|n| n.first()).cloned(),
+                };
+                match target {
+                    Some(node) => {
+                        let pid = node["pid"].as_u64().unwrap_or(0);
+                        signal(pid, "STOP");
+                        tokio::time::sleep(LEASE_TTL + FREEZE_PAST_LEASE).await;
+                        signal(pid, "CONT");
+                        format!(
+                            "{} frozen (SIGSTOP) for {:.1} s, past its lease, then resumed",
+                            node["id"].as_str().unwrap_or("?"),
+                            (LEASE_TTL + FREEZE_PAST_LEASE).as_secs_f64()
+                        )
+                    }
+                    None => "no node left to freeze".to_owned(),
+                }
+            }
+            _ => {
+                conditions(HEALTHY).await?;
+                "payment provider recovered".to_owned()
+            }
+        };
+        eprintln!("cluster chaos: t={at_s:.1}s {action}");
+        marks.push((at_s, action));
+    }
+
+    let mut reports = Vec::new();
+    for load in loads {
+        reports.push(load.await.context("a load task")??);
+    }
+    conditions(HEALTHY).await?;
+    eprintln!("cluster chaos: fans done; waiting for both events to converge");
+    let mut outcomes = Vec::new();
+    let converge_started = Instant::now();
+    let mut pendings = Vec::new();
+    for report in &reports {
+        pendings.push(crate::chaos::converge(store.as_ref(), &report.event_id).await?);
+    }
+    let converge_s = converge_started.elapsed().as_secs_f64();
+    let (check_ok, check_output) = crate::chaos::check(&options.boxoffice, &home_url).await?;
+    print!("{check_output}");
+    let state = local_cluster::load(dir)?;
+    let failover = state["shards"][shards[1]]["failover"].clone();
+    let counters = cluster_counters(&http, &state).await;
+    eprintln!("cluster chaos: the nodes' counters {counters}");
+    for ((mut report, pending), shard) in reports.into_iter().zip(pendings).zip(&shards) {
+        let converged = pending.is_empty();
+        report.json["scenario"]["chaos"] = json!({
+            "cluster": dir.display().to_string(),
+            "intervalSeconds": options.interval_s,
+            "shard": local_cluster::shard_name(*shard),
+            "convergeSeconds": converge_s,
+            "converged": converged,
+            "pendingAtEnd": pending,
+            "failover": failover,
+            "nodeCounters": counters,
+        });
+        report.json["chaos"] = Value::Array(
+            marks
+                .iter()
+                .map(|(at_s, action)| json!({"atSeconds": at_s, "action": action}))
+                .collect(),
+        );
+        report.json["check"] = json!({"ok": check_ok, "output": check_output});
+        let mut table = std::mem::take(&mut report.table);
+        table.push_str(&format!("shard {}\n", local_cluster::shard_name(*shard)));
+        for (at_s, action) in &marks {
+            table.push_str(&format!("chaos t={at_s:.1}s {action}\n"));
+        }
+        if !failover.is_null() {
+            table.push_str(&format!("failover {failover}\n"));
+        }
+        table.push_str(&format!("node counters {counters}\n"));
+        table.push_str(&format!(
+            "converged={converged} after {converge_s:.1} s; check {}\n",
+            if check_ok { "passed" } else { "FAILED" }
+        ));
+        report.table = table;
+        outcomes.push(ChaosOutcome {
+            report,
+            check_ok,
+            converged,
+        });
+    }
+    Ok(ClusterChaosOutcome {
+        events: outcomes,
+        check_output,
+    })
+}
+
+/// The cluster counters of every node, summed (a node restarted during the run counts from
+/// its restart).
+async fn cluster_counters(http: &reqwest::Client, state: &Value) -> Value {
+    const NAMES: [&str; 5] = [
+        "boxoffice_cluster_takeovers_total",
+        "boxoffice_cluster_leases_lost_total",
+        "boxoffice_cluster_fenced_groups_total",
+        "boxoffice_cluster_fenced_answers_total",
+        "boxoffice_cluster_forwarded_total",
+    ];
+    let mut sums = [0.0f64; 5];
+    for node in state["nodes"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        let Some(port) = node["port"].as_u64() else {
+            continue;
+        };
+        let Ok(answer) = http
+            .get(format!("http://127.0.0.1:{port}/metrics"))
+            .send()
+            .await
+        else {
+            continue;
+        };
+        let text = answer.text().await.unwrap_or_default();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            for (sum, name) in sums.iter_mut().zip(NAMES) {
+                if line.starts_with(name)
+                    && line[name.len()..].starts_with([' ', '{'])
+                    && let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok())
+                {
+                    *sum += value;
+                }
+            }
+        }
+    }
+    let mut counters = serde_json::Map::new();
+    for (name, sum) in NAMES.iter().zip(sums) {
+        counters.insert(
+            name.trim_start_matches("boxoffice_cluster_").to_owned(),
+            json!(sum),
+        );
+    }
+    Value::Object(counters)
+}
