@@ -686,6 +686,10 @@ enum LoadScenario {
         /// forwards them to the owner, the node at --base-url.
         #[arg(long)]
         holds_via: Option<String>,
+        /// Also print the answers per tenth of a second (`t=SECONDS STATUS=COUNT …`; 0: no
+        /// answer): what an outage or a failover looked like from the clients.
+        #[arg(long)]
+        timeline: bool,
     },
     /// Attempts after sell-out: sells a small section out (held and paid), then fires hold
     /// attempts at it from closed-loop clients; each must be refused (409).
@@ -1199,6 +1203,7 @@ async fn main() -> anyhow::Result<()> {
                     hot_share,
                     hold_ttl_s,
                     holds_via,
+                    timeline,
                 },
         } => {
             let secret = jwt_secret.unwrap_or_else(|| DEV_JWT_SECRET.to_owned());
@@ -1214,6 +1219,9 @@ async fn main() -> anyhow::Result<()> {
             };
             let report = boxoffice_load::run_holds_open(&scenario).await?;
             println!("{report}");
+            if timeline {
+                println!("{}", report.timeline());
+            }
             if report.errors > 0 {
                 bail!("{} requests were not answered 201 or 409", report.errors);
             }

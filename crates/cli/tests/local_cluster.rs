@@ -134,6 +134,7 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
 
     // Ten holds per event through the balancer (round robin: both nodes receive some); one
     // node decides each event's holds, its owner.
+    let mut first_hold = None;
     for (n, event_id) in events.iter().enumerate() {
         let mut deciders = std::collections::BTreeSet::new();
         let mut hold_ids = Vec::new();
@@ -166,6 +167,9 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
             hold_ids.push((token, body["holdId"].as_str().expect("holdId").to_owned()));
         }
         assert_eq!(deciders.len(), 1, "one owner decides: {deciders:?}");
+        if n == 0 {
+            first_hold = hold_ids.first().cloned();
+        }
         // A hold is found by its id through any node, whichever shard it is on.
         for (token, hold_id) in hold_ids.iter().take(4) {
             let answer = http
@@ -224,6 +228,70 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         }
         assert_eq!(on_standby, 10, "shard {n}'s standby has every hold");
     }
+
+    // A fan's order on one shard cannot be exchanged into the event on the other: the
+    // two-step across shards is not built, and the answer says so (nothing written).
+    let (fan_token, fan_hold) = first_hold.expect("a hold on the first event");
+    let paid: Value = http
+        .post(format!("{balancer}/v1/holds/{fan_hold}/checkout"))
+        .bearer_auth(&fan_token)
+        .header("idempotency-key", "cluster-pay-0")
+        .json(&json!({"paymentMethodToken": "pm_card_visa"}))
+        .send()
+        .await
+        .expect("a checkout through the balancer")
+        .json()
+        .await
+        .expect("checkout body");
+    let order_id = paid["orderId"].as_str().expect("orderId").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let order = loop {
+        let order: Value = http
+            .get(format!("{balancer}/v1/orders/{order_id}"))
+            .bearer_auth(&fan_token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if order["orderStatus"] == "CONFIRMED"
+            && order["tickets"].as_array().is_some_and(|t| !t.is_empty())
+        {
+            break order;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never confirmed with tickets: {order}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let from: Vec<Value> = order["tickets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["seatId"].clone())
+        .collect();
+    let to = &["A-5-19", "A-5-20"][..from.len()];
+    let answer = http
+        .post(format!("{balancer}/v1/orders/{order_id}/exchanges"))
+        .bearer_auth(&fan_token)
+        .header("idempotency-key", "cluster-exchange-0")
+        .json(&json!({"fromSeatIds": from, "toEventId": events[1],
+                      "toSeatIds": to}))
+        .send()
+        .await
+        .expect("an exchange through the balancer");
+    assert_eq!(answer.status().as_u16(), 409);
+    let problem: Value = answer.json().await.unwrap();
+    assert_eq!(problem["code"], json!("EXCHANGE_CONFLICT"), "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("different shards"),
+        "{problem}"
+    );
 
     // The invariants hold on both shards, and each event is where the directory says.
     let check = boxoffice(&["check", "--database-url", &database_url]);

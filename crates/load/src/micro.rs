@@ -421,9 +421,29 @@ pub struct HoldsOpenReport {
     /// Holds that found `max_in_flight` requests out when they were due.
     pub delayed: u64,
     pub elapsed_s: f64,
+    /// Answers by the tenth of a second (from the start) they arrived in, and their status
+    /// (0: no answer, a transport failure): what a failover looks like from the clients.
+    pub answers: std::collections::BTreeMap<(u64, u16), u64>,
 }
 
 impl HoldsOpenReport {
+    /// One line per tenth of a second with answers: `t=SECONDS STATUS=COUNT …`.
+    pub fn timeline(&self) -> String {
+        let mut out = String::new();
+        let mut current = None;
+        for (&(tenth, status), &count) in &self.answers {
+            if current != Some(tenth) {
+                if current.is_some() {
+                    out.push('\n');
+                }
+                out.push_str(&format!("t={:.1}", tenth as f64 / 10.0));
+                current = Some(tenth);
+            }
+            out.push_str(&format!(" {status}={count}"));
+        }
+        out
+    }
+
     /// Holds answered 201 or 409 per second: hold decisions.
     pub fn decided_per_s(&self) -> f64 {
         (self.granted + self.refused) as f64 / seconds_or(self.elapsed_s)
@@ -521,8 +541,11 @@ pub async fn run_holds_open(scenario: &HoldsOpenScenario) -> anyhow::Result<Hold
         });
         (fan, seat_ids)
     };
+    let answers = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let started = std::time::Instant::now();
     let send = {
         let (granted, refused, errors) = (granted.clone(), refused.clone(), errors.clone());
+        let answers = answers.clone();
         move |(fan, seat_ids): (String, Vec<String>)| {
             let request = http
                 .post(url.as_str())
@@ -530,8 +553,15 @@ pub async fn run_holds_open(scenario: &HoldsOpenScenario) -> anyhow::Result<Hold
                 .header("idempotency-key", key())
                 .json(&json!({ "seatIds": seat_ids }));
             let (granted, refused, errors) = (granted.clone(), refused.clone(), errors.clone());
+            let answers = answers.clone();
             async move {
                 let (status, _) = call(request).await;
+                let tenth = (started.elapsed().as_millis() / 100) as u64;
+                *answers
+                    .lock()
+                    .expect("answers")
+                    .entry((tenth, status))
+                    .or_insert(0) += 1;
                 let counter = match status {
                     201 => &granted,
                     409 => &refused,
@@ -566,6 +596,7 @@ pub async fn run_holds_open(scenario: &HoldsOpenScenario) -> anyhow::Result<Hold
         max_ms: max_ms(&run.latencies),
         delayed: run.delayed,
         elapsed_s: run.elapsed_s,
+        answers: std::mem::take(&mut *answers.lock().expect("answers")),
     })
 }
 

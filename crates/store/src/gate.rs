@@ -265,6 +265,10 @@ impl Store for Gated {
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
         gated!(pass, self.check_in(ticket_id))
     }
+
+    async fn same_shard(&self, event_a: &str, event_b: &str) -> StoreResult<bool> {
+        gated!(pass, self.same_shard(event_a, event_b))
+    }
 }
 
 #[async_trait]

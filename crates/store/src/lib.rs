@@ -375,6 +375,13 @@ pub trait Store:
 
     /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>>;
+
+    /// Whether the rows of two events are in one database, so that an exchange between them
+    /// is one transaction: always, except on different shards ([`shard::Sharded`]).
+    async fn same_shard(&self, event_a: &str, event_b: &str) -> StoreResult<bool> {
+        let _ = (event_a, event_b);
+        Ok(true)
+    }
 }
 
 /// The read side of a store: what requests and tools look at, never a write.

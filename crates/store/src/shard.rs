@@ -21,8 +21,8 @@
 //!   ([`OUTBOX_ID_SHARDS`]).
 //! - **What never spans shards**: a group of an event's writer (one event, one shard). An
 //!   exchange between events on two shards would need DESIGN §7's recorded two-step, which
-//!   is not built: its group names the other event's rows, which the target's shard does not
-//!   have, so the store refuses it (nothing is written) and the route answers 409.
+//!   is not built: the route refuses it first (409 `EXCHANGE_CONFLICT`, saying why), asking
+//!   [`Store::same_shard`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -565,6 +565,10 @@ impl Store for Sharded {
             .await?
             .check_in(ticket_id)
             .await
+    }
+
+    async fn same_shard(&self, event_a: &str, event_b: &str) -> StoreResult<bool> {
+        Ok(self.places.event(event_a).await? == self.places.event(event_b).await?)
     }
 }
 

@@ -388,7 +388,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "ADMISSION_REQUIRED or ADMISSION_INVALID (target event's waiting room)", body = Problem),
         (status = 404, description = "No such order for this account, or no such target event", body = Problem),
-        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT (also: the two events are on different shards of a sharded store, not supported), PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "RATE_LIMITED: the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
@@ -426,6 +426,25 @@ pub async fn create_exchange(
         .unwrap_or_else(|| order.event_id.clone());
     let target = state.event(&to_event_id).await?;
     let (from, to) = sides(&request, &order, &target)?;
+    // Events on two shards: DESIGN §7's two-step across shards is not built.
+    if to_event_id != order.event_id
+        && !state
+            .store
+            .same_shard(&order.event_id, &to_event_id)
+            .await?
+    {
+        return crate::gate::replay_or(
+            &state,
+            &scope,
+            &digest,
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "EXCHANGE_CONFLICT",
+                "the order's event and the target event are on different shards; an exchange between them is not supported",
+            ),
+        )
+        .await;
+    }
     let admitted = crate::gate::check_admission(
         &state,
         &target,
