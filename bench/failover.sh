@@ -56,8 +56,8 @@ for t, c in rows:
         for s, n in c.items():
             meanwhile[s] = meanwhile.get(s, 0) + n
 det = (tl or {}).get("detected") or {}
-print(f"run {run} clients: first failed answer t={first_bad:.1}s, answered only 201/409 again from t={back}s "
-      f"(outage seen {((back or first_bad) - first_bad):.1} s), answers meanwhile by status {meanwhile}; "
+print(f"run {run} clients: first failed answer t={first_bad:.1f}s, answered only 201/409 again from t={back}s "
+      f"(outage seen {((back or first_bad) - first_bad):.1f} s), answers meanwhile by status {meanwhile}; "
       f"watcher: first failed check {det.get('firstFailedCheckMsBefore')} ms before the step, "
       f"old primary fenced +{tl.get('oldPrimaryFencedMs')} ms, promoted +{tl.get('promotedMs')} ms, "
       f"commits alone +{tl.get('writableAloneMs')} ms, {tl.get('leasesFenced')} leases fenced +{tl.get('leasesFencedMs')} ms; "

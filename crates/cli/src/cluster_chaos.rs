@@ -198,7 +198,7 @@ pub async fn run(
                     Some(node) => {
                         signal(node["pid"].as_u64().unwrap_or(0), "KILL");
                         killed = Some(node);
-                        format!("{id} (owner of event 1) SIGKILLed")
+                        format!("{id} (owner of event {}) SIGKILLed", events[0])
                     }
                     None => format!("no node {id} to kill"),
                 }
@@ -258,8 +258,9 @@ pub async fn run(
                         tokio::time::sleep(LEASE_TTL + FREEZE_PAST_LEASE).await;
                         signal(pid, "CONT");
                         format!(
-                            "{} frozen (SIGSTOP) for {:.1} s, past its lease, then resumed",
+                            "{} (owner of event {}) frozen (SIGSTOP) for {:.1} s, past its lease, then resumed",
                             node["id"].as_str().unwrap_or("?"),
+                            events[1],
                             (LEASE_TTL + FREEZE_PAST_LEASE).as_secs_f64()
                         )
                     }
@@ -294,7 +295,12 @@ pub async fn run(
     let failover = state["shards"][shards[1]]["failover"].clone();
     let counters = cluster_counters(&http, &state).await;
     eprintln!("cluster chaos: the nodes' counters {counters}");
-    for ((mut report, pending), shard) in reports.into_iter().zip(pendings).zip(&shards) {
+    for (mut report, pending) in reports.into_iter().zip(pendings) {
+        // The loads finish in their own order: each report names its event.
+        let shard = &shards[events
+            .iter()
+            .position(|e| *e == report.event_id)
+            .context("a load's event is not one of the two found")?];
         let converged = pending.is_empty();
         report.json["scenario"]["chaos"] = json!({
             "cluster": dir.display().to_string(),

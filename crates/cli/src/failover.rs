@@ -19,8 +19,10 @@
 //! The nodes follow on their own: their shard URLs name both hosts, and each pool moves to
 //! the one that is a writable primary (`boxoffice_store_postgres::hosts`).
 //!
-//! After a failover the shard runs without a standby (a commit is acknowledged by the new
-//! primary alone) until one is built again from it: not automated here.
+//! Then the watcher (and `cluster failover`) builds a new synchronous standby where the old
+//! primary was ([`rebuild_standby`]: its data discarded, a base backup of the new primary,
+//! `synchronous_standby_names` set again); until it streams, commits are acknowledged by
+//! the new primary alone. So a shard can fail over again.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -222,7 +224,19 @@ pub async fn watch(dir: &Path) -> anyhow::Result<()> {
                     json!({"firstFailedCheckMsBefore": since_ms(first), "failedChecks": entry.0});
                 *entry = (0, None);
                 match failover(dir, name, Some(detected)).await {
-                    Ok(timeline) => eprintln!("{} shard {name}: failed over: {timeline}", now()),
+                    Ok(timeline) => {
+                        eprintln!("{} shard {name}: failed over: {timeline}", now());
+                        match rebuild_standby(dir, name).await {
+                            Ok(ms) => eprintln!(
+                                "{} shard {name}: a new synchronous standby streams ({ms} ms)",
+                                now()
+                            ),
+                            Err(error) => eprintln!(
+                                "{} shard {name}: rebuilding its standby failed: {error:#}",
+                                now()
+                            ),
+                        }
+                    }
                     Err(error) => eprintln!("{} shard {name}: failover failed: {error:#}", now()),
                 }
             }
@@ -234,4 +248,84 @@ fn now() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+/// Builds a new synchronous standby for `shard_name` after a failover, where its former
+/// primary was (same directory and port, so the nodes' URLs still name it): the former
+/// primary's data are removed (never started again as a primary), a base backup of the new
+/// primary is taken, the standby started, and the primary waits for it again
+/// (`synchronous_standby_names`). Until it streams, commits are acknowledged by the primary
+/// alone. Returns the milliseconds it took.
+pub async fn rebuild_standby(dir: &Path, shard_name: &str) -> anyhow::Result<u64> {
+    let start = Instant::now();
+    let state = crate::local_cluster::load(dir)?;
+    let index = state["shards"]
+        .as_array()
+        .and_then(|shards| shards.iter().position(|s| s["name"] == json!(shard_name)))
+        .with_context(|| format!("no shard {shard_name:?} in this cluster"))?;
+    let shard = &state["shards"][index];
+    let (Some(data), Some(port), Some(primary_port)) = (
+        shard["former"]["data"].as_str(),
+        shard["former"]["port"].as_u64(),
+        shard["primary"]["port"].as_u64(),
+    ) else {
+        bail!("shard {shard_name} has no former primary to rebuild as its standby");
+    };
+    let bin = find_pg_bin()?;
+    let data = Path::new(data);
+    // Dead since the failover (SIGKILLed): its data may hold writes the new primary never
+    // had (unacknowledged ones): they are discarded with it.
+    kill_postmaster(data);
+    std::fs::remove_dir_all(data).with_context(|| format!("removing {}", data.display()))?;
+    run_command(
+        as_postgres(&bin.join("pg_basebackup"))
+            .args(["-h", "127.0.0.1", "-p", &primary_port.to_string()])
+            // A fast checkpoint: the default spreads it over minutes on a busy primary.
+            .args(["-U", "postgres", "-X", "stream", "-R", "-c", "fast", "-D"])
+            .arg(data),
+    )
+    .context("the base backup of the new primary")?;
+    // The copy carries the primary's settings: its own port and name, and no standby of its
+    // own to wait for.
+    crate::local_cluster::append_conf(
+        data,
+        &format!(
+            "port = {port}\ncluster_name = '{}'\nsynchronous_standby_names = ''\n",
+            crate::local_cluster::STANDBY_NAME
+        ),
+    )?;
+    crate::local_cluster::pg_ctl(&bin, data, "start")?;
+    let primary_port = u16::try_from(primary_port)?;
+    crate::local_cluster::psql(
+        &bin,
+        primary_port,
+        &format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{}'",
+            crate::local_cluster::STANDBY_NAME
+        ),
+    )?;
+    crate::local_cluster::psql(&bin, primary_port, "SELECT pg_reload_conf()")?;
+    crate::local_cluster::wait_for(
+        Duration::from_secs(60),
+        "the rebuilt standby to stream synchronously",
+        || {
+            crate::local_cluster::psql(
+                &bin,
+                primary_port,
+                "SELECT sync_state FROM pg_stat_replication",
+            )
+            .is_ok_and(|out| out.trim() == "sync")
+        },
+    )
+    .await?;
+    let took = since_ms(start);
+    let mut state = crate::local_cluster::load(dir)?;
+    let shard = &mut state["shards"][index];
+    shard["standby"] = shard["former"].take();
+    if let Some(map) = shard.as_object_mut() {
+        map.remove("former");
+    }
+    shard["failover"]["standbyRebuiltMs"] = json!(took);
+    crate::local_cluster::save(dir, &state)?;
+    Ok(took)
 }

@@ -40,7 +40,7 @@ pub const SHARDS_MAX: u32 = 4;
 const START_MAX: Duration = Duration::from_secs(60);
 /// How long a node has to stop after SIGTERM before SIGKILL.
 const STOP_MAX: Duration = Duration::from_secs(10);
-const STANDBY_NAME: &str = "standby1";
+pub(crate) const STANDBY_NAME: &str = "standby1";
 const STATE_FILE: &str = "cluster.json";
 /// HAProxy's connection limit: it needs two descriptors a connection, under the
 /// container's 20,000.
@@ -582,7 +582,7 @@ pub fn save(dir: &Path, state: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn append_conf(data: &Path, lines: &str) -> anyhow::Result<()> {
+pub(crate) fn append_conf(data: &Path, lines: &str) -> anyhow::Result<()> {
     let path = data.join("postgresql.conf");
     let mut text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -592,7 +592,7 @@ fn append_conf(data: &Path, lines: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn pg_ctl(bin: &Path, data: &Path, action: &str) -> anyhow::Result<()> {
+pub(crate) fn pg_ctl(bin: &Path, data: &Path, action: &str) -> anyhow::Result<()> {
     let mut command = as_postgres(&bin.join("pg_ctl"));
     command
         .arg("-D")
@@ -606,7 +606,7 @@ fn pg_ctl(bin: &Path, data: &Path, action: &str) -> anyhow::Result<()> {
     run_command(command.arg(action))
 }
 
-fn psql(bin: &Path, port: u16, sql: &str) -> anyhow::Result<String> {
+pub(crate) fn psql(bin: &Path, port: u16, sql: &str) -> anyhow::Result<String> {
     let output = as_postgres(&bin.join("psql"))
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres"])
         .args(["-XAtq", "-d", "postgres", "-c", sql])
@@ -617,7 +617,7 @@ fn psql(bin: &Path, port: u16, sql: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-async fn wait_for(
+pub(crate) async fn wait_for(
     max: Duration,
     what: &str,
     mut ready: impl FnMut() -> bool,

@@ -61,7 +61,8 @@ enum ClusterAction {
         dir: std::path::PathBuf,
     },
     /// Fail a shard over to its standby now: kill the old primary, promote the standby, fence
-    /// the shard's event leases. Prints the timeline as JSON.
+    /// the shard's event leases (prints the timeline as JSON), then build a new synchronous
+    /// standby where the old primary was.
     Failover {
         #[arg(long)]
         dir: std::path::PathBuf,
@@ -1611,6 +1612,8 @@ async fn main() -> anyhow::Result<()> {
             action: ClusterAction::Failover { dir, shard },
         } => {
             println!("{}", failover::failover(&dir, &shard, None).await?);
+            let ms = failover::rebuild_standby(&dir, &shard).await?;
+            println!("a new synchronous standby streams ({ms} ms)");
             Ok(())
         }
         Command::Cluster {
