@@ -22,8 +22,8 @@
 //! `PENDING_PAYMENT`), and `boxoffice check` runs on every shard. The run fails on any
 //! violation, on no convergence, or on an answer the contract does not allow.
 //!
-//! A shard fails over once: run it on a fresh cluster (`cluster up`), or the step that kills
-//! a primary says that no standby is left and does nothing.
+//! The watcher builds a new standby after a failover; if a run comes before it streams, the
+//! step that kills a primary says that no standby is left and does nothing.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
