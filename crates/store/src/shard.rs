@@ -17,8 +17,8 @@
 //!   order, ticket, exchange or payment operation looks for it on every shard at once the
 //!   first time and remembers where it was. Idempotency look-ups ask every shard. Lists are
 //!   merged in their order. The workers' calls (expiry, the outbox, the reconciler's due
-//!   operations) run on every shard; an outbox message's id carries its shard
-//!   ([`OUTBOX_ID_SHARDS`]).
+//!   operations) run on every shard, each shard with an equal share of a batch; an outbox
+//!   message's id carries its shard ([`OUTBOX_ID_SHARDS`]).
 //! - **What never spans shards**: a group of an event's writer (one event, one shard). An
 //!   exchange between events on two shards would need DESIGN §7's recorded two-step, which
 //!   is not built: the route refuses it first (409 `EXCHANGE_CONFLICT`, saying why), asking
@@ -328,6 +328,12 @@ impl Sharded {
             total += answer?;
         }
         Ok(total)
+    }
+
+    /// Each shard's share of a batch of `limit` (at least 1): a batch over every shard holds
+    /// at most `limit` plus one per shard.
+    fn share(&self, limit: u32) -> u32 {
+        limit.div_ceil(self.shards.len() as u32).max(1)
     }
 
     fn outbox_id(index: usize, id: i64) -> i64 {
@@ -846,13 +852,14 @@ impl WorkerStore for Sharded {
         &self,
         limit: u32,
     ) -> StoreResult<Vec<checkout::PaymentOperation>> {
+        // An equal share per shard: filled shard by shard, a shard with a long queue (3-D
+        // Secure checks come due every few seconds) kept the others' operations waiting for
+        // minutes.
+        let share = self.share(limit);
         let mut due = Vec::new();
-        for shard in &self.shards {
-            let left = limit.saturating_sub(due.len() as u32);
-            if left == 0 {
-                break;
-            }
-            due.extend(shard.due_payment_operations(left).await?);
+        for answer in join_all(self.shards.iter().map(|s| s.due_payment_operations(share))).await
+        {
+            due.extend(answer?);
         }
         Ok(due)
     }
@@ -900,18 +907,19 @@ impl WorkerStore for Sharded {
         limit: u32,
         lease_s: f64,
     ) -> StoreResult<Vec<checkout::OutboxMessage>> {
+        // An equal share per shard, as for the due operations (a busy shard must not keep
+        // another's tickets and captures waiting).
+        let share = self.share(limit);
         let mut claimed = Vec::new();
-        for (index, shard) in self.shards.iter().enumerate() {
-            let left = limit.saturating_sub(claimed.len() as u32);
-            if left == 0 {
-                break;
-            }
-            claimed.extend(shard.claim_outbox(left, lease_s).await?.into_iter().map(
-                |mut message| {
-                    message.id = Self::outbox_id(index, message.id);
-                    message
-                },
-            ));
+        for (index, answer) in join_all(self.shards.iter().map(|s| s.claim_outbox(share, lease_s)))
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            claimed.extend(answer?.into_iter().map(|mut message| {
+                message.id = Self::outbox_id(index, message.id);
+                message
+            }));
         }
         Ok(claimed)
     }
