@@ -857,8 +857,7 @@ impl WorkerStore for Sharded {
         // minutes.
         let share = self.share(limit);
         let mut due = Vec::new();
-        for answer in join_all(self.shards.iter().map(|s| s.due_payment_operations(share))).await
-        {
+        for answer in join_all(self.shards.iter().map(|s| s.due_payment_operations(share))).await {
             due.extend(answer?);
         }
         Ok(due)

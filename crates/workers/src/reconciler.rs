@@ -18,6 +18,8 @@ use crate::payment::{Settler, StoreSettler, authorize, verdict_of, verdict_of_er
 pub const RECONCILE_BATCH_MAX: u32 = 100;
 /// Pause between rounds when nothing pokes the reconciler.
 pub const RECONCILE_INTERVAL_MS: u64 = 1_000;
+/// Operations looked at at once in a round (each look is a provider call).
+pub const RECONCILE_CONCURRENCY: usize = 16;
 /// Next look at an operation still waiting for the shopper or the provider.
 pub const RECONCILE_PENDING_RECHECK_S: f64 = 5.0;
 
@@ -64,54 +66,83 @@ impl PaymentReconciler {
     }
 
     pub async fn run_once(&self) -> Result<ReconcileReport, StoreError> {
-        let mut report = ReconcileReport::default();
-        for operation in self
+        use futures_util::StreamExt;
+        let due = self
             .store
             .due_payment_operations(RECONCILE_BATCH_MAX)
-            .await?
-        {
-            report.looked_at += 1;
-            let settled = match (operation.status, operation.provider_ref.as_deref()) {
-                // An authorization left open on a cancelled order: void it.
-                (PaymentStatus::Authorized, Some(provider_ref)) => {
-                    let verdict = match self
-                        .provider
-                        .void(&operation.operation_id, provider_ref)
-                        .await
-                    {
-                        Ok(payment) => verdict_of(&payment),
-                        Err(error) => verdict_of_error(&error),
-                    };
-                    self.settler.settle(&operation, &verdict).await?
+            .await?;
+        let looked_at = due.len() as u64;
+        // Several at once: each look is a provider call (hundreds of ms when the provider is
+        // slow), and one after the other a round of 100 took over a minute while the orders
+        // behind it waited (the cluster chaos run). A failed look no longer stops the round.
+        let outcomes: Vec<Result<bool, StoreError>> = futures_util::stream::iter(due)
+            .map(|operation| async move { self.look_at(&operation).await })
+            .buffer_unordered(RECONCILE_CONCURRENCY)
+            .collect()
+            .await;
+        let mut report = ReconcileReport {
+            looked_at,
+            settled: 0,
+        };
+        let mut first_error = None;
+        for outcome in outcomes {
+            match outcome {
+                Ok(true) => report.settled += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    first_error.get_or_insert(error);
                 }
-                // We know the payment: ask where it stands.
-                (_, Some(provider_ref)) => {
-                    let verdict = match self.provider.retrieve(provider_ref).await {
-                        Ok(payment) => verdict_of(&payment),
-                        Err(error) => verdict_of_error(&error),
-                    };
-                    self.settler.settle(&operation, &verdict).await?
-                }
-                // We never heard back: the same authorization again (idempotent by id).
-                (_, None) => {
-                    let verdict = authorize(&self.provider, &operation).await;
-                    self.settler.settle(&operation, &verdict).await?
-                }
-            };
-            let still_open = settled.as_ref().is_none_or(|s| !s.changed);
-            if still_open {
-                let delay_s = match operation.status {
-                    PaymentStatus::RequiresAction => RECONCILE_PENDING_RECHECK_S,
-                    _ => f64::from(1u32 << operation.n_attempts.min(6)).min(60.0),
-                };
-                self.store
-                    .postpone_payment_operation(&operation.operation_id, delay_s, "not settled yet")
-                    .await?;
-            } else {
-                report.settled += 1;
             }
         }
-        Ok(report)
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(report),
+        }
+    }
+
+    /// Asks the provider about one operation and applies the answer; whether it settled.
+    async fn look_at(
+        &self,
+        operation: &boxoffice_store::checkout::PaymentOperation,
+    ) -> Result<bool, StoreError> {
+        let settled = match (operation.status, operation.provider_ref.as_deref()) {
+            // An authorization left open on a cancelled order: void it.
+            (PaymentStatus::Authorized, Some(provider_ref)) => {
+                let verdict = match self
+                    .provider
+                    .void(&operation.operation_id, provider_ref)
+                    .await
+                {
+                    Ok(payment) => verdict_of(&payment),
+                    Err(error) => verdict_of_error(&error),
+                };
+                self.settler.settle(operation, &verdict).await?
+            }
+            // We know the payment: ask where it stands.
+            (_, Some(provider_ref)) => {
+                let verdict = match self.provider.retrieve(provider_ref).await {
+                    Ok(payment) => verdict_of(&payment),
+                    Err(error) => verdict_of_error(&error),
+                };
+                self.settler.settle(operation, &verdict).await?
+            }
+            // We never heard back: the same authorization again (idempotent by id).
+            (_, None) => {
+                let verdict = authorize(&self.provider, operation).await;
+                self.settler.settle(operation, &verdict).await?
+            }
+        };
+        let still_open = settled.as_ref().is_none_or(|s| !s.changed);
+        if still_open {
+            let delay_s = match operation.status {
+                PaymentStatus::RequiresAction => RECONCILE_PENDING_RECHECK_S,
+                _ => f64::from(1u32 << operation.n_attempts.min(6)).min(60.0),
+            };
+            self.store
+                .postpone_payment_operation(&operation.operation_id, delay_s, "not settled yet")
+                .await?;
+        }
+        Ok(!still_open)
     }
 
     pub async fn run(self) {
