@@ -2,7 +2,9 @@
 //! standby, a Redis, two nodes and HAProxy come up on free ports below 32768; two events are
 //! placed one on each shard; holds sent through the balancer are decided by each event's one
 //! owner whichever node HAProxy picked, committed on its shard's primary (none on the other)
-//! and present on that shard's standby; `boxoffice check` over both shards is clean;
+//! and present on that shard's standby; exchanges between the two events cross the shards in
+//! DESIGN §7's recorded steps (sold at once, paid later, refused, and a request that died
+//! between the steps, finished by the settler); `boxoffice check` over both shards is clean;
 //! `cluster down` leaves no process and no port.
 
 mod support;
@@ -43,6 +45,68 @@ async fn holds_on(port: u64, event_id: &str) -> i64 {
         .fetch_one(&mut connection)
         .await
         .expect("counting holds")
+}
+
+/// Reads the order through the balancer until `done` holds (at most 30 s).
+async fn order_when(
+    http: &reqwest::Client,
+    balancer: &str,
+    token: &str,
+    order_id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let order: Value = http
+            .get(format!("{balancer}/v1/orders/{order_id}"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if done(&order) {
+            return order;
+        }
+        assert!(Instant::now() < deadline, "order never got there: {order}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The statuses of these seats of `event_id` on the PostgreSQL at `port`, in order.
+async fn seat_statuses(port: u64, event_id: &str, seat_ids: &[String]) -> Vec<String> {
+    let url = format!("postgres://postgres@127.0.0.1:{port}/boxoffice");
+    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("connecting to the shard");
+    let mut statuses = Vec::new();
+    for seat_id in seat_ids {
+        statuses.push(
+            sqlx::query_scalar::<_, String>(
+                "SELECT status FROM seat WHERE event_id = $1 AND seat_id = $2",
+            )
+            .bind(event_id)
+            .bind(seat_id)
+            .fetch_one(&mut connection)
+            .await
+            .expect("a seat"),
+        );
+    }
+    statuses
+}
+
+/// Exchange rows of this leg on the PostgreSQL at `port`.
+async fn legs(port: u64, leg: &str) -> i64 {
+    let url = format!("postgres://postgres@127.0.0.1:{port}/boxoffice");
+    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("connecting to the shard");
+    sqlx::query_scalar::<_, i64>("SELECT count(*) FROM exchange WHERE leg = $1")
+        .bind(leg)
+        .fetch_one(&mut connection)
+        .await
+        .expect("counting exchange rows")
 }
 
 fn alive(pid: u64) -> bool {
@@ -100,6 +164,7 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
                 "currency": "EUR", "holdTtlSeconds": 120, "maxSeatsPerHold": 6,
                 "maxTicketsPerAccount": 6,
                 "sections": [{"name": "A", "rows": 5, "seatsPerRow": 20, "priceMinor": 5000}],
+                "tiers": [{"tierId": "FLOOR", "name": "Floor", "capacity": 20, "priceMinor": 8000}],
             }))
             .send()
             .await
@@ -119,6 +184,7 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
             "currency": "EUR", "holdTtlSeconds": 120, "maxSeatsPerHold": 6,
             "maxTicketsPerAccount": 6,
             "sections": [{"name": "A", "rows": 5, "seatsPerRow": 20, "priceMinor": 5000}],
+            "tiers": [{"tierId": "FLOOR", "name": "Floor", "capacity": 20, "priceMinor": 8000}],
         }))
         .send()
         .await
@@ -229,8 +295,8 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         assert_eq!(on_standby, 10, "shard {n}'s standby has every hold");
     }
 
-    // A fan's order on one shard cannot be exchanged into the event on the other: the
-    // two-step across shards is not built, and the answer says so (nothing written).
+    // Exchanges across the two shards (DESIGN §7's two steps). A fan pays for a hold of the
+    // first event (shard main) ...
     let (fan_token, fan_hold) = first_hold.expect("a hold on the first event");
     let paid: Value = http
         .post(format!("{balancer}/v1/holds/{fan_hold}/checkout"))
@@ -244,54 +310,281 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         .await
         .expect("checkout body");
     let order_id = paid["orderId"].as_str().expect("orderId").to_owned();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let order = loop {
-        let order: Value = http
-            .get(format!("{balancer}/v1/orders/{order_id}"))
-            .bearer_auth(&fan_token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if order["orderStatus"] == "CONFIRMED"
-            && order["tickets"].as_array().is_some_and(|t| !t.is_empty())
-        {
-            break order;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never confirmed with tickets: {order}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let order = order_when(&http, &balancer, &fan_token, &order_id, |o| {
+        o["orderStatus"] == "CONFIRMED" && o["tickets"].as_array().is_some_and(|t| !t.is_empty())
+    })
+    .await;
     let from: Vec<Value> = order["tickets"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t["seatId"].clone())
         .collect();
+    let old_seats: Vec<String> = from
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect();
+    // ... and exchanges both seats for two of the second event (shard s1) at the same price:
+    // sold there at once, the old tickets voided and their seats back on sale on main.
     let to = &["A-5-19", "A-5-20"][..from.len()];
+    let ask = json!({"fromSeatIds": from, "toEventId": events[1], "toSeatIds": to});
     let answer = http
         .post(format!("{balancer}/v1/orders/{order_id}/exchanges"))
         .bearer_auth(&fan_token)
         .header("idempotency-key", "cluster-exchange-0")
-        .json(&json!({"fromSeatIds": from, "toEventId": events[1],
-                      "toSeatIds": to}))
+        .json(&ask)
         .send()
         .await
         .expect("an exchange through the balancer");
+    let status = answer.status().as_u16();
+    let exchanged: Value = answer.json().await.unwrap();
+    assert_eq!(status, 201, "{exchanged}");
+    assert_eq!(exchanged["status"], json!("COMPLETED"), "{exchanged}");
+    assert_eq!(exchanged["amountDueMinor"], json!(0), "{exchanged}");
+    let exchange_id = exchanged["exchangeId"].as_str().unwrap().to_owned();
+    let new_order_id = exchanged["newOrderId"]
+        .as_str()
+        .expect("newOrderId")
+        .to_owned();
+    let old = order_when(&http, &balancer, &fan_token, &order_id, |o| {
+        o["tickets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "VOIDED")
+    })
+    .await;
+    assert_eq!(old["orderStatus"], json!("CONFIRMED"), "{old}");
+    let new = order_when(&http, &balancer, &fan_token, &new_order_id, |o| {
+        o["orderStatus"] == "CONFIRMED"
+    })
+    .await;
+    assert_eq!(new["eventId"], json!(events[1]));
+    let new_tickets = new["tickets"].as_array().unwrap();
+    assert_eq!(new_tickets.len(), to.len(), "{new}");
+    assert!(new_tickets.iter().all(|t| t["status"] == "VALID"), "{new}");
+    assert_eq!(
+        seat_statuses(primaries[0], &events[0], &old_seats).await,
+        vec!["AVAILABLE"; old_seats.len()],
+        "the old seats are back on sale on main"
+    );
+    let to_owned: Vec<String> = to.iter().map(|s| (*s).to_owned()).collect();
+    assert_eq!(
+        seat_statuses(primaries[1], &events[1], &to_owned).await,
+        vec!["SOLD"; to.len()],
+        "the new seats are sold on s1"
+    );
+    // The same request again answers as before; the exchange reads as completed.
+    let replay: Value = http
+        .post(format!("{balancer}/v1/orders/{order_id}/exchanges"))
+        .bearer_auth(&fan_token)
+        .header("idempotency-key", "cluster-exchange-0")
+        .json(&ask)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(replay["exchangeId"], json!(exchange_id), "{replay}");
+    let read: Value = http
+        .get(format!("{balancer}/v1/exchanges/{exchange_id}"))
+        .bearer_auth(&fan_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["status"], json!("COMPLETED"), "{read}");
+    assert_eq!(read["toEventId"], json!(events[1]), "{read}");
+
+    // Back to the first event's floor at a higher price: the new units are held on main, the
+    // tickets on s1 marked until the difference is paid; once it is, the settler swaps the
+    // old side out on s1.
+    let ask = json!({"fromSeatIds": to, "toEventId": events[0], "toTierId": "FLOOR",
+                     "quantity": to.len()});
+    let answer = http
+        .post(format!("{balancer}/v1/orders/{new_order_id}/exchanges"))
+        .bearer_auth(&fan_token)
+        .header("idempotency-key", "cluster-exchange-1")
+        .json(&ask)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 201);
+    let upgrade: Value = answer.json().await.unwrap();
+    assert_eq!(upgrade["status"], json!("PAYMENT_REQUIRED"), "{upgrade}");
+    assert_eq!(
+        upgrade["amountDueMinor"],
+        json!((8000 - 5000) * to.len() as i64),
+        "{upgrade}"
+    );
+    let upgrade_id = upgrade["exchangeId"].as_str().unwrap().to_owned();
+    let marked = order_when(&http, &balancer, &fan_token, &new_order_id, |_| true).await;
+    assert!(
+        marked["tickets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "EXCHANGING"),
+        "{marked}"
+    );
+    let answer = http
+        .post(format!("{balancer}/v1/exchanges/{upgrade_id}/checkout"))
+        .bearer_auth(&fan_token)
+        .header("idempotency-key", "cluster-exchange-1-pay")
+        .json(&json!({"paymentMethodToken": "pm_card_visa"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        answer.status().is_success(),
+        "{}",
+        answer.text().await.unwrap()
+    );
+    order_when(&http, &balancer, &fan_token, &new_order_id, |o| {
+        o["tickets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "VOIDED")
+    })
+    .await;
+    assert_eq!(
+        seat_statuses(primaries[1], &events[1], &to_owned).await,
+        vec!["AVAILABLE"; to.len()],
+        "the seats given up are back on sale on s1"
+    );
+    let read: Value = http
+        .get(format!("{balancer}/v1/exchanges/{upgrade_id}"))
+        .bearer_auth(&fan_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["status"], json!("COMPLETED"), "{read}");
+    let floor_order_id = read["newOrderId"].as_str().expect("newOrderId").to_owned();
+    order_when(&http, &balancer, &fan_token, &floor_order_id, |o| {
+        o["orderStatus"] == "CONFIRMED"
+            && o["tickets"].as_array().is_some_and(|t| t.len() == to.len())
+    })
+    .await;
+
+    // Refused on the target's shard (a seat another fan holds): nothing is sold there, its
+    // side is aborted, and the marks on the floor tickets are taken back.
+    let other = boxoffice_server::auth::mint_token(
+        SECRET,
+        &boxoffice_domain::ids::AccountId::parse("cluster-other-fan").unwrap(),
+        false,
+        3600,
+    )
+    .unwrap();
+    let held = http
+        .post(format!("{balancer}/v1/events/{}/holds", events[1]))
+        .bearer_auth(&other)
+        .header("idempotency-key", "cluster-other-hold")
+        .json(&json!({"seatIds": ["A-4-1"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(held.status().as_u16(), 201);
+    let answer = http
+        .post(format!("{balancer}/v1/orders/{floor_order_id}/exchanges"))
+        .bearer_auth(&fan_token)
+        .header("idempotency-key", "cluster-exchange-2")
+        .json(
+            &json!({"fromTierId": "FLOOR", "quantity": 1, "toEventId": events[1],
+                      "toSeatIds": ["A-4-1"]}),
+        )
+        .send()
+        .await
+        .unwrap();
     assert_eq!(answer.status().as_u16(), 409);
     let problem: Value = answer.json().await.unwrap();
-    assert_eq!(problem["code"], json!("EXCHANGE_CONFLICT"), "{problem}");
+    assert_eq!(problem["code"], json!("SEATS_UNAVAILABLE"), "{problem}");
+    let floor = order_when(&http, &balancer, &fan_token, &floor_order_id, |_| true).await;
     assert!(
-        problem["detail"]
-            .as_str()
+        floor["tickets"]
+            .as_array()
             .unwrap()
-            .contains("different shards"),
-        "{problem}"
+            .iter()
+            .all(|t| t["status"] == "VALID"),
+        "{floor}"
     );
+    assert_eq!(
+        legs(primaries[1], "ABORT").await,
+        1,
+        "the target's side is aborted"
+    );
+
+    // A request that died between the two steps (its tickets marked on main an hour ago, its
+    // side never written on s1): the settler aborts it on s1 and takes the marks back.
+    let main = boxoffice_store_postgres::PgStore::connect_with(
+        &format!("postgres://postgres@127.0.0.1:{}/boxoffice", primaries[0]),
+        2,
+    )
+    .await
+    .unwrap();
+    let floor_hold = floor["holdId"].as_str().unwrap().to_owned();
+    let ticket_id = floor["tickets"][0]["ticketId"].as_str().unwrap().to_owned();
+    let dead_id = uuid::Uuid::now_v7().to_string();
+    let out = boxoffice_store::exchange::ExchangeOut {
+        exchange_id: dead_id.clone(),
+        account_id: "cluster-fan-0".into(),
+        order_id: floor_order_id.clone(),
+        old_hold_id: floor_hold,
+        from_event_id: events[0].clone(),
+        to_event_id: events[1].clone(),
+        ticket_ids: vec![ticket_id],
+        from_value_minor: 8000,
+        new_hold_id: uuid::Uuid::now_v7().to_string(),
+        to_value_minor: 5000,
+        amount_due_minor: -3000,
+        currency: "EUR".into(),
+        idempotency_key: "cluster-exchange-dead".into(),
+        status: boxoffice_store::exchange::ExchangeStatus::PaymentRequired,
+        created_at: time::OffsetDateTime::UNIX_EPOCH,
+        updated_at: time::OffsetDateTime::UNIX_EPOCH,
+    };
+    use boxoffice_store::Store as _;
+    main.mark_exchange_out(
+        &out,
+        time::OffsetDateTime::now_utc() + time::Duration::days(1),
+    )
+    .await
+    .unwrap()
+    .expect("marked");
+    sqlx::query(
+        "UPDATE exchange SET created_at = created_at - interval '1 hour' WHERE exchange_id = $1",
+    )
+    .bind(&dead_id)
+    .execute(main.pool())
+    .await
+    .unwrap();
+    let floor = order_when(&http, &balancer, &fan_token, &floor_order_id, |o| {
+        o["tickets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "VALID")
+    })
+    .await;
+    assert_eq!(floor["orderStatus"], json!("CONFIRMED"));
+    assert_eq!(
+        legs(primaries[1], "ABORT").await,
+        2,
+        "the dead request's side is aborted"
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM exchange WHERE exchange_id = $1")
+        .bind(&dead_id)
+        .fetch_one(main.pool())
+        .await
+        .unwrap();
+    assert_eq!(status, "FAILED");
+    main.pool().close().await;
 
     // The invariants hold on both shards, and each event is where the directory says.
     let check = boxoffice(&["check", "--database-url", &database_url]);

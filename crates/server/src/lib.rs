@@ -658,6 +658,9 @@ async fn shutdown_signal() {
 /// Starts the reconcilers of `state` as background tasks.
 pub fn spawn_workers(state: &AppState) {
     tokio::spawn(ExpirySweeper::new(state.workers_store.clone()).run());
+    tokio::spawn(
+        boxoffice_workers::exchanges::ExchangeSettler::new(state.workers_store.clone()).run(),
+    );
     tokio::spawn(state.relay.clone().run());
     tokio::spawn(state.reconciler.clone().run());
     tokio::spawn(

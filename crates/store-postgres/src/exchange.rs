@@ -16,13 +16,15 @@ use boxoffice_store::engine::{
     ExchangeFacts, ExchangePlan, ExchangeWrite, GroupWrite, LockedOrder, LockedTicket,
     exchanges_refused, mismatch,
 };
-use boxoffice_store::exchange::{ExchangeStatus, ExchangeView, Surrender};
+use boxoffice_store::exchange::{
+    ExchangeOut, ExchangeRefused, ExchangeStatus, ExchangeView, InFate, Surrender,
+};
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
 use sqlx::{Postgres, Row, Transaction};
 
 use crate::checkout::{load_order, outbox, outbox_many};
-use crate::{HOLD_COLUMNS, classify, hold_from_row, insert_records_each};
+use crate::{HOLD_COLUMNS, classify, hold_from_row, insert_records_each, store_now};
 
 const EXCHANGE_COLUMNS: &str = "exchange_id, account_id, order_id, from_event_id, to_event_id,
      ticket_ids::text AS ticket_ids, from_value_minor, new_hold_id, new_order_id, to_value_minor,
@@ -32,7 +34,9 @@ async fn load_exchange(
     conn: &mut sqlx::PgConnection,
     exchange_id: &str,
 ) -> StoreResult<Option<ExchangeView>> {
-    let sql = format!("SELECT {EXCHANGE_COLUMNS} FROM exchange WHERE exchange_id = $1");
+    let sql = format!(
+        "SELECT {EXCHANGE_COLUMNS} FROM exchange WHERE exchange_id = $1 AND leg IN ('BOTH', 'IN')"
+    );
     let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(exchange_id)
         .fetch_optional(&mut *conn)
@@ -206,6 +210,26 @@ async fn marked_surrender(
     ))
 }
 
+/// Takes the transaction's lock on each exchange id (sorted, so two takers never wait on each
+/// other): the target shard's `IN` row and its `ABORT` row are written only under it.
+pub(crate) async fn lock_exchange_ids(
+    tx: &mut Transaction<'_, Postgres>,
+    exchange_ids: &[&str],
+) -> StoreResult<()> {
+    let mut ids = exchange_ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtextextended('exchange ' || id, 0))
+           FROM UNNEST($1::text[]) AS u(id) ORDER BY id",
+    )
+    .bind(&ids)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
 /// Called by the confirmation of a hold's order: if the hold is an exchange's, the old side is
 /// swapped out in the same transaction and the exchange completes.
 pub(crate) async fn complete_exchange_of(
@@ -215,30 +239,36 @@ pub(crate) async fn complete_exchange_of(
     now: OffsetDateTime,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
-    let Some((exchange_id, old_order_id, from_value)) = sqlx::query_as::<_, (String, String, i64)>(
-        "SELECT exchange_id, order_id, from_value_minor FROM exchange
-              WHERE new_hold_id = $1 AND status = 'PAYMENT_REQUIRED' FOR UPDATE",
-    )
-    .bind(&hold.hold_id)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(classify)?
+    let Some((exchange_id, old_order_id, from_event_id, from_value, leg)) =
+        sqlx::query_as::<_, (String, String, String, i64, String)>(
+            "SELECT exchange_id, order_id, from_event_id, from_value_minor, leg FROM exchange
+              WHERE new_hold_id = $1 AND status = 'PAYMENT_REQUIRED' AND leg IN ('BOTH', 'IN')
+                FOR UPDATE",
+        )
+        .bind(&hold.hold_id)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(classify)?
     else {
         return Ok(());
     };
-    let old = load_order(tx, &old_order_id).await?.ok_or_else(|| {
-        StoreError::Internal(format!("exchange {exchange_id} lost order {old_order_id}"))
-    })?;
-    let gone = marked_surrender(tx, &exchange_id, &old, from_value).await?;
-    lock_seats(
-        tx,
-        gone.seat_ids
-            .iter()
-            .map(|s| (old.event_id.clone(), s.clone()))
-            .collect(),
-    )
-    .await?;
-    swap_out(tx, &exchange_id, &old, &gone, map).await?;
+    // Across shards the old side is on the old event's shard: the settler swaps it out there
+    // once it reads this row completed.
+    if leg == "BOTH" {
+        let old = load_order(tx, &old_order_id).await?.ok_or_else(|| {
+            StoreError::Internal(format!("exchange {exchange_id} lost order {old_order_id}"))
+        })?;
+        let gone = marked_surrender(tx, &exchange_id, &old, from_value).await?;
+        lock_seats(
+            tx,
+            gone.seat_ids
+                .iter()
+                .map(|s| (old.event_id.clone(), s.clone()))
+                .collect(),
+        )
+        .await?;
+        swap_out(tx, &exchange_id, &old, &gone, map).await?;
+    }
     sqlx::query(
         "UPDATE exchange SET status = 'COMPLETED', new_order_id = $2, updated_at = $3
           WHERE exchange_id = $1 AND status = 'PAYMENT_REQUIRED'",
@@ -251,9 +281,9 @@ pub(crate) async fn complete_exchange_of(
     .map_err(classify)?;
     outbox(
         tx,
-        &old.event_id,
+        &from_event_id,
         boxoffice_store::exchange::topic::EXCHANGE_COMPLETED,
-        serde_json::json!({"exchangeId": exchange_id, "orderId": old.order_id, "newOrderId": new_order_id}),
+        serde_json::json!({"exchangeId": exchange_id, "orderId": old_order_id, "newOrderId": new_order_id}),
         now,
     )
     .await
@@ -266,16 +296,23 @@ pub(crate) async fn still_open(
     tx: &mut Transaction<'_, Postgres>,
     hold_id: &str,
 ) -> StoreResult<bool> {
-    let Some((exchange_id, status, n_tickets)) = sqlx::query_as::<_, (String, String, i32)>(
-        "SELECT exchange_id, status, jsonb_array_length(ticket_ids) FROM exchange WHERE new_hold_id = $1",
-    )
-    .bind(hold_id)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(classify)?
+    let Some((exchange_id, status, n_tickets, leg)) =
+        sqlx::query_as::<_, (String, String, i32, String)>(
+            "SELECT exchange_id, status, jsonb_array_length(ticket_ids), leg FROM exchange
+              WHERE new_hold_id = $1 AND leg IN ('BOTH', 'IN')",
+        )
+        .bind(hold_id)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(classify)?
     else {
         return Ok(true);
     };
+    if leg == "IN" {
+        // The marked tickets are on the old event's shard, which keeps them marked while
+        // this row waits for payment.
+        return Ok(status == ExchangeStatus::PaymentRequired.as_str());
+    }
     let marked: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM ticket WHERE exchange_id = $1 AND status = 'VALID'",
     )
@@ -404,6 +441,25 @@ pub(crate) async fn write_exchanges(
     .map_err(classify)?
     .into_iter()
     .collect();
+    // Exchanges across shards: each one's id, locked as the settler's abort locks it, must
+    // not be recorded here yet.
+    let across: Vec<&str> = group
+        .exchanges
+        .iter()
+        .filter(|x| !x.old_side_here())
+        .map(|x| x.start.exchange_id.as_str())
+        .collect();
+    if !across.is_empty() {
+        lock_exchange_ids(tx, &across).await?;
+        facts.recorded =
+            sqlx::query_scalar("SELECT exchange_id FROM exchange WHERE exchange_id = ANY($1)")
+                .bind(&across)
+                .fetch_all(&mut **tx)
+                .await
+                .map_err(classify)?
+                .into_iter()
+                .collect();
+    }
     let refused = exchanges_refused(&group.exchanges, facts);
     let plans = group.exchange_plans(&refused);
     if !plans.is_empty() {
@@ -475,7 +531,7 @@ async fn write_grants(
     let mut f_event = Vec::new();
     let mut f_seat = Vec::new();
     let mut f_order = Vec::new();
-    for plan in &swapped {
+    for plan in swapped.iter().filter(|p| p.old_side_here()) {
         for seat_id in &plan.gone().seat_ids {
             f_event.push(plan.start.from_event.event_id.as_str());
             f_seat.push(seat_id.as_str());
@@ -572,7 +628,9 @@ async fn write_grants(
                 d.2 += q;
             }
         }
-        if let (Some((tier_id, units)), false) = (&plan.gone().tier, plan.pays()) {
+        if let (Some((tier_id, units)), false, true) =
+            (&plan.gone().tier, plan.pays(), plan.old_side_here())
+        {
             let d = tier_deltas
                 .entry((plan.start.from_event.event_id.as_str(), tier_id))
                 .or_default();
@@ -652,14 +710,16 @@ async fn write_grants(
         })
         .collect();
     let keys: Vec<&str> = plans.iter().map(|p| p.start.scope.key.as_str()).collect();
+    let legs: Vec<&str> = plans.iter().map(|p| p.leg()).collect();
     sqlx::query(
         "INSERT INTO exchange (exchange_id, account_id, order_id, from_event_id, to_event_id, ticket_ids,
                                from_value_minor, new_hold_id, new_order_id, to_value_minor, amount_due_minor,
-                               currency, status, idempotency_key, created_at, updated_at)
-         SELECT x, a, o, f, t, j::jsonb, fv, h, n, tv, d, c, s, k, $15, $15
+                               currency, status, idempotency_key, created_at, updated_at, leg)
+         SELECT x, a, o, f, t, j::jsonb, fv, h, n, tv, d, c, s, k, $15, $15, l
            FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-                       $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[])
-                AS u(x, a, o, f, t, j, fv, h, n, tv, d, c, s, k)",
+                       $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[],
+                       $16::text[])
+                AS u(x, a, o, f, t, j, fv, h, n, tv, d, c, s, k, l)",
     )
     .bind(&ids)
     .bind(&accounts)
@@ -676,15 +736,16 @@ async fn write_grants(
     .bind(&statuses)
     .bind(&keys)
     .bind(now)
+    .bind(&legs)
     .execute(&mut **tx)
     .await
     .map_err(classify)?;
 
-    // Old tickets: voided (swapped now) or marked (until paid).
+    // Old tickets: voided (swapped now) or marked (until paid), where they are here.
     let mut t_id = Vec::new();
     let mut t_status = Vec::new();
     let mut t_mark = Vec::new();
-    for plan in plans {
+    for plan in plans.iter().filter(|p| p.old_side_here()) {
         for ticket_id in &plan.gone().ticket_ids {
             t_id.push(ticket_id.as_str());
             t_status.push(if plan.pays() { "VALID" } else { "VOIDED" });
@@ -713,7 +774,7 @@ async fn write_grants(
         return Ok(());
     }
     let mut left: BTreeMap<&str, i32> = BTreeMap::new();
-    for plan in &swapped {
+    for plan in swapped.iter().filter(|p| p.old_side_here()) {
         *left.entry(plan.write.old_hold_id.as_str()).or_default() += plan.gone().quantity() as i32;
     }
     let (left_holds, left_units): (Vec<&str>, Vec<i32>) = left.into_iter().unzip();
@@ -887,4 +948,304 @@ struct OrderRows<'a> {
     currency: Vec<&'a str>,
     operation: Vec<&'a str>,
     method: Vec<String>,
+}
+
+/// The columns of an `OUT` row, read back as an [`ExchangeOut`].
+const OUT_COLUMNS: &str =
+    "x.exchange_id, x.account_id, x.order_id, o.hold_id, x.from_event_id, x.to_event_id,
+     x.ticket_ids::text AS ticket_ids, x.from_value_minor, x.new_hold_id, x.to_value_minor,
+     x.amount_due_minor, x.currency, x.idempotency_key, x.status, x.created_at, x.updated_at";
+
+fn out_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<ExchangeOut> {
+    let status: String = row.get("status");
+    let ticket_ids: String = row.get("ticket_ids");
+    Ok(ExchangeOut {
+        exchange_id: row.get("exchange_id"),
+        account_id: row.get("account_id"),
+        order_id: row.get("order_id"),
+        old_hold_id: row.get("hold_id"),
+        from_event_id: row.get("from_event_id"),
+        to_event_id: row.get("to_event_id"),
+        ticket_ids: serde_json::from_str(&ticket_ids)
+            .map_err(|e| StoreError::Internal(format!("exchange ticket ids: {e}")))?,
+        from_value_minor: row.get("from_value_minor"),
+        new_hold_id: row.get("new_hold_id"),
+        to_value_minor: row.get("to_value_minor"),
+        amount_due_minor: row.get("amount_due_minor"),
+        currency: row.get("currency"),
+        idempotency_key: row.get("idempotency_key"),
+        status: ExchangeStatus::parse(&status)
+            .ok_or_else(|| StoreError::Internal(format!("exchange status {status:?}")))?,
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+    })
+}
+
+/// Writes an exchange row of one side only (`OUT` on the old event's shard, `ABORT` on the
+/// target's), from what the `OUT` row holds.
+async fn insert_leg(
+    tx: &mut Transaction<'_, Postgres>,
+    out: &ExchangeOut,
+    leg: &str,
+    status: ExchangeStatus,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let ticket_ids = serde_json::to_string(&out.ticket_ids)
+        .map_err(|e| StoreError::Internal(format!("exchange ticket ids: {e}")))?;
+    sqlx::query(
+        "INSERT INTO exchange (exchange_id, account_id, order_id, from_event_id, to_event_id, ticket_ids,
+                               from_value_minor, new_hold_id, new_order_id, to_value_minor, amount_due_minor,
+                               currency, status, idempotency_key, created_at, updated_at, leg)
+         VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, NULL, $9, $10, $11, $12, $13, $14, $14, $15)",
+    )
+    .bind(&out.exchange_id)
+    .bind(&out.account_id)
+    .bind(&out.order_id)
+    .bind(&out.from_event_id)
+    .bind(&out.to_event_id)
+    .bind(&ticket_ids)
+    .bind(out.from_value_minor)
+    .bind(&out.new_hold_id)
+    .bind(out.to_value_minor)
+    .bind(out.amount_due_minor)
+    .bind(&out.currency)
+    .bind(status.as_str())
+    .bind(&out.idempotency_key)
+    .bind(now)
+    .bind(leg)
+    .execute(&mut **tx)
+    .await
+    .map_err(classify)?;
+    Ok(())
+}
+
+/// Exchanges across shards (DESIGN §7; see [`boxoffice_store::exchange::settle_out`] for the
+/// steps and [`boxoffice_store::Store::mark_exchange_out`] for each one's rule).
+impl crate::PgStore {
+    pub(crate) async fn mark_out(
+        &self,
+        out: &ExchangeOut,
+        closes_at: OffsetDateTime,
+    ) -> StoreResult<Result<(), ExchangeRefused>> {
+        let mut tx = self.pool().begin().await.map_err(classify)?;
+        let now = store_now(&mut tx).await?;
+        if now >= closes_at {
+            return Ok(Err(ExchangeRefused::Closed(format!(
+                "exchanges of this event closed at {closes_at} (its start minus the exchange cutoff)"
+            ))));
+        }
+        // Orders, then tickets: the order a compensation locks them in.
+        let order = sqlx::query_as::<_, (String, String, String, String)>(
+            "SELECT status, account_id, event_id, hold_id FROM orders WHERE order_id = $1 FOR UPDATE",
+        )
+        .bind(&out.order_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let as_read = order
+            .as_ref()
+            .is_some_and(|(status, account, event, hold)| {
+                status == "CONFIRMED"
+                    && *account == out.account_id
+                    && *event == out.from_event_id
+                    && *hold == out.old_hold_id
+            });
+        if !as_read {
+            return Ok(Err(ExchangeRefused::Conflict(format!(
+                "order {} is no longer CONFIRMED",
+                out.order_id
+            ))));
+        }
+        let mut ids = out.ticket_ids.clone();
+        ids.sort_unstable();
+        let tickets = sqlx::query_as::<_, (String, String, String, Option<String>)>(
+            "SELECT ticket_id, order_id, status, exchange_id FROM ticket
+              WHERE ticket_id = ANY($1) ORDER BY ticket_id FOR UPDATE",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let usable = tickets
+            .iter()
+            .filter(|(_, order_id, status, mark)| {
+                *order_id == out.order_id && status == "VALID" && mark.is_none()
+            })
+            .count();
+        if usable != ids.len() {
+            return Ok(Err(ExchangeRefused::Conflict(
+                "a ticket given up is no longer valid, or is already being exchanged".into(),
+            )));
+        }
+        insert_leg(&mut tx, out, "OUT", ExchangeStatus::PaymentRequired, now).await?;
+        let marked = sqlx::query(
+            "UPDATE ticket SET exchange_id = $2
+              WHERE ticket_id = ANY($1) AND status = 'VALID' AND exchange_id IS NULL",
+        )
+        .bind(&ids)
+        .bind(&out.exchange_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
+        if marked != ids.len() as u64 {
+            return Err(mismatch("tickets still valid", ids.len(), marked));
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(Ok(()))
+    }
+
+    pub(crate) async fn in_fate(
+        &self,
+        out: &ExchangeOut,
+        abort_if_missing: bool,
+    ) -> StoreResult<Option<InFate>> {
+        let mut tx = self.pool().begin().await.map_err(classify)?;
+        lock_exchange_ids(&mut tx, &[out.exchange_id.as_str()]).await?;
+        let row = sqlx::query_as::<_, (String, String, Option<String>)>(
+            "SELECT leg, status, new_order_id FROM exchange WHERE exchange_id = $1",
+        )
+        .bind(&out.exchange_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let fate = match row {
+            None if !abort_if_missing => None,
+            None => {
+                let now = store_now(&mut tx).await?;
+                insert_leg(&mut tx, out, "ABORT", ExchangeStatus::Failed, now).await?;
+                Some(InFate::Ended(ExchangeStatus::Failed))
+            }
+            Some((leg, status, new_order_id)) => {
+                if leg != "IN" && leg != "ABORT" {
+                    return Err(StoreError::Internal(format!(
+                        "exchange {} is a {leg} row on the target's shard",
+                        out.exchange_id
+                    )));
+                }
+                let status = ExchangeStatus::parse(&status)
+                    .ok_or_else(|| StoreError::Internal(format!("exchange status {status:?}")))?;
+                Some(match status {
+                    ExchangeStatus::PaymentRequired => InFate::Open,
+                    ExchangeStatus::Completed => InFate::Completed {
+                        new_order_id: new_order_id.unwrap_or_default(),
+                    },
+                    ended => InFate::Ended(ended),
+                })
+            }
+        };
+        tx.commit().await.map_err(classify)?;
+        Ok(fate)
+    }
+
+    pub(crate) async fn finish_out(
+        &self,
+        exchange_id: &str,
+        fate: &InFate,
+    ) -> StoreResult<Option<ExchangeStatus>> {
+        let mut tx = self.pool().begin().await.map_err(classify)?;
+        let sql = format!(
+            "SELECT {OUT_COLUMNS} FROM exchange x JOIN orders o ON o.order_id = x.order_id
+              WHERE x.exchange_id = $1 AND x.leg = 'OUT' FOR UPDATE OF x"
+        );
+        let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(exchange_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(classify)?
+        else {
+            return Ok(None);
+        };
+        let out = out_from_row(&row)?;
+        if out.status != ExchangeStatus::PaymentRequired {
+            return Ok(Some(out.status));
+        }
+        let now = store_now(&mut tx).await?;
+        let mut map = MapChanges::default();
+        let status = match fate {
+            InFate::Open => {
+                // Still waiting for the difference: looked at again later.
+                sqlx::query(
+                    "UPDATE exchange SET updated_at = $2
+                      WHERE exchange_id = $1 AND leg = 'OUT' AND status = 'PAYMENT_REQUIRED'",
+                )
+                .bind(exchange_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+                ExchangeStatus::PaymentRequired
+            }
+            InFate::Completed { new_order_id } => {
+                let old = load_order(&mut tx, &out.order_id).await?.ok_or_else(|| {
+                    StoreError::Internal(format!("exchange {exchange_id} lost its order"))
+                })?;
+                let gone =
+                    marked_surrender(&mut tx, exchange_id, &old, out.from_value_minor).await?;
+                lock_seats(
+                    &mut tx,
+                    gone.seat_ids
+                        .iter()
+                        .map(|s| (old.event_id.clone(), s.clone()))
+                        .collect(),
+                )
+                .await?;
+                swap_out(&mut tx, exchange_id, &old, &gone, &mut map).await?;
+                sqlx::query(
+                    "UPDATE exchange SET status = 'COMPLETED', new_order_id = $2, updated_at = $3
+                      WHERE exchange_id = $1 AND leg = 'OUT' AND status = 'PAYMENT_REQUIRED'",
+                )
+                .bind(exchange_id)
+                .bind(new_order_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+                ExchangeStatus::Completed
+            }
+            InFate::Ended(status) => {
+                sqlx::query(
+                    "UPDATE exchange SET status = $2, updated_at = $3
+                      WHERE exchange_id = $1 AND leg = 'OUT' AND status = 'PAYMENT_REQUIRED'",
+                )
+                .bind(exchange_id)
+                .bind(status.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+                sqlx::query(
+                    "UPDATE ticket SET exchange_id = NULL WHERE exchange_id = $1 AND status = 'VALID'",
+                )
+                .bind(exchange_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(classify)?;
+                *status
+            }
+        };
+        crate::seatmap::record(&mut tx, &map, now).await?;
+        tx.commit().await.map_err(classify)?;
+        Ok(Some(status))
+    }
+
+    pub(crate) async fn open_out(
+        &self,
+        older_than_s: f64,
+        limit: u32,
+    ) -> StoreResult<Vec<ExchangeOut>> {
+        let sql = format!(
+            "SELECT {OUT_COLUMNS} FROM exchange x JOIN orders o ON o.order_id = x.order_id
+              WHERE x.leg = 'OUT' AND x.status = 'PAYMENT_REQUIRED'
+                AND x.updated_at <= clock_timestamp() - make_interval(secs => $1)
+              ORDER BY x.updated_at LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(older_than_s)
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(classify)?;
+        rows.iter().map(out_from_row).collect()
+    }
 }

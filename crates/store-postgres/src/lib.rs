@@ -917,6 +917,40 @@ impl Store for PgStore {
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
         self.check_in_ticket(ticket_id).await
     }
+
+    async fn mark_exchange_out(
+        &self,
+        out: &boxoffice_store::exchange::ExchangeOut,
+        closes_at: OffsetDateTime,
+    ) -> StoreResult<Result<(), boxoffice_store::exchange::ExchangeRefused>> {
+        self.mark_out(out, closes_at).await
+    }
+
+    async fn exchange_in_fate(
+        &self,
+        out: &boxoffice_store::exchange::ExchangeOut,
+        abort_if_missing: bool,
+    ) -> StoreResult<Option<boxoffice_store::exchange::InFate>> {
+        self.in_fate(out, abort_if_missing).await
+    }
+
+    async fn finish_exchange_out(
+        &self,
+        from_event_id: &str,
+        exchange_id: &str,
+        fate: &boxoffice_store::exchange::InFate,
+    ) -> StoreResult<Option<ExchangeStatus>> {
+        let _ = from_event_id;
+        self.finish_out(exchange_id, fate).await
+    }
+
+    async fn open_exchanges_out(
+        &self,
+        older_than_s: f64,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::exchange::ExchangeOut>> {
+        self.open_out(older_than_s, limit).await
+    }
 }
 
 #[async_trait]

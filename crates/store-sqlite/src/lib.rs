@@ -692,6 +692,46 @@ impl Store for SqliteStore {
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>> {
         self.check_in_ticket(ticket_id).await
     }
+
+    // One SQLite file is one store: there are no shards, so no exchange crosses them
+    // (`same_shard` is always true and these are never asked).
+
+    async fn mark_exchange_out(
+        &self,
+        _out: &boxoffice_store::exchange::ExchangeOut,
+        _closes_at: OffsetDateTime,
+    ) -> StoreResult<Result<(), boxoffice_store::exchange::ExchangeRefused>> {
+        Err(no_shards())
+    }
+
+    async fn exchange_in_fate(
+        &self,
+        _out: &boxoffice_store::exchange::ExchangeOut,
+        _abort_if_missing: bool,
+    ) -> StoreResult<Option<boxoffice_store::exchange::InFate>> {
+        Err(no_shards())
+    }
+
+    async fn finish_exchange_out(
+        &self,
+        _from_event_id: &str,
+        _exchange_id: &str,
+        _fate: &boxoffice_store::exchange::InFate,
+    ) -> StoreResult<Option<boxoffice_store::exchange::ExchangeStatus>> {
+        Err(no_shards())
+    }
+
+    async fn open_exchanges_out(
+        &self,
+        _older_than_s: f64,
+        _limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::exchange::ExchangeOut>> {
+        Ok(Vec::new())
+    }
+}
+
+fn no_shards() -> StoreError {
+    StoreError::Internal("the SQLite store has no shards to exchange across".into())
 }
 
 #[async_trait]

@@ -156,6 +156,9 @@ pub struct ExchangeFacts {
     pub tickets: std::collections::BTreeMap<String, LockedTicket>,
     /// `(account, endpoint, key)` of the keys already used.
     pub used_keys: std::collections::BTreeSet<(String, String, String)>,
+    /// Ids of the group's exchanges across shards already recorded on this shard (the
+    /// `ABORT` row of one whose request the settler gave up on).
+    pub recorded: std::collections::BTreeSet<String>,
 }
 
 /// The command indexes of the exchanges the store refuses alone, judged in order: a key
@@ -167,6 +170,14 @@ pub fn exchanges_refused(exchanges: &[ExchangeWrite], mut facts: ExchangeFacts) 
     for write in exchanges {
         if !facts.used_keys.insert(write.key()) {
             refused.push(write.index);
+            continue;
+        }
+        if write.start.across_shards {
+            // The old side is on another shard, marked there already; only the exchange's
+            // own row must not be here yet.
+            if facts.recorded.contains(&write.start.exchange_id) {
+                refused.push(write.index);
+            }
             continue;
         }
         let order_ok = facts
@@ -251,6 +262,16 @@ impl<'a> ExchangePlan<'a> {
         &self.write.gone
     }
 
+    /// Whether the old side is written here (see [`ExchangeWrite::old_side_here`]).
+    pub fn old_side_here(&self) -> bool {
+        self.write.old_side_here()
+    }
+
+    /// The exchange row's leg: `BOTH` sides here, or only the new side (`IN`).
+    pub fn leg(&self) -> &'static str {
+        if self.old_side_here() { "BOTH" } else { "IN" }
+    }
+
     pub fn to_value_minor(&self) -> i64 {
         self.start.to.value_minor()
     }
@@ -279,6 +300,11 @@ impl ExchangeWrite {
 
     pub fn pays(&self) -> bool {
         self.amount_due_minor() > 0
+    }
+
+    /// Whether the old side is written in this group's transaction (not on another shard).
+    pub fn old_side_here(&self) -> bool {
+        !self.start.across_shards
     }
 
     /// Whether the old side is of another event (freed by the store, not the engine).
@@ -601,16 +627,11 @@ impl GroupWrite<'_> {
                 self.exchanges.len()
             )));
         }
-        let mut orders: Vec<&str> = self
-            .exchanges
-            .iter()
-            .map(|x| x.start.order_id.as_str())
-            .collect();
+        let here = || self.exchanges.iter().filter(|x| x.old_side_here());
+        let mut orders: Vec<&str> = here().map(|x| x.start.order_id.as_str()).collect();
         orders.sort_unstable();
         orders.dedup();
-        let mut tickets: Vec<&str> = self
-            .exchanges
-            .iter()
+        let mut tickets: Vec<&str> = here()
             .flat_map(|x| x.gone.ticket_ids.iter().map(String::as_str))
             .collect();
         tickets.sort_unstable();

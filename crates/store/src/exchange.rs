@@ -12,8 +12,12 @@
 //! in the same transaction) or the new seats are held and the old tickets marked (price
 //! increase: the difference is paid through the checkout machinery, the confirmation
 //! transaction does the swap, and the new order is ticketed like any order, through the
-//! outbox). Both events live in one store, so an exchange across events is one transaction
+//! outbox). When both events live in one store an exchange across events is one transaction
 //! too (DESIGN §7); the old event's writer learns of its freed seats from the change feed.
+//! Between events on two shards it takes recorded steps, each a transaction on one shard:
+//! the old tickets marked ([`ExchangeOut`], `Store::mark_exchange_out`), the new side taken
+//! by the target's writer (`ExchangeStart::across_shards`), then [`settle_out`]: the swap or
+//! the marks taken back, by the request or, for what it left open, the exchange settler.
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
@@ -96,6 +100,12 @@ pub struct ExchangeStart {
     /// exchange committed, and can be exchanged again at once). With a price increase they
     /// are not used: the new order is ticketed like any order, after its payment.
     pub new_tickets: Vec<SignedTicket>,
+    /// The old event is on another shard than the target (DESIGN §7's two steps): the old
+    /// tickets were marked there before ([`Store::mark_exchange_out`]) and are swapped or
+    /// given back there after; the target's group writes only the new side and its `IN` row.
+    ///
+    /// [`Store::mark_exchange_out`]: crate::Store::mark_exchange_out
+    pub across_shards: bool,
 }
 
 /// A ticket drafted and signed before the transaction that issues it.
@@ -414,6 +424,130 @@ pub fn granted(
         }
     }
     (exchange, order)
+}
+
+/// An exchange across shards as the old event's shard records it (its `OUT` row): the mark
+/// on the old tickets, until the target shard's side of the same exchange has come to an end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExchangeOut {
+    pub exchange_id: String,
+    pub account_id: String,
+    pub order_id: String,
+    /// The old order's hold (its count of units exchanged out rises with the swap).
+    pub old_hold_id: String,
+    pub from_event_id: String,
+    pub to_event_id: String,
+    pub ticket_ids: Vec<String>,
+    pub from_value_minor: i64,
+    /// The hold of the new seats, on the target's shard.
+    pub new_hold_id: String,
+    pub to_value_minor: i64,
+    pub amount_due_minor: i64,
+    pub currency: String,
+    pub idempotency_key: String,
+    pub status: ExchangeStatus,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+impl ExchangeOut {
+    /// The `OUT` row an exchange starts with (times are the store's, set when written).
+    pub fn new(start: &ExchangeStart, gone: &Surrender, order: &OrderView) -> Self {
+        let to_value_minor = start.to.value_minor();
+        Self {
+            exchange_id: start.exchange_id.clone(),
+            account_id: order.account_id.clone(),
+            order_id: order.order_id.clone(),
+            old_hold_id: order.hold_id.clone(),
+            from_event_id: order.event_id.clone(),
+            to_event_id: start.to_event.event_id.clone(),
+            ticket_ids: gone.ticket_ids.clone(),
+            from_value_minor: gone.value_minor,
+            new_hold_id: start.new_hold_id.clone(),
+            to_value_minor,
+            amount_due_minor: to_value_minor - gone.value_minor,
+            currency: start.to_event.currency.clone(),
+            idempotency_key: start.scope.key.clone(),
+            status: ExchangeStatus::PaymentRequired,
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            updated_at: OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+}
+
+/// What became of an exchange across shards on the target's shard (its `IN` row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InFate {
+    /// The new seats are held until the difference is paid.
+    Open,
+    /// The new seats are sold: the old side must be swapped out.
+    Completed { new_order_id: String },
+    /// It ended without a sale (`FAILED` or `EXPIRED`), or never came and cannot come any
+    /// more (`FAILED`, its `ABORT` row written): the old tickets get their mark back.
+    Ended(ExchangeStatus),
+}
+
+/// Brings one exchange across shards forward as far as it can go now: asks the target's
+/// shard what became of it (writing its `ABORT` row if it never came and `abort_if_missing`),
+/// then swaps the old side out or takes the marks back on the old event's shard. Returns the
+/// `OUT` row's status after (`None`: the target's side is not there yet and was left alone,
+/// or there is no such `OUT` row). Every step is conditional: a second call, or a call racing
+/// another node's, finds nothing more to do.
+pub async fn settle_out(
+    store: &dyn crate::Store,
+    out: &ExchangeOut,
+    abort_if_missing: bool,
+) -> crate::StoreResult<Option<ExchangeStatus>> {
+    let Some(fate) = store.exchange_in_fate(out, abort_if_missing).await? else {
+        return Ok(None);
+    };
+    // `Open` only marks the `OUT` row as looked at, for the next look to wait.
+    store
+        .finish_exchange_out(&out.from_event_id, &out.exchange_id, &fate)
+        .await
+}
+
+/// What a round of [`settle_open_exchanges_out`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutRound {
+    pub looked: u32,
+    pub completed: u32,
+    pub ended: u32,
+}
+
+/// The settler's round: every exchange across shards still open on its old event's shard
+/// and untouched for `look_after_s` seconds (a difference paid or a new hold that ran out
+/// since, a request that died between the steps) is brought forward by [`settle_out`]; one
+/// that never reached the target's shard, `abort_after_s` seconds after it was marked, is
+/// aborted there (longer than any request waits for the target's writer). A failed look is
+/// logged and tried again next round.
+pub async fn settle_open_exchanges_out(
+    store: &dyn crate::Store,
+    look_after_s: f64,
+    abort_after_s: f64,
+    limit: u32,
+) -> crate::StoreResult<OutRound> {
+    let mut round = OutRound::default();
+    let open = store.open_exchanges_out(look_after_s, limit).await?;
+    if open.is_empty() {
+        return Ok(round);
+    }
+    let now = store.now().await?;
+    let abort_before = now - time::Duration::seconds_f64(abort_after_s);
+    for out in open {
+        round.looked += 1;
+        match settle_out(store, &out, out.created_at <= abort_before).await {
+            Ok(Some(ExchangeStatus::Completed)) => round.completed += 1,
+            Ok(Some(ExchangeStatus::Failed | ExchangeStatus::Expired)) => round.ended += 1,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                exchange_id = %out.exchange_id,
+                error = %e,
+                "exchange across shards not settled this round"
+            ),
+        }
+    }
+    Ok(round)
 }
 
 /// Outbox topics of exchanges.

@@ -269,6 +269,42 @@ impl Store for Gated {
     async fn same_shard(&self, event_a: &str, event_b: &str) -> StoreResult<bool> {
         gated!(pass, self.same_shard(event_a, event_b))
     }
+
+    async fn mark_exchange_out(
+        &self,
+        out: &crate::exchange::ExchangeOut,
+        closes_at: OffsetDateTime,
+    ) -> StoreResult<Result<(), crate::exchange::ExchangeRefused>> {
+        gated!(Start, self.mark_exchange_out(out, closes_at))
+    }
+
+    async fn exchange_in_fate(
+        &self,
+        out: &crate::exchange::ExchangeOut,
+        abort_if_missing: bool,
+    ) -> StoreResult<Option<crate::exchange::InFate>> {
+        gated!(pass, self.exchange_in_fate(out, abort_if_missing))
+    }
+
+    async fn finish_exchange_out(
+        &self,
+        from_event_id: &str,
+        exchange_id: &str,
+        fate: &crate::exchange::InFate,
+    ) -> StoreResult<Option<crate::exchange::ExchangeStatus>> {
+        gated!(
+            pass,
+            self.finish_exchange_out(from_event_id, exchange_id, fate)
+        )
+    }
+
+    async fn open_exchanges_out(
+        &self,
+        older_than_s: f64,
+        limit: u32,
+    ) -> StoreResult<Vec<crate::exchange::ExchangeOut>> {
+        gated!(pass, self.open_exchanges_out(older_than_s, limit))
+    }
 }
 
 #[async_trait]

@@ -382,6 +382,47 @@ pub trait Store:
         let _ = (event_a, event_b);
         Ok(true)
     }
+
+    /// An exchange across shards, step one, on the old event's shard (DESIGN §7): in one
+    /// transaction, the order must still be `CONFIRMED` (same account, event and hold), every
+    /// ticket given up still `VALID` and unmarked, and the store's clock before `closes_at`;
+    /// then the tickets are marked with the exchange and its `OUT` row written. Else nothing
+    /// is written and the refusal says why. Only PostgreSQL has shards (SQLite answers an error).
+    async fn mark_exchange_out(
+        &self,
+        out: &exchange::ExchangeOut,
+        closes_at: OffsetDateTime,
+    ) -> StoreResult<Result<(), exchange::ExchangeRefused>>;
+
+    /// On the target event's shard: what became of the exchange (its `IN` row); when there
+    /// is none, `None`, or with `abort_if_missing` its `ABORT` row is written (under the same
+    /// lock as the `IN` row's write, so that one of the two wins) and it has `Ended`.
+    async fn exchange_in_fate(
+        &self,
+        out: &exchange::ExchangeOut,
+        abort_if_missing: bool,
+    ) -> StoreResult<Option<exchange::InFate>>;
+
+    /// On the old event's shard, the last step: an `OUT` row still `PAYMENT_REQUIRED`
+    /// follows the target's fate: `Completed` voids the marked tickets and puts their seats
+    /// (or units) back on sale, `Ended` takes the marks back. Returns the row's status after
+    /// (`None` when there is no such row); a row already ended is left as it is; `Open` only
+    /// notes the look (the row's `updated_at`), so that the settler waits before the next.
+    async fn finish_exchange_out(
+        &self,
+        from_event_id: &str,
+        exchange_id: &str,
+        fate: &exchange::InFate,
+    ) -> StoreResult<Option<exchange::ExchangeStatus>>;
+
+    /// `OUT` rows still `PAYMENT_REQUIRED` and untouched for `older_than_s` seconds, oldest
+    /// first, at most `limit` (the settler's work list). None where there are no shards.
+    /// (Every wrapper must pass these four on: none has a default, so none is forgotten.)
+    async fn open_exchanges_out(
+        &self,
+        older_than_s: f64,
+        limit: u32,
+    ) -> StoreResult<Vec<exchange::ExchangeOut>>;
 }
 
 /// The read side of a store: what requests and tools look at, never a write.

@@ -573,6 +573,59 @@ impl Store for Sharded {
             .await
     }
 
+    async fn mark_exchange_out(
+        &self,
+        out: &exchange::ExchangeOut,
+        closes_at: OffsetDateTime,
+    ) -> StoreResult<Result<(), exchange::ExchangeRefused>> {
+        self.of_event(&out.from_event_id)
+            .await?
+            .mark_exchange_out(out, closes_at)
+            .await
+    }
+
+    async fn exchange_in_fate(
+        &self,
+        out: &exchange::ExchangeOut,
+        abort_if_missing: bool,
+    ) -> StoreResult<Option<exchange::InFate>> {
+        self.of_event(&out.to_event_id)
+            .await?
+            .exchange_in_fate(out, abort_if_missing)
+            .await
+    }
+
+    async fn finish_exchange_out(
+        &self,
+        from_event_id: &str,
+        exchange_id: &str,
+        fate: &exchange::InFate,
+    ) -> StoreResult<Option<exchange::ExchangeStatus>> {
+        self.of_event(from_event_id)
+            .await?
+            .finish_exchange_out(from_event_id, exchange_id, fate)
+            .await
+    }
+
+    async fn open_exchanges_out(
+        &self,
+        older_than_s: f64,
+        limit: u32,
+    ) -> StoreResult<Vec<exchange::ExchangeOut>> {
+        let share = self.share(limit);
+        let mut open = Vec::new();
+        for answer in join_all(
+            self.shards
+                .iter()
+                .map(|s| s.open_exchanges_out(older_than_s, share)),
+        )
+        .await
+        {
+            open.extend(answer?);
+        }
+        Ok(open)
+    }
+
     async fn same_shard(&self, event_a: &str, event_b: &str) -> StoreResult<bool> {
         Ok(self.places.event(event_a).await? == self.places.event(event_b).await?)
     }

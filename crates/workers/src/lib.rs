@@ -1,9 +1,11 @@
 //! Background reconcilers. Each has no input, is idempotent, runs on a timer and when poked,
 //! and reports what it did: [`expiry`] (holds past their deadline), [`relay`] (the outbox),
-//! [`reconciler`] (payments whose outcome is unknown). [`payment`] holds the verdict
+//! [`reconciler`] (payments whose outcome is unknown), [`exchanges`] (exchanges across shards
+//! left open). [`payment`] holds the verdict
 //! mapping they share with checkout; [`crash`] the named crash points tests use.
 
 pub mod crash;
+pub mod exchanges;
 pub mod expiry;
 pub mod payment;
 pub mod reconciler;

@@ -7,7 +7,8 @@
 //! group, which refuses it alone if the order or the tickets changed since they were read
 //! (see `boxoffice_store::exchange`). A price increase answers `PAYMENT_REQUIRED`: the new
 //! seats are held and `POST /v1/exchanges/{id}/checkout` pays the difference through the same
-//! checkout as a hold's, whose confirmation swaps the tickets atomically.
+//! checkout as a hold's, whose confirmation swaps the tickets atomically. Between events on
+//! two shards, [`exchange_across_shards`] takes DESIGN §7's recorded steps instead.
 
 use std::collections::BTreeSet;
 
@@ -388,7 +389,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "ADMISSION_REQUIRED or ADMISSION_INVALID (target event's waiting room)", body = Problem),
         (status = 404, description = "No such order for this account, or no such target event", body = Problem),
-        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT (also: the two events are on different shards of a sharded store, not supported), PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "RATE_LIMITED: the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
@@ -426,25 +427,12 @@ pub async fn create_exchange(
         .unwrap_or_else(|| order.event_id.clone());
     let target = state.event(&to_event_id).await?;
     let (from, to) = sides(&request, &order, &target)?;
-    // Events on two shards: DESIGN §7's two-step across shards is not built.
-    if to_event_id != order.event_id
+    // Events on two shards: DESIGN §7's two steps (see `exchange_across_shards`).
+    let across_shards = to_event_id != order.event_id
         && !state
             .store
             .same_shard(&order.event_id, &to_event_id)
-            .await?
-    {
-        return crate::gate::replay_or(
-            &state,
-            &scope,
-            &digest,
-            ApiError::new(
-                StatusCode::CONFLICT,
-                "EXCHANGE_CONFLICT",
-                "the order's event and the target event are on different shards; an exchange between them is not supported",
-            ),
-        )
-        .await;
-    }
+            .await?;
     let admitted = crate::gate::check_admission(
         &state,
         &target,
@@ -490,7 +478,11 @@ pub async fn create_exchange(
         new_order_id,
         operation_id: uuid::Uuid::now_v7().to_string(),
         new_tickets,
+        across_shards,
     };
+    if across_shards {
+        return exchange_across_shards(&state, target, start, gone, order).await;
+    }
     let begun = state
         .writers
         .exchange(target, start, gone, order, &render_exchange)
@@ -508,6 +500,72 @@ pub async fn create_exchange(
         ExchangeBegun::Refused(refused) => {
             metrics::counter!("boxoffice_exchanges_refused_total").increment(1);
             crate::gate::replay_or(&state, &scope, &digest, refusal(refused)).await
+        }
+    }
+}
+
+/// An exchange between events on two shards (DESIGN §7), in three recorded steps: the old
+/// tickets are marked on the old event's shard (its `OUT` row), the target event's writer
+/// takes the new seats on the other shard (its `IN` row, the answer stored with it), then the
+/// old side is swapped out (sold at once) or the marks taken back (refused). With a price
+/// increase the last step waits for the difference: the exchange settler takes it when the
+/// target's shard completes or ends the exchange. A request that dies between the steps is
+/// finished by the settler too, which aborts the target's side first if it never came.
+async fn exchange_across_shards(
+    state: &AppState,
+    target: std::sync::Arc<EventRecord>,
+    start: ExchangeStart,
+    gone: boxoffice_store::exchange::Surrender,
+    order: OrderView,
+) -> ApiResult<Response> {
+    use boxoffice_store::exchange::{ExchangeOut, InFate, closes_at, settle_out};
+    let scope = start.scope.clone();
+    let digest = start.request_digest.clone();
+    let out = ExchangeOut::new(&start, &gone, &order);
+    let marked = state
+        .store
+        .mark_exchange_out(&out, closes_at(&start.from_event))
+        .await?;
+    if let Err(refused) = marked {
+        return crate::gate::replay_or(state, &scope, &digest, refusal(refused)).await;
+    }
+    boxoffice_workers::crash::point("exchange_marked");
+    let begun = state
+        .writers
+        .exchange(target, start, gone, order, &render_exchange)
+        .await?;
+    match begun {
+        ExchangeBegun::Done { exchange, order } => {
+            boxoffice_workers::crash::point("exchange_committed");
+            metrics::counter!("boxoffice_exchanges_total", "status" => exchange.status.as_str())
+                .increment(1);
+            if exchange.status == ExchangeStatus::Completed {
+                let fate = InFate::Completed {
+                    new_order_id: exchange.new_order_id.clone().unwrap_or_default(),
+                };
+                // Sold on the target's shard: the answer stands whatever happens here; a
+                // swap that fails now is the settler's to do.
+                if let Err(error) = state
+                    .store
+                    .finish_exchange_out(&out.from_event_id, &out.exchange_id, &fate)
+                    .await
+                {
+                    tracing::warn!(exchange_id = %out.exchange_id, %error,
+                        "old side of an exchange across shards left to the settler");
+                }
+                state.relay.poke();
+            }
+            Ok(stored_response(&render_exchange(&exchange, &order), false))
+        }
+        ExchangeBegun::Refused(refused) => {
+            metrics::counter!("boxoffice_exchanges_refused_total").increment(1);
+            // Nothing was written on the target's shard: its side is aborted (so that it can
+            // never be written later) and the marks taken back.
+            if let Err(error) = settle_out(state.store.as_ref(), &out, true).await {
+                tracing::warn!(exchange_id = %out.exchange_id, %error,
+                    "marks of a refused exchange across shards left to the settler");
+            }
+            crate::gate::replay_or(state, &scope, &digest, refusal(refused)).await
         }
     }
 }
