@@ -59,5 +59,49 @@ pub async fn run_shards(home_url: &str) -> anyhow::Result<bool> {
             }
         }
     }
+    clean &= check_exchange_legs(&shards).await?;
     Ok(clean)
+}
+
+/// An exchange across shards is open on its old event's shard this long at most before check
+/// calls it stuck (the settler looks at it every second or two).
+const EXCHANGE_SETTLED_WITHIN_S: i64 = 120;
+
+/// The two sides of every exchange across shards agree
+/// ([`boxoffice_store::exchange::leg_violations`]).
+async fn check_exchange_legs(
+    shards: &[boxoffice_store::shard::ShardRecord],
+) -> anyhow::Result<bool> {
+    use boxoffice_store::Store as _;
+    let mut outs = Vec::new();
+    let mut targets = std::collections::BTreeMap::new();
+    let mut now = None;
+    for shard in shards {
+        let store = boxoffice_store_postgres::PgStore::connect_with(&shard.url, 2).await?;
+        now.get_or_insert(store.now().await?);
+        for row in store.exchange_legs().await? {
+            if row.leg == "OUT" {
+                outs.push(row);
+            } else {
+                targets.insert(row.exchange_id.clone(), row);
+            }
+        }
+        store.pool().close().await;
+    }
+    let settled_by = now.unwrap_or(time::OffsetDateTime::now_utc())
+        - time::Duration::seconds(EXCHANGE_SETTLED_WITHIN_S);
+    let (violations, open) = boxoffice_store::exchange::leg_violations(&outs, &targets, settled_by);
+    for violation in &violations {
+        println!("VIOLATION {violation}");
+    }
+    println!(
+        "checked {} exchanges across shards ({open} open): {}",
+        outs.len(),
+        if violations.is_empty() {
+            "both sides agree".to_owned()
+        } else {
+            format!("{} violations", violations.len())
+        }
+    );
+    Ok(violations.is_empty())
 }

@@ -599,6 +599,10 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         "{said}"
     );
     assert_eq!(said.matches("checked 1 events").count(), 2, "{said}");
+    assert!(
+        said.contains("checked 4 exchanges across shards (0 open): both sides agree"),
+        "{said}"
+    );
 
     // A second `up` into the same directory is refused.
     let again = boxoffice(&["cluster", "up", "--dir", &dir_arg]);

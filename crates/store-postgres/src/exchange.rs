@@ -17,7 +17,7 @@ use boxoffice_store::engine::{
     exchanges_refused, mismatch,
 };
 use boxoffice_store::exchange::{
-    ExchangeOut, ExchangeRefused, ExchangeStatus, ExchangeView, InFate, Surrender,
+    ExchangeOut, ExchangeRefused, ExchangeStatus, ExchangeView, InFate, LegRow, Surrender,
 };
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{HoldView, NewRecord, StoreError, StoreResult, held_seats_json};
@@ -1227,6 +1227,30 @@ impl crate::PgStore {
         crate::seatmap::record(&mut tx, &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(status))
+    }
+
+    /// Every row of exchanges across shards in this database (`OUT`, `IN`, `ABORT`), for
+    /// `boxoffice check` ([`boxoffice_store::exchange::leg_violations`]).
+    pub async fn exchange_legs(&self) -> StoreResult<Vec<LegRow>> {
+        let rows = sqlx::query_as::<_, (String, String, String, OffsetDateTime)>(
+            "SELECT exchange_id, leg, status, updated_at FROM exchange
+              WHERE leg <> 'BOTH' ORDER BY exchange_id",
+        )
+        .fetch_all(self.pool())
+        .await
+        .map_err(classify)?;
+        rows.into_iter()
+            .map(|(exchange_id, leg, status, updated_at)| {
+                Ok(LegRow {
+                    exchange_id,
+                    leg,
+                    status: ExchangeStatus::parse(&status).ok_or_else(|| {
+                        StoreError::Internal(format!("exchange status {status:?}"))
+                    })?,
+                    updated_at,
+                })
+            })
+            .collect()
     }
 
     pub(crate) async fn open_out(

@@ -550,6 +550,76 @@ pub async fn settle_open_exchanges_out(
     Ok(round)
 }
 
+/// One shard's row of an exchange across shards, as `boxoffice check` compares them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegRow {
+    pub exchange_id: String,
+    /// `OUT`, `IN` or `ABORT`.
+    pub leg: String,
+    pub status: ExchangeStatus,
+    pub updated_at: OffsetDateTime,
+}
+
+/// What `boxoffice check` finds between the two sides of exchanges across shards: each `OUT`
+/// row (old event's shard) against the row of the same id on the target's shard (`IN` or
+/// `ABORT`, `None` when there is none), and each target row without its `OUT` row. An
+/// exchange still open (`OUT` waiting) is counted, and a violation only once it has been
+/// untouched past `settled_by` (the settler looks at it every few seconds).
+pub fn leg_violations(
+    outs: &[LegRow],
+    targets: &std::collections::BTreeMap<String, LegRow>,
+    settled_by: OffsetDateTime,
+) -> (Vec<String>, u32) {
+    use ExchangeStatus::{Completed, PaymentRequired};
+    let mut violations = Vec::new();
+    let mut open = 0;
+    let mut seen = std::collections::BTreeSet::new();
+    for out in outs {
+        let xid = &out.exchange_id;
+        let target = targets.get(xid);
+        seen.insert(xid.as_str());
+        let target_done = target.map(|t| (t.leg.as_str(), t.status));
+        match (out.status, target_done) {
+            (PaymentRequired, _) => {
+                open += 1;
+                if out.updated_at < settled_by {
+                    violations.push(format!(
+                        "exchange {xid} is still open on the old event's shard (target side: {})",
+                        target.map_or("none".to_owned(), |t| format!(
+                            "{} {}",
+                            t.leg,
+                            t.status.as_str()
+                        ))
+                    ));
+                }
+            }
+            (Completed, Some(("IN", Completed))) => {}
+            (Completed, _) => violations.push(format!(
+                "exchange {xid} swapped the old tickets out, but its target side is {}",
+                target.map_or("missing".to_owned(), |t| format!(
+                    "{} {}",
+                    t.leg,
+                    t.status.as_str()
+                ))
+            )),
+            (ended, Some(("IN", Completed))) => violations.push(format!(
+                "exchange {xid} sold the new side, but the old side is {} (its tickets given back)",
+                ended.as_str()
+            )),
+            _ => {}
+        }
+    }
+    for (xid, target) in targets {
+        if !seen.contains(xid.as_str()) {
+            violations.push(format!(
+                "exchange {xid} has a {} row on the target's shard and none on the old event's",
+                target.leg
+            ));
+        }
+    }
+    (violations, open)
+}
+
 /// Outbox topics of exchanges.
 pub mod topic {
     /// An exchange completed; its new order is confirmed and ticketed (it stands for that
@@ -614,6 +684,49 @@ mod tests {
             status: status.into(),
             exchange_id: exchange.map(Into::into),
         }
+    }
+
+    fn leg(id: &str, leg: &str, status: ExchangeStatus, at: OffsetDateTime) -> LegRow {
+        LegRow {
+            exchange_id: id.into(),
+            leg: leg.into(),
+            status,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn the_two_sides_of_an_exchange_across_shards_must_agree() {
+        use ExchangeStatus::*;
+        let old = datetime!(2026-12-01 10:00 UTC);
+        let new = datetime!(2026-12-01 10:10 UTC);
+        let settled_by = datetime!(2026-12-01 10:05 UTC);
+        let outs = [
+            leg("done", "OUT", Completed, old),
+            leg("aborted", "OUT", Failed, old),
+            leg("paying", "OUT", PaymentRequired, new),
+            leg("stuck", "OUT", PaymentRequired, old),
+            leg("lost", "OUT", Completed, old),
+            leg("both", "OUT", Expired, old),
+        ];
+        let targets: std::collections::BTreeMap<String, LegRow> = [
+            leg("done", "IN", Completed, old),
+            leg("aborted", "ABORT", Failed, old),
+            leg("paying", "IN", PaymentRequired, new),
+            leg("lost", "IN", Expired, old),
+            leg("both", "IN", Completed, old),
+            leg("orphan", "IN", Completed, old),
+        ]
+        .into_iter()
+        .map(|row| (row.exchange_id.clone(), row))
+        .collect();
+        let (violations, open) = leg_violations(&outs, &targets, settled_by);
+        assert_eq!(open, 2, "{violations:?}");
+        let named: Vec<&str> = violations
+            .iter()
+            .map(|v| v.split(' ').nth(1).unwrap())
+            .collect();
+        assert_eq!(named, ["stuck", "lost", "both", "orphan"], "{violations:?}");
     }
 
     #[test]
