@@ -106,6 +106,19 @@ enum ShardAction {
         #[arg(long)]
         rule: String,
     },
+    /// Move an event's rows to another shard: its writes stop (the lease is fenced), the
+    /// source shard's writes wait for the copy, then the directory names the new shard and
+    /// the nodes follow within seconds. Safe to run again if it stopped.
+    Move {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        /// The event's id.
+        #[arg(long)]
+        event: String,
+        /// The shard to move it to (`main` is the home shard).
+        #[arg(long)]
+        to: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -1630,6 +1643,11 @@ async fn main() -> anyhow::Result<()> {
                 ShardAction::Place { database_url, rule } => {
                     shards::place(&database_url, &rule).await?
                 }
+                ShardAction::Move {
+                    database_url,
+                    event,
+                    to,
+                } => shards::move_event(&database_url, &event, &to).await?,
             };
             println!("{said}");
             Ok(())

@@ -164,6 +164,64 @@ pub async fn place(home_url: &str, rule: &str) -> anyhow::Result<String> {
     Ok(format!("new events are placed by {rule}"))
 }
 
+/// `boxoffice shard move --event ID --to NAME`: moves an event's rows to another shard (see
+/// `boxoffice_store_postgres::moving` for the steps and what stopping between them leaves).
+/// Safe to run again after it stopped; prints each step as it goes.
+pub async fn move_event(home_url: &str, event_id: &str, to: &str) -> anyhow::Result<String> {
+    let shards = directory(home_url).await?;
+    let home = open_home(home_url).await?;
+    let from = home
+        .event_shard(event_id)
+        .await?
+        .unwrap_or_else(|| HOME_SHARD.to_owned());
+    let shard = |name: &str| -> anyhow::Result<&ShardRecord> {
+        shards
+            .iter()
+            .find(|s| s.name == name)
+            .with_context(|| format!("no shard {name:?} in the directory (boxoffice shard list)"))
+    };
+    let (source, target) = (shard(&from)?, shard(to)?);
+    let source_store = connect(source, 2).await?;
+    let target_store = connect(target, 2).await?;
+    let said = if from == to {
+        format!("event {event_id} is on shard {to} already")
+    } else if !source_store.has_event(event_id).await? {
+        anyhow::ensure!(
+            target_store.has_event(event_id).await?,
+            "no event {event_id} on shard {from}, where the directory places it, nor on {to}"
+        );
+        // An earlier run moved the rows and stopped before the directory.
+        home.move_event(event_id, to).await?;
+        format!("event {event_id} was on shard {to} already; the directory now says so")
+    } else {
+        let started = std::time::Instant::now();
+        let epoch = source_store.fence_for_move(event_id).await?;
+        println!("fenced: the event's lease on {from} is the mover's (epoch {epoch})");
+        let moved = source_store.move_out(event_id, &target_store).await?;
+        println!(
+            "copied to {to} and deleted from {from} ({} ms with {from}'s tables locked against writes)",
+            moved.locked_ms
+        );
+        home.move_event(event_id, to).await?;
+        let rows: Vec<String> = moved
+            .rows
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(table, n)| format!("{table} {n}"))
+            .collect();
+        format!(
+            "event {event_id} moved from {from} to {to} in {} ms ({}); nodes follow within {} s",
+            started.elapsed().as_millis(),
+            rows.join(", "),
+            boxoffice_store::shard::PLACE_TTL.as_secs()
+        )
+    };
+    for store in [&home, source_store.as_ref(), target_store.as_ref()] {
+        store.pool().close().await;
+    }
+    Ok(said)
+}
+
 /// A URL without its password.
 pub fn redact(url: &str) -> String {
     match (url.find("://"), url.find('@')) {

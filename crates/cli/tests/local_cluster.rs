@@ -586,6 +586,112 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
     assert_eq!(status, "FAILED");
     main.pool().close().await;
 
+    // The first event moves to s1 (`boxoffice shard move`): its rows leave main, the nodes
+    // follow the directory within seconds, its holds, orders and exchanges are found there,
+    // and it sells on.
+    let moved = boxoffice(&[
+        "shard",
+        "move",
+        "--database-url",
+        &database_url,
+        "--event",
+        &events[0],
+        "--to",
+        "s1",
+    ]);
+    let said = String::from_utf8_lossy(&moved.stdout).into_owned();
+    assert!(
+        moved.status.success(),
+        "shard move: {said}{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    assert!(said.contains("moved from main to s1"), "{said}");
+    assert_eq!(
+        holds_on(primaries[0], &events[0]).await,
+        0,
+        "nothing left on main"
+    );
+    // The ten holds and the floor exchange's.
+    assert_eq!(
+        holds_on(primaries[1], &events[0]).await,
+        11,
+        "every hold on s1"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let sold_on = loop {
+        let answer = http
+            .post(format!("{balancer}/v1/events/{}/holds", events[0]))
+            .bearer_auth(&other)
+            .header("idempotency-key", "cluster-after-move")
+            .json(&json!({"seatIds": ["A-3-3"]}))
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status().as_u16();
+        if status == 201 {
+            break status;
+        }
+        // Until the nodes read the directory again: the old shard has no such event, or its
+        // lease is the mover's.
+        assert!(
+            Instant::now() < deadline,
+            "no hold after the move: {status} {}",
+            answer.text().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(sold_on, 201);
+    assert_eq!(holds_on(primaries[1], &events[0]).await, 12);
+    assert_eq!(holds_on(primaries[0], &events[0]).await, 0);
+    let floor = order_when(&http, &balancer, &fan_token, &floor_order_id, |_| true).await;
+    assert_eq!(floor["orderStatus"], json!("CONFIRMED"), "{floor}");
+    let read: Value = http
+        .get(format!("{balancer}/v1/exchanges/{upgrade_id}"))
+        .bearer_auth(&fan_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["status"], json!("COMPLETED"), "{read}");
+    // Moving it again is a no-op that says so.
+    let again = boxoffice(&[
+        "shard",
+        "move",
+        "--database-url",
+        &database_url,
+        "--event",
+        &events[0],
+        "--to",
+        "s1",
+    ]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("on shard s1 already"));
+    // A move that stopped after the rows and before the directory: run again, it only
+    // names the new shard.
+    let home = <sqlx::PgConnection as sqlx::Connection>::connect(&format!(
+        "postgres://postgres@127.0.0.1:{}/boxoffice",
+        primaries[0]
+    ))
+    .await;
+    sqlx::query("UPDATE event_shard SET shard = 'main' WHERE event_id = $1")
+        .bind(&events[0])
+        .execute(&mut home.unwrap())
+        .await
+        .unwrap();
+    let resumed = boxoffice(&[
+        "shard",
+        "move",
+        "--database-url",
+        &database_url,
+        "--event",
+        &events[0],
+        "--to",
+        "s1",
+    ]);
+    let said = String::from_utf8_lossy(&resumed.stdout).into_owned();
+    assert!(said.contains("the directory now says so"), "{said}");
+
     // The invariants hold on both shards, and each event is where the directory says.
     let check = boxoffice(&["check", "--database-url", &database_url]);
     let said = String::from_utf8_lossy(&check.stdout).into_owned();
@@ -598,11 +704,21 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         said.contains("shard main:") && said.contains("shard s1:"),
         "{said}"
     );
-    assert_eq!(said.matches("checked 1 events").count(), 2, "{said}");
     assert!(
-        said.contains("checked 4 exchanges across shards (0 open): both sides agree"),
+        said.contains("checked 0 events") && said.contains("checked 2 events"),
         "{said}"
     );
+    // Both events on s1 now: each of the four exchanges between them is one row there again
+    // (its two sides merged, an aborted one with its ended OUT row), none left on main.
+    assert!(
+        said.contains("checked 0 exchanges across shards (0 open): both sides agree"),
+        "{said}"
+    );
+    assert_eq!(legs(primaries[1], "BOTH").await, 4);
+    for leg in ["OUT", "IN", "ABORT"] {
+        assert_eq!(legs(primaries[1], leg).await, 0, "{leg} on s1");
+        assert_eq!(legs(primaries[0], leg).await, 0, "{leg} on main");
+    }
 
     // A second `up` into the same directory is refused.
     let again = boxoffice(&["cluster", "up", "--dir", &dir_arg]);

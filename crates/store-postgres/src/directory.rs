@@ -139,6 +139,19 @@ impl DirectoryStore for PgStore {
         Ok(shard)
     }
 
+    async fn move_event(&self, event_id: &str, shard: &str) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO event_shard (event_id, shard) VALUES ($1, $2)
+             ON CONFLICT (event_id) DO UPDATE SET shard = $2, placed_at = clock_timestamp()",
+        )
+        .bind(event_id)
+        .bind(shard)
+        .execute(&self.pool)
+        .await
+        .map_err(classify)?;
+        Ok(())
+    }
+
     async fn placed_counts(&self) -> StoreResult<Vec<(String, u64)>> {
         let rows = sqlx::query(
             "SELECT shard, count(*) AS n FROM event_shard GROUP BY shard ORDER BY shard",

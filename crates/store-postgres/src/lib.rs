@@ -13,6 +13,7 @@ mod engine;
 mod exchange;
 pub mod hosts;
 mod lease;
+pub mod moving;
 mod seatmap;
 
 use std::collections::{BTreeMap, BTreeSet};

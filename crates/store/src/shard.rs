@@ -7,8 +7,8 @@
 //!   (`event_shard`). An event with no row lives on the home shard ([`HOME_SHARD`]), so a
 //!   store from before shards keeps every event where it was. Every node reads the shard
 //!   list at start and connects to every shard; an event's shard, once read, is cached for
-//!   the life of the process (an event does not move while nodes serve it: see
-//!   docs/DEPLOY.md, "Moving an event").
+//!   [`PLACE_TTL`] and then read again, so that nodes follow an event an operator moved
+//!   (`boxoffice shard move`; a move seen clears the remembered ids too).
 //! - **Placement.** A new event is placed by the rule (the shard with the fewest placed
 //!   events, or one pinned shard) in one transaction that also records the creating request's
 //!   idempotency scope: the same request sent again lands on the same shard, where its
@@ -20,9 +20,8 @@
 //!   operations) run on every shard, each shard with an equal share of a batch; an outbox
 //!   message's id carries its shard ([`OUTBOX_ID_SHARDS`]).
 //! - **What never spans shards**: a group of an event's writer (one event, one shard). An
-//!   exchange between events on two shards would need DESIGN §7's recorded two-step, which
-//!   is not built: the route refuses it first (409 `EXCHANGE_CONFLICT`, saying why), asking
-//!   [`Store::same_shard`].
+//!   exchange between events on two shards ([`Store::same_shard`] says so) takes DESIGN §7's
+//!   recorded steps, one shard at a time (`crate::exchange::settle_out`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -50,6 +49,9 @@ pub const OUTBOX_ID_SHARDS: i64 = 64;
 /// Ids remembered with their shard before the memory is cleared (a hold, order, ticket,
 /// exchange or operation not remembered is looked for on every shard again).
 pub const REMEMBERED_IDS_MAX: usize = 500_000;
+/// How long an event's shard, once read from the directory, is used before it is read again
+/// (after `boxoffice shard move`, requests for the event fail for at most this long).
+pub const PLACE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A shard besides the home one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,13 +134,19 @@ pub trait DirectoryStore: Send + Sync {
     ) -> StoreResult<String>;
     /// Placed events per shard.
     async fn placed_counts(&self) -> StoreResult<Vec<(String, u64)>>;
+    /// Names `shard` as the event's from now on (`boxoffice shard move`, once its rows are
+    /// there).
+    async fn move_event(&self, event_id: &str, shard: &str) -> StoreResult<()>;
 }
 
 /// Where each event is: the directory and what this process read of it.
 pub struct Places {
     names: Vec<String>,
     directory: Arc<dyn DirectoryStore>,
-    events: RwLock<HashMap<String, usize>>,
+    events: RwLock<HashMap<String, (usize, std::time::Instant)>>,
+    /// Events seen on another shard than cached (moved): ids remembered by a [`Sharded`]
+    /// before may point to the old shard.
+    moves: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Places {
@@ -156,6 +164,7 @@ impl Places {
             names,
             directory,
             events: RwLock::default(),
+            moves: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -173,18 +182,36 @@ impl Places {
 
     /// The index of the shard that holds `event_id`.
     pub async fn event(&self, event_id: &str) -> StoreResult<usize> {
-        if let Some(&index) = self.events.read().expect("places lock").get(event_id) {
+        let cached = self
+            .events
+            .read()
+            .expect("places lock")
+            .get(event_id)
+            .copied();
+        if let Some((index, read_at)) = cached
+            && read_at.elapsed() < PLACE_TTL
+        {
             return Ok(index);
         }
-        match self.directory.event_shard(event_id).await? {
-            // Not cached: the event may not exist yet, and may be placed elsewhere.
-            None => Ok(0),
-            Some(name) => {
-                let index = self.index_of(&name)?;
-                self.remember(event_id, index);
-                Ok(index)
-            }
+        let index = match self.directory.event_shard(event_id).await? {
+            // Not placed: the event may not exist yet, and may be placed elsewhere; an event
+            // created before shards were added is on the home shard.
+            None if cached.is_none() => return Ok(0),
+            None => 0,
+            Some(name) => self.index_of(&name)?,
+        };
+        if cached.is_some_and(|(before, _)| before != index) {
+            self.moves
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(event_id, shard = %self.names[index], "event moved to another shard");
         }
+        self.remember(event_id, index);
+        Ok(index)
+    }
+
+    /// How many moved events this process has seen.
+    pub fn moves_seen(&self) -> u64 {
+        self.moves.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn remember(&self, event_id: &str, index: usize) {
@@ -192,7 +219,7 @@ impl Places {
         if events.len() >= REMEMBERED_IDS_MAX {
             events.clear();
         }
-        events.insert(event_id.to_owned(), index);
+        events.insert(event_id.to_owned(), (index, std::time::Instant::now()));
     }
 
     /// Places a new event (see [`DirectoryStore::place_event`]); the shard's index.
@@ -221,6 +248,8 @@ pub struct Sharded {
     shards: Vec<Arc<dyn Store>>,
     places: Arc<Places>,
     ids: Mutex<HashMap<String, usize>>,
+    /// [`Places::moves_seen`] when `ids` was last trusted.
+    moves_seen: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Sharded {
@@ -261,6 +290,7 @@ impl Sharded {
             shards,
             places,
             ids: Mutex::default(),
+            moves_seen: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -278,7 +308,17 @@ impl Sharded {
     }
 
     fn remembered(&self, id: &str) -> Option<usize> {
-        self.ids.lock().expect("ids lock").get(id).copied()
+        let mut ids = self.ids.lock().expect("ids lock");
+        let moves = self.places.moves_seen();
+        if self
+            .moves_seen
+            .swap(moves, std::sync::atomic::Ordering::Relaxed)
+            != moves
+        {
+            // An event moved: where its holds, orders and tickets were is no longer true.
+            ids.clear();
+        }
+        ids.get(id).copied()
     }
 
     fn remember(&self, id: &str, index: usize) {
@@ -315,6 +355,27 @@ impl Sharded {
     /// found" in its own way).
     async fn store_of(&self, kind: Kind, id: &str) -> StoreResult<&Arc<dyn Store>> {
         Ok(&self.shards[self.locate(kind, id).await?.unwrap_or(0)])
+    }
+
+    /// A read by id: on the shard remembered for `id`, and if it is not there any more (its
+    /// event was moved) on every shard again.
+    async fn read_by_id<'a, T, F, Fut>(
+        &'a self,
+        kind: Kind,
+        id: &'a str,
+        read: F,
+    ) -> StoreResult<Option<T>>
+    where
+        F: Fn(&'a Arc<dyn Store>) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<Option<T>>>,
+    {
+        if let Some(index) = self.remembered(id) {
+            if let Some(found) = read(&self.shards[index]).await? {
+                return Ok(Some(found));
+            }
+            self.ids.lock().expect("ids lock").remove(id);
+        }
+        read(self.store_of(kind, id).await?).await
     }
 
     /// Sums a count over every shard.
@@ -665,9 +726,7 @@ impl ReadStore for Sharded {
     }
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {
-        self.store_of(Kind::Hold, hold_id)
-            .await?
-            .get_hold(hold_id)
+        self.read_by_id(Kind::Hold, hold_id, |s| s.get_hold(hold_id))
             .await
     }
 
@@ -718,23 +777,17 @@ impl ReadStore for Sharded {
     }
 
     async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        self.store_of(Kind::Order, order_id)
-            .await?
-            .get_order(order_id)
+        self.read_by_id(Kind::Order, order_id, |s| s.get_order(order_id))
             .await
     }
 
     async fn order_head(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        self.store_of(Kind::Order, order_id)
-            .await?
-            .order_head(order_id)
+        self.read_by_id(Kind::Order, order_id, |s| s.order_head(order_id))
             .await
     }
 
     async fn order_to_exchange(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        self.store_of(Kind::Order, order_id)
-            .await?
-            .order_to_exchange(order_id)
+        self.read_by_id(Kind::Order, order_id, |s| s.order_to_exchange(order_id))
             .await
     }
 
@@ -761,15 +814,16 @@ impl ReadStore for Sharded {
     }
 
     async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>> {
-        self.store_of(Kind::Ticket, ticket_id)
-            .await?
-            .get_ticket(ticket_id)
+        self.read_by_id(Kind::Ticket, ticket_id, |s| s.get_ticket(ticket_id))
             .await
     }
 
     async fn get_exchange(&self, exchange_id: &str) -> StoreResult<Option<exchange::ExchangeView>> {
         if let Some(index) = self.remembered(exchange_id) {
-            return self.shards[index].get_exchange(exchange_id).await;
+            if let Some(found) = self.shards[index].get_exchange(exchange_id).await? {
+                return Ok(Some(found));
+            }
+            self.ids.lock().expect("ids lock").remove(exchange_id);
         }
         let answers = join_all(self.shards.iter().map(|s| s.get_exchange(exchange_id))).await;
         Ok(first_found(answers)?.map(|(index, found)| {
@@ -848,7 +902,11 @@ impl WorkerStore for Sharded {
         operation_id: &str,
     ) -> StoreResult<Option<checkout::PaymentOperation>> {
         if let Some(index) = self.remembered(operation_id) {
-            return self.shards[index].payment_operation(operation_id).await;
+            if let Some(found) = self.shards[index].payment_operation(operation_id).await? {
+                return Ok(Some(found));
+            }
+            // Not there any more: its event was moved.
+            self.ids.lock().expect("ids lock").remove(operation_id);
         }
         let answers = join_all(
             self.shards

@@ -1,0 +1,292 @@
+//! Moving an event to another shard (issue 17; `boxoffice shard move`). The steps, each safe
+//! to stop after and to run again (see `crates/cli/src/shards.rs` for the order):
+//!
+//! 1. [`PgStore::fence_for_move`] on the source: the event's lease goes to `shard-move`
+//!    (epoch + 1, for a day) and is committed, so that no writer commits for the event there
+//!    any more (every group checks its fence).
+//! 2. [`PgStore::move_out`] on the source: one transaction that locks the event's tables
+//!    against writes (reads go on; every other event of the shard waits for the copy), reads
+//!    the event's rows, lets [`PgStore::move_in`] write them on the target (replacing a copy
+//!    an earlier run left there), then deletes them here and commits.
+//! 3. The directory names the target; nodes read it again within [`PLACE_TTL`] and follow.
+//!
+//! Stopped after 2 the event is only on the target and the directory still names the source:
+//! requests for it fail until the move is run again (it then only updates the directory).
+//! Stopped inside 2 the source keeps everything and the target's copy is replaced next time.
+//!
+//! [`PLACE_TTL`]: boxoffice_store::shard::PLACE_TTL
+
+use boxoffice_store::{StoreError, StoreResult};
+use sqlx::Row;
+
+use crate::{PgStore, classify};
+
+/// The tables an event's rows are in, in the order they are written (parents first).
+/// `exchange` and `outbox` are handled on their own.
+const EVENT_TABLES: &[&str] = &[
+    "event",
+    "section",
+    "tier",
+    "seat",
+    "hold",
+    "orders",
+    "payment_operation",
+    "ticket",
+    "seatmap",
+    "seatmap_change",
+    "event_lease",
+];
+
+/// An event's rows as one shard holds them, as JSON (one array per table).
+#[derive(Debug, Clone, Default)]
+pub struct EventRows {
+    pub tables: Vec<(&'static str, serde_json::Value)>,
+    /// The exchange rows that are the event's (see [`EVENT_EXCHANGES`]).
+    pub exchanges: serde_json::Value,
+    /// Outbox messages not delivered yet.
+    pub outbox: serde_json::Value,
+}
+
+impl EventRows {
+    /// `(table, rows)` for a report.
+    pub fn counts(&self) -> Vec<(&'static str, usize)> {
+        let n = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
+        let mut counts: Vec<(&'static str, usize)> =
+            self.tables.iter().map(|(t, rows)| (*t, n(rows))).collect();
+        counts.push(("exchange", n(&self.exchanges)));
+        counts.push(("outbox", n(&self.outbox)));
+        counts
+    }
+}
+
+/// The exchange rows that belong with event `$1`: its own side of an exchange across
+/// shards, and the rows of exchanges that have both sides here and touch it.
+const EVENT_EXCHANGES: &str = "(leg = 'OUT' AND from_event_id = $1)
+     OR (leg IN ('IN', 'ABORT') AND to_event_id = $1)
+     OR (leg = 'BOTH' AND (from_event_id = $1 OR to_event_id = $1))";
+
+/// What [`PgStore::move_out`] did.
+#[derive(Debug, Clone)]
+pub struct MovedOut {
+    pub rows: Vec<(&'static str, usize)>,
+    /// How long the source's tables were locked against writes.
+    pub locked_ms: u128,
+}
+
+impl PgStore {
+    /// Whether this shard has the event's row.
+    pub async fn has_event(&self, event_id: &str) -> StoreResult<bool> {
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM event WHERE event_id = $1)")
+            .bind(event_id)
+            .fetch_one(self.pool())
+            .await
+            .map_err(classify)
+    }
+
+    /// Step 1: the event's lease to `shard-move` for a day, epoch + 1; returns the epoch.
+    /// Refused while an exchange of the event waits for payment (its two sides would be
+    /// moved apart in the middle of its steps).
+    pub async fn fence_for_move(&self, event_id: &str) -> StoreResult<i64> {
+        let mut tx = self.pool().begin().await.map_err(classify)?;
+        let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM exchange WHERE status = 'PAYMENT_REQUIRED' AND ({EVENT_EXCHANGES})"
+        )))
+        .bind(event_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+        if open > 0 {
+            return Err(StoreError::Internal(format!(
+                "{open} exchanges of event {event_id} wait for payment: move it when they have ended"
+            )));
+        }
+        let epoch: i64 = sqlx::query_scalar(
+            "INSERT INTO event_lease (event_id, node_id, epoch, since, expires_at)
+             VALUES ($1, 'shard-move', 1, clock_timestamp(), clock_timestamp() + interval '1 day')
+             ON CONFLICT (event_id) DO UPDATE
+                SET node_id = 'shard-move', epoch = event_lease.epoch + 1, since = clock_timestamp(),
+                    expires_at = clock_timestamp() + interval '1 day'
+             RETURNING epoch",
+        )
+        .bind(event_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(epoch)
+    }
+
+    /// Step 2 (see the module's documentation): copies the event's rows to `target` and
+    /// deletes them here, the tables locked against writes from the read to the commit.
+    pub async fn move_out(&self, event_id: &str, target: &PgStore) -> StoreResult<MovedOut> {
+        let mut tx = self.pool().begin().await.map_err(classify)?;
+        sqlx::query("SET LOCAL lock_timeout = '10s'")
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        let started = std::time::Instant::now();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "LOCK TABLE {}, exchange, outbox IN SHARE ROW EXCLUSIVE MODE",
+            EVENT_TABLES.join(", ")
+        )))
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let mut rows = EventRows::default();
+        for table in EVENT_TABLES {
+            let json: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT coalesce(jsonb_agg(to_jsonb(t)), '[]'::jsonb) FROM {table} t WHERE event_id = $1"
+            )))
+            .bind(event_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(classify)?;
+            rows.tables.push((table, json));
+        }
+        rows.exchanges = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]'::jsonb) FROM exchange x WHERE {EVENT_EXCHANGES}"
+        )))
+        .bind(event_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+        rows.outbox = sqlx::query_scalar(
+            "SELECT coalesce(jsonb_agg(to_jsonb(o)), '[]'::jsonb) FROM outbox o
+              WHERE event_id = $1 AND published_at IS NULL",
+        )
+        .bind(event_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+        if rows.tables[0].1.as_array().is_none_or(Vec::is_empty) {
+            return Err(StoreError::Internal(format!(
+                "event {event_id} is not on the source shard"
+            )));
+        }
+
+        target.move_in(event_id, &rows).await?;
+
+        // The event's rows go from here; an exchange with one side here and the other in the
+        // moved event keeps this side's role.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM exchange WHERE ({EVENT_EXCHANGES}) AND NOT (leg = 'BOTH' AND (from_event_id = $1) <> (to_event_id = $1))"
+        )))
+        .bind(event_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        sqlx::query(
+            "UPDATE exchange SET leg = CASE WHEN from_event_id = $1 THEN 'IN' ELSE 'OUT' END
+              WHERE leg = 'BOTH' AND (from_event_id = $1) <> (to_event_id = $1)",
+        )
+        .bind(event_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        sqlx::query("DELETE FROM outbox WHERE event_id = $1 AND published_at IS NULL")
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        for table in EVENT_TABLES.iter().rev() {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE event_id = $1"
+            )))
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        tx.commit().await.map_err(classify)?;
+        Ok(MovedOut {
+            rows: rows.counts(),
+            locked_ms: started.elapsed().as_millis(),
+        })
+    }
+
+    /// Writes an event's rows read on another shard, in one transaction: a copy an earlier
+    /// run left here first goes; the lease is left expired (any node takes it, epoch + 1);
+    /// an exchange whose other side is here becomes one `BOTH` row.
+    pub async fn move_in(&self, event_id: &str, rows: &EventRows) -> StoreResult<()> {
+        let mut tx = self.pool().begin().await.map_err(classify)?;
+        // An earlier run's copy (the directory still names the source, so nothing here is
+        // the event's but that copy).
+        sqlx::query("DELETE FROM outbox WHERE event_id = $1 AND published_at IS NULL")
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM exchange WHERE leg <> 'BOTH' AND ({EVENT_EXCHANGES})"
+        )))
+        .bind(event_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        for table in EVENT_TABLES.iter().rev() {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE event_id = $1"
+            )))
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        for (table, json) in &rows.tables {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {table} SELECT * FROM jsonb_populate_recordset(NULL::{table}, $1)"
+            )))
+            .bind(json)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        }
+        sqlx::query("UPDATE event_lease SET expires_at = clock_timestamp() WHERE event_id = $1")
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        // Exchanges: merged with the other side's row when it is here (same status), else
+        // written with the moved event's role.
+        let merged = sqlx::query(
+            "UPDATE exchange x SET leg = 'BOTH'
+               FROM jsonb_populate_recordset(NULL::exchange, $1) AS s
+              WHERE x.exchange_id = s.exchange_id AND x.status = s.status AND x.leg <> 'BOTH'
+             RETURNING x.exchange_id",
+        )
+        .bind(&rows.exchanges)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let merged: Vec<String> = merged.iter().map(|r| r.get(0)).collect();
+        sqlx::query(
+            "INSERT INTO exchange
+             SELECT s.exchange_id, s.account_id, s.order_id, s.from_event_id, s.to_event_id, s.ticket_ids,
+                    s.from_value_minor, s.new_hold_id, s.new_order_id, s.to_value_minor, s.amount_due_minor,
+                    s.currency, s.status, s.idempotency_key, s.created_at, s.updated_at,
+                    CASE WHEN s.from_event_id = $2 AND s.to_event_id = $2 THEN 'BOTH'
+                         WHEN s.leg <> 'BOTH' THEN s.leg
+                         WHEN s.from_event_id = $2 THEN 'OUT'
+                         ELSE 'IN' END
+               FROM jsonb_populate_recordset(NULL::exchange, $1) AS s
+              WHERE s.exchange_id <> ALL($3)",
+        )
+        .bind(&rows.exchanges)
+        .bind(event_id)
+        .bind(&merged)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        sqlx::query(
+            "INSERT INTO outbox (event_id, topic, payload, created_at)
+             SELECT event_id, topic, payload, created_at
+               FROM jsonb_populate_recordset(NULL::outbox, $1) ORDER BY id",
+        )
+        .bind(&rows.outbox)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        Ok(())
+    }
+}
