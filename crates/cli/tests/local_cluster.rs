@@ -720,6 +720,37 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         assert_eq!(legs(primaries[0], leg).await, 0, "{leg} on main");
     }
 
+    // Back to main: each exchange between the two events spans the shards again, as an OUT
+    // and an IN (or ABORT) row, and check finds the two sides of each agreeing.
+    let back = boxoffice(&[
+        "shard",
+        "move",
+        "--database-url",
+        &database_url,
+        "--event",
+        &events[0],
+        "--to",
+        "main",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&back.stdout).contains("moved from s1 to main"),
+        "{}{}",
+        String::from_utf8_lossy(&back.stdout),
+        String::from_utf8_lossy(&back.stderr)
+    );
+    let check = boxoffice(&["check", "--database-url", &database_url]);
+    let said = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert!(check.status.success(), "check: {said}");
+    assert_eq!(said.matches("checked 1 events").count(), 2, "{said}");
+    assert!(
+        said.contains("checked 4 exchanges across shards (0 open): both sides agree"),
+        "{said}"
+    );
+    assert_eq!(
+        legs(primaries[0], "BOTH").await + legs(primaries[1], "BOTH").await,
+        0
+    );
+
     // A second `up` into the same directory is refused.
     let again = boxoffice(&["cluster", "up", "--dir", &dir_arg]);
     assert!(!again.status.success());

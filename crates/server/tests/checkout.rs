@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 stories!(
     pay_confirm_capture_ticket_checkin,
     decline_frees_the_seats,
+    an_unknown_payment_method_cancels_at_once,
     three_d_secure_completes_by_webhook,
     lost_authorization_response_converges,
     checkout_replay_and_second_key,
@@ -46,6 +47,24 @@ async fn operation_of(app: &TestApp, order_id: &str) -> String {
     } else {
         sqlx::query_scalar("SELECT operation_id FROM payment_operation WHERE order_id = ?1")
             .bind(order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    }
+}
+
+/// A payment operation's status and last error, read from the store.
+async fn operation_state(app: &TestApp, operation_id: &str) -> (String, Option<String>) {
+    let sql = "SELECT status, last_error FROM payment_operation WHERE operation_id = ";
+    if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("{sql}$1")))
+            .bind(operation_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("{sql}?1")))
+            .bind(operation_id)
             .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
             .await
             .unwrap()
@@ -258,6 +277,45 @@ async fn decline_frees_the_seats(backend: Backend) {
     );
     let again = checkout(&app, "ann", &hold_id, "pay-2", "pm_card_visa").await;
     assert_eq!(again.code(), "HOLD_EXPIRED", "the declined hold is over");
+    app.finish().await;
+}
+
+/// A payment method the provider does not know is a 4xx the provider repeats for the same
+/// idempotency key forever: the order is cancelled in the first answer (`PAYMENT_FAILED`,
+/// the provider's code kept on the operation) and its seats are back at once (no operation
+/// left for the reconciler to re-send).
+async fn an_unknown_payment_method_cancels_at_once(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-2-2"]).await;
+    let refused = checkout(&app, "ann", &hold_id, "pay", "pm_does_not_exist").await;
+    assert_eq!(refused.status, StatusCode::CREATED, "{}", refused.json());
+    let order = refused.json();
+    assert_eq!(order["orderStatus"], "CANCELLED", "{order}");
+    assert_eq!(order["paymentStatus"], "FAILED", "{order}");
+    let order_id = order["orderId"].as_str().unwrap();
+    let read = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(read["cancelReason"], "PAYMENT_FAILED", "{read}");
+    let retake = app
+        .hold("bob", &event_id, "k", json!({"seatIds": ["A-2-2"]}))
+        .await;
+    assert_eq!(
+        retake.status,
+        StatusCode::CREATED,
+        "the seat is back on sale"
+    );
+    let operation = operation_of(&app, order_id).await;
+    let (status, last_error) = operation_state(&app, &operation).await;
+    // FAILED is final: the reconciler looks only at operations whose outcome is open.
+    assert_eq!(status, "FAILED");
+    assert_eq!(
+        last_error.as_deref(),
+        Some("resource_missing"),
+        "the provider's code is kept"
+    );
     app.finish().await;
 }
 

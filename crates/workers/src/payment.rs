@@ -43,9 +43,22 @@ pub fn verdict_of_error(error: &ProviderError) -> ProviderVerdict {
     }
 }
 
+/// The order's cancel reason for an authorization the provider rejected: its error code
+/// (`resource_missing`, `parameter_invalid_integer`, ...) when it gave one, `provider_rejected`
+/// otherwise. `why` reads `HTTP <status>: <code>: <message>`.
+fn rejected_reason(why: &str) -> String {
+    let code = why.split(": ").nth(1).filter(|code| {
+        why.split(": ").count() > 2
+            && !code.is_empty()
+            && code.len() <= 64
+            && code.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+    });
+    code.unwrap_or("provider_rejected").to_owned()
+}
+
 /// Authorizes `operation` with the provider (outside any transaction; the operation id is
 /// the provider's idempotency key) and returns its verdict: a lost answer is `Unknown`, never
-/// a failure.
+/// a failure; a rejected request (a 4xx but 402 and 409) is a failure.
 pub async fn authorize(
     provider: &Arc<dyn PaymentProvider>,
     operation: &PaymentOperation,
@@ -60,6 +73,17 @@ pub async fn authorize(
     crate::crash::point("authorization_sent");
     let verdict = match provider.authorize(&request).await {
         Ok(payment) => verdict_of(&payment),
+        // A 4xx other than a decline or 409 (a payment method the provider does not know, a
+        // malformed request): the provider answers the same for this idempotency key every
+        // time, so asking again can never succeed. The payment failed; the order is
+        // cancelled and its seats go back at once.
+        Err(ProviderError::Rejected(why)) => {
+            tracing::warn!(operation_id = %operation.operation_id, %why, "authorization rejected by the provider");
+            ProviderVerdict::Failed {
+                provider_ref: None,
+                reason: rejected_reason(&why),
+            }
+        }
         Err(error) => {
             tracing::warn!(operation_id = %operation.operation_id, %error, "authorization outcome unknown");
             verdict_of_error(&error)
@@ -110,5 +134,25 @@ impl Settler for StoreSettler {
 
     async fn compensate(&self, operation_id: &str, reason: &str) -> StoreResult<bool> {
         self.0.compensate_failed_capture(operation_id, reason).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rejected_reason;
+
+    #[test]
+    fn a_rejection_is_named_by_the_providers_code() {
+        assert_eq!(
+            rejected_reason(
+                "HTTP 400 Bad Request: resource_missing: No such PaymentMethod: 'pm_x'"
+            ),
+            "resource_missing"
+        );
+        assert_eq!(
+            rejected_reason("HTTP 401 Unauthorized: Invalid API Key provided"),
+            "provider_rejected"
+        );
+        assert_eq!(rejected_reason("HTTP 404 Not Found"), "provider_rejected");
     }
 }
