@@ -182,6 +182,8 @@ enum Command {
         #[arg(long, env = "DATABASE_URL")]
         database_url: String,
     },
+    /// Print the OpenAPI document the server serves at /openapi.json.
+    Openapi,
     /// Print a signed account token (JWT, HS256).
     Token {
         #[arg(long)]
@@ -1041,6 +1043,17 @@ async fn main() -> anyhow::Result<()> {
             store.migrate().await?;
             println!("migrations applied ({})", store.backend());
             Ok(())
+        }
+        Command::Openapi => {
+            use std::io::Write as _;
+            let document = boxoffice_server::openapi()
+                .to_pretty_json()
+                .context("rendering the OpenAPI document")?;
+            // A reader that stops early (`| head`) is not an error.
+            match writeln!(std::io::stdout().lock(), "{document}") {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
+            }
         }
         Command::Token {
             account,

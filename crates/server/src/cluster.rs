@@ -600,9 +600,11 @@ pub async fn forward_writes(
         .event_of(&state, &parts.method, parts.uri.path(), &body)
         .await
     {
-        Ok(Some(event_id)) => event_id,
+        // An event that does not exist has no lease to take (and the store refuses one for
+        // it): the handler answers, 404 or why it could not read the event.
+        Ok(Some(event_id)) if state.event(&event_id).await.is_ok() => event_id,
         // Not a writer's request, or for nothing that exists (the handler says 404).
-        Ok(None) => return local(next, parts, body, &cluster, None).await,
+        Ok(_) => return local(next, parts, body, &cluster, None).await,
         Err(error) => return ApiError::from(error).into_response(),
     };
     let deadline = Instant::now() + cluster.ttl() + Duration::from_secs(1);

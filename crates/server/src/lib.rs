@@ -330,9 +330,56 @@ impl boxoffice_workers::payment::Settler for WriterSettler {
     }
 }
 
-/// The OpenAPI document, generated from the handlers' annotations.
+/// The OpenAPI document, generated from the handlers' annotations. Error answers are
+/// `application/problem+json` (RFC 9457), as the server sends them: the annotations name
+/// their body, and this says which media type it has.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_router().into_openapi()
+    let mut document = api_router().into_openapi();
+    problem_json_errors(&mut document);
+    document
+}
+
+/// Every 4xx and 5xx answer documented as `application/json` becomes
+/// `application/problem+json`; every `Idempotency-Key` header says what the server accepts
+/// (1-255 visible ASCII characters, `idempotency::request_key`).
+fn problem_json_errors(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    use utoipa::openapi::{RefOr, path::ParameterIn};
+    let key_schema = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(255))
+        .pattern(Some("^[!-~]+$"))
+        .build();
+    for item in document.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            for parameter in operation.parameters.iter_mut().flatten() {
+                if let RefOr::T(parameter) = parameter
+                    && parameter.parameter_in == ParameterIn::Header
+                    && parameter.name == "Idempotency-Key"
+                {
+                    parameter.schema = Some(RefOr::T(key_schema.clone().into()));
+                }
+            }
+            for (status, response) in operation.responses.responses.iter_mut() {
+                let is_error = status.starts_with('4') || status.starts_with('5');
+                if let (true, RefOr::T(response)) = (is_error, response)
+                    && let Some(content) = response.content.shift_remove("application/json")
+                {
+                    response
+                        .content
+                        .insert(crate::error::PROBLEM_JSON.to_owned(), content);
+                }
+            }
+        }
+    }
 }
 
 impl AppState {

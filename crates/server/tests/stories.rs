@@ -904,6 +904,18 @@ async fn malformed_input_never_5xx(backend: Backend) {
             StatusCode::UNPROCESSABLE_ENTITY,
             "VALIDATION",
         ),
+        (
+            // Found by schemathesis: the lease of an event that does not exist was taken
+            // before the event was looked for, and the store refused it (a 500).
+            "hold on an event that does not exist",
+            app.http
+                .post(format!("{}/v1/events/0/holds", app.base))
+                .bearer_auth(token("ann"))
+                .header("idempotency-key", "no-such-event")
+                .json(&json!({"seatIds": ["A-1-1"]})),
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+        ),
     ];
     for (name, request, status, code) in cases {
         let answer = app.send(request).await;

@@ -496,10 +496,13 @@ pub async fn get_order(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct OrdersQuery {
     /// 1-100, default 20.
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// `nextCursor` of the previous page.
+    #[param(min_length = 1, max_length = 128)]
     pub cursor: Option<String>,
 }
 

@@ -201,10 +201,13 @@ pub async fn create_trips(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// 1-200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
     /// `nextCursor` of the previous page.
+    #[param(min_length = 1, max_length = 128)]
     pub cursor: Option<String>,
 }
 

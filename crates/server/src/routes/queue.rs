@@ -136,6 +136,7 @@ pub struct UpdateQueueBody {
     pub paused: Option<bool>,
     /// Cap on releases per second, 1-100000; absent keeps it.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100000)]
     pub max_release_per_second: Option<u64>,
 }
 
@@ -295,7 +296,8 @@ pub async fn leave_queue(
     ),
     responses(
         (status = 200, description = "WAITING, ADMITTED (with the admission token), EXPIRED, or SOLD_OUT (nothing left to sell; the place is kept)", body = QueueStatusResponse),
-        (status = 400, description = "Queue-Ticket missing (VALIDATION) or forged (QUEUE_TICKET_INVALID)", body = Problem),
+        (status = 400, description = "QUEUE_TICKET_INVALID: the Queue-Ticket is forged", body = Problem),
+        (status = 422, description = "VALIDATION: the Queue-Ticket header is missing", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such event, or the ticket is another account's or another event's", body = Problem),
         (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),

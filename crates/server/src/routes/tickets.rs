@@ -123,6 +123,7 @@ pub struct CheckInBody {
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "Not an admin", body = Problem),
         (status = 409, description = "ALREADY_CHECKED_IN, or TICKET_EXCHANGING while an exchange of it awaits payment", body = Problem),
+        (status = 422, description = "VALIDATION: no JSON body, or no code in it", body = Problem),
     ),
     security(("bearer" = []))
 )]
