@@ -18,6 +18,7 @@ pub mod gate;
 pub mod idempotency;
 pub mod listener;
 pub mod lookup;
+pub mod metrics_help;
 pub mod pressure;
 pub mod routes;
 pub mod seatmap;
@@ -170,7 +171,9 @@ fn metrics_handle() -> PrometheusHandle {
             let handle = recorder.handle();
             // Another recorder may already be installed (a test process building several
             // apps); the handle then renders an empty page rather than failing.
-            let _ = metrics::set_global_recorder(recorder);
+            if metrics::set_global_recorder(recorder).is_ok() {
+                metrics_help::describe();
+            }
             handle
         })
         .clone()
