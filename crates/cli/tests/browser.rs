@@ -222,6 +222,8 @@ fn storefront_end_to_end_in_headless_chromium() {
     let screenshots = root.join("docs/screenshots");
     std::fs::create_dir_all(&screenshots).unwrap();
     let started = Instant::now();
+    // File times have a coarse resolution on some filesystems: a second's margin.
+    let run_started = std::time::SystemTime::now() - Duration::from_secs(1);
     let out = run(
         Command::new("node")
             .arg("storefront.mjs")
@@ -239,10 +241,16 @@ fn storefront_end_to_end_in_headless_chromium() {
         server.log()
     );
     println!("{}", String::from_utf8_lossy(&out.stdout));
+    // The screenshots are committed (README shows them): each must have been written by this
+    // run, not merely be there from an earlier one.
     for shot in ["seatmap.png", "seatmap-phone.png", "ticket.png"] {
-        let size = std::fs::metadata(screenshots.join(shot))
-            .map(|m| m.len())
-            .unwrap_or(0);
-        assert!(size > 1000, "screenshot {shot} missing or empty");
+        let meta = std::fs::metadata(screenshots.join(shot))
+            .unwrap_or_else(|e| panic!("screenshot {shot}: {e}"));
+        let written = meta.modified().expect("a modification time");
+        assert!(
+            written >= run_started,
+            "screenshot {shot} was not written by this run"
+        );
+        assert!(meta.len() > 1000, "screenshot {shot} is empty");
     }
 }

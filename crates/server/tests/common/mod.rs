@@ -218,8 +218,17 @@ impl Answer {
         serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
     }
 
+    /// The problem's `code`. A body that is not a problem with a code fails the test here,
+    /// so that an assertion that a code is *not* something cannot pass on garbage.
     pub fn code(&self) -> String {
-        self.json()["code"].as_str().unwrap_or_default().to_owned()
+        match self.json()["code"].as_str() {
+            Some(code) => code.to_owned(),
+            None => panic!(
+                "no problem code in the {} answer: {}",
+                self.status,
+                String::from_utf8_lossy(&self.bytes)
+            ),
+        }
     }
 }
 
