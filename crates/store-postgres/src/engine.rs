@@ -365,6 +365,24 @@ async fn lock_seats(tx: &mut Transaction<'_, Postgres>, group: &GroupWrite<'_>) 
     Ok(())
 }
 
+/// Takes the seats the engine gave to new holds, each only if it is still free.
+#[cfg(not(feature = "planted-fault-skip-hold-condition"))]
+const TAKE_SEATS_SQL: &str =
+    "UPDATE seat s SET status = 'HELD', hold_id = u.hold_id, hold_expires_at = u.expires_at,
+                           order_id = NULL, version = s.version + 1
+           FROM UNNEST($2::text[], $3::text[], $4::timestamptz[]) AS u(seat_id, hold_id, expires_at)
+          WHERE s.event_id = $1 AND s.seat_id = u.seat_id
+            AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= $5))";
+
+/// A deliberately broken build (bench/planted-fault.sh): the condition is gone, so a seat
+/// the engine wrongly thinks free is taken whatever it is; `boxoffice check` must catch it.
+#[cfg(feature = "planted-fault-skip-hold-condition")]
+const TAKE_SEATS_SQL: &str =
+    "UPDATE seat s SET status = 'HELD', hold_id = u.hold_id, hold_expires_at = u.expires_at,
+                           order_id = NULL, version = s.version + 1
+           FROM UNNEST($2::text[], $3::text[], $4::timestamptz[]) AS u(seat_id, hold_id, expires_at)
+          WHERE s.event_id = $1 AND s.seat_id = u.seat_id AND $5::timestamptz IS NOT NULL";
+
 /// Seats go to new holds only if each is still free by the group's clock; all of them or
 /// the group is refused.
 async fn take_seats(tx: &mut Transaction<'_, Postgres>, group: &GroupWrite<'_>) -> StoreResult<()> {
@@ -375,22 +393,16 @@ async fn take_seats(tx: &mut Transaction<'_, Postgres>, group: &GroupWrite<'_>) 
     let seat_ids: Vec<&str> = taken.iter().map(|t| t.seat_id.as_str()).collect();
     let hold_ids: Vec<&str> = taken.iter().map(|t| t.hold_id.as_str()).collect();
     let deadlines: Vec<OffsetDateTime> = taken.iter().map(|t| t.hold_expires_at).collect();
-    let written = sqlx::query(
-        "UPDATE seat s SET status = 'HELD', hold_id = u.hold_id, hold_expires_at = u.expires_at,
-                           order_id = NULL, version = s.version + 1
-           FROM UNNEST($2::text[], $3::text[], $4::timestamptz[]) AS u(seat_id, hold_id, expires_at)
-          WHERE s.event_id = $1 AND s.seat_id = u.seat_id
-            AND (s.status = 'AVAILABLE' OR (s.status = 'HELD' AND s.hold_expires_at <= $5))",
-    )
-    .bind(&group.event.event_id)
-    .bind(&seat_ids)
-    .bind(&hold_ids)
-    .bind(&deadlines)
-    .bind(group.now)
-    .execute(&mut **tx)
-    .await
-    .map_err(classify)?
-    .rows_affected();
+    let written = sqlx::query(TAKE_SEATS_SQL)
+        .bind(&group.event.event_id)
+        .bind(&seat_ids)
+        .bind(&hold_ids)
+        .bind(&deadlines)
+        .bind(group.now)
+        .execute(&mut **tx)
+        .await
+        .map_err(classify)?
+        .rows_affected();
     if written != taken.len() as u64 {
         return Err(mismatch("seats still free", taken.len(), written));
     }

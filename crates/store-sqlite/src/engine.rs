@@ -313,6 +313,20 @@ impl EngineStore for SqliteStore {
     }
 }
 
+/// Takes the seats the engine gave to one new hold, each only if it is still free.
+#[cfg(not(feature = "planted-fault-skip-hold-condition"))]
+const TAKE_SEATS_SQL: &str = "UPDATE seat SET status = 'HELD', hold_id = ?3, hold_expires_at = ?4,
+                             order_id = NULL, version = version + 1
+              WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
+                AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= ?5))";
+
+/// A deliberately broken build (bench/planted-fault.sh): the condition is gone, so a seat
+/// the engine wrongly thinks free is taken whatever it is; `boxoffice check` must catch it.
+#[cfg(feature = "planted-fault-skip-hold-condition")]
+const TAKE_SEATS_SQL: &str = "UPDATE seat SET status = 'HELD', hold_id = ?3, hold_expires_at = ?4,
+                             order_id = NULL, version = version + 1
+              WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2)) AND ?5 IS NOT NULL";
+
 /// Seats go to new holds only if each is still free by the group's clock: one statement per
 /// new hold (each statement is a round trip to SQLite's worker thread, and those handoffs,
 /// not SQLite, bounded the embedded store's groups), counted. A statement joining the seats
@@ -326,21 +340,16 @@ async fn take_seats(tx: &mut Transaction<'_, Sqlite>, group: &GroupWrite<'_>) ->
             .push(taken.seat_id.as_str());
     }
     for ((hold_id, expires_at_ms), seat_ids) in by_hold {
-        let written = sqlx::query(
-            "UPDATE seat SET status = 'HELD', hold_id = ?3, hold_expires_at = ?4,
-                             order_id = NULL, version = version + 1
-              WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))
-                AND (status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= ?5))",
-        )
-        .bind(&group.event.event_id)
-        .bind(json_list(&seat_ids))
-        .bind(hold_id)
-        .bind(expires_at_ms)
-        .bind(to_ms(group.now))
-        .execute(&mut **tx)
-        .await
-        .map_err(classify)?
-        .rows_affected();
+        let written = sqlx::query(TAKE_SEATS_SQL)
+            .bind(&group.event.event_id)
+            .bind(json_list(&seat_ids))
+            .bind(hold_id)
+            .bind(expires_at_ms)
+            .bind(to_ms(group.now))
+            .execute(&mut **tx)
+            .await
+            .map_err(classify)?
+            .rows_affected();
         if written != seat_ids.len() as u64 {
             return Err(mismatch(
                 &format!("seats of hold {hold_id} still free"),
