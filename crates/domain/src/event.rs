@@ -19,7 +19,7 @@ pub const SEATS_PER_ROW_MAX: u32 = 1_000;
 pub const SEATS_PER_EVENT_MAX: u64 = 200_000;
 /// Capacity of one general-admission tier.
 pub const TIER_CAPACITY_MAX: u32 = 1_000_000;
-/// Longest event name, in bytes.
+/// Longest event or tier name, in characters (Unicode scalar values).
 pub const EVENT_NAME_LEN_MAX: usize = 200;
 /// Longest hold time to live: a day. Longer would block seats from sale for no reason.
 pub const HOLD_TTL_S_MAX: u32 = 86_400;
@@ -191,10 +191,10 @@ impl EventSpec {
     /// API's camelCase spelling.
     pub fn validate(&self) -> Result<(), SpecError> {
         let name = self.name.trim();
-        if name.is_empty() || self.name.len() > EVENT_NAME_LEN_MAX {
+        if name.is_empty() || self.name.chars().count() > EVENT_NAME_LEN_MAX {
             return Err(spec_error(
                 "name",
-                format!("must be 1-{EVENT_NAME_LEN_MAX} bytes"),
+                format!("must be 1-{EVENT_NAME_LEN_MAX} characters, not only white space"),
             ));
         }
         let currency_ok =
@@ -327,10 +327,10 @@ impl EventSpec {
             if !seen_tiers.insert(tier.tier_id.clone()) {
                 return Err(spec_error(field("tierId"), "duplicate tier id"));
             }
-            if tier.name.trim().is_empty() || tier.name.len() > EVENT_NAME_LEN_MAX {
+            if tier.name.trim().is_empty() || tier.name.chars().count() > EVENT_NAME_LEN_MAX {
                 return Err(spec_error(
                     field("name"),
-                    format!("must be 1-{EVENT_NAME_LEN_MAX} bytes"),
+                    format!("must be 1-{EVENT_NAME_LEN_MAX} characters, not only white space"),
                 ));
             }
             check_range(

@@ -11,6 +11,12 @@ use utoipa::ToSchema;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateEventBody {
+    /// 1-200 characters, not only white space.
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub name: String,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
@@ -18,25 +24,38 @@ pub struct CreateEventBody {
     #[serde(default, with = "time::serde::rfc3339::option")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub on_sale_at: Option<OffsetDateTime>,
+    /// ISO 4217, e.g. `EUR`.
+    #[schema(min_length = 3, max_length = 3, pattern = "^[A-Z]{3}$")]
     pub currency: String,
     #[serde(default = "default_hold_ttl")]
+    #[schema(minimum = 1, maximum = 86_400, default = 300)]
     pub hold_ttl_seconds: u32,
     #[serde(default = "default_payment_grace")]
+    #[schema(minimum = 0, maximum = 3_600, default = 120)]
     pub payment_grace_seconds: u32,
     #[serde(default = "default_six")]
+    #[schema(minimum = 1, maximum = 100, default = 6)]
     pub max_seats_per_hold: u32,
     #[serde(default = "default_six")]
+    #[schema(minimum = 1, maximum = 10_000, default = 6)]
     pub max_tickets_per_account: u32,
     #[serde(default = "default_exchange_cutoff")]
+    #[schema(minimum = 0, maximum = 31_536_000, default = 3600)]
     pub exchange_cutoff_seconds: u32,
     #[serde(default)]
     pub waiting_room: Option<WaitingRoomBody>,
+    /// Reserved seating: at most 200 sections with unique names and 200,000 seats in all;
+    /// an event needs at least one section or one tier.
     #[serde(default)]
+    #[schema(max_items = 200)]
     pub sections: Vec<SectionBody>,
+    /// General admission: at most 50 tiers with unique ids.
     #[serde(default)]
+    #[schema(max_items = 50)]
     pub tiers: Vec<TierBody>,
-    /// Alternative to the `Idempotency-Key` header.
+    /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub idempotency_key: Option<String>,
 }
 
@@ -59,42 +78,71 @@ pub struct WaitingRoomBody {
     #[serde(default)]
     pub enabled: Option<bool>,
     #[serde(default)]
-    #[schema(value_type = Option<String>, example = "fifo")]
+    #[schema(value_type = Option<QueuePolicyName>)]
     pub policy: Option<QueuePolicy>,
+    /// 1-10,000,000.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10_000_000)]
     pub max_active_shoppers: Option<u32>,
+    /// 10-86,400 s.
     #[serde(default)]
+    #[schema(minimum = 10, maximum = 86_400)]
     pub admission_ttl_seconds: Option<u32>,
     /// The release controller's first rate (1 to `maxReleasePerSecond`; default 10); slow
     /// start doubles it every healthy second.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100_000)]
     pub start_release_per_second: Option<u32>,
     /// The release controller's ceiling, 1-100000 (default 500).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100_000)]
     pub max_release_per_second: Option<u32>,
     /// Hold latency p99 above which release backs off, 1-60000 ms (default 300).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 60_000)]
     pub target_hold_p99_ms: Option<u32>,
     /// How long a released fan may take to claim the admission, 10-86400 s (default 600).
     #[serde(default)]
+    #[schema(minimum = 10, maximum = 86_400)]
     pub claim_window_seconds: Option<u32>,
+}
+
+/// How the waiting room orders its fans.
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // the schema of `QueuePolicy`, which is the domain's
+pub enum QueuePolicyName {
+    Fifo,
+    Random,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SectionBody {
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub name: String,
+    #[schema(minimum = 1, maximum = 1_000)]
     pub rows: u32,
+    #[schema(minimum = 1, maximum = 1_000)]
     pub seats_per_row: u32,
+    #[schema(minimum = 0, maximum = 100_000_000)]
     pub price_minor: i64,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TierBody {
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub tier_id: String,
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+    )]
     pub name: String,
+    #[schema(minimum = 1, maximum = 1_000_000)]
     pub capacity: u32,
+    #[schema(minimum = 0, maximum = 100_000_000)]
     pub price_minor: i64,
 }
 
@@ -351,30 +399,48 @@ pub struct EventPage {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateHoldBody {
+    /// 1 to the event's `maxSeatsPerHold` distinct seats of the event.
     #[serde(default)]
+    #[schema(min_items = 1, max_items = 100, value_type = Option<Vec<SeatId>>)]
     pub seat_ids: Option<Vec<String>>,
+    /// A tier of the event, with `quantity`.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub tier_id: Option<String>,
+    /// 1 to the event's `maxSeatsPerHold`, with `tierId`.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
     pub quantity: Option<u32>,
     #[serde(default)]
     pub best_available: Option<BestAvailableBody>,
-    /// Alternative to the `Idempotency-Key` header.
+    /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub idempotency_key: Option<String>,
     /// Alternative to the `Admission-Token` header.
     #[serde(default)]
     pub admission_token: Option<String>,
 }
 
+/// A seat id: `<section>-<row>-<number>`, e.g. `A-1-1`.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = String, pattern = "^[A-Za-z0-9_]{1,32}-[1-9][0-9]{0,5}-[1-9][0-9]{0,5}$", min_length = 5, max_length = 46)]
+#[allow(dead_code)] // the schema of a seat id; the server parses them with `ids::SeatRef`
+pub struct SeatId(String);
+
 /// n adjacent seats in one row chosen by the server.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BestAvailableBody {
+    /// 1 to the event's `maxSeatsPerHold`.
+    #[schema(minimum = 1, maximum = 100)]
     pub quantity: u32,
+    /// A section of the event.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub section: Option<String>,
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub max_price_minor: Option<i64>,
 }
 

@@ -42,12 +42,35 @@ impl FromRequest<AppState> for JsonBody {
         if bytes.is_empty() {
             return Err(ApiError::validation("body", "a JSON object is required"));
         }
-        let value: Value = serde_json::from_slice(&bytes)
+        let mut value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::validation("body", format!("malformed JSON: {e}")))?;
+        integral_numbers(&mut value);
         if !value.is_object() {
             return Err(ApiError::validation("body", "must be a JSON object"));
         }
         Ok(Self(value))
+    }
+}
+
+/// Largest integer a JSON number written with a fraction or an exponent still names exactly.
+const EXACT_INTEGER_MAX: f64 = 9_007_199_254_740_992.0; // 2^53
+
+/// `45.0` and `4.5e1` are the integer 45, as JSON Schema reads them (an integer is a number
+/// whose fractional part is zero): written as integers, so that the typed fields take them.
+fn integral_numbers(value: &mut Value) {
+    match value {
+        Value::Number(number) => {
+            if let Some(float) = number.as_f64().filter(|_| number.is_f64())
+                && float.fract() == 0.0
+                && float.abs() <= EXACT_INTEGER_MAX
+            {
+                // In range: the cast is exact.
+                *number = serde_json::Number::from(float as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        Value::Object(members) => members.values_mut().for_each(integral_numbers),
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
     }
 }
 
@@ -68,5 +91,25 @@ impl JsonBody {
             Some(Value::String(s)) => Ok(Some(s)),
             Some(_) => Err(ApiError::validation(member, "must be a string")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integral_numbers_are_integers_whatever_their_spelling() {
+        let mut value = serde_json::json!({
+            "a": 45.0, "b": [4.5e1, -3.0, 0.5], "c": {"d": 1e300, "e": 7, "f": "8.0"}
+        });
+        integral_numbers(&mut value);
+        assert_eq!(value["a"], serde_json::json!(45));
+        assert!(value["a"].is_i64());
+        assert_eq!(value["b"], serde_json::json!([45, -3, 0.5]));
+        // Beyond 2^53 a float no longer names one integer: left as it is (and refused).
+        assert!(value["c"]["d"].is_f64());
+        assert_eq!(value["c"]["e"], serde_json::json!(7));
+        assert_eq!(value["c"]["f"], serde_json::json!("8.0"));
     }
 }

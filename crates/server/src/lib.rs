@@ -339,12 +339,96 @@ impl boxoffice_workers::payment::Settler for WriterSettler {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut document = api_router().into_openapi();
     problem_json_errors(&mut document);
-    document
+    exact_shapes(document)
+}
+
+/// What the handlers' annotations cannot say: an event has a section or a tier, lists of
+/// seat ids name each seat once, and a hold or an exchange names exactly one shape per side
+/// (a field sent as `null` counts as absent, as serde reads it). Patched into the generated
+/// document as JSON Schema.
+fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    use serde_json::json;
+    let Ok(mut value) = serde_json::to_value(&document) else {
+        return document;
+    };
+    // One shape: `given` present and not null, every other shape's fields absent or null.
+    let shape = |given: &[(&str, &str)], others: &[&str]| {
+        let mut properties = serde_json::Map::new();
+        for (field, kind) in given {
+            properties.insert((*field).into(), json!({ "type": kind }));
+        }
+        for field in others {
+            properties.insert((*field).into(), json!({ "type": "null" }));
+        }
+        let required: Vec<&str> = given.iter().map(|(field, _)| *field).collect();
+        json!({ "type": "object", "required": required, "properties": properties })
+    };
+    let patches = [
+        (
+            "CreateEventBody",
+            json!([{ "anyOf": [
+                { "type": "object", "required": ["sections"],
+                  "properties": { "sections": { "type": "array", "minItems": 1,
+                      "items": { "$ref": "#/components/schemas/SectionBody" } } } },
+                { "type": "object", "required": ["tiers"],
+                  "properties": { "tiers": { "type": "array", "minItems": 1,
+                      "items": { "$ref": "#/components/schemas/TierBody" } } } },
+            ]}]),
+        ),
+        (
+            "CreateHoldBody",
+            json!([{ "oneOf": [
+                shape(&[("seatIds", "array")], &["tierId", "quantity", "bestAvailable"]),
+                shape(&[("tierId", "string"), ("quantity", "integer")], &["seatIds", "bestAvailable"]),
+                shape(&[("bestAvailable", "object")], &["seatIds", "tierId", "quantity"]),
+            ]}]),
+        ),
+        (
+            "CreateExchangeBody",
+            json!([
+                { "oneOf": [
+                    shape(&[("fromSeatIds", "array")], &["fromTierId"]),
+                    shape(&[("fromTierId", "string")], &["fromSeatIds"]),
+                ]},
+                { "oneOf": [
+                    shape(&[("toSeatIds", "array")], &["toTierId"]),
+                    shape(&[("toTierId", "string")], &["toSeatIds"]),
+                ]},
+            ]),
+        ),
+    ];
+    let schemas = &mut value["components"]["schemas"];
+    for (name, field) in [
+        ("CreateHoldBody", "seatIds"),
+        ("CreateExchangeBody", "fromSeatIds"),
+        ("CreateExchangeBody", "toSeatIds"),
+    ] {
+        if let Some(property) = schemas[name]["properties"][field].as_object_mut() {
+            property.insert("uniqueItems".into(), json!(true));
+        }
+    }
+    // The object and its shapes, all of which must hold.
+    for (name, shapes) in patches {
+        let object = schemas[name].take();
+        if let Some(mut all_of) = shapes.as_array().cloned() {
+            all_of.insert(0, object);
+            schemas[name] = json!({ "allOf": all_of });
+        }
+    }
+    match serde_json::from_value(value) {
+        Ok(exact) => exact,
+        Err(error) => {
+            // Not reached: a test reads the shapes back from the served document.
+            tracing::error!(%error, "the OpenAPI shapes could not be added");
+            document
+        }
+    }
 }
 
 /// Every 4xx and 5xx answer documented as `application/json` becomes
 /// `application/problem+json`; every `Idempotency-Key` header says what the server accepts
-/// (1-255 visible ASCII characters, `idempotency::request_key`).
+/// (1-255 visible ASCII characters, `idempotency::request_key`), and that the body's
+/// `idempotencyKey` may stand in for it.
 fn problem_json_errors(document: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     use utoipa::openapi::{RefOr, path::ParameterIn};
@@ -369,6 +453,14 @@ fn problem_json_errors(document: &mut utoipa::openapi::OpenApi) {
                     && parameter.name == "Idempotency-Key"
                 {
                     parameter.schema = Some(RefOr::T(key_schema.clone().into()));
+                    // The body's `idempotencyKey` is the alternative (API.md): a request
+                    // with neither is refused, 400 IDEMPOTENCY_KEY_REQUIRED.
+                    parameter.required = utoipa::openapi::Required::False;
+                    parameter.description = Some(
+                        "1-255 visible ASCII characters. Required unless the body carries \
+                         `idempotencyKey` (the same key when both are sent)."
+                            .into(),
+                    );
                 }
             }
             for (status, response) in operation.responses.responses.iter_mut() {

@@ -27,6 +27,7 @@ stories!(
     malformed_input_never_5xx,
     checker_catches_a_planted_double_hold,
     store_down_answers_503,
+    what_the_document_allows_is_taken,
 );
 
 /// 256 accounts race for one seat, 20 rounds: exactly one 201 each round, the rest 409.
@@ -1093,6 +1094,74 @@ async fn checker_catches_a_planted_double_hold(backend: Backend) {
     app.db.cleanup().await;
 }
 
+/// Values the OpenAPI document allows are taken as it reads them (found by schemathesis):
+/// lengths count characters, not bytes; `2.0` is the integer 2; and values it refuses are
+/// refused (a payment method with a space, a version past 2^63-1).
+async fn what_the_document_allows_is_taken(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    // 200 characters of two bytes each.
+    let long_name: String = std::iter::repeat_n('é', 200).collect();
+    let event_id = app
+        .create_event(json!({"name": long_name, "maxSeatsPerHold": 4.0}))
+        .await;
+    let too_long: String = std::iter::repeat_n('é', 201).collect();
+    for name in [json!(too_long), json!(" \t\u{3000}")] {
+        let answer = app
+            .post(
+                &app.admin,
+                "/v1/admin/events",
+                Some(&uuid::Uuid::now_v7().to_string()),
+                &json!({"name": name, "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+                        "tiers": [{"tierId": "GA", "name": "Floor", "capacity": 1, "priceMinor": 1}]}),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY, "{name}");
+        assert_eq!(answer.json()["field"], "name");
+    }
+    let hold = app
+        .hold(
+            "ann",
+            &event_id,
+            "k1",
+            json!({"tierId": "GA", "quantity": 2.0}),
+        )
+        .await;
+    assert_eq!(hold.status, StatusCode::CREATED, "{:?}", hold.json());
+    assert_eq!(hold.json()["quantity"], 2);
+    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
+    let checkout = app
+        .post(
+            &token("ann"),
+            &format!("/v1/holds/{hold_id}/checkout"),
+            Some("c1"),
+            &json!({"paymentMethodToken": " pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(checkout.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(checkout.json()["field"], "paymentMethodToken");
+    for since in ["9223372036854775808", "%201", "-1"] {
+        let changes = app
+            .get(
+                &token("ann"),
+                &format!("/v1/events/{event_id}/seatmap/changes?since={since}"),
+            )
+            .await;
+        assert_eq!(
+            changes.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "since={since}"
+        );
+        assert_eq!(changes.json()["field"], "since");
+    }
+    // 128 characters of four bytes each: a cursor the document allows.
+    let cursor: String = std::iter::repeat_n("%F0%9D%91%BB", 128).collect();
+    let page = app
+        .get(&token("ann"), &format!("/v1/events?cursor={cursor}"))
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    app.finish().await;
+}
+
 /// The OpenAPI document is served and describes the routes.
 #[tokio::test]
 async fn openapi_document_lists_the_routes() {
@@ -1124,8 +1193,30 @@ async fn openapi_document_lists_the_routes() {
     ] {
         assert!(paths.contains_key(path), "{path} is documented");
     }
-    assert!(json["components"]["schemas"]["CreateHoldBody"].is_object());
-    assert!(json["components"]["schemas"]["CreateExchangeBody"].is_object());
+    let schemas = &json["components"]["schemas"];
+    // The shapes the handlers' annotations cannot say are in the document.
+    let hold = &schemas["CreateHoldBody"]["allOf"];
+    assert_eq!(hold[0]["properties"]["seatIds"]["uniqueItems"], true);
+    assert_eq!(hold[1]["oneOf"].as_array().map(Vec::len), Some(3));
+    let exchange = &schemas["CreateExchangeBody"]["allOf"];
+    assert_eq!(exchange[1]["oneOf"].as_array().map(Vec::len), Some(2));
+    assert_eq!(exchange[2]["oneOf"].as_array().map(Vec::len), Some(2));
+    let event = &schemas["CreateEventBody"]["allOf"];
+    assert_eq!(event[0]["properties"]["name"]["maxLength"], 200);
+    assert_eq!(
+        event[1]["anyOf"][0]["properties"]["sections"]["minItems"],
+        1
+    );
+    // The body's idempotencyKey may stand in for the header.
+    let key = paths["/v1/events/{eventId}/holds"]["post"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Idempotency-Key")
+        .unwrap()
+        .clone();
+    assert_eq!(key["required"], false);
+    assert_eq!(key["schema"]["pattern"], "^[!-~]+$");
 }
 
 /// When the store cannot be reached, holds and readiness answer 503 `UNAVAILABLE` with

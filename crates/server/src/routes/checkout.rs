@@ -36,9 +36,12 @@ pub const WEBHOOK_BYTES_MAX: usize = 64 * 1024;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CheckoutBody {
-    /// A provider payment method, e.g. `pm_card_visa`.
+    /// A provider payment method, e.g. `pm_card_visa`: 1-255 visible ASCII characters.
+    #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub payment_method_token: String,
+    /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub idempotency_key: Option<String>,
     #[serde(default)]
     pub admission_token: Option<String>,
@@ -237,7 +240,7 @@ pub async fn checkout_hold(
 ) -> ApiResult<Response> {
     let key = request_key(headers, body)?;
     let checkout = body.parse::<CheckoutBody>()?;
-    let token = checkout.payment_method_token.trim();
+    let token = checkout.payment_method_token.as_str();
     if token.is_empty()
         || token.len() > PAYMENT_METHOD_LEN_MAX
         || !token.bytes().all(|b| b.is_ascii_graphic())
@@ -541,7 +544,7 @@ pub async fn list_orders(
     if page
         .cursor
         .as_ref()
-        .is_some_and(|c| c.is_empty() || c.len() > 128)
+        .is_some_and(|c| c.is_empty() || c.chars().count() > 128)
     {
         return Err(ApiError::validation(
             "cursor",

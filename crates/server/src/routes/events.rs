@@ -89,10 +89,15 @@ pub struct CreateTripsBody {
     /// The first trip: `name` is the route's (each trip is named "<route> <departure>"),
     /// `startsAt` the first departure; everything else is copied to every trip.
     pub trip: CreateEventBody,
+    /// 60 s to a week.
+    #[schema(minimum = 60, maximum = 604_800)]
     pub every_seconds: u32,
+    /// 1-500 trips.
+    #[schema(minimum = 1, maximum = 500)]
     pub count: u32,
-    /// Alternative to the `Idempotency-Key` header.
+    /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub idempotency_key: Option<String>,
 }
 
@@ -234,7 +239,7 @@ pub async fn list_events(
     if page
         .cursor
         .as_ref()
-        .is_some_and(|c| c.is_empty() || c.len() > CURSOR_LEN_MAX)
+        .is_some_and(|c| c.is_empty() || c.chars().count() > CURSOR_LEN_MAX)
     {
         return Err(ApiError::validation(
             "cursor",

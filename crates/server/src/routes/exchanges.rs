@@ -45,20 +45,34 @@ pub const EXCHANGE_TICKETS_MAX: usize = 50;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateExchangeBody {
+    /// The order's seats given back (or `fromTierId`).
     #[serde(default)]
+    #[schema(min_items = 1, max_items = 50, value_type = Option<Vec<crate::api::SeatId>>)]
     pub from_seat_ids: Option<Vec<String>>,
+    /// The order's tier whose tickets are given back (or `fromSeatIds`).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 64)]
     pub from_tier_id: Option<String>,
     /// Defaults to the order's event.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 128)]
     pub to_event_id: Option<String>,
+    /// The new seats (or `toTierId`).
     #[serde(default)]
+    #[schema(min_items = 1, max_items = 50, value_type = Option<Vec<crate::api::SeatId>>)]
     pub to_seat_ids: Option<Vec<String>>,
+    /// The new tier (or `toSeatIds`).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 64)]
     pub to_tier_id: Option<String>,
+    /// The number of tickets exchanged: required when both sides are tiers; otherwise it
+    /// must equal the number of seats named.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 50)]
     pub quantity: Option<u32>,
+    /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub idempotency_key: Option<String>,
     /// Needed when the target event's waiting room is enabled (or header `Admission-Token`).
     #[serde(default)]
@@ -191,7 +205,7 @@ fn named<'a>(
 ) -> ApiResult<Named<'a>> {
     match (seat_ids, tier_id) {
         (Some(ids), None) => Ok(Named::Seats(ids, seat_list(seats_field, ids)?)),
-        (None, Some(tier_id)) if !tier_id.is_empty() && tier_id.len() <= 64 => {
+        (None, Some(tier_id)) if !tier_id.is_empty() && tier_id.chars().count() <= 64 => {
             Ok(Named::Tier(tier_id))
         }
         (None, Some(_)) => Err(ApiError::validation(tier_field, "must be 1-64 characters")),

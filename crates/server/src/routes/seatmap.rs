@@ -172,11 +172,13 @@ pub async fn get_seatmap(
 fn parse_version(raw: Option<&str>, field: &str) -> ApiResult<Option<u64>> {
     match raw {
         None => Ok(None),
+        // Versions are PostgreSQL bigints: 0 to i64::MAX, as the document says.
         Some(raw) => raw
-            .trim()
             .parse::<u64>()
+            .ok()
+            .filter(|version| i64::try_from(*version).is_ok())
             .map(Some)
-            .map_err(|_| ApiError::validation(field, "must be a non-negative integer version")),
+            .ok_or_else(|| ApiError::validation(field, "must be an integer version, 0 to 2^63-1")),
     }
 }
 
