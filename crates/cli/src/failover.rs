@@ -154,6 +154,45 @@ pub(crate) fn kill_postmaster(data: &Path) -> Vec<u32> {
     pids
 }
 
+/// Whether `pid` has ended: gone, or a zombie its parent has not reaped yet.
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // `pid (comm) S ...`: the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+/// The killed postmaster's socket lock (`.s.PGSQL.<port>.lock`, beside the data directory)
+/// names its PID. Until its parent reaps it, a SIGKILLed postmaster is a zombie that still
+/// answers `kill(pid, 0)`, and a new server on the port refuses to start ("lock file already
+/// exists"; seen in CI, where PID 1 reaps late). Once every killed process has ended, the
+/// lock is stale and removed with its socket.
+async fn remove_stale_socket_lock(data: &Path, port: u64, killed: &[u32]) -> anyhow::Result<()> {
+    crate::local_cluster::wait_for(
+        Duration::from_secs(10),
+        "the old primary's processes to end",
+        || killed.iter().all(|pid| ended(*pid)),
+    )
+    .await?;
+    let Some(socket_dir) = data.parent() else {
+        return Ok(());
+    };
+    let lock = socket_dir.join(format!(".s.PGSQL.{port}.lock"));
+    let owner = std::fs::read_to_string(&lock).ok().and_then(|text| {
+        text.lines()
+            .next()
+            .and_then(|line| line.trim().parse::<u32>().ok())
+    });
+    if owner.is_some_and(ended) {
+        let _ = std::fs::remove_file(&lock);
+        let _ = std::fs::remove_file(socket_dir.join(format!(".s.PGSQL.{port}")));
+    }
+    Ok(())
+}
+
 /// The processes whose parent is `pid`.
 fn children(pid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -275,7 +314,8 @@ pub async fn rebuild_standby(dir: &Path, shard_name: &str) -> anyhow::Result<u64
     let data = Path::new(data);
     // Dead since the failover (SIGKILLed): its data may hold writes the new primary never
     // had (unacknowledged ones): they are discarded with it.
-    kill_postmaster(data);
+    let killed = kill_postmaster(data);
+    remove_stale_socket_lock(data, port, &killed).await?;
     std::fs::remove_dir_all(data).with_context(|| format!("removing {}", data.display()))?;
     run_command(
         as_postgres(&bin.join("pg_basebackup"))
