@@ -158,6 +158,10 @@ enum Command {
         /// of the process's open-file limit.
         #[arg(long, env = "BOXOFFICE_MAX_CONNECTIONS", default_value_t = 0)]
         max_connections: usize,
+        /// An origin (`https://shop.example`) whose pages may call the API from a browser;
+        /// repeat or separate with commas. None: the same origin only.
+        #[arg(long, env = "BOXOFFICE_CORS_ORIGINS", value_delimiter = ',')]
+        cors_allow_origin: Vec<String>,
     },
     /// Run the payment provider simulator (a Stripe-like HTTP subset with test cards).
     Paysim {
@@ -378,10 +382,11 @@ async fn waitroom_state(
 
 /// Builds the provider `serve` uses. The simulator runs in this process and sends its
 /// webhooks to this server at `listen_addr`.
+/// Also gives the provider's origin, whose 3-D Secure page the storefront fetches.
 async fn payment_provider(
     args: &PaymentsArgs,
     listen_addr: SocketAddr,
-) -> anyhow::Result<Arc<dyn boxoffice_payments::PaymentProvider>> {
+) -> anyhow::Result<(Arc<dyn boxoffice_payments::PaymentProvider>, Option<String>)> {
     use boxoffice_payments::simulator::{
         DEFAULT_SECRET_KEY, DEFAULT_WEBHOOK_SECRET, SimulatorConfig, spawn,
     };
@@ -394,11 +399,17 @@ async fn payment_provider(
             .stripe_webhook_secret
             .clone()
             .context("--payments stripe needs STRIPE_WEBHOOK_SECRET")?;
-        return Ok(Arc::new(boxoffice_payments::StripeProvider::new(
-            args.stripe_api_base.clone(),
-            secret,
-            webhook,
-        )));
+        // A simulator run on its own (`boxoffice paysim`) serves its 3-D Secure page at the
+        // API base; Stripe's own is a page the fan is sent to, which CSP does not restrict.
+        let origin = boxoffice_server::policy::origin_of_url(&args.stripe_api_base).ok();
+        return Ok((
+            Arc::new(boxoffice_payments::StripeProvider::new(
+                args.stripe_api_base.clone(),
+                secret,
+                webhook,
+            )),
+            origin,
+        ));
     }
     let config = SimulatorConfig {
         webhook_url: Some(format!("http://{listen_addr}/v1/payments/webhooks/stripe")),
@@ -409,11 +420,16 @@ async fn payment_provider(
         .await
         .context("starting the payment simulator")?;
     tracing::info!(base_url = %sim.base_url, "payment simulator running in process");
-    Ok(Arc::new(boxoffice_payments::StripeProvider::new(
-        sim.base_url.clone(),
-        DEFAULT_SECRET_KEY.to_owned(),
-        DEFAULT_WEBHOOK_SECRET.to_owned(),
-    )))
+    let origin =
+        boxoffice_server::policy::origin_of_url(&sim.base_url).map_err(|e| anyhow::anyhow!(e))?;
+    Ok((
+        Arc::new(boxoffice_payments::StripeProvider::new(
+            sim.base_url.clone(),
+            DEFAULT_SECRET_KEY.to_owned(),
+            DEFAULT_WEBHOOK_SECRET.to_owned(),
+        )),
+        Some(origin),
+    ))
 }
 
 /// Binds `listen` and serves with the simulator or Stripe, printing the bound address.
@@ -432,9 +448,10 @@ async fn serve_with(
     let addr = listener.local_addr()?;
     let ticket_signer = boxoffice_tickets::TicketSigner::load_or_create(ticket_key)
         .with_context(|| format!("loading the ticket key {}", ticket_key.display()))?;
+    let (provider, provider_origin) = payment_provider(payments, addr).await?;
     let config = boxoffice_server::ServerConfig {
         jwt_secret,
-        provider: payment_provider(payments, addr).await?,
+        provider,
         ticket_signer,
         waitroom_state: waitroom_state(waitroom).await?,
         waitroom_secret: waitroom.waitroom_secret.clone(),
@@ -448,6 +465,11 @@ async fn serve_with(
                 .checked()
                 .map_err(|e| anyhow::anyhow!(e))?,
         ),
+        web: boxoffice_server::policy::WebPolicy {
+            cors_origins: side.cors_origins,
+            // The storefront fetches the provider's 3-D Secure page (the simulator's).
+            connect_origins: provider_origin.into_iter().collect(),
+        },
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -894,8 +916,7 @@ async fn open_side_stores(
         return Ok(SideStores {
             workers: Some(workers),
             writers: Some(writers),
-            max_connections: 0,
-            node: NodeArgs::default(),
+            ..SideStores::default()
         });
     }
     if is_postgres(url) {
@@ -914,8 +935,7 @@ async fn open_side_stores(
         Ok(SideStores {
             workers: Some(Arc::new(workers)),
             writers: Some(Arc::new(writers)),
-            max_connections: 0,
-            node: NodeArgs::default(),
+            ..SideStores::default()
         })
     } else {
         Ok(SideStores::default())
@@ -931,6 +951,8 @@ pub(crate) struct SideStores {
     max_connections: usize,
     /// How the server takes part in a cluster (its id, address and lease TTL).
     node: NodeArgs,
+    /// Origins whose pages may call the API (CORS).
+    cors_origins: Vec<String>,
 }
 
 /// `boxoffice load --scenario NAME …` (or `--scenario=NAME`) is `boxoffice load NAME …`.
@@ -991,6 +1013,7 @@ async fn main() -> anyhow::Result<()> {
             waitroom,
             node,
             max_connections,
+            cors_allow_origin,
         } => {
             let secret = match (jwt_secret, dev_auth) {
                 (Some(secret), _) => secret,
@@ -1009,6 +1032,7 @@ async fn main() -> anyhow::Result<()> {
             let side = SideStores {
                 max_connections,
                 node,
+                cors_origins: cors_allow_origin,
                 ..open_side_stores(&database_url, places).await?
             };
             serve_with(

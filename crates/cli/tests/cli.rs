@@ -408,3 +408,157 @@ async fn waiting_room_survives_sigkill() {
     server.kill();
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// Secrets and tokens never reach the logs (issue 18, item 5): a sale from event to check-in
+/// on a server logging at `debug`, then its whole log is searched for the JWT secret, the
+/// tokens sent, the payment provider's keys and the ticket codes issued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_or_token_reaches_the_logs() {
+    use boxoffice_payments::simulator::{DEFAULT_SECRET_KEY, DEFAULT_WEBHOOK_SECRET};
+    let dir = std::env::temp_dir().join(format!(
+        "boxoffice-cli-logs-{}",
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log_path = dir.join("serve.log");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
+        .arg(format!("sqlite://{}", dir.join("b.db").display()))
+        .arg("--ticket-key")
+        .arg(dir.join("ticket-key.pem"))
+        .arg("--waitroom-state")
+        .arg(dir.join("rooms"))
+        .env("BOXOFFICE_JWT_SECRET", SECRET)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    let mut stdout = BufReader::new(stdout);
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+
+    let http = reqwest::Client::new();
+    let admin = token("ops", true);
+    let fan = token("ann", false);
+    let (status, event) = post(
+        &http,
+        format!("{base}/v1/admin/events"),
+        &admin,
+        "ev",
+        json!({"name": "Log Night", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+               "sections": [{"name": "A", "rows": 1, "seatsPerRow": 4, "priceMinor": 100}]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap();
+    let (status, hold) = post(
+        &http,
+        format!("{base}/v1/events/{event_id}/holds"),
+        &fan,
+        "h1",
+        json!({"seatIds": ["A-1-1", "A-1-2"]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{hold}");
+    let hold_id = hold["holdId"].as_str().unwrap();
+    let (status, checkout) = post(
+        &http,
+        format!("{base}/v1/holds/{hold_id}/checkout"),
+        &fan,
+        "c1",
+        json!({"paymentMethodToken": "pm_card_visa"}),
+    )
+    .await;
+    assert!((200..=202).contains(&status), "{checkout}");
+    let order_id = checkout["orderId"].as_str().unwrap().to_owned();
+    let mut codes = Vec::new();
+    for _ in 0..100 {
+        let order: Value = http
+            .get(format!("{base}/v1/orders/{order_id}"))
+            .bearer_auth(&fan)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let tickets = order["tickets"].as_array().cloned().unwrap_or_default();
+        if order["orderStatus"] == "CONFIRMED" && tickets.len() == 2 {
+            for ticket in tickets {
+                let id = ticket["ticketId"].as_str().unwrap();
+                let qr = http
+                    .get(format!("{base}/v1/tickets/{id}/qr.svg"))
+                    .bearer_auth(&fan)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(qr.status(), 200);
+                codes.push(ticket["code"].as_str().unwrap().to_owned());
+            }
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(codes.len(), 2, "the order was ticketed");
+    let checked_in = http
+        .post(format!("{base}/v1/admin/checkin"))
+        .bearer_auth(&admin)
+        .json(&json!({"code": codes[0]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(checked_in.status(), 200);
+    // A token that does not verify is refused, and not written down either.
+    let forged = format!("{}x", &fan[..fan.len() - 1]);
+    let refused = http
+        .get(format!("{base}/v1/orders"))
+        .bearer_auth(&forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.lines().count() > 20,
+        "the server logged the sale at debug: {log}"
+    );
+    let mut secrets = vec![
+        ("the JWT secret", SECRET.to_owned()),
+        ("the admin token", admin.clone()),
+        ("the fan token", fan.clone()),
+        ("a forged token", forged),
+        ("the provider's secret key", DEFAULT_SECRET_KEY.to_owned()),
+        ("the webhook secret", DEFAULT_WEBHOOK_SECRET.to_owned()),
+    ];
+    // A token's signature alone is enough to find it.
+    for (what, jwt) in [
+        ("the admin token's signature", &admin),
+        ("the fan token's signature", &fan),
+    ] {
+        secrets.push((what, jwt.rsplit('.').next().unwrap().to_owned()));
+    }
+    for code in &codes {
+        secrets.push(("a ticket code", code.clone()));
+    }
+    for (what, secret) in secrets {
+        assert!(
+            !log.contains(&secret),
+            "{what} is in the log:\n{}",
+            log.lines()
+                .filter(|l| l.contains(&secret))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -19,6 +19,7 @@ pub mod idempotency;
 pub mod listener;
 pub mod lookup;
 pub mod metrics_help;
+pub mod policy;
 pub mod pressure;
 pub mod routes;
 pub mod seatmap;
@@ -77,6 +78,8 @@ impl std::ops::Deref for AppState {
 /// What [`AppState`] points to.
 pub struct Shared {
     pub store: Arc<dyn Store>,
+    /// The headers of [`policy`], made once.
+    pub web: policy::Headers,
     /// The store as the background workers reach it (their own small pool on PostgreSQL).
     pub workers_store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
@@ -137,6 +140,8 @@ pub struct ServerConfig {
     /// One owner per event across the nodes of one store (`boxoffice serve` always sets
     /// it): writes go to the event's owner, every group is fenced by its lease.
     pub cluster: Option<cluster::ClusterConfig>,
+    /// Security headers, the pages' Content Security Policy, CORS.
+    pub web: policy::WebPolicy,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -499,6 +504,7 @@ impl AppState {
             store: workers_store.clone(),
         };
         let verifier = TokenVerifier::hs256(jwt_secret)?;
+        let web = policy::Headers::new(&config.web)?;
         let cluster = config
             .cluster
             .clone()
@@ -517,6 +523,7 @@ impl AppState {
         }
         .with_meter(waitroom.meter.clone());
         Ok(Self(Arc::new_cyclic(|shared| Shared {
+            web,
             relay: OutboxRelay::new(
                 workers_store.clone(),
                 config.provider.clone(),
@@ -616,7 +623,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 /// The whole HTTP application.
 pub fn app(state: AppState) -> Router {
     let (router, _) = api_router().split_for_parts();
-    router
+    let router = router
         .route("/openapi.json", axum::routing::get(openapi_json))
         .merge(web::routes())
         .fallback(not_found)
@@ -628,7 +635,16 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), poke_seatmaps))
         .layer(middleware::from_fn(track))
         .layer(CatchPanicLayer::custom(panic_response))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            policy::security_headers,
+        ));
+    // Outermost: preflights are answered, and every answer (errors too) carries the headers.
+    let router = match state.web.cors_layer() {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router.with_state(state)
 }
 
 /// The whole HTTP service: the status poll's hot path in front of [`app`]. A waiting fan's
@@ -674,9 +690,9 @@ impl tower::Service<Request> for Front {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        if request.method() == Method::GET {
+        if request.method() == Method::GET && !self.state.web.needs_cors(request.headers()) {
             let started = Instant::now();
-            if let Some(response) = routes::queue::status_from_memory(
+            if let Some(mut response) = routes::queue::status_from_memory(
                 &self.state,
                 request.uri().path(),
                 request.headers(),
@@ -690,6 +706,7 @@ impl tower::Service<Request> for Front {
                         metrics::counter!("boxoffice_http_requests_total", "route" => STATUS_ROUTE, "method" => "GET", "status" => "200"),
                     )
                 });
+                policy::add_to(response.headers_mut(), None);
                 pressure::global().answered();
                 latency.record(started.elapsed().as_secs_f64());
                 answered.increment(1);

@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{Backend, TestApp, token};
+use common::{Backend, CORS_ORIGIN, TestApp, token};
 use futures::future::join_all;
 use rand::seq::SliceRandom;
 use reqwest::StatusCode;
@@ -1274,4 +1274,101 @@ async fn store_down_answers_503(backend: Backend) {
         "counts are never guessed"
     );
     app.db.cleanup().await;
+}
+
+/// Every answer says nosniff and no-referrer; the pages carry their Content Security Policy
+/// (own scripts and styles only, never framed); the API answers a browser on another origin
+/// only when that origin is named (the story servers name `CORS_ORIGIN`), errors included.
+#[tokio::test]
+async fn pages_and_answers_carry_the_security_headers() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let event_id = app.create_event(json!({})).await;
+    for page in ["/", "/admin"] {
+        let answer = app.send(app.http.get(format!("{}{page}", app.base))).await;
+        assert_eq!(answer.status, StatusCode::OK, "{page}");
+        let csp = answer.headers["content-security-policy"].to_str().unwrap();
+        for directive in [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "frame-ancestors 'none'",
+            "object-src 'none'",
+        ] {
+            assert!(csp.contains(directive), "{page}: {csp}");
+        }
+        assert!(!csp.contains("unsafe-"), "{page}: {csp}");
+        assert_eq!(answer.headers["x-frame-options"], "DENY", "{page}");
+        assert_eq!(
+            answer.headers["x-content-type-options"], "nosniff",
+            "{page}"
+        );
+        assert_eq!(answer.headers["referrer-policy"], "no-referrer", "{page}");
+    }
+    // The pages hold no inline script or style for the policy to refuse.
+    for page in ["/", "/admin"] {
+        let html = app
+            .send(
+                app.http
+                    .get(format!("{}{page}", app.base))
+                    .header("accept-encoding", "identity"),
+            )
+            .await;
+        let html = String::from_utf8_lossy(&html.bytes).to_string();
+        assert!(!html.contains(" style="), "{page} has an inline style");
+        assert!(
+            !html.contains("<script>") && !html.contains("<style"),
+            "{page} has inline code"
+        );
+    }
+    let api = app.get(&token("ann"), "/v1/events").await;
+    assert_eq!(api.headers["x-content-type-options"], "nosniff");
+    assert!(!api.headers.contains_key("content-security-policy"));
+
+    let holds = format!("{}/v1/events/{event_id}/holds", app.base);
+    let preflight = |origin: &str| {
+        app.http
+            .request(reqwest::Method::OPTIONS, &holds)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type,idempotency-key",
+            )
+    };
+    let allowed = app.send(preflight(CORS_ORIGIN)).await;
+    assert_eq!(allowed.headers["access-control-allow-origin"], CORS_ORIGIN);
+    let headers = allowed.headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(headers.contains("idempotency-key"), "{headers}");
+    assert!(
+        !allowed
+            .headers
+            .contains_key("access-control-allow-credentials")
+    );
+    let other = app.send(preflight("http://elsewhere.test")).await;
+    assert!(!other.headers.contains_key("access-control-allow-origin"));
+
+    let from = |origin: &str, path: &str| {
+        app.http
+            .get(format!("{}{path}", app.base))
+            .header("origin", origin)
+            .bearer_auth(token("ann"))
+    };
+    let listed = app.send(from(CORS_ORIGIN, "/v1/events")).await;
+    assert_eq!(listed.headers["access-control-allow-origin"], CORS_ORIGIN);
+    let missing = app.send(from(CORS_ORIGIN, "/v1/holds/no-such-hold")).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        missing.headers["access-control-allow-origin"], CORS_ORIGIN,
+        "a browser client can read the error"
+    );
+    let elsewhere = app.send(from("http://elsewhere.test", "/v1/events")).await;
+    assert!(
+        !elsewhere
+            .headers
+            .contains_key("access-control-allow-origin")
+    );
+    app.finish().await;
 }

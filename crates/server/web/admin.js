@@ -11,6 +11,8 @@
       if (value === undefined || value === null || value === false) continue;
       if (name.startsWith('on') && typeof value === 'function') el.addEventListener(name.slice(2), value);
       else if (name === 'class') el.className = value;
+      // Through CSSOM: the Content Security Policy refuses style attributes.
+      else if (name === 'style') el.style.cssText = String(value);
       else if (value === true) el.setAttribute(name, '');
       else el.setAttribute(name, String(value));
     }

@@ -22,6 +22,9 @@
         el.addEventListener(name.slice(2), value);
       } else if (name === 'class') {
         el.className = value;
+      } else if (name === 'style') {
+        // Through CSSOM: the Content Security Policy refuses style attributes.
+        el.style.cssText = String(value);
       } else if (name === 'dataset') {
         Object.assign(el.dataset, value);
       } else if (name === 'text') {

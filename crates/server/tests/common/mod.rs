@@ -27,6 +27,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 pub const SECRET: &str = "story-test-secret-0123456789";
+/// The one origin the story servers let call the API from a browser (CORS).
+pub const CORS_ORIGIN: &str = "http://shop.test";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -292,6 +294,12 @@ impl TestApp {
             writer_store: None,
             max_connections: 0,
             cluster: None,
+            web: boxoffice_server::policy::WebPolicy {
+                cors_origins: vec![CORS_ORIGIN.to_owned()],
+                connect_origins: vec![
+                    boxoffice_server::policy::origin_of_url(&sim.base_url).expect("origin"),
+                ],
+            },
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
         let mut tasks = vec![
