@@ -56,15 +56,22 @@ for run in $(seq 1 "$RUNS"); do
   held=$($PSQL -At -c "SELECT count(*) FROM holds" postgres)
   echo "run $run pgbench hold_update.sql c=32 tx/s=$tps holds_ok/s=$(( held / DUR ))"
 
-  # The service: boxoffice serve on the same cluster, boxoffice load driving it over HTTP.
-  $PSQL -c "DROP DATABASE IF EXISTS boxoffice_bench" postgres
-  BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn "$BOXOFFICE" serve \
-    --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" --listen 127.0.0.1:0 \
-    --ticket-key "$WORK/ticket-key.pem" --waitroom-state "$WORK/waitroom" > "$WORK/serve.out" 2> "$WORK/serve.err" &
-  SERVER_PID=$!
-  for _ in $(seq 1 100); do grep -q 'listening on' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
-  URL=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/serve.out" | head -1)
-  [ -n "$URL" ] || { cat "$WORK/serve.err"; exit 1; }
-  BOXOFFICE_JWT_SECRET=$SECRET "$BOXOFFICE" load holds --base-url "$URL" --clients 64 --duration-s "$DUR" | sed "s/^/run $run boxoffice /"
-  kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
+  # The service: boxoffice serve on the same cluster, boxoffice load driving it over HTTP,
+  # with its abuse limits as they ship (limits=default) and without them (limits=off).
+  for limits in default all=off; do
+    limit_args=()
+    [ "$limits" = default ] || limit_args=(--limit "$limits")
+    $PSQL -c "DROP DATABASE IF EXISTS boxoffice_bench" postgres
+    BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn "$BOXOFFICE" serve \
+      --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" --listen 127.0.0.1:0 \
+      --ticket-key "$WORK/ticket-key.pem" --waitroom-state "$WORK/waitroom" "${limit_args[@]}" \
+      > "$WORK/serve.out" 2> "$WORK/serve.err" &
+    SERVER_PID=$!
+    for _ in $(seq 1 100); do grep -q 'listening on' "$WORK/serve.out" 2>/dev/null && break; sleep 0.1; done
+    URL=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/serve.out" | head -1)
+    [ -n "$URL" ] || { cat "$WORK/serve.err"; exit 1; }
+    BOXOFFICE_JWT_SECRET=$SECRET "$BOXOFFICE" load holds --base-url "$URL" --clients 64 --duration-s "$DUR" \
+      | sed "s/^/run $run limits=$([ "$limits" = default ] && echo on || echo off) boxoffice /"
+    kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
+  done
 done

@@ -162,6 +162,13 @@ enum Command {
         /// repeat or separate with commas. None: the same origin only.
         #[arg(long, env = "BOXOFFICE_CORS_ORIGINS", value_delimiter = ',')]
         cors_allow_origin: Vec<String>,
+        /// An abuse limit, `NAME=RATE/s:BURST` or `NAME=off` (holds-per-account,
+        /// holds-per-address, joins-per-account, joins-per-address, checkouts-per-account,
+        /// signins-per-address; `all=off`); repeat or separate with commas. Defaults:
+        /// holds 10/s:40, joins 2/s:10, checkouts 5/s:20 per account, sign-ins 5/s:20 per
+        /// address, per-address holds and joins off.
+        #[arg(long, env = "BOXOFFICE_LIMITS", value_delimiter = ',')]
+        limit: Vec<String>,
     },
     /// Run the payment provider simulator (a Stripe-like HTTP subset with test cards).
     Paysim {
@@ -470,6 +477,7 @@ async fn serve_with(
             // The storefront fetches the provider's 3-D Secure page (the simulator's).
             connect_origins: provider_origin.into_iter().collect(),
         },
+        limits: side.limits,
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -953,6 +961,19 @@ pub(crate) struct SideStores {
     node: NodeArgs,
     /// Origins whose pages may call the API (CORS).
     cors_origins: Vec<String>,
+    /// The abuse limits.
+    limits: boxoffice_server::limits::LimitsConfig,
+}
+
+/// `--limit` assignments over the default limits.
+fn limits_of(assignments: &[String]) -> anyhow::Result<boxoffice_server::limits::LimitsConfig> {
+    let mut limits = boxoffice_server::limits::LimitsConfig::default();
+    for assignment in assignments {
+        limits
+            .set(assignment)
+            .map_err(|e| anyhow::anyhow!("--limit: {e}"))?;
+    }
+    Ok(limits)
 }
 
 /// `boxoffice load --scenario NAME …` (or `--scenario=NAME`) is `boxoffice load NAME …`.
@@ -1014,6 +1035,7 @@ async fn main() -> anyhow::Result<()> {
             node,
             max_connections,
             cors_allow_origin,
+            limit,
         } => {
             let secret = match (jwt_secret, dev_auth) {
                 (Some(secret), _) => secret,
@@ -1033,6 +1055,7 @@ async fn main() -> anyhow::Result<()> {
                 max_connections,
                 node,
                 cors_origins: cors_allow_origin,
+                limits: limits_of(&limit)?,
                 ..open_side_stores(&database_url, places).await?
             };
             serve_with(

@@ -562,3 +562,65 @@ async fn no_secret_or_token_reaches_the_logs() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `serve --limit` sets an abuse limit by name: sign-ins per client address here (the third
+/// dev token within the burst is refused 429 naming the limit); a limit it does not know
+/// stops the server before it listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_its_limits_by_name() {
+    let dir = std::env::temp_dir().join(format!(
+        "boxoffice-cli-limits-{}",
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let serve = |limit: &str| {
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--dev-auth", "--listen", "127.0.0.1:0", "--database-url"])
+            .arg(format!("sqlite://{}", dir.join("b.db").display()))
+            .arg("--ticket-key")
+            .arg(dir.join("ticket-key.pem"))
+            .arg("--waitroom-state")
+            .arg(dir.join("rooms"))
+            .args(["--limit", limit])
+            .env_remove("BOXOFFICE_JWT_SECRET")
+            .env("RUST_LOG", "warn");
+        command
+    };
+    let refused = serve("signins=1/s:2").output().unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("no limit named"), "{stderr}");
+
+    let mut child = serve("signins-per-address=1/s:2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let http = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    let mut last = Value::Null;
+    for account in ["ann", "bob", "cid"] {
+        let answer = http
+            .post(format!("{base}/v1/dev/token"))
+            .json(&json!({"accountId": account}))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(answer.status().as_u16());
+        if answer.status() == 429 {
+            assert!(answer.headers().contains_key("retry-after"));
+        }
+        last = answer.json().await.unwrap();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(statuses, [201, 201, 429]);
+    assert_eq!(last["limit"], "signins-per-address");
+}

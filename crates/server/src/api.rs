@@ -504,6 +504,12 @@ pub struct Problem {
     pub detail: String,
     /// Stable UPPER_SNAKE code clients branch on.
     pub code: String,
+    /// `VALIDATION`: the offending field, by its JSON path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// 429 of an abuse limit: its name (`holds-per-account`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }
 
 /// Unix milliseconds as RFC 3339, rendered exactly as every other time in the API

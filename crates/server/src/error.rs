@@ -19,6 +19,9 @@ pub struct ApiError {
     pub code: &'static str,
     pub detail: String,
     pub extra: Map<String, Value>,
+    /// A 429 of an abuse limit: the seconds until its bucket has a token again (the store's
+    /// 429s ask for [`crate::pressure`]'s wait).
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -28,7 +31,21 @@ impl ApiError {
             code,
             detail: detail.into(),
             extra: Map::new(),
+            retry_after_s: None,
         }
+    }
+
+    /// 429 `RATE_LIMITED` of an abuse limit ([`crate::limits`]): the limit's name in `limit`,
+    /// and `Retry-After` the whole seconds until a token is there again (at least 1).
+    pub fn rate_limited(limit: &'static str, wait: std::time::Duration) -> Self {
+        let mut error = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RATE_LIMITED",
+            format!("too many requests ({limit}); retry after the time given"),
+        )
+        .with("limit", limit);
+        error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
+        error
     }
 
     pub fn with(mut self, member: &str, value: impl Into<Value>) -> Self {
@@ -140,7 +157,9 @@ impl IntoResponse for ApiError {
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
         }
-        if self.status == StatusCode::TOO_MANY_REQUESTS {
+        if let (StatusCode::TOO_MANY_REQUESTS, Some(wait)) = (self.status, self.retry_after_s) {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(wait));
+        } else if self.status == StatusCode::TOO_MANY_REQUESTS {
             // Overload: the more refusals per answer, the longer the wait asked for.
             let pressure = crate::pressure::global();
             pressure.refused();

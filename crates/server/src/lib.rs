@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod error;
 pub mod gate;
 pub mod idempotency;
+pub mod limits;
 pub mod listener;
 pub mod lookup;
 pub mod metrics_help;
@@ -80,6 +81,8 @@ pub struct Shared {
     pub store: Arc<dyn Store>,
     /// The headers of [`policy`], made once.
     pub web: policy::Headers,
+    /// The abuse limits' buckets.
+    pub limits: limits::Limits,
     /// The store as the background workers reach it (their own small pool on PostgreSQL).
     pub workers_store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
@@ -142,6 +145,8 @@ pub struct ServerConfig {
     pub cluster: Option<cluster::ClusterConfig>,
     /// Security headers, the pages' Content Security Policy, CORS.
     pub web: policy::WebPolicy,
+    /// Abuse limits per account and per client address.
+    pub limits: limits::LimitsConfig,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -524,6 +529,7 @@ impl AppState {
         .with_meter(waitroom.meter.clone());
         Ok(Self(Arc::new_cyclic(|shared| Shared {
             web,
+            limits: limits::Limits::new(config.limits),
             relay: OutboxRelay::new(
                 workers_store.clone(),
                 config.provider.clone(),
@@ -655,7 +661,13 @@ pub fn app(state: AppState) -> Router {
 pub struct Front {
     router: Router,
     state: AppState,
+    /// The connection's peer, given to every request as [`ClientAddr`].
+    peer: Option<std::net::IpAddr>,
 }
+
+/// The address a request came from (the TCP peer: behind a balancer, the balancer's).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub std::net::IpAddr);
 
 impl std::fmt::Debug for Front {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -668,6 +680,7 @@ pub fn front(state: AppState) -> Front {
     Front {
         router: app(state.clone()),
         state,
+        peer: None,
     }
 }
 
@@ -689,7 +702,10 @@ impl tower::Service<Request> for Front {
         tower::Service::<Request>::poll_ready(&mut self.router, cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        if let Some(peer) = self.peer {
+            request.extensions_mut().insert(ClientAddr(peer));
+        }
         if request.method() == Method::GET && !self.state.web.needs_cors(request.headers()) {
             let started = Instant::now();
             if let Some(mut response) = routes::queue::status_from_memory(
@@ -717,7 +733,10 @@ impl tower::Service<Request> for Front {
     }
 }
 
-impl<'a, L: axum::serve::Listener> tower::Service<axum::serve::IncomingStream<'a, L>> for Front {
+impl<'a, L> tower::Service<axum::serve::IncomingStream<'a, L>> for Front
+where
+    L: axum::serve::Listener<Addr = std::net::SocketAddr>,
+{
     type Response = Front;
     type Error = std::convert::Infallible;
     type Future = std::future::Ready<Result<Front, std::convert::Infallible>>;
@@ -729,8 +748,10 @@ impl<'a, L: axum::serve::Listener> tower::Service<axum::serve::IncomingStream<'a
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _stream: axum::serve::IncomingStream<'a, L>) -> Self::Future {
-        std::future::ready(Ok(self.clone()))
+    fn call(&mut self, stream: axum::serve::IncomingStream<'a, L>) -> Self::Future {
+        let mut front = self.clone();
+        front.peer = Some(stream.remote_addr().ip());
+        std::future::ready(Ok(front))
     }
 }
 

@@ -126,6 +126,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_limit_refused_total",
+        "Requests answered 429 by an abuse limit, by limit (holds-per-account, ...)",
+    ),
+    (
+        "counter",
+        "boxoffice_limit_buckets_dropped_total",
+        "Abuse-limit buckets forgotten while still refilling because a shard was full",
+    ),
+    (
+        "counter",
         "boxoffice_refused_busy_total",
         "Requests answered 429 because the store had no connection free in time",
     ),

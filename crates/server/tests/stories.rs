@@ -1372,3 +1372,97 @@ async fn pages_and_answers_carry_the_security_headers() {
     );
     app.finish().await;
 }
+
+/// Abuse limits (issue 18, item 4): over its limit an account (or a client address) is
+/// answered 429 `RATE_LIMITED` naming the limit, with `Retry-After`; another account is not
+/// slowed; after the wait it is answered again.
+#[tokio::test]
+async fn limits_answer_429_with_retry_after_and_recover() {
+    use boxoffice_server::limits::{LimitsConfig, Rate};
+    let limited = |limits: LimitsConfig| async move {
+        TestApp::spawn_limited(
+            common::TestStore::new(Backend::Sqlite).await,
+            boxoffice_payments::simulator::SimulatorConfig::default(),
+            common::RoomSetup::default(),
+            false,
+            limits,
+        )
+        .await
+    };
+    let app = limited(LimitsConfig {
+        holds_per_account: Rate::new(1.0, 3.0),
+        checkouts_per_account: Rate::new(0.5, 1.0),
+        ..LimitsConfig::OFF
+    })
+    .await;
+    let event_id = app.create_event(json!({})).await;
+    let mut holds = Vec::new();
+    for seat in ["A-1-1", "A-1-2", "A-1-3"] {
+        let hold = app
+            .hold("ann", &event_id, seat, json!({"seatIds": [seat]}))
+            .await;
+        assert_eq!(hold.status, StatusCode::CREATED);
+        holds.push(hold.json()["holdId"].as_str().unwrap().to_owned());
+    }
+    let refused = app
+        .hold("ann", &event_id, "A-1-4", json!({"seatIds": ["A-1-4"]}))
+        .await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.code(), "RATE_LIMITED");
+    assert_eq!(refused.json()["limit"], "holds-per-account");
+    let wait: u64 = refused.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(wait, 1, "a token comes back within the second");
+    let other = app
+        .hold("bob", &event_id, "A-2-1", json!({"seatIds": ["A-2-1"]}))
+        .await;
+    assert_eq!(
+        other.status,
+        StatusCode::CREATED,
+        "bob has a bucket of his own"
+    );
+    // A client waits what it is told, and is answered.
+    tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+    let again = app
+        .hold("ann", &event_id, "A-1-4", json!({"seatIds": ["A-1-4"]}))
+        .await;
+    assert_eq!(again.status, StatusCode::CREATED);
+
+    let ann = token("ann");
+    let pay = json!({"paymentMethodToken": "pm_card_visa"});
+    let paths: Vec<String> = holds
+        .iter()
+        .map(|hold_id| format!("/v1/holds/{hold_id}/checkout"))
+        .collect();
+    let checkout = |i: usize, key: &'static str| app.post(&ann, &paths[i], Some(key), &pay);
+    let first = checkout(0, "c0").await;
+    assert_eq!(first.status, StatusCode::CREATED, "{:?}", first.json());
+    let second = checkout(1, "c1").await;
+    assert_eq!(second.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(second.json()["limit"], "checkouts-per-account");
+    assert_eq!(second.headers["retry-after"], "2");
+    app.finish().await;
+
+    // Per client address: every account from this test's address shares one bucket.
+    let app = limited(LimitsConfig {
+        holds_per_address: Rate::new(1.0, 2.0),
+        ..LimitsConfig::OFF
+    })
+    .await;
+    let event_id = app.create_event(json!({})).await;
+    for (fan, seat) in [("carl", "A-3-1"), ("dave", "A-3-2")] {
+        let hold = app
+            .hold(fan, &event_id, seat, json!({"seatIds": [seat]}))
+            .await;
+        assert_eq!(hold.status, StatusCode::CREATED);
+    }
+    let refused = app
+        .hold("erin", &event_id, "A-3-3", json!({"seatIds": ["A-3-3"]}))
+        .await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.json()["limit"], "holds-per-address");
+    app.finish().await;
+}

@@ -196,7 +196,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         (status = 404, description = "No such hold for this account", body = Problem),
         (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
-        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
+        (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -208,6 +208,10 @@ pub async fn checkout(
     headers: HeaderMap,
     body: JsonBody,
 ) -> ApiResult<Response> {
+    state.limits.take(
+        crate::limits::Limit::CheckoutsPerAccount,
+        account.account_id.as_str(),
+    )?;
     let path = format!("/v1/holds/{hold_id}/checkout");
     let answer = checkout_hold(&state, &account, hold_id, &path, &headers, &body).await;
     // Server trouble (not a refusal) counts against the release rate.

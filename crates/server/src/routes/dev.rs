@@ -38,13 +38,20 @@ pub struct DevToken {
     (status = 201, description = "A token for the account", body = DevToken),
     (status = 404, description = "Not a development server", body = crate::api::Problem),
     (status = 422, description = "Bad account id", body = crate::api::Problem),
+    (status = 429, description = "RATE_LIMITED: signins-per-address; retry after Retry-After", body = crate::api::Problem),
 ))]
 pub async fn dev_token(
     State(state): State<AppState>,
+    address: Option<axum::Extension<crate::ClientAddr>>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
     if !state.dev_auth {
         return Err(ApiError::not_found("route"));
+    }
+    if let Some(axum::Extension(crate::ClientAddr(ip))) = address {
+        state
+            .limits
+            .take(crate::limits::Limit::SigninsPerAddress, &ip.to_string())?;
     }
     let request: DevTokenBody = body.parse()?;
     let account =

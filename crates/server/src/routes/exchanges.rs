@@ -405,7 +405,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
         (status = 404, description = "No such order for this account, or no such target event", body = Problem),
         (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
-        (status = 429, description = "RATE_LIMITED: the store is busy; retry after Retry-After", body = Problem),
+        (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -417,6 +417,10 @@ pub async fn create_exchange(
     headers: HeaderMap,
     body: JsonBody,
 ) -> ApiResult<Response> {
+    state.limits.take(
+        crate::limits::Limit::CheckoutsPerAccount,
+        account.account_id.as_str(),
+    )?;
     let key = request_key(&headers, &body)?;
     let request = body.parse::<CreateExchangeBody>()?;
     if order_id.is_empty() || order_id.len() > 128 {
@@ -644,7 +648,7 @@ pub async fn get_exchange(
         (status = 404, description = "No such exchange for this account", body = Problem),
         (status = 409, description = "HOLD_EXPIRED (the exchange lapsed or ended), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
-        (status = 429, description = "RATE_LIMITED: the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
+        (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -656,6 +660,10 @@ pub async fn checkout_exchange(
     headers: HeaderMap,
     body: JsonBody,
 ) -> ApiResult<Response> {
+    state.limits.take(
+        crate::limits::Limit::CheckoutsPerAccount,
+        account.account_id.as_str(),
+    )?;
     let exchange = owned_exchange(&state, &account, &exchange_id).await?;
     let path = format!("/v1/exchanges/{exchange_id}/checkout");
     crate::routes::checkout::checkout_hold(

@@ -207,6 +207,7 @@ async fn room_of(state: &AppState, event: &EventRecord) -> ApiResult<std::sync::
         (status = 404, description = "No such event", body = Problem),
         (status = 409, description = "WAITING_ROOM_DISABLED or QUEUE_FULL", body = Problem),
         (status = 503, description = "Waiting-room state unavailable", body = Problem),
+        (status = 429, description = "RATE_LIMITED: joins-per-account or joins-per-address; retry after Retry-After", body = Problem),
     ),
     security(("bearer" = []))
 )]
@@ -214,7 +215,14 @@ pub async fn join_queue(
     State(state): State<AppState>,
     account: Account,
     Path(event_id): Path<String>,
+    address: Option<axum::Extension<crate::ClientAddr>>,
 ) -> ApiResult<Response> {
+    state.limits.take_both(
+        crate::limits::Limit::JoinsPerAccount,
+        account.account_id.as_str(),
+        crate::limits::Limit::JoinsPerAddress,
+        address.as_ref(),
+    )?;
     let event = state.event(&event_id).await?;
     let room = room_of(&state, &event).await?;
     let (ticket, place, answer) = state

@@ -268,6 +268,37 @@ impl TestApp {
         rooms: RoomSetup,
         waitroom_running: bool,
     ) -> Self {
+        Self::spawn_limited(
+            db,
+            sim_config,
+            rooms,
+            waitroom_running,
+            boxoffice_server::limits::LimitsConfig::default(),
+        )
+        .await
+    }
+
+    /// [`TestApp::spawn`] without abuse limits: for races of one account's requests (the
+    /// race is the engine's, not the limits').
+    pub async fn spawn_unlimited(backend: Backend) -> Self {
+        Self::spawn_limited(
+            TestStore::new(backend).await,
+            SimulatorConfig::default(),
+            RoomSetup::default(),
+            false,
+            boxoffice_server::limits::LimitsConfig::OFF,
+        )
+        .await
+    }
+
+    /// [`TestApp::spawn_full`] with its own abuse limits (the others run with the defaults).
+    pub async fn spawn_limited(
+        db: TestStore,
+        sim_config: SimulatorConfig,
+        rooms: RoomSetup,
+        waitroom_running: bool,
+        limits: boxoffice_server::limits::LimitsConfig,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let sim = boxoffice_payments::simulator::spawn(SimulatorConfig {
@@ -300,6 +331,7 @@ impl TestApp {
                     boxoffice_server::policy::origin_of_url(&sim.base_url).expect("origin"),
                 ],
             },
+            limits,
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
         let mut tasks = vec![
