@@ -576,7 +576,13 @@ async fn serve_takes_its_limits_by_name() {
     let serve = |limit: &str| {
         let mut command = Command::new(BIN);
         command
-            .args(["serve", "--dev-auth", "--listen", "127.0.0.1:0", "--database-url"])
+            .args([
+                "serve",
+                "--dev-auth",
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+            ])
             .arg(format!("sqlite://{}", dir.join("b.db").display()))
             .arg("--ticket-key")
             .arg(dir.join("ticket-key.pem"))
@@ -601,7 +607,11 @@ async fn serve_takes_its_limits_by_name() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
     let http = reqwest::Client::new();
     let mut statuses = Vec::new();
     let mut last = Value::Null;
