@@ -48,6 +48,8 @@ RULES_BEYOND_A_SCHEMA = [
     ("toSeatIds", "is also given up"),
     ("toTierId", "has no tier"),
     ("toEventId", "the order was paid in"),
+    # A trips request creates at most 200,000 seats in all (count x the trip's seats).
+    ("count", "seats per trip must be at most"),
     ("quantity", "per request on event"),
 ]
 

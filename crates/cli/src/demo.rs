@@ -132,7 +132,10 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     );
     crate::serve_with(
         store,
-        crate::SideStores::default(),
+        crate::SideStores {
+            limits: crate::limits_of(&crate::limits_from_env())?,
+            ..crate::SideStores::default()
+        },
         secret,
         listen,
         &payments,

@@ -965,6 +965,18 @@ pub(crate) struct SideStores {
     limits: boxoffice_server::limits::LimitsConfig,
 }
 
+/// `BOXOFFICE_LIMITS` (comma-separated `NAME=RATE`), for commands without `--limit`.
+fn limits_from_env() -> Vec<String> {
+    std::env::var("BOXOFFICE_LIMITS")
+        .map(|v| {
+            v.split(',')
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `--limit` assignments over the default limits.
 fn limits_of(assignments: &[String]) -> anyhow::Result<boxoffice_server::limits::LimitsConfig> {
     let mut limits = boxoffice_server::limits::LimitsConfig::default();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use boxoffice_domain::event::SEATS_PER_EVENT_MAX;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_store::EventRecord;
 use serde::{Deserialize, Serialize};
@@ -148,6 +149,16 @@ pub async fn create_trips(
         ));
     }
     let first = trips.trip.into_spec();
+    // One request creates at most one event's worth of seats in all (found by
+    // schemathesis: 22 trips of 192,000 seats each kept the server busy past its client's
+    // timeout).
+    let seats: u64 = first.sections.iter().map(|s| s.seat_count()).sum();
+    if seats.saturating_mul(u64::from(trips.count)) > SEATS_PER_EVENT_MAX {
+        return Err(ApiError::validation(
+            "count",
+            format!("count x seats per trip must be at most {SEATS_PER_EVENT_MAX} seats"),
+        ));
+    }
     let path = "/v1/admin/trips";
     let scope = IdempotencyScope {
         account_id: admin.account_id.to_string(),
