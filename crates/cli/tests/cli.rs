@@ -54,7 +54,8 @@ impl Server {
 
     /// `serve` with its waiting-room journal in `rooms`.
     fn start_with_rooms(database_url: &str, rooms: &std::path::Path) -> Self {
-        let mut child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args([
                 "serve",
                 "--database-url",
@@ -70,18 +71,8 @@ impl Server {
             .arg(rooms)
             .env("BOXOFFICE_JWT_SECRET", SECRET)
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
+            .stderr(Stdio::null());
+        let (child, base) = listening(command);
         Self {
             child,
             base,
@@ -98,6 +89,35 @@ impl Server {
             let _ = std::fs::remove_file(rooms.with_extension("key.pem"));
         }
     }
+}
+
+/// Spawns a `serve` command and reads its address from its first line.
+fn listening(mut command: Command) -> (Child, String) {
+    let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    (child, base)
+}
+
+/// `boxoffice serve` on port 0 with everything it keeps (SQLite database, ticket key,
+/// waiting rooms) in `dir`.
+fn serve_in(dir: &std::path::Path) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
+        .arg(format!("sqlite://{}", dir.join("b.db").display()))
+        .arg("--ticket-key")
+        .arg(dir.join("ticket-key.pem"))
+        .arg("--waitroom-state")
+        .arg(dir.join("rooms"));
+    command
 }
 
 async fn post(
@@ -421,28 +441,12 @@ async fn no_secret_or_token_reaches_the_logs() {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let log_path = dir.join("serve.log");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
-        .arg(format!("sqlite://{}", dir.join("b.db").display()))
-        .arg("--ticket-key")
-        .arg(dir.join("ticket-key.pem"))
-        .arg("--waitroom-state")
-        .arg(dir.join("rooms"))
+    let mut command = serve_in(&dir);
+    command
         .env("BOXOFFICE_JWT_SECRET", SECRET)
         .env("RUST_LOG", "debug")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    let mut stdout = BufReader::new(stdout);
-    stdout.read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+        .stderr(std::fs::File::create(&log_path).unwrap());
+    let (mut child, base) = listening(command);
 
     let http = reqwest::Client::new();
     let admin = token("ops", true);
@@ -574,21 +578,9 @@ async fn serve_takes_its_limits_by_name() {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let serve = |limit: &str| {
-        let mut command = Command::new(BIN);
+        let mut command = serve_in(&dir);
         command
-            .args([
-                "serve",
-                "--dev-auth",
-                "--listen",
-                "127.0.0.1:0",
-                "--database-url",
-            ])
-            .arg(format!("sqlite://{}", dir.join("b.db").display()))
-            .arg("--ticket-key")
-            .arg(dir.join("ticket-key.pem"))
-            .arg("--waitroom-state")
-            .arg(dir.join("rooms"))
-            .args(["--limit", limit])
+            .args(["--dev-auth", "--limit", limit])
             .env_remove("BOXOFFICE_JWT_SECRET")
             .env("RUST_LOG", "warn");
         command
@@ -598,20 +590,9 @@ async fn serve_takes_its_limits_by_name() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("no limit named"), "{stderr}");
 
-    let mut child = serve("signins-per-address=1/s:2")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let mut command = serve("signins-per-address=1/s:2");
+    command.stderr(Stdio::null());
+    let (mut child, base) = listening(command);
     let http = reqwest::Client::new();
     let mut statuses = Vec::new();
     let mut last = Value::Null;

@@ -201,8 +201,8 @@ impl Limits {
             let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
             (bucket.tokens + elapsed * rate.per_second).min(rate.burst)
         };
-        if !buckets.contains_key(&(limit, key.to_owned())) && buckets.len() >= BUCKETS_PER_SHARD_MAX
-        {
+        let slot = (limit, key.to_owned());
+        if buckets.len() >= BUCKETS_PER_SHARD_MAX && !buckets.contains_key(&slot) {
             // Idle buckets are full again: forgetting them changes nothing.
             buckets.retain(|(l, _), bucket| {
                 let rate = l.rate(&self.config);
@@ -215,7 +215,7 @@ impl Limits {
                 buckets.clear();
             }
         }
-        let bucket = buckets.entry((limit, key.to_owned())).or_insert(Bucket {
+        let bucket = buckets.entry(slot).or_insert(Bucket {
             tokens: rate.burst,
             at: now,
         });
