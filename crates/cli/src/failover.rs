@@ -101,7 +101,7 @@ pub async fn failover(
         .await?;
     let leases = sqlx::query(
         "UPDATE event_lease SET epoch = epoch + 1,
-                expires_at = least(expires_at, clock_timestamp())",
+                expires_at = least(expires_at, boxoffice_now())",
     )
     .execute(&mut *tx)
     .await?

@@ -834,6 +834,9 @@ impl Writer {
         let mut incoming: Vec<Job> = Vec::with_capacity(GROUP_COMMANDS_MAX);
         let mut incoming_holds: Vec<Job> = Vec::with_capacity(GROUP_COMMANDS_MAX);
         let mut open = true;
+        // Tests move the store's clock instead of sleeping past a deadline: the engine's
+        // clock and its expiry timer follow at once (never in production).
+        let mut clock_moves = boxoffice_store::clock::subscribe();
         loop {
             if in_flight.is_empty()
                 && let Some(error) = &self.stopped
@@ -912,6 +915,9 @@ impl Writer {
                 biased;
                 Some((pending, result)) = in_flight.next(), if !in_flight.is_empty() => {
                     self.finish(pending, result);
+                }
+                Ok(()) = clock_moves.changed() => {
+                    self.measure_clock().await;
                 }
                 n = sale.recv_many(&mut incoming, GROUP_COMMANDS_MAX),
                     if open && (ready || in_flight.is_empty()) => {
@@ -1030,6 +1036,15 @@ impl Writer {
                     let _ = job.reply.send(Err(copy_of(&error)));
                 }
             }
+        }
+    }
+
+    /// Measures the store's clock again (after a test moved it).
+    async fn measure_clock(&mut self) {
+        let sent = Instant::now();
+        match self.store.now().await {
+            Ok(store_now) => self.clock = StoreClock::measured(store_now, sent),
+            Err(error) => tracing::warn!(%error, "event writer could not read the store's clock"),
         }
     }
 

@@ -414,16 +414,13 @@ async fn checkout_of_expired_or_foreign_hold(backend: Backend) {
     let hold_id = hold_seats(&app, "ann", &event_id, &["A-5-1"]).await;
     let foreign = checkout(&app, "eve", &hold_id, "pay", "pm_card_visa").await;
     assert_eq!(foreign.status, StatusCode::NOT_FOUND);
-    for _ in 0..50 {
-        let hold = app
-            .get(&token("ann"), &format!("/v1/holds/{hold_id}"))
-            .await
-            .json();
-        if hold["status"] == "EXPIRED" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Past the hold's deadline by the store's clock: expired at once, without a sweep.
+    app.db.advance_clock(1_100).await;
+    let hold = app
+        .get(&token("ann"), &format!("/v1/holds/{hold_id}"))
+        .await
+        .json();
+    assert_eq!(hold["status"], "EXPIRED", "{hold}");
     let expired = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa").await;
     assert_eq!(
         (expired.status, expired.code().as_str()),
@@ -544,8 +541,9 @@ async fn grace_protects_then_late_authorization_is_voided(backend: Backend) {
         "the deadline moved by the grace"
     );
 
-    // Past the hold's own deadline, within the grace: the seat is still protected.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Past the hold's own deadline, within the grace (by the store's clock, moved forward):
+    // the seat is still protected.
+    app.db.advance_clock(1_500).await;
     let early = app
         .hold("bob", &event_id, "k1", json!({"seatIds": ["A-6-1"]}))
         .await;
@@ -555,24 +553,18 @@ async fn grace_protects_then_late_authorization_is_voided(backend: Backend) {
         "not resold during the grace"
     );
 
-    // After the grace, the seat is for sale again (nobody had to sweep).
-    let mut taken = None;
-    for attempt in 0..100 {
-        let answer = app
-            .hold(
-                "bob",
-                &event_id,
-                &format!("k2-{attempt}"),
-                json!({"seatIds": ["A-6-1"]}),
-            )
-            .await;
-        if answer.status == StatusCode::CREATED {
-            taken = Some(answer.json()["holdId"].as_str().unwrap().to_owned());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let bob_hold = taken.expect("the seat is sold again after the grace");
+    // After the grace, the seat is for sale again at once (nobody had to sweep).
+    app.db.advance_clock(4_000).await;
+    let answer = app
+        .hold("bob", &event_id, "k2", json!({"seatIds": ["A-6-1"]}))
+        .await;
+    assert_eq!(
+        answer.status,
+        StatusCode::CREATED,
+        "the seat is sold again after the grace: {}",
+        answer.json()
+    );
+    let bob_hold = answer.json()["holdId"].as_str().unwrap().to_owned();
 
     // The shopper finishes 3-D Secure too late: the authorization is voided.
     let url = started["nextAction"]["url"].as_str().unwrap().to_owned();
@@ -807,8 +799,8 @@ async fn late_capture_of_a_cancelled_order_is_refunded(backend: Backend) {
         .await
         .unwrap()
         .unwrap();
-    // Past the hold's deadline and its grace.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // Past the hold's deadline and its grace, by the store's clock.
+    app.db.advance_clock(2_500).await;
     let verdict = boxoffice_store::checkout::ProviderVerdict::Captured {
         provider_ref: operation.provider_ref.clone().unwrap_or_default(),
     };

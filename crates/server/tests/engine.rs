@@ -487,8 +487,8 @@ async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
         matches!(&first[0], Idempotent::Fresh(r) if r.status == 201),
         "{first:?}"
     );
-    // Past the hold's deadline by the store's clock.
-    tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+    // Past the hold's deadline by the store's clock, moved forward.
+    app.db.advance_clock(1_300).await;
     let (snapshot, now) = store.engine_load(&event, ENDPOINT).await.unwrap();
     let mut engine = EventEngine::load(event.rules(), snapshot, now);
     let second = seat_request("fan-2", "k2", "A-5-2");
@@ -592,12 +592,11 @@ async fn a_former_owners_group_is_fenced(backend: Backend) {
         Taken::Elsewhere(lease) => assert_eq!((lease.node_id.as_str(), lease.epoch), ("node-a", 1)),
         Taken::Mine(lease) => panic!("a live lease is not taken over: {lease:?}"),
     }
-    // node-a stops renewing; once its lease has lapsed, node-b takes it over.
-    let second = loop {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        if let Taken::Mine(lease) = store.take_lease(&event_id, "node-b", 60_000).await.unwrap() {
-            break lease;
-        }
+    // node-a stops renewing; once its lease has lapsed (by the store's clock, moved past
+    // it), node-b takes it over.
+    app.db.advance_clock(400).await;
+    let Taken::Mine(second) = store.take_lease(&event_id, "node-b", 60_000).await.unwrap() else {
+        panic!("a lapsed lease is taken over");
     };
     assert_eq!((second.node_id.as_str(), second.epoch), ("node-b", 2));
     match fenced_hold(&store, &event, "fan-2", "A-1-2", Some(first.fence())).await {
@@ -1069,13 +1068,30 @@ async fn a_takeover_waits_for_the_group_in_flight_and_a_renewal_does_not() {
     .expect("a renewal never waits for a group")
     .unwrap();
     assert_eq!(renewed, vec![event_id.clone()]);
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    // The lease has lapsed; node-b's takeover waits for the group in flight.
+    // The lease lapses (the store's clock moved past it); node-b's takeover waits for the
+    // group in flight: its statement is seen waiting for a lock, and has not finished.
+    app.db.advance_clock(400).await;
     let takeover = {
         let (store, event_id) = (store.clone(), event_id.clone());
         tokio::spawn(async move { store.take_lease(&event_id, "node-b", 60_000).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut waiting = false;
+    for _ in 0..600 {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'
+                AND query LIKE '%event_lease%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if blocked > 0 {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(waiting, "the takeover's statement waits for a lock");
     assert!(
         !takeover.is_finished(),
         "the takeover waits for the group in flight"

@@ -633,10 +633,9 @@ async fn cutoff_is_judged_by_the_store_clock(backend: Backend) {
     .await;
     assert_eq!(open.status, StatusCode::CREATED, "{}", open.json());
 
-    let closes_at = now + time::Duration::seconds(10);
-    while app.state.store.now().await.unwrap() < closes_at {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    // The store's clock moved 10 s forward: past the cutoff, whatever the time it took.
+    app.db.advance_clock(10_000).await;
+    assert!(app.state.store.now().await.unwrap() >= now + time::Duration::seconds(10));
     for (key, body) in [
         (
             "late-same",
@@ -806,8 +805,8 @@ async fn lapsed_exchange_gives_the_ticket_back(backend: Backend) {
     .await;
     assert_eq!(up.json()["status"], "PAYMENT_REQUIRED", "{}", up.json());
     let exchange_id = up.json()["exchangeId"].as_str().unwrap().to_owned();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    // Read by the store's clock before the sweeper ran: lapsed.
+    app.db.advance_clock(1_500).await;
+    // Read by the store's clock (moved past the deadline) before the sweeper ran: lapsed.
     let lapsed = app
         .get(&token("ann"), &format!("/v1/exchanges/{exchange_id}"))
         .await

@@ -284,8 +284,9 @@ async fn snapshot_plus_changes_equals_the_store_after_random_operations(backend:
                 }
             }
             8 => {
-                // Let holds run out: some are swept, others stay unswept (shown available).
-                tokio::time::sleep(Duration::from_millis(1_100)).await;
+                // Let holds run out (the store's clock moves past some deadlines): some are
+                // swept, others stay unswept (shown available).
+                app.db.advance_clock(1_100).await;
                 if rng.random_bool(0.5) {
                     let swept = app.db.store.expire_due_holds(100, 0).await.unwrap();
                     if swept.holds_expired > 0 {
@@ -304,7 +305,8 @@ async fn snapshot_plus_changes_equals_the_store_after_random_operations(backend:
     );
     // Every hold runs out and the event's writer ends each at its deadline (its own timer):
     // after that the map stops moving.
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    app.db.advance_clock(2_100).await;
+    let mut ended = false;
     for _ in 0..100 {
         let inventory = app
             .db
@@ -318,10 +320,12 @@ async fn snapshot_plus_changes_equals_the_store_after_random_operations(backend:
             .iter()
             .any(|h| h.status == boxoffice_domain::hold::HoldStatus::Held);
         if !held {
+            ended = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(ended, "the writer ends every hold past its deadline");
     let target = caught_up(&app, &event_id).await;
     assert!(target > 10, "the run changed the map: version {target}");
 
@@ -599,7 +603,7 @@ async fn a_version_too_old_gets_410_and_reset(backend: Backend) {
 async fn snapshot_etag_gzip_and_expired_holds(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app
-        .create_event(json!({"holdTtlSeconds": 1, "maxTicketsPerAccount": 50}))
+        .create_event(json!({"holdTtlSeconds": 30, "maxTicketsPerAccount": 50}))
         .await;
     let url = format!("{}/v1/events/{event_id}/seatmap", app.base);
     let first = app.send(app.http.get(&url)).await;
@@ -648,12 +652,9 @@ async fn snapshot_etag_gzip_and_expired_holds(backend: Backend) {
     let changed = changed.expect("the new version is served");
     assert_eq!(changed.headers["etag"], format!("\"{target}\"").as_str());
     let seat = &changed.json()["seats"][0];
-    // Held for a second: either still held (with its deadline) or already shown available.
-    if seat["status"] == "HELD" {
-        assert_eq!(seat["holdExpiresAt"], held.json()["expiresAt"]);
-    } else {
-        assert_eq!(seat["status"], "AVAILABLE");
-    }
+    // Held, with its deadline (30 s away by the store's clock, which only this test moves).
+    assert_eq!(seat["status"], "HELD", "{seat}");
+    assert_eq!(seat["holdExpiresAt"], held.json()["expiresAt"]);
 
     // Gzip when asked, and the same document.
     let zipped = app
@@ -670,7 +671,8 @@ async fn snapshot_etag_gzip_and_expired_holds(backend: Backend) {
 
     // The hold runs out: the map shows the seat available whether or not the store's row
     // has been ended yet (the event's writer ends it at its deadline; nothing else sweeps).
-    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    // The store's clock moves past the deadline.
+    app.db.advance_clock(30_500).await;
     let mut shown = Value::Null;
     for _ in 0..20 {
         shown = app.send(app.http.get(&url)).await.json();

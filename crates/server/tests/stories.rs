@@ -357,18 +357,15 @@ async fn idempotency_key_forms(backend: Backend) {
 }
 
 /// Polls the hold until the store's clock has passed its deadline (bounded).
-async fn wait_until_expired(app: &TestApp, account: &str, hold_id: &str) {
-    for _ in 0..100 {
-        let hold = app
-            .get(&token(account), &format!("/v1/holds/{hold_id}"))
-            .await
-            .json();
-        if hold["status"] == "EXPIRED" {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("hold {hold_id} never expired");
+/// Moves the store's clock past a 1 s hold's deadline: the hold reads `EXPIRED` at once,
+/// before any sweep.
+async fn expire(app: &TestApp, account: &str, hold_id: &str) {
+    app.db.advance_clock(1_100).await;
+    let hold = app
+        .get(&token(account), &format!("/v1/holds/{hold_id}"))
+        .await
+        .json();
+    assert_eq!(hold["status"], "EXPIRED", "{hold}");
 }
 
 /// With a 1 s TTL a second account takes the seat after expiry, unswept; the first
@@ -394,7 +391,7 @@ async fn expiry_frees_seats_and_late_release_changes_nothing(backend: Backend) {
         "SEATS_UNAVAILABLE",
         "a live hold protects its seat"
     );
-    wait_until_expired(&app, "ann", &old_hold).await;
+    expire(&app, "ann", &old_hold).await;
 
     let second = app
         .hold("bob", &event_id, "k1", json!({"seatIds": ["A-1-1"]}))
@@ -479,7 +476,7 @@ async fn tier_units_return_exactly_once(backend: Backend) {
         .await
         .json();
     let hold_id = hold["holdId"].as_str().unwrap().to_owned();
-    wait_until_expired(&app, "ann", &hold_id).await;
+    expire(&app, "ann", &hold_id).await;
     let sweeps = (0..4).map(|_| app.db.store.expire_due_holds(100, 0));
     let reports = join_all(sweeps).await;
     let returned: u64 = reports

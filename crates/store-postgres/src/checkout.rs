@@ -491,7 +491,7 @@ impl crate::PgStore {
         let mut tx = self.pool().begin().await.map_err(classify)?;
         if let Some((provider, event_id)) = webhook {
             let fresh = sqlx::query(
-                "INSERT INTO webhook_event (provider, event_id, received_at) VALUES ($1, $2, clock_timestamp())
+                "INSERT INTO webhook_event (provider, event_id, received_at) VALUES ($1, $2, boxoffice_now())
                  ON CONFLICT DO NOTHING",
             )
             .bind(provider)
@@ -700,15 +700,15 @@ impl crate::PgStore {
                 UPDATE payment_operation p
                    SET status = 'CAPTURED', provider_ref = coalesce(p.provider_ref, a.provider_ref),
                        next_action_url = NULL, last_error = NULL,
-                       updated_at = date_trunc('milliseconds', clock_timestamp()),
-                       next_attempt_at = date_trunc('milliseconds', clock_timestamp()) + make_interval(secs => $5)
+                       updated_at = date_trunc('milliseconds', boxoffice_now()),
+                       next_attempt_at = date_trunc('milliseconds', boxoffice_now()) + make_interval(secs => $5)
                   FROM asked a
                  WHERE p.operation_id = a.operation_id AND p.status = 'AUTHORIZED'
                    AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CONFIRMED' FOR SHARE)
                 RETURNING p.operation_id, p.updated_at, a.provider, a.webhook_id
              ), seen AS (
                 INSERT INTO webhook_event (provider, event_id, received_at)
-                SELECT provider, webhook_id, clock_timestamp() FROM captured WHERE provider IS NOT NULL
+                SELECT provider, webhook_id, boxoffice_now() FROM captured WHERE provider IS NOT NULL
                 ON CONFLICT DO NOTHING
              )
              SELECT operation_id, updated_at FROM captured",
@@ -747,7 +747,7 @@ impl crate::PgStore {
     pub(crate) async fn due_operations(&self, limit: u32) -> StoreResult<Vec<PaymentOperation>> {
         let sql = format!(
             "SELECT {OPERATION_COLUMNS} FROM payment_operation p
-              WHERE p.next_attempt_at <= clock_timestamp()
+              WHERE p.next_attempt_at <= boxoffice_now()
                 AND (p.status IN ('AUTHORIZING', 'REQUIRES_ACTION', 'UNKNOWN')
                      OR (p.status = 'AUTHORIZED'
                          AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CANCELLED')))
@@ -772,7 +772,7 @@ impl crate::PgStore {
     ) -> StoreResult<()> {
         sqlx::query(
             "UPDATE payment_operation SET n_attempts = n_attempts + 1, last_error = $3,
-                    next_attempt_at = clock_timestamp() + make_interval(secs => $2)
+                    next_attempt_at = boxoffice_now() + make_interval(secs => $2)
               WHERE operation_id = $1",
         )
         .bind(operation_id)
@@ -866,7 +866,7 @@ impl crate::PgStore {
         }
         let issued = sqlx::query(
             "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code, status, issued_at)
-             SELECT u.e, u.t, u.o, u.a, u.s, u.r, u.n, u.c, 'VALID', date_trunc('milliseconds', clock_timestamp())
+             SELECT u.e, u.t, u.o, u.a, u.s, u.r, u.n, u.c, 'VALID', date_trunc('milliseconds', boxoffice_now())
                FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
                     AS u(e, t, o, a, s, r, n, c)
              ON CONFLICT (order_id, unit) DO NOTHING",
@@ -903,7 +903,7 @@ impl crate::PgStore {
         ticket_id: &str,
     ) -> StoreResult<Option<(bool, String)>> {
         let updated = sqlx::query(
-            "UPDATE ticket SET status = 'CHECKED_IN', checked_in_at = clock_timestamp()
+            "UPDATE ticket SET status = 'CHECKED_IN', checked_in_at = boxoffice_now()
               WHERE ticket_id = $1 AND status = 'VALID' AND exchange_id IS NULL",
         )
         .bind(ticket_id)
@@ -931,11 +931,11 @@ impl crate::PgStore {
         let rows = sqlx::query(
             "WITH claimed AS (
                 SELECT id FROM outbox
-                 WHERE published_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= clock_timestamp())
+                 WHERE published_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= boxoffice_now())
                  ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
              )
              UPDATE outbox o SET n_attempts = o.n_attempts + 1,
-                    next_attempt_at = clock_timestamp() + make_interval(secs => $2)
+                    next_attempt_at = boxoffice_now() + make_interval(secs => $2)
                FROM claimed WHERE o.id = claimed.id
              RETURNING o.id, o.event_id, o.topic, o.payload::text AS payload, o.n_attempts, o.created_at",
         )
@@ -964,7 +964,7 @@ impl crate::PgStore {
             return Ok(());
         }
         sqlx::query(
-            "UPDATE outbox SET published_at = clock_timestamp(), last_error = NULL WHERE id = ANY($1)",
+            "UPDATE outbox SET published_at = boxoffice_now(), last_error = NULL WHERE id = ANY($1)",
         )
         .bind(ids)
         .execute(self.pool())
@@ -980,7 +980,7 @@ impl crate::PgStore {
         error: &str,
     ) -> StoreResult<()> {
         sqlx::query(
-            "UPDATE outbox SET next_attempt_at = clock_timestamp() + make_interval(secs => $2), last_error = $3
+            "UPDATE outbox SET next_attempt_at = boxoffice_now() + make_interval(secs => $2), last_error = $3
               WHERE id = $1 AND published_at IS NULL",
         )
         .bind(id)
@@ -997,7 +997,7 @@ impl crate::PgStore {
     /// read every undelivered row, 14 ms a call with a sale's backlog.
     pub(crate) async fn outbox_lag(&self) -> StoreResult<f64> {
         let lag: Option<f64> = sqlx::query_scalar(
-            "SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM outbox
+            "SELECT extract(epoch FROM boxoffice_now() - created_at)::float8 FROM outbox
               WHERE published_at IS NULL ORDER BY id LIMIT 1",
         )
         .fetch_optional(self.pool())

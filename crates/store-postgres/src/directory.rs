@@ -142,7 +142,7 @@ impl DirectoryStore for PgStore {
     async fn move_event(&self, event_id: &str, shard: &str) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO event_shard (event_id, shard) VALUES ($1, $2)
-             ON CONFLICT (event_id) DO UPDATE SET shard = $2, placed_at = clock_timestamp()",
+             ON CONFLICT (event_id) DO UPDATE SET shard = $2, placed_at = boxoffice_now()",
         )
         .bind(event_id)
         .bind(shard)

@@ -263,7 +263,7 @@ impl EngineStore for PgStore {
         // the groups in flight, and every group after it finds another epoch.
         let clock_sent = std::time::Instant::now();
         let (store_now, epoch): (OffsetDateTime, Option<i64>) = sqlx::query_as(
-            "SELECT date_trunc('milliseconds', clock_timestamp()),
+            "SELECT date_trunc('milliseconds', boxoffice_now()),
                     (SELECT epoch FROM event_lease
                       WHERE event_id = $1 AND node_id = $2 AND $2 IS NOT NULL FOR KEY SHARE)
                FROM (SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),

@@ -1261,7 +1261,7 @@ impl crate::PgStore {
         let sql = format!(
             "SELECT {OUT_COLUMNS} FROM exchange x JOIN orders o ON o.order_id = x.order_id
               WHERE x.leg = 'OUT' AND x.status = 'PAYMENT_REQUIRED'
-                AND x.updated_at <= clock_timestamp() - make_interval(secs => $1)
+                AND x.updated_at <= boxoffice_now() - make_interval(secs => $1)
               ORDER BY x.updated_at LIMIT $2"
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))

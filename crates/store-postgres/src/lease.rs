@@ -1,7 +1,7 @@
 //! The event lease and the node registry on PostgreSQL (`boxoffice_store::lease`). A takeover
 //! locks the lease row `FOR UPDATE`, so it waits for the groups in flight (each reads the row
 //! `FOR KEY SHARE`, see `engine.rs`); a renewal changes the expiry alone (a NO KEY UPDATE
-//! lock), so it never waits for them. Times are the store's clock (`clock_timestamp()`).
+//! lock), so it never waits for them. Times are the store's clock (`boxoffice_now()`).
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
@@ -12,7 +12,7 @@ use sqlx::Row;
 use crate::{PgStore, classify};
 
 const LEASE_SQL: &str = "SELECT l.event_id, l.node_id, l.epoch, l.since, l.expires_at,
-            date_trunc('milliseconds', clock_timestamp()) AS read_at, n.advertise_url
+            date_trunc('milliseconds', boxoffice_now()) AS read_at, n.advertise_url
        FROM event_lease l LEFT JOIN cluster_node n ON n.node_id = l.node_id
       WHERE l.event_id = $1";
 
@@ -37,7 +37,7 @@ impl LeaseStore for PgStore {
     async fn register_node(&self, node_id: &str, advertise_url: &str) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO cluster_node (node_id, advertise_url, started_at, heartbeat_at)
-             VALUES ($1, $2, clock_timestamp(), clock_timestamp())
+             VALUES ($1, $2, boxoffice_now(), boxoffice_now())
              ON CONFLICT (node_id) DO UPDATE
                 SET advertise_url = EXCLUDED.advertise_url, heartbeat_at = EXCLUDED.heartbeat_at",
         )
@@ -80,13 +80,13 @@ impl LeaseStore for PgStore {
             .map_err(classify)?;
         let taken = sqlx::query(
             "INSERT INTO event_lease (event_id, node_id, epoch, since, expires_at)
-             VALUES ($1, $2, 1, clock_timestamp(),
-                     clock_timestamp() + make_interval(secs => $3::bigint / 1000.0))
+             VALUES ($1, $2, 1, boxoffice_now(),
+                     boxoffice_now() + make_interval(secs => $3::bigint / 1000.0))
              ON CONFLICT (event_id) DO UPDATE
                 SET node_id = EXCLUDED.node_id, epoch = event_lease.epoch + 1,
-                    since = clock_timestamp(),
-                    expires_at = clock_timestamp() + make_interval(secs => $3::bigint / 1000.0)
-              WHERE event_lease.expires_at <= clock_timestamp()
+                    since = boxoffice_now(),
+                    expires_at = boxoffice_now() + make_interval(secs => $3::bigint / 1000.0)
+              WHERE event_lease.expires_at <= boxoffice_now()
                  OR event_lease.node_id = EXCLUDED.node_id
              RETURNING event_id",
         )
@@ -123,7 +123,7 @@ impl LeaseStore for PgStore {
             .collect();
         sqlx::query_scalar(
             "UPDATE event_lease l
-                SET expires_at = clock_timestamp() + make_interval(secs => $4::bigint / 1000.0)
+                SET expires_at = boxoffice_now() + make_interval(secs => $4::bigint / 1000.0)
                FROM unnest($2::text[], $3::bigint[]) AS h(event_id, epoch)
               WHERE l.event_id = h.event_id AND l.epoch = h.epoch AND l.node_id = $1
              RETURNING l.event_id",
@@ -139,7 +139,7 @@ impl LeaseStore for PgStore {
 
     async fn release_lease(&self, event_id: &str, fence: &Fence) -> StoreResult<bool> {
         let released = sqlx::query(
-            "UPDATE event_lease SET expires_at = clock_timestamp()
+            "UPDATE event_lease SET expires_at = boxoffice_now()
               WHERE event_id = $1 AND node_id = $2 AND epoch = $3",
         )
         .bind(event_id)

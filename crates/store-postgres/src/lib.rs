@@ -61,7 +61,7 @@ const ANALYZE_SEATS_MIN: usize = 2_000;
 const SEAT_INSERT_CHUNK: usize = 10_000;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
-const NOW_SQL: &str = "SELECT date_trunc('milliseconds', clock_timestamp())";
+const NOW_SQL: &str = "SELECT date_trunc('milliseconds', boxoffice_now())";
 
 /// A PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -326,6 +326,34 @@ impl PgStore {
     }
 
     /// The pool, for tests that plant rows directly.
+    /// Moves the store's clock forward by `by`, for tests that need a deadline to pass
+    /// without sleeping (migration 0010: the offset is kept in `store_clock`, and
+    /// `boxoffice_now()` is redefined as `clock_timestamp()` plus it). Never used in
+    /// production; the clock only moves forward.
+    pub async fn advance_clock(&self, by: Duration) -> StoreResult<()> {
+        let by_ms = i64::try_from(by.as_millis())
+            .map_err(|_| StoreError::Internal("clock step too large".into()))?;
+        let mut tx = self.pool.begin().await.map_err(classify)?;
+        let offset_ms: i64 = sqlx::query_scalar(
+            "UPDATE store_clock SET offset_ms = offset_ms + $1 WHERE id = 1 RETURNING offset_ms",
+        )
+        .bind(by_ms)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(classify)?;
+        let define = format!(
+            "CREATE OR REPLACE FUNCTION boxoffice_now() RETURNS timestamptz LANGUAGE sql VOLATILE
+             AS $$ SELECT clock_timestamp() + interval '{offset_ms} milliseconds' $$"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(define))
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
+        boxoffice_store::clock::moved();
+        Ok(())
+    }
+
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -1239,8 +1267,8 @@ impl WorkerStore for PgStore {
     async fn expire_due_holds(&self, limit: u32, held_grace_ms: u32) -> StoreResult<SweepReport> {
         let due: Vec<String> = sqlx::query_scalar(
             "SELECT hold_id FROM hold
-              WHERE (status = 'HELD' AND expires_at <= clock_timestamp() - make_interval(secs => $2 / 1000.0))
-                 OR (status = 'PAYMENT_PENDING' AND expires_at <= clock_timestamp())
+              WHERE (status = 'HELD' AND expires_at <= boxoffice_now() - make_interval(secs => $2 / 1000.0))
+                 OR (status = 'PAYMENT_PENDING' AND expires_at <= boxoffice_now())
               ORDER BY expires_at LIMIT $1",
         )
         .bind(i64::from(limit))
@@ -1257,7 +1285,7 @@ impl WorkerStore for PgStore {
 
     async fn purge_idempotency(&self, older_than_s: u32) -> StoreResult<u64> {
         let deleted = sqlx::query(
-            "DELETE FROM idempotency WHERE created_at < clock_timestamp() - make_interval(secs => $1)",
+            "DELETE FROM idempotency WHERE created_at < boxoffice_now() - make_interval(secs => $1)",
         )
         .bind(f64::from(older_than_s))
         .execute(&self.pool)

@@ -102,10 +102,10 @@ impl PgStore {
         }
         let epoch: i64 = sqlx::query_scalar(
             "INSERT INTO event_lease (event_id, node_id, epoch, since, expires_at)
-             VALUES ($1, 'shard-move', 1, clock_timestamp(), clock_timestamp() + interval '1 day')
+             VALUES ($1, 'shard-move', 1, boxoffice_now(), boxoffice_now() + interval '1 day')
              ON CONFLICT (event_id) DO UPDATE
-                SET node_id = 'shard-move', epoch = event_lease.epoch + 1, since = clock_timestamp(),
-                    expires_at = clock_timestamp() + interval '1 day'
+                SET node_id = 'shard-move', epoch = event_lease.epoch + 1, since = boxoffice_now(),
+                    expires_at = boxoffice_now() + interval '1 day'
              RETURNING epoch",
         )
         .bind(event_id)
@@ -241,7 +241,7 @@ impl PgStore {
             .await
             .map_err(classify)?;
         }
-        sqlx::query("UPDATE event_lease SET expires_at = clock_timestamp() WHERE event_id = $1")
+        sqlx::query("UPDATE event_lease SET expires_at = boxoffice_now() WHERE event_id = $1")
             .bind(event_id)
             .execute(&mut *tx)
             .await

@@ -53,10 +53,13 @@ const SEAT_INSERT_CHUNK: usize = 10_000;
 /// The store's clock in unix milliseconds, as an SQL expression. `unixepoch('subsec')` has
 /// millisecond resolution; rounding (not truncating) undoes the binary floating point error
 /// of the multiplication, so the result is the exact millisecond, as with the PostgreSQL
-/// backend's `date_trunc('milliseconds', clock_timestamp())`.
+/// backend's `date_trunc('milliseconds', boxoffice_now())`. Plus `store_clock.offset_ms`
+/// (migration 0007), always 0 except in tests that move the store's clock forward
+/// ([`SqliteStore::advance_clock`]); SQLite reads that one-row table once per statement.
 macro_rules! now_ms {
     () => {
-        "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)"
+        "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) \
+          + (SELECT offset_ms FROM store_clock WHERE id = 1))"
     };
 }
 
@@ -190,6 +193,21 @@ impl SqliteStore {
     }
 
     /// The writer pool, for tests that plant rows directly.
+    /// Moves the store's clock forward by `by`, for tests that need a deadline to pass
+    /// without sleeping (migration 0007: `now_ms!` adds `store_clock.offset_ms`). Never used
+    /// in production; the clock only moves forward.
+    pub async fn advance_clock(&self, by: Duration) -> StoreResult<()> {
+        let by_ms = i64::try_from(by.as_millis())
+            .map_err(|_| StoreError::Internal("clock step too large".into()))?;
+        sqlx::query("UPDATE store_clock SET offset_ms = offset_ms + ? WHERE id = 1")
+            .bind(by_ms)
+            .execute(&self.writer)
+            .await
+            .map_err(classify)?;
+        boxoffice_store::clock::moved();
+        Ok(())
+    }
+
     pub fn pool(&self) -> &SqlitePool {
         &self.writer
     }

@@ -580,13 +580,20 @@ async fn grace_deadline_expires_checkout() {
         .await
         .unwrap();
     assert!(matches!(begun, CheckoutBegun::Started { .. }), "{begun:?}");
-    // Past the hold's own deadline but within grace: still in checkout.
-    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    // Past the hold's own deadline but within grace (the store's clock moved forward):
+    // still in checkout.
+    store
+        .advance_clock(std::time::Duration::from_millis(2_100))
+        .await
+        .unwrap();
     assert_eq!(
         store.expire_due_holds(100, 0).await.unwrap().holds_expired,
         0
     );
-    tokio::time::sleep(std::time::Duration::from_millis(3_000)).await;
+    store
+        .advance_clock(std::time::Duration::from_millis(3_000))
+        .await
+        .unwrap();
     let report = store.expire_due_holds(100, 0).await.unwrap();
     assert_eq!(report.holds_expired, 1);
     assert_eq!(report.seats_freed, 1);

@@ -249,7 +249,11 @@ async fn hold_release_and_expire() {
             .all(|a| matches!(a, Idempotent::Fresh(r) if r.status == 201)),
         "{answers:?}"
     );
-    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    // Past the holds' deadline by the store's clock, moved forward.
+    store
+        .advance_clock(std::time::Duration::from_millis(1_100))
+        .await
+        .unwrap();
     let counts = store.event_counts(&short).await.unwrap();
     assert_eq!(
         counts.sections[0].1.available, 6,

@@ -9,6 +9,7 @@
 //! transaction as the state it creates.
 
 pub mod checkout;
+pub mod clock;
 pub mod engine;
 pub mod exchange;
 pub mod gate;

@@ -144,6 +144,18 @@ impl TestStore {
         }
     }
 
+    /// Moves the store's clock forward by `ms` milliseconds, so a deadline passes without
+    /// sleeping; the event writers of this process measure the clock again at once.
+    pub async fn advance_clock(&self, ms: u64) {
+        let by = std::time::Duration::from_millis(ms);
+        match (&self.pg, &self.sqlite) {
+            (Some(pg), _) => pg.advance_clock(by).await,
+            (None, Some(sqlite)) => sqlite.advance_clock(by).await,
+            (None, None) => unreachable!("a test store has a backend"),
+        }
+        .expect("move the store's clock");
+    }
+
     /// The SQLite database file, for a test that opens a second connection to it.
     pub fn sqlite_file(&self) -> Option<std::path::PathBuf> {
         self.sqlite_path.clone()
