@@ -254,6 +254,8 @@ pub struct RoomHandle {
     view: RwLock<Arc<QueueView>>,
     control: Mutex<Control>,
     polls: AtomicU64,
+    /// Release ticks this node has run for the room.
+    ticks: AtomicU64,
     /// The controller's current rate, readable by polls without the control lock.
     rate_per_s: AtomicU64,
     /// While slow start doubles the rate: the cap it doubles towards (0 otherwise).
@@ -283,6 +285,11 @@ impl RoomHandle {
 
     pub fn polls(&self) -> u64 {
         self.polls.load(Ordering::Relaxed)
+    }
+
+    /// Release ticks this node has run for the room (one every [`TICK_MS`]).
+    pub fn ticks(&self) -> u64 {
+        self.ticks.load(Ordering::Relaxed)
     }
 
     /// Records the serving counter of a refresh and the release rate it shows.
@@ -485,6 +492,7 @@ impl WaitingRoom {
                 decisions: VecDeque::new(),
             }),
             polls: AtomicU64::new(0),
+            ticks: AtomicU64::new(0),
             rate_per_s: AtomicU64::new(settings.start_release_per_s),
             doubling_up_to: AtomicU64::new(0),
             served: Mutex::new(VecDeque::new()),
@@ -740,6 +748,7 @@ impl WaitingRoom {
             decisions: control.decisions.iter().cloned().collect(),
             leader: control.leader,
             polls: room.polls(),
+            ticks: room.ticks(),
             sold_out: room.sold_out(),
         })
     }
@@ -788,6 +797,7 @@ impl WaitingRoom {
                 if let Err(error) = self.tick_room(&room, decide, signals, store_down).await {
                     tracing::warn!(event_id = %room.event_id, %error, "waiting-room tick failed");
                 }
+                room.ticks.fetch_add(1, Ordering::Relaxed);
             }
             ticks += 1;
         }
@@ -1094,6 +1104,7 @@ pub struct AdminView {
     pub decisions: Vec<(i64, Decision)>,
     pub leader: bool,
     pub polls: u64,
+    pub ticks: u64,
     pub sold_out: bool,
 }
 

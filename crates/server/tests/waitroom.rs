@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use boxoffice_payments::simulator::SimulatorConfig;
-use boxoffice_server::waitroom::WaitingRoomOptions;
+use boxoffice_server::waitroom::{TICKS_PER_DECISION, WaitingRoomOptions};
 use boxoffice_waitroom::controller::ControllerConfig;
 use boxoffice_waitroom::token::TokenKeys;
 use boxoffice_waitroom_state::RoomStore;
@@ -233,6 +233,16 @@ async fn queue_admin(app: &TestApp, event_id: &str) -> Value {
     answer.json()
 }
 
+/// Waits until this node's release has ticked `n` more times and returns the admin view
+/// then: what the release did (or did not do) in `n` ticks, whatever time they took.
+async fn after_ticks(app: &TestApp, event_id: &str, n: u64) -> Value {
+    let start = queue_admin(app, event_id).await["ticks"].as_u64().unwrap();
+    queue_until(app, event_id, &format!("{n} more ticks"), |v| {
+        v["ticks"].as_u64().unwrap() >= start + n
+    })
+    .await
+}
+
 /// Waits until the admin view satisfies `done`.
 async fn queue_until(
     app: &TestApp,
@@ -303,8 +313,9 @@ async fn fifo_queue_admits_in_order_and_guards_holds(state: State) {
 
     let ann = admitted(&app, "ann", &event_id, &tickets[0]).await;
     let bob = admitted(&app, "bob", &event_id, &tickets[1]).await;
-    // The cap is 2: cat is released but waits at the head for a free slot.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The cap is 2: cat is released but waits at the head for a free slot (however many
+    // ticks pass).
+    after_ticks(&app, &event_id, 4).await;
     let cat_waits = status(&app, "cat", &event_id, &tickets[2]).await.json();
     assert_eq!(cat_waits["status"], "WAITING", "{cat_waits}");
     assert_eq!(queue_admin(&app, &event_id).await["activeShoppers"], 2);
@@ -541,7 +552,8 @@ async fn random_policy_shuffles_the_pre_queue_once(state: State) {
     let opened = queue_until(&app, &event_id, "opened", |v| v["openedAt"].is_string()).await;
     assert_eq!(opened["preQueueLength"], 40);
     assert!(opened["permutationSeed"].is_string());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every node's view has refreshed since the shuffle.
+    after_ticks(&app, &event_id, 2).await;
     let mut positions = Vec::new();
     for (account, ticket) in accounts.iter().zip(&tickets) {
         let body = status(&app, account, &event_id, ticket).await.json();
@@ -806,8 +818,8 @@ async fn controller_backs_off_when_the_store_slows_and_stops_when_it_is_down(sta
     .await;
     assert_eq!(stopped["releaseRatePerSecond"], 0);
     let serving = stopped["serving"].as_u64().unwrap();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let later = queue_admin(&app, &event_id).await;
+    // Two more decisions' worth of ticks.
+    let later = after_ticks(&app, &event_id, 2 * u64::from(TICKS_PER_DECISION)).await;
     assert_eq!(
         later["serving"].as_u64().unwrap(),
         serving,
@@ -965,7 +977,8 @@ async fn sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_b
             .await;
         assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Ticks pass (each one asks the seat map whether anything is left to sell).
+    after_ticks(&app, &event_id, 3).await;
     for (fan, ticket) in fans[2..5].iter().zip(&tickets[2..5]) {
         let answer = status(&app, fan, &event_id, ticket).await;
         assert_eq!(
@@ -976,8 +989,9 @@ async fn sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_b
         );
     }
     assert_eq!(queue_admin(&app, &event_id).await["soldOut"], false);
-    // The holds lapse, fan-0's slot comes back, release resumes: fan-1 buys the unit, then
-    // fan-2 the seat, the last of the house.
+    // The holds lapse (the store's clock moves past them), fan-0's slot comes back, release
+    // resumes: fan-1 buys the unit, then fan-2 the seat, the last of the house.
+    app.db.advance_clock(2_100).await;
     let second = admitted(&app, &fans[1], &event_id, &tickets[1]).await;
     buy(
         &app,
@@ -1008,8 +1022,10 @@ async fn sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_b
         json!({"seatIds": ["A-1-1"]}),
     )
     .await;
-    // Each fan polls again when its Retry-After says: the answer is SOLD_OUT.
-    tokio::time::sleep(Duration::from_secs(*hints.iter().min().unwrap())).await;
+    // Each fan polls again (when its Retry-After says; here once the room knows): the answer
+    // is SOLD_OUT.
+    assert!(hints.iter().all(|hint| *hint >= 1), "{hints:?}");
+    queue_until(&app, &event_id, "sold out", |v| v["soldOut"] == true).await;
     for (fan, ticket) in fans[3..5].iter().zip(&tickets[3..5]) {
         let answer = status(&app, fan, &event_id, ticket).await;
         assert_eq!(answer.status, StatusCode::OK);
@@ -1030,9 +1046,8 @@ async fn sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_b
     .await;
     assert_eq!(stopped["soldOut"], true);
     let serving = stopped["serving"].as_u64().unwrap();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(
-        queue_admin(&app, &event_id).await["serving"]
+        after_ticks(&app, &event_id, 2 * u64::from(TICKS_PER_DECISION)).await["serving"]
             .as_u64()
             .unwrap(),
         serving,

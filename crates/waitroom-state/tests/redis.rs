@@ -218,33 +218,57 @@ async fn an_unreachable_redis_is_unavailable() {
 #[tokio::test]
 async fn one_node_leads_at_a_time_and_the_lease_passes_on_after_expiry() {
     const LEASE_MS: u64 = 300;
+    // Renewals while the test runs: long enough that no pause of this machine lapses it.
+    const LONG_LEASE_MS: u64 = 60_000;
     let prefix = Prefix::new();
     let node_a = prefix.rooms().await;
     let node_b = prefix.rooms().await;
     let config = conformance::config(QueuePolicy::Fifo, 1, 5);
     node_a.ensure_room("evt-lead", config).await.unwrap();
-    assert!(node_a.lead("evt-lead", "node-a", LEASE_MS).await.unwrap());
+    assert!(
+        node_a
+            .lead("evt-lead", "node-a", LONG_LEASE_MS)
+            .await
+            .unwrap()
+    );
     assert!(!node_b.lead("evt-lead", "node-b", LEASE_MS).await.unwrap());
     // The leader extends its own lease; the other node still does not lead.
     for _ in 0..4 {
-        tokio::time::sleep(Duration::from_millis(LEASE_MS / 3)).await;
-        assert!(node_a.lead("evt-lead", "node-a", LEASE_MS).await.unwrap());
+        assert!(
+            node_a
+                .lead("evt-lead", "node-a", LONG_LEASE_MS)
+                .await
+                .unwrap()
+        );
         assert!(!node_b.lead("evt-lead", "node-b", LEASE_MS).await.unwrap());
     }
     // Another event's lease is separate.
     node_a.ensure_room("evt-lead-2", config).await.unwrap();
     assert!(node_b.lead("evt-lead-2", "node-b", LEASE_MS).await.unwrap());
-    // The leader stops renewing: after the lease the other node takes over, alone.
-    tokio::time::sleep(Duration::from_millis(LEASE_MS + 100)).await;
-    assert!(node_b.lead("evt-lead", "node-b", LEASE_MS).await.unwrap());
+    // The leader renews once more with a short lease and stops: once Redis has expired it,
+    // the other node takes over, alone.
+    assert!(node_a.lead("evt-lead", "node-a", LEASE_MS).await.unwrap());
+    let mut took_over = false;
+    for _ in 0..200 {
+        if node_b
+            .lead("evt-lead", "node-b", LONG_LEASE_MS)
+            .await
+            .unwrap()
+        {
+            took_over = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(took_over, "the lapsed lease passes on");
     assert!(!node_a.lead("evt-lead", "node-a", LEASE_MS).await.unwrap());
     // Two nodes racing for a free lease: exactly one wins.
     for round in 0..20 {
         let event = format!("evt-race-{round}");
         node_a.ensure_room(&event, config).await.unwrap();
         let (a, b) = tokio::join!(
-            node_a.lead(&event, "node-a", LEASE_MS),
-            node_b.lead(&event, "node-b", LEASE_MS)
+            node_a.lead(&event, "node-a", LONG_LEASE_MS),
+            node_b.lead(&event, "node-b", LONG_LEASE_MS)
         );
         assert!(a.unwrap() ^ b.unwrap(), "round {round}: exactly one leads");
     }

@@ -87,6 +87,9 @@ pub struct AdminQueueResponse {
     pub max_release_per_second: Option<u64>,
     /// Status polls this node answered.
     pub polls: u64,
+    /// Release ticks this node has run for the room (one every 100 ms, a decision every ten):
+    /// a client that must see what the release did next waits for this to grow, not for time.
+    pub ticks: u64,
     /// Nothing is left to sell (as this node's seat map shows): release is stopped and
     /// queued fans are answered `SOLD_OUT`.
     pub sold_out: bool,
@@ -501,6 +504,7 @@ fn admin_response(state: &AppState, room: &RoomHandle, view: AdminView) -> Admin
         paused: view.stats.controls.paused,
         max_release_per_second: view.stats.controls.max_release_per_s,
         polls: view.polls,
+        ticks: view.ticks,
         state_backend: state.waitroom.backend(),
         releasing_node: view.leader,
         sold_out: view.sold_out,
