@@ -169,6 +169,8 @@ enum Command {
         /// address, per-address holds and joins off.
         #[arg(long, env = "BOXOFFICE_LIMITS", value_delimiter = ',')]
         limit: Vec<String>,
+        #[command(flatten)]
+        rollover: RolloverArgs,
     },
     /// Run the payment provider simulator (a Stripe-like HTTP subset with test cards).
     Paysim {
@@ -354,6 +356,48 @@ impl NodeArgs {
     }
 }
 
+/// Keys that still verify during a key rollover (docs/DEPLOY.md, "Rotating keys"); they
+/// never sign.
+#[derive(Clone, Default, clap::Args)]
+pub(crate) struct RolloverArgs {
+    /// Previous account-token secrets, comma-separated: tokens they signed are accepted until
+    /// they are removed from here.
+    #[arg(
+        long,
+        env = "BOXOFFICE_JWT_PREVIOUS_SECRETS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    jwt_previous_secrets: Vec<String>,
+    /// Previous waiting-room secrets, comma-separated (with BOXOFFICE_WAITROOM_SECRET set;
+    /// without it, they are derived from the previous account-token secrets).
+    #[arg(
+        long,
+        env = "BOXOFFICE_WAITROOM_PREVIOUS_SECRETS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    waitroom_previous_secrets: Vec<String>,
+    /// Previous ticket keys (PEM files: the retired private key or its public key),
+    /// comma-separated: the codes they signed still verify at the door.
+    #[arg(long, env = "BOXOFFICE_TICKET_PREVIOUS_KEYS", value_delimiter = ',')]
+    ticket_previous_keys: Vec<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for RolloverArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secrets: how many there are, and the key files' paths.
+        f.debug_struct("RolloverArgs")
+            .field("jwt_previous_secrets", &self.jwt_previous_secrets.len())
+            .field(
+                "waitroom_previous_secrets",
+                &self.waitroom_previous_secrets.len(),
+            )
+            .field("ticket_previous_keys", &self.ticket_previous_keys)
+            .finish()
+    }
+}
+
 /// Where the waiting rooms live.
 #[derive(Debug, Clone, clap::Args)]
 struct WaitroomArgs {
@@ -453,15 +497,27 @@ async fn serve_with(
         .await
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
+    let mut previous_ticket_keys = Vec::new();
+    for path in &side.rollover.ticket_previous_keys {
+        let pem = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the previous ticket key {}", path.display()))?;
+        previous_ticket_keys.push(
+            boxoffice_tickets::TicketVerifier::from_pem(&pem)
+                .with_context(|| format!("the previous ticket key {}", path.display()))?,
+        );
+    }
     let ticket_signer = boxoffice_tickets::TicketSigner::load_or_create(ticket_key)
-        .with_context(|| format!("loading the ticket key {}", ticket_key.display()))?;
+        .with_context(|| format!("loading the ticket key {}", ticket_key.display()))?
+        .with_previous(&previous_ticket_keys)?;
     let (provider, provider_origin) = payment_provider(payments, addr).await?;
     let config = boxoffice_server::ServerConfig {
         jwt_secret,
+        jwt_previous_secrets: side.rollover.jwt_previous_secrets.clone(),
         provider,
         ticket_signer,
         waitroom_state: waitroom_state(waitroom).await?,
         waitroom_secret: waitroom.waitroom_secret.clone(),
+        waitroom_previous_secrets: side.rollover.waitroom_previous_secrets.clone(),
         waitroom_options: boxoffice_server::waitroom::WaitingRoomOptions::default(),
         workers_store: side.workers,
         writer_store: side.writers,
@@ -963,6 +1019,8 @@ pub(crate) struct SideStores {
     cors_origins: Vec<String>,
     /// The abuse limits.
     limits: boxoffice_server::limits::LimitsConfig,
+    /// Keys of a rollover that still verify.
+    rollover: RolloverArgs,
 }
 
 /// `BOXOFFICE_LIMITS` (comma-separated `NAME=RATE`), for commands without `--limit`.
@@ -1048,6 +1106,7 @@ async fn main() -> anyhow::Result<()> {
             max_connections,
             cors_allow_origin,
             limit,
+            rollover,
         } => {
             let secret = match (jwt_secret, dev_auth) {
                 (Some(secret), _) => secret,
@@ -1068,6 +1127,7 @@ async fn main() -> anyhow::Result<()> {
                 node,
                 cors_origins: cors_allow_origin,
                 limits: limits_of(&limit)?,
+                rollover,
                 ..open_side_stores(&database_url, places).await?
             };
             serve_with(

@@ -615,3 +615,164 @@ async fn serve_takes_its_limits_by_name() {
     assert_eq!(statuses, [201, 201, 429]);
     assert_eq!(last["limit"], "signins-per-address");
 }
+
+/// A key rollover, end to end: `serve` with a new account-token secret and ticket key, the
+/// old ones given as previous, accepts the old tokens and queue tickets and lists both ticket
+/// keys; once the previous ones are removed, the old tokens and tickets are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_roll_over_old_tokens_verify_during_the_overlap_and_not_after() {
+    const OLD: &str = "the-old-jwt-secret-0123456789";
+    const NEW: &str = "the-new-jwt-secret-0123456789";
+    let dir = std::env::temp_dir().join(format!(
+        "boxoffice-cli-rollover-{}",
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (old_key, new_key) = (dir.join("old-key.pem"), dir.join("new-key.pem"));
+    let serve =
+        |secret: &str, key: &std::path::Path, previous: Option<(&str, &std::path::Path)>| {
+            let mut command = Command::new(BIN);
+            command
+                .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
+                .arg(format!("sqlite://{}", dir.join("b.db").display()))
+                .arg("--waitroom-state")
+                .arg(dir.join("rooms"))
+                .arg("--ticket-key")
+                .arg(key)
+                .env("BOXOFFICE_JWT_SECRET", secret)
+                .env("RUST_LOG", "warn")
+                .stderr(Stdio::null());
+            if let Some((secret, key)) = previous {
+                command
+                    .env("BOXOFFICE_JWT_PREVIOUS_SECRETS", secret)
+                    .arg("--ticket-previous-keys")
+                    .arg(key);
+            }
+            listening(command)
+        };
+    let mint = |secret: &str, account: &str, admin: bool| {
+        boxoffice_server::auth::mint_token(
+            secret,
+            &boxoffice_domain::ids::AccountId::parse(account).unwrap(),
+            admin,
+            600,
+        )
+        .unwrap()
+    };
+    let http = reqwest::Client::new();
+    let authorized = async |base: &str, token: &str| {
+        let answer = http
+            .get(format!(
+                "{base}/v1/holds/0193a4f2-8d00-7000-8000-000000000001"
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        // 404: the token was accepted (and the hold is nobody's); 401: refused.
+        answer.status().as_u16()
+    };
+    let queue_status = async |base: &str, event_id: &str, token: &str, ticket: &str| {
+        http.get(format!("{base}/v1/events/{event_id}/queue/status"))
+            .bearer_auth(token)
+            .header("queue-ticket", ticket)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let ticket_kids = async |base: &str| -> Vec<(String, bool)> {
+        let body: Value = http
+            .get(format!("{base}/v1/tickets/public-keys"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                let pem = k["pem"].as_str().unwrap();
+                let verifier = boxoffice_tickets::TicketVerifier::from_pem(pem).unwrap();
+                assert_eq!(verifier.public_keys()[0].0, k["kid"], "kid is the key's");
+                (k["kid"].as_str().unwrap().to_owned(), k["signing"] == true)
+            })
+            .collect()
+    };
+
+    // Before: the old secret and key.
+    let (mut child, base) = serve(OLD, &old_key, None);
+    let (status, event) = post(
+        &http,
+        format!("{base}/v1/admin/events"),
+        &mint(OLD, "ops", true),
+        "rollover-event",
+        json!({"name": "Rollover", "startsAt": "2030-01-01T20:00:00Z", "currency": "EUR",
+               "sections": [{"name": "A", "rows": 1, "seatsPerRow": 4, "priceMinor": 1000}],
+               "waitingRoom": {"enabled": true, "policy": "fifo", "maxActiveShoppers": 1,
+                               "admissionTtlSeconds": 600}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap().to_owned();
+    let old_fan = mint(OLD, "ann", false);
+    let (status, joined) = post(
+        &http,
+        format!("{base}/v1/events/{event_id}/queue"),
+        &old_fan,
+        "rollover-join",
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 201, "{joined}");
+    let old_ticket = joined["queueTicket"].as_str().unwrap().to_owned();
+    let before = ticket_kids(&base).await;
+    assert_eq!(before.len(), 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // During: the new secret and key sign, the old ones still verify.
+    let (mut child, base) = serve(NEW, &new_key, Some((OLD, &old_key)));
+    let new_fan = mint(NEW, "ann", false);
+    assert_eq!(
+        authorized(&base, &old_fan).await,
+        404,
+        "an old token, during"
+    );
+    assert_eq!(authorized(&base, &new_fan).await, 404, "a new token");
+    assert_eq!(
+        queue_status(&base, &event_id, &new_fan, &old_ticket).await,
+        200,
+        "a queue ticket of the old key, during"
+    );
+    let during = ticket_kids(&base).await;
+    assert_eq!(during.len(), 2, "{during:?}");
+    assert!(during[0].1 && !during[1].1, "the new key signs: {during:?}");
+    assert_eq!(during[1].0, before[0].0, "the old key still verifies");
+    assert_ne!(during[0].0, before[0].0);
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // After: the previous secret and key are gone, and so is what they signed.
+    let (mut child, base) = serve(NEW, &new_key, None);
+    assert_eq!(
+        authorized(&base, &old_fan).await,
+        401,
+        "an old token, after"
+    );
+    assert_eq!(authorized(&base, &new_fan).await, 404);
+    assert_eq!(
+        queue_status(&base, &event_id, &new_fan, &old_ticket).await,
+        400,
+        "a queue ticket of the old key, after"
+    );
+    let after = ticket_kids(&base).await;
+    assert_eq!(after, vec![(during[0].0.clone(), true)]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

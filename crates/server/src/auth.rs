@@ -1,12 +1,14 @@
 //! Identity: HS256 JWTs per API.md. `sub` is the account id, `exp` is required, and
-//! `role: "admin"` marks an operator. [`Account`] and [`Admin`] are the extractors handlers
+//! `role: "admin"` marks an operator. Keys roll over ([`boxoffice_token::HsKeys`]): one
+//! secret signs, previous ones still verify, and a token's `kid` names its key. [`Account`] and [`Admin`] are the extractors handlers
 //! use; [`mint_token`] is what `boxoffice token` and the demo print.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use boxoffice_domain::ids::AccountId;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use boxoffice_token::HsKeys;
+use jsonwebtoken::{Algorithm, Validation};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -21,10 +23,10 @@ pub const JWT_SECRET_LEN_MIN: usize = 16;
 /// Longest bearer token accepted, in bytes.
 pub const TOKEN_LEN_MAX: usize = 4096;
 
-/// Verifies tokens with the configured secret.
+/// Verifies tokens with the configured secrets.
 #[derive(Clone)]
 pub struct TokenVerifier {
-    key: DecodingKey,
+    keys: HsKeys,
     validation: Validation,
     /// Tokens that verified, with their account and `exp` (re-checked on every hit).
     verified: std::sync::Arc<TokenCache<(Account, u64)>>,
@@ -32,23 +34,27 @@ pub struct TokenVerifier {
 
 impl std::fmt::Debug for TokenVerifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("TokenVerifier(HS256)")
+        write!(f, "TokenVerifier(HS256, {:?})", self.keys)
     }
 }
 
 impl TokenVerifier {
     /// A verifier for HS256 tokens signed with `secret` (at least [`JWT_SECRET_LEN_MIN`] bytes).
     pub fn hs256(secret: &str) -> Result<Self, String> {
-        if secret.len() < JWT_SECRET_LEN_MIN {
-            return Err(format!(
-                "the JWT secret must be at least {JWT_SECRET_LEN_MIN} bytes"
-            ));
-        }
+        Self::with_previous(secret, &[] as &[&str])
+    }
+
+    /// A verifier for tokens signed with `secret` or, during a key rollover, with one of
+    /// `previous`.
+    pub fn with_previous<S: AsRef<str>>(secret: &str, previous: &[S]) -> Result<Self, String> {
+        let previous: Vec<&[u8]> = previous.iter().map(|p| p.as_ref().as_bytes()).collect();
+        let keys = HsKeys::new(secret.as_bytes(), &previous, JWT_SECRET_LEN_MIN)
+            .map_err(|e| format!("JWT secrets: {e}"))?;
         let mut validation = Validation::new(Algorithm::HS256);
         validation.leeway = JWT_LEEWAY_S;
         validation.set_required_spec_claims(&["exp", "sub"]);
         Ok(Self {
-            key: DecodingKey::from_secret(secret.as_bytes()).map_err(|e| e.to_string())?,
+            keys,
             validation,
             verified: std::sync::Arc::default(),
         })
@@ -75,7 +81,9 @@ impl TokenVerifier {
             }
             return Err(ApiError::unauthenticated("invalid token: ExpiredSignature"));
         }
-        let data = jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation)
+        let data = self
+            .keys
+            .verify::<Claims>(token, &self.validation)
             .map_err(|e| ApiError::unauthenticated(format!("invalid token: {e}")))?;
         let account_id = AccountId::parse(&data.claims.sub)
             .map_err(|e| ApiError::unauthenticated(format!("invalid token subject: {e}")))?;

@@ -120,6 +120,8 @@ pub struct Shared {
 pub struct ServerConfig {
     /// HS256 secret of account tokens.
     pub jwt_secret: String,
+    /// Secrets of account tokens that still verify during a key rollover (never sign).
+    pub jwt_previous_secrets: Vec<String>,
     pub provider: Arc<dyn PaymentProvider>,
     /// Signs ticket codes; its public key verifies them offline.
     pub ticket_signer: TicketSigner,
@@ -128,6 +130,9 @@ pub struct ServerConfig {
     /// Signs queue tickets and admission tokens; `None` derives it from `jwt_secret`.
     /// Every node of one deployment must use the same.
     pub waitroom_secret: Option<String>,
+    /// Waiting-room secrets that still verify during a rollover; `None` derives them from
+    /// `jwt_previous_secrets` (with `waitroom_secret` unset).
+    pub waitroom_previous_secrets: Vec<String>,
     pub waitroom_options: WaitingRoomOptions,
     /// The same store on a small pool of its own for the background workers (outbox relay,
     /// payment reconciler, sweeper), so that they never starve requests; `None`: they share
@@ -237,6 +242,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::exchanges::checkout_exchange))
         .routes(routes!(routes::events::create_trips))
         .routes(routes!(routes::tickets::public_key))
+        .routes(routes!(routes::tickets::public_keys))
         .routes(routes!(routes::tickets::get_ticket))
         .routes(routes!(routes::tickets::ticket_qr))
         .routes(routes!(routes::tickets::check_in))
@@ -491,13 +497,29 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, config: &ServerConfig) -> Result<Self, String> {
         let render: writer::HoldRenderer = Arc::new(routes::holds::render_hold_outcome);
         let jwt_secret = config.jwt_secret.as_str();
-        let waitroom_secret = match &config.waitroom_secret {
-            Some(secret) => secret.as_bytes().to_vec(),
-            None => derive_secret(jwt_secret, "boxoffice waiting room v1"),
+        const WAITROOM_DERIVATION: &str = "boxoffice waiting room v1";
+        let (waitroom_secret, waitroom_previous) = match &config.waitroom_secret {
+            Some(secret) => (
+                secret.as_bytes().to_vec(),
+                config
+                    .waitroom_previous_secrets
+                    .iter()
+                    .map(|s| s.as_bytes().to_vec())
+                    .collect(),
+            ),
+            None => (
+                derive_secret(jwt_secret, WAITROOM_DERIVATION),
+                config
+                    .jwt_previous_secrets
+                    .iter()
+                    .map(|s| derive_secret(s, WAITROOM_DERIVATION))
+                    .collect::<Vec<_>>(),
+            ),
         };
-        let waitroom = WaitingRoom::new(
+        let waitroom = WaitingRoom::with_previous(
             config.waitroom_state.clone(),
             &waitroom_secret,
+            &waitroom_previous,
             config.waitroom_options,
         )?;
         let workers_store = config
@@ -508,7 +530,7 @@ impl AppState {
             waitroom: waitroom.clone(),
             store: workers_store.clone(),
         };
-        let verifier = TokenVerifier::hs256(jwt_secret)?;
+        let verifier = TokenVerifier::with_previous(jwt_secret, &config.jwt_previous_secrets)?;
         let web = policy::Headers::new(&config.web)?;
         let cluster = config
             .cluster

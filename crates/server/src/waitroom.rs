@@ -427,9 +427,20 @@ impl WaitingRoom {
         secret: &[u8],
         options: WaitingRoomOptions,
     ) -> Result<Self, String> {
+        Self::with_previous(store, secret, &[] as &[&[u8]], options)
+    }
+
+    /// As [`Self::new`], and tokens signed with one of `previous` still verify (a key
+    /// rollover).
+    pub fn with_previous<S: AsRef<[u8]>>(
+        store: Arc<dyn RoomStore>,
+        secret: &[u8],
+        previous: &[S],
+        options: WaitingRoomOptions,
+    ) -> Result<Self, String> {
         Ok(Self {
             store,
-            keys: TokenKeys::new(secret).map_err(|e| e.to_string())?,
+            keys: TokenKeys::with_previous(secret, previous).map_err(|e| e.to_string())?,
             rooms: Arc::default(),
             node_id: uuid::Uuid::now_v7().to_string().into(),
             options,

@@ -5,6 +5,13 @@
 //! exactly as they appear in the code, so the verifier never re-serializes anything. The
 //! verifier checks, in order: length, prefix, shape, base64 of both parts, signature, and only
 //! then parses the JSON, so unsigned input never reaches the JSON parser.
+//!
+//! Keys roll over: the signer signs with its key, and its verifier also accepts codes of the
+//! previous keys it was given ([`TicketSigner::with_previous`]), at most
+//! [`TICKET_KEYS_MAX`] in all. Each key has an id ([`kid_of`], from the public key) that
+//! `GET /v1/tickets/public-keys` lists for door apps; a code itself names no key (a `BO1` code
+//! has no unsigned header to carry one, and nothing unsigned is parsed), so a verifier tries
+//! each of its keys, the signing one first.
 
 use std::fmt;
 use std::fs;
@@ -25,6 +32,17 @@ pub const TICKET_CODE_PREFIX: &str = "BO1.";
 /// decoding. Real codes are 350-410 bytes (three UUIDs and a seat or tier id).
 pub const TICKET_CODE_LEN_MAX: usize = 1024;
 
+/// Most keys a verifier holds: the signing one and previous ones still accepted.
+pub const TICKET_KEYS_MAX: usize = 4;
+
+/// The id of a ticket key: `ed-` and the first 8 bytes of the SHA-256 of its public key, in
+/// hex.
+pub fn kid_of(key: &VerifyingKey) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(key.as_bytes());
+    format!("ed-{}", hex::encode(&digest[..8]))
+}
+
 /// Unix permission bits of a key file this crate creates: owner read and write only.
 #[cfg(unix)]
 const KEY_FILE_MODE: u32 = 0o600;
@@ -33,6 +51,8 @@ const KEY_FILE_MODE: u32 = 0o600;
 #[derive(Clone)]
 pub struct TicketSigner {
     key: SigningKey,
+    /// Keys whose codes still verify (a rollover); they never sign.
+    previous: Vec<VerifyingKey>,
 }
 
 impl fmt::Debug for TicketSigner {
@@ -53,7 +73,10 @@ impl TicketSigner {
         getrandom::fill(&mut secret).map_err(|err| TicketError::Random(err.to_string()))?;
         let key = SigningKey::from_bytes(&secret);
         secret.fill(0);
-        Ok(Self { key })
+        Ok(Self {
+            key,
+            previous: Vec::new(),
+        })
     }
 
     /// Reads a PKCS#8 PEM private key (`-----BEGIN PRIVATE KEY-----`), as written by
@@ -61,7 +84,10 @@ impl TicketSigner {
     pub fn from_pkcs8_pem(pem: &str) -> Result<Self, TicketError> {
         let key = SigningKey::from_pkcs8_pem(pem)
             .map_err(|err| TicketError::InvalidKey(err.to_string()))?;
-        Ok(Self { key })
+        Ok(Self {
+            key,
+            previous: Vec::new(),
+        })
     }
 
     /// The private key as PKCS#8 PEM. This is the secret: store it like one.
@@ -118,10 +144,36 @@ impl TicketSigner {
         public_key_pem(&self.key.verifying_key())
     }
 
-    /// A verifier for the codes this signer issues.
+    /// This signer, whose verifier also accepts codes signed by `previous` (the keys being
+    /// rolled over). A previous key equal to the signing one is dropped.
+    pub fn with_previous(mut self, previous: &[TicketVerifier]) -> Result<Self, TicketError> {
+        let current = self.key.verifying_key();
+        let mut keys: Vec<VerifyingKey> = Vec::new();
+        for key in previous.iter().flat_map(|v| v.keys.iter()) {
+            if *key != current && !keys.contains(key) {
+                keys.push(*key);
+            }
+        }
+        if keys.len() + 1 > TICKET_KEYS_MAX {
+            return Err(TicketError::InvalidKey(format!(
+                "at most {TICKET_KEYS_MAX} ticket keys (the signing one and previous ones)"
+            )));
+        }
+        self.previous = keys;
+        Ok(self)
+    }
+
+    /// The signing key's id.
+    pub fn kid(&self) -> String {
+        kid_of(&self.key.verifying_key())
+    }
+
+    /// A verifier for the codes this signer issues, and those of its previous keys.
     pub fn verifier(&self) -> TicketVerifier {
         TicketVerifier {
-            key: self.key.verifying_key(),
+            keys: std::iter::once(self.key.verifying_key())
+                .chain(self.previous.iter().copied())
+                .collect(),
         }
     }
 
@@ -147,10 +199,11 @@ impl TicketSigner {
     }
 }
 
-/// Checks ticket codes against one public key; needs nothing else (no database, no network).
+/// Checks ticket codes against its public keys (the signing one first); needs nothing else
+/// (no database, no network).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TicketVerifier {
-    key: VerifyingKey,
+    keys: Vec<VerifyingKey>,
 }
 
 impl TicketVerifier {
@@ -159,12 +212,29 @@ impl TicketVerifier {
     pub fn from_public_key_pem(pem: &str) -> Result<Self, TicketError> {
         let key = VerifyingKey::from_public_key_pem(pem)
             .map_err(|err| TicketError::InvalidKey(err.to_string()))?;
-        Ok(Self { key })
+        Ok(Self { keys: vec![key] })
     }
 
-    /// The public key as SPKI PEM.
+    /// Reads a PEM key file's public key: an SPKI public key, or the public half of a PKCS#8
+    /// private key (a retired signing key).
+    pub fn from_pem(pem: &str) -> Result<Self, TicketError> {
+        if pem.contains("PRIVATE KEY") {
+            return Ok(TicketSigner::from_pkcs8_pem(pem)?.verifier());
+        }
+        Self::from_public_key_pem(pem)
+    }
+
+    /// The first (signing) public key as SPKI PEM.
     pub fn public_key_pem(&self) -> String {
-        public_key_pem(&self.key)
+        public_key_pem(&self.keys[0])
+    }
+
+    /// Every key, the signing one first: its id and SPKI PEM.
+    pub fn public_keys(&self) -> Vec<(String, String)> {
+        self.keys
+            .iter()
+            .map(|key| (kid_of(key), public_key_pem(key)))
+            .collect()
     }
 
     /// The claims of `code` if it is a well-formed code signed by this verifier's key. Uses
@@ -197,9 +267,13 @@ impl TicketVerifier {
                 expected: SIGNATURE_LENGTH,
             })?;
         let signed = &code[..TICKET_CODE_PREFIX.len() + payload_b64.len()];
-        self.key
-            .verify_strict(signed.as_bytes(), &signature)
-            .map_err(|_| TicketError::SignatureMismatch)?;
+        if !self
+            .keys
+            .iter()
+            .any(|key| key.verify_strict(signed.as_bytes(), &signature).is_ok())
+        {
+            return Err(TicketError::SignatureMismatch);
+        }
         serde_json::from_slice(&payload).map_err(TicketError::BadClaims)
     }
 }
@@ -236,6 +310,41 @@ mod tests {
         let mut bytes = code.as_bytes().to_vec();
         bytes[index] = if bytes[index] == b'A' { b'B' } else { b'A' };
         String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn codes_of_a_previous_key_verify_during_the_rollover_and_not_after() {
+        let old = signer();
+        let code = old.sign(&claims("0193a4f2-8d00-7000-8000-000000000009"));
+        let retired = TicketVerifier::from_pem(&old.to_pkcs8_pem()).unwrap();
+        assert_eq!(
+            retired,
+            old.verifier(),
+            "a private key file gives its public key"
+        );
+        let new = signer().with_previous(&[retired]).unwrap();
+        assert!(new.verifier().verify(&code).is_ok(), "during the rollover");
+        let keys = new.verifier().public_keys();
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys[0].0, new.kid(), "the signing key first");
+        assert_eq!(keys[1].0, old.kid());
+        assert_ne!(new.kid(), old.kid());
+        let fresh = new.sign(&claims("0193a4f2-8d00-7000-8000-00000000000a"));
+        assert!(matches!(
+            old.verifier().verify(&fresh),
+            Err(TicketError::SignatureMismatch)
+        ));
+        let after = TicketSigner::from_pkcs8_pem(&new.to_pkcs8_pem()).unwrap();
+        assert!(matches!(
+            after.verifier().verify(&code),
+            Err(TicketError::SignatureMismatch)
+        ));
+        assert!(after.verifier().verify(&fresh).is_ok());
+        let many: Vec<TicketVerifier> = (0..TICKET_KEYS_MAX).map(|_| signer().verifier()).collect();
+        assert!(
+            signer().with_previous(&many).is_err(),
+            "a bounded number of keys"
+        );
     }
 
     #[test]

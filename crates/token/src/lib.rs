@@ -5,8 +5,11 @@
 //! tool — without the server: `boxoffice-server` verifies them with the same [`Claims`].
 
 use boxoffice_domain::ids::AccountId;
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
+
+pub mod keys;
+
+pub use keys::{HsKeys, KeysError, VerifyError, kid_of};
 
 /// The secret the demo and `boxoffice token` use when none is configured. Never for
 /// production: `serve` refuses to start without `BOXOFFICE_JWT_SECRET` unless told
@@ -25,7 +28,8 @@ pub struct Claims {
     pub role: Option<String>,
 }
 
-/// Signs a token for `account_id`, valid for `ttl_s` seconds from now.
+/// Signs a token for `account_id`, valid for `ttl_s` seconds from now, naming the secret's
+/// key id ([`kid_of`]) in its header.
 pub fn mint_token(
     secret: &str,
     account_id: &AccountId,
@@ -41,14 +45,16 @@ pub fn mint_token(
         exp: now.saturating_add(ttl_s),
         role: admin.then(|| "admin".to_owned()),
     };
-    let key = EncodingKey::from_secret(secret.as_bytes()).map_err(|e| e.to_string())?;
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).map_err(|e| e.to_string())
+    HsKeys::new(secret.as_bytes(), &[] as &[&[u8]], 0)
+        .map_err(|e| e.to_string())?
+        .sign(&claims)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jsonwebtoken::{DecodingKey, Validation};
+    use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
     #[test]
     fn a_minted_token_verifies_with_its_claims() {

@@ -2,13 +2,15 @@
 //! and the admission token (grants one account, in one session, entry to one event's sale
 //! for a short time; never a seat).
 //!
-//! Both are HS256 JWTs told apart by `typ`. Verification accepts only HS256, so `alg: none`
+//! Both are HS256 JWTs told apart by `typ`, their key named by `kid`; during a key rollover
+//! the previous secrets still verify ([`TokenKeys::with_previous`]). Verification accepts only HS256, so `alg: none`
 //! and any other algorithm are refused, then checks `typ`, the event, the account and, for
 //! admissions, `exp` against the caller's clock (`now_s`), so tests control time. The HTTP
 //! layer reads `Queue-Ticket` / `Admission-Token` and answers 403 `ADMISSION_REQUIRED` or
 //! `ADMISSION_INVALID` (`server/src/waitroom.rs`).
 
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use boxoffice_token::HsKeys;
+use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 
 /// Shortest secret accepted, in bytes (the same floor as the account-token secret).
@@ -90,8 +92,7 @@ pub enum QueueTicketError {
 /// Signing and verifying keys for one deployment's waiting-room tokens.
 #[derive(Clone)]
 pub struct TokenKeys {
-    encoding: EncodingKey,
-    decoding: DecodingKey,
+    keys: HsKeys,
     admission_validation: Validation,
     queue_validation: Validation,
 }
@@ -106,16 +107,19 @@ impl std::fmt::Debug for TokenKeys {
 impl TokenKeys {
     /// Keys for HS256 with `secret` (at least [`SECRET_LEN_MIN_BYTES`]).
     pub fn new(secret: &[u8]) -> Result<Self, KeyError> {
-        if secret.len() < SECRET_LEN_MIN_BYTES {
-            return Err(KeyError::SecretTooShort);
-        }
-        let encoding =
-            EncodingKey::from_secret(secret).map_err(|e| KeyError::Invalid(e.to_string()))?;
-        let decoding =
-            DecodingKey::from_secret(secret).map_err(|e| KeyError::Invalid(e.to_string()))?;
+        Self::with_previous(secret, &[] as &[&[u8]])
+    }
+
+    /// Keys that sign with `secret` and also verify tokens signed with one of `previous`
+    /// (a key rollover), each at least [`SECRET_LEN_MIN_BYTES`].
+    pub fn with_previous<S: AsRef<[u8]>>(secret: &[u8], previous: &[S]) -> Result<Self, KeyError> {
+        let keys =
+            HsKeys::new(secret, previous, SECRET_LEN_MIN_BYTES).map_err(|error| match error {
+                boxoffice_token::KeysError::TooShort { .. } => KeyError::SecretTooShort,
+                other => KeyError::Invalid(other.to_string()),
+            })?;
         Ok(Self {
-            encoding,
-            decoding,
+            keys,
             admission_validation: validation(&["exp", "sub"]),
             queue_validation: validation(&["sub"]),
         })
@@ -157,7 +161,8 @@ impl TokenKeys {
     }
 
     fn sign<T: Serialize>(&self, claims: &T) -> Result<String, KeyError> {
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
+        self.keys
+            .sign(claims)
             .map_err(|e| KeyError::Invalid(e.to_string()))
     }
 
@@ -173,13 +178,11 @@ impl TokenKeys {
         if token.len() > TOKEN_LEN_MAX_BYTES {
             return Err(AdmissionError::Invalid("token too long".to_owned()));
         }
-        let claims = jsonwebtoken::decode::<AdmissionClaims>(
-            token,
-            &self.decoding,
-            &self.admission_validation,
-        )
-        .map_err(|e| AdmissionError::Invalid(e.to_string()))?
-        .claims;
+        let claims = self
+            .keys
+            .verify::<AdmissionClaims>(token, &self.admission_validation)
+            .map_err(|e| AdmissionError::Invalid(e.to_string()))?
+            .claims;
         if claims.typ != TYP_ADMISSION {
             return Err(AdmissionError::Invalid(format!("typ is {:?}", claims.typ)));
         }
@@ -205,13 +208,11 @@ impl TokenKeys {
         if token.len() > TOKEN_LEN_MAX_BYTES {
             return Err(QueueTicketError::Invalid("token too long".to_owned()));
         }
-        let claims = jsonwebtoken::decode::<QueueTicketClaims>(
-            token,
-            &self.decoding,
-            &self.queue_validation,
-        )
-        .map_err(|e| QueueTicketError::Invalid(e.to_string()))?
-        .claims;
+        let claims = self
+            .keys
+            .verify::<QueueTicketClaims>(token, &self.queue_validation)
+            .map_err(|e| QueueTicketError::Invalid(e.to_string()))?
+            .claims;
         if claims.typ != TYP_QUEUE {
             return Err(QueueTicketError::Invalid(format!(
                 "typ is {:?}",
@@ -244,6 +245,7 @@ fn validation(required_claims: &[&str]) -> Validation {
 mod tests {
     use base64::Engine;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use jsonwebtoken::{EncodingKey, Header};
 
     use super::*;
 
@@ -263,6 +265,44 @@ mod tests {
     fn with_payload(token: &str, payload_json: &str) -> String {
         let parts: Vec<&str> = token.split('.').collect();
         format!("{}.{}.{}", parts[0], b64(payload_json), parts[2])
+    }
+
+    #[test]
+    fn tokens_of_the_previous_key_verify_during_a_rollover_and_not_after() {
+        const NEW: &[u8] = b"waitroom-next-secret-0123456789";
+        let old = keys();
+        let admission = old
+            .issue_admission("evt-a", "acct-x", "sess-1", EXP_S)
+            .unwrap();
+        let ticket = old.issue_queue_ticket("evt-a", "acct-x", 7).unwrap();
+        let during = TokenKeys::with_previous(NEW, &[SECRET]).unwrap();
+        assert!(
+            during
+                .verify_admission(&admission, "evt-a", "acct-x", NOW_S)
+                .is_ok()
+        );
+        assert_eq!(
+            during
+                .verify_queue_ticket(&ticket, "evt-a", "acct-x")
+                .unwrap()
+                .idx,
+            7
+        );
+        let fresh = during.issue_queue_ticket("evt-a", "acct-x", 8).unwrap();
+        assert!(
+            old.verify_queue_ticket(&fresh, "evt-a", "acct-x").is_err(),
+            "signed with the new key"
+        );
+        let after = TokenKeys::new(NEW).unwrap();
+        assert!(matches!(
+            after.verify_admission(&admission, "evt-a", "acct-x", NOW_S),
+            Err(AdmissionError::Invalid(_))
+        ));
+        assert!(matches!(
+            after.verify_queue_ticket(&ticket, "evt-a", "acct-x"),
+            Err(QueueTicketError::Invalid(_))
+        ));
+        assert!(after.verify_queue_ticket(&fresh, "evt-a", "acct-x").is_ok());
     }
 
     #[test]

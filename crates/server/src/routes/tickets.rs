@@ -1,5 +1,6 @@
 //! Tickets: read, QR code, check-in. A ticket's `code` is signed with the server's Ed25519
-//! key and can be verified offline with the public key (`GET /v1/tickets/public-key`).
+//! key and can be verified offline with the public key (`GET /v1/tickets/public-key`; during
+//! a key rollover, every key that verifies: `GET /v1/tickets/public-keys`).
 
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
@@ -105,6 +106,48 @@ pub async fn public_key(State(state): State<AppState>) -> Response {
         state.ticket_signer.public_key_pem(),
     )
         .into_response()
+}
+
+/// One key that verifies ticket codes.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TicketPublicKey {
+    /// The key's id: `ed-` and 16 hex digits (from the public key).
+    #[schema(example = "ed-3f9a0c1d2b4e5f60")]
+    pub kid: String,
+    /// The Ed25519 public key, SPKI PEM.
+    pub pem: String,
+    /// Whether new codes are signed with it (the others verify codes issued before a key
+    /// rollover).
+    pub signing: bool,
+}
+
+/// Every key that verifies ticket codes, the signing one first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TicketPublicKeys {
+    pub keys: Vec<TicketPublicKey>,
+}
+
+/// Every public key that verifies ticket codes offline: the signing one, then those whose
+/// codes are still accepted during a key rollover. A door app keeps them all and tries each.
+#[utoipa::path(
+    get, path = "/v1/tickets/public-keys", tag = "tickets",
+    responses((status = 200, description = "The keys, the signing one first", body = TicketPublicKeys))
+)]
+pub async fn public_keys(State(state): State<AppState>) -> axum::Json<TicketPublicKeys> {
+    let keys = state
+        .ticket_signer
+        .verifier()
+        .public_keys()
+        .into_iter()
+        .enumerate()
+        .map(|(i, (kid, pem))| TicketPublicKey {
+            kid,
+            pem,
+            signing: i == 0,
+        })
+        .collect();
+    axum::Json(TicketPublicKeys { keys })
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

@@ -328,10 +328,12 @@ impl TestApp {
         let signer = TicketSigner::generate().expect("ticket key");
         let config = ServerConfig {
             jwt_secret: SECRET.to_owned(),
+            jwt_previous_secrets: Vec::new(),
             provider: Arc::new(provider),
             ticket_signer: signer.clone(),
             waitroom_state: rooms.state,
             waitroom_secret: Some(WAITROOM_SECRET.to_owned()),
+            waitroom_previous_secrets: Vec::new(),
             waitroom_options: rooms.options,
             workers_store: None,
             writer_store: None,
