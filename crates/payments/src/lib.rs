@@ -131,12 +131,25 @@ pub enum ProviderError {
     /// Settle it by retrying with the same operation id or by retrieving the payment.
     #[error("payment outcome unknown: {0}")]
     Unknown(String),
-    /// 5xx, or the connection was refused before anything was sent: retry later.
+    /// Nothing was done and asking again later may work: 5xx, 429, the connection refused
+    /// before anything was sent, our API key or its permissions refused (401, 403: our
+    /// misconfiguration, never the shopper's), or an answer that is not the provider's (a
+    /// 4xx page from something in between).
     #[error("payment provider unavailable: {0}")]
     Unavailable(String),
-    /// A 4xx other than a card decline: our bug or a bad state (capturing a voided payment).
-    #[error("payment provider rejected the request: {0}")]
-    Rejected(String),
+    /// The provider refused this request for good: it answered a 4xx other than 401, 403,
+    /// 409 and 429 with its own error object, and answers the same for the same idempotency
+    /// key forever (a payment method it does not know, a malformed request, a decline that
+    /// came without its payment, capturing a voided payment). For an authorization this is
+    /// a failed payment, never an unknown one: the order is cancelled and its seats go back.
+    #[error("payment provider rejected the request: {message}")]
+    Rejected {
+        /// The provider's reason: its error `code` (`resource_missing`, `card_declined`,
+        /// ...), else its error `type`; what a failed order keeps as the payment's error.
+        code: String,
+        /// The status, code and message as the provider answered, for logs.
+        message: String,
+    },
 }
 
 /// A verified webhook.

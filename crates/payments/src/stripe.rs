@@ -5,11 +5,23 @@
 //! ([`sign_webhook`], [`verify_signature`]), which the simulator reuses so both sides agree
 //! byte for byte.
 //!
-//! How answers map: 2xx is the PaymentIntent; 402 with `error.payment_intent` is a card
-//! decline and still `Ok`; 5xx, 429 and a refused connection are
-//! [`ProviderError::Unavailable`]; a timeout, a connection lost after sending, an unreadable
-//! body and 409 (another request with the same idempotency key is still running) are
-//! [`ProviderError::Unknown`]; any other 4xx is [`ProviderError::Rejected`].
+//! How answers map ([`classify`]; the rule the rest of boxoffice builds on):
+//!
+//! | Stripe's answer | result | why |
+//! | --- | --- | --- |
+//! | 2xx | `Ok`, the PaymentIntent | |
+//! | 402 with `error.payment_intent` | `Ok`, [`ProviderStatus::Failed`] with the decline code | a decline is an answer |
+//! | 5xx, 429 | [`ProviderError::Unavailable`] | the provider did nothing; ask again later |
+//! | 401, 403 | [`ProviderError::Unavailable`] | our API key or its permissions were refused before anything was tried: the operator's mistake, never the fan's, so no order is cancelled for it; the operation stays open and is asked again, and Stripe stores no answer under the key for it |
+//! | 409 | [`ProviderError::Unknown`] | another request with the key is still running |
+//! | 400 `idempotency_error` | [`ProviderError::Unknown`] | an earlier request under the key differed, and it may have created a payment |
+//! | any other 4xx with Stripe's error object (400, 402 without the payment, 404, ...) | [`ProviderError::Rejected`] | definitive: the provider replays the same 4xx for the key forever; for an authorization the payment failed |
+//! | any other 4xx without it (a proxy's page) | [`ProviderError::Unavailable`] | not the provider's answer |
+//! | a timeout, a connection lost after sending, an unreadable 2xx | [`ProviderError::Unknown`] | the payment may exist |
+//!
+//! `Rejected`'s code is Stripe's `error.code`, else `resource_missing` for a 404 (localstripe
+//! answers an unknown payment method 404 without a code where Stripe answers 400
+//! `resource_missing`), else `error.type`.
 
 use std::time::Duration;
 
@@ -188,9 +200,10 @@ fn path_segment(provider_ref: &str) -> Result<&str, ProviderError> {
     if valid {
         Ok(provider_ref)
     } else {
-        Err(ProviderError::Rejected(format!(
-            "invalid provider reference {provider_ref:?}"
-        )))
+        Err(ProviderError::Rejected {
+            code: "invalid_provider_reference".to_owned(),
+            message: format!("invalid provider reference {provider_ref:?}"),
+        })
     }
 }
 
@@ -207,17 +220,21 @@ async fn answer(
         Err(error) => return Err(ProviderError::Unknown(error_chain(&error))),
     };
     let status = response.status();
-    let body = match response.bytes().await {
-        Ok(body) => body,
-        Err(error) => return Err(ProviderError::Unknown(error_chain(&error))),
-    };
+    match response.bytes().await {
+        Ok(body) => classify(status, &body),
+        Err(error) => Err(ProviderError::Unknown(error_chain(&error))),
+    }
+}
+
+/// What a complete HTTP answer of the provider means (the module docs' table).
+pub fn classify(status: StatusCode, body: &[u8]) -> Result<ProviderPayment, ProviderError> {
     if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
         return Err(ProviderError::Unavailable(format!(
             "HTTP {status}: {}",
-            detail(&body)
+            detail(body)
         )));
     }
-    let json: Value = match serde_json::from_slice(&body) {
+    let json: Value = match serde_json::from_slice(body) {
         Ok(json) => json,
         Err(error) if status.is_success() => {
             return Err(ProviderError::Unknown(format!(
@@ -241,19 +258,36 @@ async fn answer(
         }
         return Ok(payment);
     }
-    let code = error["code"].as_str().or_else(|| error["type"].as_str());
+    let error_type = error["type"].as_str();
+    let code = error["code"]
+        .as_str()
+        .or((status == StatusCode::NOT_FOUND).then_some("resource_missing"))
+        .or(error_type);
     let message = match (code, error["message"].as_str()) {
-        (Some(code), Some(message)) => format!("{code}: {message}"),
-        (None, Some(message)) => message.to_owned(),
-        (Some(code), None) => code.to_owned(),
-        (None, None) => detail(&body),
+        (Some(code), Some(message)) => format!("HTTP {status}: {code}: {message}"),
+        (None, Some(message)) => format!("HTTP {status}: {message}"),
+        (Some(code), None) => format!("HTTP {status}: {code}"),
+        (None, None) => format!("HTTP {status}: {}", detail(body)),
     };
-    if status == StatusCode::CONFLICT {
-        // Another request with the same idempotency key is still running; its outcome is
-        // not known yet.
-        return Err(ProviderError::Unknown(format!("HTTP {status}: {message}")));
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        return Err(ProviderError::Unavailable(format!(
+            "{message} (our API key or its permissions were refused: nothing was tried)"
+        )));
     }
-    Err(ProviderError::Rejected(format!("HTTP {status}: {message}")))
+    if status == StatusCode::CONFLICT || error_type == Some("idempotency_error") {
+        // Another request with the same idempotency key is still running, or an earlier one
+        // under it differed: a payment may exist, its outcome is not known.
+        return Err(ProviderError::Unknown(message));
+    }
+    match (error.is_object(), code) {
+        (true, Some(code)) => Err(ProviderError::Rejected {
+            code: code.to_owned(),
+            message,
+        }),
+        _ => Err(ProviderError::Unavailable(format!(
+            "{message} (not the payment provider's error)"
+        ))),
+    }
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {
@@ -503,6 +537,75 @@ mod tests {
         assert_eq!(payment.currency, "EUR");
         assert_eq!(payment.operation_id.as_deref(), Some("op_1"));
         assert_eq!(payment.decline_code.as_deref(), Some("insufficient_funds"));
+    }
+
+    /// The 4xx rule, one row per kind of answer (the module docs' table).
+    #[test]
+    fn answers_are_classified_by_the_4xx_rule() {
+        let stripe_error =
+            |error: Value| serde_json::to_vec(&serde_json::json!({"error": error})).expect("json");
+        let refused = |status: u16, body: &[u8]| match classify(
+            StatusCode::from_u16(status).expect("status"),
+            body,
+        ) {
+            Err(ProviderError::Rejected { code, .. }) => Some(code),
+            _ => None,
+        };
+        // Stripe: an unknown payment method.
+        let missing = stripe_error(serde_json::json!({
+            "type": "invalid_request_error", "code": "resource_missing",
+            "message": "No such PaymentMethod: 'pm_x'"}));
+        assert_eq!(refused(400, &missing).as_deref(), Some("resource_missing"));
+        // localstripe: the same, as a 404 without a code.
+        let not_found = stripe_error(
+            serde_json::json!({"type": "invalid_request_error", "message": "Not Found"}),
+        );
+        assert_eq!(
+            refused(404, &not_found).as_deref(),
+            Some("resource_missing")
+        );
+        // localstripe: a decline without its payment intent.
+        let declined = stripe_error(serde_json::json!({
+            "type": "invalid_request_error", "code": "card_declined", "charge": "ch_1"}));
+        assert_eq!(refused(402, &declined).as_deref(), Some("card_declined"));
+        // A bad request without a code keeps the error's type.
+        let bad = stripe_error(
+            serde_json::json!({"type": "invalid_request_error", "message": "Bad request"}),
+        );
+        assert_eq!(refused(400, &bad).as_deref(), Some("invalid_request_error"));
+
+        let unauthorized = stripe_error(serde_json::json!({
+            "type": "invalid_request_error", "message": "Invalid API Key provided"}));
+        for status in [StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN] {
+            assert!(matches!(
+                classify(status, &unauthorized),
+                Err(ProviderError::Unavailable(_))
+            ));
+        }
+        let in_progress = stripe_error(serde_json::json!({"type": "idempotency_error"}));
+        assert!(matches!(
+            classify(StatusCode::CONFLICT, &in_progress),
+            Err(ProviderError::Unknown(_))
+        ));
+        assert!(matches!(
+            classify(StatusCode::BAD_REQUEST, &in_progress),
+            Err(ProviderError::Unknown(_))
+        ));
+        for status in [StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY] {
+            assert!(matches!(
+                classify(status, &bad),
+                Err(ProviderError::Unavailable(_))
+            ));
+        }
+        // A 404 page from something in between is not the provider refusing the payment.
+        assert!(matches!(
+            classify(StatusCode::NOT_FOUND, b"<html>Not Found</html>"),
+            Err(ProviderError::Unavailable(_))
+        ));
+        assert!(matches!(
+            classify(StatusCode::OK, b"<html>"),
+            Err(ProviderError::Unknown(_))
+        ));
     }
 
     #[test]

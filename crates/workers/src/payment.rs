@@ -43,22 +43,11 @@ pub fn verdict_of_error(error: &ProviderError) -> ProviderVerdict {
     }
 }
 
-/// The order's cancel reason for an authorization the provider rejected: its error code
-/// (`resource_missing`, `parameter_invalid_integer`, ...) when it gave one, `provider_rejected`
-/// otherwise. `why` reads `HTTP <status>: <code>: <message>`.
-fn rejected_reason(why: &str) -> String {
-    let code = why.split(": ").nth(1).filter(|code| {
-        why.split(": ").count() > 2
-            && !code.is_empty()
-            && code.len() <= 64
-            && code.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-    });
-    code.unwrap_or("provider_rejected").to_owned()
-}
-
 /// Authorizes `operation` with the provider (outside any transaction; the operation id is
 /// the provider's idempotency key) and returns its verdict: a lost answer is `Unknown`, never
-/// a failure; a rejected request (a 4xx but 402 and 409) is a failure.
+/// a failure; a request the provider refused for good ([`ProviderError::Rejected`], the 4xx
+/// rule of `boxoffice_payments::stripe`) is a failure; 401/403 (our key refused) is not:
+/// nothing was tried, so the operation stays open for the reconciler.
 pub async fn authorize(
     provider: &Arc<dyn PaymentProvider>,
     operation: &PaymentOperation,
@@ -73,15 +62,15 @@ pub async fn authorize(
     crate::crash::point("authorization_sent");
     let verdict = match provider.authorize(&request).await {
         Ok(payment) => verdict_of(&payment),
-        // A 4xx other than a decline or 409 (a payment method the provider does not know, a
-        // malformed request): the provider answers the same for this idempotency key every
-        // time, so asking again can never succeed. The payment failed; the order is
-        // cancelled and its seats go back at once.
-        Err(ProviderError::Rejected(why)) => {
-            tracing::warn!(operation_id = %operation.operation_id, %why, "authorization rejected by the provider");
+        // Refused for good (a payment method the provider does not know, a decline that came
+        // without its payment, a malformed request): the provider answers the same for this
+        // idempotency key every time, so asking again can never succeed. The payment failed:
+        // the order is cancelled, its seats go back at once, the code is kept as its error.
+        Err(ProviderError::Rejected { code, message }) => {
+            tracing::warn!(operation_id = %operation.operation_id, %message, "authorization refused by the provider; the payment failed");
             ProviderVerdict::Failed {
                 provider_ref: None,
-                reason: rejected_reason(&why),
+                reason: code,
             }
         }
         Err(error) => {
@@ -134,25 +123,5 @@ impl Settler for StoreSettler {
 
     async fn compensate(&self, operation_id: &str, reason: &str) -> StoreResult<bool> {
         self.0.compensate_failed_capture(operation_id, reason).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rejected_reason;
-
-    #[test]
-    fn a_rejection_is_named_by_the_providers_code() {
-        assert_eq!(
-            rejected_reason(
-                "HTTP 400 Bad Request: resource_missing: No such PaymentMethod: 'pm_x'"
-            ),
-            "resource_missing"
-        );
-        assert_eq!(
-            rejected_reason("HTTP 401 Unauthorized: Invalid API Key provided"),
-            "provider_rejected"
-        );
-        assert_eq!(rejected_reason("HTTP 404 Not Found"), "provider_rejected");
     }
 }

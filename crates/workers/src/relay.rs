@@ -408,7 +408,7 @@ impl OutboxRelay {
                 "capture declined ({})",
                 payment.decline_code.as_deref().unwrap_or("no reason given")
             ),
-            Err(ProviderError::Rejected(why)) => format!("capture rejected: {why}"),
+            Err(ProviderError::Rejected { message, .. }) => format!("capture rejected: {message}"),
             Err(error) => return Err(Delivery::Retry(error.to_string())),
         };
         if n_attempts < CAPTURE_REFUSALS_MAX {
