@@ -9,6 +9,8 @@
 //! - [`simulator`]: a Stripe-like HTTP server with test cards and fault injection
 //!   (lost responses, slowness, 503s, duplicated and late webhooks), used by tests, the demo
 //!   and `boxoffice paysim`.
+//! - [`localstripe`]: starts localstripe (a fake Stripe others wrote) for tests, and
+//!   [`counting`]: a proxy that counts what the adapter sent, in front of either.
 //!
 //! Architecture invariant: a card decline is an answer, not an error. [`ProviderError`] is
 //! only returned when the provider did not give a usable answer, and
@@ -18,6 +20,8 @@
 
 use async_trait::async_trait;
 
+pub mod counting;
+pub mod localstripe;
 pub mod simulator;
 pub mod stripe;
 

@@ -1,6 +1,19 @@
-//! The Stripe adapter against the in-process simulator: every test card, every fault the
-//! simulator can inject, and webhook verification. Waiting for webhooks is a bounded poll,
-//! never a fixed sleep.
+//! The Stripe adapter against the in-process simulator: the scenarios shared with
+//! localstripe (`scenarios/mod.rs`), then every test card, every fault the simulator can
+//! inject, and webhook verification. Waiting for webhooks is a bounded poll, never a fixed
+//! sleep.
+
+mod scenarios;
+
+scenarios!(
+    crate::scenarios::Backend::simulator;
+    authorize_capture_retrieve,
+    authorize_then_void,
+    retrieving_an_unknown_payment_is_refused,
+    a_declining_card_fails_with_its_code,
+    an_unknown_payment_method_is_refused_for_good,
+    a_capture_is_told_by_a_signed_webhook,
+);
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -215,18 +228,6 @@ async fn a_decline_is_an_answer_not_an_error() {
         .expect("replay");
     assert_eq!(replayed, declined);
     assert_eq!(handle.sim.authorizations("op_decline"), 1);
-}
-
-#[tokio::test]
-async fn an_unknown_payment_method_is_rejected() {
-    let (_handle, provider) = start(SimulatorConfig::default()).await;
-    let unknown = provider
-        .authorize(&authorize_request("op_unknown", "pm_does_not_exist"))
-        .await;
-    assert!(
-        matches!(&unknown, Err(ProviderError::Rejected { code, .. }) if code == "resource_missing"),
-        "unknown payment method: {unknown:?}"
-    );
 }
 
 #[tokio::test]

@@ -1,0 +1,105 @@
+//! The Stripe adapter against localstripe (PyPI `localstripe`, a fake Stripe that boxoffice
+//! did not write), each test on its own localstripe on a free port below 32768, killed at
+//! the end. The scenarios shared with the simulator run first; then what localstripe does
+//! differently from Stripe, pinned so that ARCHITECTURE.md's "What localstripe cannot do"
+//! stays true. A missing localstripe fails these tests, naming how to install it.
+
+mod scenarios;
+
+use boxoffice_payments::{PaymentProvider, ProviderStatus};
+use scenarios::{Backend, Server, authorize_request, operation_id};
+
+scenarios!(
+    crate::scenarios::Backend::localstripe;
+    authorize_capture_retrieve,
+    authorize_then_void,
+    retrieving_an_unknown_payment_is_refused,
+    a_declining_card_fails_with_its_code,
+    an_unknown_payment_method_is_refused_for_good,
+    a_capture_is_told_by_a_signed_webhook,
+);
+
+fn base_url(backend: &Backend) -> &str {
+    match &backend.server {
+        Server::LocalStripe(started) => &started.base_url,
+        Server::Simulator(_) => unreachable!("a localstripe backend"),
+    }
+}
+
+/// localstripe ignores `Idempotency-Key`: the same authorization sent twice creates two
+/// payments (Stripe and the simulator replay the first). So a lost answer retried by the
+/// reconciler could authorize twice there; the replay tests run against the simulator.
+#[tokio::test]
+async fn localstripe_does_not_replay_an_idempotency_key() {
+    let backend = Backend::localstripe().await;
+    let request = authorize_request(&operation_id("replay"), "pm_card_visa");
+    let first = backend.provider.authorize(&request).await.expect("first");
+    let second = backend.provider.authorize(&request).await.expect("second");
+    assert_eq!(first.status, ProviderStatus::Authorized);
+    assert_eq!(second.status, ProviderStatus::Authorized);
+    assert_ne!(
+        first.provider_ref, second.provider_ref,
+        "localstripe now replays idempotency keys: update ARCHITECTURE.md and test replays here"
+    );
+}
+
+/// 3-D Secure: localstripe has no `pm_card_threeDSecure2Required`; it asks for
+/// authentication only for a PaymentMethod made from one of its 3-D Secure card numbers,
+/// as a `use_stripe_sdk` next action (no `redirect_to_url`, so no URL to send the fan to),
+/// completed through its own `/_authenticate` endpoint, not by a redirect.
+#[tokio::test]
+async fn localstripe_asks_three_d_secure_without_a_redirect() {
+    let backend = Backend::localstripe().await;
+    let unknown = backend
+        .provider
+        .authorize(&authorize_request(
+            &operation_id("3ds_id"),
+            "pm_card_threeDSecure2Required",
+        ))
+        .await;
+    assert!(
+        scenarios::failure_code(&unknown) == Some("resource_missing"),
+        "{unknown:?}"
+    );
+    let made: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v1/payment_methods", base_url(&backend)))
+        .bearer_auth(boxoffice_payments::localstripe::SECRET_KEY)
+        .form(&[
+            ("type", "card"),
+            ("card[number]", "4000002500003155"),
+            ("card[exp_month]", "12"),
+            ("card[exp_year]", "2030"),
+            ("card[cvc]", "123"),
+        ])
+        .send()
+        .await
+        .expect("payment method")
+        .json()
+        .await
+        .expect("json");
+    let payment_method = made["id"].as_str().expect("a payment method id");
+    let pending = backend
+        .provider
+        .authorize(&authorize_request(&operation_id("3ds"), payment_method))
+        .await
+        .expect("authorize");
+    assert_eq!(pending.status, ProviderStatus::RequiresAction);
+    assert_eq!(pending.next_action_url, None, "no redirect URL for the fan");
+}
+
+/// localstripe accepts any key shaped `sk_...`: a wrong key cannot be tried against it (the
+/// simulator's test `a_wrong_api_key_is_unavailable_not_a_failure` covers 401).
+#[tokio::test]
+async fn localstripe_accepts_any_secret_key() {
+    let backend = Backend::localstripe().await;
+    let provider = boxoffice_payments::StripeProvider::new(
+        backend.proxy.base_url.clone(),
+        "sk_test_not_the_configured_one".to_owned(),
+        "whsec_x".to_owned(),
+    );
+    let authorized = provider
+        .authorize(&authorize_request(&operation_id("any_key"), "pm_card_visa"))
+        .await
+        .expect("authorize");
+    assert_eq!(authorized.status, ProviderStatus::Authorized);
+}
