@@ -1,12 +1,13 @@
 //! Checkout stories over HTTP with the payment simulator in process, on both backends:
 //! happy path to tickets and check-in, decline, 3-D Secure completed by webhook, a lost
-//! authorization response settled by the reconciler, replays, and webhook signatures.
+//! authorization response settled by the reconciler, replays, and webhook signatures. A few
+//! run through the Stripe adapter against localstripe too (a fake Stripe others wrote).
 
 mod common;
 
 use std::time::Duration;
 
-use common::{Backend, TestApp, token};
+use common::{Backend, Payments, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -14,6 +15,8 @@ stories!(
     pay_confirm_capture_ticket_checkin,
     decline_frees_the_seats,
     an_unknown_payment_method_cancels_at_once,
+    an_unknown_payment_method_cancels_at_once_on_localstripe,
+    on_localstripe_a_card_pays_and_a_decline_cancels,
     three_d_secure_completes_by_webhook,
     lost_authorization_response_converges,
     checkout_replay_and_second_key,
@@ -281,11 +284,12 @@ async fn decline_frees_the_seats(backend: Backend) {
 }
 
 /// A payment method the provider does not know is a 4xx the provider repeats for the same
-/// idempotency key forever: the order is cancelled in the first answer (`PAYMENT_FAILED`,
-/// the provider's code kept on the operation) and its seats are back at once (no operation
-/// left for the reconciler to re-send).
-async fn an_unknown_payment_method_cancels_at_once(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
+/// idempotency key forever (Stripe and the simulator: 400 `resource_missing`; localstripe:
+/// 404): the order is cancelled in the checkout's own answer (`PAYMENT_FAILED`, the
+/// provider's code kept on the operation), its seats are back at once, and nothing is sent
+/// again: the provider saw exactly one request, and a reconciler round finds nothing to do.
+async fn unknown_payment_method_story(backend: Backend, payments: Payments) {
+    let app = TestApp::spawn_counted(backend, payments).await;
     let event_id = app.create_event(json!({})).await;
     let hold_id = hold_seats(&app, "ann", &event_id, &["A-2-2"]).await;
     let refused = checkout(&app, "ann", &hold_id, "pay", "pm_does_not_exist").await;
@@ -298,6 +302,7 @@ async fn an_unknown_payment_method_cancels_at_once(backend: Backend) {
         .get(&token("ann"), &format!("/v1/orders/{order_id}"))
         .await
         .json();
+    assert_eq!(read["orderStatus"], "CANCELLED", "{read}");
     assert_eq!(read["cancelReason"], "PAYMENT_FAILED", "{read}");
     let retake = app
         .hold("bob", &event_id, "k", json!({"seatIds": ["A-2-2"]}))
@@ -315,6 +320,64 @@ async fn an_unknown_payment_method_cancels_at_once(backend: Backend) {
         last_error.as_deref(),
         Some("resource_missing"),
         "the provider's code is kept"
+    );
+    let calls = app.provider_calls.clone().expect("counted");
+    assert_eq!(calls.authorizations_sent(&operation), 1);
+    let round = app.state.reconciler.run_once().await.expect("a round");
+    assert_eq!(round.looked_at, 0, "nothing left for the reconciler");
+    assert_eq!(
+        calls.requests().len(),
+        1,
+        "one authorization, nothing sent since: {:?}",
+        calls.requests()
+    );
+    app.finish().await;
+}
+
+async fn an_unknown_payment_method_cancels_at_once(backend: Backend) {
+    unknown_payment_method_story(backend, Payments::Simulator).await;
+}
+
+async fn an_unknown_payment_method_cancels_at_once_on_localstripe(backend: Backend) {
+    unknown_payment_method_story(backend, Payments::LocalStripe).await;
+}
+
+/// `serve --payments stripe` against localstripe: `pm_card_visa` authorizes, confirms and is
+/// captured by the relay (localstripe's signed webhooks come to the server too); its
+/// declining card (a 402 without the PaymentIntent) cancels at once with `card_declined`
+/// and gives the seat back.
+async fn on_localstripe_a_card_pays_and_a_decline_cancels(backend: Backend) {
+    let app = TestApp::spawn_counted(backend, Payments::LocalStripe).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold_id = hold_seats(&app, "ann", &event_id, &["A-3-1"]).await;
+    let paid = checkout(&app, "ann", &hold_id, "pay", "pm_card_visa").await;
+    assert_eq!(paid.status, StatusCode::CREATED, "{}", paid.json());
+    assert_eq!(paid.json()["orderStatus"], "CONFIRMED");
+    assert_eq!(paid.json()["paymentStatus"], "AUTHORIZED");
+    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
+    let order = order_until(&app, "ann", &order_id, |o| {
+        o["paymentStatus"] == "CAPTURED" && o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    assert_eq!(order["orderStatus"], "CONFIRMED");
+
+    let hold_id = hold_seats(&app, "bob", &event_id, &["A-3-2"]).await;
+    let declined = checkout(&app, "bob", &hold_id, "pay", "pm_card_chargeCustomerFail").await;
+    assert_eq!(declined.status, StatusCode::CREATED, "{}", declined.json());
+    assert_eq!(declined.json()["orderStatus"], "CANCELLED");
+    assert_eq!(declined.json()["paymentStatus"], "FAILED");
+    let order_id = declined.json()["orderId"].as_str().unwrap().to_owned();
+    let operation = operation_of(&app, &order_id).await;
+    let (status, last_error) = operation_state(&app, &operation).await;
+    assert_eq!(status, "FAILED");
+    assert_eq!(last_error.as_deref(), Some("card_declined"));
+    let retake = app
+        .hold("cat", &event_id, "k", json!({"seatIds": ["A-3-2"]}))
+        .await;
+    assert_eq!(
+        retake.status,
+        StatusCode::CREATED,
+        "the declined seat is back"
     );
     app.finish().await;
 }

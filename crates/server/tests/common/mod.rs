@@ -11,6 +11,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use boxoffice_domain::ids::AccountId;
+use boxoffice_payments::counting::CountingProxy;
+use boxoffice_payments::localstripe::LocalStripe;
 use boxoffice_payments::simulator::{
     DEFAULT_SECRET_KEY, DEFAULT_WEBHOOK_SECRET, SimulatorConfig, SimulatorHandle,
 };
@@ -197,7 +199,21 @@ pub struct TestApp {
     pub http: reqwest::Client,
     pub admin: String,
     pub state: AppState,
+    /// What the server sent its payment provider, when spawned with
+    /// [`TestApp::spawn_counted`].
+    pub provider_calls: Option<CountingProxy>,
+    /// The localstripe the server pays through, if any (stopped when the app is dropped).
+    pub localstripe: Option<LocalStripe>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// The payment provider a counted test app pays through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payments {
+    /// The in-process simulator.
+    Simulator,
+    /// localstripe, a fake Stripe that others wrote, on a port of its own.
+    LocalStripe,
 }
 
 /// The waiting-room side of a test app.
@@ -311,18 +327,79 @@ impl TestApp {
         waitroom_running: bool,
         limits: boxoffice_server::limits::LimitsConfig,
     ) -> Self {
+        Self::spawn_paying(db, sim_config, rooms, waitroom_running, limits, None).await
+    }
+
+    /// [`TestApp::spawn`] paying through `payments` behind a [`CountingProxy`]
+    /// (`provider_calls`), as `serve --payments stripe --stripe-api-base URL` does; the
+    /// provider's webhooks come to this app. localstripe is started for it (the test fails
+    /// when it is not installed).
+    pub async fn spawn_counted(backend: Backend, payments: Payments) -> Self {
+        Self::spawn_paying(
+            TestStore::new(backend).await,
+            SimulatorConfig::default(),
+            RoomSetup::default(),
+            false,
+            boxoffice_server::limits::LimitsConfig::default(),
+            Some(payments),
+        )
+        .await
+    }
+
+    async fn spawn_paying(
+        db: TestStore,
+        sim_config: SimulatorConfig,
+        rooms: RoomSetup,
+        waitroom_running: bool,
+        limits: boxoffice_server::limits::LimitsConfig,
+        counted: Option<Payments>,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let webhook_url = format!("http://{addr}/v1/payments/webhooks/stripe");
         let sim = boxoffice_payments::simulator::spawn(SimulatorConfig {
-            webhook_url: Some(format!("http://{addr}/v1/payments/webhooks/stripe")),
+            webhook_url: Some(webhook_url.clone()),
             ..sim_config
         })
         .await
         .expect("simulator");
+        let mut localstripe = None;
+        let (api_base, secret_key, webhook_secret) = match counted {
+            None | Some(Payments::Simulator) => (
+                sim.base_url.clone(),
+                DEFAULT_SECRET_KEY,
+                DEFAULT_WEBHOOK_SECRET,
+            ),
+            Some(Payments::LocalStripe) => {
+                let started = LocalStripe::start()
+                    .await
+                    .unwrap_or_else(|why| panic!("{why}"));
+                started
+                    .send_webhooks_to(
+                        &webhook_url,
+                        boxoffice_payments::localstripe::WEBHOOK_SECRET,
+                    )
+                    .await
+                    .expect("localstripe's webhooks");
+                let base_url = started.base_url.clone();
+                localstripe = Some(started);
+                (
+                    base_url,
+                    boxoffice_payments::localstripe::SECRET_KEY,
+                    boxoffice_payments::localstripe::WEBHOOK_SECRET,
+                )
+            }
+        };
+        let provider_calls = match counted {
+            Some(_) => Some(CountingProxy::start(&api_base).await.expect("proxy")),
+            None => None,
+        };
         let provider = boxoffice_payments::StripeProvider::new(
-            sim.base_url.clone(),
-            DEFAULT_SECRET_KEY.to_owned(),
-            DEFAULT_WEBHOOK_SECRET.to_owned(),
+            provider_calls
+                .as_ref()
+                .map_or(api_base, |proxy| proxy.base_url.clone()),
+            secret_key.to_owned(),
+            webhook_secret.to_owned(),
         )
         .with_timeout_ms(1_500);
         let signer = TicketSigner::generate().expect("ticket key");
@@ -379,6 +456,8 @@ impl TestApp {
             http,
             admin: admin_token(),
             state,
+            provider_calls,
+            localstripe,
             tasks,
         }
     }
