@@ -151,6 +151,10 @@ impl SettleContext {
         };
         order.payment_status = self.verdict.payment_status();
         order.cancel_reason = cancelled.map(str::to_owned);
+        order.payment_failure_code = match &self.verdict {
+            ProviderVerdict::Failed { reason, .. } => Some(reason.clone()),
+            _ => None,
+        };
         order.next_action_url = None;
         order.updated_at = now;
         order

@@ -270,6 +270,7 @@ async fn decline_frees_the_seats(backend: Backend) {
     assert_eq!(declined.status, StatusCode::CREATED);
     assert_eq!(declined.json()["orderStatus"], "CANCELLED");
     assert_eq!(declined.json()["paymentStatus"], "FAILED");
+    assert_eq!(declined.json()["paymentFailureCode"], "generic_decline");
     let retake = app
         .hold("bob", &event_id, "k", json!({"seatIds": ["A-2-1"]}))
         .await;
@@ -297,6 +298,7 @@ async fn unknown_payment_method_story(backend: Backend, payments: Payments) {
     let order = refused.json();
     assert_eq!(order["orderStatus"], "CANCELLED", "{order}");
     assert_eq!(order["paymentStatus"], "FAILED", "{order}");
+    assert_eq!(order["paymentFailureCode"], "resource_missing", "{order}");
     let order_id = order["orderId"].as_str().unwrap();
     let read = app
         .get(&token("ann"), &format!("/v1/orders/{order_id}"))
@@ -304,6 +306,7 @@ async fn unknown_payment_method_story(backend: Backend, payments: Payments) {
         .json();
     assert_eq!(read["orderStatus"], "CANCELLED", "{read}");
     assert_eq!(read["cancelReason"], "PAYMENT_FAILED", "{read}");
+    assert_eq!(read["paymentFailureCode"], "resource_missing", "{read}");
     let retake = app
         .hold("bob", &event_id, "k", json!({"seatIds": ["A-2-2"]}))
         .await;
@@ -360,12 +363,14 @@ async fn on_localstripe_a_card_pays_and_a_decline_cancels(backend: Backend) {
     })
     .await;
     assert_eq!(order["orderStatus"], "CONFIRMED");
+    assert_eq!(order.get("paymentFailureCode"), None, "{order}");
 
     let hold_id = hold_seats(&app, "bob", &event_id, &["A-3-2"]).await;
     let declined = checkout(&app, "bob", &hold_id, "pay", "pm_card_chargeCustomerFail").await;
     assert_eq!(declined.status, StatusCode::CREATED, "{}", declined.json());
     assert_eq!(declined.json()["orderStatus"], "CANCELLED");
     assert_eq!(declined.json()["paymentStatus"], "FAILED");
+    assert_eq!(declined.json()["paymentFailureCode"], "card_declined");
     let order_id = declined.json()["orderId"].as_str().unwrap().to_owned();
     let operation = operation_of(&app, &order_id).await;
     let (status, last_error) = operation_state(&app, &operation).await;

@@ -21,7 +21,7 @@ use crate::{classify, fetch_holds, free_hold_resources, lock_hold_resources, sea
 const ORDER_COLUMNS: &str =
     "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats::text AS seats,
      o.tier_id, o.quantity, o.total_minor, o.currency, o.cancel_reason, o.created_at, o.updated_at,
-     p.status AS payment_status, p.next_action_url";
+     p.status AS payment_status, p.next_action_url, p.last_error AS payment_last_error";
 
 fn parse_order_status(raw: &str) -> StoreResult<OrderStatus> {
     OrderStatus::parse(raw)
@@ -31,6 +31,12 @@ fn parse_order_status(raw: &str) -> StoreResult<OrderStatus> {
 fn parse_payment_status(raw: &str) -> StoreResult<PaymentStatus> {
     PaymentStatus::parse(raw)
         .ok_or_else(|| StoreError::Internal(format!("unknown payment status {raw:?}")))
+}
+
+/// The operation's last error is the fan's to read only once the payment failed (before,
+/// it says why the reconciler is still asking).
+fn failure_code(payment_status: &str, last_error: Option<String>) -> Option<String> {
+    last_error.filter(|_| payment_status == PaymentStatus::Failed.as_str())
 }
 
 fn order_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<OrderView> {
@@ -51,6 +57,7 @@ fn order_from_row(row: &sqlx::postgres::PgRow) -> StoreResult<OrderView> {
         total_minor: row.get("total_minor"),
         currency: row.get("currency"),
         cancel_reason: row.get("cancel_reason"),
+        payment_failure_code: failure_code(&payment_status, row.get("payment_last_error")),
         tickets: Vec::new(),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),

@@ -26,7 +26,7 @@ use crate::{
 
 const ORDER_COLUMNS: &str = "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats,
      o.tier_id, o.quantity, o.total_minor, o.currency, o.cancel_reason, o.created_at, o.updated_at,
-     p.status AS payment_status, p.next_action_url";
+     p.status AS payment_status, p.next_action_url, p.last_error AS payment_last_error";
 
 const OPERATION_COLUMNS: &str =
     "operation_id, order_id, event_id, provider, payment_method, status, provider_ref,
@@ -47,6 +47,12 @@ fn parse_payment_status(raw: &str) -> StoreResult<PaymentStatus> {
         .ok_or_else(|| StoreError::Internal(format!("unknown payment status {raw:?}")))
 }
 
+/// The operation's last error is the fan's to read only once the payment failed (before,
+/// it says why the reconciler is still asking).
+fn failure_code(payment_status: &str, last_error: Option<String>) -> Option<String> {
+    last_error.filter(|_| payment_status == PaymentStatus::Failed.as_str())
+}
+
 fn order_from_row(row: &SqliteRow) -> StoreResult<OrderView> {
     let status: String = column(row, "status")?;
     let payment_status: String = column(row, "payment_status")?;
@@ -65,6 +71,7 @@ fn order_from_row(row: &SqliteRow) -> StoreResult<OrderView> {
         total_minor: column(row, "total_minor")?,
         currency: column(row, "currency")?,
         cancel_reason: column(row, "cancel_reason")?,
+        payment_failure_code: failure_code(&payment_status, column(row, "payment_last_error")?),
         tickets: Vec::new(),
         created_at: from_ms(column(row, "created_at")?)?,
         updated_at: from_ms(column(row, "updated_at")?)?,

@@ -33,6 +33,10 @@ pub struct OrderView {
     pub total_minor: i64,
     pub currency: String,
     pub cancel_reason: Option<String>,
+    /// Why the payment failed, when `payment_status` is `FAILED`: the provider's decline
+    /// code (`generic_decline`, `card_declined`, ...) or error code (`resource_missing`: a
+    /// payment method it does not know); the operation's `last_error`.
+    pub payment_failure_code: Option<String>,
     pub tickets: Vec<TicketView>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
@@ -103,6 +107,7 @@ impl CheckoutStart {
             total_minor: hold.total_minor,
             currency: hold.currency.clone(),
             cancel_reason: None,
+            payment_failure_code: None,
             tickets: Vec::new(),
             created_at: now,
             updated_at: now,

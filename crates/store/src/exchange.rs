@@ -663,6 +663,7 @@ mod tests {
             total_minor: 250,
             currency: "EUR".into(),
             cancel_reason: None,
+            payment_failure_code: None,
             tickets: Vec::new(),
             created_at: datetime!(2026-12-01 10:00 UTC),
             updated_at: datetime!(2026-12-01 10:00 UTC),

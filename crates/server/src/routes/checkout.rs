@@ -67,6 +67,12 @@ pub struct CheckoutResponse {
     pub payment_status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_action: Option<NextAction>,
+    /// Why the payment failed, when `paymentStatus` is `FAILED`: the provider's decline code
+    /// (`generic_decline`, `card_declined`, `insufficient_funds`, ...) or its error code
+    /// (`resource_missing`: the payment method does not exist).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "generic_decline")]
+    pub payment_failure_code: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -102,6 +108,9 @@ pub struct OrderResponse {
     pub currency: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cancel_reason: Option<String>,
+    /// Why the payment failed, when `paymentStatus` is `FAILED` (as in the checkout answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment_failure_code: Option<String>,
     pub tickets: Vec<TicketSummary>,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
@@ -145,6 +154,7 @@ impl OrderResponse {
             total_minor: order.total_minor,
             currency: order.currency.clone(),
             cancel_reason: order.cancel_reason.clone(),
+            payment_failure_code: order.payment_failure_code.clone(),
             // Tickets appear only on a confirmed order.
             tickets: if order.status == boxoffice_domain::order::OrderStatus::Confirmed {
                 order
@@ -174,6 +184,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         order_status: order.status.as_str().into(),
         payment_status: order.payment_status.as_str().into(),
         next_action: next_action(order),
+        payment_failure_code: order.payment_failure_code.clone(),
     };
     StoredResponse {
         status: 201,
