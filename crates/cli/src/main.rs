@@ -164,9 +164,10 @@ enum Command {
         cors_allow_origin: Vec<String>,
         /// An abuse limit, `NAME=RATE/s:BURST` or `NAME=off` (holds-per-account,
         /// holds-per-address, joins-per-account, joins-per-address, checkouts-per-account,
-        /// signins-per-address; `all=off`); repeat or separate with commas. Defaults:
-        /// holds 10/s:40, joins 2/s:10, checkouts 5/s:20 per account, sign-ins 5/s:20 per
-        /// address, per-address holds and joins off.
+        /// signins-per-address; `all=off`), or `NAME=COUNT` (live-holds-per-account,
+        /// lapsed-holds-per-account); repeat or separate with commas. Defaults: holds
+        /// 10/s:40, joins 2/s:10, checkouts 5/s:20 per account, sign-ins 5/s:20 per address,
+        /// per-address holds and joins off, 8 live holds per account, a wait after 3 lapses.
         #[arg(long, env = "BOXOFFICE_LIMITS", value_delimiter = ',')]
         limit: Vec<String>,
         #[command(flatten)]

@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod error;
 pub mod gate;
 pub mod idempotency;
+pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod lookup;
@@ -83,6 +84,8 @@ pub struct Shared {
     pub web: policy::Headers,
     /// The abuse limits' buckets.
     pub limits: limits::Limits,
+    /// This node's holds per account, and their lapses.
+    pub ledger: Arc<ledger::HoldLedger>,
     /// The store as the background workers reach it (their own small pool on PostgreSQL).
     pub workers_store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
@@ -549,9 +552,19 @@ impl AppState {
             None => writers,
         }
         .with_meter(waitroom.meter.clone());
+        let ledger = Arc::new(ledger::HoldLedger::new(
+            config.limits.live_holds_per_account,
+            config.limits.lapsed_holds_per_account,
+        ));
+        let writers = if ledger.is_on() {
+            writers.with_ledger(ledger.clone())
+        } else {
+            writers
+        };
         Ok(Self(Arc::new_cyclic(|shared| Shared {
             web,
             limits: limits::Limits::new(config.limits),
+            ledger,
             relay: OutboxRelay::new(
                 workers_store.clone(),
                 config.provider.clone(),

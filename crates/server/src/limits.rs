@@ -73,6 +73,12 @@ pub struct LimitsConfig {
     pub checkouts_per_account: Rate,
     /// Sign-ins (`POST /v1/dev/token`) from one client address.
     pub signins_per_address: Rate,
+    /// Holds one account may have live at once, across events (0: no bound; see
+    /// [`crate::ledger`]).
+    pub live_holds_per_account: u32,
+    /// Lapsed holds within ten minutes from which an account waits before its next hold (0:
+    /// never; see [`crate::ledger`]).
+    pub lapsed_holds_per_account: u32,
 }
 
 impl Default for LimitsConfig {
@@ -86,16 +92,36 @@ impl Default for LimitsConfig {
             joins_per_address: Rate::OFF,
             checkouts_per_account: Rate::new(5.0, 20.0),
             signins_per_address: Rate::new(5.0, 20.0),
+            live_holds_per_account: 8,
+            lapsed_holds_per_account: 3,
         }
     }
 }
 
 impl LimitsConfig {
-    /// `NAME=RATE` (`holds-per-account=10/s:40`, `joins-per-address=off`) over these limits.
+    /// `NAME=RATE` (`holds-per-account=10/s:40`, `joins-per-address=off`) or, for the two
+    /// counts, `NAME=COUNT` (`live-holds-per-account=8`, `lapsed-holds-per-account=off`) over
+    /// these limits.
     pub fn set(&mut self, assignment: &str) -> Result<(), String> {
         let (name, rate) = assignment
             .split_once('=')
             .ok_or_else(|| format!("{assignment:?} is not NAME=RATE"))?;
+        let count = match name {
+            "live-holds-per-account" => Some(&mut self.live_holds_per_account),
+            "lapsed-holds-per-account" => Some(&mut self.lapsed_holds_per_account),
+            _ => None,
+        };
+        if let Some(count) = count {
+            *count = match rate {
+                "off" => 0,
+                n => n
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=10_000).contains(n))
+                    .ok_or_else(|| format!("{name}: {n:?} is not a count (1-10000) or off"))?,
+            };
+            return Ok(());
+        }
         let rate = Rate::parse(rate)?;
         let slot = match name {
             "holds-per-account" => &mut self.holds_per_account,
@@ -122,6 +148,8 @@ impl LimitsConfig {
         joins_per_address: Rate::OFF,
         checkouts_per_account: Rate::OFF,
         signins_per_address: Rate::OFF,
+        live_holds_per_account: 0,
+        lapsed_holds_per_account: 0,
     };
 }
 
@@ -317,6 +345,17 @@ mod tests {
         config.set("holds-per-account=off").unwrap();
         assert_eq!(config.holds_per_account, Rate::OFF);
         assert!(config.set("holds=1/s:1").is_err());
+        config.set("live-holds-per-account=3").unwrap();
+        assert_eq!(config.live_holds_per_account, 3);
+        config.set("lapsed-holds-per-account=off").unwrap();
+        assert_eq!(config.lapsed_holds_per_account, 0);
+        for bad in [
+            "live-holds-per-account=0",
+            "live-holds-per-account=1/s:2",
+            "lapsed-holds-per-account=-1",
+        ] {
+            assert!(config.set(bad).is_err(), "{bad}");
+        }
         assert!(config.set("holds-per-account").is_err());
         config.set("all=off").unwrap();
         assert_eq!(config, LimitsConfig::OFF);

@@ -136,6 +136,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_ledger_accounts_dropped_total",
+        "Accounts whose recent lapsed holds were forgotten because the hold ledger was full",
+    ),
+    (
+        "counter",
         "boxoffice_refused_busy_total",
         "Requests answered 429 because the store had no connection free in time",
     ),

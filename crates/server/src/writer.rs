@@ -241,6 +241,8 @@ pub struct EventWriters {
     cluster: Option<crate::cluster::Cluster>,
     /// Where writers report group latency and queue depth (the release controller reads it).
     meter: Option<Arc<crate::waitroom::HealthMeter>>,
+    /// Where writers report the holds they commit and how each ended.
+    ledger: Option<Arc<crate::ledger::HoldLedger>>,
 }
 
 impl std::fmt::Debug for EventWriters {
@@ -270,12 +272,19 @@ impl EventWriters {
             own_thread: false,
             cluster: None,
             meter: None,
+            ledger: None,
         }
     }
 
     /// The same writers, reporting their group latency and queue depth to `meter`.
     pub fn with_meter(mut self, meter: Arc<crate::waitroom::HealthMeter>) -> Self {
         self.meter = Some(meter);
+        self
+    }
+
+    /// The same writers, each telling `ledger` of the holds it commits.
+    pub fn with_ledger(mut self, ledger: Arc<crate::ledger::HoldLedger>) -> Self {
+        self.ledger = Some(ledger);
         self
     }
 
@@ -610,6 +619,7 @@ impl EventWriters {
         );
         writer.cluster = self.cluster.clone();
         writer.meter = self.meter.clone();
+        writer.ledger = self.ledger.clone();
         if self.own_thread {
             crate::threads::writers().spawn(writer.run(sale_rx, holds_rx));
         } else {
@@ -658,6 +668,8 @@ struct Pending {
     exchanges_refused: Vec<usize>,
     /// The group gave up because the group before it failed (set once finished).
     predecessor_failed: bool,
+    /// What the group does to holds, for the ledger once committed.
+    hold_changes: crate::ledger::HoldChanges,
 }
 
 type Commit = std::pin::Pin<
@@ -797,6 +809,7 @@ struct Writer {
     /// Another node holds the event's lease: the writer answers what it has and ends.
     stopped: Option<StoreError>,
     meter: Option<Arc<crate::waitroom::HealthMeter>>,
+    ledger: Option<Arc<crate::ledger::HoldLedger>>,
 }
 
 impl Writer {
@@ -830,6 +843,7 @@ impl Writer {
             fence: None,
             stopped: None,
             meter: None,
+            ledger: None,
         }
     }
 
@@ -1126,6 +1140,28 @@ impl Writer {
             .expect("decide runs on a loaded engine");
         let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
         let (decisions, effects) = engine.decide_within(now, latest, &commands);
+        let hold_changes = if self.ledger.is_some() {
+            crate::ledger::HoldChanges {
+                created: effects
+                    .holds_created
+                    .iter()
+                    .map(|(_, hold)| (hold.hold_id.clone(), hold.account_id.clone()))
+                    .collect(),
+                ended: effects
+                    .holds_released
+                    .iter()
+                    .map(|h| h.hold_id.clone())
+                    .chain(effects.checkouts_started.iter().map(|c| c.hold_id.clone()))
+                    .collect(),
+                lapsed: effects
+                    .holds_expired
+                    .iter()
+                    .map(|h| h.hold_id.clone())
+                    .collect(),
+            }
+        } else {
+            crate::ledger::HoldChanges::default()
+        };
         for decision in &decisions {
             let (kind, decided) = match decision {
                 Decision::Hold(_) => ("hold", true),
@@ -1314,6 +1350,7 @@ impl Writer {
             compensations_refused: Vec::new(),
             exchanges_refused: Vec::new(),
             predecessor_failed: false,
+            hold_changes,
         };
         let (mine, progress) = watch::channel(Stage::Started);
         let turn = Turn {
@@ -1394,6 +1431,16 @@ impl Writer {
                 }
                 if let Some(engine) = &mut self.engine {
                     engine.committed(committed.version, pending.writer_seq);
+                }
+                if let Some(ledger) = &self.ledger
+                    && !pending.hold_changes.is_empty()
+                {
+                    // Expiries the store skipped (the hold had moved on) were no lapse.
+                    ledger.apply(
+                        &pending.hold_changes,
+                        committed.expiries_skipped == 0,
+                        Instant::now(),
+                    );
                 }
                 if committed.expiries_skipped > 0 {
                     // The engine expired holds the store had already moved on (a checkout

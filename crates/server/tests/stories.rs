@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 stories!(
+    live_holds_are_bounded_and_lapsing_accounts_wait,
     same_seat_race,
     overlapping_subsets_race,
     tier_capacity_race,
@@ -1475,5 +1476,97 @@ async fn limits_answer_429_with_retry_after_and_recover() {
         .await;
     assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(refused.json()["limit"], "holds-per-address");
+    app.finish().await;
+}
+
+/// Issue 18, item 4: an account's live holds are bounded across events (a release frees one
+/// at once), and an account that lets its holds lapse waits before its next hold; both are
+/// 429 `RATE_LIMITED` naming the limit, with `Retry-After`, and never slow another account.
+async fn live_holds_are_bounded_and_lapsing_accounts_wait(backend: Backend) {
+    use boxoffice_server::limits::LimitsConfig;
+    let app = TestApp::spawn_limited(
+        common::TestStore::new(backend).await,
+        boxoffice_payments::simulator::SimulatorConfig::default(),
+        common::RoomSetup::default(),
+        false,
+        LimitsConfig {
+            live_holds_per_account: 2,
+            lapsed_holds_per_account: 2,
+            ..LimitsConfig::OFF
+        },
+    )
+    .await;
+    let first = app.create_event(json!({"holdTtlSeconds": 1})).await;
+    let second = app.create_event(json!({"holdTtlSeconds": 1})).await;
+    let held = |answer: &common::Answer| {
+        assert_eq!(answer.status, StatusCode::CREATED, "{}", answer.json());
+        answer.json()["holdId"].as_str().unwrap().to_owned()
+    };
+    let refused_by = |answer: &common::Answer| {
+        assert_eq!(
+            answer.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{}",
+            answer.json()
+        );
+        assert_eq!(answer.code(), "RATE_LIMITED");
+        let wait: u64 = answer.headers["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(wait >= 1, "{wait}");
+        (answer.json()["limit"].as_str().unwrap().to_owned(), wait)
+    };
+    // Two live holds, in two events: a third is refused; bob has a count of his own.
+    let ann_1 = held(
+        &app.hold("ann", &first, "a1", json!({"seatIds": ["A-1-1"]}))
+            .await,
+    );
+    held(
+        &app.hold("ann", &second, "a2", json!({"seatIds": ["A-1-1"]}))
+            .await,
+    );
+    let third = app
+        .hold("ann", &first, "a3", json!({"seatIds": ["A-1-2"]}))
+        .await;
+    assert_eq!(refused_by(&third).0, "live-holds-per-account");
+    held(
+        &app.hold("bob", &first, "b1", json!({"seatIds": ["A-1-3"]}))
+            .await,
+    );
+    // A release frees one at once (the ledger is told before the release is answered).
+    let released = app
+        .delete(&token("ann"), &format!("/v1/holds/{ann_1}"))
+        .await;
+    assert_eq!(released.status, StatusCode::OK, "{}", released.json());
+    held(
+        &app.hold("ann", &first, "a4", json!({"seatIds": ["A-1-2"]}))
+            .await,
+    );
+    assert_eq!(app.state.ledger.live("ann"), 2);
+
+    // Both of ann's holds and bob's one lapse (the store's clock moves past them): the
+    // writers end them, and the ledger counts two lapses for ann, one for bob.
+    app.db.advance_clock(1_100).await;
+    let mut ended = false;
+    for _ in 0..200 {
+        if app.state.ledger.live("ann") == 0 && app.state.ledger.live("bob") == 0 {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(ended, "the writers end the lapsed holds");
+    let slowed = app
+        .hold("ann", &second, "a5", json!({"seatIds": ["A-1-2"]}))
+        .await;
+    let (limit, wait) = refused_by(&slowed);
+    assert_eq!(limit, "lapsed-holds-per-account");
+    assert_eq!(wait, boxoffice_server::ledger::LAPSE_PENALTY_BASE.as_secs());
+    held(
+        &app.hold("bob", &second, "b2", json!({"seatIds": ["A-1-3"]}))
+            .await,
+    );
     app.finish().await;
 }

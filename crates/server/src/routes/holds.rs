@@ -37,7 +37,7 @@ use crate::writer::SubmitError;
         (status = 409, description = "SEATS_UNAVAILABLE, SOLD_OUT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 413, description = "Body over 64 KiB", body = Problem),
         (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_KEY_MISMATCH", body = Problem),
-        (status = 429, description = "RATE_LIMITED: holds-per-account or holds-per-address (the problem's `limit`), too many queued requests for this event, or the store is busy; retry after Retry-After", body = Problem),
+        (status = 429, description = "RATE_LIMITED: holds-per-account, holds-per-address, live-holds-per-account or lapsed-holds-per-account (the problem's `limit`), too many queued requests for this event, or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
     security(("bearer" = []))
@@ -56,6 +56,13 @@ pub async fn create_hold(
         crate::limits::Limit::HoldsPerAddress,
         address.as_ref(),
     )?;
+    if let Err(refused) = state
+        .ledger
+        .check(account.account_id.as_str(), std::time::Instant::now())
+    {
+        metrics::counter!("boxoffice_limit_refused_total", "limit" => refused.limit).increment(1);
+        return Err(ApiError::rate_limited(refused.limit, refused.wait));
+    }
     let key = request_key(&headers, &body)?;
     let hold_body = body.parse::<CreateHoldBody>()?;
     let event = state.event(&event_id).await?;
