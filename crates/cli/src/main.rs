@@ -172,6 +172,11 @@ enum Command {
         limit: Vec<String>,
         #[command(flatten)]
         rollover: RolloverArgs,
+        /// A proxy (address or block: `10.0.0.0/8`) whose `X-Forwarded-For` names the
+        /// client, for per-address limits behind a balancer; repeat or separate with
+        /// commas. From any other peer the header is ignored.
+        #[arg(long, env = "BOXOFFICE_TRUSTED_PROXIES", value_delimiter = ',')]
+        trusted_proxy: Vec<String>,
     },
     /// Run the payment provider simulator (a Stripe-like HTTP subset with test cards).
     Paysim {
@@ -535,6 +540,7 @@ async fn serve_with(
             connect_origins: provider_origin.into_iter().collect(),
         },
         limits: side.limits,
+        trusted_proxies: side.trusted_proxies,
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -1022,6 +1028,8 @@ pub(crate) struct SideStores {
     limits: boxoffice_server::limits::LimitsConfig,
     /// Keys of a rollover that still verify.
     rollover: RolloverArgs,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    trusted_proxies: Vec<String>,
 }
 
 /// `BOXOFFICE_LIMITS` (comma-separated `NAME=RATE`), for commands without `--limit`.
@@ -1108,6 +1116,7 @@ async fn main() -> anyhow::Result<()> {
             cors_allow_origin,
             limit,
             rollover,
+            trusted_proxy,
         } => {
             let secret = match (jwt_secret, dev_auth) {
                 (Some(secret), _) => secret,
@@ -1129,6 +1138,7 @@ async fn main() -> anyhow::Result<()> {
                 cors_origins: cors_allow_origin,
                 limits: limits_of(&limit)?,
                 rollover,
+                trusted_proxies: trusted_proxy,
                 ..open_side_stores(&database_url, places).await?
             };
             serve_with(

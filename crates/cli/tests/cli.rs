@@ -776,3 +776,53 @@ async fn keys_roll_over_old_tokens_verify_during_the_overlap_and_not_after() {
     child.wait().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Behind a balancer (`--trusted-proxy`), per-address limits count the client that
+/// `X-Forwarded-For` names; without it, the header is ignored and the peer is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_address_limits_believe_x_forwarded_for_from_trusted_proxies_only() {
+    let dir = std::env::temp_dir().join(format!(
+        "boxoffice-cli-forwarded-{}",
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let http = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for trusted in [true, false] {
+        let mut command = serve_in(&dir);
+        command
+            .args(["--dev-auth", "--limit", "signins-per-address=0.01/s:1"])
+            .env_remove("BOXOFFICE_JWT_SECRET")
+            .env("RUST_LOG", "warn")
+            .stderr(Stdio::null());
+        if trusted {
+            command.args(["--trusted-proxy", "127.0.0.1,::1"]);
+        }
+        let (mut child, base) = listening(command);
+        let mut answered = Vec::new();
+        for client in ["203.0.113.1", "203.0.113.2", "203.0.113.1"] {
+            let answer = http
+                .post(format!("{base}/v1/dev/token"))
+                .header("x-forwarded-for", client)
+                .json(&json!({"accountId": "ann"}))
+                .send()
+                .await
+                .unwrap();
+            answered.push(answer.status().as_u16());
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        statuses.push(answered);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        statuses[0],
+        [201, 201, 429],
+        "trusted: one bucket per forwarded client"
+    );
+    assert_eq!(
+        statuses[1],
+        [201, 429, 429],
+        "untrusted: the header is ignored, the peer is counted"
+    );
+}

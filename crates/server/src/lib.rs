@@ -14,6 +14,7 @@ pub mod auth;
 pub mod body;
 pub mod cluster;
 pub mod error;
+pub mod forwarded;
 pub mod gate;
 pub mod idempotency;
 pub mod ledger;
@@ -86,6 +87,8 @@ pub struct Shared {
     pub limits: limits::Limits,
     /// This node's holds per account, and their lapses.
     pub ledger: Arc<ledger::HoldLedger>,
+    /// Whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: forwarded::TrustedProxies,
     /// The store as the background workers reach it (their own small pool on PostgreSQL).
     pub workers_store: Arc<dyn Store>,
     pub verifier: TokenVerifier,
@@ -155,6 +158,9 @@ pub struct ServerConfig {
     pub web: policy::WebPolicy,
     /// Abuse limits per account and per client address.
     pub limits: limits::LimitsConfig,
+    /// Proxies (addresses or blocks) whose `X-Forwarded-For` names the client
+    /// ([`forwarded`]); empty: the TCP peer is the client.
+    pub trusted_proxies: Vec<String>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -552,6 +558,8 @@ impl AppState {
             None => writers,
         }
         .with_meter(waitroom.meter.clone());
+        let trusted_proxies = forwarded::TrustedProxies::parse(&config.trusted_proxies)
+            .map_err(|e| format!("trusted proxies: {e}"))?;
         let ledger = Arc::new(ledger::HoldLedger::new(
             config.limits.live_holds_per_account,
             config.limits.lapsed_holds_per_account,
@@ -565,6 +573,7 @@ impl AppState {
             web,
             limits: limits::Limits::new(config.limits),
             ledger,
+            trusted_proxies,
             relay: OutboxRelay::new(
                 workers_store.clone(),
                 config.provider.clone(),
@@ -700,7 +709,8 @@ pub struct Front {
     peer: Option<std::net::IpAddr>,
 }
 
-/// The address a request came from (the TCP peer: behind a balancer, the balancer's).
+/// The address a request came from: the TCP peer, or, from a trusted proxy, the client its
+/// `X-Forwarded-For` names ([`forwarded`]).
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub std::net::IpAddr);
 
@@ -739,7 +749,8 @@ impl tower::Service<Request> for Front {
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         if let Some(peer) = self.peer {
-            request.extensions_mut().insert(ClientAddr(peer));
+            let client = self.state.trusted_proxies.client(peer, request.headers());
+            request.extensions_mut().insert(ClientAddr(client));
         }
         if request.method() == Method::GET && !self.state.web.needs_cors(request.headers()) {
             let started = Instant::now();

@@ -423,6 +423,7 @@ impl TestApp {
                 ],
             },
             limits,
+            trusted_proxies: Vec::new(),
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
         let mut tasks = vec![
