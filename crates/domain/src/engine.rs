@@ -292,6 +292,8 @@ pub struct SeatTaken {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoldReleased {
     pub hold_id: String,
+    /// The hold's owner (the outbox tells it with the hold's end).
+    pub account_id: String,
     pub seat_ids: Vec<String>,
     pub tier: Option<(String, u32)>,
 }
@@ -923,6 +925,7 @@ impl EventEngine {
         });
         Some(HoldReleased {
             hold_id: hold_id.to_owned(),
+            account_id: hold.account_id.clone(),
             seat_ids: freed,
             tier,
         })

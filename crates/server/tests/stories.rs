@@ -1568,5 +1568,44 @@ async fn live_holds_are_bounded_and_lapsing_accounts_wait(backend: Backend) {
         &app.hold("bob", &second, "b2", json!({"seatIds": ["A-1-3"]}))
             .await,
     );
+    // The outbox tells whose hold ended (a risk system reads it: docs/ANTIBOT.md).
+    let mut ended_by: Vec<(String, String)> = Vec::new();
+    for topic in ["hold.released", "hold.expired"] {
+        let payloads: Vec<String> = match (&app.db.pg, &app.db.sqlite) {
+            (Some(pg), _) => {
+                sqlx::query_scalar("SELECT payload::text FROM outbox WHERE topic = $1")
+                    .bind(topic)
+                    .fetch_all(pg.pool())
+                    .await
+                    .unwrap()
+            }
+            (None, Some(sqlite)) => {
+                sqlx::query_scalar("SELECT payload FROM outbox WHERE topic = ?1")
+                    .bind(topic)
+                    .fetch_all(sqlite.pool())
+                    .await
+                    .unwrap()
+            }
+            (None, None) => unreachable!("a test store has a backend"),
+        };
+        for payload in payloads {
+            let payload: Value = serde_json::from_str(&payload).unwrap();
+            ended_by.push((
+                topic.to_owned(),
+                payload["accountId"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    ended_by.sort();
+    let expected: Vec<(String, String)> = [
+        ("hold.expired", "ann"),
+        ("hold.expired", "ann"),
+        ("hold.expired", "bob"),
+        ("hold.released", "ann"),
+    ]
+    .iter()
+    .map(|(t, a)| ((*t).to_owned(), (*a).to_owned()))
+    .collect();
+    assert_eq!(ended_by, expected);
     app.finish().await;
 }

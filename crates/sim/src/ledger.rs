@@ -480,6 +480,7 @@ mod tests {
         let mut effects = Effects::default();
         effects.holds_released.push(HoldReleased {
             hold_id: hold_id.to_owned(),
+            account_id: "fan".to_owned(),
             seat_ids: seats.iter().map(|s| (*s).to_owned()).collect(),
             tier: None,
         });

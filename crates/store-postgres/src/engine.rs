@@ -429,11 +429,12 @@ async fn expire_holds(
         "WITH ended AS (
             UPDATE hold SET status = 'EXPIRED', updated_at = $3
              WHERE event_id = $1 AND hold_id = ANY($2) AND status = 'HELD' AND expires_at <= $3
-            RETURNING hold_id, tier_id, quantity
+            RETURNING hold_id, account_id, tier_id, quantity
          ), announced AS (
             INSERT INTO outbox (event_id, topic, payload, created_at)
             SELECT $1, 'hold.expired',
-                   jsonb_build_object('eventId', $1::text, 'holdId', hold_id, 'status', 'EXPIRED'), $3
+                   jsonb_build_object('eventId', $1::text, 'holdId', hold_id,
+                                      'accountId', account_id, 'status', 'EXPIRED'), $3
               FROM ended
          ), freed AS (
             UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
@@ -649,9 +650,9 @@ async fn release_holds(
     .bind(&hold_ids)
     .bind(group.now)
     .bind(
-        hold_ids
+        released
             .iter()
-            .map(|id| hold_ended_payload(event_id, id, HoldStatus::Released))
+            .map(|h| hold_ended_payload(event_id, &h.hold_id, &h.account_id, HoldStatus::Released))
             .collect::<Vec<_>>(),
     )
     .fetch_one(&mut **tx)
@@ -1007,6 +1008,7 @@ async fn settle_checkouts(
             serde_json::from_str(&hold_ended_payload(
                 event_id,
                 &hold.hold_id,
+                &hold.account_id,
                 HoldStatus::Released,
             ))
             .unwrap_or_default(),

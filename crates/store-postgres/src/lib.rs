@@ -651,7 +651,9 @@ impl PgStore {
             }
             let payloads: Vec<String> = expired
                 .iter()
-                .map(|h| hold_ended_payload(&h.event_id, &h.hold_id, HoldStatus::Expired))
+                .map(|h| {
+                    hold_ended_payload(&h.event_id, &h.hold_id, &h.account_id, HoldStatus::Expired)
+                })
                 .collect();
             sqlx::query(
                 "INSERT INTO outbox (event_id, topic, payload, created_at)
@@ -827,7 +829,12 @@ pub(crate) async fn free_hold_resources(
     )
     .bind(&hold.event_id)
     .bind(topic)
-    .bind(hold_ended_payload(&hold.event_id, &hold.hold_id, ended_as))
+    .bind(hold_ended_payload(
+        &hold.event_id,
+        &hold.hold_id,
+        &hold.account_id,
+        ended_as,
+    ))
     .bind(now)
     .execute(&mut **tx)
     .await

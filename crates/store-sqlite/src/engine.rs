@@ -421,7 +421,12 @@ async fn expire_holds(
             tx,
             event_id,
             "hold.expired",
-            &hold_ended_payload(event_id, &hold.hold_id, HoldStatus::Expired),
+            &hold_ended_payload(
+                event_id,
+                &hold.hold_id,
+                &hold.account_id,
+                HoldStatus::Expired,
+            ),
             group.now,
         )
         .await?;
@@ -581,7 +586,12 @@ async fn release_holds(
             tx,
             event_id,
             "hold.released",
-            &hold_ended_payload(event_id, &hold.hold_id, HoldStatus::Released),
+            &hold_ended_payload(
+                event_id,
+                &hold.hold_id,
+                &hold.account_id,
+                HoldStatus::Released,
+            ),
             group.now,
         )
         .await?;
@@ -820,7 +830,12 @@ async fn settle_checkouts(
             tx,
             event_id,
             "hold.released",
-            &hold_ended_payload(event_id, &hold.hold_id, HoldStatus::Released),
+            &hold_ended_payload(
+                event_id,
+                &hold.hold_id,
+                &hold.account_id,
+                HoldStatus::Released,
+            ),
             group.now,
         )
         .await?;

@@ -594,7 +594,7 @@ pub(crate) async fn free_hold_resources(
         tx,
         &hold.event_id,
         topic,
-        &hold_ended_payload(&hold.event_id, &hold.hold_id, ended_as),
+        &hold_ended_payload(&hold.event_id, &hold.hold_id, &hold.account_id, ended_as),
         now,
     )
     .await?;

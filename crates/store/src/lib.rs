@@ -670,9 +670,19 @@ pub fn stored_answer_of(
     }
 }
 
-pub fn hold_ended_payload(event_id: &str, hold_id: &str, status: HoldStatus) -> String {
-    serde_json::json!({ "eventId": event_id, "holdId": hold_id, "status": status.as_str() })
-        .to_string()
+pub fn hold_ended_payload(
+    event_id: &str,
+    hold_id: &str,
+    account_id: &str,
+    status: HoldStatus,
+) -> String {
+    serde_json::json!({
+        "eventId": event_id,
+        "holdId": hold_id,
+        "accountId": account_id,
+        "status": status.as_str(),
+    })
+    .to_string()
 }
 
 /// Serializes a hold's seats for its JSON column.

@@ -346,12 +346,15 @@ impl EventEngine {
             tier.sold -= i64::from(*units);
             tier.available += i64::from(*units);
         }
+        let mut account_id = String::new();
         if let Some(old) = self.holds.get_mut(&given.hold_id) {
             old.quantity = old.quantity.saturating_sub(given.quantity());
             old.seat_ids.retain(|s| !given.seat_ids.contains(s));
+            account_id.clone_from(&old.account_id);
         }
         HoldReleased {
             hold_id: given.hold_id.clone(),
+            account_id,
             seat_ids: given.seat_ids.clone(),
             tier: given.tier.clone(),
         }
