@@ -39,16 +39,7 @@ impl FromRequest<AppState> for JsonBody {
                     )
                 }
             })?;
-        if bytes.is_empty() {
-            return Err(ApiError::validation("body", "a JSON object is required"));
-        }
-        let mut value: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::validation("body", format!("malformed JSON: {e}")))?;
-        integral_numbers(&mut value);
-        if !value.is_object() {
-            return Err(ApiError::validation("body", "must be a JSON object"));
-        }
-        Ok(Self(value))
+        Self::from_bytes(&bytes)
     }
 }
 
@@ -75,6 +66,21 @@ fn integral_numbers(value: &mut Value) {
 }
 
 impl JsonBody {
+    /// The body of a request whose bytes were read (at most [`BODY_BYTES_MAX`]): a JSON
+    /// object, its integral numbers written as integers.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ApiError> {
+        if bytes.is_empty() {
+            return Err(ApiError::validation("body", "a JSON object is required"));
+        }
+        let mut value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::validation("body", format!("malformed JSON: {e}")))?;
+        integral_numbers(&mut value);
+        if !value.is_object() {
+            return Err(ApiError::validation("body", "must be a JSON object"));
+        }
+        Ok(Self(value))
+    }
+
     /// The typed request; the error names the offending field by its JSON path.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
         serde_path_to_error::deserialize(&self.0).map_err(|e| {

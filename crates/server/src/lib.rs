@@ -15,6 +15,8 @@ pub mod body;
 pub mod cluster;
 pub mod error;
 pub mod forwarded;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 pub mod idempotency;
 pub mod ledger;

@@ -284,16 +284,24 @@ impl RoomStore for MemoryRooms {
 
 /// Rebuilds the rooms from the journal at `path` (none if it does not exist).
 fn replay(path: &Path) -> StateResult<HashMap<String, Room>> {
-    let mut rooms: HashMap<String, Room> = HashMap::new();
     let file = match File::open(path) {
         Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(rooms),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
         Err(e) => return Err(StateError::Unavailable(format!("{}: {e}", path.display()))),
     };
+    replay_journal(BufReader::new(file), path)
+}
+
+/// Rebuilds the rooms from the journal lines in `journal`, read from `path` (named in
+/// errors). Public for the fuzz target (`fuzz/`); the server reaches it through
+/// [`MemoryRooms::open`].
+#[doc(hidden)]
+pub fn replay_journal(journal: impl BufRead, path: &Path) -> StateResult<HashMap<String, Room>> {
+    let mut rooms: HashMap<String, Room> = HashMap::new();
     let corrupt = |line_no: usize, why: String| {
         StateError::Corrupt(format!("{} line {line_no}: {why}", path.display()))
     };
-    let mut lines = BufReader::new(file).lines().enumerate().peekable();
+    let mut lines = journal.lines().enumerate().peekable();
     while let Some((i, line)) = lines.next() {
         let line = line.map_err(|e| corrupt(i + 1, e.to_string()))?;
         let record: Record = match serde_json::from_str(&line) {

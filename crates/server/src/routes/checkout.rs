@@ -245,15 +245,8 @@ fn hold_expired() -> ApiError {
     )
 }
 
-pub async fn checkout_hold(
-    state: &AppState,
-    account: &Account,
-    hold_id: String,
-    path: &str,
-    headers: &HeaderMap,
-    body: &JsonBody,
-) -> ApiResult<Response> {
-    let key = request_key(headers, body)?;
+/// The checkout request in `body`, its payment method checked.
+pub(crate) fn checkout_body(body: &JsonBody) -> ApiResult<CheckoutBody> {
     let checkout = body.parse::<CheckoutBody>()?;
     let token = checkout.payment_method_token.as_str();
     if token.is_empty()
@@ -265,6 +258,19 @@ pub async fn checkout_hold(
             format!("must be 1-{PAYMENT_METHOD_LEN_MAX} visible ASCII characters"),
         ));
     }
+    Ok(checkout)
+}
+
+pub async fn checkout_hold(
+    state: &AppState,
+    account: &Account,
+    hold_id: String,
+    path: &str,
+    headers: &HeaderMap,
+    body: &JsonBody,
+) -> ApiResult<Response> {
+    let key = request_key(headers, body)?;
+    let checkout = checkout_body(body)?;
     if hold_id.is_empty() || hold_id.len() > 128 {
         return Err(ApiError::not_found("hold"));
     }
@@ -321,7 +327,7 @@ pub async fn checkout_hold(
         order_id: uuid::Uuid::now_v7().to_string(),
         operation_id: uuid::Uuid::now_v7().to_string(),
         provider: state.provider.name().to_owned(),
-        payment_method: token.to_owned(),
+        payment_method: checkout.payment_method_token.clone(),
     };
     let begun = match (hold, event.clone()) {
         // A held hold of the account: its event's writer starts the checkout in a group,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use boxoffice_domain::event::SEATS_PER_EVENT_MAX;
+use boxoffice_domain::event::{EventSpec, SEATS_PER_EVENT_MAX};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_store::EventRecord;
 use serde::{Deserialize, Serialize};
@@ -135,30 +135,7 @@ pub async fn create_trips(
     body: JsonBody,
 ) -> ApiResult<Response> {
     let key = request_key(&headers, &body)?;
-    let trips = body.parse::<CreateTripsBody>()?;
-    if !(1..=TRIPS_MAX).contains(&trips.count) {
-        return Err(ApiError::validation(
-            "count",
-            format!("must be 1-{TRIPS_MAX}"),
-        ));
-    }
-    if !(60..=TRIP_INTERVAL_MAX_S).contains(&trips.every_seconds) {
-        return Err(ApiError::validation(
-            "everySeconds",
-            format!("must be 60-{TRIP_INTERVAL_MAX_S}"),
-        ));
-    }
-    let first = trips.trip.into_spec();
-    // One request creates at most one event's worth of seats in all (found by
-    // schemathesis: 22 trips of 192,000 seats each kept the server busy past its client's
-    // timeout).
-    let seats: u64 = first.sections.iter().map(|s| s.seat_count()).sum();
-    if seats.saturating_mul(u64::from(trips.count)) > SEATS_PER_EVENT_MAX {
-        return Err(ApiError::validation(
-            "count",
-            format!("count x seats per trip must be at most {SEATS_PER_EVENT_MAX} seats"),
-        ));
-    }
+    let specs = trip_specs(body.parse::<CreateTripsBody>()?)?;
     let path = "/v1/admin/trips";
     let scope = IdempotencyScope {
         account_id: admin.account_id.to_string(),
@@ -166,20 +143,6 @@ pub async fn create_trips(
         key,
     };
     let _in_flight = state.in_flight.claim(&scope)?;
-    let mut specs = Vec::with_capacity(trips.count as usize);
-    for i in 0..trips.count {
-        let mut spec = first.clone();
-        spec.starts_at = first.starts_at
-            + time::Duration::seconds(i64::from(i) * i64::from(trips.every_seconds));
-        let departure = spec
-            .starts_at
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default();
-        spec.name = format!("{} {departure}", first.name);
-        spec.validate()
-            .map_err(|e| ApiError::validation(&format!("trip.{}", e.field), e.reason))?;
-        specs.push(spec);
-    }
     let render = |event: &EventRecord| {
         let view = EventView::new(event, Some(&EventView::fresh_counts(event)));
         StoredResponse {
@@ -213,6 +176,49 @@ pub async fn create_trips(
         axum::Json(TripsCreated { trips: created }),
     )
         .into_response())
+}
+
+/// The events of a trips request, each checked as a created event would be; refused as a
+/// whole (422) if any is not valid.
+pub(crate) fn trip_specs(trips: CreateTripsBody) -> ApiResult<Vec<EventSpec>> {
+    if !(1..=TRIPS_MAX).contains(&trips.count) {
+        return Err(ApiError::validation(
+            "count",
+            format!("must be 1-{TRIPS_MAX}"),
+        ));
+    }
+    if !(60..=TRIP_INTERVAL_MAX_S).contains(&trips.every_seconds) {
+        return Err(ApiError::validation(
+            "everySeconds",
+            format!("must be 60-{TRIP_INTERVAL_MAX_S}"),
+        ));
+    }
+    let first = trips.trip.into_spec();
+    // One request creates at most one event's worth of seats in all (found by
+    // schemathesis: 22 trips of 192,000 seats each kept the server busy past its client's
+    // timeout).
+    let seats: u64 = first.sections.iter().map(|s| s.seat_count()).sum();
+    if seats.saturating_mul(u64::from(trips.count)) > SEATS_PER_EVENT_MAX {
+        return Err(ApiError::validation(
+            "count",
+            format!("count x seats per trip must be at most {SEATS_PER_EVENT_MAX} seats"),
+        ));
+    }
+    let mut specs = Vec::with_capacity(trips.count as usize);
+    for i in 0..trips.count {
+        let mut spec = first.clone();
+        spec.starts_at = first.starts_at
+            + time::Duration::seconds(i64::from(i) * i64::from(trips.every_seconds));
+        let departure = spec
+            .starts_at
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        spec.name = format!("{} {departure}", first.name);
+        spec.validate()
+            .map_err(|e| ApiError::validation(&format!("trip.{}", e.field), e.reason))?;
+        specs.push(spec);
+    }
+    Ok(specs)
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -217,7 +217,7 @@ fn named<'a>(
 }
 
 /// The two sides of the request, checked against the target event's layout and priced.
-fn sides(
+pub(crate) fn sides(
     body: &CreateExchangeBody,
     order: &OrderView,
     target: &EventRecord,

@@ -118,7 +118,7 @@ pub async fn create_hold(
 }
 
 /// Checks the request against the event's layout and limits, without the store.
-fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult<HoldShape> {
+pub(crate) fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult<HoldShape> {
     let shapes = [
         body.seat_ids.is_some(),
         body.tier_id.is_some() || body.quantity.is_some(),

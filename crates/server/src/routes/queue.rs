@@ -557,6 +557,20 @@ pub async fn get_queue(
     Ok(axum::Json(admin_response(&state, &room, view)).into_response())
 }
 
+/// The operator's change to a queue in `body`, its cap checked.
+pub(crate) fn queue_update(body: &JsonBody) -> ApiResult<UpdateQueueBody> {
+    let update = body.parse::<UpdateQueueBody>()?;
+    if let Some(cap) = update.max_release_per_second
+        && !(1..=RELEASE_PER_S_MAX).contains(&cap)
+    {
+        return Err(ApiError::validation(
+            "maxReleasePerSecond",
+            format!("must be 1-{RELEASE_PER_S_MAX}"),
+        ));
+    }
+    Ok(update)
+}
+
 /// Pauses, resumes or caps release.
 #[utoipa::path(
     put, path = "/v1/admin/events/{eventId}/queue", tag = "waiting room",
@@ -578,15 +592,7 @@ pub async fn update_queue(
     Path(event_id): Path<String>,
     body: JsonBody,
 ) -> ApiResult<Response> {
-    let update = body.parse::<UpdateQueueBody>()?;
-    if let Some(cap) = update.max_release_per_second
-        && !(1..=RELEASE_PER_S_MAX).contains(&cap)
-    {
-        return Err(ApiError::validation(
-            "maxReleasePerSecond",
-            format!("must be 1-{RELEASE_PER_S_MAX}"),
-        ));
-    }
+    let update = queue_update(&body)?;
     let event = state.event(&event_id).await?;
     let room = room_of(&state, &event).await?;
     let current = state

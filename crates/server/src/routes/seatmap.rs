@@ -169,7 +169,7 @@ pub async fn get_seatmap(
 }
 
 /// `since` as a version, or a 422 naming the field.
-fn parse_version(raw: Option<&str>, field: &str) -> ApiResult<Option<u64>> {
+pub(crate) fn parse_version(raw: Option<&str>, field: &str) -> ApiResult<Option<u64>> {
     match raw {
         None => Ok(None),
         // Versions are PostgreSQL bigints: 0 to i64::MAX, as the document says.
@@ -180,6 +180,17 @@ fn parse_version(raw: Option<&str>, field: &str) -> ApiResult<Option<u64>> {
             .map(Some)
             .ok_or_else(|| ApiError::validation(field, "must be an integer version, 0 to 2^63-1")),
     }
+}
+
+/// The `Last-Event-ID` header: `None` when absent, `Some(None)` when it is not a version of
+/// ours (the stream then resets).
+pub(crate) fn last_event_id(headers: &HeaderMap) -> Option<Option<u64>> {
+    headers.get("last-event-id").map(|value| {
+        value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    })
 }
 
 fn too_old(detail: String) -> ApiError {
@@ -264,12 +275,7 @@ pub async fn stream(
 ) -> ApiResult<Response> {
     let since_query = parse_version(query.get("since").map(String::as_str), "since")?;
     // A Last-Event-ID that is not one of ours cannot be caught up: the stream resets.
-    let last_event_id = headers.get("last-event-id").map(|value| {
-        value
-            .to_str()
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    });
+    let last_event_id = last_event_id(&headers);
     let map = live_map(&state, &event_id).await?;
     if state.seatmap_streams.fetch_add(1, Ordering::Relaxed) >= STREAMS_MAX {
         state.seatmap_streams.fetch_sub(1, Ordering::Relaxed);
