@@ -79,8 +79,10 @@ impl SeatRef {
         let section = parts.next().ok_or_else(bad)?;
         check_name_id(section, "section").map_err(|_| bad())?;
         let parse_pos = |s: &str| -> Option<u32> {
-            // Canonical decimal only: "07" would name the same seat as "7" under another id.
-            if s.is_empty() || s.len() > 6 || s.starts_with('0') {
+            // Canonical decimal only: "07" or "+7" would name the same seat as "7" under
+            // another id.
+            let digits = s.bytes().all(|b| b.is_ascii_digit());
+            if s.is_empty() || s.len() > 6 || s.starts_with('0') || !digits {
                 return None;
             }
             s.parse::<u32>().ok().filter(|n| *n >= 1)
@@ -145,6 +147,17 @@ mod tests {
         ] {
             assert!(SeatRef::parse(bad).is_err(), "{bad} should be refused");
         }
+    }
+
+    /// Found by the `ids` fuzz target: `u32::from_str` takes a leading `+`, so "A-12-+7"
+    /// was the seat "A-12-7" under a second id (a hold could name one seat twice).
+    #[test]
+    fn a_seat_has_one_spelling() {
+        for bad in ["A-12-+7", "A-+12-7", "A-+1-+1", "A- 12-7", "A-12-7 "] {
+            assert!(SeatRef::parse(bad).is_err(), "{bad} should be refused");
+        }
+        let seat = SeatRef::parse("A-12-7").unwrap();
+        assert_eq!(SeatRef::parse(&seat.to_string()), Ok(seat));
     }
 
     #[test]
