@@ -228,7 +228,12 @@ impl SeatMap {
         if version == self.version {
             return Ok(Vec::new());
         }
-        let oldest_kept = self.log.front().map_or(self.version, |b| b.version);
+        // An empty log (a map loaded without its batches) keeps nothing before the next
+        // version: only a client at the current version is caught up.
+        let oldest_kept = self
+            .log
+            .front()
+            .map_or(self.version.saturating_add(1), |b| b.version);
         if version + 1 < oldest_kept {
             return Err(SinceError::TooOld {
                 asked: version,
@@ -371,6 +376,26 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Found by the `seatmap_since` fuzz target: a map with nothing in its log answered a
+    /// client one version behind with no changes, so the client took itself for current and
+    /// never saw the change it missed.
+    #[test]
+    fn a_map_without_a_log_sends_clients_behind_to_the_snapshot() {
+        let map = SeatMap::new(vec![MapStatus::Available; 1], vec![], 1, 8);
+        assert_eq!(
+            map.changes_since(0),
+            Err(SinceError::TooOld {
+                asked: 0,
+                oldest_kept: 2
+            })
+        );
+        assert_eq!(map.changes_since(1), Ok(Vec::new()));
+        assert_eq!(
+            map.changes_since(2),
+            Err(SinceError::Ahead { asked: 2, at: 1 })
+        );
     }
 
     fn status_strategy() -> impl Strategy<Value = MapStatus> {
