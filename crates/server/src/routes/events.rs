@@ -207,8 +207,10 @@ pub(crate) fn trip_specs(trips: CreateTripsBody) -> ApiResult<Vec<EventSpec>> {
     let mut specs = Vec::with_capacity(trips.count as usize);
     for i in 0..trips.count {
         let mut spec = first.clone();
-        spec.starts_at = first.starts_at
-            + time::Duration::seconds(i64::from(i) * i64::from(trips.every_seconds));
+        let after_first = time::Duration::seconds(i64::from(i) * i64::from(trips.every_seconds));
+        spec.starts_at = first.starts_at.checked_add(after_first).ok_or_else(|| {
+            ApiError::validation("trip.startsAt", "the last trip would depart after 9999")
+        })?;
         let departure = spec
             .starts_at
             .format(&time::format_description::well_known::Rfc3339)
@@ -324,5 +326,39 @@ impl AppState {
             .unwrap_or_else(|p| p.into_inner())
             .insert(event_id.to_owned(), event.clone());
         Ok(event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trips(json: serde_json::Value) -> ApiResult<Vec<EventSpec>> {
+        let body = JsonBody::from_bytes(json.to_string().as_bytes())?;
+        trip_specs(body.parse()?)
+    }
+
+    /// A departure past the calendar's end (year 9999) panicked in the date addition (a 500
+    /// from the catch-panic layer); found while writing the `request_bodies` fuzz target.
+    #[test]
+    fn trips_departing_after_9999_are_refused() {
+        let trip = |starts_at: &str| {
+            serde_json::json!({
+                "trip": {
+                    "name": "Night line",
+                    "startsAt": starts_at,
+                    "currency": "EUR",
+                    "tiers": [{"tierId": "GA", "name": "Seat", "capacity": 50, "priceMinor": 900}],
+                },
+                "everySeconds": 3600,
+                "count": 2,
+            })
+        };
+        let error = trips(trip("9999-12-31T23:00:00Z")).unwrap_err();
+        assert_eq!(error.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(error.detail.contains("trip.startsAt"), "{}", error.detail);
+        let specs = trips(trip("9999-12-31T21:00:00Z")).unwrap();
+        assert_eq!(specs.len(), 2);
+        assert_eq!(specs[1].starts_at.hour(), 22);
     }
 }
