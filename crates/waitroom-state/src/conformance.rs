@@ -273,6 +273,35 @@ pub async fn release_and_expiry(store: &dyn RoomStore) {
     );
 }
 
+/// A tick with a clock behind the last release's (a clock stepped back, or a new leader's
+/// behind the old one's) releases at the last release's time, never before it: release
+/// times stay in order, as `Room::invariants` requires. Found by the `waitroom_journal`
+/// fuzz target (a journal with a tick at 8,399 ms and then one at 1,000 ms).
+pub async fn a_clock_behind_never_dates_a_release_earlier(store: &dyn RoomStore) {
+    let event = event_id("clock-behind");
+    store
+        .ensure_room(&event, config(QueuePolicy::Fifo, 1, 100))
+        .await
+        .unwrap();
+    for account in ["a", "b"] {
+        store
+            .join(&event, account, ON_SALE_MS - 10)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(store.tick(&event, ON_SALE_MS + 7_000, 1).await.unwrap(), 1);
+    assert_eq!(store.tick(&event, ON_SALE_MS, 1).await.unwrap(), 1);
+    let view = store.view(&event).await.unwrap();
+    let released_at: Vec<i64> = view.releases.iter().map(|r| r.released_at_ms).collect();
+    assert_eq!(released_at, [ON_SALE_MS + 7_000, ON_SALE_MS + 7_000]);
+    // The second fan's claim window runs from the later time, as the first one's does.
+    assert_eq!(
+        view.status(1, ON_SALE_MS + 17_000),
+        Status::Released { position: 2 }
+    );
+}
+
 /// The operator's controls are kept and shown.
 pub async fn controls_are_kept(store: &dyn RoomStore) {
     let event = event_id("controls");

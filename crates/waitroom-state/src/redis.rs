@@ -195,7 +195,14 @@ if not m[1] then return 0 end
 local released = math.min(tonumber(ARGV[2]), tonumber(m[2]) - tonumber(m[3]))
 if released <= 0 then return 0 end
 local serving = redis.call('HINCRBY', KEYS[1], 'serving', string.format('%d', released))
-redis.call('ZADD', KEYS[2], serving, string.format('%d', serving) .. ':' .. now)
+-- A clock behind the last release's never dates a release before it (as the model does).
+local released_at = now
+local last = redis.call('ZRANGE', KEYS[2], -1, -1)
+if last[1] then
+  local last_at = string.match(last[1], ':(%-?%d+)$')
+  if tonumber(last_at) > tonumber(now) then released_at = last_at end
+end
+redis.call('ZADD', KEYS[2], serving, string.format('%d', serving) .. ':' .. released_at)
 return released
 ";
 

@@ -108,6 +108,12 @@ async fn release_and_expiry() {
 }
 
 #[tokio::test]
+async fn a_clock_behind_never_dates_a_release_earlier() {
+    let prefix = Prefix::new();
+    conformance::a_clock_behind_never_dates_a_release_earlier(&prefix.rooms().await).await;
+}
+
+#[tokio::test]
 async fn controls_are_kept() {
     let prefix = Prefix::new();
     conformance::controls_are_kept(&prefix.rooms().await).await;

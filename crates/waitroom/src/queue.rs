@@ -227,9 +227,16 @@ impl QueueView {
             return 0;
         }
         self.serving += released;
+        // A clock behind the last release's (stepped back, or a new leader's) never dates a
+        // release before the one it follows: release times stay in order, and no later
+        // release's claim window ends before an earlier one's.
+        let released_at_ms = self
+            .releases
+            .last()
+            .map_or(now_ms, |last| last.released_at_ms.max(now_ms));
         self.releases.push(Release {
             serving_after: self.serving,
-            released_at_ms: now_ms,
+            released_at_ms,
         });
         released
     }
