@@ -107,6 +107,7 @@ impl Fixture {
             total_minor: 9_000,
             currency: "EUR".into(),
             cancel_reason: None,
+            payment_failure_code: None,
             tickets: Vec::new(),
             created_at: at,
             updated_at: at,
