@@ -6,6 +6,7 @@
 # Usage: bash bench/holds.sh [duration_s] [runs]
 #   BOXOFFICE_BENCH_PORT   private cluster port (default 25441, below the client port range)
 #   SHARED_BENCH           folder with the pgbench scripts (default ../shared/bench)
+#   LIMITS_ORDER           the order of the two servers per run (default "default all=off")
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
@@ -57,8 +58,9 @@ for run in $(seq 1 "$RUNS"); do
   echo "run $run pgbench hold_update.sql c=32 tx/s=$tps holds_ok/s=$(( held / DUR ))"
 
   # The service: boxoffice serve on the same cluster, boxoffice load driving it over HTTP,
-  # with its abuse limits as they ship (limits=default) and without them (limits=off).
-  for limits in default all=off; do
+  # with its abuse limits as they ship (limits=default) and without them (limits=off), in
+  # the order LIMITS_ORDER gives (default first; "all=off default" for the other order).
+  for limits in ${LIMITS_ORDER:-default all=off}; do
     limit_args=()
     [ "$limits" = default ] || limit_args=(--limit "$limits")
     $PSQL -c "DROP DATABASE IF EXISTS boxoffice_bench" postgres
