@@ -1524,7 +1524,7 @@ async fn live_holds_are_bounded_and_lapsing_accounts_wait(backend: Backend) {
         &app.hold("ann", &first, "a1", json!({"seatIds": ["A-1-1"]}))
             .await,
     );
-    held(
+    let ann_2 = held(
         &app.hold("ann", &second, "a2", json!({"seatIds": ["A-1-1"]}))
             .await,
     );
@@ -1532,6 +1532,11 @@ async fn live_holds_are_bounded_and_lapsing_accounts_wait(backend: Backend) {
         .hold("ann", &first, "a3", json!({"seatIds": ["A-1-2"]}))
         .await;
     assert_eq!(refused_by(&third).0, "live-holds-per-account");
+    // At the bound, a retry of a granted request still gets its first answer.
+    let retried = app
+        .hold("ann", &second, "a2", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(held(&retried), ann_2, "the stored 201, replayed");
     held(
         &app.hold("bob", &first, "b1", json!({"seatIds": ["A-1-3"]}))
             .await,

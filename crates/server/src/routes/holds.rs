@@ -56,13 +56,6 @@ pub async fn create_hold(
         crate::limits::Limit::HoldsPerAddress,
         address.as_ref(),
     )?;
-    if let Err(refused) = state
-        .ledger
-        .check(account.account_id.as_str(), std::time::Instant::now())
-    {
-        metrics::counter!("boxoffice_limit_refused_total", "limit" => refused.limit).increment(1);
-        return Err(ApiError::rate_limited(refused.limit, refused.wait));
-    }
     let key = request_key(&headers, &body)?;
     let hold_body = body.parse::<CreateHoldBody>()?;
     let event = state.event(&event_id).await?;
@@ -73,6 +66,15 @@ pub async fn create_hold(
         key,
     };
     let digest = request_digest("POST", &path, &body.0);
+    if let Err(refused) = state
+        .ledger
+        .check(account.account_id.as_str(), std::time::Instant::now())
+    {
+        // A retry of a request granted before still gets its first answer.
+        metrics::counter!("boxoffice_limit_refused_total", "limit" => refused.limit).increment(1);
+        let refused = ApiError::rate_limited(refused.limit, refused.wait);
+        return replay_or(&state, &scope, &digest, refused).await;
+    }
     let admitted = check_admission(
         &state,
         &event,
