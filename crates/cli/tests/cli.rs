@@ -109,15 +109,41 @@ fn listening(mut command: Command) -> (Child, String) {
 /// `boxoffice serve` on port 0 with everything it keeps (SQLite database, ticket key,
 /// waiting rooms) in `dir`.
 fn serve_in(dir: &std::path::Path) -> Command {
+    serve_in_with_key(dir, &dir.join("ticket-key.pem"))
+}
+
+/// [`serve_in`] with the ticket key at `key`.
+fn serve_in_with_key(dir: &std::path::Path, key: &std::path::Path) -> Command {
     let mut command = Command::new(BIN);
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
         .arg(format!("sqlite://{}", dir.join("b.db").display()))
         .arg("--ticket-key")
-        .arg(dir.join("ticket-key.pem"))
+        .arg(key)
         .arg("--waitroom-state")
         .arg(dir.join("rooms"));
     command
+}
+
+/// [`serve_in`] with the public development secret (`POST /v1/dev/token` works) and `args`.
+fn dev_serve_in(dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = serve_in(dir);
+    command
+        .arg("--dev-auth")
+        .args(args)
+        .env_remove("BOXOFFICE_JWT_SECRET")
+        .env("RUST_LOG", "warn");
+    command
+}
+
+/// A new, empty folder under the system's temporary folder.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "boxoffice-cli-{name}-{}",
+        uuid::Uuid::now_v7().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 async fn post(
@@ -572,19 +598,8 @@ async fn no_secret_or_token_reaches_the_logs() {
 /// stops the server before it listens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_takes_its_limits_by_name() {
-    let dir = std::env::temp_dir().join(format!(
-        "boxoffice-cli-limits-{}",
-        uuid::Uuid::now_v7().simple()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let serve = |limit: &str| {
-        let mut command = serve_in(&dir);
-        command
-            .args(["--dev-auth", "--limit", limit])
-            .env_remove("BOXOFFICE_JWT_SECRET")
-            .env("RUST_LOG", "warn");
-        command
-    };
+    let dir = scratch_dir("limits");
+    let serve = |limit: &str| dev_serve_in(&dir, &["--limit", limit]);
     let refused = serve("signins=1/s:2").output().unwrap();
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
@@ -623,22 +638,12 @@ async fn serve_takes_its_limits_by_name() {
 async fn keys_roll_over_old_tokens_verify_during_the_overlap_and_not_after() {
     const OLD: &str = "the-old-jwt-secret-0123456789";
     const NEW: &str = "the-new-jwt-secret-0123456789";
-    let dir = std::env::temp_dir().join(format!(
-        "boxoffice-cli-rollover-{}",
-        uuid::Uuid::now_v7().simple()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("rollover");
     let (old_key, new_key) = (dir.join("old-key.pem"), dir.join("new-key.pem"));
     let serve =
         |secret: &str, key: &std::path::Path, previous: Option<(&str, &std::path::Path)>| {
-            let mut command = Command::new(BIN);
+            let mut command = serve_in_with_key(&dir, key);
             command
-                .args(["serve", "--listen", "127.0.0.1:0", "--database-url"])
-                .arg(format!("sqlite://{}", dir.join("b.db").display()))
-                .arg("--waitroom-state")
-                .arg(dir.join("rooms"))
-                .arg("--ticket-key")
-                .arg(key)
                 .env("BOXOFFICE_JWT_SECRET", secret)
                 .env("RUST_LOG", "warn")
                 .stderr(Stdio::null());
@@ -781,20 +786,12 @@ async fn keys_roll_over_old_tokens_verify_during_the_overlap_and_not_after() {
 /// `X-Forwarded-For` names; without it, the header is ignored and the peer is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_address_limits_believe_x_forwarded_for_from_trusted_proxies_only() {
-    let dir = std::env::temp_dir().join(format!(
-        "boxoffice-cli-forwarded-{}",
-        uuid::Uuid::now_v7().simple()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("forwarded");
     let http = reqwest::Client::new();
     let mut statuses = Vec::new();
     for trusted in [true, false] {
-        let mut command = serve_in(&dir);
-        command
-            .args(["--dev-auth", "--limit", "signins-per-address=0.01/s:1"])
-            .env_remove("BOXOFFICE_JWT_SECRET")
-            .env("RUST_LOG", "warn")
-            .stderr(Stdio::null());
+        let mut command = dev_serve_in(&dir, &["--limit", "signins-per-address=0.01/s:1"]);
+        command.stderr(Stdio::null());
         if trusted {
             command.args(["--trusted-proxy", "127.0.0.1,::1"]);
         }

@@ -1454,23 +1454,7 @@ async fn postgres_check_in_committing_during_a_compensation_is_counted() {
                 .unwrap()
         }
     });
-    let mut waiting = false;
-    for _ in 0..500 {
-        let waits: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'
-                AND query ILIKE '%ticket%'",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if waits > 0 {
-            waiting = true;
-            break;
-        }
-        assert!(!compensation.is_finished(), "the compensation did not wait");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let waiting = common::waits_for_a_lock(&pool, "ticket", || compensation.is_finished()).await;
     assert!(
         waiting,
         "the compensation never waited on the ticket's lock"
@@ -1554,23 +1538,7 @@ async fn postgres_ticket_issued_during_a_compensation_is_counted() {
         }
     });
     // Commit once the compensation waits on a lock (the order's, which the issuance holds).
-    let mut waiting = false;
-    for _ in 0..500 {
-        let waits: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'
-                AND query ILIKE '%orders%'",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if waits > 0 {
-            waiting = true;
-            break;
-        }
-        assert!(!compensation.is_finished(), "the compensation did not wait");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let waiting = common::waits_for_a_lock(&pool, "orders", || compensation.is_finished()).await;
     assert!(
         waiting,
         "the compensation never waited on the issuance's lock"

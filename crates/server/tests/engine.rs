@@ -1075,22 +1075,7 @@ async fn a_takeover_waits_for_the_group_in_flight_and_a_renewal_does_not() {
         let (store, event_id) = (store.clone(), event_id.clone());
         tokio::spawn(async move { store.take_lease(&event_id, "node-b", 60_000).await })
     };
-    let mut waiting = false;
-    for _ in 0..600 {
-        let blocked: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'
-                AND query LIKE '%event_lease%'",
-        )
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if blocked > 0 {
-            waiting = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let waiting = common::waits_for_a_lock(&pool, "event_lease", || takeover.is_finished()).await;
     assert!(waiting, "the takeover's statement waits for a lock");
     assert!(
         !takeover.is_finished(),

@@ -583,3 +583,32 @@ macro_rules! stories {
         }
     };
 }
+
+/// Polls (for at most 5 s) until a statement of this PostgreSQL database whose text names
+/// `table` waits for a lock. `false` if none did, or if `finished()` says the task that runs
+/// it ended first (it never waited).
+pub async fn waits_for_a_lock(
+    pool: &sqlx::PgPool,
+    table: &str,
+    finished: impl Fn() -> bool,
+) -> bool {
+    for _ in 0..500 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'
+                AND query ILIKE '%' || $1 || '%'",
+        )
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return true;
+        }
+        if finished() {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
