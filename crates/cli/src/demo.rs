@@ -29,6 +29,7 @@ fn stadium(now: time::OffsetDateTime) -> EventSpec {
         max_seats_per_hold: 6,
         max_tickets_per_account: 6,
         exchange_cutoff_s: 3600,
+        transfer_cutoff_s: 0,
         waiting_room: WaitingRoomSettings::default(),
         sections: ('A'..='J')
             .enumerate()

@@ -35,10 +35,12 @@ use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 use crate::settlement;
 
 mod exchange;
+mod transfer;
 
 pub use exchange::{
     ExchangeDecision, ExchangeGivesUp, ExchangeRequest, ExchangeTaken, ExchangeTakes,
 };
+pub use transfer::{TransferDecision, TransferRequest, TransferTaken};
 
 /// Holds one group ends at most; a lapse of thousands at once spreads over several groups,
 /// so that no group holds its locks for long.
@@ -114,6 +116,7 @@ pub enum Command {
     Payment(PaymentRequest),
     Compensate(CompensationRequest),
     Exchange(ExchangeRequest),
+    Transfer(TransferRequest),
 }
 
 /// A capture refused for good: the confirmed order is cancelled and its sale given back
@@ -262,6 +265,7 @@ pub enum Decision {
     Payment(PaymentDecision),
     Compensate(CompensationDecision),
     Exchange(ExchangeDecision),
+    Transfer(TransferDecision),
 }
 
 /// An order the group gives back: the store cancels it only if it is still `CONFIRMED` and
@@ -330,6 +334,8 @@ pub struct Effects {
     pub orders_compensated: Vec<OrderCompensated>,
     /// Exchanges into the event, in command order.
     pub exchanges: Vec<ExchangeTaken>,
+    /// Transfers accepted, in command order.
+    pub transfers: Vec<TransferTaken>,
     pub map_seats: Vec<MapSeatChange>,
     /// Accounts that got a hold: the store checks their purchase limit after the writes.
     pub accounts_checked: BTreeSet<String>,
@@ -346,6 +352,7 @@ impl Effects {
             || !self.checkouts_cancelled.is_empty()
             || !self.orders_compensated.is_empty()
             || !self.exchanges.is_empty()
+            || !self.transfers.is_empty()
     }
 }
 
@@ -567,7 +574,8 @@ impl EventEngine {
                             | Command::Checkout(_)
                             | Command::Payment(_)
                             | Command::Compensate(_)
-                            | Command::Exchange(_) => None,
+                            | Command::Exchange(_)
+                            | Command::Transfer(_) => None,
                         })
                         .collect();
                     let outcomes = self.decide_holds(&run, index, &mut effects);
@@ -600,6 +608,11 @@ impl EventEngine {
                 Command::Exchange(request) => {
                     let decision = self.decide_exchange(index, request, &mut effects);
                     decisions.push(Decision::Exchange(decision));
+                    index += 1;
+                }
+                Command::Transfer(request) => {
+                    let decision = self.decide_transfer(index, request, &mut effects);
+                    decisions.push(Decision::Transfer(decision));
                     index += 1;
                 }
             }

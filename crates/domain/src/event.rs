@@ -146,6 +146,8 @@ pub struct EventSpec {
     pub max_seats_per_hold: u32,
     pub max_tickets_per_account: u32,
     pub exchange_cutoff_s: u32,
+    /// Transfers close this long before the start (0: until the start).
+    pub transfer_cutoff_s: u32,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -232,6 +234,12 @@ impl EventSpec {
         check_range(
             "exchangeCutoffSeconds",
             self.exchange_cutoff_s.into(),
+            0,
+            31_536_000,
+        )?;
+        check_range(
+            "transferCutoffSeconds",
+            self.transfer_cutoff_s.into(),
             0,
             31_536_000,
         )?;
@@ -376,6 +384,7 @@ mod tests {
             max_seats_per_hold: 6,
             max_tickets_per_account: 6,
             exchange_cutoff_s: 3600,
+            transfer_cutoff_s: 0,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),

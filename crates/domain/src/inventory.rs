@@ -64,6 +64,8 @@ pub struct TicketRecord {
     pub status: String,
     pub exchange_id: Option<String>,
     pub exchange_status: Option<String>,
+    /// The accepted transfer that voided the ticket (its seat went to the receiver's order).
+    pub transfer_id: Option<String>,
 }
 
 /// An exchange that gives up tickets of this event: its status, the tickets it names, and
@@ -294,11 +296,13 @@ impl Inventory {
             }
         }
 
-        // What each order gave up by completed exchanges: those places are no longer its own.
+        // What each order gave up by completed exchanges and accepted transfers: those places
+        // are no longer its own.
         let mut gone_seats: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         let mut gone_units: BTreeMap<&str, u32> = BTreeMap::new();
         for ticket in &self.tickets {
-            if ticket.status == "VOIDED" && ticket.exchange_status.as_deref() == Some("COMPLETED") {
+            let exchanged = ticket.exchange_status.as_deref() == Some("COMPLETED");
+            if ticket.status == "VOIDED" && (exchanged || ticket.transfer_id.is_some()) {
                 *gone_units.entry(ticket.order_id.as_str()).or_default() += 1;
                 if let Some(seat_id) = &ticket.seat_id {
                     gone_seats
@@ -639,6 +643,7 @@ mod tests {
                 status: "VALID".into(),
                 exchange_id: None,
                 exchange_status: None,
+                transfer_id: None,
             }],
             exchanges: Vec::new(),
         }

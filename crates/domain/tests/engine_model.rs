@@ -16,7 +16,7 @@ use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
     Decision, EngineHold, EngineRows, EngineSnapshot, EventEngine, ExchangeDecision,
     ExchangeGivesUp, ExchangeRequest, ExchangeTakes, PaymentDecision, PaymentOutcome,
-    PaymentRequest, ReleaseDecision,
+    PaymentRequest, ReleaseDecision, TransferDecision,
 };
 use boxoffice_domain::event::SaleRules;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
@@ -175,6 +175,8 @@ enum Verdict {
     NotSold,
     TicketTaken,
     Closed,
+    /// A transfer accepted (the model generates none yet: its stories are the server's).
+    Transferred,
 }
 
 fn verdict_of(decision: &Decision) -> Verdict {
@@ -226,6 +228,12 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Exchange(
             ExchangeDecision::Closed | ExchangeDecision::Started | ExchangeDecision::SaleNotOpen,
         ) => Verdict::Closed,
+        Decision::Transfer(TransferDecision::Accepted) => Verdict::Transferred,
+        Decision::Transfer(TransferDecision::PurchaseLimit) => Verdict::Limit,
+        Decision::Transfer(TransferDecision::NotSold(_)) => Verdict::NotSold,
+        Decision::Transfer(TransferDecision::TicketTaken(_)) => Verdict::TicketTaken,
+        Decision::Transfer(TransferDecision::NotKept) => Verdict::NotKept,
+        Decision::Transfer(TransferDecision::Closed) => Verdict::Closed,
     }
 }
 

@@ -42,6 +42,10 @@ pub struct CreateEventBody {
     #[serde(default = "default_exchange_cutoff")]
     #[schema(minimum = 0, maximum = 31_536_000, default = 3600)]
     pub exchange_cutoff_seconds: u32,
+    /// Transfers close this long before the start, by the store's clock (0: at the start).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 31_536_000, default = 0)]
+    pub transfer_cutoff_seconds: u32,
     #[serde(default)]
     pub waiting_room: Option<WaitingRoomBody>,
     /// Reserved seating: at most 200 sections with unique names and 200,000 seats in all;
@@ -188,6 +192,7 @@ impl CreateEventBody {
             max_seats_per_hold: self.max_seats_per_hold,
             max_tickets_per_account: self.max_tickets_per_account,
             exchange_cutoff_s: self.exchange_cutoff_seconds,
+            transfer_cutoff_s: self.transfer_cutoff_seconds,
             waiting_room,
             sections: self
                 .sections
@@ -232,6 +237,7 @@ pub struct EventView {
     pub max_seats_per_hold: u32,
     pub max_tickets_per_account: u32,
     pub exchange_cutoff_seconds: u32,
+    pub transfer_cutoff_seconds: u32,
     pub waiting_room: WaitingRoomView,
     pub sections: Vec<SectionView>,
     pub tiers: Vec<TierView>,
@@ -316,6 +322,7 @@ impl EventView {
             max_seats_per_hold: event.max_seats_per_hold,
             max_tickets_per_account: event.max_tickets_per_account,
             exchange_cutoff_seconds: event.exchange_cutoff_s,
+            transfer_cutoff_seconds: event.transfer_cutoff_s,
             waiting_room: WaitingRoomView {
                 enabled: event.waiting_room.enabled,
                 policy: event.waiting_room.policy,

@@ -1,6 +1,7 @@
 //! One owner per event across nodes: the node's leases, their renewal, and forwarding.
 //!
-//! A node serves the writes of an event (holds, releases, checkouts, exchanges) only while it
+//! A node serves the writes of an event (holds, releases, checkouts, exchanges, transfer
+//! acceptances) only while it
 //! holds the event's lease in the store (`boxoffice_store::lease`). The first write request
 //! for an event on any node looks the lease up: free or expired, the node takes it (the
 //! epoch goes up by one) and its writer loads the event; live elsewhere, the request is
@@ -423,6 +424,17 @@ impl Cluster {
                 };
                 remember(key, &order.event_id);
                 Ok(Some(order.event_id))
+            }
+            (&Method::POST, ["v1", "transfers", transfer_id, "accept"]) => {
+                let key = format!("transfer {transfer_id}");
+                if let Some(event_id) = cached(&key) {
+                    return Ok(Some(event_id));
+                }
+                let Some(transfer) = state.store.get_transfer(transfer_id).await? else {
+                    return Ok(None);
+                };
+                remember(key, &transfer.event_id);
+                Ok(Some(transfer.event_id))
             }
             (&Method::POST, ["v1", "exchanges", exchange_id, "checkout"]) => {
                 let key = format!("exchange {exchange_id}");

@@ -74,6 +74,7 @@ impl Fixture {
             max_seats_per_hold: 6,
             max_tickets_per_account: 6,
             exchange_cutoff_s: 3600,
+            transfer_cutoff_s: 0,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![
                 section("A", 10, 20, 4_500),

@@ -252,6 +252,14 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::exchanges::get_exchange))
         .routes(routes!(routes::exchanges::checkout_exchange))
         .routes(routes!(routes::events::create_trips))
+        .routes(routes!(routes::transfers::create_transfer))
+        .routes(routes!(routes::transfers::list_transfers))
+        .routes(routes!(
+            routes::transfers::get_transfer,
+            routes::transfers::withdraw_transfer
+        ))
+        .routes(routes!(routes::transfers::accept_transfer))
+        .routes(routes!(routes::transfers::decline_transfer))
         .routes(routes!(routes::tickets::public_key))
         .routes(routes!(routes::tickets::public_keys))
         .routes(routes!(routes::tickets::get_ticket))

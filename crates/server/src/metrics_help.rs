@@ -271,6 +271,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_transfers_total",
+        "Transfer offers made, accepted, declined and withdrawn, by status",
+    ),
+    (
+        "counter",
+        "boxoffice_writer_transfers_refused_total",
+        "Transfers a writer group's store refused (offer, order or tickets changed)",
+    ),
+    (
+        "counter",
         "boxoffice_writer_expiries_skipped_total",
         "Hold expiries a writer skipped (the hold had already ended)",
     ),

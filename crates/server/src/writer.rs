@@ -39,7 +39,7 @@ use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
     Decision, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest, PaymentDecision,
-    PaymentOutcome, PaymentRequest, ReleaseDecision,
+    PaymentOutcome, PaymentRequest, ReleaseDecision, TransferDecision, TransferRequest,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -55,6 +55,7 @@ use boxoffice_store::engine::{
 use boxoffice_store::exchange::{
     ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeView, RenderExchange, Surrender,
 };
+use boxoffice_store::transfer::TransferWrite;
 use boxoffice_store::{
     EventRecord, HoldView, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult,
 };
@@ -117,6 +118,23 @@ enum Answer {
     /// The engine did not keep the old order's hold (a same-event exchange): asked again
     /// after the catch-up.
     ExchangeNotKept,
+    Transfer(TransferAnswer),
+}
+
+/// What an accepted transfer offer got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransferAnswer {
+    /// Moved: the old tickets are void and the receiver's order exists.
+    Accepted,
+    /// Transfers of the event have closed.
+    Closed,
+    /// The receiver would hold more than the event's purchase limit.
+    PurchaseLimit,
+    /// The offer, the order or a ticket changed since they were read (a check-in, an
+    /// exchange, a decline or lapse): why.
+    Conflict(String),
+    /// The engine did not keep the giver's hold confirmed: asked again after a catch-up.
+    NotKept,
 }
 
 /// What a checkout's payment verdict needs besides its command: the operation as started,
@@ -212,6 +230,8 @@ fn exchange_command(start: &ExchangeStart, gone: &Surrender, order: &OrderView) 
 
 struct Job {
     command: Command,
+    /// What an accepted transfer writes besides the engine's effect.
+    transfer: Option<Box<TransferWrite>>,
     checkout: Option<Box<CheckoutContext>>,
     settle: Option<Box<SettleContext>>,
     compensate: Option<Box<CompensateContext>>,
@@ -520,6 +540,39 @@ impl EventWriters {
         )))
     }
 
+    /// Accepts a transfer offer on the event's writer: `request` is the engine's command,
+    /// `write` what the store writes besides (read by the caller: the offer, the giver's order
+    /// and the tickets). The seats move to the receiver, the old tickets are voided and the
+    /// new order written in one group; the group refuses it alone if the offer, the order or
+    /// the tickets changed since they were read.
+    pub async fn transfer(
+        &self,
+        event: Arc<EventRecord>,
+        request: TransferRequest,
+        write: TransferWrite,
+    ) -> Result<TransferAnswer, SubmitError> {
+        let command = Command::Transfer(request);
+        // A giver's hold the engine does not keep is asked about once more, after a catch-up.
+        for attempt in 0..2 {
+            let context = Box::new(write.clone());
+            let job = self.job(command.clone(), |job| job.transfer = Some(context));
+            match self.submit_job(event.clone(), job).await? {
+                Answer::Transfer(TransferAnswer::NotKept) if attempt == 0 => {}
+                Answer::Transfer(TransferAnswer::NotKept) => {
+                    return Ok(TransferAnswer::Conflict(format!(
+                        "order {} is no longer confirmed",
+                        write.transfer.order_id
+                    )));
+                }
+                Answer::Transfer(answer) => return Ok(answer),
+                _ => break,
+            }
+        }
+        Err(SubmitError::Store(StoreError::Internal(
+            "a transfer was answered as another command".into(),
+        )))
+    }
+
     async fn submit(
         &self,
         event: Arc<EventRecord>,
@@ -547,6 +600,7 @@ impl EventWriters {
             settle: None,
             compensate: None,
             exchange: None,
+            transfer: None,
             reply,
             attempts: 0,
             moved: 0,
@@ -573,7 +627,8 @@ impl EventWriters {
                 | Command::Checkout(_)
                 | Command::Payment(_)
                 | Command::Compensate(_)
-                | Command::Exchange(_) => &lanes.sale,
+                | Command::Exchange(_)
+                | Command::Transfer(_) => &lanes.sale,
             };
             match lane.try_send(job) {
                 Ok(()) => break,
@@ -666,6 +721,8 @@ struct Pending {
     compensations_refused: Vec<usize>,
     /// Exchanges the store refused alone (set once committed).
     exchanges_refused: Vec<usize>,
+    /// Transfers the store refused alone (set once committed).
+    transfers_refused: Vec<usize>,
     /// The group gave up because the group before it failed (set once finished).
     predecessor_failed: bool,
     /// What the group does to holds, for the ledger once committed.
@@ -1170,6 +1227,7 @@ impl Writer {
                 Decision::Payment(d) => ("payment", *d != PaymentDecision::NotKept),
                 Decision::Compensate(d) => ("compensate", *d != CompensationDecision::NotKept),
                 Decision::Exchange(d) => ("exchange", *d != ExchangeDecision::NotKept),
+                Decision::Transfer(d) => ("transfer", *d != TransferDecision::NotKept),
             };
             // A checkout or release of a hold the engine does not keep is asked again after
             // a catch-up.
@@ -1179,6 +1237,7 @@ impl Writer {
                     | Decision::Release(ReleaseDecision::NotKept)
                     | Decision::Compensate(CompensationDecision::NotKept)
                     | Decision::Exchange(ExchangeDecision::NotKept)
+                    | Decision::Transfer(TransferDecision::NotKept)
             ) {
                 self.stale = true;
             }
@@ -1189,7 +1248,8 @@ impl Writer {
                 Decision::Checkout(_)
                 | Decision::Release(_)
                 | Decision::Compensate(_)
-                | Decision::Exchange(_) => "retry",
+                | Decision::Exchange(_)
+                | Decision::Transfer(_) => "retry",
                 _ => "store",
             };
             metrics::counter!("boxoffice_writer_commands_total", "kind" => kind, "path" => path)
@@ -1229,7 +1289,8 @@ impl Writer {
                 | Command::Checkout(_)
                 | Command::Payment(_)
                 | Command::Compensate(_)
-                | Command::Exchange(_) => String::new(),
+                | Command::Exchange(_)
+                | Command::Transfer(_) => String::new(),
             })
             .collect();
         for started in &effects.checkouts_started {
@@ -1338,6 +1399,15 @@ impl Writer {
             });
             context.granted = Some((exchange, order));
         }
+        let transfers: Vec<TransferWrite> = effects
+            .transfers
+            .iter()
+            .filter_map(|taken| {
+                let mut write = jobs[taken.index].transfer.as_deref()?.clone();
+                write.index = taken.index;
+                Some(write)
+            })
+            .collect();
         let writer_seq = self.next_seq;
         self.next_seq += 1;
         let pending = Pending {
@@ -1349,6 +1419,7 @@ impl Writer {
             started: Instant::now(),
             compensations_refused: Vec::new(),
             exchanges_refused: Vec::new(),
+            transfers_refused: Vec::new(),
             predecessor_failed: false,
             hold_changes,
         };
@@ -1376,6 +1447,7 @@ impl Writer {
                 settlements,
                 compensations,
                 exchanges,
+                transfers,
                 turn: &turn,
             };
             let result = store.apply_group(&group).await;
@@ -1386,6 +1458,7 @@ impl Writer {
             let engine_was_right = result.as_ref().is_ok_and(|committed| {
                 committed.compensations_refused.is_empty()
                     && committed.exchanges_refused.is_empty()
+                    && committed.transfers_refused.is_empty()
                     && committed.expiries_skipped == 0
             });
             turn.mine.send_replace(if engine_was_right {
@@ -1463,6 +1536,14 @@ impl Writer {
                     self.broken = true;
                     pending.exchanges_refused = committed.exchanges_refused;
                 }
+                if !committed.transfers_refused.is_empty() {
+                    // The engine moved seats for transfers the store refused (the offer, the
+                    // order or its tickets changed since they were read): load it again.
+                    metrics::counter!("boxoffice_writer_transfers_refused_total")
+                        .increment(committed.transfers_refused.len() as u64);
+                    self.broken = true;
+                    pending.transfers_refused = committed.transfers_refused;
+                }
                 self.requests.spawn(deliver(
                     self.store.clone(),
                     self.event.clone(),
@@ -1477,6 +1558,7 @@ impl Writer {
                 // committed, and the engine is reloaded all the same.
                 pending.compensations_refused = committed.compensations_refused;
                 pending.exchanges_refused = committed.exchanges_refused;
+                pending.transfers_refused = committed.transfers_refused;
                 self.requests.spawn(deliver(
                     self.store.clone(),
                     self.event.clone(),
@@ -1596,6 +1678,13 @@ async fn deliver(
                         "an exchange without its request".into(),
                     )),
                 }
+            }
+            (Command::Transfer(_), Decision::Transfer(decision)) => {
+                delivered.push(None);
+                Ok(Answer::Transfer(transfer_answer(
+                    decision,
+                    pending.transfers_refused.contains(&index),
+                )))
             }
             (Command::Checkout(_), Decision::Checkout(CheckoutDecision::NotKept)) => {
                 delivered.push(None);
@@ -1776,6 +1865,26 @@ async fn payment_answer(
 }
 
 /// An exchange's answer: as the group wrote it, or why it was refused.
+fn transfer_answer(decision: TransferDecision, refused: bool) -> TransferAnswer {
+    match decision {
+        TransferDecision::Accepted if refused => TransferAnswer::Conflict(
+            "the offer, the order or a ticket changed meanwhile (checked in, exchanged, \
+             declined or lapsed)"
+                .into(),
+        ),
+        TransferDecision::Accepted => TransferAnswer::Accepted,
+        TransferDecision::Closed => TransferAnswer::Closed,
+        TransferDecision::PurchaseLimit => TransferAnswer::PurchaseLimit,
+        TransferDecision::TicketTaken(ticket_id) => {
+            TransferAnswer::Conflict(format!("ticket {ticket_id} is being exchanged"))
+        }
+        TransferDecision::NotSold(seat_id) => {
+            TransferAnswer::Conflict(format!("{seat_id} is no longer sold to the giver's order"))
+        }
+        TransferDecision::NotKept => TransferAnswer::NotKept,
+    }
+}
+
 fn exchange_answer(context: &ExchangeContext, decision: ExchangeDecision, refused: bool) -> Answer {
     let refused_for = |why: ExchangeRefused| Answer::Exchange(ExchangeBegun::Refused(why));
     match decision {

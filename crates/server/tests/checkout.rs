@@ -1079,6 +1079,7 @@ async fn a_used_ticket_refuses_its_compensation_alone(backend: Backend) {
         settlements: Vec::new(),
         compensations: vec![CompensationWrite::new(0, &operation, "CAPTURE_FAILED")],
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await.expect("the group commits");
@@ -1911,6 +1912,7 @@ async fn a_compensation_decided_before_an_exchange_is_refused(backend: Backend) 
         settlements: Vec::new(),
         compensations: vec![CompensationWrite::new(0, &operation, "CAPTURE_FAILED")],
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     match store.apply_group(&group).await {
@@ -2023,6 +2025,7 @@ async fn a_compensation_read_before_its_operation_moved_is_refused_alone(backend
         settlements: Vec::new(),
         compensations: vec![CompensationWrite::new(0, &read_before, "CAPTURE_FAILED")],
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await.expect("the group commits");

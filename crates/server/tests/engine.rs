@@ -341,6 +341,7 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
         settlements: Vec::new(),
         compensations: Vec::new(),
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     match store.apply_group(&group).await {
@@ -435,6 +436,7 @@ async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
         settlements: Vec::new(),
         compensations: Vec::new(),
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     store
@@ -515,6 +517,7 @@ async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
         settlements: Vec::new(),
         compensations: Vec::new(),
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await.expect("the group commits");
@@ -563,6 +566,7 @@ async fn fenced_hold(
         settlements: Vec::new(),
         compensations: Vec::new(),
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await

@@ -311,6 +311,7 @@ impl EngineStore for PgStore {
         group.unmap_refused(&mut map, &compensations_refused);
         let exchanges_refused = crate::exchange::write_exchanges(&mut tx, group, &mut map).await?;
         group.unmap_refused(&mut map, &exchanges_refused);
+        let transfers_refused = crate::transfer::write_transfers(&mut tx, group).await?;
         insert_holds(&mut tx, group).await?;
         take_seats(&mut tx, group).await?;
         take_tier_units(&mut tx, group, &mut map).await?;
@@ -344,6 +345,7 @@ impl EngineStore for PgStore {
             expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
             compensations_refused,
             exchanges_refused,
+            transfers_refused,
         })
     }
 }

@@ -15,6 +15,7 @@ pub mod hosts;
 mod lease;
 pub mod moving;
 mod seatmap;
+mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -361,7 +362,7 @@ impl PgStore {
     async fn load_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
         let row = sqlx::query(
             "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
+                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s,
                     waiting_room::text AS waiting_room, created_at
                FROM event WHERE event_id = $1",
         )
@@ -412,6 +413,7 @@ impl PgStore {
             max_seats_per_hold: to_u32(row.get("max_seats_per_hold")),
             max_tickets_per_account: to_u32(row.get("max_tickets_per_account")),
             exchange_cutoff_s: to_u32(row.get("exchange_cutoff_s")),
+            transfer_cutoff_s: to_u32(row.get("transfer_cutoff_s")),
             waiting_room: parse_waiting_room(&waiting_room),
             sections,
             tiers,
@@ -435,8 +437,8 @@ impl PgStore {
         let record = event_record(event_id, spec, now);
         sqlx::query(
             "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, waiting_room, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb, $12)",
+                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waiting_room, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13)",
         )
         .bind(&record.event_id)
         .bind(&record.name)
@@ -448,6 +450,7 @@ impl PgStore {
         .bind(record.max_seats_per_hold as i32)
         .bind(record.max_tickets_per_account as i32)
         .bind(record.exchange_cutoff_s as i32)
+        .bind(record.transfer_cutoff_s as i32)
         .bind(waiting_room_json(&record.waiting_room))
         .bind(now)
         .execute(&mut *tx)

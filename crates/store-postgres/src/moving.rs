@@ -32,6 +32,7 @@ const EVENT_TABLES: &[&str] = &[
     "orders",
     "payment_operation",
     "ticket",
+    "transfer",
     "seatmap",
     "seatmap_change",
     "event_lease",

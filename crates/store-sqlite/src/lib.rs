@@ -69,6 +69,7 @@ mod engine;
 mod exchange;
 mod lease;
 mod seatmap;
+mod transfer;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
 const NOW_SQL: &str = concat!("SELECT ", now_ms!());
@@ -220,7 +221,7 @@ impl SqliteStore {
     async fn load_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
         let row = sqlx::query(
             "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, waiting_room, created_at
+                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waiting_room, created_at
                FROM event WHERE event_id = ?1",
         )
         .bind(event_id)
@@ -270,6 +271,7 @@ impl SqliteStore {
             max_seats_per_hold: to_u32(column(&row, "max_seats_per_hold")?),
             max_tickets_per_account: to_u32(column(&row, "max_tickets_per_account")?),
             exchange_cutoff_s: to_u32(column(&row, "exchange_cutoff_s")?),
+            transfer_cutoff_s: to_u32(column(&row, "transfer_cutoff_s")?),
             waiting_room: parse_waiting_room(&waiting_room),
             sections,
             tiers,
@@ -293,8 +295,8 @@ impl SqliteStore {
         let record = event_record(event_id, spec, now);
         sqlx::query(
             "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, waiting_room, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waiting_room, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )
         .bind(&record.event_id)
         .bind(&record.name)
@@ -306,6 +308,7 @@ impl SqliteStore {
         .bind(i64::from(record.max_seats_per_hold))
         .bind(i64::from(record.max_tickets_per_account))
         .bind(i64::from(record.exchange_cutoff_s))
+        .bind(i64::from(record.transfer_cutoff_s))
         .bind(waiting_room_json(&record.waiting_room))
         .bind(to_ms(now))
         .execute(&mut *tx)

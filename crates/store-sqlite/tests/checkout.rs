@@ -36,6 +36,7 @@ fn spec(hold_ttl_s: u32, payment_grace_s: u32) -> EventSpec {
         max_seats_per_hold: 4,
         max_tickets_per_account: 6,
         exchange_cutoff_s: 0,
+        transfer_cutoff_s: 0,
         waiting_room: WaitingRoomSettings::default(),
         sections: vec![Section {
             name: "A".into(),

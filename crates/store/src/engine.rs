@@ -105,6 +105,9 @@ pub struct GroupWrite<'a> {
     /// What the store needs besides the engine's effect for each exchange the group grants,
     /// in `effects.exchanges` order.
     pub exchanges: Vec<ExchangeWrite>,
+    /// What the store needs besides the engine's effect for each transfer the group
+    /// accepts, in `effects.transfers` order.
+    pub transfers: Vec<crate::transfer::TransferWrite>,
     pub turn: &'a dyn GroupTurn,
 }
 
@@ -550,6 +553,12 @@ impl GroupWrite<'_> {
                     .flat_map(|c| c.hold.seat_ids.iter().map(String::as_str)),
             )
             .chain(self.effects.exchanges.iter().flat_map(exchange_seats))
+            .chain(
+                self.effects
+                    .transfers
+                    .iter()
+                    .flat_map(|t| t.seat_ids.iter().map(String::as_str)),
+            )
             .collect();
         seat_ids.sort_unstable();
         seat_ids.dedup();
@@ -581,6 +590,10 @@ pub struct GroupCommitted {
     /// confirmed, or a ticket picked was used, exchanged or marked since it was read): nothing
     /// of them was written, and the engine, which took their seats, must be loaded again.
     pub exchanges_refused: Vec<usize>,
+    /// Command indexes of transfers the store refused alone (the offer, the order or a
+    /// ticket changed since they were read): nothing of them was written, and the engine,
+    /// which moved their seats, must be loaded again.
+    pub transfers_refused: Vec<usize>,
 }
 
 impl GroupWrite<'_> {
@@ -637,6 +650,63 @@ impl GroupWrite<'_> {
         tickets.sort_unstable();
         tickets.dedup();
         Ok((orders, tickets))
+    }
+}
+
+impl GroupWrite<'_> {
+    /// The transfers, the orders and the tickets the group's transfers touch, each sorted
+    /// (lock order) once; an error if the transfers described do not match the engine's.
+    pub fn transfer_rows(&self) -> StoreResult<(Vec<&str>, Vec<&str>, Vec<&str>)> {
+        let decided: Vec<&str> = self
+            .effects
+            .transfers
+            .iter()
+            .map(|t| t.transfer_id.as_str())
+            .collect();
+        let described: Vec<&str> = self
+            .transfers
+            .iter()
+            .map(|t| t.transfer.transfer_id.as_str())
+            .collect();
+        if decided != described {
+            return Err(StoreError::Internal(format!(
+                "transfers decided {decided:?}, described {described:?}"
+            )));
+        }
+        let mut transfers = described;
+        transfers.sort_unstable();
+        transfers.dedup();
+        let mut orders: Vec<&str> = self
+            .transfers
+            .iter()
+            .map(|t| t.transfer.order_id.as_str())
+            .collect();
+        orders.sort_unstable();
+        orders.dedup();
+        let mut tickets: Vec<&str> = self
+            .transfers
+            .iter()
+            .flat_map(|t| t.transfer.ticket_ids.iter().map(String::as_str))
+            .collect();
+        tickets.sort_unstable();
+        tickets.dedup();
+        Ok((transfers, orders, tickets))
+    }
+
+    /// The transfers the store writes: those not in `refused`, with the engine's effect.
+    pub fn transfer_plans(
+        &self,
+        refused: &[usize],
+    ) -> Vec<(
+        &boxoffice_domain::engine::TransferTaken,
+        &crate::transfer::TransferWrite,
+    )> {
+        self.effects
+            .transfers
+            .iter()
+            .zip(&self.transfers)
+            .filter(|(taken, _)| !refused.contains(&taken.index))
+            .collect()
     }
 }
 
@@ -802,6 +872,7 @@ where
         settlements: Vec::new(),
         compensations: Vec::new(),
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
@@ -870,6 +941,7 @@ where
         settlements: Vec::new(),
         compensations: Vec::new(),
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
@@ -928,6 +1000,7 @@ where
         settlements: Vec::new(),
         compensations: vec![CompensationWrite::new(0, &operation, reason)],
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await?;
@@ -1059,7 +1132,8 @@ where
             | Decision::Checkout(_)
             | Decision::Payment(_)
             | Decision::Compensate(_)
-            | Decision::Exchange(_) => None,
+            | Decision::Exchange(_)
+            | Decision::Transfer(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
                 if outcome.is_recorded() {
@@ -1093,6 +1167,7 @@ where
         settlements: Vec::new(),
         compensations: Vec::new(),
         exchanges: Vec::new(),
+        transfers: Vec::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;

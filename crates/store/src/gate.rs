@@ -545,6 +545,42 @@ impl crate::lease::LeaseStore for Gated {
     }
 }
 
+#[async_trait]
+impl crate::transfer::TransferStore for Gated {
+    async fn offer_transfer(
+        &self,
+        offer: &crate::transfer::TransferOffer,
+        closes_at: OffsetDateTime,
+    ) -> StoreResult<Result<crate::transfer::Offered, crate::transfer::OfferRefused>> {
+        gated!(Start, self.offer_transfer(offer, closes_at))
+    }
+
+    async fn get_transfer(
+        &self,
+        transfer_id: &str,
+    ) -> StoreResult<Option<crate::transfer::TransferView>> {
+        gated!(Start, self.get_transfer(transfer_id))
+    }
+
+    async fn list_transfers(
+        &self,
+        account_id: &str,
+        role: crate::transfer::TransferRole,
+        limit: u32,
+    ) -> StoreResult<Vec<crate::transfer::TransferView>> {
+        gated!(Look, self.list_transfers(account_id, role, limit))
+    }
+
+    async fn end_transfer(
+        &self,
+        transfer_id: &str,
+        account_id: &str,
+        to: crate::transfer::TransferStatus,
+    ) -> StoreResult<Option<crate::transfer::TransferView>> {
+        gated!(Start, self.end_transfer(transfer_id, account_id, to))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ pub mod gate;
 pub mod lease;
 pub mod seatmap;
 pub mod shard;
+pub mod transfer;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
@@ -74,6 +75,7 @@ pub struct EventRecord {
     pub max_seats_per_hold: u32,
     pub max_tickets_per_account: u32,
     pub exchange_cutoff_s: u32,
+    pub transfer_cutoff_s: u32,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -116,6 +118,7 @@ pub fn event_record(event_id: &str, spec: &EventSpec, now: OffsetDateTime) -> Ev
         max_seats_per_hold: spec.max_seats_per_hold,
         max_tickets_per_account: spec.max_tickets_per_account,
         exchange_cutoff_s: spec.exchange_cutoff_s,
+        transfer_cutoff_s: spec.transfer_cutoff_s,
         waiting_room: spec.waiting_room.clone(),
         sections: spec.sections.clone(),
         tiers: spec.tiers.clone(),
@@ -290,6 +293,7 @@ pub trait Store:
     + lease::LeaseStore
     + ReadStore
     + WorkerStore
+    + transfer::TransferStore
     + Send
     + Sync
     + std::fmt::Debug
@@ -730,7 +734,7 @@ pub const ORDER_RECORDS_SQL: &str =
 
 /// The SQL (`{p}` is the event id parameter) that reads [`TicketColumns`] for one event.
 pub const TICKET_RECORDS_SQL: &str =
-    "SELECT t.ticket_id, t.order_id, t.seat_id, t.status, t.exchange_id, x.status
+    "SELECT t.ticket_id, t.order_id, t.seat_id, t.status, t.exchange_id, x.status, t.transfer_id
    FROM ticket t LEFT JOIN exchange x ON x.exchange_id = t.exchange_id
   WHERE t.event_id = {p} ORDER BY t.ticket_id";
 
@@ -742,10 +746,11 @@ pub type TicketColumns = (
     String,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 pub fn ticket_record(columns: TicketColumns) -> boxoffice_domain::inventory::TicketRecord {
-    let (ticket_id, order_id, seat_id, status, exchange_id, exchange_status) = columns;
+    let (ticket_id, order_id, seat_id, status, exchange_id, exchange_status, transfer_id) = columns;
     boxoffice_domain::inventory::TicketRecord {
         ticket_id,
         order_id,
@@ -753,6 +758,7 @@ pub fn ticket_record(columns: TicketColumns) -> boxoffice_domain::inventory::Tic
         status,
         exchange_id,
         exchange_status,
+        transfer_id,
     }
 }
 

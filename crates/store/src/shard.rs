@@ -1141,6 +1141,75 @@ impl LeaseStore for Sharded {
     }
 }
 
+#[async_trait]
+impl crate::transfer::TransferStore for Sharded {
+    async fn offer_transfer(
+        &self,
+        offer: &crate::transfer::TransferOffer,
+        closes_at: OffsetDateTime,
+    ) -> StoreResult<Result<crate::transfer::Offered, crate::transfer::OfferRefused>> {
+        // The offer lives with its order, on the event's shard.
+        self.of_event(&offer.event_id)
+            .await?
+            .offer_transfer(offer, closes_at)
+            .await
+    }
+
+    async fn get_transfer(
+        &self,
+        transfer_id: &str,
+    ) -> StoreResult<Option<crate::transfer::TransferView>> {
+        if let Some(index) = self.remembered(transfer_id) {
+            if let Some(found) = self.shards[index].get_transfer(transfer_id).await? {
+                return Ok(Some(found));
+            }
+            self.ids.lock().expect("ids lock").remove(transfer_id);
+        }
+        let answers = join_all(self.shards.iter().map(|s| s.get_transfer(transfer_id))).await;
+        Ok(first_found(answers)?.map(|(index, found)| {
+            self.remember(transfer_id, index);
+            found
+        }))
+    }
+
+    async fn list_transfers(
+        &self,
+        account_id: &str,
+        role: crate::transfer::TransferRole,
+        limit: u32,
+    ) -> StoreResult<Vec<crate::transfer::TransferView>> {
+        let mut transfers = Vec::new();
+        for answer in join_all(
+            self.shards
+                .iter()
+                .map(|s| s.list_transfers(account_id, role, limit)),
+        )
+        .await
+        {
+            transfers.extend(answer?);
+        }
+        // Newest first, as each shard lists them.
+        transfers.sort_by(|a, b| b.transfer_id.cmp(&a.transfer_id));
+        transfers.truncate(limit as usize);
+        Ok(transfers)
+    }
+
+    async fn end_transfer(
+        &self,
+        transfer_id: &str,
+        account_id: &str,
+        to: crate::transfer::TransferStatus,
+    ) -> StoreResult<Option<crate::transfer::TransferView>> {
+        let Some(found) = self.get_transfer(transfer_id).await? else {
+            return Ok(None);
+        };
+        self.of_event(&found.event_id)
+            .await?
+            .end_transfer(transfer_id, account_id, to)
+            .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

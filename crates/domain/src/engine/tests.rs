@@ -529,3 +529,94 @@ fn an_exchange_into_the_event_counts_against_the_limit() {
     assert_eq!(engine.usage("a", NOW), 4);
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
+
+/// `a` transfers A-1-1 (sold by `h-old`, ticket `t-1`) to `to`.
+fn transfer(id: &str, to: &str) -> Command {
+    Command::Transfer(TransferRequest {
+        transfer_id: format!("tr-{id}"),
+        from_account_id: "a".into(),
+        old_hold_id: "h-old".into(),
+        to_account_id: to.into(),
+        new_hold_id: format!("h-tr-{id}"),
+        seat_ids: vec!["A-1-1".into()],
+        tier: None,
+        ticket_ids: vec!["t-1".into()],
+        closes_at: NOW + Duration::days(1),
+    })
+}
+
+#[test]
+fn a_transfer_moves_the_sold_seat_to_the_receiver_without_taking_capacity() {
+    let mut engine = engine_with_a_sale(3);
+    let (decisions, effects) = engine.decide(NOW, &[transfer("1", "b")]);
+    assert_eq!(decisions, [Decision::Transfer(TransferDecision::Accepted)]);
+    let seat = engine.seat("A-1-1").expect("seat");
+    assert_eq!(
+        seat.status,
+        SeatStatus::Sold,
+        "still sold: no capacity moves"
+    );
+    assert_eq!(seat.hold_id.as_deref(), Some("h-tr-1"));
+    assert_eq!(engine.usage("a", NOW), 0, "the giver counts it no more");
+    assert_eq!(engine.usage("b", NOW), 1, "the receiver counts it");
+    assert!(effects.map_seats.is_empty(), "the seat map does not change");
+    assert!(effects.holds_created.is_empty() && effects.seats_taken.is_empty());
+    assert_eq!(effects.transfers.len(), 1);
+    assert_eq!(effects.transfers[0].old_hold_id, "h-old");
+    assert!(effects.accounts_checked.contains("b"));
+    // The same seats again (a second offer of them) find them sold by another hold now.
+    let (decisions, _) = engine.decide(NOW, &[transfer("2", "c")]);
+    assert_eq!(
+        decisions,
+        [Decision::Transfer(TransferDecision::NotSold(
+            "A-1-1".into()
+        ))]
+    );
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn a_transfer_is_refused_past_the_cutoff_over_the_receivers_limit_and_for_an_exchanged_ticket() {
+    let mut engine = engine_with_a_sale(6);
+    // `b` already holds 4, the limit.
+    let (decisions, _) = engine.decide(
+        NOW,
+        &[hold("b", "1", seats(&["A-1-2", "A-1-3", "A-1-4", "A-1-5"]))],
+    );
+    assert!(matches!(decisions[0], Decision::Hold(HoldOutcome::Held(_))));
+    let closed = match transfer("1", "c") {
+        Command::Transfer(mut request) => {
+            request.closes_at = NOW;
+            Command::Transfer(request)
+        }
+        other => other,
+    };
+    let (decisions, _) = engine.decide(NOW, &[closed, transfer("2", "b")]);
+    assert_eq!(
+        decisions,
+        [
+            Decision::Transfer(TransferDecision::Closed),
+            Decision::Transfer(TransferDecision::PurchaseLimit)
+        ]
+    );
+    // An exchange of the ticket granted first wins over a transfer in the same group.
+    let (decisions, _) = engine.decide(NOW, &[exchange("1", "A-1-6", 1500), transfer("3", "c")]);
+    assert!(matches!(
+        decisions[0],
+        Decision::Exchange(ExchangeDecision::Granted { .. })
+    ));
+    assert_eq!(
+        decisions[1],
+        Decision::Transfer(TransferDecision::TicketTaken("t-1".into()))
+    );
+    assert_eq!(engine.usage("c", NOW), 0);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn a_transfer_of_a_hold_the_engine_does_not_keep_confirmed_is_asked_again() {
+    let mut engine = engine(3);
+    let (decisions, effects) = engine.decide(NOW, &[transfer("1", "b")]);
+    assert_eq!(decisions, [Decision::Transfer(TransferDecision::NotKept)]);
+    assert!(!effects.writes_inventory());
+}

@@ -10,3 +10,4 @@ pub mod holds;
 pub mod queue;
 pub mod seatmap;
 pub mod tickets;
+pub mod transfers;
