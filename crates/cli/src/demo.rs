@@ -30,6 +30,7 @@ fn stadium(now: time::OffsetDateTime) -> EventSpec {
         max_tickets_per_account: 6,
         exchange_cutoff_s: 3600,
         transfer_cutoff_s: 0,
+        waitlist_offer_ttl_s: 600,
         waiting_room: WaitingRoomSettings::default(),
         sections: ('A'..='J')
             .enumerate()

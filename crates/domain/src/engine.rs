@@ -36,11 +36,16 @@ use crate::settlement;
 
 mod exchange;
 mod transfer;
+mod waitlist;
 
 pub use exchange::{
     ExchangeDecision, ExchangeGivesUp, ExchangeRequest, ExchangeTaken, ExchangeTakes,
 };
 pub use transfer::{TransferDecision, TransferRequest, TransferTaken};
+pub use waitlist::{
+    WAITLIST_ENTRIES_MAX, WAITLIST_OFFER_TTL_DEFAULT_S, WaitEntry, WaitlistDecision, WaitlistJoin,
+    WaitlistOffer,
+};
 
 /// Holds one group ends at most; a lapse of thousands at once spreads over several groups,
 /// so that no group holds its locks for long.
@@ -96,6 +101,10 @@ pub struct EngineSnapshot {
     /// Request digests of the event's hold keys, by (account, key). A hold whose record was
     /// purged still owns its key, with an empty digest (which matches no request).
     pub keys: Vec<((String, String), String)>,
+    /// The waiting list's live entries: waiting, and offered whose hold may still be live.
+    pub waitlist: Vec<WaitEntry>,
+    /// The event's waiting-list offer TTL (0: the default).
+    pub waitlist_offer_ttl_s: u32,
 }
 
 /// Current rows of what changed elsewhere, for [`EventEngine::refresh`].
@@ -111,12 +120,20 @@ pub struct EngineRows {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Hold(HoldRequest),
-    Release { account_id: String, hold_id: String },
+    Release {
+        account_id: String,
+        hold_id: String,
+    },
     Checkout(CheckoutRequest),
     Payment(PaymentRequest),
     Compensate(CompensationRequest),
     Exchange(ExchangeRequest),
     Transfer(TransferRequest),
+    WaitlistJoin(WaitlistJoin),
+    WaitlistLeave {
+        account_id: String,
+        waitlist_id: String,
+    },
 }
 
 /// A capture refused for good: the confirmed order is cancelled and its sale given back
@@ -266,6 +283,7 @@ pub enum Decision {
     Compensate(CompensationDecision),
     Exchange(ExchangeDecision),
     Transfer(TransferDecision),
+    Waitlist(WaitlistDecision),
 }
 
 /// An order the group gives back: the store cancels it only if it is still `CONFIRMED` and
@@ -336,6 +354,10 @@ pub struct Effects {
     pub exchanges: Vec<ExchangeTaken>,
     /// Transfers accepted, in command order.
     pub transfers: Vec<TransferTaken>,
+    /// Waiting-list entries joined, left (their ids) and offered seats, in order.
+    pub waitlist_joined: Vec<WaitEntry>,
+    pub waitlist_left: Vec<String>,
+    pub waitlist_offers: Vec<WaitlistOffer>,
     pub map_seats: Vec<MapSeatChange>,
     /// Accounts that got a hold: the store checks their purchase limit after the writes.
     pub accounts_checked: BTreeSet<String>,
@@ -353,6 +375,9 @@ impl Effects {
             || !self.orders_compensated.is_empty()
             || !self.exchanges.is_empty()
             || !self.transfers.is_empty()
+            || !self.waitlist_joined.is_empty()
+            || !self.waitlist_left.is_empty()
+            || !self.waitlist_offers.is_empty()
     }
 }
 
@@ -376,6 +401,15 @@ pub struct EventEngine {
     exchanged_tickets: BTreeMap<String, String>,
     version: u64,
     writer_seq: u64,
+    /// Waiting entries by place, and the accounts' live entries (see `engine::waitlist`).
+    waitlist: BTreeMap<u64, WaitEntry>,
+    waiting_by_account: BTreeMap<String, u64>,
+    /// Offered entries by account: (entry, its hold); live while the hold is.
+    offered_by_account: BTreeMap<String, (String, String)>,
+    waitlist_next_seq: u64,
+    waitlist_offer_ttl_s: u32,
+    /// Entries joined (or loaded) since the list was last matched against free seats.
+    waitlist_dirty: bool,
     /// The latest the store's clock can read while the current group is decided (see
     /// [`EventEngine::decide_within`]); a deadline is extended or a hold sold only if it is
     /// still ahead of it.
@@ -413,10 +447,19 @@ impl EventEngine {
             exchanged_tickets: BTreeMap::new(),
             version: snapshot.version,
             writer_seq: snapshot.writer_seq,
+            waitlist: BTreeMap::new(),
+            waiting_by_account: BTreeMap::new(),
+            offered_by_account: BTreeMap::new(),
+            waitlist_next_seq: 1,
+            waitlist_offer_ttl_s: snapshot.waitlist_offer_ttl_s,
+            waitlist_dirty: true,
             latest: now,
         };
         for hold in snapshot.holds {
             engine.keep_hold(hold);
+        }
+        for entry in snapshot.waitlist {
+            engine.keep_entry(entry);
         }
         let held: Vec<(OffsetDateTime, String)> = engine
             .state
@@ -575,7 +618,9 @@ impl EventEngine {
                             | Command::Payment(_)
                             | Command::Compensate(_)
                             | Command::Exchange(_)
-                            | Command::Transfer(_) => None,
+                            | Command::Transfer(_)
+                            | Command::WaitlistJoin(_)
+                            | Command::WaitlistLeave { .. } => None,
                         })
                         .collect();
                     let outcomes = self.decide_holds(&run, index, &mut effects);
@@ -615,8 +660,22 @@ impl EventEngine {
                     decisions.push(Decision::Transfer(decision));
                     index += 1;
                 }
+                Command::WaitlistJoin(request) => {
+                    let decision = self.decide_join(request, &mut effects);
+                    decisions.push(Decision::Waitlist(decision));
+                    index += 1;
+                }
+                Command::WaitlistLeave {
+                    account_id,
+                    waitlist_id,
+                } => {
+                    let decision = self.decide_leave(account_id, waitlist_id, &mut effects);
+                    decisions.push(Decision::Waitlist(decision));
+                    index += 1;
+                }
             }
         }
+        self.offer_to_waitlist(&mut effects);
         (decisions, effects)
     }
 

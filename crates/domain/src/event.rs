@@ -148,6 +148,8 @@ pub struct EventSpec {
     pub exchange_cutoff_s: u32,
     /// Transfers close this long before the start (0: until the start).
     pub transfer_cutoff_s: u32,
+    /// How long a waiting-list offer's hold lasts.
+    pub waitlist_offer_ttl_s: u32,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -242,6 +244,12 @@ impl EventSpec {
             self.transfer_cutoff_s.into(),
             0,
             31_536_000,
+        )?;
+        check_range(
+            "waitlistOfferTtlSeconds",
+            self.waitlist_offer_ttl_s.into(),
+            1,
+            86_400,
         )?;
         check_range(
             "waitingRoom.maxActiveShoppers",
@@ -385,6 +393,7 @@ mod tests {
             max_tickets_per_account: 6,
             exchange_cutoff_s: 3600,
             transfer_cutoff_s: 0,
+            waitlist_offer_ttl_s: 600,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),

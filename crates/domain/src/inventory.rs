@@ -90,6 +90,18 @@ pub struct Inventory {
     pub orders: Vec<OrderRecord>,
     pub tickets: Vec<TicketRecord>,
     pub exchanges: Vec<ExchangeRecord>,
+    /// The event's waiting list.
+    pub waitlist: Vec<WaitlistRecord>,
+}
+
+/// A waiting-list entry as stored: its status (`WAITING`, `OFFERED`, `PURCHASED`, `LAPSED`,
+/// `LEFT`) and the hold its offer is (or will be).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitlistRecord {
+    pub waitlist_id: String,
+    pub account_id: String,
+    pub status: String,
+    pub offer_hold_id: String,
 }
 
 /// One broken invariant: which one, and exactly where.
@@ -590,6 +602,61 @@ impl Inventory {
                 );
             }
         }
+        // I10 (the waiting list): an entry that was offered names a hold of its own account
+        // (a purchased one, a confirmed hold); a waiting one has no hold yet; an account
+        // waits at most once, and has at most one live entry (waiting, or offered with its
+        // hold live). Two offers of one seat would be two live holds of it (I3).
+        let holds_by_id: BTreeMap<&str, &HoldRecord> =
+            self.holds.iter().map(|h| (h.hold_id.as_str(), h)).collect();
+        let mut live_entries: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for entry in &self.waitlist {
+            let wid = &entry.waitlist_id;
+            let hold = holds_by_id.get(entry.offer_hold_id.as_str());
+            match (entry.status.as_str(), hold) {
+                ("WAITING", Some(_)) => fail(
+                    "I10",
+                    format!("waiting entry {wid} already has its offer's hold"),
+                ),
+                ("WAITING", None) | ("LEFT", None) => {}
+                ("OFFERED" | "PURCHASED" | "LAPSED", None) => fail(
+                    "I10",
+                    format!("entry {wid} was offered a hold that does not exist"),
+                ),
+                (_, Some(hold)) if hold.account_id != entry.account_id => fail(
+                    "I10",
+                    format!("entry {wid}'s offer is a hold of another account"),
+                ),
+                ("PURCHASED", Some(hold)) if hold.status != HoldStatus::Confirmed => fail(
+                    "I10",
+                    format!("purchased entry {wid}'s hold is {}", hold.status.as_str()),
+                ),
+                _ => {}
+            }
+            let live = entry.status == "WAITING"
+                || (entry.status == "OFFERED"
+                    && hold.is_some_and(|h| {
+                        matches!(h.status, HoldStatus::Held | HoldStatus::PaymentPending)
+                            && h.expires_at > self.now
+                    }));
+            if live {
+                live_entries
+                    .entry(entry.account_id.as_str())
+                    .or_default()
+                    .push(wid);
+            }
+        }
+        for (account, entries) in live_entries {
+            if entries.len() > 1 {
+                fail(
+                    "I10",
+                    format!(
+                        "account {account} has {} live waiting-list entries: {}",
+                        entries.len(),
+                        entries.join(", ")
+                    ),
+                );
+            }
+        }
         out
     }
 }
@@ -646,6 +713,7 @@ mod tests {
                 transfer_id: None,
             }],
             exchanges: Vec::new(),
+            waitlist: Vec::new(),
         }
     }
 
@@ -708,5 +776,49 @@ mod tests {
         );
         inventory.orders[0].refund_recorded = false;
         assert!(inventory.invariants().iter().any(|v| v.invariant == "I8"));
+    }
+
+    #[test]
+    fn waiting_list_faults_are_named() {
+        let hold = |inv: &Inventory| inv.holds[0].clone();
+        let entry = |status: &str, account: &str, hold_id: &str| WaitlistRecord {
+            waitlist_id: format!("w-{status}-{account}"),
+            account_id: account.into(),
+            status: status.into(),
+            offer_hold_id: hold_id.into(),
+        };
+        // Sound: the sold hold was a purchased offer; another account waits.
+        let mut sound = sold_inventory();
+        let sold = hold(&sound);
+        sound.waitlist = vec![
+            entry("PURCHASED", &sold.account_id, &sold.hold_id),
+            entry("WAITING", "zed", "h-not-yet"),
+        ];
+        assert_eq!(sound.invariants(), Vec::new());
+        type Plant = fn(&mut Inventory);
+        let cases: [Plant; 4] = [
+            // Offered a hold that is not there.
+            |inv| inv.waitlist[1].status = "OFFERED".into(),
+            // Waiting, yet its hold exists.
+            |inv| inv.waitlist[0].status = "WAITING".into(),
+            // Its offer is another account's hold.
+            |inv| inv.waitlist[0].account_id = "zed".into(),
+            // Two waiting entries of one account.
+            |inv| {
+                let mut twin = inv.waitlist[1].clone();
+                twin.waitlist_id = "w-twin".into();
+                inv.waitlist.push(twin);
+            },
+        ];
+        for plant in cases {
+            let mut inventory = sound.clone();
+            plant(&mut inventory);
+            let violations = inventory.invariants();
+            assert!(
+                violations.iter().any(|v| v.invariant == "I10"),
+                "{:?}: {violations:?}",
+                inventory.waitlist
+            );
+        }
     }
 }

@@ -177,6 +177,9 @@ enum Verdict {
     Closed,
     /// A transfer accepted (the model generates none yet: its stories are the server's).
     Transferred,
+    /// A waiting-list join or leave (the model generates none yet: see the engine's unit
+    /// tests and the server's stories).
+    Waitlist,
 }
 
 fn verdict_of(decision: &Decision) -> Verdict {
@@ -234,6 +237,7 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Transfer(TransferDecision::TicketTaken(_)) => Verdict::TicketTaken,
         Decision::Transfer(TransferDecision::NotKept) => Verdict::NotKept,
         Decision::Transfer(TransferDecision::Closed) => Verdict::Closed,
+        Decision::Waitlist(_) => Verdict::Waitlist,
     }
 }
 
@@ -796,6 +800,7 @@ fn snapshot() -> EngineSnapshot {
         }],
         holds: Vec::new(),
         keys: Vec::new(),
+        ..EngineSnapshot::default()
     }
 }
 

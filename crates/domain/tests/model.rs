@@ -100,6 +100,7 @@ impl Subject {
                 orders: Vec::new(),
                 tickets: Vec::new(),
                 exchanges: Vec::new(),
+                waitlist: Vec::new(),
             },
             records: BTreeMap::new(),
             next_hold: 0,

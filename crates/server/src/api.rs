@@ -46,6 +46,10 @@ pub struct CreateEventBody {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 31_536_000, default = 0)]
     pub transfer_cutoff_seconds: u32,
+    /// How long a waiting-list offer's hold lasts.
+    #[serde(default = "default_waitlist_offer_ttl")]
+    #[schema(minimum = 1, maximum = 86_400, default = 600)]
+    pub waitlist_offer_ttl_seconds: u32,
     #[serde(default)]
     pub waiting_room: Option<WaitingRoomBody>,
     /// Reserved seating: at most 200 sections with unique names and 200,000 seats in all;
@@ -71,6 +75,9 @@ fn default_payment_grace() -> u32 {
 }
 fn default_six() -> u32 {
     6
+}
+fn default_waitlist_offer_ttl() -> u32 {
+    600
 }
 fn default_exchange_cutoff() -> u32 {
     3600
@@ -193,6 +200,7 @@ impl CreateEventBody {
             max_tickets_per_account: self.max_tickets_per_account,
             exchange_cutoff_s: self.exchange_cutoff_seconds,
             transfer_cutoff_s: self.transfer_cutoff_seconds,
+            waitlist_offer_ttl_s: self.waitlist_offer_ttl_seconds,
             waiting_room,
             sections: self
                 .sections
@@ -238,6 +246,7 @@ pub struct EventView {
     pub max_tickets_per_account: u32,
     pub exchange_cutoff_seconds: u32,
     pub transfer_cutoff_seconds: u32,
+    pub waitlist_offer_ttl_seconds: u32,
     pub waiting_room: WaitingRoomView,
     pub sections: Vec<SectionView>,
     pub tiers: Vec<TierView>,
@@ -323,6 +332,7 @@ impl EventView {
             max_tickets_per_account: event.max_tickets_per_account,
             exchange_cutoff_seconds: event.exchange_cutoff_s,
             transfer_cutoff_seconds: event.transfer_cutoff_s,
+            waitlist_offer_ttl_seconds: event.waitlist_offer_ttl_s,
             waiting_room: WaitingRoomView {
                 enabled: event.waiting_room.enabled,
                 policy: event.waiting_room.policy,

@@ -425,6 +425,10 @@ impl Cluster {
                 remember(key, &order.event_id);
                 Ok(Some(order.event_id))
             }
+            (&Method::POST, ["v1", "events", event_id, "waitlist"])
+            | (&Method::DELETE, ["v1", "events", event_id, "waitlist", _]) => {
+                Ok(Some((*event_id).to_owned()))
+            }
             (&Method::POST, ["v1", "transfers", transfer_id, "accept"]) => {
                 let key = format!("transfer {transfer_id}");
                 if let Some(event_id) = cached(&key) {

@@ -75,6 +75,7 @@ impl Fixture {
             max_tickets_per_account: 6,
             exchange_cutoff_s: 3600,
             transfer_cutoff_s: 0,
+            waitlist_offer_ttl_s: 600,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![
                 section("A", 10, 20, 4_500),

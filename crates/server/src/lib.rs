@@ -260,6 +260,11 @@ fn api_router() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(routes::transfers::accept_transfer))
         .routes(routes!(routes::transfers::decline_transfer))
+        .routes(routes!(routes::waitlist::join_waitlist))
+        .routes(routes!(
+            routes::waitlist::get_waitlist_entry,
+            routes::waitlist::leave_waitlist
+        ))
         .routes(routes!(routes::tickets::public_key))
         .routes(routes!(routes::tickets::public_keys))
         .routes(routes!(routes::tickets::get_ticket))

@@ -271,6 +271,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_waitlist_total",
+        "Waiting-list entries joined and offered seats at once, by status",
+    ),
+    (
+        "counter",
         "boxoffice_transfers_total",
         "Transfer offers made, accepted, declined and withdrawn, by status",
     ),

@@ -40,6 +40,7 @@ use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
     Decision, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest, PaymentDecision,
     PaymentOutcome, PaymentRequest, ReleaseDecision, TransferDecision, TransferRequest,
+    WaitlistDecision, WaitlistJoin,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -119,6 +120,15 @@ enum Answer {
     /// after the catch-up.
     ExchangeNotKept,
     Transfer(TransferAnswer),
+    Waitlist(WaitlistAnswer),
+}
+
+/// What a waiting-list join or leave got: the engine's decision, and for a join offered
+/// seats at once (freed seats were waiting), its hold and deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitlistAnswer {
+    pub decision: WaitlistDecision,
+    pub offered: Option<(String, OffsetDateTime)>,
 }
 
 /// What an accepted transfer offer got.
@@ -573,6 +583,42 @@ impl EventWriters {
         )))
     }
 
+    /// Puts `join` on the event's waiting list (or answers the account's live entry); when
+    /// freed seats wait already, the group offers them at once.
+    pub async fn waitlist_join(
+        &self,
+        event: Arc<EventRecord>,
+        join: WaitlistJoin,
+    ) -> Result<WaitlistAnswer, SubmitError> {
+        let job = self.job(Command::WaitlistJoin(join), |_| {});
+        match self.submit_job(event, job).await? {
+            Answer::Waitlist(answer) => Ok(answer),
+            _ => Err(SubmitError::Store(StoreError::Internal(
+                "a waiting-list join was answered as another command".into(),
+            ))),
+        }
+    }
+
+    /// Takes the account's waiting entry off the event's list.
+    pub async fn waitlist_leave(
+        &self,
+        event: Arc<EventRecord>,
+        account_id: String,
+        waitlist_id: String,
+    ) -> Result<WaitlistAnswer, SubmitError> {
+        let command = Command::WaitlistLeave {
+            account_id,
+            waitlist_id,
+        };
+        let job = self.job(command, |_| {});
+        match self.submit_job(event, job).await? {
+            Answer::Waitlist(answer) => Ok(answer),
+            _ => Err(SubmitError::Store(StoreError::Internal(
+                "a waiting-list leave was answered as another command".into(),
+            ))),
+        }
+    }
+
     async fn submit(
         &self,
         event: Arc<EventRecord>,
@@ -628,7 +674,9 @@ impl EventWriters {
                 | Command::Payment(_)
                 | Command::Compensate(_)
                 | Command::Exchange(_)
-                | Command::Transfer(_) => &lanes.sale,
+                | Command::Transfer(_)
+                | Command::WaitlistJoin(_)
+                | Command::WaitlistLeave { .. } => &lanes.sale,
             };
             match lane.try_send(job) {
                 Ok(()) => break,
@@ -723,6 +771,8 @@ struct Pending {
     exchanges_refused: Vec<usize>,
     /// Transfers the store refused alone (set once committed).
     transfers_refused: Vec<usize>,
+    /// Waiting-list offers the group made: entry id to (hold id, deadline).
+    waitlist_offered: HashMap<String, (String, OffsetDateTime)>,
     /// The group gave up because the group before it failed (set once finished).
     predecessor_failed: bool,
     /// What the group does to holds, for the ledger once committed.
@@ -1228,6 +1278,7 @@ impl Writer {
                 Decision::Compensate(d) => ("compensate", *d != CompensationDecision::NotKept),
                 Decision::Exchange(d) => ("exchange", *d != ExchangeDecision::NotKept),
                 Decision::Transfer(d) => ("transfer", *d != TransferDecision::NotKept),
+                Decision::Waitlist(_) => ("waitlist", true),
             };
             // A checkout or release of a hold the engine does not keep is asked again after
             // a catch-up.
@@ -1249,7 +1300,8 @@ impl Writer {
                 | Decision::Release(_)
                 | Decision::Compensate(_)
                 | Decision::Exchange(_)
-                | Decision::Transfer(_) => "retry",
+                | Decision::Transfer(_)
+                | Decision::Waitlist(_) => "retry",
                 _ => "store",
             };
             metrics::counter!("boxoffice_writer_commands_total", "kind" => kind, "path" => path)
@@ -1290,7 +1342,9 @@ impl Writer {
                 | Command::Payment(_)
                 | Command::Compensate(_)
                 | Command::Exchange(_)
-                | Command::Transfer(_) => String::new(),
+                | Command::Transfer(_)
+                | Command::WaitlistJoin(_)
+                | Command::WaitlistLeave { .. } => String::new(),
             })
             .collect();
         for started in &effects.checkouts_started {
@@ -1420,6 +1474,16 @@ impl Writer {
             compensations_refused: Vec::new(),
             exchanges_refused: Vec::new(),
             transfers_refused: Vec::new(),
+            waitlist_offered: effects
+                .waitlist_offers
+                .iter()
+                .map(|o| {
+                    (
+                        o.waitlist_id.clone(),
+                        (o.hold.hold_id.clone(), o.hold.expires_at),
+                    )
+                })
+                .collect(),
             predecessor_failed: false,
             hold_changes,
         };
@@ -1678,6 +1742,20 @@ async fn deliver(
                         "an exchange without its request".into(),
                     )),
                 }
+            }
+            (Command::WaitlistJoin(join), Decision::Waitlist(decision)) => {
+                delivered.push(None);
+                Ok(Answer::Waitlist(WaitlistAnswer {
+                    decision,
+                    offered: pending.waitlist_offered.get(&join.waitlist_id).cloned(),
+                }))
+            }
+            (Command::WaitlistLeave { .. }, Decision::Waitlist(decision)) => {
+                delivered.push(None);
+                Ok(Answer::Waitlist(WaitlistAnswer {
+                    decision,
+                    offered: None,
+                }))
             }
             (Command::Transfer(_), Decision::Transfer(decision)) => {
                 delivered.push(None);

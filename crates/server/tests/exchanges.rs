@@ -102,27 +102,6 @@ async fn check_in(app: &TestApp, ticket: &Value) -> common::Answer {
     .await
 }
 
-/// The payloads of the outbox messages of `topic`, oldest first (delivered ones stay, marked).
-async fn outbox_payloads(app: &TestApp, topic: &str) -> Vec<Value> {
-    let texts: Vec<String> = if let Some(pg) = app.db.pg.as_ref() {
-        sqlx::query_scalar("SELECT payload::text FROM outbox WHERE topic = $1 ORDER BY id")
-            .bind(topic)
-            .fetch_all(pg.pool())
-            .await
-            .unwrap()
-    } else {
-        sqlx::query_scalar("SELECT payload FROM outbox WHERE topic = ?1 ORDER BY id")
-            .bind(topic)
-            .fetch_all(app.db.sqlite.as_ref().unwrap().pool())
-            .await
-            .unwrap()
-    };
-    texts
-        .iter()
-        .map(|t| serde_json::from_str(t).unwrap())
-        .collect()
-}
-
 fn ticket_of<'a>(tickets: &'a [Value], seat: &str) -> &'a Value {
     tickets
         .iter()
@@ -327,7 +306,7 @@ async fn trips_exchange_across_trips_and_classes(backend: Backend) {
     assert_eq!(voided.len(), 1);
     assert_eq!(tickets.len(), 2);
     // The refund due is an outbox message, written in the exchange's transaction.
-    let refunds = outbox_payloads(&app, "refund.due").await;
+    let refunds = common::outbox_payloads(&app, "refund.due").await;
     assert_eq!(refunds.len(), 1, "{refunds:?}");
     assert_eq!(refunds[0]["exchangeId"], x["exchangeId"]);
     assert_eq!(refunds[0]["orderId"], x["order"]["orderId"]);

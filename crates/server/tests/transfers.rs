@@ -136,27 +136,6 @@ async fn ticket_status(app: &TestApp, account: &str, ticket_id: &str) -> String 
         .to_owned()
 }
 
-/// The payloads of the outbox messages of `topic`, oldest first.
-async fn outbox_payloads(app: &TestApp, topic: &str) -> Vec<Value> {
-    let texts: Vec<String> = if let Some(pg) = app.db.pg.as_ref() {
-        sqlx::query_scalar("SELECT payload::text FROM outbox WHERE topic = $1 ORDER BY id")
-            .bind(topic)
-            .fetch_all(pg.pool())
-            .await
-            .unwrap()
-    } else {
-        sqlx::query_scalar("SELECT payload FROM outbox WHERE topic = ?1 ORDER BY id")
-            .bind(topic)
-            .fetch_all(app.db.sqlite.as_ref().unwrap().pool())
-            .await
-            .unwrap()
-    };
-    texts
-        .iter()
-        .map(|t| serde_json::from_str(t).unwrap())
-        .collect()
-}
-
 fn ticket_of<'a>(tickets: &'a [Value], seat: &str) -> &'a Value {
     tickets
         .iter()
@@ -291,12 +270,12 @@ async fn an_accepted_transfer_moves_the_tickets_without_taking_capacity(backend:
     assert_eq!(next.status, StatusCode::CREATED, "{}", next.json());
 
     // Both parties are told through the outbox.
-    let told = outbox_payloads(&app, "transfer.accepted").await;
+    let told = common::outbox_payloads(&app, "transfer.accepted").await;
     assert_eq!(told.len(), 1, "{told:?}");
     assert_eq!(told[0]["fromAccountId"], "ann");
     assert_eq!(told[0]["toAccountId"], "bob");
     assert_eq!(told[0]["newOrderId"], json!(new_order_id));
-    let offered_told = outbox_payloads(&app, "transfer.offered").await;
+    let offered_told = common::outbox_payloads(&app, "transfer.offered").await;
     assert_eq!(offered_told.len(), 2, "{offered_told:?}");
     app.finish().await;
 }
@@ -348,8 +327,18 @@ async fn declined_and_withdrawn_offers_change_nothing(backend: Backend) {
     );
     assert_eq!(ticket_status(&app, "ann", ticket_id).await, "VALID");
     assert_eq!(check_in(&app, ticket).await.status, StatusCode::OK);
-    assert_eq!(outbox_payloads(&app, "transfer.declined").await.len(), 1);
-    assert_eq!(outbox_payloads(&app, "transfer.withdrawn").await.len(), 1);
+    assert_eq!(
+        common::outbox_payloads(&app, "transfer.declined")
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(
+        common::outbox_payloads(&app, "transfer.withdrawn")
+            .await
+            .len(),
+        1
+    );
     app.finish().await;
 }
 

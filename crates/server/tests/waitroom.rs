@@ -1032,10 +1032,20 @@ async fn sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_b
         let body = answer.json();
         assert_eq!(body["status"], "SOLD_OUT", "{fan}: {body}");
         assert!(body.get("admissionToken").is_none());
+        // The answer offers the group waiting list.
+        assert_eq!(
+            body["waitlist"],
+            json!(format!("/v1/events/{event_id}/waitlist")),
+            "{body}"
+        );
         assert!(answer.headers.contains_key("retry-after"));
     }
     let late = join(&app, &fans[5], &event_id).await;
     assert_eq!(late["status"], "SOLD_OUT", "{late}");
+    assert_eq!(
+        late["waitlist"],
+        json!(format!("/v1/events/{event_id}/waitlist"))
+    );
     let late_ticket = late["queueTicket"].as_str().unwrap().to_owned();
     let stopped = queue_until(&app, &event_id, "a sold-out decision", |v| {
         v["decisions"]

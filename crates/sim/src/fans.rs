@@ -538,7 +538,10 @@ impl Sim {
             Decision::Checkout(_) => Stage::CheckoutSent,
             Decision::Payment(_) => Stage::VerdictSent,
             Decision::Release(_) => Stage::ReleaseSent,
-            Decision::Compensate(_) | Decision::Exchange(_) | Decision::Transfer(_) => Stage::Done,
+            Decision::Compensate(_)
+            | Decision::Exchange(_)
+            | Decision::Transfer(_)
+            | Decision::Waitlist(_) => Stage::Done,
         };
         if stage != expected {
             self.violation(
@@ -597,7 +600,10 @@ impl Sim {
                 self.trace(format_args!("fan {fan} release answered {decision:?}"));
                 self.end_fan(fan, Ending::Abandoned);
             }
-            Decision::Compensate(_) | Decision::Exchange(_) | Decision::Transfer(_) => {}
+            Decision::Compensate(_)
+            | Decision::Exchange(_)
+            | Decision::Transfer(_)
+            | Decision::Waitlist(_) => {}
         }
     }
 

@@ -139,6 +139,7 @@ impl SimStore {
                 .iter()
                 .map(|(scope, record)| (scope.clone(), record.digest.clone()))
                 .collect(),
+            ..EngineSnapshot::default()
         }
     }
 

@@ -16,6 +16,7 @@ mod lease;
 pub mod moving;
 mod seatmap;
 mod transfer;
+mod waitlist;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -362,7 +363,7 @@ impl PgStore {
     async fn load_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
         let row = sqlx::query(
             "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s,
+                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waitlist_offer_ttl_s,
                     waiting_room::text AS waiting_room, created_at
                FROM event WHERE event_id = $1",
         )
@@ -414,6 +415,7 @@ impl PgStore {
             max_tickets_per_account: to_u32(row.get("max_tickets_per_account")),
             exchange_cutoff_s: to_u32(row.get("exchange_cutoff_s")),
             transfer_cutoff_s: to_u32(row.get("transfer_cutoff_s")),
+            waitlist_offer_ttl_s: to_u32(row.get("waitlist_offer_ttl_s")),
             waiting_room: parse_waiting_room(&waiting_room),
             sections,
             tiers,
@@ -437,8 +439,8 @@ impl PgStore {
         let record = event_record(event_id, spec, now);
         sqlx::query(
             "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waiting_room, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13)",
+                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14)",
         )
         .bind(&record.event_id)
         .bind(&record.name)
@@ -451,6 +453,7 @@ impl PgStore {
         .bind(record.max_tickets_per_account as i32)
         .bind(record.exchange_cutoff_s as i32)
         .bind(record.transfer_cutoff_s as i32)
+        .bind(record.waitlist_offer_ttl_s as i32)
         .bind(waiting_room_json(&record.waiting_room))
         .bind(now)
         .execute(&mut *tx)
@@ -1203,6 +1206,16 @@ impl ReadStore for PgStore {
                 .into_iter()
                 .map(boxoffice_store::exchange_record)
                 .collect::<StoreResult<Vec<_>>>()?;
+        let sql = boxoffice_store::WAITLIST_RECORDS_SQL.replace("{p}", "$1");
+        let waitlist =
+            sqlx::query_as::<_, (String, String, String, String)>(sqlx::AssertSqlSafe(sql))
+                .bind(event_id)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(classify)?
+                .into_iter()
+                .map(boxoffice_store::waitlist_record)
+                .collect();
         tx.commit().await.map_err(classify)?;
         Ok(Some(Inventory {
             event_id: event_id.to_owned(),
@@ -1214,6 +1227,7 @@ impl ReadStore for PgStore {
             orders,
             tickets,
             exchanges,
+            waitlist,
         }))
     }
 

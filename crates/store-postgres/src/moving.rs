@@ -33,6 +33,7 @@ const EVENT_TABLES: &[&str] = &[
     "payment_operation",
     "ticket",
     "transfer",
+    "waitlist",
     "seatmap",
     "seatmap_change",
     "event_lease",

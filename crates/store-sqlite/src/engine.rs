@@ -169,6 +169,7 @@ impl EngineStore for SqliteStore {
         .into_iter()
         .map(|(account, key, digest)| ((account, key), digest))
         .collect();
+        let waitlist = crate::waitlist::load_entries(&mut tx, event_id).await?;
         tx.commit().await.map_err(classify)?;
         let snapshot = EngineSnapshot {
             version: u64::try_from(version).unwrap_or(0),
@@ -177,6 +178,8 @@ impl EngineStore for SqliteStore {
             tiers,
             holds,
             keys,
+            waitlist,
+            waitlist_offer_ttl_s: event.waitlist_offer_ttl_s,
         };
         Ok((snapshot, from_ms(now_ms)?))
     }
@@ -284,6 +287,7 @@ impl EngineStore for SqliteStore {
         group.unmap_refused(&mut map, &exchanges_refused);
         let transfers_refused = crate::transfer::write_transfers(&mut tx, group).await?;
         insert_holds(&mut tx, group).await?;
+        crate::waitlist::write_waitlist(&mut tx, group).await?;
         take_seats(&mut tx, group).await?;
         move_tier_units(&mut tx, group, &mut map).await?;
         start_checkouts(&mut tx, group).await?;

@@ -70,6 +70,7 @@ mod exchange;
 mod lease;
 mod seatmap;
 mod transfer;
+mod waitlist;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
 const NOW_SQL: &str = concat!("SELECT ", now_ms!());
@@ -221,7 +222,7 @@ impl SqliteStore {
     async fn load_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
         let row = sqlx::query(
             "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waiting_room, created_at
+                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at
                FROM event WHERE event_id = ?1",
         )
         .bind(event_id)
@@ -272,6 +273,7 @@ impl SqliteStore {
             max_tickets_per_account: to_u32(column(&row, "max_tickets_per_account")?),
             exchange_cutoff_s: to_u32(column(&row, "exchange_cutoff_s")?),
             transfer_cutoff_s: to_u32(column(&row, "transfer_cutoff_s")?),
+            waitlist_offer_ttl_s: to_u32(column(&row, "waitlist_offer_ttl_s")?),
             waiting_room: parse_waiting_room(&waiting_room),
             sections,
             tiers,
@@ -295,8 +297,8 @@ impl SqliteStore {
         let record = event_record(event_id, spec, now);
         sqlx::query(
             "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waiting_room, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )
         .bind(&record.event_id)
         .bind(&record.name)
@@ -309,6 +311,7 @@ impl SqliteStore {
         .bind(i64::from(record.max_tickets_per_account))
         .bind(i64::from(record.exchange_cutoff_s))
         .bind(i64::from(record.transfer_cutoff_s))
+        .bind(i64::from(record.waitlist_offer_ttl_s))
         .bind(waiting_room_json(&record.waiting_room))
         .bind(to_ms(now))
         .execute(&mut *tx)
@@ -956,6 +959,16 @@ impl ReadStore for SqliteStore {
                 .into_iter()
                 .map(boxoffice_store::exchange_record)
                 .collect::<StoreResult<Vec<_>>>()?;
+        let sql = boxoffice_store::WAITLIST_RECORDS_SQL.replace("{p}", "?1");
+        let waitlist =
+            sqlx::query_as::<_, (String, String, String, String)>(sqlx::AssertSqlSafe(sql))
+                .bind(event_id)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(classify)?
+                .into_iter()
+                .map(boxoffice_store::waitlist_record)
+                .collect();
         tx.commit().await.map_err(classify)?;
         Ok(Some(Inventory {
             event_id: event_id.to_owned(),
@@ -967,6 +980,7 @@ impl ReadStore for SqliteStore {
             orders,
             tickets,
             exchanges,
+            waitlist,
         }))
     }
 

@@ -30,6 +30,7 @@ fn spec(hold_ttl_s: u32) -> EventSpec {
         max_tickets_per_account: 6,
         exchange_cutoff_s: 0,
         transfer_cutoff_s: 0,
+        waitlist_offer_ttl_s: 600,
         waiting_room: WaitingRoomSettings::default(),
         sections: vec![Section {
             name: "A".into(),

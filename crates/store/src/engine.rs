@@ -1133,7 +1133,8 @@ where
             | Decision::Payment(_)
             | Decision::Compensate(_)
             | Decision::Exchange(_)
-            | Decision::Transfer(_) => None,
+            | Decision::Transfer(_)
+            | Decision::Waitlist(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
                 if outcome.is_recorded() {

@@ -581,6 +581,16 @@ impl crate::transfer::TransferStore for Gated {
     }
 }
 
+#[async_trait]
+impl crate::waitlist::WaitlistStore for Gated {
+    async fn get_waitlist_entry(
+        &self,
+        waitlist_id: &str,
+    ) -> StoreResult<Option<crate::waitlist::WaitlistView>> {
+        gated!(Look, self.get_waitlist_entry(waitlist_id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ pub mod lease;
 pub mod seatmap;
 pub mod shard;
 pub mod transfer;
+pub mod waitlist;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
@@ -76,6 +77,7 @@ pub struct EventRecord {
     pub max_tickets_per_account: u32,
     pub exchange_cutoff_s: u32,
     pub transfer_cutoff_s: u32,
+    pub waitlist_offer_ttl_s: u32,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -119,6 +121,7 @@ pub fn event_record(event_id: &str, spec: &EventSpec, now: OffsetDateTime) -> Ev
         max_tickets_per_account: spec.max_tickets_per_account,
         exchange_cutoff_s: spec.exchange_cutoff_s,
         transfer_cutoff_s: spec.transfer_cutoff_s,
+        waitlist_offer_ttl_s: spec.waitlist_offer_ttl_s,
         waiting_room: spec.waiting_room.clone(),
         sections: spec.sections.clone(),
         tiers: spec.tiers.clone(),
@@ -294,6 +297,7 @@ pub trait Store:
     + ReadStore
     + WorkerStore
     + transfer::TransferStore
+    + waitlist::WaitlistStore
     + Send
     + Sync
     + std::fmt::Debug
@@ -767,6 +771,21 @@ pub fn ticket_record(columns: TicketColumns) -> boxoffice_domain::inventory::Tic
 pub const EXCHANGE_RECORDS_SQL: &str = "SELECT x.exchange_id, x.status, x.ticket_ids, h.status
    FROM exchange x JOIN hold h ON h.hold_id = x.new_hold_id
   WHERE x.from_event_id = {p} ORDER BY x.exchange_id";
+
+/// The SQL (`{p}` is the event id parameter) that reads an event's waiting list for
+/// `load_inventory`: id, account, status, offer hold.
+pub const WAITLIST_RECORDS_SQL: &str = "SELECT waitlist_id, account_id, status, offer_hold_id FROM waitlist WHERE event_id = {p} ORDER BY seq";
+
+pub fn waitlist_record(
+    (waitlist_id, account_id, status, offer_hold_id): (String, String, String, String),
+) -> boxoffice_domain::inventory::WaitlistRecord {
+    boxoffice_domain::inventory::WaitlistRecord {
+        waitlist_id,
+        account_id,
+        status,
+        offer_hold_id,
+    }
+}
 
 /// The columns `load_inventory` reads per exchange: id, status, ticket ids (JSON), new hold's
 /// status.

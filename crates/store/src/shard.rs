@@ -1210,6 +1210,31 @@ impl crate::transfer::TransferStore for Sharded {
     }
 }
 
+#[async_trait]
+impl crate::waitlist::WaitlistStore for Sharded {
+    async fn get_waitlist_entry(
+        &self,
+        waitlist_id: &str,
+    ) -> StoreResult<Option<crate::waitlist::WaitlistView>> {
+        if let Some(index) = self.remembered(waitlist_id) {
+            if let Some(found) = self.shards[index].get_waitlist_entry(waitlist_id).await? {
+                return Ok(Some(found));
+            }
+            self.ids.lock().expect("ids lock").remove(waitlist_id);
+        }
+        let answers = join_all(
+            self.shards
+                .iter()
+                .map(|s| s.get_waitlist_entry(waitlist_id)),
+        )
+        .await;
+        Ok(first_found(answers)?.map(|(index, found)| {
+            self.remember(waitlist_id, index);
+            found
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -620,3 +620,135 @@ fn a_transfer_of_a_hold_the_engine_does_not_keep_confirmed_is_asked_again() {
     assert_eq!(decisions, [Decision::Transfer(TransferDecision::NotKept)]);
     assert!(!effects.writes_inventory());
 }
+
+fn join(account: &str, quantity: u32, together: bool) -> Command {
+    Command::WaitlistJoin(WaitlistJoin {
+        waitlist_id: format!("w-{account}"),
+        account_id: account.into(),
+        quantity,
+        section: None,
+        max_price_minor: None,
+        together,
+        offer_hold_id: format!("h-w-{account}"),
+        idempotency_key: format!("k-{account}"),
+        request_digest: String::new(),
+    })
+}
+
+#[test]
+fn freed_seats_go_to_the_earliest_entry_they_satisfy_whole() {
+    let mut engine = engine(4);
+    // Sold out: `a` holds all four seats.
+    let (decisions, _) = engine.decide(
+        NOW,
+        &[hold("a", "1", seats(&["A-1-1", "A-1-2", "A-1-3", "A-1-4"]))],
+    );
+    assert!(matches!(decisions[0], Decision::Hold(HoldOutcome::Held(_))));
+    let (decisions, effects) = engine.decide(NOW, &[join("b", 3, true), join("c", 2, false)]);
+    assert_eq!(
+        decisions,
+        [
+            Decision::Waitlist(WaitlistDecision::Joined { position: 1 }),
+            Decision::Waitlist(WaitlistDecision::Joined { position: 2 })
+        ]
+    );
+    assert!(effects.waitlist_offers.is_empty(), "nothing is free yet");
+    assert_eq!(effects.waitlist_joined.len(), 2);
+    // A second entry of one account is the first one.
+    let (decisions, _) = engine.decide(NOW, &[join("b", 1, true)]);
+    assert_eq!(
+        decisions,
+        [Decision::Waitlist(WaitlistDecision::AlreadyListed {
+            waitlist_id: "w-b".into()
+        })]
+    );
+    // The hold lapses: four seats come back; b (3 together) is offered first, c (2) cannot
+    // be satisfied whole by the one left and keeps waiting.
+    let lapse = NOW + Duration::seconds(301);
+    let (_, effects) = engine.decide(lapse, &[]);
+    assert_eq!(effects.holds_expired.len(), 1);
+    assert_eq!(effects.waitlist_offers.len(), 1, "{effects:?}");
+    let offer = &effects.waitlist_offers[0];
+    assert_eq!(offer.waitlist_id, "w-b");
+    assert_eq!(offer.hold.account_id, "b");
+    assert_eq!(offer.hold.seats.len(), 3);
+    assert_eq!(
+        offer.hold.expires_at,
+        lapse + Duration::seconds(i64::from(WAITLIST_OFFER_TTL_DEFAULT_S))
+    );
+    assert!(
+        effects.holds_created.is_empty(),
+        "an offer is no command's hold"
+    );
+    assert_eq!(effects.seats_taken.len(), 3);
+    assert_eq!(engine.usage("b", lapse), 3);
+    // b's offer lapses in turn: its three seats and the fourth go to c (2 of them).
+    let later = lapse + Duration::seconds(i64::from(WAITLIST_OFFER_TTL_DEFAULT_S) + 1);
+    let (_, effects) = engine.decide(later, &[]);
+    assert_eq!(effects.waitlist_offers.len(), 1);
+    assert_eq!(effects.waitlist_offers[0].waitlist_id, "w-c");
+    assert_eq!(effects.waitlist_offers[0].hold.seats.len(), 2);
+    // b may join again: its offer is no longer live.
+    let (decisions, _) = engine.decide(later, &[join("b", 1, true)]);
+    assert!(matches!(
+        decisions[0],
+        Decision::Waitlist(WaitlistDecision::Joined { .. })
+    ));
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn an_entry_leaves_and_a_hold_request_in_the_same_group_comes_second() {
+    let mut engine = engine(2);
+    let (_, _) = engine.decide(NOW, &[hold("a", "1", seats(&["A-1-1", "A-1-2"]))]);
+    let (_, _) = engine.decide(NOW, &[join("b", 1, true), join("c", 1, true)]);
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[Command::WaitlistLeave {
+            account_id: "b".into(),
+            waitlist_id: "w-b".into(),
+        }],
+    );
+    assert_eq!(decisions, [Decision::Waitlist(WaitlistDecision::Left)]);
+    assert_eq!(effects.waitlist_left, ["w-b".to_owned()]);
+    // Leaving twice, or someone else's entry: not waiting.
+    let (decisions, _) = engine.decide(
+        NOW,
+        &[
+            Command::WaitlistLeave {
+                account_id: "b".into(),
+                waitlist_id: "w-b".into(),
+            },
+            Command::WaitlistLeave {
+                account_id: "b".into(),
+                waitlist_id: "w-c".into(),
+            },
+        ],
+    );
+    assert_eq!(
+        decisions,
+        [
+            Decision::Waitlist(WaitlistDecision::NotWaiting),
+            Decision::Waitlist(WaitlistDecision::NotWaiting)
+        ]
+    );
+    // `a` releases; a hold request for the seat in the same group is decided first (it
+    // came first), the other seat goes to c, never both to two.
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            Command::Release {
+                account_id: "a".into(),
+                hold_id: "h-a-1".into(),
+            },
+            hold("d", "1", seats(&["A-1-1"])),
+        ],
+    );
+    assert!(matches!(decisions[1], Decision::Hold(HoldOutcome::Held(_))));
+    assert_eq!(effects.waitlist_offers.len(), 1);
+    assert_eq!(
+        effects.waitlist_offers[0].hold.seats,
+        vec![("A-1-2".to_owned(), 1000)]
+    );
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}

@@ -11,3 +11,4 @@ pub mod queue;
 pub mod seatmap;
 pub mod tickets;
 pub mod transfers;
+pub mod waitlist;

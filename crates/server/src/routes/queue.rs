@@ -34,6 +34,10 @@ pub struct JoinQueueResponse {
     pub position: u64,
     pub provisional: bool,
     pub estimated_wait_seconds: u64,
+    /// With `SOLD_OUT`: where a party joins the event's waiting list
+    /// (`POST /v1/events/{eventId}/waitlist`), to be offered seats that come back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waitlist: Option<String>,
 }
 
 /// `GET /v1/events/{eventId}/queue/status` answer.
@@ -53,6 +57,10 @@ pub struct QueueStatusResponse {
     pub admission_token: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission_expires_at: Option<String>,
+    /// With `SOLD_OUT`: where a party joins the event's waiting list
+    /// (`POST /v1/events/{eventId}/waitlist`), to be offered seats that come back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waitlist: Option<String>,
 }
 
 /// `GET /v1/admin/events/{eventId}/queue` answer.
@@ -249,6 +257,7 @@ pub async fn join_queue(
         position: place.position,
         provisional: place.provisional,
         estimated_wait_seconds: estimated_wait_s,
+        waitlist: (status == "SOLD_OUT").then(|| waitlist_path(&event_id)),
     };
     let mut response = (StatusCode::CREATED, axum::Json(body)).into_response();
     response
@@ -351,6 +360,7 @@ pub async fn queue_status(
                 estimated_wait_seconds: Some(estimated_wait_s),
                 admission_token: None,
                 admission_expires_at: None,
+                waitlist: None,
             },
             Some(retry_after_s),
         ),
@@ -366,6 +376,7 @@ pub async fn queue_status(
                 estimated_wait_seconds: None,
                 admission_token: Some(token),
                 admission_expires_at: Some(rfc3339_ms(admission.expires_at_ms)),
+                waitlist: None,
             },
             None,
         ),
@@ -377,6 +388,7 @@ pub async fn queue_status(
                 estimated_wait_seconds: None,
                 admission_token: None,
                 admission_expires_at: None,
+                waitlist: None,
             },
             None,
         ),
@@ -391,6 +403,7 @@ pub async fn queue_status(
                 estimated_wait_seconds: None,
                 admission_token: None,
                 admission_expires_at: None,
+                waitlist: Some(waitlist_path(&event_id)),
             },
             Some(SOLD_OUT_RETRY_AFTER_S),
         ),
@@ -448,6 +461,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
                 estimated_wait_seconds: Some(estimated_wait_s),
                 admission_token: None,
                 admission_expires_at: None,
+                waitlist: None,
             },
             retry_after_s,
         ),
@@ -462,6 +476,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
                 estimated_wait_seconds: None,
                 admission_token: None,
                 admission_expires_at: None,
+                waitlist: Some(waitlist_path(event_id)),
             },
             SOLD_OUT_RETRY_AFTER_S,
         ),
@@ -617,4 +632,9 @@ pub async fn update_queue(
         .await
         .map_err(state_error)?;
     Ok(axum::Json(admin_response(&state, &room, view)).into_response())
+}
+
+/// The waiting list a `SOLD_OUT` answer points to.
+fn waitlist_path(event_id: &str) -> String {
+    format!("/v1/events/{event_id}/waitlist")
 }

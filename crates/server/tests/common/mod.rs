@@ -612,3 +612,24 @@ pub async fn waits_for_a_lock(
     }
     false
 }
+
+/// The payloads of the outbox messages of `topic`, oldest first (delivered ones stay, marked).
+pub async fn outbox_payloads(app: &TestApp, topic: &str) -> Vec<Value> {
+    let texts: Vec<String> = if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT payload::text FROM outbox WHERE topic = $1 ORDER BY id")
+            .bind(topic)
+            .fetch_all(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT payload FROM outbox WHERE topic = ?1 ORDER BY id")
+            .bind(topic)
+            .fetch_all(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    };
+    texts
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect()
+}
