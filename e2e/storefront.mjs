@@ -14,8 +14,13 @@
 //  5. B takes four seats with "best available", ten more fans buy or hold seats through the
 //     API, and a phone-sized fan C sees the map;
 //  6. A comes back through the door, holds one more seat and pays with the 3-D Secure card,
-//     confirming in the bank dialog; the order is confirmed with its ticket.
-// Screenshots: seatmap.png, seatmap-phone.png, ticket.png in SCREENSHOT_DIR.
+//     confirming in the bank dialog; the order is confirmed with its ticket;
+//  7. A gives that ticket to B from the order page; B accepts it on the Transfers page and
+//     gets a new order with a new code; A's ticket shows void;
+//  8. on a small sold-out event, B joins the group waiting list for two seats together; when
+//     the fan holding them lets go, B's page shows the offer, and B pays it.
+// Screenshots: seatmap.png, seatmap-phone.png, ticket.png, transfer.png, waitlist.png in
+// SCREENSHOT_DIR.
 // Exits non-zero with a message on any failure.
 
 import fs from 'node:fs';
@@ -99,9 +104,9 @@ async function call(token, method, pathname, body, headers = {}) {
   return { status: res.status, data: await res.json().catch(() => null), headers: res.headers };
 }
 
-async function devToken(accountId) {
+async function devToken(accountId, admin = false) {
   const res = await fetch(`${BASE}/v1/dev/token`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId }),
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId, admin }),
   });
   check(res.status === 201, `dev token for ${accountId}: ${res.status}`);
   return (await res.json()).token;
@@ -310,6 +315,60 @@ async function main() {
       && document.querySelectorAll('[data-testid="ticket"] [data-testid="ticket-qr"] svg').length === 1);
     log('A paid with pm_card_threeDSecure2Required after confirming: order confirmed');
     await waitFor(b, 'B to see A-2-50 SOLD', () => window.boxoffice.seatStatus('A-2-50') === 'SOLD');
+
+    // 7. A gives the new ticket to B (the offer waits for the payment's capture: retried).
+    const giftOrder = a.url();
+    await a.getByTestId('give-open').click();
+    await a.getByTestId('give-account').fill(`fan-b-${run}`);
+    let offered = false;
+    for (let attempt = 0; attempt < 40 && !offered; attempt++) {
+      await a.getByTestId('give-submit').click();
+      await waitFor(a, 'the offer to be answered', () =>
+        !/Offering/.test(document.querySelector('[data-testid="give-form"] [role="status"]')?.textContent || 'Offering'));
+      offered = /Offered to/.test(await a.locator('[data-testid="give-form"] [role="status"]').textContent());
+      if (!offered) await a.waitForTimeout(500);
+    }
+    check(offered, 'A could not offer the ticket to B');
+    log('A offered A-2-50 to B');
+    await b.goto(`${BASE}/#/transfers`);
+    await b.getByTestId('transfer-accept').waitFor();
+    await shot(b, 'transfer.png');
+    await b.getByTestId('transfer-accept').click();
+    await b.waitForURL(/#\/orders\//, { timeout: T });
+    await waitFor(b, 'B\'s new order with the ticket', () =>
+      document.querySelector('[data-testid="order-status"]')?.textContent === 'confirmed'
+      && document.querySelectorAll('[data-testid="ticket"] [data-testid="ticket-qr"] svg').length === 1);
+    log('B accepted: a new order with its own QR code');
+    await a.goto(giftOrder);
+    await a.reload();
+    await a.getByTestId('ticket-void').waitFor();
+    log('A\'s ticket shows void');
+
+    // 8. The group waiting list on a small sold-out event (no waiting room).
+    const opsToken = await devToken('ops-e2e', true);
+    const small = await call(opsToken, 'POST', '/v1/admin/events', {
+      name: `Club night ${run}`, startsAt: '2030-01-01T20:00:00Z', currency: 'EUR', waitlistOfferTtlSeconds: 300,
+      sections: [{ name: 'A', rows: 1, seatsPerRow: 2, priceMinor: 2500 }],
+    });
+    check(small.status === 201, `small event: ${small.status} ${JSON.stringify(small.data)}`);
+    const holder = await devToken(`holder-${run}`);
+    const taken = await call(holder, 'POST', `/v1/events/${small.data.eventId}/holds`, { seatIds: ['A-1-1', 'A-1-2'] });
+    check(taken.status === 201, `the holder holds the house: ${taken.status}`);
+    await b.goto(`${BASE}/#/events/${small.data.eventId}/waitlist`);
+    await b.getByTestId('waitlist-quantity').fill('2');
+    await b.getByTestId('waitlist-join').click();
+    await waitFor(b, 'B to be first on the waiting list', () =>
+      document.querySelector('[data-testid="waitlist-state"]')?.dataset.status === 'WAITING');
+    await shot(b, 'waitlist.png');
+    const released = await call(holder, 'DELETE', `/v1/holds/${taken.data.holdId}`);
+    check(released.status === 200, `the holder lets go: ${released.status}`);
+    await waitFor(b, 'B to be offered the two seats', () =>
+      document.querySelector('[data-testid="waitlist-state"]')?.dataset.status === 'OFFERED');
+    await b.getByTestId('waitlist-pay').click();
+    await b.waitForURL(/#\/orders\//, { timeout: T });
+    await waitFor(b, 'B\'s waiting-list order to be confirmed', () =>
+      document.querySelector('[data-testid="order-status"]')?.textContent === 'confirmed');
+    log('B was offered two seats together from the waiting list and paid');
 
     check(pageErrors.length === 0, `uncaught errors or refused by the Content Security Policy:\n${pageErrors.join('\n')}`);
     log('all good');

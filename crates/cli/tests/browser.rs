@@ -243,7 +243,13 @@ fn storefront_end_to_end_in_headless_chromium() {
     println!("{}", String::from_utf8_lossy(&out.stdout));
     // The screenshots are committed (README shows them): each must have been written by this
     // run, not merely be there from an earlier one.
-    for shot in ["seatmap.png", "seatmap-phone.png", "ticket.png"] {
+    for shot in [
+        "seatmap.png",
+        "seatmap-phone.png",
+        "ticket.png",
+        "transfer.png",
+        "waitlist.png",
+    ] {
         let meta = std::fs::metadata(screenshots.join(shot))
             .unwrap_or_else(|e| panic!("screenshot {shot}: {e}"));
         let written = meta.modified().expect("a modification time");

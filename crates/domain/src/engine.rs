@@ -358,6 +358,10 @@ pub struct Effects {
     pub waitlist_joined: Vec<WaitEntry>,
     pub waitlist_left: Vec<String>,
     pub waitlist_offers: Vec<WaitlistOffer>,
+    /// Offer holds (of entries offered earlier) the group ended, and sold: their entries
+    /// become `LAPSED` and `PURCHASED`.
+    pub waitlist_lapsed: Vec<String>,
+    pub waitlist_purchased: Vec<String>,
     pub map_seats: Vec<MapSeatChange>,
     /// Accounts that got a hold: the store checks their purchase limit after the writes.
     pub accounts_checked: BTreeSet<String>,
@@ -378,6 +382,8 @@ impl Effects {
             || !self.waitlist_joined.is_empty()
             || !self.waitlist_left.is_empty()
             || !self.waitlist_offers.is_empty()
+            || !self.waitlist_lapsed.is_empty()
+            || !self.waitlist_purchased.is_empty()
     }
 }
 
@@ -406,6 +412,8 @@ pub struct EventEngine {
     waiting_by_account: BTreeMap<String, u64>,
     /// Offered entries by account: (entry, its hold); live while the hold is.
     offered_by_account: BTreeMap<String, (String, String)>,
+    /// The holds of offers out (forgotten once they end or sell).
+    offer_holds: BTreeSet<String>,
     waitlist_next_seq: u64,
     waitlist_offer_ttl_s: u32,
     /// Entries joined (or loaded) since the list was last matched against free seats.
@@ -450,6 +458,7 @@ impl EventEngine {
             waitlist: BTreeMap::new(),
             waiting_by_account: BTreeMap::new(),
             offered_by_account: BTreeMap::new(),
+            offer_holds: BTreeSet::new(),
             waitlist_next_seq: 1,
             waitlist_offer_ttl_s: snapshot.waitlist_offer_ttl_s,
             waitlist_dirty: true,
@@ -675,6 +684,7 @@ impl EventEngine {
                 }
             }
         }
+        self.offers_moved_on(&mut effects);
         self.offer_to_waitlist(&mut effects);
         (decisions, effects)
     }

@@ -2,7 +2,8 @@
 // Plain JavaScript, no framework, no build step. Served at /assets/app.js.
 //
 // Pages are hash routes: #/ (events), #/events/{id} (queue + seat map + hold + pay),
-// #/orders (my orders), #/orders/{id} (an order with its tickets and QR codes).
+// #/orders (my orders), #/orders/{id} (an order with its tickets and QR codes),
+// #/transfers (tickets offered to me and by me), #/events/{id}/waitlist (the group waiting list).
 // The seat map is one <canvas> of every seat, kept live from the server's Server-Sent Events
 // without refetching the snapshot. Test hooks live on window.boxoffice.
 'use strict';
@@ -222,6 +223,9 @@
           : 'Sorry, those seats are no longer available. Please pick other seats.';
       }
       case 'SOLD_OUT': return 'Sorry, there are not enough places left.';
+      case 'TRANSFER_CONFLICT': return p.detail ? `This transfer cannot go ahead: ${p.detail}.` : 'This transfer cannot go ahead.';
+      case 'TRANSFER_CLOSED': return 'Transfers for this event have closed.';
+      case 'WAITLIST_CONFLICT': return p.detail ? `${p.detail[0].toUpperCase()}${p.detail.slice(1)}.` : 'You are already on this waiting list.';
       case 'PURCHASE_LIMIT':
         return `You have reached the limit of ${event ? event.maxTicketsPerAccount : 'the'} tickets per account for this event.`;
       case 'SALE_NOT_OPEN':
@@ -361,6 +365,10 @@
     let m;
     if ((m = hash.match(/^#\/events\/([^/?#]+)$/))) {
       new EventPage(scope, decodeURIComponent(m[1])).start();
+    } else if ((m = hash.match(/^#\/events\/([^/?#]+)\/waitlist$/))) {
+      waitlistPage(scope, decodeURIComponent(m[1]));
+    } else if (hash === '#/transfers') {
+      transfersPage(scope);
     } else if ((m = hash.match(/^#\/orders\/([^/?#]+)$/))) {
       orderPage(scope, decodeURIComponent(m[1]));
     } else if (hash === '#/orders') {
@@ -560,7 +568,9 @@
         state.textContent = { WAITING: 'Waiting', ADMITTED: 'Your turn!', EXPIRED: 'Place expired', SOLD_OUT: 'Sold out' }[s.status] || s.status;
         if (s.status === 'SOLD_OUT') {
           wait.textContent = '—';
-          problem.textContent = 'Sold out: every ticket is taken. We keep your place and check now and then; if tickets come back, you continue from here.';
+          clear(problem, 'Sold out: every ticket is taken. We keep your place and check now and then; if tickets come back, you continue from here. Coming as a group? ',
+            h('a', { href: `#/events/${encodeURIComponent(this.eventId)}/waitlist`, 'data-testid': 'join-waitlist-link' }, 'Join the waiting list'),
+            ' to be offered seats together when they come back.');
         }
         const pct = s.status === 'ADMITTED' ? 100 : firstAhead ? Math.round(100 * (1 - aheadOfYou / firstAhead)) : 0;
         bar.style.width = `${pct}%`;
@@ -2233,12 +2243,16 @@
         shown.add(t.ticketId);
         ticketsTitle.hidden = false;
         const qr = h('div', { class: 'qr', 'data-testid': 'ticket-qr', role: 'img', 'aria-label': `QR code of the ticket for ${t.seatId ? seatLabel(t.seatId) : order.tierId}` }, 'Loading QR code…');
-        tickets.append(h('li', { class: 'card ticket', 'data-testid': 'ticket', 'data-ticket-id': t.ticketId },
+        const usable = t.status === 'VALID';
+        tickets.append(h('li', { class: `card ticket${usable ? '' : ' void'}`, 'data-testid': 'ticket', 'data-ticket-id': t.ticketId },
           h('span', { class: 'seat' }, t.seatId || t.tierId || 'Ticket'),
           h('span', { class: 'muted' }, t.seatId ? seatLabel(t.seatId)
             : ((event.tiers || []).find((x) => x.tierId === t.tierId) || { name: 'Standing' }).name),
-          qr,
-          h('span', { class: 'code mono', title: t.code }, t.code)));
+          usable ? qr : h('p', { class: 'notice info', 'data-testid': 'ticket-void' },
+            { VOIDED: 'No longer valid: given to someone else or exchanged.', CHECKED_IN: 'Used at the door.', EXCHANGING: 'Being exchanged.' }[t.status] || t.status),
+          h('span', { class: 'code mono', title: t.code }, t.code),
+          usable && order.orderStatus === 'CONFIRMED' ? giveForm(order, t) : null));
+        if (!usable) continue;
         loadQr(t.ticketId).then((svg) => {
           const copy = svg.cloneNode(true);
           copy.setAttribute('aria-hidden', 'true');
@@ -2250,6 +2264,186 @@
       // Tickets are issued shortly after confirmation; keep looking for a while, then slower.
       await scope.sleep(delay);
       delay = Date.now() - started > 60000 ? 5000 : Math.min(delay * 1.2, 2000);
+    }
+  }
+
+  /** "Give to someone": offers one ticket of the order to another account. */
+  function giveForm(order, ticket) {
+    const input = h('input', { id: `give-${ticket.ticketId}`, required: true, maxlength: '64', autocomplete: 'off',
+      pattern: '[A-Za-z0-9_.\\-]{1,64}', 'data-testid': 'give-account' });
+    const result = h('p', { class: 'hint', role: 'status' });
+    const key = uuid();
+    const form = h('form', { class: 'give stack', 'data-testid': 'give-form' },
+      h('label', { for: `give-${ticket.ticketId}` }, 'Give this ticket to (account name)'),
+      h('div', { class: 'field-row' }, input,
+        h('button', { class: 'btn small', type: 'submit', 'data-testid': 'give-submit' }, 'Offer')),
+      result);
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      result.textContent = 'Offering…';
+      try {
+        await api('POST', `/v1/orders/${encodeURIComponent(order.orderId)}/transfers`, {
+          body: { ticketIds: [ticket.ticketId], toAccountId: input.value.trim() }, key,
+        });
+        result.textContent = `Offered to ${input.value.trim()}. The ticket stays yours until they accept.`;
+        announce(result.textContent);
+      } catch (e) {
+        result.textContent = explain(e);
+      }
+    });
+    return h('details', { class: 'give-box' }, h('summary', { 'data-testid': 'give-open' }, 'Give to someone'), form);
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // #/transfers — tickets offered to me, and by me
+
+  async function transfersPage(scope) {
+    pageTitle('Transfers');
+    const root = clear(view(), h('h1', {}, 'Transfers'));
+    if (!session.token) {
+      needSignin(root.appendChild(h('div')), 'Sign in to see tickets offered to you.');
+      return;
+    }
+    const received = h('div', { class: 'card', 'data-testid': 'transfers-received' }, h('p', { class: 'muted' }, 'Loading…'));
+    const given = h('div', { class: 'card', 'data-testid': 'transfers-given' }, h('p', { class: 'muted' }, 'Loading…'));
+    append(root, h('h2', {}, 'Offered to you'), received, h('h2', {}, 'You offered'), given);
+    const table = (list, actions) => h('table', { class: 'data' },
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Offered'), h('th', { scope: 'col' }, 'From / to'),
+        h('th', { scope: 'col' }, 'Tickets'), h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col' }, ''))),
+      h('tbody', {}, list.map((t) => h('tr', { 'data-testid': 'transfer-row', 'data-transfer-id': t.transferId },
+        h('td', {}, when(t.createdAt)),
+        h('td', {}, `${t.fromAccountId} → ${t.toAccountId}`),
+        h('td', {}, String(t.ticketIds.length)),
+        h('td', {}, h('span', { class: `status-pill ${t.status}`, 'data-testid': 'transfer-status' }, t.status.toLowerCase())),
+        h('td', {}, t.status === 'OFFERED' ? actions(t) : (t.newOrderId && t.toAccountId === session.account
+          ? h('a', { href: `#/orders/${encodeURIComponent(t.newOrderId)}`, 'data-testid': 'transfer-order' }, 'Your tickets') : null))))));
+    const act = async (t, verb, method, path) => {
+      try {
+        const { data } = await api(method, path, { key: uuid() });
+        if (!scope.alive) return;
+        if (verb === 'accept') {
+          announce('Accepted. The tickets are yours.');
+          location.hash = `#/orders/${encodeURIComponent(data.newOrderId)}`;
+          return;
+        }
+        toast(verb === 'decline' ? 'Offer declined.' : 'Offer withdrawn.');
+        load();
+      } catch (e) {
+        toast(explain(e), 'error');
+      }
+    };
+    async function load() {
+      try {
+        const [{ data: r }, { data: g }] = await Promise.all([
+          api('GET', '/v1/transfers?role=received'), api('GET', '/v1/transfers?role=given')]);
+        if (!scope.alive) return;
+        clear(received, r.transfers.length ? table(r.transfers, (t) => h('span', { class: 'actions' },
+          h('button', { class: 'btn primary small', type: 'button', 'data-testid': 'transfer-accept',
+            onclick: () => act(t, 'accept', 'POST', `/v1/transfers/${encodeURIComponent(t.transferId)}/accept`) }, 'Accept'),
+          h('button', { class: 'btn small', type: 'button', 'data-testid': 'transfer-decline',
+            onclick: () => act(t, 'decline', 'POST', `/v1/transfers/${encodeURIComponent(t.transferId)}/decline`) }, 'Decline')))
+          : h('p', {}, 'Nobody has offered you tickets.'));
+        clear(given, g.transfers.length ? table(g.transfers, (t) => h('button', { class: 'btn small', type: 'button', 'data-testid': 'transfer-withdraw',
+          onclick: () => act(t, 'withdraw', 'DELETE', `/v1/transfers/${encodeURIComponent(t.transferId)}`) }, 'Withdraw'))
+          : h('p', {}, 'You have not offered tickets to anyone. Open an order to give a ticket.'));
+      } catch (e) {
+        clear(received, h('p', { class: 'notice error' }, explain(e)));
+      }
+    }
+    await load();
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // #/events/{id}/waitlist — the group waiting list
+
+  async function waitlistPage(scope, eventId) {
+    pageTitle('Waiting list');
+    const root = clear(view(), h('p', { class: 'crumbs' }, h('a', { href: `#/events/${encodeURIComponent(eventId)}` }, '← Back to the event')),
+      h('h1', {}, 'Waiting list'));
+    if (!session.token) {
+      needSignin(root.appendChild(h('div')), 'Sign in to join the waiting list.');
+      return;
+    }
+    let event;
+    try {
+      ({ data: event } = await api('GET', `/v1/events/${encodeURIComponent(eventId)}`, { auth: false }));
+    } catch (e) {
+      root.append(h('p', { class: 'notice error' }, explain(e)));
+      return;
+    }
+    if (!scope.alive) return;
+    const saved = session.key('waitlist', eventId);
+    const status = h('div', { class: 'card stack', 'data-testid': 'waitlist-status', role: 'status' });
+    const quantity = h('input', { id: 'wl-quantity', type: 'number', min: '1', max: String(event.maxSeatsPerHold), value: '2', required: true, 'data-testid': 'waitlist-quantity' });
+    const together = h('input', { id: 'wl-together', type: 'checkbox', checked: true, 'data-testid': 'waitlist-together' });
+    const key = uuid();
+    const form = h('form', { class: 'card stack', 'data-testid': 'waitlist-form' },
+      h('p', {}, `${event.name} is sold out. Tell us how many seats your party needs: when enough come back, we hold them for you for ${duration(event.waitlistOfferTtlSeconds || 600)}, all or nothing, in the order people joined.`),
+      h('div', { class: 'field-row' }, h('label', { for: 'wl-quantity' }, 'Seats'), quantity),
+      h('div', { class: 'field-row' }, together, h('label', { for: 'wl-together' }, 'Seats together in one row')),
+      h('button', { class: 'btn primary', type: 'submit', 'data-testid': 'waitlist-join' }, 'Join the waiting list'));
+    append(root, form, status);
+    status.hidden = true;
+    const show = (entry) => {
+      status.hidden = false;
+      form.hidden = entry.status === 'WAITING' || entry.status === 'OFFERED' || entry.status === 'PURCHASED';
+      const text = {
+        WAITING: `You are number ${entry.position} on the waiting list for ${entry.quantity} seat${entry.quantity > 1 ? 's' : ''}.`,
+        OFFERED: `Seats came back for you! They are held until ${when(entry.expiresAt)}.`,
+        PURCHASED: 'You bought your seats. Enjoy the show!',
+        LAPSED: 'Your offer ran out and the seats went to the next party. You can join again.',
+        LEFT: 'You left the waiting list.',
+      }[entry.status] || entry.status;
+      clear(status, h('p', { 'data-testid': 'waitlist-state', 'data-status': entry.status }, text));
+      if (entry.status === 'OFFERED') {
+        const payKey = uuid();
+        status.append(h('p', { class: 'actions' }, h('button', { class: 'btn primary', type: 'button', 'data-testid': 'waitlist-pay',
+          onclick: async () => {
+            try {
+              const { data: order } = await api('POST', `/v1/holds/${encodeURIComponent(entry.holdId)}/checkout`,
+                { body: { paymentMethodToken: 'pm_card_visa' }, key: payKey });
+              location.hash = `#/orders/${encodeURIComponent(order.orderId)}`;
+            } catch (e) { toast(explain(e), 'error'); }
+          } }, 'Pay with the test card')));
+      }
+      if (entry.status === 'WAITING') {
+        status.append(h('p', { class: 'actions' }, h('button', { class: 'btn', type: 'button', 'data-testid': 'waitlist-leave',
+          onclick: async () => {
+            try {
+              const { data } = await api('DELETE', `/v1/events/${encodeURIComponent(eventId)}/waitlist/${encodeURIComponent(entry.waitlistId)}`);
+              show(data);
+            } catch (e) { toast(explain(e), 'error'); }
+          } }, 'Leave the waiting list')));
+      }
+    };
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      try {
+        const { data } = await api('POST', `/v1/events/${encodeURIComponent(eventId)}/waitlist`, {
+          body: { quantity: Number(quantity.value), together: together.checked }, key,
+        });
+        store.set(saved, data.waitlistId);
+        show(data);
+        announce('You joined the waiting list.');
+      } catch (e) {
+        toast(explain(e), 'error');
+      }
+    });
+    // Follow a saved entry: its place moves, and an offer comes when seats do.
+    for (;;) {
+      const id = store.get(saved);
+      if (id) {
+        try {
+          const { data } = await api('GET', `/v1/events/${encodeURIComponent(eventId)}/waitlist/${encodeURIComponent(id)}`);
+          if (!scope.alive) return;
+          show(data);
+          if (data.status !== 'WAITING' && data.status !== 'OFFERED') return;
+        } catch (e) {
+          if (e.status === 404) store.del(saved);
+        }
+      }
+      await scope.sleep(3000);
+      if (!scope.alive) return;
     }
   }
 

@@ -5,8 +5,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::engine::WaitEntry;
 use boxoffice_store::engine::{GroupWrite, mismatch};
 use boxoffice_store::waitlist::{
-    WAITLIST_OFFERED, WaitlistStatus, WaitlistStore, WaitlistView, offer_holds_moved,
-    offered_message,
+    WAITLIST_OFFERED, WaitlistStatus, WaitlistStore, WaitlistView, offered_message,
 };
 use boxoffice_store::{StoreError, StoreResult, held_seats_json};
 use sqlx::{Postgres, Row, Transaction};
@@ -215,8 +214,10 @@ pub(crate) async fn write_waitlist(
             .collect();
         outbox_many(tx, &messages, now).await?;
     }
-    let (ended, sold) = offer_holds_moved(effects);
-    for (holds, status) in [(ended, "LAPSED"), (sold, "PURCHASED")] {
+    for (holds, status) in [
+        (&effects.waitlist_lapsed, "LAPSED"),
+        (&effects.waitlist_purchased, "PURCHASED"),
+    ] {
         if holds.is_empty() {
             continue;
         }
@@ -225,7 +226,7 @@ pub(crate) async fn write_waitlist(
               WHERE offer_hold_id = ANY($2) AND event_id = $1 AND status = 'OFFERED'",
         )
         .bind(event_id)
-        .bind(&holds)
+        .bind(holds)
         .bind(status)
         .bind(now)
         .execute(&mut **tx)

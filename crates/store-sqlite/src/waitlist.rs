@@ -4,8 +4,7 @@
 use boxoffice_domain::engine::WaitEntry;
 use boxoffice_store::engine::{GroupWrite, mismatch};
 use boxoffice_store::waitlist::{
-    WAITLIST_OFFERED, WaitlistStatus, WaitlistStore, WaitlistView, offer_holds_moved,
-    offered_message,
+    WAITLIST_OFFERED, WaitlistStatus, WaitlistStore, WaitlistView, offered_message,
 };
 use boxoffice_store::{StoreError, StoreResult, held_seats_json};
 use sqlx::{Sqlite, Transaction};
@@ -172,8 +171,10 @@ pub(crate) async fn write_waitlist(
         )
         .await?;
     }
-    let (ended, sold) = offer_holds_moved(effects);
-    for (holds, status) in [(ended, "LAPSED"), (sold, "PURCHASED")] {
+    for (holds, status) in [
+        (&effects.waitlist_lapsed, "LAPSED"),
+        (&effects.waitlist_purchased, "PURCHASED"),
+    ] {
         if holds.is_empty() {
             continue;
         }
@@ -183,7 +184,7 @@ pub(crate) async fn write_waitlist(
                 AND status = 'OFFERED'",
         )
         .bind(event_id)
-        .bind(json_list(&holds))
+        .bind(json_list(holds))
         .bind(status)
         .bind(now_ms)
         .execute(&mut **tx)

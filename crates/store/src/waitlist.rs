@@ -97,21 +97,3 @@ pub fn offered_message(
         "expiresAt": hold.expires_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
     })
 }
-
-/// The hold ids a group ends (released, expired, cancelled in checkout, given back) and sells:
-/// offered entries whose holds these are move to `LAPSED` and `PURCHASED`.
-pub fn offer_holds_moved(effects: &boxoffice_domain::engine::Effects) -> (Vec<&str>, Vec<&str>) {
-    let ended = effects
-        .holds_released
-        .iter()
-        .chain(&effects.holds_expired)
-        .chain(effects.checkouts_cancelled.iter().map(|(_, h)| h))
-        .map(|h| h.hold_id.as_str())
-        .collect();
-    let sold = effects
-        .holds_confirmed
-        .iter()
-        .map(|h| h.hold_id.as_str())
-        .collect();
-    (ended, sold)
-}

@@ -112,6 +112,7 @@ impl EventEngine {
     pub(super) fn keep_entry(&mut self, entry: WaitEntry) {
         self.waitlist_next_seq = self.waitlist_next_seq.max(entry.seq + 1);
         if entry.offered {
+            self.offer_holds.insert(entry.offer_hold_id.clone());
             self.offered_by_account.insert(
                 entry.account_id.clone(),
                 (entry.waitlist_id.clone(), entry.offer_hold_id.clone()),
@@ -177,6 +178,30 @@ impl EventEngine {
         self.waiting_by_account.remove(account_id);
         effects.waitlist_left.push(waitlist_id.to_owned());
         WaitlistDecision::Left
+    }
+
+    /// The offer holds this group ended or sold (none when no offer is out: the common case
+    /// costs one emptiness check).
+    pub(super) fn offers_moved_on(&mut self, effects: &mut Effects) {
+        if self.offer_holds.is_empty() {
+            return;
+        }
+        let ended = effects
+            .holds_released
+            .iter()
+            .chain(&effects.holds_expired)
+            .chain(effects.checkouts_cancelled.iter().map(|(_, h)| h))
+            .map(|h| h.hold_id.as_str());
+        for hold_id in ended {
+            if self.offer_holds.remove(hold_id) {
+                effects.waitlist_lapsed.push(hold_id.to_owned());
+            }
+        }
+        for confirmed in &effects.holds_confirmed {
+            if self.offer_holds.remove(&confirmed.hold_id) {
+                effects.waitlist_purchased.push(confirmed.hold_id.clone());
+            }
+        }
     }
 
     /// Offers freed seats to the waiting entries, front first: each entry satisfied whole
@@ -247,6 +272,7 @@ impl EventEngine {
                 entry.account_id.clone(),
                 (entry.waitlist_id.clone(), hold.hold_id.clone()),
             );
+            self.offer_holds.insert(hold.hold_id.clone());
             effects.waitlist_offers.push(WaitlistOffer {
                 waitlist_id: entry.waitlist_id.clone(),
                 hold,
