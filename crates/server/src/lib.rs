@@ -270,6 +270,9 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::tickets::get_ticket))
         .routes(routes!(routes::tickets::ticket_qr))
         .routes(routes!(routes::tickets::check_in))
+        .routes(routes!(routes::door::rotating_ticket))
+        .routes(routes!(routes::door::door_bundle))
+        .routes(routes!(routes::door::door_sync))
         .routes(routes!(
             routes::queue::join_queue,
             routes::queue::leave_queue

@@ -276,6 +276,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_door_synced_scans_total",
+        "Scans synced from door devices, by result (first check-in, duplicate, revoked)",
+    ),
+    (
+        "counter",
         "boxoffice_transfers_total",
         "Transfer offers made, accepted, declined and withdrawn, by status",
     ),

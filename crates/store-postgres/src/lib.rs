@@ -9,6 +9,7 @@
 
 mod checkout;
 mod directory;
+mod door;
 mod engine;
 mod exchange;
 pub mod hosts;

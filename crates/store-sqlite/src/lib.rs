@@ -65,6 +65,7 @@ macro_rules! now_ms {
 
 // Declared after `now_ms!` so the module sees the macro.
 mod checkout;
+mod door;
 mod engine;
 mod exchange;
 mod lease;

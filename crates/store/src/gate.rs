@@ -591,6 +591,13 @@ impl crate::waitlist::WaitlistStore for Gated {
     }
 }
 
+#[async_trait]
+impl crate::door::DoorStore for Gated {
+    async fn door_lists(&self, event_id: &str) -> StoreResult<crate::door::DoorLists> {
+        gated!(Look, self.door_lists(event_id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@
 
 pub mod checkout;
 pub mod clock;
+pub mod door;
 pub mod engine;
 pub mod exchange;
 pub mod gate;
@@ -298,6 +299,7 @@ pub trait Store:
     + WorkerStore
     + transfer::TransferStore
     + waitlist::WaitlistStore
+    + door::DoorStore
     + Send
     + Sync
     + std::fmt::Debug

@@ -1235,6 +1235,13 @@ impl crate::waitlist::WaitlistStore for Sharded {
     }
 }
 
+#[async_trait]
+impl crate::door::DoorStore for Sharded {
+    async fn door_lists(&self, event_id: &str) -> StoreResult<crate::door::DoorLists> {
+        self.of_event(event_id).await?.door_lists(event_id).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

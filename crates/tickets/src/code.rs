@@ -163,6 +163,12 @@ impl TicketSigner {
         Ok(self)
     }
 
+    /// The signing key's seed, from which the rotating codes' event keys are derived
+    /// ([`crate::rotating::event_key`]); it never leaves the server.
+    pub fn seed(&self) -> [u8; SECRET_KEY_LENGTH] {
+        self.key.to_bytes()
+    }
+
     /// The signing key's id.
     pub fn kid(&self) -> String {
         kid_of(&self.key.verifying_key())

@@ -16,6 +16,7 @@ pub mod claims;
 pub mod code;
 pub mod error;
 pub mod qr;
+pub mod rotating;
 
 pub use claims::TicketClaims;
 pub use code::{TICKET_CODE_LEN_MAX, TICKET_CODE_PREFIX, TicketSigner, TicketVerifier};

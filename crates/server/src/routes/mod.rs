@@ -3,6 +3,7 @@
 pub mod checkout;
 pub mod cluster;
 pub mod dev;
+pub mod door;
 pub mod events;
 pub mod exchanges;
 pub mod health;
