@@ -48,10 +48,13 @@ fn ensure_node_modules(e2e: &Path) {
         node.as_ref().is_ok_and(|o| o.status.success()),
         "Node.js is needed to drive the browser: install it (Debian: sudo apt-get install -y nodejs npm)"
     );
-    if e2e
-        .join("node_modules/playwright-core/package.json")
-        .exists()
-    {
+    let installed = ["playwright-core", "qrcode-generator"]
+        .iter()
+        .all(|module| {
+            e2e.join(format!("node_modules/{module}/package.json"))
+                .exists()
+        });
+    if installed {
         return;
     }
     eprintln!(
@@ -197,6 +200,30 @@ fn http_status(base: &str, path: &str) -> Option<u16> {
 
 #[test]
 fn storefront_end_to_end_in_headless_chromium() {
+    story(
+        "storefront.mjs",
+        &[
+            "seatmap.png",
+            "seatmap-phone.png",
+            "ticket.png",
+            "transfer.png",
+            "waitlist.png",
+        ],
+    );
+}
+
+/// The door app (issue 19): set up online, installed by its service worker, reloaded and
+/// scanning offline (a live code admitted, again a duplicate, a given-away ticket revoked, a
+/// forged and an old code refused), two devices syncing, the second's scan reported as a
+/// duplicate.
+#[test]
+fn door_app_offline_in_headless_chromium() {
+    story("door.mjs", &["door.png"]);
+}
+
+/// Runs `node e2e/<script>` against a fresh `serve --dev-auth`; each of `shots` must be
+/// written by the run.
+fn story(script: &str, shots: &[&str]) {
     let root = workspace();
     let e2e = root.join("e2e");
     ensure_node_modules(&e2e);
@@ -226,12 +253,12 @@ fn storefront_end_to_end_in_headless_chromium() {
     let run_started = std::time::SystemTime::now() - Duration::from_secs(1);
     let out = run(
         Command::new("node")
-            .arg("storefront.mjs")
+            .arg(script)
             .current_dir(&e2e)
             .env("BASE_URL", &server.base)
             .env("SCREENSHOT_DIR", &screenshots)
             .env("CHROMIUM_PATH", CHROMIUM),
-        "node e2e/storefront.mjs",
+        &format!("node e2e/{script}"),
     );
     assert!(
         out.status.success(),
@@ -243,13 +270,7 @@ fn storefront_end_to_end_in_headless_chromium() {
     println!("{}", String::from_utf8_lossy(&out.stdout));
     // The screenshots are committed (README shows them): each must have been written by this
     // run, not merely be there from an earlier one.
-    for shot in [
-        "seatmap.png",
-        "seatmap-phone.png",
-        "ticket.png",
-        "transfer.png",
-        "waitlist.png",
-    ] {
+    for shot in shots {
         let meta = std::fs::metadata(screenshots.join(shot))
             .unwrap_or_else(|e| panic!("screenshot {shot}: {e}"));
         let written = meta.modified().expect("a modification time");

@@ -154,7 +154,8 @@ pub fn add_to(headers: &mut HeaderMap, page_csp: Option<&HeaderValue>) {
         );
         headers.insert(
             HeaderName::from_static("permissions-policy"),
-            HeaderValue::from_static("camera=(), microphone=(), geolocation=(), payment=()"),
+            // The door app scans with the camera; no page asks for anything else.
+            HeaderValue::from_static("camera=(self), microphone=(), geolocation=(), payment=()"),
         );
     }
 }

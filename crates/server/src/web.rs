@@ -1,5 +1,7 @@
-//! The storefront (`/`) and the admin page (`/admin`): static files compiled into the
-//! binary, gzipped once on first use, served with an ETag so a reload costs a 304.
+//! The storefront (`/`), the admin page (`/admin`) and the door app (`/door/`, installable,
+//! kept offline by its service worker): static files compiled into the binary, gzipped once
+//! on first use, served with an ETag so a reload costs a 304. The vendored libraries (jsQR,
+//! qrcode-generator) are served unchanged, with their licence headers.
 
 use std::sync::OnceLock;
 
@@ -95,6 +97,28 @@ static ADMIN_JS: Asset = Asset::new(
     "text/javascript; charset=utf-8",
 );
 static STYLE: Asset = Asset::new(include_str!("../web/style.css"), "text/css; charset=utf-8");
+static DOOR: Asset = Asset::new(include_str!("../web/door.html"), "text/html; charset=utf-8");
+static DOOR_JS: Asset = Asset::new(
+    include_str!("../web/door.js"),
+    "text/javascript; charset=utf-8",
+);
+static DOOR_SW: Asset = Asset::new(
+    include_str!("../web/door-sw.js"),
+    "text/javascript; charset=utf-8",
+);
+static DOOR_MANIFEST: Asset = Asset::new(
+    include_str!("../web/door-manifest.webmanifest"),
+    "application/manifest+json",
+);
+static DOOR_ICON: Asset = Asset::new(include_str!("../web/door-icon.svg"), "image/svg+xml");
+static JSQR: Asset = Asset::new(
+    include_str!("../web/vendor/jsqr.js"),
+    "text/javascript; charset=utf-8",
+);
+static QRCODE: Asset = Asset::new(
+    include_str!("../web/vendor/qrcode.js"),
+    "text/javascript; charset=utf-8",
+);
 
 /// Whether the request's `Accept-Encoding` lists gzip (with a non-zero weight).
 pub fn accepts_gzip(request: &HeaderMap) -> bool {
@@ -147,6 +171,38 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/assets/style.css",
             get(|h: HeaderMap| async move { STYLE.respond(&h) }),
+        )
+        .route(
+            "/assets/vendor/qrcode.js",
+            get(|h: HeaderMap| async move { QRCODE.respond(&h) }),
+        )
+        .route(
+            "/door",
+            get(|| async { axum::response::Redirect::permanent("/door/") }),
+        )
+        .route(
+            "/door/",
+            get(|h: HeaderMap| async move { DOOR.respond(&h) }),
+        )
+        .route(
+            "/door/door.js",
+            get(|h: HeaderMap| async move { DOOR_JS.respond(&h) }),
+        )
+        .route(
+            "/door/jsqr.js",
+            get(|h: HeaderMap| async move { JSQR.respond(&h) }),
+        )
+        .route(
+            "/door/sw.js",
+            get(|h: HeaderMap| async move { DOOR_SW.respond(&h) }),
+        )
+        .route(
+            "/door/manifest.webmanifest",
+            get(|h: HeaderMap| async move { DOOR_MANIFEST.respond(&h) }),
+        )
+        .route(
+            "/door/icon.svg",
+            get(|h: HeaderMap| async move { DOOR_ICON.respond(&h) }),
         )
 }
 

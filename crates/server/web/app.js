@@ -2149,6 +2149,43 @@
     return svg;
   }
 
+  /** The ticket's live code: made on this device every 15 s from the ticket's secret (only its
+   *  owner is given it), so that a screenshot stops working a few seconds later. */
+  async function rotatingQr(scope, ticket, box, hint) {
+    const { data } = await api('GET', `/v1/tickets/${encodeURIComponent(ticket.ticketId)}/rotating`);
+    const key = await crypto.subtle.importKey('raw', b64urlDecode(data.secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+    let shown = null;
+    const draw = async () => {
+      const now = Date.now() / 1000;
+      const step = Math.floor(now / data.periodSeconds);
+      hint.textContent = `Live code: changes in ${Math.ceil((step + 1) * data.periodSeconds - now)} s`;
+      if (step === shown) return;
+      shown = step;
+      const mac = new Uint8Array(await crypto.subtle.sign('HMAC', key, new TextEncoder().encode(`BR1.${step}`)));
+      const tag = btoa(String.fromCharCode(...mac.slice(0, 12))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+      const code = `BR1.${step}.${tag}.${data.staticCode}`;
+      const qrCode = window.qrcode(0, 'L');
+      qrCode.addData(code);
+      qrCode.make();
+      const svg = new DOMParser().parseFromString(qrCode.createSvgTag({ cellSize: 2, margin: 2, scalable: true }), 'image/svg+xml').documentElement;
+      svg.setAttribute('aria-hidden', 'true');
+      svg.setAttribute('focusable', 'false');
+      box.dataset.code = code;
+      clear(box, svg);
+    };
+    await draw();
+    for (;;) {
+      await scope.sleep(1000);
+      if (!scope.alive) return;
+      await draw();
+    }
+  }
+
+  function b64urlDecode(text) {
+    const b64 = text.replace(/-/g, '+').replace(/_/g, '/');
+    return Uint8Array.from(atob(b64 + '='.repeat((4 - (b64.length % 4)) % 4)), (c) => c.charCodeAt(0));
+  }
+
   async function orderPage(scope, orderId) {
     pageTitle('Your order');
     const root = clear(view(), h('p', { class: 'crumbs' }, h('a', { href: '#/orders' }, '← My orders')));
@@ -2253,12 +2290,15 @@
           h('span', { class: 'code mono', title: t.code }, t.code),
           usable && order.orderStatus === 'CONFIRMED' ? giveForm(order, t) : null));
         if (!usable) continue;
-        loadQr(t.ticketId).then((svg) => {
+        const hint = h('span', { class: 'rotating-hint', 'data-testid': 'rotating-hint' });
+        qr.after(hint);
+        rotatingQr(scope, t, qr, hint).catch(() => loadQr(t.ticketId).then((svg) => {
           const copy = svg.cloneNode(true);
           copy.setAttribute('aria-hidden', 'true');
           copy.setAttribute('focusable', 'false');
           clear(qr, copy);
-        }).catch(() => { qr.textContent = 'QR code unavailable; show the code below.'; });
+          hint.textContent = '';
+        }).catch(() => { qr.textContent = 'QR code unavailable; show the code below.'; }));
       }
       if (order.orderStatus === 'CONFIRMED' && order.tickets.length >= expected) return;
       // Tickets are issued shortly after confirmation; keep looking for a while, then slower.
