@@ -51,6 +51,15 @@ RULES_BEYOND_A_SCHEMA = [
     # A trips request creates at most 200,000 seats in all (count x the trip's seats).
     ("count", "seats per trip must be at most"),
     ("quantity", "per request on event"),
+    # The waiting list: a section of the stored event, within its maxSeatsPerHold, reserved
+    # seating only.
+    ("section", "has no section"),
+    ("quantity", "on this event"),
+    ("quantity", "reserved seating"),
+    # No ticket twice in one transfer (the schema cannot say it for these items).
+    ("ticketIds", "twice"),
+    # A transfer goes to another account than the caller's.
+    ("toAccountId", "the giver's own account"),
 ]
 
 

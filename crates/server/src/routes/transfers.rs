@@ -46,16 +46,26 @@ use crate::writer::TransferAnswer;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateTransferBody {
     /// Tickets of the order to give (1-64, no duplicates).
-    #[schema(min_items = 1, max_items = 64)]
+    #[schema(min_items = 1, max_items = 64, value_type = Vec<TicketIdText>)]
     pub ticket_ids: Vec<String>,
     /// The account that receives them (not the giver's own).
-    #[schema(min_length = 1, max_length = 128)]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub to_account_id: String,
     /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
     #[serde(default)]
     #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub idempotency_key: Option<String>,
 }
+
+/// The schema of a ticket id in a request.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = String, min_length = 1, max_length = 128)]
+#[allow(dead_code)] // the schema only: ids are compared as strings
+pub struct TicketIdText(String);
 
 /// A transfer offer and what became of it.
 #[derive(Debug, Serialize, ToSchema)]
