@@ -239,6 +239,10 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::events::list_events))
         .routes(routes!(routes::events::get_event))
         .routes(routes!(routes::cluster::get_owner))
+        .routes(routes!(routes::reports::get_report))
+        .routes(routes!(routes::reports::get_report_csv))
+        .routes(routes!(routes::reports::get_timeline))
+        .routes(routes!(routes::reports::get_timeline_csv))
         .routes(routes!(routes::holds::create_hold))
         .routes(routes!(
             routes::holds::get_hold,

@@ -15,6 +15,7 @@ mod exchange;
 pub mod hosts;
 mod lease;
 pub mod moving;
+mod report;
 mod seatmap;
 mod transfer;
 mod waitlist;

@@ -69,6 +69,7 @@ mod door;
 mod engine;
 mod exchange;
 mod lease;
+mod report;
 mod seatmap;
 mod transfer;
 mod waitlist;

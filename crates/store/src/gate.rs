@@ -504,6 +504,22 @@ impl WorkerStore for Gated {
     }
 }
 
+/// An organiser's report is a look: refused first under load.
+#[async_trait]
+impl crate::report::ReportStore for Gated {
+    async fn report_rows(&self, event: &EventRecord) -> StoreResult<crate::report::ReportRows> {
+        gated!(Look, self.report_rows(event))
+    }
+
+    async fn timeline_rows(
+        &self,
+        event: &EventRecord,
+        bucket_s: u32,
+    ) -> StoreResult<crate::report::TimelineRows> {
+        gated!(Look, self.timeline_rows(event, bucket_s))
+    }
+}
+
 #[async_trait]
 impl crate::lease::LeaseStore for Gated {
     async fn register_node(&self, node_id: &str, advertise_url: &str) -> StoreResult<()> {

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod exchange;
 pub mod gate;
 pub mod lease;
+pub mod report;
 pub mod seatmap;
 pub mod shard;
 pub mod transfer;
@@ -295,6 +296,7 @@ pub struct SweepReport {
 pub trait Store:
     engine::EngineStore
     + lease::LeaseStore
+    + report::ReportStore
     + ReadStore
     + WorkerStore
     + transfer::TransferStore
