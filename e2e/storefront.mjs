@@ -18,9 +18,10 @@
 //  7. A gives that ticket to B from the order page; B accepts it on the Transfers page and
 //     gets a new order with a new code; A's ticket shows void;
 //  8. on a small sold-out event, B joins the group waiting list for two seats together; when
-//     the fan holding them lets go, B's page shows the offer, and B pays it.
-// Screenshots: seatmap.png, seatmap-phone.png, ticket.png, transfer.png, waitlist.png in
-// SCREENSHOT_DIR.
+//     the fan holding them lets go, B's page shows the offer, and B pays it;
+//  9. the operator's report of the first event shows what was sold, its chart and its CSV.
+// Screenshots: seatmap.png, seatmap-phone.png, ticket.png, transfer.png, waitlist.png,
+// reports.png in SCREENSHOT_DIR.
 // Exits non-zero with a message on any failure.
 
 import fs from 'node:fs';
@@ -369,6 +370,27 @@ async function main() {
     await waitFor(b, 'B\'s waiting-list order to be confirmed', () =>
       document.querySelector('[data-testid="order-status"]')?.textContent === 'confirmed');
     log('B was offered two seats together from the waiting list and paid');
+
+    // 9. The operator's report of the first event: what was sold, its chart, its CSV.
+    const sale = await (await fetch(`${BASE}/v1/events/${eventId}`)).json();
+    const soldNow = [...sale.sections, ...sale.tiers].reduce((n, area) => n + (area.sold || 0), 0);
+    check(soldNow > 0, 'seats were sold');
+    await admin.getByTestId('report-refresh').click();
+    await waitFor(admin, `the report's total to show ${soldNow} sold`, (sold) => {
+      const cells = document.querySelectorAll('[data-testid="report-total"] td');
+      return cells.length === 7 && Number(cells[2].textContent.replace(/\D/g, '')) === sold;
+    }, soldNow);
+    await waitFor(admin, 'the sales chart to draw the sales',
+      () => document.querySelectorAll('[data-testid="sales-chart"] rect.bar').length > 0);
+    const [csv] = await Promise.all([admin.waitForEvent('download'), admin.getByTestId('report-csv').click()]);
+    const rows = fs.readFileSync(await csv.path(), 'utf8').split('\r\n');
+    check(rows[0].startsWith('kind,id,name,capacity,heldNow,sold,'), `the CSV's header: ${rows[0]}`);
+    const total = rows.find((row) => row.startsWith('total,'));
+    check(total && Number(total.split(',')[5]) === soldNow, `the CSV's total row: ${total}`);
+    log(`the operator's report shows ${soldNow} sold, the chart and the CSV`);
+    const reportsShot = path.join(SHOTS, 'reports.png');
+    await admin.getByTestId('reports').screenshot({ path: reportsShot });
+    log(`screenshot ${reportsShot}`);
 
     check(pageErrors.length === 0, `uncaught errors or refused by the Content Security Policy:\n${pageErrors.join('\n')}`);
     log('all good');

@@ -2,7 +2,8 @@
 //! `node e2e/storefront.mjs` drives headless Chromium (Debian's `chromium` through
 //! `playwright-core`) through the admin page, the waiting room, the canvas seat map, a hold,
 //! a card payment and a 3-D Secure payment, the order page with QR codes, and a second
-//! browser that sees the seats turn SOLD live. Screenshots land in `docs/screenshots/`.
+//! browser that sees the seats turn SOLD live, then the operator's report of the sale.
+//! Screenshots land in `docs/screenshots/`.
 //!
 //! Missing tools are installed when that is possible (`npm ci` in `e2e/`; `apt-get install
 //! chromium` as root), otherwise the test fails saying what to install. It never skips.
@@ -208,6 +209,7 @@ fn storefront_end_to_end_in_headless_chromium() {
             "ticket.png",
             "transfer.png",
             "waitlist.png",
+            "reports.png",
         ],
     );
 }

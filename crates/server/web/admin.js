@@ -1,4 +1,5 @@
-// boxoffice admin page: create an event, watch its sales and waiting room live.
+// boxoffice admin page: create an event, watch its sales and waiting room live, read its
+// reports (figures per section and tier, sales over time, CSV downloads).
 // Plain JavaScript, served at /assets/admin.js.
 'use strict';
 
@@ -285,10 +286,11 @@
       events.slice().reverse().map((ev) => h('option', { value: ev.eventId, selected: ev.eventId === keep }, `${ev.name} (${ev.eventId.slice(-8)})`)));
     if (keep) watch.value = keep;
     startWatching();
+    loadReport();
   }
 
   $('#refresh-events').addEventListener('click', () => loadEvents());
-  watch.addEventListener('change', () => { previous = null; startWatching(); });
+  watch.addEventListener('change', () => { previous = null; startWatching(); loadReport(); });
 
   function stopWatching() {
     clearTimeout(timer);
@@ -426,6 +428,159 @@
     } catch (err) {
       toast(err.message, 'error');
     }
+  }
+
+  // -- Reports ---------------------------------------------------------------------------
+
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, ...children) {
+    const el = document.createElementNS(SVG_NS, tag);
+    for (const [name, value] of Object.entries(attrs || {})) el.setAttribute(name, String(value));
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  const bucketNames = { 60: 'minute', 300: '5 minutes', 3600: 'hour', 86400: 'day' };
+  let reportSeq = 0;
+
+  async function loadReport() {
+    const id = watch.value;
+    const seq = ++reportSeq;
+    if (!id || !session.get()) {
+      $('#report').replaceChildren();
+      $('#report-chart').replaceChildren();
+      $('#report-queue').replaceChildren();
+      $('#report-downloads').replaceChildren();
+      return;
+    }
+    const bucket = $('#report-bucket').value;
+    const base = `/v1/admin/events/${encodeURIComponent(id)}/report`;
+    try {
+      const [report, timeline] = await Promise.all([
+        api('GET', base),
+        api('GET', `${base}/timeline?bucketSeconds=${bucket}`),
+      ]);
+      if (seq !== reportSeq) return;
+      renderReport(report);
+      renderTimeline(timeline);
+      renderDownloads(base, bucket);
+      $('#report-updated').textContent = `Figures as of ${new Date(report.asOf).toLocaleString()} (store clock)`;
+    } catch (err) {
+      if (seq === reportSeq) clear($('#report'), h('p', { class: 'notice error' }, err.message));
+    }
+  }
+
+  $('#report-refresh').addEventListener('click', () => loadReport());
+  $('#report-bucket').addEventListener('change', () => loadReport());
+
+  function renderReport(report) {
+    const m = (minor) => money(minor, report.currency);
+    const cells = (f) => [
+      h('td', { class: 'num' }, num(f.capacity)),
+      h('td', { class: 'num' }, num(f.heldNow)),
+      h('td', { class: 'num' }, num(f.sold)),
+      h('td', { class: 'num' }, num(f.comps)),
+      h('td', { class: 'num' }, num(f.checkedIn)),
+      h('td', { class: 'num' }, m(f.revenueMinor)),
+      h('td', { class: 'num' }, m(f.refundsDueMinor))];
+    const col = (label) => h('th', { scope: 'col', class: 'num' }, label);
+    const t = report.totals;
+    clear($('#report'),
+      h('table', { class: 'data', 'data-testid': 'report-lines' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Area'), col('Capacity'), col('Held now'), col('Sold'),
+          col('Comps'), col('Checked in'), col('Revenue'), col('Refunds due'))),
+        h('tbody', {}, report.lines.map((line) => h('tr', { 'data-testid': `report-line-${line.id}` },
+          h('th', { scope: 'row' }, line.kind === 'section' ? `Section ${line.name}` : line.name),
+          cells(line)))),
+        h('tfoot', {}, h('tr', { class: 'sum', 'data-testid': 'report-total' }, h('th', { scope: 'row' }, 'Total'), cells(t)))),
+      h('p', { class: 'hint' }, `Confirmed orders: ${num(t.ordersConfirmed)}, their payments charged ${m(t.chargedMinor)}. `,
+        'Revenue is the face value of what is sold now; refunds due are owed back (exchanges to cheaper seats, payments of cancelled orders). boxoffice has no complimentary tickets.'));
+  }
+
+  function salesChart(timeline) {
+    const buckets = timeline.buckets;
+    const width = 720;
+    const height = 180;
+    const left = 40;
+    const bottom = 24;
+    const top = 8;
+    const plotW = width - left - 8;
+    const plotH = height - top - bottom;
+    const most = Math.max(1, ...buckets.map((b) => b.seats));
+    // A bar is never wider than 24 units: a few buckets are a few bars, not a wall.
+    const step = Math.min(24, buckets.length ? plotW / buckets.length : plotW);
+    const per = bucketNames[timeline.bucketSeconds] || `${timeline.bucketSeconds} s`;
+    const fmt = (at) => new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    const bars = buckets.map((b, i) => {
+      const barH = (plotH * b.seats) / most;
+      return svg('rect', {
+        class: 'bar', x: (left + i * step).toFixed(2), y: (top + plotH - barH).toFixed(2),
+        width: Math.max(step - (step > 3 ? 1 : 0), 0.5).toFixed(2), height: barH.toFixed(2),
+      }, svg('title', {}, `${new Date(b.start).toLocaleString()}: ${b.seats} seats in ${b.orders} orders`));
+    });
+    const sold = buckets.reduce((n, b) => n + b.seats, 0);
+    return svg('svg', {
+      class: 'chart', viewBox: `0 0 ${width} ${height}`, role: 'img', 'data-testid': 'sales-chart',
+      'aria-label': `Seats sold per ${per}: ${sold} in ${buckets.length} buckets, at most ${most} in one`,
+    },
+    svg('line', { class: 'axis', x1: left, y1: top + plotH, x2: width - 8, y2: top + plotH }),
+    svg('line', { class: 'axis', x1: left, y1: top, x2: left, y2: top + plotH }),
+    svg('text', { x: left - 6, y: top + 10, 'text-anchor': 'end' }, String(most)),
+    svg('text', { x: left - 6, y: top + plotH, 'text-anchor': 'end' }, '0'),
+    buckets.length ? svg('text', { x: left, y: height - 6 }, fmt(buckets[0].start)) : null,
+    step * buckets.length >= 120 ? svg('text', { x: left + step * buckets.length, y: height - 6, 'text-anchor': 'end' }, fmt(timeline.to)) : null,
+    bars);
+  }
+
+  function renderTimeline(timeline) {
+    const per = bucketNames[timeline.bucketSeconds] || `${timeline.bucketSeconds} s`;
+    clear($('#report-chart'),
+      timeline.buckets.length ? salesChart(timeline) : h('p', { class: 'muted' }, 'The sale has not opened yet.'),
+      h('p', { class: 'hint' }, `Seats sold per ${per} from the on-sale. In all: ${num(timeline.totals.seats)} seats, ${num(timeline.totals.orders)} orders, `,
+        `${money(timeline.totals.chargedMinor, timeline.currency)} charged (exchanges are not sales).`,
+        timeline.truncated ? ' Only the first 1,440 buckets are drawn: choose longer ones to see the rest.' : ''));
+    const q = timeline.queue;
+    const stat = (label, value, testid) => h('div', {}, h('dt', {}, label), h('dd', { 'data-testid': testid }, value));
+    clear($('#report-queue'), q
+      ? [h('dl', { class: 'stats' },
+        stat('Joined the queue', num(q.joined), 'report-joined'),
+        stat('Admitted', num(q.admitted), 'report-admitted'),
+        stat('Sales', num(timeline.totals.orders), 'report-sales'),
+        stat('Conversion', q.conversion === null ? '—' : `${(100 * q.conversion).toFixed(1)} %`, 'report-conversion')),
+      h('p', { class: 'hint' }, 'Conversion: sales per admission. The waiting room keeps its totals, not their history.')]
+      : h('p', { class: 'muted' }, 'No waiting room: no admission figures.'));
+  }
+
+  async function download(path, fallback) {
+    const s = session.get();
+    if (!s) return;
+    try {
+      const res = await fetch(path, { headers: { Authorization: `Bearer ${s.token}` }, cache: 'no-store' });
+      if (!res.ok) throw new Error(`The download failed (HTTP ${res.status}).`);
+      const named = /filename="([^"]+)"/.exec(res.headers.get('content-disposition') || '');
+      const url = URL.createObjectURL(await res.blob());
+      const a = h('a', { href: url, download: named ? named[1] : fallback });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (err) {
+      toast(err.message, 'error');
+    }
+  }
+
+  function renderDownloads(base, bucket) {
+    // Plain links name the files; a click fetches them with the operator's token.
+    const link = (href, label, testid) => h('a', {
+      class: 'btn small', href, download: '', 'data-testid': testid,
+      onclick: (e) => { e.preventDefault(); download(href, `${testid}.csv`); },
+    }, label);
+    clear($('#report-downloads'),
+      link(`${base}.csv`, 'Download the report (CSV)', 'report-csv'), ' ',
+      link(`${base}/timeline.csv?bucketSeconds=${bucket}`, 'Download sales over time (CSV)', 'timeline-csv'));
   }
 
   show();
