@@ -4,8 +4,8 @@
 //! own queries of the store — and its CSV must parse back (RFC 4180) to the same numbers,
 //! a tier name with a comma and quotes included. Then the store's clock passes the holds'
 //! deadlines and nothing is held any more; the timeline's buckets hold each sale where its
-//! confirmation time puts it; the waiting room's totals are the queue view's; bad requests
-//! are refused with problem JSON.
+//! confirmation time puts it (the orders an exchange and a transfer make are not sales); the
+//! waiting room's totals are the queue view's; bad requests are refused with problem JSON.
 
 mod common;
 
@@ -505,7 +505,7 @@ async fn the_timeline_matches_the_orders(backend: Backend) {
     let (ann_order, _) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     // A minute and a bit later by the store's clock: the next sales fall in a later bucket.
     app.db.advance_clock(61_000).await;
-    buy(
+    let (bob_order, bob_tickets) = buy(
         &app,
         "bob",
         &event_id,
@@ -519,6 +519,38 @@ async fn the_timeline_matches_the_orders(backend: Backend) {
         json!({"tierId": "GA", "quantity": 3}),
     )
     .await;
+    // A transfer's order is not a sale (a ticket is offered once its payment is captured).
+    let mut captured = Value::Null;
+    for _ in 0..200 {
+        captured = app
+            .get(&token("bob"), &format!("/v1/orders/{bob_order}"))
+            .await
+            .json();
+        if captured["paymentStatus"] == "CAPTURED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(captured["paymentStatus"], "CAPTURED", "{captured}");
+    let offered = app
+        .post(
+            &token("bob"),
+            &format!("/v1/orders/{bob_order}/transfers"),
+            Some("give-1"),
+            &json!({"ticketIds": [bob_tickets[0]["ticketId"]], "toAccountId": "dee"}),
+        )
+        .await;
+    assert_eq!(offered.status, StatusCode::CREATED, "{}", offered.json());
+    let transfer_id = offered.json()["transferId"].as_str().unwrap().to_owned();
+    let accepted = app
+        .post(
+            &token("dee"),
+            &format!("/v1/transfers/{transfer_id}/accept"),
+            Some("take-1"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(accepted.json()["status"], "ACCEPTED", "{}", accepted.json());
     // An exchange's order is not a sale.
     let exchanged = app
         .post(
@@ -564,7 +596,7 @@ async fn the_timeline_matches_the_orders(backend: Backend) {
         sqlx::query_as(
             "SELECT floor(extract(epoch FROM o.updated_at) * 1000)::bigint, o.quantity::bigint, p.amount_minor
                FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
-              WHERE o.event_id = $1 AND o.status = 'CONFIRMED' AND p.provider <> 'exchange'",
+              WHERE o.event_id = $1 AND o.status = 'CONFIRMED' AND p.provider NOT IN ('exchange', 'transfer')",
         )
         .bind(&event_id)
         .fetch_all(pg.pool())
@@ -574,7 +606,7 @@ async fn the_timeline_matches_the_orders(backend: Backend) {
         sqlx::query_as(
             "SELECT o.updated_at, o.quantity, p.amount_minor
                FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
-              WHERE o.event_id = ?1 AND o.status = 'CONFIRMED' AND p.provider <> 'exchange'",
+              WHERE o.event_id = ?1 AND o.status = 'CONFIRMED' AND p.provider NOT IN ('exchange', 'transfer')",
         )
         .bind(&event_id)
         .fetch_all(app.db.sqlite.as_ref().unwrap().pool())

@@ -540,7 +540,7 @@
     clear($('#report-chart'),
       timeline.buckets.length ? salesChart(timeline) : h('p', { class: 'muted' }, 'The sale has not opened yet.'),
       h('p', { class: 'hint' }, `Seats sold per ${per} from the on-sale. In all: ${num(timeline.totals.seats)} seats, ${num(timeline.totals.orders)} orders, `,
-        `${money(timeline.totals.chargedMinor, timeline.currency)} charged (exchanges are not sales).`,
+        `${money(timeline.totals.chargedMinor, timeline.currency)} charged (exchanges and transfers are not sales).`,
         timeline.truncated ? ' Only the first 1,440 buckets are drawn: choose longer ones to see the rest.' : ''));
     const q = timeline.queue;
     const stat = (label, value, testid) => h('div', {}, h('dt', {}, label), h('dd', { 'data-testid': testid }, value));

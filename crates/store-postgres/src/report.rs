@@ -69,12 +69,13 @@ const CHARGED_SQL: &str = "SELECT count(*)::bigint, coalesce(sum(p.amount_minor)
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = $1 AND o.status = 'CONFIRMED'";
 
-/// Sales (confirmed orders not made by an exchange) per bucket of the window: `$2` the
+/// Sales (confirmed orders not made by an exchange or a transfer) per bucket of the window: `$2` the
 /// window's start (unix ms), `$3` the bucket (ms), `$4`..`$5` the window.
 const BUCKETS_SQL: &str = "SELECT floor((extract(epoch FROM o.updated_at) * 1000 - $2::bigint) / $3::bigint)::bigint AS b,
         count(*)::bigint, coalesce(sum(o.quantity), 0)::bigint, coalesce(sum(p.amount_minor), 0)::bigint
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = $1 AND o.status = 'CONFIRMED' AND o.updated_at >= $4 AND o.updated_at < $5
+    AND p.provider <> 'transfer'
     AND NOT EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = o.hold_id)
   GROUP BY b ORDER BY b";
 
@@ -83,6 +84,7 @@ const SALES_SQL: &str = "SELECT count(*)::bigint, coalesce(sum(o.quantity), 0)::
         coalesce(sum(p.amount_minor), 0)::bigint
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = $1 AND o.status = 'CONFIRMED'
+    AND p.provider <> 'transfer'
     AND NOT EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = o.hold_id)";
 
 /// A read-only snapshot and the store's clock at its start.

@@ -66,12 +66,13 @@ const CHARGED_SQL: &str = "SELECT count(*), coalesce(sum(p.amount_minor), 0)
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = ?1 AND o.status = 'CONFIRMED'";
 
-/// Sales (confirmed orders not made by an exchange) per bucket of the window: `?2` the
+/// Sales (confirmed orders not made by an exchange or a transfer) per bucket of the window: `?2` the
 /// window's start and `?4` its end (unix ms), `?3` the bucket (ms).
 const BUCKETS_SQL: &str = "SELECT (o.updated_at - ?2) / ?3 AS b,
         count(*), coalesce(sum(o.quantity), 0), coalesce(sum(p.amount_minor), 0)
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = ?1 AND o.status = 'CONFIRMED' AND o.updated_at >= ?2 AND o.updated_at < ?4
+    AND p.provider <> 'transfer'
     AND NOT EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = o.hold_id)
   GROUP BY b ORDER BY b";
 
@@ -80,6 +81,7 @@ const SALES_SQL: &str =
     "SELECT count(*), coalesce(sum(o.quantity), 0), coalesce(sum(p.amount_minor), 0)
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = ?1 AND o.status = 'CONFIRMED'
+    AND p.provider <> 'transfer'
     AND NOT EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = o.hold_id)";
 
 /// A read transaction (one WAL snapshot) and the store's clock (unix ms) at its start.

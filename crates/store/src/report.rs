@@ -26,6 +26,9 @@
 //!   `CAPTURED`). boxoffice records no refund as paid (refunds are outside it), so this is
 //!   every refund ever queued. A refund counts in the sections and tiers of the tickets it
 //!   gives money back for, split in proportion to their face value ([`split_minor`]).
+//! - A transfer moves tickets to another account's new order (payment provider `transfer`,
+//!   amount 0) and changes none of these figures; the timeline counts a sale once, when its
+//!   order was paid, never the orders that exchanges and transfers made of it.
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
@@ -101,6 +104,7 @@ pub struct ReportRows {
     pub refunds: Vec<RefundPart>,
     /// Σ amount of the payments of the event's `CONFIRMED` orders.
     pub charged_minor: i64,
+    /// `CONFIRMED` orders, the ones exchanges and transfers made included.
     pub orders_confirmed: i64,
 }
 

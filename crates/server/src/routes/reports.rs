@@ -66,6 +66,7 @@ pub struct ReportTotals {
     /// What the payments of the confirmed orders charged (an exchange's order: the
     /// difference paid, 0 when nothing was due).
     pub charged_minor: i64,
+    /// Confirmed orders, the ones exchanges and transfers made included.
     pub orders_confirmed: i64,
 }
 
@@ -101,7 +102,8 @@ pub struct TimelineBucket {
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub start: OffsetDateTime,
-    /// Orders confirmed in the bucket (exchanges' orders are not sales).
+    /// Orders confirmed in the bucket (the orders exchanges and transfers make are not
+    /// sales).
     pub orders: i64,
     /// Seats or tier units in them.
     pub seats: i64,
