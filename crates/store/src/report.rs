@@ -210,13 +210,18 @@ impl EventReport {
                 },
             });
         }
+        let line_of: std::collections::HashMap<Place, usize> = lines
+            .iter()
+            .enumerate()
+            .map(|(at, line)| (line.place.clone(), at))
+            .collect();
         let mut refunds_total = 0i64;
         for (amount_minor, parts) in refunds_by_id(&rows.refunds) {
             refunds_total += amount_minor;
             let weights: Vec<i64> = parts.iter().map(|part| part.face_value_minor).collect();
             for (part, share) in parts.iter().zip(split_minor(amount_minor, &weights)) {
-                if let Some(line) = lines.iter_mut().find(|line| line.place == part.place) {
-                    line.figures.refunds_due_minor += share;
+                if let Some(&at) = line_of.get(&part.place) {
+                    lines[at].figures.refunds_due_minor += share;
                 }
             }
         }
@@ -239,17 +244,18 @@ impl EventReport {
 
 /// The parts of each refund, grouped by refund id (in the order first seen), with its amount.
 fn refunds_by_id(parts: &[RefundPart]) -> Vec<(i64, Vec<&RefundPart>)> {
-    let mut grouped: Vec<(&str, i64, Vec<&RefundPart>)> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut grouped: Vec<(i64, Vec<&RefundPart>)> = Vec::new();
     for part in parts {
-        match grouped.iter_mut().find(|(id, _, _)| *id == part.refund_id) {
-            Some((_, _, members)) => members.push(part),
-            None => grouped.push((&part.refund_id, part.amount_minor, vec![part])),
+        match index.get(part.refund_id.as_str()) {
+            Some(&at) => grouped[at].1.push(part),
+            None => {
+                index.insert(&part.refund_id, grouped.len());
+                grouped.push((part.amount_minor, vec![part]));
+            }
         }
     }
     grouped
-        .into_iter()
-        .map(|(_, amount, members)| (amount, members))
-        .collect()
 }
 
 /// `amount` split in proportion to `weights`, in whole minor units that add up to `amount`:
