@@ -3,7 +3,8 @@
 //! figures must equal counts taken independently — the event's read API, and this test's
 //! own queries of the store — and its CSV must parse back (RFC 4180) to the same numbers,
 //! a tier name with a comma and quotes included. Then the store's clock passes the holds'
-//! deadlines and nothing is held any more; the timeline's buckets hold each sale where its
+//! deadlines and nothing is held any more. Refunds of payments captured after their holds
+//! lapsed count where their seats were; the timeline's buckets hold each sale where its
 //! confirmation time puts it (the orders an exchange and a transfer make are not sales); the
 //! waiting room's totals are the queue view's; bad requests are refused with problem JSON.
 
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 
 stories!(
     the_report_matches_the_store,
+    a_late_capture_is_refunded_where_its_seats_were,
     the_timeline_matches_the_orders,
     the_waiting_room_totals_are_the_queue_views,
     bad_report_requests_are_refused,
@@ -496,6 +498,102 @@ async fn the_report_matches_the_store(backend: Backend) {
     assert_eq!(report["totals"]["heldNow"], 0);
     check_against_the_store(&app, &event_id, &report, &event).await;
     check_the_csv(&app, &event_id, &report).await;
+    app.finish().await;
+}
+
+/// Starts the checkout of a hold with the 3-D Secure card (left waiting for the fan) and
+/// returns its payment operation.
+async fn checkout_waiting(
+    app: &TestApp,
+    account: &str,
+    event_id: &str,
+    body: Value,
+) -> boxoffice_store::checkout::PaymentOperation {
+    let hold_id = hold(app, account, event_id, body).await;
+    let started = app
+        .post(
+            &token(account),
+            &format!("/v1/holds/{hold_id}/checkout"),
+            Some(&format!("pay-{hold_id}")),
+            &json!({"paymentMethodToken": "pm_card_threeDSecure2Required"}),
+        )
+        .await
+        .json();
+    assert_eq!(started["paymentStatus"], "REQUIRES_ACTION", "{started}");
+    let order_id = started["orderId"].as_str().unwrap();
+    let operation_id: String = if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT operation_id FROM payment_operation WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT operation_id FROM payment_operation WHERE order_id = ?1")
+            .bind(order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    };
+    app.db
+        .store
+        .payment_operation(&operation_id)
+        .await
+        .unwrap()
+        .expect("the order's payment")
+}
+
+/// Payments captured after their holds lapsed (orders cancelled, nothing sold): each refund
+/// due counts in the sections or the tier of the order's seats, one spanning two sections
+/// split by their prices, and the totals are the outbox's `refund.due` messages.
+async fn a_late_capture_is_refunded_where_its_seats_were(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id =
+        two_section_event(&app, json!({"holdTtlSeconds": 1, "paymentGraceSeconds": 1})).await;
+    let seats = checkout_waiting(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-1-1", "B-1-1"]}),
+    )
+    .await;
+    let units = checkout_waiting(
+        &app,
+        "bob",
+        &event_id,
+        json!({"tierId": "GA", "quantity": 2}),
+    )
+    .await;
+    // Past the holds' deadlines and their grace by the store's clock, then the captures.
+    app.db.advance_clock(2_500).await;
+    for operation in [&seats, &units] {
+        let verdict = boxoffice_store::checkout::ProviderVerdict::Captured {
+            provider_ref: operation.provider_ref.clone().unwrap_or_default(),
+        };
+        let settled = app
+            .db
+            .store
+            .settle_payment(&operation.operation_id, &verdict, None, None)
+            .await
+            .unwrap()
+            .expect("the operation exists");
+        assert!(settled.changed);
+    }
+    let refunds = outbox_payloads(&app, &event_id, "refund.due").await;
+    assert_eq!(refunds.len(), 2, "{refunds:?}");
+
+    let (report, event) = report_and_event(&app, &event_id).await;
+    check_against_the_store(&app, &event_id, &report, &event).await;
+    check_the_csv(&app, &event_id, &report).await;
+    assert_eq!(report["totals"]["sold"], 0);
+    assert_eq!(report["totals"]["chargedMinor"], 0, "no order is confirmed");
+    assert_eq!(seats.amount_minor, 1600);
+    assert_eq!(line(&report, "A")["refundsDueMinor"], 1000);
+    assert_eq!(line(&report, "B")["refundsDueMinor"], 600);
+    assert_eq!(line(&report, "GA")["refundsDueMinor"], units.amount_minor);
+    assert_eq!(
+        report["totals"]["refundsDueMinor"],
+        1600 + units.amount_minor
+    );
     app.finish().await;
 }
 
