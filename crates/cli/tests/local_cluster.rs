@@ -4,8 +4,8 @@
 //! owner whichever node HAProxy picked, committed on its shard's primary (none on the other)
 //! and present on that shard's standby; exchanges between the two events cross the shards in
 //! DESIGN §7's recorded steps (sold at once, paid later, refused, and a request that died
-//! between the steps, finished by the settler); `boxoffice check` over both shards is clean;
-//! `cluster down` leaves no process and no port.
+//! between the steps, finished by the settler); each event's report is read on its shard;
+//! `boxoffice check` over both shards is clean; `cluster down` leaves no process and no port.
 
 mod support;
 
@@ -263,6 +263,18 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
     for (n, event_id) in events.iter().enumerate() {
         assert_eq!(holds_on(primaries[n], event_id).await, 10, "event {n}");
         assert_eq!(holds_on(primaries[1 - n], event_id).await, 0, "event {n}");
+        // Its report, through any node, is read on its shard: every held seat counted.
+        let report: Value = http
+            .get(format!("{balancer}/v1/admin/events/{event_id}/report"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .expect("the event's report")
+            .json()
+            .await
+            .expect("report body");
+        assert_eq!(report["totals"]["heldNow"], 20, "event {n}: {report}");
+        assert_eq!(report["totals"]["capacity"], 120, "event {n}: {report}");
     }
     let listed = boxoffice(&["shard", "list", "--database-url", &database_url]);
     let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
