@@ -19,6 +19,7 @@ mod report;
 mod seatmap;
 mod transfer;
 mod waitlist;
+mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -73,6 +73,7 @@ mod report;
 mod seatmap;
 mod transfer;
 mod waitlist;
+mod webhook;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
 const NOW_SQL: &str = concat!("SELECT ", now_ms!());

@@ -614,6 +614,86 @@ impl crate::door::DoorStore for Gated {
     }
 }
 
+/// Admin calls are bounded like the other starts and looks; the workers' calls always pass.
+#[async_trait]
+impl crate::webhook::WebhookStore for Gated {
+    async fn create_webhook_endpoint(
+        &self,
+        new: &crate::webhook::NewEndpoint,
+    ) -> StoreResult<crate::webhook::EndpointCreated> {
+        gated!(Start, self.create_webhook_endpoint(new))
+    }
+
+    async fn get_webhook_endpoint(
+        &self,
+        endpoint_id: &str,
+    ) -> StoreResult<Option<crate::webhook::WebhookEndpoint>> {
+        gated!(Look, self.get_webhook_endpoint(endpoint_id))
+    }
+
+    async fn list_webhook_endpoints(&self) -> StoreResult<Vec<crate::webhook::WebhookEndpoint>> {
+        gated!(Look, self.list_webhook_endpoints())
+    }
+
+    async fn set_webhook_endpoint_enabled(
+        &self,
+        endpoint_id: &str,
+        enabled: bool,
+    ) -> StoreResult<Option<crate::webhook::WebhookEndpoint>> {
+        gated!(
+            Start,
+            self.set_webhook_endpoint_enabled(endpoint_id, enabled)
+        )
+    }
+
+    async fn delete_webhook_endpoint(&self, endpoint_id: &str) -> StoreResult<bool> {
+        gated!(Start, self.delete_webhook_endpoint(endpoint_id))
+    }
+
+    async fn fan_out_webhooks(&self, events: &[crate::webhook::WebhookEvent]) -> StoreResult<u64> {
+        gated!(pass, self.fan_out_webhooks(events))
+    }
+
+    async fn claim_webhook_deliveries(
+        &self,
+        limit: u32,
+        lease_s: f64,
+    ) -> StoreResult<Vec<crate::webhook::DueDelivery>> {
+        gated!(pass, self.claim_webhook_deliveries(limit, lease_s))
+    }
+
+    async fn record_webhook_attempt(
+        &self,
+        delivery_id: i64,
+        attempt: &crate::webhook::Attempt,
+    ) -> StoreResult<()> {
+        gated!(pass, self.record_webhook_attempt(delivery_id, attempt))
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<crate::webhook::WebhookDelivery>> {
+        gated!(
+            Look,
+            self.list_webhook_deliveries(endpoint_id, before, limit)
+        )
+    }
+
+    async fn replay_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        delivery_id: i64,
+    ) -> StoreResult<Option<crate::webhook::WebhookDelivery>> {
+        gated!(
+            Start,
+            self.replay_webhook_delivery(endpoint_id, delivery_id)
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

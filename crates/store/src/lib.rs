@@ -20,6 +20,7 @@ pub mod seatmap;
 pub mod shard;
 pub mod transfer;
 pub mod waitlist;
+pub mod webhook;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
@@ -302,6 +303,7 @@ pub trait Store:
     + transfer::TransferStore
     + waitlist::WaitlistStore
     + door::DoorStore
+    + webhook::WebhookStore
     + Send
     + Sync
     + std::fmt::Debug

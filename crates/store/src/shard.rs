@@ -1242,6 +1242,89 @@ impl crate::door::DoorStore for Sharded {
     }
 }
 
+/// Webhooks live in the home shard alone, endpoints and deliveries both: the relay fans out
+/// with the global outbox ids (local id × 64 + shard index), so a delivery's event id is
+/// unique across shards, and the delivery worker and the admin routes read one database.
+#[async_trait]
+impl crate::webhook::WebhookStore for Sharded {
+    async fn create_webhook_endpoint(
+        &self,
+        new: &crate::webhook::NewEndpoint,
+    ) -> StoreResult<crate::webhook::EndpointCreated> {
+        self.shards[0].create_webhook_endpoint(new).await
+    }
+
+    async fn get_webhook_endpoint(
+        &self,
+        endpoint_id: &str,
+    ) -> StoreResult<Option<crate::webhook::WebhookEndpoint>> {
+        self.shards[0].get_webhook_endpoint(endpoint_id).await
+    }
+
+    async fn list_webhook_endpoints(&self) -> StoreResult<Vec<crate::webhook::WebhookEndpoint>> {
+        self.shards[0].list_webhook_endpoints().await
+    }
+
+    async fn set_webhook_endpoint_enabled(
+        &self,
+        endpoint_id: &str,
+        enabled: bool,
+    ) -> StoreResult<Option<crate::webhook::WebhookEndpoint>> {
+        self.shards[0]
+            .set_webhook_endpoint_enabled(endpoint_id, enabled)
+            .await
+    }
+
+    async fn delete_webhook_endpoint(&self, endpoint_id: &str) -> StoreResult<bool> {
+        self.shards[0].delete_webhook_endpoint(endpoint_id).await
+    }
+
+    async fn fan_out_webhooks(&self, events: &[crate::webhook::WebhookEvent]) -> StoreResult<u64> {
+        self.shards[0].fan_out_webhooks(events).await
+    }
+
+    async fn claim_webhook_deliveries(
+        &self,
+        limit: u32,
+        lease_s: f64,
+    ) -> StoreResult<Vec<crate::webhook::DueDelivery>> {
+        self.shards[0]
+            .claim_webhook_deliveries(limit, lease_s)
+            .await
+    }
+
+    async fn record_webhook_attempt(
+        &self,
+        delivery_id: i64,
+        attempt: &crate::webhook::Attempt,
+    ) -> StoreResult<()> {
+        self.shards[0]
+            .record_webhook_attempt(delivery_id, attempt)
+            .await
+    }
+
+    async fn list_webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<crate::webhook::WebhookDelivery>> {
+        self.shards[0]
+            .list_webhook_deliveries(endpoint_id, before, limit)
+            .await
+    }
+
+    async fn replay_webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        delivery_id: i64,
+    ) -> StoreResult<Option<crate::webhook::WebhookDelivery>> {
+        self.shards[0]
+            .replay_webhook_delivery(endpoint_id, delivery_id)
+            .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
