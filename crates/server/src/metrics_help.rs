@@ -281,6 +281,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_webhook_attempts_total",
+        "Webhook delivery attempts, by outcome (delivered, retried, failed for good)",
+    ),
+    (
+        "counter",
+        "boxoffice_webhook_deliveries_made_total",
+        "Webhook deliveries the outbox relay's fan-out made (one per endpoint and event)",
+    ),
+    (
+        "counter",
+        "boxoffice_webhook_replays_total",
+        "Webhook deliveries queued again from the admin route",
+    ),
+    (
+        "counter",
         "boxoffice_transfers_total",
         "Transfer offers made, accepted, declined and withdrawn, by status",
     ),

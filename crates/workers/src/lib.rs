@@ -1,7 +1,7 @@
 //! Background reconcilers. Each has no input, is idempotent, runs on a timer and when poked,
 //! and reports what it did: [`expiry`] (holds past their deadline), [`relay`] (the outbox),
 //! [`reconciler`] (payments whose outcome is unknown), [`exchanges`] (exchanges across shards
-//! left open). [`payment`] holds the verdict
+//! left open), [`webhooks`] (integrators' webhook deliveries). [`payment`] holds the verdict
 //! mapping they share with checkout; [`crash`] the named crash points tests use.
 
 pub mod crash;
@@ -10,3 +10,4 @@ pub mod expiry;
 pub mod payment;
 pub mod reconciler;
 pub mod relay;
+pub mod webhooks;

@@ -6,6 +6,11 @@
 //! reads every undelivered row, not a high-water mark, so rows committed out of id order are
 //! delivered too. Consumers are idempotent: capture and void carry derived idempotency keys,
 //! ticket issuance skips units already issued, notifications are a log.
+//!
+//! A delivered message whose topic integrators hear about (`boxoffice_store::webhook::
+//! event_type_of`) is fanned out into webhook deliveries before it is marked
+//! ([`Store::fan_out_webhooks`], exactly once per endpoint and message whatever the relay
+//! redelivers); the webhook sender (`crate::webhooks`) sends them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +19,7 @@ use boxoffice_payments::{PaymentProvider, ProviderError};
 use boxoffice_store::checkout::{
     OutboxMessage, PaymentOperation, ProviderVerdict, TicketDraft, topic,
 };
+use boxoffice_store::webhook::WebhookEvent;
 use boxoffice_store::{Store, StoreError};
 use boxoffice_tickets::{TicketClaims, TicketSigner};
 use futures_util::StreamExt;
@@ -78,6 +84,8 @@ pub struct OutboxRelay {
     listener: Option<Arc<dyn OutboxListener>>,
     /// Where a sale whose capture was refused for good is given back.
     settler: Arc<dyn Settler>,
+    /// Woken after a fan-out made webhook deliveries (the webhook sender's poke).
+    webhooks_poke: Option<Arc<Notify>>,
 }
 
 impl std::fmt::Debug for OutboxRelay {
@@ -108,6 +116,7 @@ impl OutboxRelay {
             signer,
             poke: Arc::new(Notify::new()),
             listener: None,
+            webhooks_poke: None,
         }
     }
 
@@ -121,6 +130,12 @@ impl OutboxRelay {
     /// Tells `listener` about every delivered notification.
     pub fn with_listener(mut self, listener: Arc<dyn OutboxListener>) -> Self {
         self.listener = Some(listener);
+        self
+    }
+
+    /// Wakes `poke` (the webhook sender's) after a fan-out made deliveries.
+    pub fn with_webhooks_poke(mut self, poke: Arc<Notify>) -> Self {
+        self.webhooks_poke = Some(poke);
         self
     }
 
@@ -179,28 +194,61 @@ impl OutboxRelay {
         }
         outcomes.extend(captures.into_iter().zip(captured));
         let mut delivered = Vec::with_capacity(outcomes.len());
+        let mut events = Vec::new();
         for (message, outcome) in outcomes {
             match outcome {
                 Ok(()) => {
                     crate::crash::point("outbox_delivered");
                     delivered.push(message.id);
+                    events.extend(WebhookEvent::of(&message));
                     report.delivered += 1;
                 }
                 Err(Delivery::Retry(why)) => {
-                    let delay_s =
-                        f64::from(1u32 << message.n_attempts.min(6)).min(RELAY_BACKOFF_MAX_S);
-                    tracing::warn!(id = message.id, topic = %message.topic, %why, delay_s, "outbox delivery will be retried");
-                    self.store.retry_outbox(message.id, delay_s, &why).await?;
+                    self.retry(&message, &why).await?;
                     report.retried += 1;
                 }
                 Err(Delivery::Store(error)) => {
-                    self.store.finish_outbox(&delivered).await?;
+                    self.finish(delivered, events).await?;
                     return Err(error);
                 }
             }
         }
-        self.store.finish_outbox(&delivered).await?;
+        self.finish(delivered, events).await?;
         Ok(report)
+    }
+
+    /// Schedules another delivery of `message`, with its backoff.
+    async fn retry(&self, message: &OutboxMessage, why: &str) -> Result<(), StoreError> {
+        let delay_s = f64::from(1u32 << message.n_attempts.min(6)).min(RELAY_BACKOFF_MAX_S);
+        tracing::warn!(id = message.id, topic = %message.topic, %why, delay_s, "outbox delivery will be retried");
+        self.store.retry_outbox(message.id, delay_s, why).await
+    }
+
+    /// Fans the delivered messages out into webhook deliveries, then marks them published.
+    /// A fan-out that fails leaves its messages unmarked (delivered again after their lease,
+    /// which every consumer allows, and fanned out then), never marked without deliveries.
+    async fn finish(
+        &self,
+        mut delivered: Vec<i64>,
+        events: Vec<WebhookEvent>,
+    ) -> Result<(), StoreError> {
+        if !events.is_empty() {
+            match self.store.fan_out_webhooks(&events).await {
+                Ok(made) => {
+                    metrics::counter!("boxoffice_webhook_deliveries_made_total").increment(made);
+                    if made > 0
+                        && let Some(poke) = &self.webhooks_poke
+                    {
+                        poke.notify_one();
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "webhook fan-out failed; its messages stay unmarked");
+                    delivered.retain(|id| !events.iter().any(|event| event.event_id == *id));
+                }
+            }
+        }
+        self.store.finish_outbox(&delivered).await
     }
 
     async fn deliver(&self, message: &OutboxMessage) -> Result<(), Delivery> {
