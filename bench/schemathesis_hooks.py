@@ -105,6 +105,13 @@ def filter_failure(context, failure, case, response):
     # A ticket code is a signed token: one that does not verify is refused (API.md: 400).
     if label == "POST /v1/admin/checkin" and status == 400 and code == "INVALID_TICKET":
         return _excused("400 INVALID_TICKET (check-in code does not verify)")
+    # A webhook endpoint's URL must parse as a URL with a host (the schema's pattern says
+    # http(s)://host...; which hosts parse is beyond it), and at most 100 endpoints exist.
+    if label == "POST /v1/admin/webhooks":
+        if status == 422 and code == "VALIDATION" and problem.get("field") == "url" and "is not a valid URL" in problem.get("detail", ""):
+            return _excused("422 VALIDATION url: is not a valid URL")
+        if status == 409 and code == "WEBHOOK_ENDPOINTS_FULL":
+            return _excused("409 WEBHOOK_ENDPOINTS_FULL (100 endpoints exist)")
     # A version the seat map never had, or no longer keeps (API.md: 410, refetch).
     if label == "GET /v1/events/{eventId}/seatmap/changes" and status == 410 and code == "SNAPSHOT_TOO_OLD":
         return _excused("410 SNAPSHOT_TOO_OLD (a version the map does not have)")

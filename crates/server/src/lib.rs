@@ -58,6 +58,7 @@ use boxoffice_payments::PaymentProvider;
 use boxoffice_tickets::TicketSigner;
 use boxoffice_workers::reconciler::PaymentReconciler;
 use boxoffice_workers::relay::OutboxRelay;
+use boxoffice_workers::webhooks::WebhookSender;
 
 use crate::auth::TokenVerifier;
 use crate::error::ApiError;
@@ -111,6 +112,8 @@ pub struct Shared {
     pub relay: OutboxRelay,
     /// Poked when a payment's outcome could not be recorded.
     pub reconciler: PaymentReconciler,
+    /// Sends integrators' webhook deliveries; poked by the relay's fan-out and by a replay.
+    pub webhooks: WebhookSender,
     pub waitroom: WaitingRoom,
     /// The server signs with the public development secret: `POST /v1/dev/token` works.
     pub dev_auth: bool,
@@ -269,6 +272,17 @@ fn api_router() -> OpenApiRouter<AppState> {
             routes::waitlist::get_waitlist_entry,
             routes::waitlist::leave_waitlist
         ))
+        .routes(routes!(
+            routes::webhooks::create_webhook,
+            routes::webhooks::list_webhooks
+        ))
+        .routes(routes!(
+            routes::webhooks::get_webhook,
+            routes::webhooks::update_webhook,
+            routes::webhooks::delete_webhook
+        ))
+        .routes(routes!(routes::webhooks::list_deliveries))
+        .routes(routes!(routes::webhooks::replay_delivery))
         .routes(routes!(routes::tickets::public_key))
         .routes(routes!(routes::tickets::public_keys))
         .routes(routes!(routes::tickets::get_ticket))
@@ -591,6 +605,7 @@ impl AppState {
         } else {
             writers
         };
+        let webhooks = WebhookSender::new(workers_store.clone());
         Ok(Self(Arc::new_cyclic(|shared| Shared {
             web,
             limits: limits::Limits::new(config.limits),
@@ -602,6 +617,7 @@ impl AppState {
                 config.ticket_signer.clone(),
             )
             .with_listener(Arc::new(slots))
+            .with_webhooks_poke(webhooks.poke_handle())
             .with_settler(Arc::new(WriterSettler {
                 shared: shared.clone(),
                 store: workers_store.clone(),
@@ -612,6 +628,7 @@ impl AppState {
                     shared: shared.clone(),
                     store: workers_store.clone(),
                 })),
+            webhooks,
             workers_store,
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
@@ -903,7 +920,7 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing the requests in flight");
 }
 
-/// Starts the reconcilers of `state` as background tasks.
+/// Starts the reconcilers of `state` (and the webhook sender) as background tasks.
 pub fn spawn_workers(state: &AppState) {
     tokio::spawn(ExpirySweeper::new(state.workers_store.clone()).run());
     tokio::spawn(
@@ -911,6 +928,7 @@ pub fn spawn_workers(state: &AppState) {
     );
     tokio::spawn(state.relay.clone().run());
     tokio::spawn(state.reconciler.clone().run());
+    tokio::spawn(state.webhooks.clone().run());
     tokio::spawn(
         state
             .waitroom

@@ -14,3 +14,4 @@ pub mod seatmap;
 pub mod tickets;
 pub mod transfers;
 pub mod waitlist;
+pub mod webhooks;
