@@ -585,3 +585,193 @@
 
   show();
 })();
+
+// -- Webhooks panel (issue 19, item 5) ------------------------------------------------------
+// Endpoints (register, enable/disable, delete), the delivery log of one endpoint (newest
+// first, in pages) and a replay button. Self-contained: it reads the operator's token from
+// the session the block above keeps, and shows itself whenever the console is shown.
+(() => {
+  const $ = (selector) => document.querySelector(selector);
+  const EVENT_TYPES = [
+    ['order.confirmed', 'Order confirmed'],
+    ['order.cancelled', 'Order cancelled'],
+    ['tickets.issued', 'Tickets issued'],
+    ['tickets.transferred', 'Tickets transferred'],
+    ['exchange.completed', 'Exchange completed'],
+    ['refund.due', 'Refund due'],
+  ];
+  const PAGE = 20;
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name.startsWith('on') && typeof value === 'function') el.addEventListener(name.slice(2), value);
+      else if (name === 'class') el.className = value;
+      else if (value === true) el.setAttribute(name, '');
+      else el.setAttribute(name, String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function token() {
+    try { return (JSON.parse(sessionStorage.getItem('bo.admin')) || {}).token; } catch { return undefined; }
+  }
+
+  async function call(method, path, body, key) {
+    const headers = { Accept: 'application/json', Authorization: `Bearer ${token()}` };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (key) headers['Idempotency-Key'] = key;
+    let res;
+    try {
+      res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    } catch {
+      throw new Error('The server cannot be reached.');
+    }
+    const text = await res.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+    if (!res.ok) throw new Error((data && (data.detail || data.title)) || `HTTP ${res.status}`);
+    return data;
+  }
+
+  const when = (at) => (at ? new Date(at).toLocaleString() : '—');
+  let selected = null;
+
+  function say(text, kind = 'info') {
+    const el = $('#toast');
+    el.replaceChildren(h('div', { class: kind }, text));
+    setTimeout(() => el.replaceChildren(), 6000);
+  }
+
+  async function loadEndpoints() {
+    const box = $('#webhook-endpoints');
+    let list;
+    try {
+      list = await call('GET', '/v1/admin/webhooks');
+    } catch (err) {
+      box.replaceChildren(h('p', { class: 'notice error' }, err.message));
+      return;
+    }
+    if (!list.endpoints.length) {
+      box.replaceChildren(h('p', { class: 'hint' }, 'No endpoint yet.'));
+      return;
+    }
+    box.replaceChildren(h('table', { class: 'data' },
+      h('thead', {}, h('tr', {}, ['URL', 'Events', 'State', ''].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, list.endpoints.map((ep) => h('tr', { 'data-testid': 'webhook-endpoint' },
+        h('td', {}, h('code', {}, ep.url)),
+        h('td', {}, ep.eventTypes.join(', ')),
+        h('td', {}, ep.enabled ? 'enabled' : 'disabled'),
+        h('td', {},
+          h('button', { class: 'btn small', type: 'button', onclick: () => showLog(ep) }, 'Deliveries'), ' ',
+          h('button', {
+            class: 'btn small', type: 'button',
+            onclick: () => act(() => call('PATCH', `/v1/admin/webhooks/${encodeURIComponent(ep.endpointId)}`, { enabled: !ep.enabled }),
+              ep.enabled ? 'Endpoint disabled.' : 'Endpoint enabled.'),
+          }, ep.enabled ? 'Disable' : 'Enable'), ' ',
+          h('button', {
+            class: 'btn small danger', type: 'button',
+            onclick: () => {
+              if (!window.confirm(`Delete ${ep.url} and its delivery log?`)) return;
+              if (selected && selected.endpointId === ep.endpointId) {
+                selected = null;
+                $('#webhook-log').replaceChildren(h('p', { class: 'hint' }, 'Choose an endpoint to see its deliveries.'));
+              }
+              act(() => call('DELETE', `/v1/admin/webhooks/${encodeURIComponent(ep.endpointId)}`), 'Endpoint deleted.');
+            },
+          }, 'Delete')))))));
+  }
+
+  async function act(run, done) {
+    try {
+      await run();
+      say(done);
+    } catch (err) {
+      say(err.message, 'error');
+    }
+    loadEndpoints();
+  }
+
+  async function showLog(endpoint, before) {
+    selected = endpoint;
+    $('#webhook-log-title').textContent = `Delivery log — ${endpoint.url}`;
+    const box = $('#webhook-log');
+    const query = `?limit=${PAGE}${before ? `&before=${before}` : ''}`;
+    let page;
+    try {
+      page = await call('GET', `/v1/admin/webhooks/${encodeURIComponent(endpoint.endpointId)}/deliveries${query}`);
+    } catch (err) {
+      box.replaceChildren(h('p', { class: 'notice error' }, err.message));
+      return;
+    }
+    box.replaceChildren(
+      page.deliveries.length ? h('table', { class: 'data' },
+        h('thead', {}, h('tr', {}, ['Event id', 'Type', 'Status', 'Attempts', 'Last answer', 'Delivered', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, page.deliveries.map((d) => h('tr', { 'data-testid': 'webhook-delivery' },
+          h('td', {}, d.eventId),
+          h('td', {}, d.eventType),
+          h('td', {}, d.status),
+          h('td', {}, String(d.attempts)),
+          h('td', { title: d.lastError || '' }, d.lastStatusCode ? String(d.lastStatusCode) : (d.lastError ? 'no answer' : '—')),
+          h('td', {}, when(d.deliveredAt)),
+          h('td', {}, h('button', {
+            class: 'btn small', type: 'button', 'data-testid': 'webhook-replay',
+            onclick: async () => {
+              try {
+                await call('POST', `/v1/admin/webhooks/${encodeURIComponent(endpoint.endpointId)}/deliveries/${d.deliveryId}/replay`);
+                say(`Event ${d.eventId} queued again.`);
+              } catch (err) {
+                say(err.message, 'error');
+              }
+              showLog(endpoint, before);
+            },
+          }, 'Replay')))))) : h('p', { class: 'hint' }, 'No delivery yet.'),
+      h('div', { class: 'actions' },
+        h('button', { class: 'btn small', type: 'button', onclick: () => showLog(endpoint, before) }, 'Refresh'),
+        before ? h('button', { class: 'btn small', type: 'button', onclick: () => showLog(endpoint) }, 'Newest') : null,
+        page.nextBefore ? h('button', { class: 'btn small', type: 'button', onclick: () => showLog(endpoint, page.nextBefore) }, 'Older') : null));
+  }
+
+  const types = $('#webhook-types');
+  for (const [value, label] of EVENT_TYPES) {
+    types.append(h('label', { class: 'check' },
+      h('input', { type: 'checkbox', name: 'webhook-type', value, checked: value === 'order.confirmed' }), ` ${label}`));
+  }
+
+  $('#webhook-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const error = $('#webhook-error');
+    const secret = $('#webhook-secret');
+    error.textContent = '';
+    secret.replaceChildren();
+    const url = $('#webhook-url').value.trim();
+    const eventTypes = [...document.querySelectorAll('input[name="webhook-type"]:checked')].map((i) => i.value);
+    if (!url) { error.textContent = 'Give the endpoint URL.'; return; }
+    if (!eventTypes.length) { error.textContent = 'Choose at least one event.'; return; }
+    const key = crypto.randomUUID ? crypto.randomUUID() : String(Date.now());
+    try {
+      const ep = await call('POST', '/v1/admin/webhooks', { url, eventTypes }, key);
+      secret.replaceChildren('Signing secret (shown only now; keep it to verify Boxoffice-Signature): ',
+        h('code', { 'data-testid': 'webhook-secret-value' }, ep.secret));
+      $('#webhook-url').value = '';
+      loadEndpoints();
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  });
+
+  // Shown and loaded with the console (the block above shows it once an operator signs in).
+  const panel = $('#webhooks');
+  const sync = () => {
+    const shown = !$('#console').hidden;
+    if (shown && panel.hidden) loadEndpoints();
+    panel.hidden = !shown;
+  };
+  new MutationObserver(sync).observe($('#console'), { attributes: true, attributeFilter: ['hidden'] });
+  sync();
+})();
