@@ -30,9 +30,15 @@ pub const WEBHOOK_BATCH_MAX: u32 = 50;
 pub const WEBHOOK_CONCURRENCY: usize = 8;
 /// How long one attempt may take, connection included.
 pub const WEBHOOK_TIMEOUT_MS: u64 = 5_000;
-/// How long a claim lasts before another sender may take the delivery again: well past one
-/// attempt, so a live sender never races another.
-pub const WEBHOOK_LEASE_S: f64 = 30.0;
+/// How long a claim lasts before another sender may take the delivery again: past a whole
+/// round (the last of a batch waits for ⌈50 / 8⌉ − 1 turns of at most 5 s, then its own
+/// attempt), so a live sender never races another.
+pub const WEBHOOK_LEASE_S: f64 = 60.0;
+
+const _: () = assert!(
+    (WEBHOOK_BATCH_MAX as u64).div_ceil(WEBHOOK_CONCURRENCY as u64) * WEBHOOK_TIMEOUT_MS
+        < WEBHOOK_LEASE_S as u64 * 1000
+);
 /// Pause between rounds when nothing pokes the sender.
 pub const WEBHOOK_INTERVAL_MS: u64 = 1_000;
 /// The signature header.
@@ -123,15 +129,27 @@ impl WebhookSender {
             claimed: due.len() as u64,
             ..WebhookReport::default()
         };
+        // Each attempt is recorded as soon as it ends, so a delivery's lease only has to
+        // cover its wait for a turn and its own attempt.
         let attempts = futures_util::stream::iter(due)
             .map(|due| async move {
                 let attempt = self.attempt(&due).await;
-                (due.delivery.delivery_id, attempt)
+                let recorded = self
+                    .store
+                    .record_webhook_attempt(due.delivery.delivery_id, &attempt)
+                    .await;
+                (attempt, recorded)
             })
             .buffer_unordered(WEBHOOK_CONCURRENCY)
-            .collect::<Vec<(i64, Attempt)>>()
+            .collect::<Vec<(Attempt, Result<(), StoreError>)>>()
             .await;
-        for (delivery_id, attempt) in attempts {
+        let mut failed_to_record = None;
+        for (attempt, recorded) in attempts {
+            if let Err(error) = recorded {
+                // Not recorded: the delivery comes back when its lease ends.
+                failed_to_record = Some(error);
+                continue;
+            }
             match &attempt {
                 Attempt::Delivered { .. } => report.delivered += 1,
                 Attempt::Failed {
@@ -142,9 +160,6 @@ impl WebhookSender {
                     retry_in_s: None, ..
                 } => report.failed += 1,
             }
-            self.store
-                .record_webhook_attempt(delivery_id, &attempt)
-                .await?;
         }
         metrics::counter!("boxoffice_webhook_attempts_total", "outcome" => "delivered")
             .increment(report.delivered);
@@ -152,7 +167,10 @@ impl WebhookSender {
             .increment(report.retried);
         metrics::counter!("boxoffice_webhook_attempts_total", "outcome" => "failed")
             .increment(report.failed);
-        Ok(report)
+        match failed_to_record {
+            Some(error) => Err(error),
+            None => Ok(report),
+        }
     }
 
     /// One POST, and what it says about the delivery.
