@@ -17,37 +17,6 @@ stories!(
     the_door_bundle_and_offline_scans_synced_from_two_devices,
 );
 
-/// Buys `seats` for `account` and waits until the payment is captured and the tickets issued.
-async fn buy(app: &TestApp, account: &str, event_id: &str, seats: &[&str]) -> (String, Vec<Value>) {
-    let key = format!("hold-{}", uuid::Uuid::now_v7());
-    let hold = app
-        .hold(account, event_id, &key, json!({"seatIds": seats}))
-        .await;
-    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.json());
-    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
-    let paid = app
-        .post(
-            &token(account),
-            &format!("/v1/holds/{hold_id}/checkout"),
-            Some(&format!("pay-{key}")),
-            &json!({"paymentMethodToken": "pm_card_visa"}),
-        )
-        .await;
-    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
-    for _ in 0..200 {
-        let order = app
-            .get(&token(account), &format!("/v1/orders/{order_id}"))
-            .await
-            .json();
-        let tickets = order["tickets"].as_array().cloned().unwrap_or_default();
-        if order["paymentStatus"] == "CAPTURED" && tickets.len() == seats.len() {
-            return (order_id, tickets);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("order {order_id} was never captured and ticketed");
-}
-
 async fn check_in(app: &TestApp, code: &Value) -> common::Answer {
     app.post(
         &app.admin,
@@ -67,7 +36,13 @@ async fn rotating(app: &TestApp, account: &str, ticket: &Value) -> common::Answe
 async fn a_rotating_code_is_accepted_inside_its_window_only(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, &["A-1-1", "A-1-2", "A-1-3"]).await;
+    let (order_id, tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-1-1", "A-1-2", "A-1-3"]}),
+    )
+    .await;
 
     // Only the owner gets the secret.
     let mine = rotating(&app, "ann", &tickets[0]).await;
@@ -162,7 +137,13 @@ async fn a_rotating_code_is_accepted_inside_its_window_only(backend: Backend) {
 async fn the_door_bundle_and_offline_scans_synced_from_two_devices(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, &["A-1-1", "A-1-2", "A-1-3"]).await;
+    let (order_id, tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-1-1", "A-1-2", "A-1-3"]}),
+    )
+    .await;
     // One ticket is given away (its old code is revoked), one is checked in online.
     let offered = app
         .post(

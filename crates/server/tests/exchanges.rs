@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -48,32 +46,11 @@ async fn buy(app: &TestApp, account: &str, event_id: &str, body: Value) -> (Stri
         .await;
     assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
     let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
-    let order = order_until(app, account, &order_id, |o| {
+    let order = common::order_until(app, account, &order_id, |o| {
         o["tickets"].as_array().is_some_and(|t| t.len() as u64 == n)
     })
     .await;
     (order_id, order["tickets"].as_array().unwrap().clone())
-}
-
-/// Polls the order until `done` holds (bounded: 20 s).
-async fn order_until(
-    app: &TestApp,
-    account: &str,
-    order_id: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let mut last = Value::Null;
-    for _ in 0..200 {
-        last = app
-            .get(&token(account), &format!("/v1/orders/{order_id}"))
-            .await
-            .json();
-        if done(&last) {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("order {order_id} never reached the expected state: {last}");
 }
 
 async fn exchange(
@@ -173,7 +150,7 @@ async fn same_event_exchange_completes_at_once(backend: Backend) {
     );
 
     // The new seat's order is confirmed and ticketed through the outbox.
-    let new_order = order_until(&app, "ann", &new_order_id, |o| {
+    let new_order = common::order_until(&app, "ann", &new_order_id, |o| {
         o["tickets"].as_array().is_some_and(|t| t.len() == 1)
     })
     .await;
@@ -750,7 +727,7 @@ async fn price_increase_paid_swaps_the_tickets(backend: Backend) {
     for ticket in &tickets {
         assert_eq!(ticket_status(&app, "ann", ticket).await, "VOIDED");
     }
-    let new_order = order_until(&app, "ann", &new_order_id, |o| {
+    let new_order = common::order_until(&app, "ann", &new_order_id, |o| {
         o["paymentStatus"] == "CAPTURED" && o["tickets"].as_array().is_some_and(|t| t.len() == 2)
     })
     .await;

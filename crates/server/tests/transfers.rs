@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -23,55 +21,6 @@ stories!(
     general_admission_tickets_transfer_too,
     bad_transfer_requests_are_refused,
 );
-
-/// Buys for `account` and waits until the payment is captured and the tickets issued:
-/// (order id, tickets).
-async fn buy(app: &TestApp, account: &str, event_id: &str, body: Value) -> (String, Vec<Value>) {
-    let key = format!("hold-{}", uuid::Uuid::now_v7());
-    let hold = app.hold(account, event_id, &key, body).await;
-    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.json());
-    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
-    let n = hold.json()["quantity"]
-        .as_u64()
-        .unwrap_or_else(|| hold.json()["seats"].as_array().unwrap().len() as u64);
-    let paid = app
-        .post(
-            &token(account),
-            &format!("/v1/holds/{hold_id}/checkout"),
-            Some(&format!("pay-{key}")),
-            &json!({"paymentMethodToken": "pm_card_visa"}),
-        )
-        .await;
-    assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
-    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
-    let order = order_until(app, account, &order_id, |o| {
-        o["paymentStatus"] == "CAPTURED"
-            && o["tickets"].as_array().is_some_and(|t| t.len() as u64 == n)
-    })
-    .await;
-    (order_id, order["tickets"].as_array().unwrap().clone())
-}
-
-/// Polls the order until `done` holds (bounded: 20 s).
-async fn order_until(
-    app: &TestApp,
-    account: &str,
-    order_id: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let mut last = Value::Null;
-    for _ in 0..200 {
-        last = app
-            .get(&token(account), &format!("/v1/orders/{order_id}"))
-            .await
-            .json();
-        if done(&last) {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("order {order_id} never reached the expected state: {last}");
-}
 
 async fn offer(
     app: &TestApp,
@@ -146,7 +95,7 @@ fn ticket_of<'a>(tickets: &'a [Value], seat: &str) -> &'a Value {
 async fn an_accepted_transfer_moves_the_tickets_without_taking_capacity(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = common::buy_captured(
         &app,
         "ann",
         &event_id,
@@ -283,7 +232,8 @@ async fn an_accepted_transfer_moves_the_tickets_without_taking_capacity(backend:
 async fn declined_and_withdrawn_offers_change_nothing(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, tickets) =
+        common::buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let ticket = &tickets[0];
     let ticket_id = ticket["ticketId"].as_str().unwrap();
 
@@ -356,7 +306,7 @@ async fn the_cutoff_is_judged_by_the_store_clock(backend: Backend) {
         .get(&token("ann"), &format!("/v1/events/{event_id}"))
         .await;
     assert_eq!(event.json()["transferCutoffSeconds"], 5);
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = common::buy_captured(
         &app,
         "ann",
         &event_id,
@@ -405,8 +355,9 @@ async fn the_cutoff_is_judged_by_the_store_clock(backend: Backend) {
 async fn the_receivers_purchase_limit_applies(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({"maxTicketsPerAccount": 2})).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
-    buy(
+    let (order_id, tickets) =
+        common::buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    common::buy_captured(
         &app,
         "bob",
         &event_id,
@@ -449,7 +400,8 @@ async fn a_transfer_and_an_exchange_of_one_ticket_at_once_one_wins(backend: Back
     let event_id = app.create_event(json!({})).await;
     for round in 0..4 {
         let seat = format!("A-{}-1", round + 1);
-        let (order_id, tickets) = buy(&app, "ann", &event_id, json!({"seatIds": [seat]})).await;
+        let (order_id, tickets) =
+            common::buy_captured(&app, "ann", &event_id, json!({"seatIds": [seat]})).await;
         let ticket = tickets[0].clone();
         let offered = offer(
             &app,
@@ -506,7 +458,7 @@ async fn a_transfer_and_an_exchange_of_one_ticket_at_once_one_wins(backend: Back
 async fn a_checked_in_ticket_cannot_be_transferred(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = common::buy_captured(
         &app,
         "ann",
         &event_id,
@@ -532,7 +484,7 @@ async fn a_checked_in_ticket_cannot_be_transferred(backend: Backend) {
 async fn general_admission_tickets_transfer_too(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = common::buy_captured(
         &app,
         "ann",
         &event_id,
@@ -570,7 +522,8 @@ async fn general_admission_tickets_transfer_too(backend: Backend) {
 async fn bad_transfer_requests_are_refused(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, tickets) =
+        common::buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let path = format!("/v1/orders/{order_id}/transfers");
     let id = tickets[0]["ticketId"].clone();
     for (body, field) in [

@@ -336,6 +336,17 @@ fn signed_tickets(
             .map(|_| (None, Some(tier_id.clone())))
             .collect(),
     };
+    sign_units(state, order_id, event_id, units)
+}
+
+/// Tickets of a new order for `units` (a seat id or a tier id each), numbered from 1, drafted
+/// and signed before the transaction that issues them (exchanges and transfers).
+pub(crate) fn sign_units(
+    state: &AppState,
+    order_id: &str,
+    event_id: &str,
+    units: Vec<(Option<String>, Option<String>)>,
+) -> Vec<SignedTicket> {
     let issued_at_unix_s = time::OffsetDateTime::now_utc().unix_timestamp();
     units
         .into_iter()

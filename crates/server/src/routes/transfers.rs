@@ -24,7 +24,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::engine::TransferRequest;
 use boxoffice_domain::idempotency::{IdempotencyScope, request_digest};
 use boxoffice_store::HeldSeat;
-use boxoffice_store::checkout::{OrderView, TicketDraft};
+use boxoffice_store::checkout::OrderView;
 use boxoffice_store::exchange::SignedTicket;
 use boxoffice_store::transfer::{
     OfferRefused, Offered, TICKETS_PER_TRANSFER_MAX, TransferOffer, TransferRole, TransferStatus,
@@ -519,8 +519,7 @@ fn accepted(
     Ok((request, write))
 }
 
-/// The receiver's tickets (one per seat, or per tier unit from 1), drafted and signed before
-/// the transaction that issues them.
+/// The receiver's tickets: one per seat, or per tier unit.
 fn signed_tickets(
     state: &AppState,
     order_id: &str,
@@ -535,27 +534,7 @@ fn signed_tickets(
     if let Some((tier_id, n)) = tier {
         units.extend((0..*n).map(|_| (None, Some(tier_id.clone()))));
     }
-    let issued_at_unix_s = time::OffsetDateTime::now_utc().unix_timestamp();
-    units
-        .into_iter()
-        .zip(1..)
-        .map(|((seat_id, tier_id), unit)| {
-            let draft = TicketDraft {
-                ticket_id: uuid::Uuid::now_v7().to_string(),
-                event_id: event_id.to_owned(),
-                order_id: order_id.to_owned(),
-                seat_id,
-                tier_id,
-                unit,
-            };
-            let code = boxoffice_workers::relay::sign_draft(
-                &state.ticket_signer,
-                &draft,
-                issued_at_unix_s,
-            );
-            SignedTicket { draft, code }
-        })
-        .collect()
+    crate::routes::exchanges::sign_units(state, order_id, event_id, units)
 }
 
 /// Declines an offer made to the caller.

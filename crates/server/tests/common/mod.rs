@@ -633,3 +633,57 @@ pub async fn outbox_payloads(app: &TestApp, topic: &str) -> Vec<Value> {
         .map(|t| serde_json::from_str(t).unwrap())
         .collect()
 }
+
+/// Polls the account's order until `done` holds (bounded: 20 s).
+pub async fn order_until(
+    app: &TestApp,
+    account: &str,
+    order_id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = app
+            .get(&token(account), &format!("/v1/orders/{order_id}"))
+            .await
+            .json();
+        if done(&last) {
+            return last;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("order {order_id} never reached the expected state: {last}");
+}
+
+/// Holds `body` for `account`, pays with `pm_card_visa`, and waits until the payment is
+/// captured and every ticket issued: (order id, tickets).
+pub async fn buy_captured(
+    app: &TestApp,
+    account: &str,
+    event_id: &str,
+    body: Value,
+) -> (String, Vec<Value>) {
+    let key = format!("hold-{}", uuid::Uuid::now_v7());
+    let hold = app.hold(account, event_id, &key, body).await;
+    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.json());
+    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
+    let n = hold.json()["quantity"]
+        .as_u64()
+        .unwrap_or_else(|| hold.json()["seats"].as_array().unwrap().len() as u64);
+    let paid = app
+        .post(
+            &token(account),
+            &format!("/v1/holds/{hold_id}/checkout"),
+            Some(&format!("pay-{key}")),
+            &json!({"paymentMethodToken": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
+    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
+    let order = order_until(app, account, &order_id, |o| {
+        o["paymentStatus"] == "CAPTURED"
+            && o["tickets"].as_array().is_some_and(|t| t.len() as u64 == n)
+    })
+    .await;
+    (order_id, order["tickets"].as_array().unwrap().clone())
+}
