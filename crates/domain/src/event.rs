@@ -79,6 +79,10 @@ pub struct WaitingRoomSettings {
     /// How long a released fan may take to claim the admission before the place expires.
     #[serde(default = "default_claim_window")]
     pub claim_window_seconds: u32,
+    /// How long an admitted fan's shopper slot stays idle (no hold yet, or after a refusal)
+    /// before it is given back to the queue; the admission itself lasts its TTL.
+    #[serde(default = "default_hold_window")]
+    pub hold_window_seconds: u32,
 }
 
 /// Highest release rate an event may set, per second.
@@ -98,6 +102,9 @@ fn default_target_hold_p99() -> u32 {
 fn default_claim_window() -> u32 {
     600
 }
+fn default_hold_window() -> u32 {
+    60
+}
 
 impl Default for WaitingRoomSettings {
     fn default() -> Self {
@@ -110,6 +117,7 @@ impl Default for WaitingRoomSettings {
             max_release_per_second: default_max_release(),
             target_hold_p99_ms: default_target_hold_p99(),
             claim_window_seconds: default_claim_window(),
+            hold_window_seconds: default_hold_window(),
         }
     }
 }
@@ -286,6 +294,12 @@ impl EventSpec {
             self.waiting_room.claim_window_seconds.into(),
             10,
             86_400,
+        )?;
+        check_range(
+            "waitingRoom.holdWindowSeconds",
+            self.waiting_room.hold_window_seconds.into(),
+            10,
+            3_600,
         )?;
         if self.sections.is_empty() && self.tiers.is_empty() {
             return Err(spec_error(

@@ -172,6 +172,24 @@ impl SeatMap {
         })
     }
 
+    /// Seats and tier units free at `now_ms` (a hold past its deadline frees its seats) and
+    /// seats held by a hold not past it: what is left to sell, for the waiting room's release.
+    /// Tier units held are not on the map.
+    pub fn left_at(&self, now_ms: i64) -> (u64, u64) {
+        let mut free = 0u64;
+        let mut held = 0u64;
+        for status in &self.status {
+            match *status {
+                MapStatus::Available => free += 1,
+                MapStatus::Held { until_ms } if until_ms <= now_ms => free += 1,
+                MapStatus::Held { .. } => held += 1,
+                MapStatus::Sold => {}
+            }
+        }
+        let units: i64 = self.tiers.iter().map(|available| (*available).max(0)).sum();
+        (free + u64::try_from(units).unwrap_or(0), held)
+    }
+
     /// Applies the next committed batch; refuses a gap or an unknown seat (all or nothing).
     pub fn apply(&mut self, batch: ChangeBatch) -> Result<(), ApplyError> {
         if batch.version != self.version + 1 {

@@ -116,6 +116,12 @@ pub struct WaitingRoomBody {
     #[serde(default)]
     #[schema(minimum = 10, maximum = 86_400)]
     pub claim_window_seconds: Option<u32>,
+    /// How long an admitted fan's shopper slot stays idle (no hold yet, or after a refused
+    /// hold) before it goes back to the queue, 10-3600 s (default 60). The admission stays
+    /// valid for its TTL: a later try takes a slot again if one is free.
+    #[serde(default)]
+    #[schema(minimum = 10, maximum = 3_600)]
+    pub hold_window_seconds: Option<u32>,
 }
 
 /// How the waiting room orders its fans.
@@ -187,6 +193,9 @@ impl CreateEventBody {
                 claim_window_seconds: body
                     .claim_window_seconds
                     .unwrap_or(defaults.claim_window_seconds),
+                hold_window_seconds: body
+                    .hold_window_seconds
+                    .unwrap_or(defaults.hold_window_seconds),
             },
         };
         EventSpec {
@@ -267,6 +276,7 @@ pub struct WaitingRoomView {
     pub max_release_per_second: u32,
     pub target_hold_p99_ms: u32,
     pub claim_window_seconds: u32,
+    pub hold_window_seconds: u32,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -342,6 +352,7 @@ impl EventView {
                 max_release_per_second: event.waiting_room.max_release_per_second,
                 target_hold_p99_ms: event.waiting_room.target_hold_p99_ms,
                 claim_window_seconds: event.waiting_room.claim_window_seconds,
+                hold_window_seconds: event.waiting_room.hold_window_seconds,
             },
             sections: event
                 .sections

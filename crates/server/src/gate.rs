@@ -49,13 +49,15 @@ pub async fn replay_or(
 }
 
 /// On an event whose waiting room is enabled, the request must carry a live admission token
-/// of this account and event (header `Admission-Token` or body `admissionToken`).
+/// of this account and event (header `Admission-Token` or body `admissionToken`); a hold
+/// (`take_slot`) also needs a shopper slot (`WaitingRoom::check_admission`).
 pub async fn check_admission(
     state: &AppState,
     event: &EventRecord,
     account: &Account,
     headers: &HeaderMap,
     body_token: Option<&str>,
+    take_slot: bool,
 ) -> ApiResult<()> {
     if !event.waiting_room.enabled {
         return Ok(());
@@ -70,7 +72,7 @@ pub async fn check_admission(
     };
     state
         .waitroom
-        .check_admission(event, account.account_id.as_str(), token.trim())
+        .check_admission(event, account.account_id.as_str(), token.trim(), take_slot)
         .await
         .map_err(ApiError::from)
 }

@@ -235,6 +235,11 @@ impl LiveMap {
         }
     }
 
+    /// Free and held at `now_ms` (see [`SeatMap::left_at`]).
+    pub fn left_at(&self, now_ms: i64) -> (u64, u64) {
+        self.read().left_at(now_ms)
+    }
+
     /// Whether nothing is free on the map (see [`SeatMap::nothing_free`]).
     pub fn nothing_free(&self) -> bool {
         self.read().nothing_free()

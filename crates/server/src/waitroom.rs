@@ -26,9 +26,10 @@ use std::time::Duration;
 
 use boxoffice_store::checkout::{OutboxMessage, topic};
 use boxoffice_store::{EventRecord, Store};
-use boxoffice_waitroom::admission::Admission;
+use boxoffice_waitroom::admission::{Admission, Shop};
 use boxoffice_waitroom::controller::{
-    ControllerConfig, Decision, DecisionKind, PACE_WINDOW_MIN_S, ReleaseController, Signals, pace,
+    ControllerConfig, Decision, DecisionKind, Inventory, PACE_WINDOW_MIN_S, ReleaseController,
+    Signals, pace,
 };
 use boxoffice_waitroom::queue::{QueueConfig, QueuePolicy, QueueView, Status};
 use boxoffice_waitroom::room::{ClaimOutcome, Controls, RoomConfig, RoomStats};
@@ -272,9 +273,42 @@ pub struct RoomHandle {
     /// When the store last confirmed that no tier unit is held (unix ms), so that the check
     /// runs at most once a second.
     tiers_checked_ms: std::sync::atomic::AtomicI64,
+    /// What is left to sell as this node's live seat map showed it at the last tick: free and
+    /// held (`u64::MAX` free: not known yet).
+    left_free: AtomicU64,
+    left_held: AtomicU64,
+    /// Holds granted through this node and their seats: the party size release assumes.
+    holds_granted: AtomicU64,
+    seats_granted: AtomicU64,
 }
 
 impl RoomHandle {
+    /// What is left to sell at the last tick, with the party size measured so far (`None`
+    /// before the seat map was read).
+    pub fn inventory(&self) -> Option<Inventory> {
+        let free = self.left_free.load(Ordering::Relaxed);
+        if free == u64::MAX {
+            return None;
+        }
+        let holds = self.holds_granted.load(Ordering::Relaxed);
+        let seats = self.seats_granted.load(Ordering::Relaxed);
+        Some(Inventory {
+            free,
+            held: self.left_held.load(Ordering::Relaxed),
+            party_size: if holds == 0 {
+                0.0
+            } else {
+                seats as f64 / holds as f64
+            },
+        })
+    }
+
+    /// Nothing free now, but held seats may come back: waiting fans are told `ALL_HELD`.
+    pub fn all_held(&self) -> bool {
+        self.inventory()
+            .is_some_and(|inventory| inventory.all_held())
+    }
+
     pub fn view(&self) -> Arc<QueueView> {
         self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -323,6 +357,8 @@ pub enum PollAnswer {
         ahead_of_you: u64,
         retry_after_s: u64,
         estimated_wait_s: u64,
+        /// `ALL_HELD`: nothing is free now, but held seats may come back.
+        reason: Option<&'static str>,
     },
     Admitted {
         position: u64,
@@ -348,6 +384,12 @@ pub enum RoomError {
     Admission(#[from] AdmissionError),
     #[error("the admission's shopping session has ended; poll the queue status for a new one")]
     SessionEnded,
+    #[error(
+        "your shopper slot went back to the queue (no hold within the hold window, or the last \
+         hold ended or was refused) and every slot is taken: you are first in line; poll the \
+         queue status to get one again"
+    )]
+    SlotGone,
     #[error(transparent)]
     Join(#[from] boxoffice_waitroom::queue::JoinError),
     #[error(transparent)]
@@ -355,6 +397,10 @@ pub enum RoomError {
     #[error("signing failed: {0}")]
     Signing(String),
 }
+
+/// A waiting fan's `reason` while everything left is held but not sold: seats may come back,
+/// and release follows them.
+pub const ALL_HELD: &str = "ALL_HELD";
 
 /// Knobs of the waiting room (the defaults suit production; tests speed them up).
 #[derive(Debug, Clone, Copy, Default)]
@@ -375,6 +421,9 @@ pub struct WaitingRoom {
     /// Queue tickets that verified (they carry no `exp`; the event and account are
     /// compared on every hit).
     tickets: Arc<TokenCache<QueueTicketClaims>>,
+    /// Added to the wall clock: tests move the room's clock forward instead of sleeping
+    /// (`advance_clock`); in production nothing moves it.
+    clock_offset_ms: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl std::fmt::Debug for WaitingRoom {
@@ -411,6 +460,7 @@ pub fn room_config(event: &EventRecord) -> RoomConfig {
         queue,
         max_active_shoppers: u64::from(settings.max_active_shoppers),
         admission_ttl_ms: i64::from(settings.admission_ttl_seconds) * 1_000,
+        hold_window_ms: i64::from(settings.hold_window_seconds) * 1_000,
         release: ControllerConfig {
             start_release_per_s: u64::from(settings.start_release_per_second),
             max_release_per_s: u64::from(settings.max_release_per_second),
@@ -421,6 +471,17 @@ pub fn room_config(event: &EventRecord) -> RoomConfig {
 }
 
 impl WaitingRoom {
+    /// The room's clock: now in unix milliseconds, plus what a test advanced it by.
+    pub fn now_ms(&self) -> i64 {
+        unix_ms().saturating_add(self.clock_offset_ms.load(Ordering::Relaxed))
+    }
+
+    /// Moves this node's room clock forward by `ms` (tests: an idle slot's hold window, an
+    /// admission's TTL, without sleeping).
+    pub fn advance_clock(&self, ms: i64) {
+        self.clock_offset_ms.fetch_add(ms, Ordering::Relaxed);
+    }
+
     /// `secret` signs queue tickets and admission tokens (at least 16 bytes).
     pub fn new(
         store: Arc<dyn RoomStore>,
@@ -446,6 +507,7 @@ impl WaitingRoom {
             options,
             meter: Arc::default(),
             tickets: Arc::default(),
+            clock_offset_ms: Arc::default(),
         })
     }
 
@@ -511,6 +573,10 @@ impl WaitingRoom {
             event: std::sync::OnceLock::new(),
             sold_out: std::sync::atomic::AtomicBool::new(false),
             tiers_checked_ms: std::sync::atomic::AtomicI64::new(0),
+            left_free: AtomicU64::new(u64::MAX),
+            left_held: AtomicU64::new(0),
+            holds_granted: AtomicU64::new(0),
+            seats_granted: AtomicU64::new(0),
         });
         let mut rooms = self.rooms.write().unwrap_or_else(|e| e.into_inner());
         Ok(rooms.entry(event_id.to_owned()).or_insert(handle).clone())
@@ -539,7 +605,7 @@ impl WaitingRoom {
         room: &RoomHandle,
         account_id: &str,
     ) -> Result<(String, boxoffice_waitroom::queue::Place, PollAnswer), RoomError> {
-        let now_ms = unix_ms();
+        let now_ms = self.now_ms();
         let place = self
             .store
             .join(&room.event_id, account_id, now_ms)
@@ -602,7 +668,7 @@ impl WaitingRoom {
             })
             .flatten()?;
         let view = room.view();
-        match view.status(index, unix_ms()) {
+        match view.status(index, self.now_ms()) {
             Status::Waiting {
                 position,
                 ahead_of_you,
@@ -629,7 +695,7 @@ impl WaitingRoom {
         claims: &QueueTicketClaims,
     ) -> Result<PollAnswer, RoomError> {
         room.polls.fetch_add(1, Ordering::Relaxed);
-        let now_ms = unix_ms();
+        let now_ms = self.now_ms();
         let view = room.view();
         match view.status(claims.idx, now_ms) {
             Status::Waiting {
@@ -697,20 +763,25 @@ impl WaitingRoom {
                 ahead_of_you: 0,
                 retry_after_s: 1,
                 estimated_wait_s: 1,
+                reason: room.all_held().then_some(ALL_HELD),
             }),
             ClaimOutcome::Expired => Ok(PollAnswer::Expired { position }),
         }
     }
 
     /// Checks an admission token for a hold or checkout on `event`: signature, event,
-    /// account, expiry, then that its session is still the account's live admission.
+    /// account, expiry, then that its session is still the account's live admission. With
+    /// `take_slot` (a hold: the fan shops), the admission must also hold a shopper slot: one
+    /// given back (idle past the hold window, a refused hold, a trip that ended) is taken
+    /// again if one is free, else the fan is sent back to the head of the queue.
     pub async fn check_admission(
         &self,
         event: &EventRecord,
         account_id: &str,
         token: &str,
+        take_slot: bool,
     ) -> Result<(), RoomError> {
-        let now_ms = unix_ms();
+        let now_ms = self.now_ms();
         let now_s = u64::try_from(now_ms / 1_000).unwrap_or(0);
         let claims = self
             .keys
@@ -721,8 +792,56 @@ impl WaitingRoom {
             .admission(&room.event_id, account_id, now_ms)
             .await?
         {
-            Some(admission) if admission.session_id == claims.sid => Ok(()),
+            Some(admission) if admission.session_id == claims.sid => {
+                if !take_slot || admission.slot.is_some() {
+                    return Ok(());
+                }
+                match self
+                    .store
+                    .claim(&room.event_id, account_id, &admission.session_id, now_ms)
+                    .await?
+                {
+                    ClaimOutcome::Admitted(again)
+                        if again.session_id == claims.sid && again.slot.is_some() =>
+                    {
+                        metrics::counter!("boxoffice_waitroom_slots_retaken_total").increment(1);
+                        Ok(())
+                    }
+                    _ => Err(RoomError::SlotGone),
+                }
+            }
             _ => Err(RoomError::SessionEnded),
+        }
+    }
+
+    /// A hold of `seats` was granted on `event_id`: counted for the party size release
+    /// assumes.
+    pub fn granted(&self, event_id: &str, seats: u32) {
+        if let Some(room) = self.cached(event_id) {
+            room.holds_granted.fetch_add(1, Ordering::Relaxed);
+            room.seats_granted
+                .fetch_add(u64::from(seats), Ordering::Relaxed);
+        }
+    }
+
+    /// What a fan's request did to its shopper slot (a hold granted or refused, a checkout
+    /// started): the room moves the slot (`Op::Shop`). A failure of the room's state is
+    /// logged, never the request's: the slot then lapses by its hold window or TTL.
+    pub async fn shopped(&self, event_id: &str, account_id: &str, shop: Shop) {
+        if self.cached(event_id).is_none() {
+            return;
+        }
+        match self
+            .store
+            .shop(event_id, account_id, shop, self.now_ms())
+            .await
+        {
+            Ok(true) => {
+                metrics::counter!("boxoffice_waitroom_slot_moves_total", "to" => shop.as_str())
+                    .increment(1);
+            }
+            Ok(false) => {}
+            Err(error) => tracing::warn!(%error, event_id, "waiting room: slot not moved"),
         }
     }
 
@@ -742,6 +861,28 @@ impl WaitingRoom {
             metrics::counter!("boxoffice_waitroom_slots_returned_total").increment(1);
         }
         Ok(ended)
+    }
+
+    /// A hold of the account on `event_id` ended without a sale at `at_ms`: its slot goes
+    /// back (`Shop::Ended`), the admission stays.
+    pub async fn slot_back(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        at_ms: i64,
+    ) -> Result<bool, StateError> {
+        if self.cached(event_id).is_none() {
+            return Ok(false);
+        }
+        let freed = self
+            .store
+            .shop(event_id, account_id, Shop::Ended, at_ms)
+            .await?;
+        if freed {
+            self.meter.completed.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("boxoffice_waitroom_slots_returned_total").increment(1);
+        }
+        Ok(freed)
     }
 
     /// The admin view of a room.
@@ -805,6 +946,13 @@ impl WaitingRoom {
                 .collect();
             for room in rooms {
                 self.mark_sold_out(&room, store.as_ref(), &maps).await;
+                if let Some(event) = room.event.get()
+                    && let Ok(map) = maps.get(event).await
+                {
+                    let (free, held) = map.left_at(self.now_ms());
+                    room.left_held.store(held, Ordering::Relaxed);
+                    room.left_free.store(free, Ordering::Relaxed);
+                }
                 if let Err(error) = self.tick_room(&room, decide, signals, store_down).await {
                     tracing::warn!(event_id = %room.event_id, %error, "waiting-room tick failed");
                 }
@@ -821,7 +969,7 @@ impl WaitingRoom {
         signals: Option<Measured>,
         store_down: bool,
     ) -> Result<(), StateError> {
-        let now_ms = unix_ms();
+        let now_ms = self.now_ms();
         if decide {
             let leader = self
                 .store
@@ -880,6 +1028,8 @@ impl WaitingRoom {
                         }),
                         completed_per_s: measured.completed,
                         sold_out: room.sold_out(),
+                        inventory: room.inventory(),
+                        shopping: stats.slots.idle + unclaimed,
                     };
                     let decision = control.controller.tick(&signals);
                     if control.decision.as_ref().map(|d| d.kind) != Some(decision.kind) {
@@ -901,9 +1051,18 @@ impl WaitingRoom {
                     }
                     control.decision = Some(decision);
                 }
+                // Never more fans than the free inventory can serve (every tick, as slots).
+                let room_left = room.inventory().map_or(u64::MAX, |inventory| {
+                    if inventory.all_held() {
+                        0
+                    } else {
+                        inventory.room_for(stats.slots.idle + unclaimed)
+                    }
+                });
                 let free = stats
                     .max_active_shoppers
-                    .saturating_sub(stats.active + unclaimed);
+                    .saturating_sub(stats.active + unclaimed)
+                    .min(room_left);
                 if room.sold_out() {
                     control.carry = 0.0;
                     0
@@ -989,7 +1148,7 @@ impl WaitingRoom {
         if event.tiers.is_empty() {
             return Ok(true);
         }
-        let now_ms = unix_ms();
+        let now_ms = self.now_ms();
         let checked = room.tiers_checked_ms.load(Ordering::Relaxed);
         if now_ms - checked < TIER_CHECK_INTERVAL_MS {
             return Ok(room.sold_out());
@@ -1070,11 +1229,20 @@ fn waiting(room: &RoomHandle, position: u64, ahead_of_you: u64) -> PollAnswer {
         Some(room.doubling_up_to.load(Ordering::Relaxed)).filter(|&cap| cap > 0),
         POLL_INTERVAL_MAX_S,
     );
+    // Near the head while release follows the seats that come back: poll often enough that
+    // a returned seat finds its fan at once.
+    let retry_after_s = match room.inventory() {
+        Some(inventory) if inventory.returns_reach(ahead_of_you) => {
+            retry_after_s.min(boxoffice_waitroom::controller::RETURNS_POLL_S)
+        }
+        _ => retry_after_s,
+    };
     PollAnswer::Waiting {
         position,
         ahead_of_you,
         retry_after_s,
         estimated_wait_s,
+        reason: room.all_held().then_some(ALL_HELD),
     }
 }
 
@@ -1133,33 +1301,46 @@ impl OutboxListener for SlotReturner {
             return Ok(());
         }
         let payload: serde_json::Value = serde_json::from_str(&message.payload).unwrap_or_default();
-        let account_id = match message.topic.as_str() {
+        // A hold that ended without a sale gives the slot back (the admission stays for
+        // another try); a confirmed order ends the trip, admission and all.
+        let (account_id, trip_over) = match message.topic.as_str() {
             topic::HOLD_RELEASED | topic::HOLD_EXPIRED => {
                 let hold_id = payload["holdId"].as_str().unwrap_or_default();
-                self.store
+                let account = self
+                    .store
                     .get_hold(hold_id)
                     .await
                     .map_err(|e| e.to_string())?
-                    .map(|hold| hold.account_id)
+                    .map(|hold| hold.account_id);
+                (account, false)
             }
-            topic::ORDER_CONFIRMED => {
+            topic::ORDER_CONFIRMED | topic::ORDER_CANCELLED => {
                 let order_id = payload["orderId"].as_str().unwrap_or_default();
-                self.store
+                let account = self
+                    .store
                     .get_order(order_id)
                     .await
                     .map_err(|e| e.to_string())?
-                    .map(|order| order.account_id)
+                    .map(|order| order.account_id);
+                (account, message.topic == topic::ORDER_CONFIRMED)
             }
-            _ => None,
+            _ => (None, false),
         };
         let Some(account_id) = account_id else {
             return Ok(());
         };
         let at_ms = unix_ms_of(message.created_at);
-        self.waitroom
-            .end(&message.event_id, &account_id, at_ms)
-            .await
-            .map_err(|e| e.to_string())?;
+        if trip_over {
+            self.waitroom
+                .end(&message.event_id, &account_id, at_ms)
+                .await
+                .map_err(|e| e.to_string())?;
+        } else {
+            self.waitroom
+                .slot_back(&message.event_id, &account_id, at_ms)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         Ok(())
     }
 }

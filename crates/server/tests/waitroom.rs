@@ -285,6 +285,7 @@ on_both_states!(
     sold_out_reaches_every_queued_fan_and_release_resumes_when_seats_come_back,
     per_event_release_settings_round_trip,
     a_poll_from_memory_answers_as_the_route_does,
+    slots_follow_the_shopper_and_release_follows_the_seats,
 );
 
 /// FIFO order for sequential joins; one place per account; holds need the account's own live
@@ -331,16 +332,24 @@ async fn fifo_queue_admits_in_order_and_guards_holds(state: State) {
     assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
     let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
 
-    // Releasing the hold ends ann's trip: her slot goes to cat at once, her token is spent.
+    // Releasing the hold gives ann's slot back at once (issue 35: a slot follows the shopper,
+    // not the admission); her admission stays for a second try, which takes a free slot.
     let released = app
         .delete(&token("ann"), &format!("/v1/holds/{hold_id}"))
         .await;
     assert_eq!(released.status, StatusCode::OK);
-    assert_eq!(queue_admin(&app, &event_id).await["activeShoppers"], 1);
-    let spent = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-2").await;
-    assert_eq!(spent.code(), "ADMISSION_INVALID");
-    // A checkout of the hold that ended her trip (a retry that outlived its hold) is told
-    // about the hold, not about the admission the hold's end took with it.
+    let view = queue_admin(&app, &event_id).await;
+    assert_eq!(view["activeShoppers"], 1, "{view}");
+    assert_eq!(
+        view["slots"],
+        json!({"idle": 1, "holding": 0, "paying": 0}),
+        "{view}"
+    );
+    let again = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-2").await;
+    assert_eq!(again.status, StatusCode::CREATED, "{:?}", again.json());
+    assert_eq!(queue_admin(&app, &event_id).await["activeShoppers"], 2);
+    // A checkout of the hold she released (a retry that outlived its hold) is told about the
+    // hold.
     let late_checkout = app
         .send(
             app.http
@@ -353,6 +362,14 @@ async fn fifo_queue_admits_in_order_and_guards_holds(state: State) {
         .await;
     assert_eq!(late_checkout.status, StatusCode::CONFLICT);
     assert_eq!(late_checkout.code(), "HOLD_EXPIRED");
+    // Leaving ends the trip: the slot goes to cat, ann's token is spent.
+    let left = app
+        .delete(&token("ann"), &format!("/v1/events/{event_id}/queue"))
+        .await;
+    assert_eq!(left.status, StatusCode::OK);
+    assert_eq!(left.json()["admissionEnded"], true);
+    let spent = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-3").await;
+    assert_eq!(spent.code(), "ADMISSION_INVALID");
     admitted(&app, "cat", &event_id, &tickets[2]).await;
     let view = queue_admin(&app, &event_id).await;
     assert!(view["activeShoppers"].as_u64().unwrap() <= 2, "{view}");
@@ -1102,7 +1119,7 @@ async fn per_event_release_settings_round_trip(state: State) {
     .await;
     let settings = json!({"enabled": true, "policy": "fifo", "maxActiveShoppers": 50,
         "admissionTtlSeconds": 120, "startReleasePerSecond": 40, "maxReleasePerSecond": 4000,
-        "targetHoldP99Ms": 150, "claimWindowSeconds": 90});
+        "targetHoldP99Ms": 150, "claimWindowSeconds": 90, "holdWindowSeconds": 45});
     let event_id = app.create_event(json!({"waitingRoom": settings})).await;
     let event = app
         .get(&token("ann"), &format!("/v1/events/{event_id}"))
@@ -1116,7 +1133,8 @@ async fn per_event_release_settings_round_trip(state: State) {
     assert_eq!(
         view["settings"],
         json!({"startReleasePerSecond": 40, "maxReleasePerSecond": 4000,
-               "targetHoldP99Ms": 150, "claimWindowSeconds": 90, "admissionTtlSeconds": 120})
+               "targetHoldP99Ms": 150, "claimWindowSeconds": 90, "holdWindowSeconds": 45,
+               "admissionTtlSeconds": 120})
     );
     // The first decision starts from the event's start rate and doubles it.
     let decided = queue_until(&app, &event_id, "a decision", |v| {
@@ -1245,4 +1263,97 @@ async fn a_poll_from_memory_answers_as_the_route_does(state: State) {
     );
     app.finish().await;
     rooms.cleanup().await;
+}
+
+/// Issue 35, on both store backends: a slot follows the shopper, not the admission. A fan
+/// refused seats gives the slot back at once; a fan idle past the hold window gives it back
+/// (the room's clock moved, no sleeping); a second try within the admission takes a free
+/// slot, or waits at the head of the queue when none is. When everything left is held,
+/// release stops and waiting fans hear `ALL_HELD`; it resumes as the holds lapse.
+async fn slots_follow_the_shopper_and_release_follows_the_seats(state: State) {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let rooms = Rooms::new(state, fast()).await;
+        let app = TestApp::spawn_full(
+            TestStore::new(backend).await,
+            SimulatorConfig::default(),
+            rooms.setup.clone(),
+            true,
+        )
+        .await;
+        let event_id = app
+            .create_event(json!({
+                "holdTtlSeconds": 60,
+                "sections": [{"name": "A", "rows": 1, "seatsPerRow": 3, "priceMinor": 1000}],
+                "tiers": [],
+                "waitingRoom": {"enabled": true, "policy": "fifo", "maxActiveShoppers": 2,
+                                "admissionTtlSeconds": 600, "holdWindowSeconds": 30},
+            }))
+            .await;
+        let fans = ["ann", "bob", "cat", "dan"];
+        let mut tickets = Vec::new();
+        for fan in fans {
+            tickets.push(
+                join(&app, fan, &event_id).await["queueTicket"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
+        }
+        let ann = admitted(&app, "ann", &event_id, &tickets[0]).await;
+        let bob = admitted(&app, "bob", &event_id, &tickets[1]).await;
+        let slots = |v: &Value| v["slots"].clone();
+        assert_eq!(
+            slots(&queue_admin(&app, &event_id).await),
+            json!({"idle": 2, "holding": 0, "paying": 0})
+        );
+        let held = hold_with(&app, "bob", &event_id, Some(&bob), "A-1-1").await;
+        assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
+        // ann is refused bob's seat: her slot goes back at once, and cat gets it.
+        let refused = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-1").await;
+        assert_eq!(refused.code(), "SEATS_UNAVAILABLE");
+        let view = queue_admin(&app, &event_id).await;
+        assert_eq!(view["activeShoppers"], 1, "{view}");
+        assert_eq!(slots(&view), json!({"idle": 0, "holding": 1, "paying": 0}));
+        admitted(&app, "cat", &event_id, &tickets[2]).await;
+        // ann's second try: every slot is taken, she is first in line.
+        let full = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-2").await;
+        assert_eq!(full.status, StatusCode::FORBIDDEN, "{:?}", full.json());
+        assert_eq!(full.code(), "ADMISSION_INVALID");
+        // cat stays idle past the 30 s hold window: the slot comes back, ann takes it.
+        app.state.waitroom.advance_clock(31_000);
+        after_ticks(&app, &event_id, 2).await;
+        let view = queue_admin(&app, &event_id).await;
+        assert_eq!(
+            slots(&view),
+            json!({"idle": 0, "holding": 1, "paying": 0}),
+            "{view}"
+        );
+        let again = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-2").await;
+        assert_eq!(again.status, StatusCode::CREATED, "{:?}", again.json());
+        // The last seat: bob holds it too. Everything left is held: dan waits, told why.
+        let last = hold_with(&app, "bob", &event_id, Some(&bob), "A-1-3").await;
+        assert_eq!(last.status, StatusCode::CREATED, "{:?}", last.json());
+        after_ticks(&app, &event_id, 12).await;
+        let view = queue_admin(&app, &event_id).await;
+        assert_eq!(
+            view["decisions"].as_array().unwrap().last().unwrap()["kind"],
+            "all_held",
+            "{view}"
+        );
+        let dan = status(&app, "dan", &event_id, &tickets[3]).await.json();
+        assert_eq!(dan["status"], "WAITING", "{dan}");
+        assert_eq!(dan["reason"], "ALL_HELD", "{dan}");
+        // The holds lapse by the store's clock: release follows the seats back, dan gets in.
+        app.db.advance_clock(61_000).await;
+        admitted(&app, "dan", &event_id, &tickets[3]).await;
+        queue_until(&app, &event_id, "a decision past all held", |v| {
+            v["decisions"]
+                .as_array()
+                .and_then(|d| d.last())
+                .is_some_and(|d| d["kind"] != "all_held")
+        })
+        .await;
+        app.finish().await;
+        rooms.cleanup().await;
+    }
 }

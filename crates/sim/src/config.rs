@@ -79,6 +79,9 @@ pub struct SimConfig {
     pub max_active_shoppers: u64,
     pub admission_ttl_s: u32,
     pub claim_window_s: u32,
+    /// How long an admitted fan's slot stays idle before it goes back (the event's
+    /// `waitingRoom.holdWindowSeconds`).
+    pub hold_window_s: u32,
     pub controller: ControllerConfig,
     pub hold_ttl_s: u32,
     pub payment_grace_s: u32,
@@ -137,6 +140,7 @@ impl SimConfig {
             max_active_shoppers,
             admission_ttl_s: 900,
             claim_window_s: 600,
+            hold_window_s: 60,
             controller,
             hold_ttl_s: 300,
             payment_grace_s: 120,

@@ -14,7 +14,11 @@
 //! - browse before the hold: lognormal, median 8 s; review before checkout: median 20 s;
 //! - 10 % of fans who get a hold abandon it: half release it, half let it lapse;
 //! - an admitted fan who gives up without a hold (no seats, sold out, errors) tells the room
-//!   it leaves 90 % of the time; the others keep the slot until the admission expires;
+//!   it leaves 90 % of the time; the others keep the slot until its hold window passes;
+//! - the room moves the fan's slot as the server does: holding after a granted hold, paying
+//!   after a checkout starts, given back after a refused hold (the next try takes a slot
+//!   again if one is free, else the fan waits at the head of the queue and tries again once
+//!   it has one);
 //! - a hold that finds no seats is asked again (a new key; half the time for one seat
 //!   fewer) after 3-8 s, at most [`HOLD_ATTEMPTS_MAX`] times; an error is retried after
 //!   0.5-16 s, at most [`ERROR_RETRIES_MAX`] times in a row;
@@ -28,6 +32,7 @@ use boxoffice_domain::engine::{
     PaymentRequest,
 };
 use boxoffice_domain::hold::HoldStatus;
+use boxoffice_waitroom::admission::Shop;
 use boxoffice_waitroom::queue::Status;
 use boxoffice_waitroom::room::{ClaimOutcome, Op, OpResult};
 
@@ -105,6 +110,8 @@ pub(crate) struct Fan {
     queue_index: u32,
     /// When the current sleep began, simulated milliseconds.
     sleep_from_ms: u32,
+    /// Admitted before: a fan back from the head of the queue goes on with its plan.
+    returning: bool,
 }
 
 /// What happens next to a fan.
@@ -355,6 +362,13 @@ impl Sim {
     }
 
     fn admitted(&mut self, fan: u32) {
+        if self.fans[fan as usize].returning {
+            // Back with a slot after waiting at the head: tries again at once.
+            self.fans[fan as usize].stage = Stage::Browsing;
+            self.think(fan, 1.0, 0.3, FanStep::SendHold);
+            return;
+        }
+        self.fans[fan as usize].returning = true;
         let plan = if self.rng.chance(ABANDON_SHARE) {
             if self.rng.chance(0.5) {
                 Plan::AbandonRelease
@@ -398,12 +412,48 @@ impl Sim {
         live
     }
 
+    /// A hold needs a shopper slot (the server's admission check): a fan whose slot went
+    /// back takes one again if one is free; else it waits at the head of the queue (its
+    /// polls claim the next free slot, then it tries again).
+    fn has_slot(&mut self, fan: u32) -> bool {
+        let now_ms = self.now_ms();
+        let account = account_id(fan);
+        if self
+            .room
+            .admission(&account, now_ms)
+            .is_some_and(|admission| admission.slot.is_some())
+        {
+            return true;
+        }
+        let claimed = self.room.apply(&Op::Claim {
+            session_id: format!("s-{fan}"),
+            account_id: account,
+            now_ms,
+        });
+        if matches!(claimed, OpResult::Claimed(ClaimOutcome::Admitted(_))) {
+            self.totals.slots_retaken += 1;
+            return true;
+        }
+        self.fans[fan as usize].stage = Stage::Waiting;
+        self.poll_in(fan, 1);
+        false
+    }
+
+    /// Moves the fan's slot as the server does after an answer (`Op::Shop`).
+    fn shopped(&mut self, fan: u32, shop: Shop) {
+        self.room.apply(&Op::Shop {
+            account_id: account_id(fan),
+            shop,
+            at_ms: self.now_ms(),
+        });
+    }
+
     fn send_hold(&mut self, fan: u32) {
         if self.store.sold_out() {
             self.give_up_shopping(fan, Ending::SoldOut);
             return;
         }
-        if !self.still_admitted(fan) {
+        if !self.still_admitted(fan) || !self.has_slot(fan) {
             return;
         }
         let record = &mut self.fans[fan as usize];
@@ -566,6 +616,7 @@ impl Sim {
                 self.trace(format_args!("fan {fan} checkout answered {decision:?}"));
                 match decision {
                     CheckoutDecision::Started { .. } | CheckoutDecision::InCheckout => {
+                        self.shopped(fan, Shop::Paying);
                         self.pay(fan);
                     }
                     CheckoutDecision::Expired
@@ -651,6 +702,7 @@ impl Sim {
     }
 
     fn got_hold(&mut self, fan: u32) {
+        self.shopped(fan, Shop::Held);
         let record = &mut self.fans[fan as usize];
         record.stage = Stage::Holding;
         match record.plan {
@@ -662,6 +714,7 @@ impl Sim {
     }
 
     fn no_seats(&mut self, fan: u32) {
+        self.shopped(fan, Shop::Refused);
         if self.store.sold_out() {
             self.give_up_shopping(fan, Ending::SoldOut);
             return;

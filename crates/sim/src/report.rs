@@ -218,6 +218,8 @@ pub struct Report {
     pub engine_load_failures: u64,
     pub store_errors: u64,
     pub answers_lost: u64,
+    /// Shopper slots taken again by admitted fans whose slot had gone back.
+    pub slots_retaken: u64,
     pub payment_attempts: u64,
     pub payment_errors: u64,
     pub fans_by_ending: Vec<(Ending, u64)>,
@@ -337,6 +339,7 @@ pub(crate) fn build(finished: Finished) -> Report {
         engine_load_failures: totals.load_failures,
         store_errors: totals.store_errors,
         answers_lost: totals.answers_lost,
+        slots_retaken: totals.slots_retaken,
         payment_attempts: totals.payment_attempts,
         payment_errors: totals.payment_errors,
         fans_by_ending: Ending::ALL

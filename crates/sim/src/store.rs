@@ -110,6 +110,22 @@ impl SimStore {
             .count() as u64
     }
 
+    /// Seats free at `now` (a hold past its deadline frees its seats) and seats held by a
+    /// hold not past it: what the server's live seat map counts for release.
+    pub(crate) fn inventory_at(&self, now: OffsetDateTime) -> (u64, u64) {
+        let mut free = 0;
+        let mut held = 0;
+        for seat in &self.seats {
+            match seat.status {
+                SeatStatus::Available => free += 1,
+                SeatStatus::Held if seat.hold_expires_at.is_some_and(|at| at > now) => held += 1,
+                SeatStatus::Held => free += 1,
+                SeatStatus::Sold => {}
+            }
+        }
+        (free, held)
+    }
+
     pub(crate) fn record(&self, account_id: &str, key: &str) -> Option<&Recorded> {
         self.records
             .get(&(account_id.to_owned(), key.to_owned()))

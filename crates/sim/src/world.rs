@@ -12,7 +12,9 @@ use std::fmt::Write as _;
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::event::SaleRules;
-use boxoffice_waitroom::controller::{Decision, DecisionKind, ReleaseController, Signals};
+use boxoffice_waitroom::controller::{
+    Decision, DecisionKind, Inventory, ReleaseController, Signals,
+};
 use boxoffice_waitroom::queue::{QueueConfig, QueuePolicy};
 use boxoffice_waitroom::room::{Op, Room, RoomConfig, RoomStats};
 use sha2::{Digest, Sha256};
@@ -150,9 +152,13 @@ pub(crate) struct Totals {
     /// Polls of sleeping fans, counted without an event each.
     pub(crate) polls_aggregated: u64,
     pub(crate) holds_granted: u64,
+    /// Seats of the holds granted (the party size release assumes is their mean).
+    pub(crate) seats_granted: u64,
     pub(crate) payment_attempts: u64,
     pub(crate) payment_errors: u64,
     pub(crate) answers_lost: u64,
+    /// Slots taken again by admitted fans whose slot had gone back (a second try).
+    pub(crate) slots_retaken: u64,
     pub(crate) engine_checks: u64,
     pub(crate) room_checks: u64,
     pub(crate) endings: [u64; Ending::ALL.len()],
@@ -225,6 +231,7 @@ impl Sim {
             queue,
             max_active_shoppers: config.max_active_shoppers,
             admission_ttl_ms: i64::from(config.admission_ttl_s) * 1_000,
+            hold_window_ms: i64::from(config.hold_window_s) * 1_000,
             release: config.controller,
         });
         let rules = SaleRules {
@@ -436,14 +443,19 @@ impl Sim {
             }
             _ => None,
         };
-        boxoffice_waitroom::controller::pace(
+        let retry_s = boxoffice_waitroom::controller::pace(
             ahead_of_you,
             self.release.rate_per_s,
             released_per_s,
             self.release.doubling_up_to,
             POLL_INTERVAL_MAX_S,
         )
-        .1
+        .1;
+        if self.inventory().returns_reach(ahead_of_you) {
+            retry_s.min(boxoffice_waitroom::controller::RETURNS_POLL_S)
+        } else {
+            retry_s
+        }
     }
 
     /// The room's 100 ms tick: once a second the controller decides from the second's
@@ -461,12 +473,21 @@ impl Sim {
         }
         let unclaimed = unclaimed(&self.release.history, &stats);
         let sold_out = self.store.sold_out();
+        let inventory = self.inventory();
+        let shopping = stats.slots.idle + unclaimed;
         if self.now_us > 0 && self.now_us.is_multiple_of(TICKS_PER_DECISION * TICK_US) {
-            self.close_second(&stats, unclaimed, sold_out);
+            self.close_second(&stats, unclaimed, sold_out, inventory, shopping);
         }
+        // Never more fans than the free inventory can serve (checked every tick, as slots).
+        let room = if inventory.all_held() {
+            0
+        } else {
+            inventory.room_for(shopping)
+        };
         let free = stats
             .max_active_shoppers
-            .saturating_sub(stats.active + unclaimed);
+            .saturating_sub(stats.active + unclaimed)
+            .min(room);
         let release = if sold_out {
             self.release.carry = 0.0;
             0
@@ -498,7 +519,28 @@ impl Sim {
 
     /// Ends a simulated second: the controller decides (once the sale is open) and the
     /// second's sample is kept.
-    fn close_second(&mut self, stats: &RoomStats, unclaimed: u64, sold_out: bool) {
+    /// What is left to sell, as the server's seat map would show it now.
+    fn inventory(&self) -> Inventory {
+        let (free, held) = self.store.inventory_at(store_clock(self.now_us));
+        Inventory {
+            free,
+            held,
+            party_size: if self.totals.holds_granted == 0 {
+                0.0
+            } else {
+                self.totals.seats_granted as f64 / self.totals.holds_granted as f64
+            },
+        }
+    }
+
+    fn close_second(
+        &mut self,
+        stats: &RoomStats,
+        unclaimed: u64,
+        sold_out: bool,
+        inventory: Inventory,
+        shopping: u64,
+    ) {
         let now_ms = self.now_ms();
         let meter = std::mem::take(&mut self.meter);
         let mut holds = meter.hold_latencies_us;
@@ -524,6 +566,8 @@ impl Sim {
                 admitted_per_s: admitted,
                 completed_per_s: meter.completed,
                 sold_out,
+                inventory: Some(inventory),
+                shopping,
             };
             let decision = self.release.controller.tick(&signals);
             self.trace(format_args!(

@@ -357,6 +357,7 @@ impl Sim {
         }
         self.totals.groups_committed += 1;
         self.totals.holds_granted += group.effects.holds_created.len() as u64;
+        self.totals.seats_granted += group.effects.seats_taken.len() as u64;
         let version = self.store.version;
         self.trace(format_args!(
             "group {} committed v{version}: {} taken, {} released, {} expired, {} checkouts, {} sold, {} cancelled",

@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use boxoffice_waitroom::admission::{Shop, SlotCounts, SlotState};
 use boxoffice_waitroom::queue::{QueueConfig, QueuePolicy, Status};
 use boxoffice_waitroom::room::{ClaimOutcome, Controls, Op, OpResult, Room, RoomConfig};
 
@@ -23,6 +24,7 @@ pub fn config(policy: QueuePolicy, seed: u64, max_active: u64) -> RoomConfig {
         queue,
         max_active_shoppers: max_active,
         admission_ttl_ms: 5_000,
+        hold_window_ms: 2_000,
         release: boxoffice_waitroom::controller::ControllerConfig::default(),
     }
 }
@@ -273,6 +275,113 @@ pub async fn release_and_expiry(store: &dyn RoomStore) {
     );
 }
 
+/// A slot follows what its fan does (issue 35): idle from admission until the hold window
+/// passes (2 s here), holding, paying; a refusal frees an idle slot at once; an end frees it
+/// and keeps the admission, whose next claim takes a slot again if one is free and else
+/// waits at the head (`Full`).
+pub async fn slots_follow_shoppers(store: &dyn RoomStore) {
+    let event = event_id("slots");
+    store
+        .ensure_room(&event, config(QueuePolicy::Fifo, 1, 2))
+        .await
+        .unwrap();
+    for account in ["a", "b", "c"] {
+        store
+            .join(&event, account, ON_SALE_MS - 10)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(store.tick(&event, ON_SALE_MS, 3).await.unwrap(), 3);
+    let at = |ms: i64| ON_SALE_MS + ms;
+    let claimed = |outcome: ClaimOutcome| match outcome {
+        ClaimOutcome::Admitted(admission) => Some(admission),
+        _ => None,
+    };
+    let a = claimed(store.claim(&event, "a", "s-a", at(10)).await.unwrap()).unwrap();
+    assert_eq!(
+        a.slot.map(|slot| (slot.state, slot.idle_until_ms)),
+        Some((SlotState::Idle, at(2_010)))
+    );
+    claimed(store.claim(&event, "b", "s-b", at(10)).await.unwrap()).unwrap();
+    assert_eq!(
+        store.claim(&event, "c", "s-c", at(20)).await.unwrap(),
+        ClaimOutcome::Full
+    );
+    // b gets a hold, then pays; a is refused and frees its slot at once.
+    assert!(store.shop(&event, "b", Shop::Held, at(30)).await.unwrap());
+    assert!(
+        store
+            .shop(&event, "a", Shop::Refused, at(40))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .shop(&event, "b", Shop::Refused, at(41))
+            .await
+            .unwrap()
+    );
+    assert!(store.shop(&event, "b", Shop::Paying, at(50)).await.unwrap());
+    assert_eq!(
+        store.stats(&event).await.unwrap().slots,
+        SlotCounts {
+            idle: 0,
+            holding: 0,
+            paying: 1
+        }
+    );
+    // a's admission is still live (a second try) but has no slot.
+    let a_now = store.admission(&event, "a", at(60)).await.unwrap().unwrap();
+    assert_eq!(a_now.session_id, "s-a");
+    assert_eq!(a_now.slot, None);
+    // c takes the freed slot; a, back for its second try, waits at the head.
+    claimed(store.claim(&event, "c", "s-c", at(70)).await.unwrap()).unwrap();
+    assert_eq!(
+        store.claim(&event, "a", "s-a2", at(80)).await.unwrap(),
+        ClaimOutcome::Full
+    );
+    // c stays idle past the hold window: its slot no longer counts, and a takes it with the
+    // same session.
+    let again = claimed(store.claim(&event, "a", "s-a2", at(2_070)).await.unwrap()).unwrap();
+    assert_eq!(again.session_id, "s-a");
+    assert_eq!(again.slot.map(|slot| slot.taken_at_ms), Some(at(2_070)));
+    assert_eq!(
+        store
+            .admission(&event, "c", at(2_070))
+            .await
+            .unwrap()
+            .unwrap()
+            .slot,
+        None
+    );
+    // b's order is confirmed: the admission ends with its slot. A hold of a's that ended
+    // before a took its slot again frees nothing of the new slot.
+    assert!(store.end(&event, "b", at(2_100)).await.unwrap());
+    assert_eq!(store.admission(&event, "b", at(2_100)).await.unwrap(), None);
+    assert!(
+        !store
+            .shop(&event, "a", Shop::Ended, at(2_000))
+            .await
+            .unwrap()
+    );
+    store.tick(&event, at(2_200), 0).await.unwrap();
+    let stats = store.stats(&event).await.unwrap();
+    assert_eq!(stats.active, 1);
+    assert_eq!(
+        stats.slots,
+        SlotCounts {
+            idle: 1,
+            holding: 0,
+            paying: 0
+        }
+    );
+    // The admission's TTL ends it with its slot.
+    store.tick(&event, at(5_100), 0).await.unwrap();
+    assert_eq!(store.stats(&event).await.unwrap().active, 0);
+    assert_eq!(store.admission(&event, "a", at(5_100)).await.unwrap(), None);
+}
+
 /// A tick with a clock behind the last release's (a clock stepped back, or a new leader's
 /// behind the old one's) releases at the last release's time, never before it: release
 /// times stay in order, as `Room::invariants` requires. Found by the `waitroom_journal`
@@ -349,7 +458,7 @@ pub async fn matches_the_model(store: &dyn RoomStore, seed: u64) {
     for step in 0..400 {
         now_ms += next(120) as i64;
         let account = format!("fan-{}", next(40));
-        let op = match next(10) {
+        let op = match next(12) {
             0..=3 => Op::Join {
                 account_id: account,
                 now_ms,
@@ -362,6 +471,11 @@ pub async fn matches_the_model(store: &dyn RoomStore, seed: u64) {
             6 => Op::End {
                 account_id: account,
                 at_ms: now_ms - next(3) as i64 * 1_000,
+            },
+            10..=11 => Op::Shop {
+                account_id: account,
+                shop: [Shop::Held, Shop::Paying, Shop::Refused, Shop::Ended][next(4) as usize],
+                at_ms: now_ms - next(2) as i64 * 500,
             },
             7..=8 => Op::Tick {
                 now_ms,
@@ -390,6 +504,11 @@ pub async fn matches_the_model(store: &dyn RoomStore, seed: u64) {
             Op::End { account_id, at_ms } => {
                 OpResult::Ended(store.end(&event, account_id, *at_ms).await.unwrap())
             }
+            Op::Shop {
+                account_id,
+                shop,
+                at_ms,
+            } => OpResult::Shopped(store.shop(&event, account_id, *shop, *at_ms).await.unwrap()),
             Op::Tick { now_ms, release } => OpResult::Ticked {
                 released: store.tick(&event, *now_ms, *release).await.unwrap(),
             },

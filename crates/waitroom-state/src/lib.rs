@@ -19,7 +19,7 @@ pub mod memory;
 pub mod redis;
 
 use async_trait::async_trait;
-use boxoffice_waitroom::admission::Admission;
+use boxoffice_waitroom::admission::{Admission, Shop};
 use boxoffice_waitroom::queue::{JoinError, Place, QueueView};
 use boxoffice_waitroom::room::{ClaimOutcome, Controls, RoomConfig, RoomStats};
 
@@ -83,8 +83,19 @@ pub trait RoomStore: Send + Sync + std::fmt::Debug {
         now_ms: i64,
     ) -> StateResult<Option<Admission>>;
 
-    /// `Op::End`: frees the account's slot if its admission began at or before `at_ms`.
+    /// `Op::End`: frees the account's slot if it was taken at or before `at_ms` (the
+    /// admission stays until its TTL).
     async fn end(&self, event_id: &str, account_id: &str, at_ms: i64) -> StateResult<bool>;
+
+    /// `Op::Shop`: a hold granted, a checkout started or a hold refused moves the account's
+    /// slot (see `boxoffice_waitroom::admission::Shop`). Returns whether the slot changed.
+    async fn shop(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        shop: Shop,
+        at_ms: i64,
+    ) -> StateResult<bool>;
 
     /// `Op::Tick`: opens the queue if due, expires admissions, releases up to `release`.
     /// Returns how many positions were released.

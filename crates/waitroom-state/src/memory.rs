@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
 use async_trait::async_trait;
-use boxoffice_waitroom::admission::Admission;
+use boxoffice_waitroom::admission::{Admission, Shop, SlotCounts};
 use boxoffice_waitroom::queue::{JoinError, Place, QueueView};
 use boxoffice_waitroom::room::{ClaimOutcome, Controls, Op, OpResult, Room, RoomConfig, RoomStats};
 use serde::{Deserialize, Serialize};
@@ -82,7 +82,11 @@ impl MemoryRooms {
             let room = rooms
                 .get_mut(event_id)
                 .ok_or_else(|| StateError::NoRoom(event_id.to_owned()))?;
-            let before = (room.stats().admitted_total, room.view().opened.is_some());
+            let before = (
+                room.stats().admitted_total,
+                room.view().opened.is_some(),
+                room.stats().slots,
+            );
             let result = room.apply(&op);
             let seq = match &self.journal {
                 Some(_) if !changes_more_than_time(&op, &result, before, room) => None,
@@ -110,15 +114,24 @@ impl MemoryRooms {
     }
 }
 
-/// Whether an applied op must be journaled. A claim that admitted nobody new and a tick that
-/// neither opened the queue nor released anyone changed nothing but what time alone decides
-/// (admissions past their TTL, which every later op treats as gone and the next journaled
-/// tick sweeps), so replay does not need them: a poll storm at the head of a full room costs
-/// no disk writes.
-fn changes_more_than_time(op: &Op, result: &OpResult, before: (u64, bool), room: &Room) -> bool {
-    let (admitted_before, opened_before) = before;
+/// Whether an applied op must be journaled. A claim that admitted nobody new nor took a slot
+/// again, a shopping step that changed no slot, and a tick that neither opened the queue nor
+/// released anyone changed nothing but what time alone decides (admissions past their TTL,
+/// idle slots past their hold window, which every later op treats as gone and the next
+/// journaled tick sweeps), so replay does not need them: a poll storm at the head of a full
+/// room costs no disk writes.
+fn changes_more_than_time(
+    op: &Op,
+    result: &OpResult,
+    before: (u64, bool, SlotCounts),
+    room: &Room,
+) -> bool {
+    let (admitted_before, opened_before, slots_before) = before;
     match (op, result) {
-        (Op::Claim { .. }, _) => room.stats().admitted_total != admitted_before,
+        (Op::Claim { .. }, _) => {
+            room.stats().admitted_total != admitted_before || room.stats().slots != slots_before
+        }
+        (Op::Shop { .. }, OpResult::Shopped(changed)) => *changed,
         (Op::Tick { .. }, OpResult::Ticked { released }) => {
             *released > 0 || room.view().opened.is_some() != opened_before
         }
@@ -217,8 +230,11 @@ impl RoomStore for MemoryRooms {
         session_id: &str,
         now_ms: i64,
     ) -> StateResult<ClaimOutcome> {
-        // A live admission is answered without a journal write (the common repeated poll).
-        if let Some(admission) = self.admission(event_id, account_id, now_ms).await? {
+        // A live admission with its slot is answered without a journal write (the common
+        // repeated poll).
+        if let Some(admission) = self.admission(event_id, account_id, now_ms).await?
+            && admission.slot.is_some()
+        {
             return Ok(ClaimOutcome::Admitted(admission));
         }
         let op = Op::Claim {
@@ -238,7 +254,7 @@ impl RoomStore for MemoryRooms {
         account_id: &str,
         now_ms: i64,
     ) -> StateResult<Option<Admission>> {
-        self.read(event_id, |room| room.admission(account_id, now_ms).cloned())
+        self.read(event_id, |room| room.admission(account_id, now_ms))
     }
 
     async fn end(&self, event_id: &str, account_id: &str, at_ms: i64) -> StateResult<bool> {
@@ -255,6 +271,24 @@ impl RoomStore for MemoryRooms {
         };
         match self.apply(event_id, op).await? {
             OpResult::Ended(ended) => Ok(ended),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn shop(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        shop: Shop,
+        at_ms: i64,
+    ) -> StateResult<bool> {
+        let op = Op::Shop {
+            account_id: account_id.to_owned(),
+            shop,
+            at_ms,
+        };
+        match self.apply(event_id, op).await? {
+            OpResult::Shopped(changed) => Ok(changed),
             other => Err(unexpected(other)),
         }
     }

@@ -14,6 +14,8 @@
 //! | `{p}{e}:rel` | sorted set | one member `serving_after:released_at_ms` per release, scored by `serving_after` |
 //! | `{p}{e}:adm` | hash | account id → `session_id\|admitted_at_ms\|expires_at_ms` |
 //! | `{p}{e}:exp` | sorted set | account id scored by `expires_at_ms` (expiry without a scan) |
+//! | `{p}{e}:slot` | hash | account id → `state\|taken_at_ms\|idle_until_ms` of the slot it takes (`HLEN` is what the cap counts; `meta` keeps `slots_idle`, `slots_holding`, `slots_paying`) |
+//! | `{p}{e}:idle` | sorted set | account id of an idle slot scored by `idle_until_ms` |
 //! | `{p}{e}:lead` | string | the node id running the release controller, with a `PX` lease |
 //!
 //! The key prefix should not contain `{`: Redis Cluster hashes the first `{…}` of a key, which
@@ -52,7 +54,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use boxoffice_waitroom::admission::{ACTIVE_SHOPPERS_MAX, Admission};
+use boxoffice_waitroom::admission::{
+    ACTIVE_SHOPPERS_MAX, Admission, Shop, Slot, SlotCounts, SlotState,
+};
 use boxoffice_waitroom::queue::{
     ACCOUNT_ID_LEN_MAX_BYTES, JoinError, Opened, Place, QUEUE_ACCOUNTS_MAX, QueuePolicy, QueueView,
     Release,
@@ -83,14 +87,44 @@ local function open_if_due(meta, now)
 end
 ";
 
-/// Removes every admission whose TTL passed at `now` (`ActiveShoppers::expire`).
+/// The shopper slots (`ActiveShoppers`' `Slot`): a value `state|taken_at|idle_until`, the
+/// counts by state in `meta`, idle slots indexed by `idle_until`. Times are kept as the
+/// strings they were given.
+const LUA_SLOTS: &str = r"
+local function slot_state(value) return string.match(value, '^(%a+)|') end
+local function slot_taken(value) return string.match(value, '^%a+|(%-?%d+)|') end
+local function slot_until(value) return string.match(value, '|(%-?%d+)$') end
+local function slot_live(value, now)
+  return slot_state(value) ~= 'idle' or tonumber(now) < tonumber(slot_until(value))
+end
+local function slot_drop(meta, slot, idle, account)
+  local value = redis.call('HGET', slot, account)
+  if value then
+    redis.call('HDEL', slot, account)
+    redis.call('ZREM', idle, account)
+    redis.call('HINCRBY', meta, 'slots_' .. slot_state(value), -1)
+  end
+end
+local function slot_put(meta, slot, idle, account, state, taken, until_ms)
+  slot_drop(meta, slot, idle, account)
+  redis.call('HSET', slot, account, state .. '|' .. taken .. '|' .. until_ms)
+  if state == 'idle' then redis.call('ZADD', idle, until_ms, account) end
+  redis.call('HINCRBY', meta, 'slots_' .. state, 1)
+end
+";
+
+/// Forgets every admission whose TTL passed at `now` with its slot, and gives back every idle
+/// slot whose hold window passed (`ActiveShoppers::expire`).
 const LUA_EXPIRE: &str = r"
-local function expire(adm, exp, now)
+local function expire(meta, adm, exp, slot, idle, now)
   local gone = redis.call('ZRANGEBYSCORE', exp, '-inf', now)
+  for i = 1, #gone do slot_drop(meta, slot, idle, gone[i]) end
   for i = 1, #gone, 1000 do
     redis.call('HDEL', adm, unpack(gone, i, math.min(i + 999, #gone)))
   end
   redis.call('ZREMRANGEBYSCORE', exp, '-inf', now)
+  local lapsed = redis.call('ZRANGEBYSCORE', idle, '-inf', now)
+  for i = 1, #lapsed do slot_drop(meta, slot, idle, lapsed[i]) end
 end
 ";
 
@@ -137,10 +171,10 @@ local m = redis.call('HMGET', KEYS[1], 'config', 'opened_at', 'pre_len')
 return {'place', index, before, m[1], m[2] or '', m[3] or ''}
 ";
 
-/// KEYS: meta, rel, adm, exp. ARGV: account, session, now, position, expires_at,
-/// claim window, cap. The queue is open and `position` is the account's.
+/// KEYS: meta, rel, adm, exp, slot, idle. ARGV: account, session, now, position, expires_at,
+/// claim window, cap, idle_until. The queue is open and `position` is the account's.
 /// Returns nil (no room), `{'not_released'}`, `{'expired'}`, `{'full'}` or
-/// `{'admitted', value}`.
+/// `{'admitted', value, slot value}`.
 const LUA_CLAIM: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local account, now, position = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -148,48 +182,105 @@ if position > tonumber(redis.call('HGET', KEYS[1], 'serving')) then
   return {'not_released'}
 end
 local existing = redis.call('HGET', KEYS[3], account)
+local live = existing and now < expires_of(existing)
 local release = redis.call('ZRANGEBYSCORE', KEYS[2], position, '+inf', 'LIMIT', 0, 1)[1]
-if release then
+if release and not live then
   local released_at = tonumber(string.match(release, ':(%-?%d+)$'))
-  if now > released_at + tonumber(ARGV[6]) then
-    if existing and now < expires_of(existing) then return {'admitted', existing} end
-    return {'expired'}
+  if now > released_at + tonumber(ARGV[6]) then return {'expired'} end
+end
+local cap = tonumber(ARGV[7])
+if live then
+  local value = redis.call('HGET', KEYS[5], account)
+  if value and slot_live(value, now) then return {'admitted', existing, value} end
+  slot_drop(KEYS[1], KEYS[5], KEYS[6], account)
+  if redis.call('HLEN', KEYS[5]) >= cap then
+    expire(KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[3])
   end
+  if redis.call('HLEN', KEYS[5]) >= cap then return {'full'} end
+  slot_put(KEYS[1], KEYS[5], KEYS[6], account, 'idle', ARGV[3], ARGV[8])
+  return {'admitted', existing, redis.call('HGET', KEYS[5], account)}
 end
 if existing then
-  if now < expires_of(existing) then return {'admitted', existing} end
+  slot_drop(KEYS[1], KEYS[5], KEYS[6], account)
   redis.call('HDEL', KEYS[3], account)
   redis.call('ZREM', KEYS[4], account)
 end
-local cap = tonumber(ARGV[7])
-if redis.call('HLEN', KEYS[3]) >= cap then expire(KEYS[3], KEYS[4], ARGV[3]) end
-if redis.call('HLEN', KEYS[3]) >= cap then return {'full'} end
+if redis.call('HLEN', KEYS[5]) >= cap then
+  expire(KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[3])
+end
+if redis.call('HLEN', KEYS[5]) >= cap then return {'full'} end
 local value = ARGV[2] .. '|' .. ARGV[3] .. '|' .. ARGV[5]
 redis.call('HSET', KEYS[3], account, value)
 redis.call('ZADD', KEYS[4], ARGV[5], account)
 redis.call('HINCRBY', KEYS[1], 'admitted_total', 1)
-return {'admitted', value}
+slot_put(KEYS[1], KEYS[5], KEYS[6], account, 'idle', ARGV[3], ARGV[8])
+return {'admitted', value, redis.call('HGET', KEYS[5], account)}
 ";
 
-/// KEYS: meta, adm, exp. ARGV: account, at_ms. Returns nil (no room), 1 (ended) or 0.
+/// KEYS: meta, adm, exp, slot, idle. ARGV: account, at_ms. Returns nil (no room), 1 (the
+/// admission ended with its slot) or 0.
 const LUA_END: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local value = redis.call('HGET', KEYS[2], ARGV[1])
 if value and admitted_of(value) <= tonumber(ARGV[2]) then
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[3], ARGV[1])
+  slot_drop(KEYS[1], KEYS[4], KEYS[5], ARGV[1])
   return 1
 end
 return 0
 ";
 
-/// KEYS: meta, rel, adm, exp. ARGV: now, release. Returns nil (no room) or how many
-/// positions were released.
+/// KEYS: meta, adm, exp, slot, idle. ARGV: account, shop (`held`, `paying`, `refused`,
+/// `ended`), at_ms, cap. Returns nil (no room), 1 (the slot changed) or 0
+/// (`ActiveShoppers::shop`).
+const LUA_SHOP: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local account, shop, at = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local admission = redis.call('HGET', KEYS[2], account)
+if not admission or at >= expires_of(admission) then return 0 end
+local value = redis.call('HGET', KEYS[4], account)
+if shop == 'ended' then
+  if value and tonumber(slot_taken(value)) <= at then
+    slot_drop(KEYS[1], KEYS[4], KEYS[5], account)
+    return 1
+  end
+  return 0
+end
+if value and not slot_live(value, at) then value = nil end
+if shop == 'refused' then
+  if value and slot_state(value) == 'idle' and tonumber(slot_taken(value)) <= at then
+    slot_drop(KEYS[1], KEYS[4], KEYS[5], account)
+    return 1
+  end
+  return 0
+end
+local state = 'paying'
+if shop == 'held' then state = 'holding' end
+if value then
+  local current = slot_state(value)
+  if tonumber(slot_taken(value)) > at or current == state or current == 'paying' then
+    return 0
+  end
+  slot_put(KEYS[1], KEYS[4], KEYS[5], account, state, slot_taken(value), slot_until(value))
+  return 1
+end
+slot_drop(KEYS[1], KEYS[4], KEYS[5], account)
+if redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[4]) then
+  expire(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3])
+end
+if redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[4]) then return 0 end
+slot_put(KEYS[1], KEYS[4], KEYS[5], account, state, ARGV[3], ARGV[3])
+return 1
+";
+
+/// KEYS: meta, rel, adm, exp, slot, idle. ARGV: now, release. Returns nil (no room) or how
+/// many positions were released.
 const LUA_TICK: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local now = ARGV[1]
 open_if_due(KEYS[1], now)
-expire(KEYS[3], KEYS[4], now)
+expire(KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], now)
 local m = redis.call('HMGET', KEYS[1], 'opened_at', 'joined', 'serving')
 if not m[1] then return 0 end
 local released = math.min(tonumber(ARGV[2]), tonumber(m[2]) - tonumber(m[3]))
@@ -235,6 +326,7 @@ struct Scripts {
     join: Script,
     claim: Script,
     end: Script,
+    shop: Script,
     tick: Script,
     controls: Script,
     lead: Script,
@@ -245,9 +337,10 @@ impl Scripts {
         Self {
             ensure: Script::new(LUA_ENSURE),
             join: Script::new(&[LUA_OPEN_IF_DUE, LUA_JOIN].concat()),
-            claim: Script::new(&[LUA_EXPIRE, LUA_ADMISSION, LUA_CLAIM].concat()),
-            end: Script::new(&[LUA_ADMISSION, LUA_END].concat()),
-            tick: Script::new(&[LUA_OPEN_IF_DUE, LUA_EXPIRE, LUA_TICK].concat()),
+            claim: Script::new(&[LUA_SLOTS, LUA_EXPIRE, LUA_ADMISSION, LUA_CLAIM].concat()),
+            end: Script::new(&[LUA_SLOTS, LUA_ADMISSION, LUA_END].concat()),
+            shop: Script::new(&[LUA_SLOTS, LUA_EXPIRE, LUA_ADMISSION, LUA_SHOP].concat()),
+            tick: Script::new(&[LUA_OPEN_IF_DUE, LUA_SLOTS, LUA_EXPIRE, LUA_TICK].concat()),
             controls: Script::new(LUA_CONTROLS),
             lead: Script::new(LUA_LEAD),
         }
@@ -261,6 +354,8 @@ struct Keys {
     rel: String,
     adm: String,
     exp: String,
+    slot: String,
+    idle: String,
     lead: String,
 }
 
@@ -320,6 +415,8 @@ impl RedisRooms {
             rel: key("rel"),
             adm: key("adm"),
             exp: key("exp"),
+            slot: key("slot"),
+            idle: key("idle"),
             lead: key("lead"),
         }
     }
@@ -352,19 +449,26 @@ impl RedisRooms {
             .key(&keys.rel)
             .key(&keys.adm)
             .key(&keys.exp)
+            .key(&keys.slot)
+            .key(&keys.idle)
             .arg(account_id)
             .arg(session_id)
             .arg(now_ms)
             .arg(position)
             .arg(now_ms.saturating_add(config.admission_ttl_ms))
             .arg(config.queue.claim_window_ms)
-            .arg(cap(config));
+            .arg(cap(config))
+            .arg(now_ms.saturating_add(config.hold_window_ms));
         let reply: Option<Vec<String>> = self.run(&invocation).await?;
         match reply.ok_or_else(|| no_room(event_id))?.as_slice() {
             [tag] if tag == "not_released" => Ok(ClaimOutcome::NotReleased),
             [tag] if tag == "expired" => Ok(ClaimOutcome::Expired),
             [tag] if tag == "full" => Ok(ClaimOutcome::Full),
-            [tag, value] if tag == "admitted" => Ok(ClaimOutcome::Admitted(admission(value)?)),
+            [tag, value, slot_value] if tag == "admitted" => {
+                let mut admission = admission(value)?;
+                admission.slot = Some(slot(slot_value)?);
+                Ok(ClaimOutcome::Admitted(admission))
+            }
             other => Err(unexpected("claim", other)),
         }
     }
@@ -544,13 +648,28 @@ impl RoomStore for RedisRooms {
             .arg(&keys.meta)
             .cmd("HGET")
             .arg(&keys.adm)
+            .arg(account_id)
+            .cmd("HGET")
+            .arg(&keys.slot)
             .arg(account_id);
-        let (exists, value): (bool, Option<String>) = self.query(&pipe).await?;
+        let (exists, value, slot_value): (bool, Option<String>, Option<String>) =
+            self.query(&pipe).await?;
         if !exists {
             return Err(no_room(event_id));
         }
-        let admission = value.as_deref().map(admission).transpose()?;
-        Ok(admission.filter(|admission| now_ms < admission.expires_at_ms))
+        let Some(mut admission) = value.as_deref().map(admission).transpose()? else {
+            return Ok(None);
+        };
+        if now_ms >= admission.expires_at_ms {
+            return Ok(None);
+        }
+        // An idle slot past its hold window counts as given back, swept or not.
+        admission.slot = slot_value
+            .as_deref()
+            .map(slot)
+            .transpose()?
+            .filter(|slot| slot.state != SlotState::Idle || now_ms < slot.idle_until_ms);
+        Ok(Some(admission))
     }
 
     async fn end(&self, event_id: &str, account_id: &str, at_ms: i64) -> StateResult<bool> {
@@ -560,10 +679,39 @@ impl RoomStore for RedisRooms {
             .key(&keys.meta)
             .key(&keys.adm)
             .key(&keys.exp)
+            .key(&keys.slot)
+            .key(&keys.idle)
             .arg(account_id)
             .arg(at_ms);
         let ended: Option<i64> = self.run(&invocation).await?;
         Ok(ended.ok_or_else(|| no_room(event_id))? == 1)
+    }
+
+    async fn shop(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        shop: Shop,
+        at_ms: i64,
+    ) -> StateResult<bool> {
+        let keys = self.keys(event_id);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGET").arg(&keys.meta).arg("config");
+        let (config,): (Option<String>,) = self.query(&pipe).await?;
+        let config = room_config(&config.ok_or_else(|| no_room(event_id))?)?;
+        let mut invocation = self.scripts.shop.prepare_invoke();
+        invocation
+            .key(&keys.meta)
+            .key(&keys.adm)
+            .key(&keys.exp)
+            .key(&keys.slot)
+            .key(&keys.idle)
+            .arg(account_id)
+            .arg(shop.as_str())
+            .arg(at_ms)
+            .arg(cap(&config));
+        let changed: Option<i64> = self.run(&invocation).await?;
+        Ok(changed.ok_or_else(|| no_room(event_id))? == 1)
     }
 
     async fn tick(&self, event_id: &str, now_ms: i64, release: u64) -> StateResult<u64> {
@@ -574,6 +722,8 @@ impl RoomStore for RedisRooms {
             .key(&keys.rel)
             .key(&keys.adm)
             .key(&keys.exp)
+            .key(&keys.slot)
+            .key(&keys.idle)
             .arg(now_ms)
             // No queue holds more: the same answer, and exact as a Lua number.
             .arg(release.min(QUEUE_ACCOUNTS_MAX));
@@ -603,10 +753,22 @@ impl RoomStore for RedisRooms {
             .arg("serving")
             .arg("admitted_total")
             .arg("controls")
+            .arg("slots_idle")
+            .arg("slots_holding")
+            .arg("slots_paying")
             .cmd("HLEN")
-            .arg(&keys.adm);
+            .arg(&keys.slot);
         let (meta, active): (Vec<Option<String>>, u64) = self.query(&pipe).await?;
-        let [config, joined, serving, admitted_total, controls] = fields(meta)?;
+        let [
+            config,
+            joined,
+            serving,
+            admitted_total,
+            controls,
+            idle,
+            holding,
+            paying,
+        ] = fields(meta)?;
         let config = room_config(&config.ok_or_else(|| no_room(event_id))?)?;
         let joined = counter("joined", joined)?;
         let serving = counter("serving", serving)?;
@@ -615,6 +777,11 @@ impl RoomStore for RedisRooms {
             waiting: joined.saturating_sub(serving),
             serving,
             active,
+            slots: SlotCounts {
+                idle: optional_counter("slots_idle", idle)?,
+                holding: optional_counter("slots_holding", holding)?,
+                paying: optional_counter("slots_paying", paying)?,
+            },
             max_active_shoppers: cap(&config),
             admitted_total: counter("admitted_total", admitted_total)?,
             controls: controls
@@ -696,6 +863,23 @@ fn admission(value: &str) -> StateResult<Admission> {
         session_id: session_id.to_owned(),
         admitted_at_ms: number("admitted_at_ms", admitted_at)?,
         expires_at_ms: number("expires_at_ms", expires_at)?,
+        slot: None,
+    })
+}
+
+/// A slot value `state|taken_at|idle_until`.
+fn slot(value: &str) -> StateResult<Slot> {
+    let corrupt = || StateError::Corrupt(format!("slot {value:?}"));
+    let mut fields = value.splitn(3, '|');
+    let (Some(state), Some(taken_at), Some(idle_until)) =
+        (fields.next(), fields.next(), fields.next())
+    else {
+        return Err(corrupt());
+    };
+    Ok(Slot {
+        state: SlotState::parse(state).ok_or_else(corrupt)?,
+        taken_at_ms: number("taken_at_ms", taken_at)?,
+        idle_until_ms: number("idle_until_ms", idle_until)?,
     })
 }
 
@@ -716,6 +900,11 @@ where
 }
 
 /// A counter of the meta hash; present from the room's creation on.
+/// A counter that rooms created before it existed lack (read as 0).
+fn optional_counter(what: &str, text: Option<String>) -> StateResult<u64> {
+    text.map_or(Ok(0), |text| number(what, &text))
+}
+
 fn counter(what: &str, text: Option<String>) -> StateResult<u64> {
     let text = text.ok_or_else(|| StateError::Corrupt(format!("{what} missing")))?;
     number(what, &text)

@@ -144,3 +144,8 @@ fn a_journal_with_a_clock_going_back_replays_to_a_valid_room() {
         .collect();
     assert_eq!(released_at, [8_399, 8_399]);
 }
+
+#[tokio::test]
+async fn slots_follow_shoppers() {
+    conformance::slots_follow_shoppers(journaled().1.as_ref()).await;
+}

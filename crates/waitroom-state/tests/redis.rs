@@ -168,7 +168,7 @@ async fn every_key_lives_under_the_prefix_with_the_event_as_hash_tag() {
     let mut keys = prefix.keys(&mut con).unwrap();
     keys.sort();
     let p = &prefix.0;
-    let mut expected: Vec<String> = ["adm", "exp", "idx", "lead", "meta", "rel"]
+    let mut expected: Vec<String> = ["adm", "exp", "idle", "idx", "lead", "meta", "rel", "slot"]
         .iter()
         .map(|suffix| format!("{p}{{evt-keys}}:{suffix}"))
         .chain([format!("{p}rooms")])
@@ -278,4 +278,10 @@ async fn one_node_leads_at_a_time_and_the_lease_passes_on_after_expiry() {
         );
         assert!(a.unwrap() ^ b.unwrap(), "round {round}: exactly one leads");
     }
+}
+
+#[tokio::test]
+async fn slots_follow_shoppers() {
+    let prefix = Prefix::new();
+    conformance::slots_follow_shoppers(&prefix.rooms().await).await;
 }

@@ -20,6 +20,13 @@
 //!   with the threshold at half the rate before) or the house is sold out (release resumes
 //!   where it was when seats come back).
 //!
+//! - **Release sees the inventory** ([`Inventory`]): never more fans than what is free can
+//!   serve — free seats and units over the party size measured so far, minus the fans
+//!   already admitted with no hold yet and those released who have not claimed — so that a
+//!   fan admitted at the end of a sale finds seats instead of a refusal. While everything
+//!   left is held but not sold ([`DecisionKind::AllHeld`]) nothing is released: admissions
+//!   follow the lapses, as the seats come back.
+//!
 //! Never more than the free active-shopper slots are released. Every [`Decision`] carries a
 //! `reason` the admin endpoint shows. The server measures the signals and ticks it once a
 //! second (`server/src/waitroom.rs`); `boxoffice-sim` ticks it in simulated time.
@@ -81,6 +88,11 @@ pub fn pace(
     )
 }
 
+/// Longest `Retry-After` for a fan near enough the head to be served by seats that come back
+/// (see [`Inventory::returns_reach`]), seconds: a seat released by a lapse or a declined card
+/// is sold in seconds only if the fan it is released to notices at once.
+pub const RETURNS_POLL_S: u64 = 2;
+
 /// Seconds to release `positions` at `rate_per_s` doubling each second up to `cap`.
 fn seconds_to_release(positions: u64, rate_per_s: u64, cap: u64) -> u64 {
     let cap = cap.max(1);
@@ -93,6 +105,52 @@ fn seconds_to_release(positions: u64, rate_per_s: u64, cap: u64) -> u64 {
         seconds += 1;
     }
     seconds + left.div_ceil(rate)
+}
+
+/// The party size release assumes before any hold was granted (seats per hold).
+pub const PARTY_SIZE_DEFAULT: f64 = 2.0;
+
+/// What is left to sell, as the server's live seat map shows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Inventory {
+    /// Seats and tier units free now (seats of holds past their deadline included).
+    pub free: u64,
+    /// Seats held by holds not past their deadline: not for sale now, they may come back.
+    pub held: u64,
+    /// Mean seats per granted hold so far; below 1 (none yet) reads [`PARTY_SIZE_DEFAULT`].
+    pub party_size: f64,
+}
+
+impl Inventory {
+    /// How many more fans the free inventory can serve beyond `shopping` (admitted with no
+    /// hold yet, or released and not claimed): free seats over the party size, rounded up
+    /// so that the last seats always have a fan.
+    pub fn room_for(&self, shopping: u64) -> u64 {
+        let party = if self.party_size >= 1.0 {
+            self.party_size
+        } else {
+            PARTY_SIZE_DEFAULT
+        };
+        let parties = (self.free as f64 / party).ceil() as u64;
+        parties.saturating_sub(shopping)
+    }
+
+    /// Whether a fan `ahead_of_you` places from its turn could be served by the held seats if
+    /// they all came back: such fans poll every [`RETURNS_POLL_S`] at most while release
+    /// follows the returns, so that returned seats find a fan at once.
+    pub fn returns_reach(&self, ahead_of_you: u64) -> bool {
+        let party = if self.party_size >= 1.0 {
+            self.party_size
+        } else {
+            PARTY_SIZE_DEFAULT
+        };
+        ahead_of_you < (self.held as f64 / party).ceil() as u64
+    }
+
+    /// Nothing free now, but held seats may come back.
+    pub fn all_held(&self) -> bool {
+        self.free == 0 && self.held > 0
+    }
 }
 
 /// What the server measured over the last second.
@@ -120,6 +178,11 @@ pub struct Signals {
     pub completed_per_s: u64,
     /// Nothing is left to sell: no free seat or unit, and no live hold that could lapse.
     pub sold_out: bool,
+    /// What is left to sell (`None`: not known, release ignores it).
+    pub inventory: Option<Inventory>,
+    /// Fans who will want seats soon: admitted with no hold yet (idle slots) and released
+    /// who have not claimed.
+    pub shopping: u64,
 }
 
 impl Signals {
@@ -138,6 +201,8 @@ impl Signals {
             admitted_per_s: 0,
             completed_per_s: 0,
             sold_out: false,
+            inventory: None,
+            shopping: 0,
         }
     }
 }
@@ -180,6 +245,9 @@ pub enum DecisionKind {
     StoppedStoreDown,
     /// Nothing is left to sell: nothing is released until seats come back.
     SoldOut,
+    /// Everything left is held but not sold: nothing is released until seats come back
+    /// (waiting fans are told `ALL_HELD`).
+    AllHeld,
     /// Healthy, before the first trouble: the rate doubled.
     SlowStart,
     /// Back-off: the rate was halved.
@@ -197,6 +265,7 @@ impl DecisionKind {
             Self::Paused => "paused",
             Self::StoppedStoreDown => "store_down",
             Self::SoldOut => "sold_out",
+            Self::AllHeld => "all_held",
             Self::SlowStart => "slow_start",
             Self::Decreased => "decrease",
             Self::Held => "hold",
@@ -298,7 +367,20 @@ impl ReleaseController {
                     .to_owned(),
             );
         }
+        if let Some(inventory) = signals.inventory.filter(Inventory::all_held) {
+            return self.decision(
+                DecisionKind::AllHeld,
+                0,
+                format!(
+                    "waiting: all {} seats left are held, none free; admissions follow the lapses",
+                    inventory.held
+                ),
+            );
+        }
         let free_slots = signals.max_active.saturating_sub(signals.active);
+        let room = signals
+            .inventory
+            .map_or(u64::MAX, |inventory| inventory.room_for(signals.shopping));
         let (kind, reason) = match self.back_off_reason(signals) {
             Some(why) if self.just_decreased => {
                 self.just_decreased = false;
@@ -321,12 +403,19 @@ impl ReleaseController {
             }
             None => {
                 self.just_decreased = false;
-                self.grow(free_slots)
+                self.grow(free_slots.min(room))
             }
         };
-        let release_count = self.rate_per_s.min(free_slots);
+        let release_count = self.rate_per_s.min(free_slots).min(room);
         let mut reason = reason;
-        if release_count < self.rate_per_s {
+        if room < self.rate_per_s.min(free_slots)
+            && let Some(inventory) = signals.inventory
+        {
+            reason.push_str(&format!(
+                "; releasing {release_count}: limited by the inventory ({} free, parties of {:.1}, {} shopping without a hold)",
+                inventory.free, inventory.party_size, signals.shopping
+            ));
+        } else if release_count < self.rate_per_s {
             reason.push_str(&format!(
                 "; releasing {release_count}: limited by free active slots ({} of {} taken)",
                 signals.active, signals.max_active
@@ -996,5 +1085,54 @@ mod tests {
             );
             assert!(controller.rate_per_s() < rate_before);
         }
+    }
+
+    #[test]
+    fn release_stops_when_all_is_held_and_follows_the_seats_that_come_back() {
+        let mut controller = ReleaseController::new(seed_scale());
+        let inventory = |free, held| Inventory {
+            free,
+            held,
+            party_size: 2.5,
+        };
+        // Plenty free: the slots and the rate decide.
+        let plenty = controller.tick(&Signals {
+            inventory: Some(inventory(40_000, 5_000)),
+            ..Signals::healthy(0, 10_000)
+        });
+        assert_eq!(plenty.kind, DecisionKind::SlowStart);
+        assert_eq!(plenty.release_count, plenty.rate_per_s);
+        // 10 free seats serve 4 parties of 2.5; 3 fans already shop without a hold: 1 more.
+        let few = controller.tick(&Signals {
+            inventory: Some(inventory(10, 5_000)),
+            shopping: 3,
+            ..Signals::healthy(0, 10_000)
+        });
+        assert_eq!(few.release_count, 1);
+        assert!(
+            few.reason.contains("limited by the inventory"),
+            "{}",
+            few.reason
+        );
+        // A rate the inventory keeps from being used does not grow.
+        assert_eq!(few.kind, DecisionKind::Held);
+        // Everything held: nothing released, the rate kept, the reason says why.
+        let rate = controller.rate_per_s();
+        let held = controller.tick(&Signals {
+            inventory: Some(inventory(0, 5_000)),
+            ..Signals::healthy(0, 10_000)
+        });
+        assert_eq!(held.kind, DecisionKind::AllHeld);
+        assert_eq!(held.release_count, 0);
+        assert_eq!(controller.rate_per_s(), rate);
+        // Seats come back: release resumes for them.
+        let back = controller.tick(&Signals {
+            inventory: Some(inventory(5, 4_990)),
+            ..Signals::healthy(0, 10_000)
+        });
+        assert_eq!(back.release_count, 2);
+        // The last seat always gets a fan, whatever the party size.
+        assert_eq!(inventory(1, 0).room_for(0), 1);
+        assert_eq!(inventory(1, 0).room_for(1), 0);
     }
 }

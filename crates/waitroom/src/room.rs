@@ -8,7 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{ActiveShoppers, Admission, AdmitOutcome};
+use crate::admission::{
+    ActiveShoppers, Admission, AdmitOutcome, HOLD_WINDOW_DEFAULT_MS, Shop, SlotCounts,
+};
 use crate::controller::ControllerConfig;
 use crate::queue::{EventQueue, JoinError, Place, QueueConfig, QueueView, Status};
 
@@ -19,10 +21,18 @@ pub struct RoomConfig {
     pub queue: QueueConfig,
     pub max_active_shoppers: u64,
     pub admission_ttl_ms: i64,
+    /// How long an admitted fan's slot stays idle (no hold yet, or after a refusal) before it
+    /// is given back (rooms created before it existed get the default, a minute).
+    #[serde(default = "hold_window_default_ms")]
+    pub hold_window_ms: i64,
     /// The release controller's settings (rooms created before they existed get the
     /// defaults).
     #[serde(default)]
     pub release: ControllerConfig,
+}
+
+fn hold_window_default_ms() -> i64 {
+    HOLD_WINDOW_DEFAULT_MS
 }
 
 /// The operator's controls (`PUT /v1/admin/events/{eventId}/queue`).
@@ -50,10 +60,19 @@ pub enum Op {
         session_id: String,
         now_ms: i64,
     },
-    /// The account's shopping ended at `at_ms` (order confirmed, hold released or expired).
+    /// The account's trip ended at `at_ms` (order confirmed, the fan left): the admission
+    /// ends with its slot. (A hold that ended without a sale is `Shop::Ended`: the slot only.)
     #[serde(rename_all = "camelCase")]
     End {
         account_id: String,
+        at_ms: i64,
+    },
+    /// What the account's shopping did to its slot at `at_ms` (hold granted, checkout
+    /// started, hold refused): see [`Shop`].
+    #[serde(rename_all = "camelCase")]
+    Shop {
+        account_id: String,
+        shop: Shop,
         at_ms: i64,
     },
     /// Once per controller step: open if due, expire admissions, release up to `release`.
@@ -85,7 +104,11 @@ pub enum OpResult {
     Joined(Result<Place, JoinError>),
     Claimed(ClaimOutcome),
     Ended(bool),
-    Ticked { released: u64 },
+    /// Whether the slot changed.
+    Shopped(bool),
+    Ticked {
+        released: u64,
+    },
     Controlled(Controls),
 }
 
@@ -96,8 +119,12 @@ pub struct RoomStats {
     pub joined: u64,
     pub waiting: u64,
     pub serving: u64,
-    /// Live admissions (expired ones not yet swept included until the next tick).
+    /// Shopper slots taken (idle, holding and paying; expired ones not yet swept included
+    /// until the next tick).
     pub active: u64,
+    /// The slots by what their fans are doing.
+    #[serde(default)]
+    pub slots: SlotCounts,
     pub max_active_shoppers: u64,
     /// Admissions ever started.
     pub admitted_total: u64,
@@ -145,7 +172,7 @@ impl Room {
     }
 
     /// The live admission of `account_id` at `now_ms`.
-    pub fn admission(&self, account_id: &str, now_ms: i64) -> Option<&Admission> {
+    pub fn admission(&self, account_id: &str, now_ms: i64) -> Option<Admission> {
         self.shoppers.get(account_id, now_ms)
     }
 
@@ -155,6 +182,7 @@ impl Room {
             waiting: self.queue.waiting(),
             serving: self.queue.serving(),
             active: self.shoppers.active(),
+            slots: self.shoppers.slots(),
             max_active_shoppers: self.shoppers.max_active_shoppers(),
             admitted_total: self.admitted_total,
             controls: self.controls,
@@ -174,6 +202,11 @@ impl Room {
             Op::End { account_id, at_ms } => {
                 OpResult::Ended(self.shoppers.release_admitted_by(account_id, *at_ms))
             }
+            Op::Shop {
+                account_id,
+                shop,
+                at_ms,
+            } => OpResult::Shopped(self.shoppers.shop(account_id, *shop, *at_ms)),
             Op::Tick { now_ms, release } => {
                 self.queue.open_if_due(*now_ms);
                 self.shoppers.expire(*now_ms);
@@ -189,28 +222,29 @@ impl Room {
     }
 
     fn claim(&mut self, account_id: &str, session_id: &str, now_ms: i64) -> ClaimOutcome {
-        match self.queue.status(account_id, now_ms) {
-            None | Some(Status::Waiting { .. }) => ClaimOutcome::NotReleased,
-            Some(Status::Expired { .. }) => match self.shoppers.get(account_id, now_ms) {
-                // An admission taken inside the window stays good until its own TTL.
-                Some(admission) => ClaimOutcome::Admitted(admission.clone()),
-                None => ClaimOutcome::Expired,
-            },
-            Some(Status::Released { .. }) => {
-                match self.shoppers.admit(
-                    account_id,
-                    session_id,
-                    now_ms,
-                    self.config.admission_ttl_ms,
-                ) {
-                    AdmitOutcome::Admitted(admission) => {
-                        self.admitted_total += 1;
-                        ClaimOutcome::Admitted(admission)
-                    }
-                    AdmitOutcome::AlreadyAdmitted(admission) => ClaimOutcome::Admitted(admission),
-                    AdmitOutcome::Full { .. } => ClaimOutcome::Full,
-                }
+        let status = self.queue.status(account_id, now_ms);
+        match status {
+            None | Some(Status::Waiting { .. }) => return ClaimOutcome::NotReleased,
+            // An admission taken inside the window stays good until its own TTL (and takes a
+            // slot again if it gave its slot back); the window itself admits no one new.
+            Some(Status::Expired { .. }) if self.shoppers.get(account_id, now_ms).is_none() => {
+                return ClaimOutcome::Expired;
             }
+            Some(Status::Expired { .. } | Status::Released { .. }) => {}
+        }
+        match self.shoppers.admit(
+            account_id,
+            session_id,
+            now_ms,
+            self.config.admission_ttl_ms,
+            self.config.hold_window_ms,
+        ) {
+            AdmitOutcome::Admitted(admission) => {
+                self.admitted_total += 1;
+                ClaimOutcome::Admitted(admission)
+            }
+            AdmitOutcome::AlreadyAdmitted(admission) => ClaimOutcome::Admitted(admission),
+            AdmitOutcome::Full { .. } => ClaimOutcome::Full,
         }
     }
 
@@ -232,6 +266,7 @@ mod tests {
             queue: QueueConfig::new(QueuePolicy::Fifo, 1_000, 1),
             max_active_shoppers: max_active,
             admission_ttl_ms: 500,
+            hold_window_ms: 10_000,
             release: ControllerConfig::default(),
         })
     }
@@ -329,6 +364,16 @@ mod tests {
             account_id: "acct-0".into(),
             at_ms: 1_020,
         });
+        ops.push(Op::Shop {
+            account_id: "acct-1".into(),
+            shop: Shop::Held,
+            at_ms: 1_021,
+        });
+        ops.push(Op::Shop {
+            account_id: "acct-2".into(),
+            shop: Shop::Refused,
+            at_ms: 1_022,
+        });
         ops.push(Op::Control(Controls {
             paused: true,
             max_release_per_s: Some(7),
@@ -344,6 +389,14 @@ mod tests {
             .map(|line| replayed.apply(&serde_json::from_str(line).unwrap()))
             .collect();
         assert_eq!(results, replay_results);
+        assert_eq!(
+            r.stats().slots,
+            SlotCounts {
+                idle: 0,
+                holding: 1,
+                paying: 0
+            }
+        );
         assert_eq!(r.stats(), replayed.stats());
         assert_eq!(r.view(), replayed.view());
     }

@@ -301,6 +301,7 @@ pub async fn checkout_hold(
             account,
             headers,
             checkout.admission_token.as_deref(),
+            false,
         )
         .await;
         if let Err(mut refused) = admitted {
@@ -382,6 +383,18 @@ pub async fn checkout_hold(
     stage.done("start");
     drop(turn);
     boxoffice_workers::crash::point("checkout_committed");
+    if let Some(event) = event.as_ref().filter(|event| event.waiting_room.enabled) {
+        // The slot follows the fan: paying until the order is settled (the relay's
+        // order.confirmed or order.cancelled gives it back).
+        state
+            .waitroom
+            .shopped(
+                &event.event_id,
+                account.account_id.as_str(),
+                boxoffice_waitroom::admission::Shop::Paying,
+            )
+            .await;
+    }
     let verdict = boxoffice_workers::payment::authorize(&state.provider, &operation).await;
     stage.done("authorize");
     let settled = settle(

@@ -468,6 +468,7 @@ pub async fn create_exchange(
         &account,
         &headers,
         request.admission_token.as_deref(),
+        false,
     )
     .await;
     if let Err(refused) = admitted {

@@ -6,9 +6,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
-use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse, request_digest};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_domain::ids::SeatRef;
 use boxoffice_store::{EventRecord, ReleaseOutcome};
+use boxoffice_waitroom::admission::Shop;
 
 use crate::AppState;
 use crate::api::{CreateHoldBody, HeldSeatView, HoldResponse, Problem};
@@ -81,6 +82,7 @@ pub async fn create_hold(
         &account,
         &headers,
         hold_body.admission_token.as_deref(),
+        true,
     )
     .await;
     if let Err(refused) = admitted {
@@ -97,6 +99,12 @@ pub async fn create_hold(
             return Ok(answer(stored));
         }
         metrics::counter!("boxoffice_holds_rejected_early_total").increment(1);
+        if event.waiting_room.enabled {
+            state
+                .waitroom
+                .shopped(&event.event_id, account.account_id.as_str(), Shop::Refused)
+                .await;
+        }
         return Ok(crate::idempotency::stored_response(
             &render_hold_outcome(&event, &refusal),
             false,
@@ -111,12 +119,34 @@ pub async fn create_hold(
         shape,
     };
     let timer = state.waitroom.meter.hold_started();
+    let room_enabled = event.waiting_room.enabled;
+    let event_id = event.event_id.clone();
+    let seats = request.shape.quantity();
     let submitted = state.writers.hold(event, request).await;
     drop(timer);
     if matches!(submitted, Err(SubmitError::Store(_))) {
         state.waitroom.meter.store_error();
     }
-    Ok(answer(submitted?))
+    let submitted = submitted?;
+    // The slot follows the fan: holding after a grant; given back after a refusal (a fan
+    // still holding other seats keeps it).
+    if room_enabled && let Idempotent::Fresh(response) = &submitted {
+        if response.status == 201 {
+            state.waitroom.granted(&event_id, seats);
+        }
+        let shop = match response.status {
+            201 => Some(Shop::Held),
+            409 => Some(Shop::Refused),
+            _ => None,
+        };
+        if let Some(shop) = shop {
+            state
+                .waitroom
+                .shopped(&event_id, account.account_id.as_str(), shop)
+                .await;
+        }
+    }
+    Ok(answer(submitted))
 }
 
 /// Checks the request against the event's layout and limits, without the store.
@@ -342,16 +372,13 @@ pub async fn release_hold(
         .await?;
     let now = state.store.now().await?;
     if let ReleaseOutcome::Released(hold) = &outcome {
-        // The shopper gave the seats back: the trip ends and its slot goes to the next in
-        // line at once (the relay repeats this from `hold.released`, harmlessly).
-        let at_ms = crate::waitroom::unix_ms_of(now);
-        if let Err(error) = state
+        // The shopper gave the seats back: its slot goes to the next in line at once (the
+        // relay repeats this from `hold.released`, harmlessly); the admission stays for
+        // another try, which takes a slot again if one is free.
+        state
             .waitroom
-            .end(&hold.event_id, &hold.account_id, at_ms)
-            .await
-        {
-            tracing::warn!(%error, "slot not returned now; the relay will return it");
-        }
+            .shopped(&hold.event_id, &hold.account_id, Shop::Ended)
+            .await;
     }
     match outcome {
         ReleaseOutcome::Released(hold) | ReleaseOutcome::AlreadyEnded(hold) => {

@@ -61,6 +61,11 @@ pub struct QueueStatusResponse {
     /// (`POST /v1/events/{eventId}/waitlist`), to be offered seats that come back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waitlist: Option<String>,
+    /// With `WAITING`: `ALL_HELD` while nothing is free but held seats may come back
+    /// (release follows them as they do).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "ALL_HELD")]
+    pub reason: Option<&'static str>,
 }
 
 /// `GET /v1/admin/events/{eventId}/queue` answer.
@@ -85,7 +90,9 @@ pub struct AdminQueueResponse {
     pub serving: u64,
     /// Admissions ever started.
     pub admitted: u64,
+    /// Shopper slots taken (what `maxActiveShoppers` caps): `slots` by what their fans do.
     pub active_shoppers: u64,
+    pub slots: SlotsView,
     pub max_active_shoppers: u64,
     pub release_rate_per_second: u64,
     /// Why the rate is what it is (the controller's last decision).
@@ -112,6 +119,17 @@ pub struct AdminQueueResponse {
     pub releasing_node: bool,
 }
 
+/// The shopper slots by what their fans are doing: `idle` (admitted, no hold yet: given back
+/// after the event's `holdWindowSeconds` or a refused hold), `holding` (a live hold),
+/// `paying` (a checkout started).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SlotsView {
+    pub idle: u64,
+    pub holding: u64,
+    pub paying: u64,
+}
+
 /// The release settings of a queue.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -122,6 +140,7 @@ pub struct QueueSettings {
     pub max_release_per_second: u64,
     pub target_hold_p99_ms: u64,
     pub claim_window_seconds: i64,
+    pub hold_window_seconds: i64,
     pub admission_ttl_seconds: i64,
 }
 
@@ -163,7 +182,7 @@ impl From<RoomError> for ApiError {
                 format!("the Queue-Ticket is not valid: {why}"),
             ),
             RoomError::Admission(why) => admission_invalid(&why),
-            RoomError::SessionEnded => ApiError::new(
+            RoomError::SessionEnded | RoomError::SlotGone => ApiError::new(
                 StatusCode::FORBIDDEN,
                 "ADMISSION_INVALID",
                 error.to_string(),
@@ -298,7 +317,7 @@ pub async fn leave_queue(
 ) -> ApiResult<Response> {
     let event = state.event(&event_id).await?;
     let room = room_of(&state, &event).await?;
-    let now_ms = crate::waitroom::unix_ms();
+    let now_ms = state.waitroom.now_ms();
     let admission_ended = state
         .waitroom
         .end(&room.event_id, account.account_id.as_str(), now_ms)
@@ -352,6 +371,7 @@ pub async fn queue_status(
             ahead_of_you,
             retry_after_s,
             estimated_wait_s,
+            reason,
         } => (
             QueueStatusResponse {
                 status: "WAITING",
@@ -361,6 +381,7 @@ pub async fn queue_status(
                 admission_token: None,
                 admission_expires_at: None,
                 waitlist: None,
+                reason,
             },
             Some(retry_after_s),
         ),
@@ -377,6 +398,7 @@ pub async fn queue_status(
                 admission_token: Some(token),
                 admission_expires_at: Some(rfc3339_ms(admission.expires_at_ms)),
                 waitlist: None,
+                reason: None,
             },
             None,
         ),
@@ -389,6 +411,7 @@ pub async fn queue_status(
                 admission_token: None,
                 admission_expires_at: None,
                 waitlist: None,
+                reason: None,
             },
             None,
         ),
@@ -404,6 +427,7 @@ pub async fn queue_status(
                 admission_token: None,
                 admission_expires_at: None,
                 waitlist: Some(waitlist_path(&event_id)),
+                reason: None,
             },
             Some(SOLD_OUT_RETRY_AFTER_S),
         ),
@@ -453,6 +477,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
             ahead_of_you,
             retry_after_s,
             estimated_wait_s,
+            reason,
         } => (
             QueueStatusResponse {
                 status: "WAITING",
@@ -462,6 +487,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
                 admission_token: None,
                 admission_expires_at: None,
                 waitlist: None,
+                reason,
             },
             retry_after_s,
         ),
@@ -477,6 +503,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
                 admission_token: None,
                 admission_expires_at: None,
                 waitlist: Some(waitlist_path(event_id)),
+                reason: None,
             },
             SOLD_OUT_RETRY_AFTER_S,
         ),
@@ -510,6 +537,11 @@ fn admin_response(state: &AppState, room: &RoomHandle, view: AdminView) -> Admin
         serving: view.stats.serving,
         admitted: view.stats.admitted_total,
         active_shoppers: view.stats.active,
+        slots: SlotsView {
+            idle: view.stats.slots.idle,
+            holding: view.stats.slots.holding,
+            paying: view.stats.slots.paying,
+        },
         max_active_shoppers: view.stats.max_active_shoppers,
         release_rate_per_second: view.rate_per_s,
         reason: view.decision.map_or_else(
@@ -528,6 +560,7 @@ fn admin_response(state: &AppState, room: &RoomHandle, view: AdminView) -> Admin
             max_release_per_second: view.controller.max_release_per_s,
             target_hold_p99_ms: view.controller.target_hold_p99_ms,
             claim_window_seconds: view.config.queue.claim_window_ms / 1_000,
+            hold_window_seconds: view.config.hold_window_ms / 1_000,
             admission_ttl_seconds: view.config.admission_ttl_ms / 1_000,
         },
         decisions: view
