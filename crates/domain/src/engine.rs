@@ -35,16 +35,18 @@ use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 use crate::settlement;
 
 mod exchange;
+mod free_seats;
 mod transfer;
 mod waitlist;
 
 pub use exchange::{
     ExchangeDecision, ExchangeGivesUp, ExchangeRequest, ExchangeTaken, ExchangeTakes,
 };
+use free_seats::FreeSeats;
 pub use transfer::{TransferDecision, TransferRequest, TransferTaken};
 pub use waitlist::{
-    WAITLIST_ENTRIES_MAX, WAITLIST_OFFER_TTL_DEFAULT_S, WaitEntry, WaitlistDecision, WaitlistJoin,
-    WaitlistOffer,
+    WAITLIST_ENTRIES_MAX, WAITLIST_LOOKS_PER_GROUP_MAX, WAITLIST_OFFER_TTL_DEFAULT_S,
+    WAITLIST_OFFERS_PER_GROUP_MAX, WaitEntry, WaitlistDecision, WaitlistJoin, WaitlistOffer,
 };
 
 /// Holds one group ends at most; a lapse of thousands at once spreads over several groups,
@@ -402,6 +404,9 @@ pub struct EventEngine {
     hold_deadlines: BTreeSet<(OffsetDateTime, String)>,
     /// Free seats per row, best rows first, kept current: best available is decided from it.
     rows: Option<RowIndex>,
+    /// Free seats by section and price, kept current with `rows`: the waiting list asks it
+    /// how many seats a class of entries could take, and which.
+    free: FreeSeats,
     /// Tickets given up by exchanges this engine granted, with the exchange's new hold: while
     /// that hold is kept, another exchange of the ticket is refused here.
     exchanged_tickets: BTreeMap<String, String>,
@@ -409,6 +414,15 @@ pub struct EventEngine {
     writer_seq: u64,
     /// Waiting entries by place, and the accounts' live entries (see `engine::waitlist`).
     waitlist: BTreeMap<u64, WaitEntry>,
+    /// The waiting entries' places by what they ask for: entries of one class are satisfied
+    /// or not together (but for an account's purchase limit).
+    waitlist_classes: BTreeMap<waitlist::WaitClass, BTreeSet<u64>>,
+    /// Classes of entries joined since the list was last matched (when nothing was freed
+    /// since, only these can have become satisfiable).
+    waitlist_joined_classes: BTreeSet<waitlist::WaitClass>,
+    /// The event's seat prices (fixed at load): a class's price cap is the highest of them
+    /// under the entry's cap, so that the classes are few.
+    seat_prices: BTreeSet<i64>,
     waiting_by_account: BTreeMap<String, u64>,
     /// Offered entries by account: (entry, its hold); live while the hold is.
     offered_by_account: BTreeMap<String, (String, String)>,
@@ -416,7 +430,8 @@ pub struct EventEngine {
     offer_holds: BTreeSet<String>,
     waitlist_next_seq: u64,
     waitlist_offer_ttl_s: u32,
-    /// Entries joined (or loaded) since the list was last matched against free seats.
+    /// Every class must be matched again: the engine was loaded, seats were freed by a
+    /// catch-up, or the last match stopped at its bound.
     waitlist_dirty: bool,
     /// The latest the store's clock can read while the current group is decided (see
     /// [`EventEngine::decide_within`]); a deadline is extended or a hold sold only if it is
@@ -452,10 +467,14 @@ impl EventEngine {
             seat_deadlines: BTreeSet::new(),
             hold_deadlines: BTreeSet::new(),
             rows: None,
+            free: FreeSeats::default(),
             exchanged_tickets: BTreeMap::new(),
             version: snapshot.version,
             writer_seq: snapshot.writer_seq,
             waitlist: BTreeMap::new(),
+            waitlist_classes: BTreeMap::new(),
+            waitlist_joined_classes: BTreeSet::new(),
+            seat_prices: BTreeSet::new(),
             waiting_by_account: BTreeMap::new(),
             offered_by_account: BTreeMap::new(),
             offer_holds: BTreeSet::new(),
@@ -467,6 +486,8 @@ impl EventEngine {
         for hold in snapshot.holds {
             engine.keep_hold(hold);
         }
+        engine.free = FreeSeats::build(&engine.rules, &engine.state);
+        engine.seat_prices = engine.free.prices();
         for entry in snapshot.waitlist {
             engine.keep_entry(entry);
         }
@@ -567,14 +588,11 @@ impl EventEngine {
                 break;
             }
             self.seat_deadlines.pop_first();
-            let Some(seat) = self.state.seats.get(&seat_id) else {
-                continue;
-            };
-            if seat.status == SeatStatus::Held
-                && seat.hold_expires_at == Some(deadline)
-                && let Some(rows) = &mut self.rows
-            {
-                rows.set_free(&seat_id, true);
+            let lapsed = self.state.seats.get(&seat_id).is_some_and(|seat| {
+                seat.status == SeatStatus::Held && seat.hold_expires_at == Some(deadline)
+            });
+            if lapsed {
+                self.index_free(&seat_id, true);
             }
         }
     }
@@ -721,6 +739,8 @@ impl EventEngine {
                 continue;
             };
             for (seat_id, _) in &hold.seats {
+                // `decide_holds_indexed` kept the row index; the class index follows here.
+                self.free.set_free(seat_id, false);
                 effects.seats_taken.push(SeatTaken {
                     seat_id: seat_id.clone(),
                     hold_id: hold.hold_id.clone(),
@@ -890,9 +910,7 @@ impl EventEngine {
             }
             seat.status = SeatStatus::Sold;
             seat.hold_expires_at = None;
-            if let Some(rows) = &mut self.rows {
-                rows.set_free(&seat_id, false);
-            }
+            self.index_free(&seat_id, false);
             effects.map_seats.push(MapSeatChange {
                 seat_id: seat_id.clone(),
                 status: SeatStatus::Sold,
@@ -1013,6 +1031,14 @@ impl EventEngine {
         })
     }
 
+    /// Records in both free-seat indexes whether a seat is free.
+    fn index_free(&mut self, seat_id: &str, is_free: bool) {
+        if let Some(rows) = &mut self.rows {
+            rows.set_free(seat_id, is_free);
+        }
+        self.free.set_free(seat_id, is_free);
+    }
+
     /// A seat back on sale: free in the index, shown available.
     fn free_seat(&mut self, seat_id: &str, map: &mut Vec<MapSeatChange>) {
         if let Some(seat) = self.state.seats.get_mut(seat_id) {
@@ -1020,9 +1046,7 @@ impl EventEngine {
             seat.hold_id = None;
             seat.hold_expires_at = None;
         }
-        if let Some(rows) = &mut self.rows {
-            rows.set_free(seat_id, true);
-        }
+        self.index_free(seat_id, true);
         map.push(MapSeatChange {
             seat_id: seat_id.to_owned(),
             status: SeatStatus::Available,
@@ -1047,12 +1071,14 @@ impl EventEngine {
             {
                 self.seat_deadlines.insert((deadline, seat.seat_id.clone()));
             }
-            if let Some(index) = &mut self.rows {
-                index.set_free(
-                    &seat.seat_id,
-                    seat_is_free(seat.status, seat.hold_expires_at, now),
-                );
+            let is_free = seat_is_free(seat.status, seat.hold_expires_at, now);
+            let was_free = self.free.is_free(&seat.seat_id).unwrap_or(false);
+            // A seat freed elsewhere (a release or lapse on another node, the sweeper) is
+            // offered to the waiting list like one freed here.
+            if is_free && !was_free {
+                self.waitlist_dirty = true;
             }
+            self.index_free(&seat.seat_id, is_free);
             self.state.seats.insert(seat.seat_id.clone(), seat);
         }
         for tier in rows.tiers {
@@ -1102,6 +1128,15 @@ impl EventEngine {
             if indexed.is_some_and(|indexed| indexed != free) {
                 violations.push(format!(
                     "seat {} is {} but the index says {}",
+                    seat.seat_id,
+                    if free { "free" } else { "taken" },
+                    if free { "taken" } else { "free" },
+                ));
+            }
+            let classed = self.free.is_free(&seat.seat_id);
+            if classed.is_some_and(|classed| classed != free) {
+                violations.push(format!(
+                    "seat {} is {} but the class index says {}",
                     seat.seat_id,
                     if free { "free" } else { "taken" },
                     if free { "taken" } else { "free" },

@@ -1063,6 +1063,13 @@ impl Writer {
                     self.queue_depth(sale.len() + holds.len());
                     self.take(&mut incoming_holds, ready, &mut in_flight).await;
                 }
+                // The waiting list has a match to make that no command asked for (seats a
+                // catch-up found freed elsewhere, or a match that stopped at its bound).
+                () = std::future::ready(()), if ready
+                    && in_flight.is_empty()
+                    && self.engine.as_ref().is_some_and(EventEngine::waitlist_wants_group) => {
+                    in_flight.push_back(self.decide(Vec::new()));
+                }
                 () = expiry, if ready && expiry_in.is_some() && in_flight.is_empty() => {
                     // What changed elsewhere first: a checkout may have extended the hold.
                     self.catch_up().await;

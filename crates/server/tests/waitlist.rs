@@ -1,7 +1,8 @@
 //! Waiting-list stories over HTTP on both backends (issue 19, item 2): offers in order,
 //! whole or nothing, a lapsed offer going to the next entry, never two offers of one seat
 //! (every story ends with `boxoffice check`'s rules, which cover the list), an offer paid
-//! through the ordinary checkout, leaving, retries, conflicts and validation.
+//! through the ordinary checkout, leaving, retries, conflicts and validation; entries nothing
+//! satisfies never keep a later one from its offer (issue 35, item 5).
 
 mod common;
 
@@ -14,6 +15,7 @@ use serde_json::{Value, json};
 stories!(
     freed_seats_are_offered_in_order_whole_or_nothing,
     joining_leaving_and_bad_requests,
+    the_300th_entry_is_offered_when_the_first_299_cannot_be_satisfied,
 );
 
 async fn join(
@@ -193,7 +195,12 @@ async fn dan_offer_seat(app: &TestApp, offer: &Value) -> Value {
 
 async fn joining_leaving_and_bad_requests(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let event_id = app.create_event(json!({})).await;
+    let event_id = app
+        .create_event(json!({"sections": [
+            {"name": "A", "rows": 20, "seatsPerRow": 30, "priceMinor": 1000},
+            {"name": "B", "rows": 1, "seatsPerRow": 2, "priceMinor": 5000},
+        ]}))
+        .await;
     // Seats are free: a join is offered at once.
     let at_once = join(&app, "ann", &event_id, "k1", json!({"quantity": 2})).await;
     assert_eq!(at_once.status, StatusCode::CREATED, "{}", at_once.json());
@@ -222,13 +229,14 @@ async fn joining_leaving_and_bad_requests(backend: Backend) {
         "WAITLIST_CONFLICT"
     );
 
-    // A waiting entry (a price cap no seat meets keeps it waiting) leaves, once or twice.
+    // A waiting entry (three seats of a section of two keep it waiting) leaves, once or
+    // twice.
     let waiting = join(
         &app,
         "bob",
         &event_id,
         "k1",
-        json!({"quantity": 1, "maxPriceMinor": 1}),
+        json!({"quantity": 3, "section": "B"}),
     )
     .await;
     assert_eq!(waiting.json()["status"], "WAITING", "{}", waiting.json());
@@ -255,16 +263,26 @@ async fn joining_leaving_and_bad_requests(backend: Backend) {
         "bob",
         &event_id,
         "k2",
-        json!({"quantity": 1, "maxPriceMinor": 1}),
+        json!({"quantity": 3, "section": "B", "maxPriceMinor": 5000}),
     )
     .await;
     assert_eq!(back.status, StatusCode::CREATED, "{}", back.json());
+    assert_eq!(back.json()["status"], "WAITING", "{}", back.json());
 
     for (body, field) in [
         (json!({"quantity": 0}), "quantity"),
         (json!({"quantity": 7}), "quantity"),
         (json!({"quantity": 1, "section": "Z"}), "section"),
         (json!({"quantity": 1, "maxPriceMinor": -1}), "maxPriceMinor"),
+        // Under the event's cheapest seat, or under the named section's.
+        (
+            json!({"quantity": 1, "maxPriceMinor": 999}),
+            "maxPriceMinor",
+        ),
+        (
+            json!({"quantity": 1, "section": "B", "maxPriceMinor": 4999}),
+            "maxPriceMinor",
+        ),
         (json!({"quantity": 1, "extra": true}), "extra"),
     ] {
         let refused = join(
@@ -308,5 +326,111 @@ async fn joining_leaving_and_bad_requests(backend: Backend) {
         "{}",
         no_seats.json()
     );
+    app.finish().await;
+}
+
+/// 299 entries that the seats coming back cannot satisfy — more seats than come back, a
+/// section nothing comes back in, a party together larger than a row — stand before one that
+/// they can: that one is offered (in the group that freed the seats), the 299 keep their
+/// places, and nothing is split.
+async fn the_300th_entry_is_offered_when_the_first_299_cannot_be_satisfied(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [
+                {"name": "A", "rows": 1, "seatsPerRow": 4, "priceMinor": 1000},
+                {"name": "B", "rows": 1, "seatsPerRow": 4, "priceMinor": 2000},
+            ],
+            "tiers": [],
+        }))
+        .await;
+    let ann = app
+        .hold(
+            "ann",
+            &event_id,
+            "all-a",
+            json!({"seatIds": ["A-1-1", "A-1-2", "A-1-3", "A-1-4"]}),
+        )
+        .await;
+    assert_eq!(ann.status, StatusCode::CREATED, "{}", ann.json());
+    let bea = app
+        .hold(
+            "bea",
+            &event_id,
+            "all-b",
+            json!({"seatIds": ["B-1-1", "B-1-2", "B-1-3", "B-1-4"]}),
+        )
+        .await;
+    assert_eq!(bea.status, StatusCode::CREATED, "{}", bea.json());
+    // A cap under section B's cheapest seat is refused rather than kept waiting for ever.
+    let refused = join(
+        &app,
+        "fan-cap",
+        &event_id,
+        "k",
+        json!({"quantity": 1, "section": "B", "maxPriceMinor": 1000}),
+    )
+    .await;
+    assert_eq!(
+        (refused.status, refused.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
+        "{}",
+        refused.json()
+    );
+
+    let mut first = String::new();
+    for n in 0..299 {
+        let body = match n % 3 {
+            0 => json!({"quantity": 5, "together": false}),
+            1 => json!({"quantity": 1, "section": "B"}),
+            _ => json!({"quantity": 5}),
+        };
+        let joined = join(&app, &format!("fan-{n:03}"), &event_id, "k", body).await;
+        assert_eq!(joined.status, StatusCode::CREATED, "{}", joined.json());
+        assert_eq!(joined.json()["status"], "WAITING", "{}", joined.json());
+        assert_eq!(joined.json()["position"], n + 1);
+        if n == 0 {
+            first = id(&joined);
+        }
+    }
+    let last = join(
+        &app,
+        "fan-299",
+        &event_id,
+        "k",
+        json!({"quantity": 2, "maxPriceMinor": 1000}),
+    )
+    .await;
+    assert_eq!(last.json()["position"], 300, "{}", last.json());
+    let last = id(&last);
+
+    // Ann's four seats of A come back: only the 300th entry can be satisfied whole.
+    let ann_hold = ann.json()["holdId"].as_str().unwrap().to_owned();
+    let released = app
+        .delete(&token("ann"), &format!("/v1/holds/{ann_hold}"))
+        .await;
+    assert_eq!(released.status, StatusCode::OK, "{}", released.json());
+    let offer = entry_until(&app, "fan-299", &event_id, &last, "OFFERED").await;
+    let hold_id = offer["holdId"].as_str().unwrap();
+    let hold = app
+        .get(&token("fan-299"), &format!("/v1/holds/{hold_id}"))
+        .await
+        .json();
+    let seats: Vec<&str> = hold["seats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["seatId"].as_str().unwrap())
+        .collect();
+    assert_eq!(seats.len(), 2, "{hold}");
+    assert!(seats.iter().all(|s| s.starts_with("A-")), "{hold}");
+    let front = entry(&app, "fan-000", &event_id, &first).await;
+    assert_eq!(
+        (front["status"].as_str(), front["position"].as_u64()),
+        (Some("WAITING"), Some(1)),
+        "{front}"
+    );
+    let offers = common::outbox_payloads(&app, "waitlist.offered").await;
+    assert_eq!(offers.len(), 1, "{offers:?}");
     app.finish().await;
 }

@@ -288,9 +288,7 @@ impl EventEngine {
                     seat.status = status;
                     seat.hold_id = Some(request.new_hold_id.clone());
                     seat.hold_expires_at = deadline;
-                    if let Some(rows) = &mut self.rows {
-                        rows.set_free(seat_id, false);
-                    }
+                    self.index_free(seat_id, false);
                     if let Some(deadline) = deadline {
                         self.seat_deadlines.insert((deadline, seat_id.clone()));
                     }

@@ -752,3 +752,283 @@ fn an_entry_leaves_and_a_hold_request_in_the_same_group_comes_second() {
     );
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
+
+/// A house of two sections (A at 1000, B at 2000), `rows` rows of `per_row` seats each,
+/// every seat held by an account of its own (`x-<seat>`, hold `h-x-<seat>-1`).
+fn sold_out_house(rows: u32, per_row: u32) -> EventEngine {
+    let mut seats = Vec::new();
+    for (section, price_minor) in [("A", 1000), ("B", 2000)] {
+        for row in 1..=rows {
+            for number in 1..=per_row {
+                seats.push(SeatRow {
+                    seat_id: format!("{section}-{row}-{number}"),
+                    status: SeatStatus::Available,
+                    hold_id: None,
+                    hold_expires_at: None,
+                    price_minor,
+                });
+            }
+        }
+    }
+    let holds: Vec<Command> = seats
+        .iter()
+        .map(|seat| hold(&format!("x-{}", seat.seat_id), "1", seats_of(&seat.seat_id)))
+        .collect();
+    let snapshot = EngineSnapshot {
+        seats,
+        ..EngineSnapshot::default()
+    };
+    let mut rules = rules();
+    rules.section_order = vec!["A".into(), "B".into()];
+    let mut engine = EventEngine::load(rules, snapshot, NOW);
+    let (decisions, _) = engine.decide(NOW, &holds);
+    assert!(
+        decisions
+            .iter()
+            .all(|d| matches!(d, Decision::Hold(HoldOutcome::Held(_))))
+    );
+    engine
+}
+
+fn seats_of(seat_id: &str) -> HoldShape {
+    seats(&[seat_id])
+}
+
+fn release_seat(seat_id: &str) -> Command {
+    Command::Release {
+        account_id: format!("x-{seat_id}"),
+        hold_id: format!("h-x-{seat_id}-1"),
+    }
+}
+
+fn join_for(
+    account: &str,
+    quantity: u32,
+    section: Option<&str>,
+    max_price_minor: Option<i64>,
+    together: bool,
+) -> Command {
+    Command::WaitlistJoin(WaitlistJoin {
+        waitlist_id: format!("w-{account}"),
+        account_id: account.into(),
+        quantity,
+        section: section.map(str::to_owned),
+        max_price_minor,
+        together,
+        offer_hold_id: format!("h-w-{account}"),
+        idempotency_key: format!("k-{account}"),
+        request_digest: String::new(),
+    })
+}
+
+fn offered(effects: &Effects) -> Vec<(String, Vec<String>)> {
+    effects
+        .waitlist_offers
+        .iter()
+        .map(|offer| {
+            let mut seats: Vec<String> = offer.hold.seats.iter().map(|(s, _)| s.clone()).collect();
+            seats.sort();
+            (offer.waitlist_id.clone(), seats)
+        })
+        .collect()
+}
+
+#[test]
+fn entries_nothing_satisfies_never_keep_a_later_entry_from_its_offer() {
+    let mut engine = sold_out_house(2, 5);
+    // 299 entries no freed seat can satisfy — too many seats, a price cap under every seat,
+    // a section with nothing free, together where only singles come back — then one that can.
+    let mut joins = Vec::new();
+    for n in 0..299 {
+        let account = format!("w{n:03}");
+        joins.push(match n % 4 {
+            0 => join_for(&account, 3, None, None, false),
+            1 => join_for(&account, 1, None, Some(0), false),
+            2 => join_for(&account, 1, Some("B"), None, true),
+            _ => join_for(&account, 2, Some("A"), None, true),
+        });
+    }
+    joins.push(join_for("w299", 2, None, None, false));
+    let (decisions, effects) = engine.decide(NOW, &joins);
+    assert!(effects.waitlist_offers.is_empty(), "nothing is free yet");
+    assert_eq!(
+        decisions[299],
+        Decision::Waitlist(WaitlistDecision::Joined { position: 300 })
+    );
+    // Two single seats of A come back, apart.
+    let (_, effects) = engine.decide(NOW, &[release_seat("A-1-1"), release_seat("A-2-5")]);
+    assert_eq!(
+        offered(&effects),
+        [(
+            "w-w299".to_owned(),
+            vec!["A-1-1".to_owned(), "A-2-5".to_owned()]
+        )]
+    );
+    assert_eq!(engine.waitlist.len(), 299, "the others keep their place");
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn the_earliest_entry_satisfied_whole_gets_the_seats_and_a_match_never_splits_a_party() {
+    let mut engine = sold_out_house(1, 4);
+    let (_, effects) = engine.decide(
+        NOW,
+        &[
+            join_for("a", 3, Some("A"), None, true),
+            join_for("b", 1, None, Some(1500), false),
+            join_for("c", 2, None, None, true),
+            join_for("d", 1, Some("B"), None, false),
+            join_for("e", 1, None, None, true),
+        ],
+    );
+    assert!(effects.waitlist_offers.is_empty());
+    // A-1-1 and A-1-2 and B-1-4 come back: a (3 of A together) cannot be satisfied; b takes
+    // the first seat of A under its cap; c (2 together) cannot have the one of A left; d
+    // takes B's; e takes the last of A.
+    let (_, effects) = engine.decide(
+        NOW,
+        &[
+            release_seat("A-1-1"),
+            release_seat("A-1-2"),
+            release_seat("B-1-4"),
+        ],
+    );
+    assert_eq!(
+        offered(&effects),
+        [
+            ("w-b".to_owned(), vec!["A-1-1".to_owned()]),
+            ("w-d".to_owned(), vec!["B-1-4".to_owned()]),
+            ("w-e".to_owned(), vec!["A-1-2".to_owned()]),
+        ]
+    );
+    // The rest of A's row comes back: c (2 together, waiting behind a) gets it, a (3)
+    // still cannot be satisfied and keeps its place.
+    let (_, effects) = engine.decide(NOW, &[release_seat("A-1-3"), release_seat("A-1-4")]);
+    assert_eq!(
+        offered(&effects),
+        [(
+            "w-c".to_owned(),
+            vec!["A-1-3".to_owned(), "A-1-4".to_owned()]
+        )]
+    );
+    assert_eq!(engine.position_of(engine.waiting_by_account["a"]), 1);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+/// An entry as the plain walk reads it: id, quantity, section rank, cap, together.
+type Listed = (String, u32, Option<usize>, Option<i64>, bool);
+
+/// What a walk of the whole list front to back offers, written plainly: every entry in
+/// order takes the first seats that satisfy it whole (best available for a party together,
+/// else the first free seats by section, row and number within its section and cap).
+fn walk_whole_list(
+    free: &mut BTreeSet<(usize, u32, u32)>,
+    entries: &[Listed],
+    rows: u32,
+    per_row: u32,
+) -> Vec<(String, Vec<String>)> {
+    let sections = ["A", "B"];
+    let prices = [1000, 2000];
+    let mut offers = Vec::new();
+    for (waitlist_id, quantity, section, cap, together) in entries {
+        let allowed = |rank: usize| {
+            section.is_none_or(|s| s == rank) && cap.is_none_or(|cap| prices[rank] <= cap)
+        };
+        let taken: Option<Vec<(usize, u32, u32)>> = if *together {
+            let row_seats: Vec<crate::best::RowSeats> = (0..2)
+                .flat_map(|rank| (1..=rows).map(move |row| (rank, row)))
+                .map(|(rank, row)| crate::best::RowSeats {
+                    section: sections[rank].into(),
+                    row,
+                    price_minor: prices[rank],
+                    free: (1..=per_row)
+                        .map(|n| free.contains(&(rank, row, n)))
+                        .collect(),
+                })
+                .collect();
+            let request = crate::best::BestRequest {
+                quantity: *quantity,
+                section: section.map(|s| sections[s].to_owned()),
+                max_price_minor: *cap,
+            };
+            crate::best::choose(&row_seats, &request).map(|choice| {
+                let rank = sections.iter().position(|s| *s == choice.section).unwrap();
+                (choice.first_seat..choice.first_seat + choice.quantity)
+                    .map(|n| (rank, choice.row, n))
+                    .collect()
+            })
+        } else {
+            let seats: Vec<(usize, u32, u32)> = free
+                .iter()
+                .filter(|(rank, _, _)| allowed(*rank))
+                .take(*quantity as usize)
+                .copied()
+                .collect();
+            (seats.len() == *quantity as usize).then_some(seats)
+        };
+        if let Some(seats) = taken {
+            for seat in &seats {
+                free.remove(seat);
+            }
+            let mut ids: Vec<String> = seats
+                .iter()
+                .map(|(rank, row, n)| format!("{}-{row}-{n}", sections[*rank]))
+                .collect();
+            ids.sort();
+            offers.push((waitlist_id.clone(), ids));
+        }
+    }
+    offers
+}
+
+mod matching_by_class {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The matcher by class offers exactly what a walk of the whole list front to back
+        /// would: the same entries, the same seats, in the same order.
+        #[test]
+        fn offers_what_a_walk_of_the_whole_list_offers(
+            entries in proptest::collection::vec(
+                (1u32..=4, proptest::option::of(0usize..2),
+                 proptest::option::of(prop_oneof![Just(0i64), Just(1000), Just(1500), Just(2000), Just(5000)]),
+                 any::<bool>()),
+                1..40,
+            ),
+            freed in proptest::collection::btree_set((0usize..2, 1u32..=3, 1u32..=6), 0..30),
+        ) {
+            let (rows, per_row) = (3, 6);
+            let mut engine = sold_out_house(rows, per_row);
+            let sections = ["A", "B"];
+            let listed: Vec<Listed> = entries
+                .iter()
+                .enumerate()
+                .map(|(n, (quantity, section, cap, together))| {
+                    (format!("w-e{n}"), *quantity, *section, *cap, *together)
+                })
+                .collect();
+            let joins: Vec<Command> = entries
+                .iter()
+                .enumerate()
+                .map(|(n, (quantity, section, cap, together))| {
+                    join_for(&format!("e{n}"), *quantity, section.map(|s| sections[s]), *cap, *together)
+                })
+                .collect();
+            let (_, effects) = engine.decide(NOW, &joins);
+            prop_assert!(effects.waitlist_offers.is_empty());
+            let releases: Vec<Command> = freed
+                .iter()
+                .map(|(rank, row, n)| release_seat(&format!("{}-{row}-{n}", sections[*rank])))
+                .collect();
+            let (_, effects) = engine.decide(NOW, &releases);
+            let mut free = freed.clone();
+            let expected = walk_whole_list(&mut free, &listed, rows, per_row);
+            prop_assert_eq!(offered(&effects), expected);
+            prop_assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+        }
+    }
+}

@@ -5,22 +5,37 @@
 //! entries that cannot be satisfied keep their place.
 //!
 //! The list lives in the engine like the holds: entries join and leave as commands, and at
-//! the end of every group that freed seats (or took new entries) the engine walks the waiting
-//! entries in order and offers what it can. An offer is an ordinary hold (its seats taken
-//! only if still free, counted against the account's purchase limit), paid through the
-//! ordinary checkout; when it lapses its seats come back and the next entry gets its turn.
+//! the end of every group that freed seats (or took new entries) the engine offers what it
+//! can. An offer is an ordinary hold (its seats taken only if still free, counted against
+//! the account's purchase limit), paid through the ordinary checkout; when it lapses its
+//! seats come back and the next entry gets its turn.
+//!
+//! Matching costs what can match, not the list's length. Entries are kept by class — section,
+//! price cap (as the highest seat price under it), quantity, together — and entries of one
+//! class are satisfied by the same free seats or by none. A match takes the class whose first
+//! entry is earliest, asks the free-seat index (`free_seats`) whether the class can be
+//! satisfied at all (a count by section and price), then the hold rules; a class that cannot
+//! be is passed over whole for the rest of the match (seats only get fewer within it). So
+//! the earliest entry that can be satisfied whole gets the seats, exactly as a walk of the
+//! whole list front to back would decide, while entries nothing satisfies cost one look per
+//! class, however many there are and wherever they stand.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use time::OffsetDateTime;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::Bound;
 
 use super::{Effects, EventEngine};
 use crate::decide::{HoldOutcome, HoldRequest, HoldShape, NewHold};
-use crate::hold::{HoldStatus, seat_is_free};
+use crate::hold::HoldStatus;
 
-/// Waiting entries the engine looks at per group, from the front: a group frees at most
-/// this many parties' worth of work, the next group goes on.
-pub const WAITLIST_SCAN_MAX: usize = 256;
+/// Offers one match makes at most: each is a hold the group writes, so a lapse of many
+/// offers at once spreads over several groups (the rest are matched by the next group).
+pub const WAITLIST_OFFERS_PER_GROUP_MAX: usize = 256;
+
+/// Entries one match looks at at most. Only entries that could take seats but not under
+/// their account's purchase limit are looked at without an offer or a class passed over;
+/// past this bound the next group goes on.
+pub const WAITLIST_LOOKS_PER_GROUP_MAX: usize = 4_096;
 
 /// The offer TTL when the event sets none.
 pub const WAITLIST_OFFER_TTL_DEFAULT_S: u32 = 600;
@@ -81,6 +96,36 @@ pub enum WaitlistDecision {
 /// The largest waiting list of one event.
 pub const WAITLIST_ENTRIES_MAX: usize = 200_000;
 
+/// What an entry asks of the free seats. Entries of one class are satisfied by the same free
+/// seats or by none; only their accounts' purchase limits tell them apart.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct WaitClass {
+    section: Option<String>,
+    /// The highest seat price of the event at most the entry's cap (`None`: no cap, or a cap
+    /// at least every price).
+    cap: Option<i64>,
+    quantity: u32,
+    together: bool,
+}
+
+impl WaitClass {
+    /// Whether every entry of `self` is refused when `dead` (a class of entries together)
+    /// found no seats: as many or more seats, within the same section or any, under a cap no
+    /// higher.
+    fn passed_over_with(&self, dead: &Self) -> bool {
+        let cap_within = match (self.cap, dead.cap) {
+            (_, None) => true,
+            (Some(mine), Some(theirs)) => mine <= theirs,
+            (None, Some(_)) => false,
+        };
+        self.together
+            && dead.together
+            && self.quantity >= dead.quantity
+            && cap_within
+            && (dead.section.is_none() || dead.section == self.section)
+    }
+}
+
 /// An offer the group makes: the entry becomes `OFFERED` (only if still `WAITING`), and its
 /// hold is written like a new hold (its seats in `seats_taken`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +136,7 @@ pub struct WaitlistOffer {
 
 impl EventEngine {
     /// The entry's place among the waiting ones (1 = next).
-    fn position_of(&self, seq: u64) -> u32 {
+    pub(super) fn position_of(&self, seq: u64) -> u32 {
         self.waitlist.range(..=seq).count() as u32
     }
 
@@ -120,8 +165,51 @@ impl EventEngine {
         } else {
             self.waiting_by_account
                 .insert(entry.account_id.clone(), entry.seq);
+            self.waitlist_classes
+                .entry(self.class_of(&entry))
+                .or_default()
+                .insert(entry.seq);
             self.waitlist.insert(entry.seq, entry);
         }
+    }
+
+    /// The entry's class (see [`WaitClass`]).
+    fn class_of(&self, entry: &WaitEntry) -> WaitClass {
+        let cap = entry.max_price_minor.and_then(|cap| {
+            let highest = self.seat_prices.last().copied();
+            if highest.is_some_and(|highest| cap >= highest) {
+                return None;
+            }
+            // Below every price (an entry from before such caps were refused): kept as it
+            // is, a class nothing satisfies.
+            Some(
+                self.seat_prices
+                    .range(..=cap)
+                    .next_back()
+                    .copied()
+                    .unwrap_or(cap),
+            )
+        });
+        WaitClass {
+            section: entry.section.clone(),
+            cap,
+            quantity: entry.quantity,
+            together: entry.together,
+        }
+    }
+
+    /// Takes a waiting entry off the list (left, or offered).
+    fn unlist(&mut self, seq: u64) -> Option<WaitEntry> {
+        let entry = self.waitlist.remove(&seq)?;
+        self.waiting_by_account.remove(&entry.account_id);
+        let class = self.class_of(&entry);
+        if let Some(seqs) = self.waitlist_classes.get_mut(&class) {
+            seqs.remove(&seq);
+            if seqs.is_empty() {
+                self.waitlist_classes.remove(&class);
+            }
+        }
+        Some(entry)
     }
 
     pub(super) fn decide_join(
@@ -151,8 +239,8 @@ impl EventEngine {
         let seq = entry.seq;
         effects.waitlist_joined.push(entry.clone());
         self.offered_by_account.remove(&request.account_id);
+        self.waitlist_joined_classes.insert(self.class_of(&entry));
         self.keep_entry(entry);
-        self.waitlist_dirty = true;
         WaitlistDecision::Joined {
             position: self.position_of(seq),
         }
@@ -174,8 +262,7 @@ impl EventEngine {
         {
             return WaitlistDecision::NotWaiting;
         }
-        self.waitlist.remove(&seq);
-        self.waiting_by_account.remove(account_id);
+        self.unlist(seq);
         effects.waitlist_left.push(waitlist_id.to_owned());
         WaitlistDecision::Left
     }
@@ -204,16 +291,26 @@ impl EventEngine {
         }
     }
 
-    /// Offers freed seats to the waiting entries, front first: each entry satisfied whole
-    /// gets a hold; the others keep their place. Runs at the end of a group that freed seats
-    /// or took entries (and the first group after a load).
+    /// Whether the list must be matched although no group asked for it (a match stopped at
+    /// its bound, or a catch-up freed seats): the writer then runs a group of no commands.
+    pub fn waitlist_wants_group(&self) -> bool {
+        self.waitlist_dirty && !self.waitlist.is_empty()
+    }
+
+    /// Offers free seats to the waiting entries: the earliest entry that can be satisfied
+    /// whole gets a hold, again and again until none can (see the module's documentation);
+    /// the others keep their place. Runs at the end of a group that freed seats or took
+    /// entries (then only the joined entries' classes can have become satisfiable), and the
+    /// first group after a load.
     pub(super) fn offer_to_waitlist(&mut self, effects: &mut Effects) {
         let freed = !effects.holds_released.is_empty()
             || !effects.holds_expired.is_empty()
             || !effects.checkouts_cancelled.is_empty()
             || !effects.orders_compensated.is_empty()
             || effects.exchanges.iter().any(|x| x.freed.is_some());
-        if self.waitlist.is_empty() || !(freed || self.waitlist_dirty) {
+        let joined = std::mem::take(&mut self.waitlist_joined_classes);
+        let every_class = freed || self.waitlist_dirty;
+        if self.waitlist.is_empty() || (!every_class && joined.is_empty()) {
             return;
         }
         self.waitlist_dirty = false;
@@ -226,13 +323,64 @@ impl EventEngine {
         } else {
             self.waitlist_offer_ttl_s
         };
-        let front: Vec<WaitEntry> = self
-            .waitlist
-            .values()
-            .take(WAITLIST_SCAN_MAX)
-            .cloned()
+        // Each class's first entry not yet looked at, earliest first.
+        let classes: Vec<WaitClass> = if every_class {
+            self.waitlist_classes.keys().cloned().collect()
+        } else {
+            joined.into_iter().collect()
+        };
+        let mut heads: BinaryHeap<Reverse<(u64, usize)>> = classes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, class)| {
+                let first = self.waitlist_classes.get(class)?.first()?;
+                Some(Reverse((*first, i)))
+            })
             .collect();
-        for entry in front {
+        let mut dead_together: Vec<usize> = Vec::new();
+        let (mut offers, mut looks) = (0usize, 0usize);
+        while let Some(Reverse((seq, i))) = heads.pop() {
+            if offers >= WAITLIST_OFFERS_PER_GROUP_MAX || looks >= WAITLIST_LOOKS_PER_GROUP_MAX {
+                // The next group goes on from the front.
+                self.waitlist_dirty = true;
+                break;
+            }
+            looks += 1;
+            let class = &classes[i];
+            let next_in_class = |engine: &Self| {
+                engine
+                    .waitlist_classes
+                    .get(class)
+                    .and_then(|seqs| seqs.range((Bound::Excluded(seq), Bound::Unbounded)).next())
+                    .map(|next| Reverse((*next, i)))
+            };
+            let Some(entry) = self.waitlist.get(&seq).cloned() else {
+                heads.extend(next_in_class(self));
+                continue;
+            };
+            if dead_together
+                .iter()
+                .any(|&dead| class.passed_over_with(&classes[dead]))
+            {
+                continue;
+            }
+            let section = match &entry.section {
+                Some(section) => match self.free.rank_of(section) {
+                    Some(rank) => Some(rank),
+                    None => continue,
+                },
+                None => None,
+            };
+            if self.free.count(section, entry.max_price_minor) < entry.quantity as usize {
+                // Not enough free seats for anyone of the class: passed over whole.
+                continue;
+            }
+            let usage = self.usage(&entry.account_id, now);
+            if usage.saturating_add(entry.quantity) > self.rules.max_tickets_per_account {
+                // This account only: the next entry of the class may be satisfied.
+                heads.extend(next_in_class(self));
+                continue;
+            }
             let shape = if entry.together {
                 HoldShape::BestAvailable {
                     quantity: entry.quantity,
@@ -240,85 +388,85 @@ impl EventEngine {
                     max_price_minor: entry.max_price_minor,
                 }
             } else {
-                match self.any_seats(&entry, now) {
+                match self
+                    .free
+                    .first(section, entry.max_price_minor, entry.quantity as usize)
+                {
                     Some(seat_ids) => HoldShape::Seats { seat_ids },
                     None => continue,
                 }
             };
-            let key = format!("waitlist:{}", entry.waitlist_id);
-            let request = HoldRequest {
-                account_id: entry.account_id.clone(),
-                idempotency_key: key.clone(),
-                request_digest: String::new(),
-                new_hold_id: entry.offer_hold_id.clone(),
-                shape,
-            };
-            // The offer is a hold with the offer's TTL, decided by the hold rules; it is not
-            // a command of the group, so it leaves the group's new holds for its own list.
-            let created_before = effects.holds_created.len();
-            let hold_ttl_s = std::mem::replace(&mut self.rules.hold_ttl_s, ttl);
-            let outcome = self.decide_holds(std::slice::from_ref(&request), 0, effects);
-            self.rules.hold_ttl_s = hold_ttl_s;
-            self.state
-                .prior_digests
-                .remove(&(entry.account_id.clone(), key));
-            let Some(HoldOutcome::Held(hold)) = outcome.into_iter().next() else {
-                continue;
-            };
-            effects.holds_created.truncate(created_before);
-            self.waitlist.remove(&entry.seq);
-            self.waiting_by_account.remove(&entry.account_id);
-            self.offered_by_account.insert(
-                entry.account_id.clone(),
-                (entry.waitlist_id.clone(), hold.hold_id.clone()),
-            );
-            self.offer_holds.insert(hold.hold_id.clone());
-            effects.waitlist_offers.push(WaitlistOffer {
-                waitlist_id: entry.waitlist_id.clone(),
-                hold,
-            });
+            match self.offer(&entry, shape, ttl, effects) {
+                Some(HoldOutcome::Held(_)) => {
+                    offers += 1;
+                    heads.extend(next_in_class(self));
+                }
+                // This entry only (its account's limit, or its offer's key already taken).
+                Some(
+                    HoldOutcome::PurchaseLimit { .. }
+                    | HoldOutcome::KeyReusedWithOtherRequest
+                    | HoldOutcome::Replayed
+                    | HoldOutcome::ReplayOfEarlierInBatch { .. },
+                ) => {
+                    heads.extend(next_in_class(self));
+                }
+                // No seats for this class (or a shape the event refuses): passed over whole.
+                Some(
+                    HoldOutcome::SeatsUnavailable { .. }
+                    | HoldOutcome::SoldOut { .. }
+                    | HoldOutcome::SaleNotOpen { .. }
+                    | HoldOutcome::Invalid { .. },
+                )
+                | None => {
+                    if class.together {
+                        dead_together.push(i);
+                    }
+                }
+            }
         }
     }
 
-    /// `quantity` free seats anywhere (best rows first) within the entry's section and price
-    /// cap, or `None` if there are not that many.
-    fn any_seats(&self, entry: &WaitEntry, now: OffsetDateTime) -> Option<Vec<String>> {
-        let sections: BTreeSet<&str> = match &entry.section {
-            Some(section) => [section.as_str()].into(),
-            None => self
-                .rules
-                .section_order
-                .iter()
-                .map(String::as_str)
-                .collect(),
+    /// Asks the hold rules for the entry's offer (a hold of its account with the offer's
+    /// TTL) and, when granted, makes the entry offered.
+    fn offer(
+        &mut self,
+        entry: &WaitEntry,
+        shape: HoldShape,
+        ttl_s: u32,
+        effects: &mut Effects,
+    ) -> Option<HoldOutcome> {
+        let key = format!("waitlist:{}", entry.waitlist_id);
+        let request = HoldRequest {
+            account_id: entry.account_id.clone(),
+            idempotency_key: key.clone(),
+            request_digest: String::new(),
+            new_hold_id: entry.offer_hold_id.clone(),
+            shape,
         };
-        let mut by_section: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
-        for seat in self.state.seats.values() {
-            if !seat_is_free(seat.status, seat.hold_expires_at, now)
-                || entry
-                    .max_price_minor
-                    .is_some_and(|cap| seat.price_minor > cap)
-            {
-                continue;
-            }
-            let section = seat.seat_id.rsplitn(3, '-').nth(2).unwrap_or_default();
-            if !sections.contains(section) {
-                continue;
-            }
-            let rank = self
-                .rules
-                .section_order
-                .iter()
-                .position(|s| s == section)
-                .unwrap_or(usize::MAX);
-            by_section.entry(rank).or_default().push(&seat.seat_id);
-        }
-        let seats: Vec<String> = by_section
-            .into_values()
-            .flatten()
-            .take(entry.quantity as usize)
-            .map(str::to_owned)
-            .collect();
-        (seats.len() == entry.quantity as usize).then_some(seats)
+        // The offer is a hold with the offer's TTL, decided by the hold rules; it is not a
+        // command of the group, so it leaves the group's new holds for its own list.
+        let created_before = effects.holds_created.len();
+        let hold_ttl_s = std::mem::replace(&mut self.rules.hold_ttl_s, ttl_s);
+        let outcome = self.decide_holds(std::slice::from_ref(&request), 0, effects);
+        self.rules.hold_ttl_s = hold_ttl_s;
+        self.state
+            .prior_digests
+            .remove(&(entry.account_id.clone(), key));
+        let outcome = outcome.into_iter().next()?;
+        let HoldOutcome::Held(hold) = &outcome else {
+            return Some(outcome);
+        };
+        effects.holds_created.truncate(created_before);
+        self.unlist(entry.seq);
+        self.offered_by_account.insert(
+            entry.account_id.clone(),
+            (entry.waitlist_id.clone(), hold.hold_id.clone()),
+        );
+        self.offer_holds.insert(hold.hold_id.clone());
+        effects.waitlist_offers.push(WaitlistOffer {
+            waitlist_id: entry.waitlist_id.clone(),
+            hold: hold.clone(),
+        });
+        Some(outcome)
     }
 }

@@ -35,7 +35,8 @@ pub struct JoinWaitlistBody {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 64)]
     pub section: Option<String>,
-    /// Only seats at most this price.
+    /// Only seats at most this price: at least the cheapest seat of the section (or of the
+    /// event).
     #[serde(default)]
     #[schema(minimum = 0)]
     pub max_price_minor: Option<i64>,
@@ -148,7 +149,7 @@ async fn entry_of(
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such event", body = Problem),
         (status = 409, description = "WAITLIST_CONFLICT: the account has another live entry on this event (its waitlistId), or the list is full", body = Problem),
-        (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
+        (status = 422, description = "VALIDATION (also a maxPriceMinor below the cheapest seat of the section, or of the event) or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "The event's writer or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
@@ -184,8 +185,26 @@ pub async fn join_waitlist(
             format!("event {event_id} has no section {section}"),
         ));
     }
-    if request.max_price_minor.is_some_and(|cap| cap < 0) {
-        return Err(ApiError::validation("maxPriceMinor", "must be 0 or more"));
+    if let Some(cap) = request.max_price_minor {
+        // A cap under every seat it could have would wait for ever: refused, so the list
+        // holds only entries some returned seat can satisfy.
+        let cheapest = event
+            .sections
+            .iter()
+            .filter(|s| request.section.as_ref().is_none_or(|name| *name == s.name))
+            .map(|s| s.price_minor)
+            .min()
+            .unwrap_or(0);
+        if cap < cheapest {
+            let within = match &request.section {
+                Some(section) => format!("section {section}'s"),
+                None => "the event's".to_owned(),
+            };
+            return Err(ApiError::validation(
+                "maxPriceMinor",
+                format!("must be at least {within} cheapest seat ({cheapest})"),
+            ));
+        }
     }
     let path = format!("/v1/events/{event_id}/waitlist");
     let digest = request_digest("POST", &path, &body.0);
