@@ -314,7 +314,8 @@ impl Setup {
 }
 
 /// Three nodes, requests for one event spread over all of them: each round of 256 clients
-/// racing one seat grants it once; one key sent to two nodes at once makes one hold and two
+/// racing one seat grants it once and refuses the rest 409, none 429 (the first round on a
+/// cold event included); one key sent to two nodes at once makes one hold and two
 /// identical answers; a hold taken on one node is paid on another; every write was decided
 /// by the one owner, and every node names the same owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -347,6 +348,17 @@ async fn three_nodes_one_owner() {
             }
         });
         let answers = futures_join_all(racers).await;
+        // The first round is the opening burst on an event no node has loaded: the requests
+        // that arrive while the owner reads the event, takes the lease and loads the engine
+        // wait for that one load instead of each spending store calls, so none of them is
+        // refused as busy.
+        let busy: Vec<&Answer> = answers.iter().filter(|a| a.status == 429).collect();
+        assert!(
+            busy.is_empty(),
+            "round {round}: {} got 429: {:?}",
+            busy.len(),
+            busy.first()
+        );
         let won = answers.iter().filter(|a| a.status == 201).count();
         let lost = answers.iter().filter(|a| a.status == 409).count();
         assert_eq!(

@@ -46,6 +46,9 @@ pub const FORWARD_TIMEOUT_MS: u64 = 10_000;
 /// once, so that a busy sale never closes and reopens connections (at 64, 256 clients
 /// forwarding through one node kept reconnecting).
 pub const FORWARD_IDLE_PER_HOST: usize = 1024;
+/// How long a write waits for this node's look-up (or take) of its event's lease that
+/// another request started: as long as a forward may take.
+pub const LEASE_TURN_WAIT_MS: u64 = FORWARD_TIMEOUT_MS;
 /// Event → hold, order and exchange look-ups cached (a write names a hold, an order or an
 /// exchange; its event never changes). Cleared when full.
 const EVENT_OF_CACHE_MAX: usize = 200_000;
@@ -187,9 +190,18 @@ impl Cluster {
             return Ok(route);
         }
         // One look-up per event at a time: the requests that arrive meanwhile wait for its
-        // answer instead of each reading (or taking) the lease.
+        // answer instead of each reading (or taking) the lease — at most
+        // LEASE_TURN_WAIT_MS, then 503 with Retry-After (a store that stopped answering).
         let turn = self.turn(event_id);
-        let _turn = turn.lock().await;
+        let wait = Duration::from_millis(LEASE_TURN_WAIT_MS);
+        let Ok(_turn) = tokio::time::timeout(wait, turn.lock()).await else {
+            metrics::counter!("boxoffice_coalesced_timeouts_total", "what" => "event lease")
+                .increment(1);
+            return Err(StoreError::Unavailable(format!(
+                "the lease of event {event_id} is being looked up or taken for longer than \
+                 {LEASE_TURN_WAIT_MS} ms"
+            )));
+        };
         if let Some(route) = self.known_route(event_id) {
             return Ok(route);
         }

@@ -13,6 +13,7 @@ pub mod api;
 pub mod auth;
 pub mod body;
 pub mod cluster;
+pub mod coalesce;
 pub mod error;
 pub mod forwarded;
 #[doc(hidden)]
@@ -37,7 +38,7 @@ pub mod writer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
@@ -104,6 +105,9 @@ pub struct Shared {
     pub checkout_turns: turns::CheckoutTurns,
     /// Events are immutable once created, so they are cached for the life of the process.
     pub events: Arc<Mutex<HashMap<String, Arc<EventRecord>>>>,
+    /// Reads of events not cached yet: one per event at a time, shared by the requests that
+    /// arrive meanwhile (at most [`EVENT_LOAD_WAIT_MS`] each, then 503).
+    pub event_loads: coalesce::Coalesced<Option<Arc<EventRecord>>>,
     pub metrics: PrometheusHandle,
     pub openapi_json: Arc<String>,
     pub provider: Arc<dyn PaymentProvider>,
@@ -641,6 +645,10 @@ impl AppState {
             in_flight: InFlight::default(),
             checkout_turns: turns::CheckoutTurns::default(),
             events: Arc::default(),
+            event_loads: coalesce::Coalesced::new(
+                "reading the event",
+                Duration::from_millis(EVENT_LOAD_WAIT_MS),
+            ),
             metrics: metrics_handle(),
             openapi_json: Arc::new(openapi().to_pretty_json().unwrap_or_default()),
             dev_auth: jwt_secret == auth::DEV_JWT_SECRET,
@@ -892,6 +900,11 @@ pub async fn serve(
     }
     Ok(())
 }
+
+/// How long a request waits for the read of its event that another request started, before
+/// it is answered 503 with `Retry-After` (the read is one indexed row: this only bounds a
+/// store that stopped answering).
+pub const EVENT_LOAD_WAIT_MS: u64 = 5_000;
 
 /// How long a graceful stop waits for the requests in flight before it hands the event
 /// leases back and ends.

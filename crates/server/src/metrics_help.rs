@@ -56,6 +56,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_coalesced_timeouts_total",
+        "Requests answered 503 because a load they waited for (an event, a lease) ran past its deadline, by what",
+    ),
+    (
+        "counter",
+        "boxoffice_coalesced_waits_total",
+        "Requests that waited for a load another request started instead of their own store call, by what",
+    ),
+    (
+        "counter",
         "boxoffice_connections_at_limit_total",
         "Connections accepted while the listener was at its connection limit",
     ),

@@ -315,17 +315,27 @@ impl AppState {
         {
             return Ok(event.clone());
         }
+        // The first request for an event this node has not seen reads it; the requests that
+        // arrive meanwhile (a sale's opening burst) wait for that read instead of each
+        // spending a store call (`crate::coalesce`).
+        let store = self.store.clone();
+        let events = self.events.clone();
+        let owned_id = event_id.to_owned();
         let event = self
-            .store
-            .get_event(event_id)
-            .await?
-            .ok_or_else(|| ApiError::not_found("event"))?;
-        let event = Arc::new(event);
-        self.events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(event_id.to_owned(), event.clone());
-        Ok(event)
+            .event_loads
+            .load(event_id, move || async move {
+                let Some(event) = store.get_event(&owned_id).await? else {
+                    return Ok(None);
+                };
+                let event = Arc::new(event);
+                events
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(owned_id, event.clone());
+                Ok(Some(event))
+            })
+            .await?;
+        event.ok_or_else(|| ApiError::not_found("event"))
     }
 }
 
