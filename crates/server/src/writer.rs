@@ -84,6 +84,11 @@ pub const GROUP_ATTEMPTS_ALONE: u32 = 2;
 pub const CATCH_UP_INTERVAL_MS: u64 = 100;
 /// Change rows read per catch-up step.
 const CATCH_UP_ROWS_MAX: u32 = 1_000;
+/// How long a writer waits for its event's lease and engine load. The requests that arrive
+/// meanwhile wait in its lanes for that one load; past this they are answered
+/// `StoreError::Unavailable` (503 with `Retry-After`: every write carries its idempotency key,
+/// so sending it again is safe) and the next command loads again.
+pub const ENGINE_LOAD_WAIT_MS: u64 = 10_000;
 
 /// Renders the stored response of a decided hold (the HTTP layer's choice of bytes).
 pub type HoldRenderer = Arc<dyn Fn(&EventRecord, &HoldOutcome) -> StoredResponse + Send + Sync>;
@@ -273,6 +278,8 @@ pub struct EventWriters {
     meter: Option<Arc<crate::waitroom::HealthMeter>>,
     /// Where writers report the holds they commit and how each ended.
     ledger: Option<Arc<crate::ledger::HoldLedger>>,
+    /// How long a writer waits for its lease and engine load ([`ENGINE_LOAD_WAIT_MS`]).
+    load_wait: StdDuration,
 }
 
 impl std::fmt::Debug for EventWriters {
@@ -303,7 +310,14 @@ impl EventWriters {
             cluster: None,
             meter: None,
             ledger: None,
+            load_wait: StdDuration::from_millis(ENGINE_LOAD_WAIT_MS),
         }
+    }
+
+    /// The same writers, waiting at most `wait` for a lease and an engine load (tests).
+    pub fn with_load_wait(mut self, wait: StdDuration) -> Self {
+        self.load_wait = wait;
+        self
     }
 
     /// The same writers, reporting their group latency and queue depth to `meter`.
@@ -723,6 +737,7 @@ impl EventWriters {
         writer.cluster = self.cluster.clone();
         writer.meter = self.meter.clone();
         writer.ledger = self.ledger.clone();
+        writer.load_wait = self.load_wait;
         if self.own_thread {
             crate::threads::writers().spawn(writer.run(sale_rx, holds_rx));
         } else {
@@ -917,6 +932,9 @@ struct Writer {
     stopped: Option<StoreError>,
     meter: Option<Arc<crate::waitroom::HealthMeter>>,
     ledger: Option<Arc<crate::ledger::HoldLedger>>,
+    /// How long a load (lease and engine) may take before the commands waiting for it are
+    /// answered unavailable.
+    load_wait: StdDuration,
 }
 
 impl Writer {
@@ -951,6 +969,7 @@ impl Writer {
             stopped: None,
             meter: None,
             ledger: None,
+            load_wait: StdDuration::from_millis(ENGINE_LOAD_WAIT_MS),
         }
     }
 
@@ -985,9 +1004,20 @@ impl Writer {
             }
             if in_flight.is_empty() {
                 if self.broken || (self.engine.is_none() && !self.redo.is_empty()) {
-                    self.reload().await;
+                    let failed = self.reload().await;
                     if self.stopped.is_some() {
                         continue;
+                    }
+                    if let Some(error) = failed {
+                        // The commands that arrived during the load waited for it as well:
+                        // they get its answer now, not a load (and a deadline) of their own.
+                        let queued = incoming.drain(..).chain(incoming_holds.drain(..));
+                        for job in queued {
+                            let _ = job.reply.send(Err(copy_of(&error)));
+                        }
+                        while let Ok(job) = sale.try_recv().or_else(|_| holds.try_recv()) {
+                            let _ = job.reply.send(Err(copy_of(&error)));
+                        }
                     }
                 }
                 let idle_check_due =
@@ -1115,11 +1145,27 @@ impl Writer {
     }
 
     /// Loads the engine from the store. On failure every command waiting to be decided
-    /// again gets the error and the writer tries again on the next command.
-    async fn reload(&mut self) {
+    /// again gets the error (returned too, for the commands still queued) and the writer
+    /// tries again on the next command.
+    async fn reload(&mut self) -> Option<StoreError> {
+        // The commands waiting for this load wait at most `load_wait` in all (the lease and
+        // the snapshot): a store that stopped answering is told as unavailable, not waited on.
+        let deadline = tokio::time::Instant::now() + self.load_wait;
+        let too_long = |what: &str| {
+            metrics::counter!("boxoffice_coalesced_timeouts_total", "what" => "engine load")
+                .increment(1);
+            StoreError::Unavailable(format!(
+                "{what} of event {} took longer than {} ms",
+                self.event.event_id,
+                self.load_wait.as_millis()
+            ))
+        };
         if let Some(cluster) = &self.cluster {
             // A writer loads its event only under the event's lease.
-            match cluster.acquire(&self.event.event_id).await {
+            let acquired = tokio::time::timeout_at(deadline, cluster.acquire(&self.event.event_id))
+                .await
+                .unwrap_or_else(|_| Err(too_long("taking the lease")));
+            match acquired {
                 Ok(Ok(fence)) => self.fence = Some(fence),
                 Ok(Err(lease)) => {
                     tracing::info!(event_id = %self.event.event_id, owner = %lease.node_id, epoch = lease.epoch, "the event is owned by another node; the writer stops");
@@ -1129,7 +1175,7 @@ impl Writer {
                         "event {} is owned by node {} (epoch {})",
                         self.event.event_id, lease.node_id, lease.epoch
                     )));
-                    return;
+                    return None;
                 }
                 Err(error) => {
                     tracing::warn!(%error, event_id = %self.event.event_id, "could not take the event's lease");
@@ -1138,17 +1184,19 @@ impl Writer {
                     for job in self.redo.drain(..) {
                         let _ = job.reply.send(Err(copy_of(&error)));
                     }
-                    return;
+                    return Some(error);
                 }
             }
         }
         metrics::counter!("boxoffice_writer_loads_total").increment(1);
         let sent = Instant::now();
-        match self
-            .engine_store
-            .engine_load(&self.event, &self.endpoint)
-            .await
-        {
+        let loaded = tokio::time::timeout_at(
+            deadline,
+            self.engine_store.engine_load(&self.event, &self.endpoint),
+        )
+        .await
+        .unwrap_or_else(|_| Err(too_long("loading the engine")));
+        match loaded {
             Ok((snapshot, store_now)) => {
                 self.clock = StoreClock::measured(store_now, sent);
                 self.next_seq = snapshot.writer_seq + 1;
@@ -1159,6 +1207,7 @@ impl Writer {
                 self.stale = false;
                 self.last_catch_up = Instant::now();
                 self.last_turn = None;
+                None
             }
             Err(error) => {
                 tracing::warn!(%error, event_id = %self.event.event_id, "event writer could not load the event");
@@ -1167,6 +1216,7 @@ impl Writer {
                 for job in self.redo.drain(..) {
                     let _ = job.reply.send(Err(copy_of(&error)));
                 }
+                Some(error)
             }
         }
     }

@@ -11,6 +11,8 @@
 //! - Checkout starts go through the writer too: many checkouts of one hold at once (other
 //!   keys, the same key) start exactly one order (both backends), and across two nodes one
 //!   key makes one order with the same order id in both answers.
+//! - Requests that arrive while the engine loads wait for that one load; a load past the
+//!   writer's deadline answers them unavailable (503), and the next request loads again.
 
 mod common;
 
@@ -695,7 +697,131 @@ async fn a_crowd_on_one_node_takes_the_lease_once(backend: Backend) {
     app.finish().await;
 }
 
+/// The real store, except that each engine load waits until the test lets it go.
+struct GatedLoad {
+    inner: Arc<dyn boxoffice_store::Store>,
+    loads: Mutex<usize>,
+    go: tokio::sync::watch::Receiver<bool>,
+}
+
+#[async_trait]
+impl EngineStore for GatedLoad {
+    async fn engine_load(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+    ) -> StoreResult<(EngineSnapshot, OffsetDateTime)> {
+        *self.loads.lock().unwrap() += 1;
+        let mut go = self.go.clone();
+        let _ = go.wait_for(|go| *go).await;
+        self.inner.engine_load(event, endpoint).await
+    }
+
+    async fn engine_rows(
+        &self,
+        event_id: &str,
+        seat_ids: &[String],
+        tier_ids: &[String],
+        hold_ids: &[String],
+    ) -> StoreResult<EngineRows> {
+        self.inner
+            .engine_rows(event_id, seat_ids, tier_ids, hold_ids)
+            .await
+    }
+
+    async fn engine_changes(
+        &self,
+        event_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
+        self.inner.engine_changes(event_id, after, limit).await
+    }
+
+    async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
+        self.inner.apply_group(group).await
+    }
+}
+
+/// A crowd racing one seat while the engine loads: one load, one 201, the rest refused by
+/// the engine (409), none busy. A load that outlasts the writer's deadline answers the
+/// requests waiting for it unavailable; once the store answers, the next request loads again.
+async fn requests_during_a_load_wait_for_it_within_a_deadline(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let event = Arc::new(
+        app.db
+            .store
+            .get_event(&event_id)
+            .await
+            .unwrap()
+            .expect("event"),
+    );
+    let (go, gate) = tokio::sync::watch::channel(false);
+    let gated = Arc::new(GatedLoad {
+        inner: app.db.store.clone(),
+        loads: Mutex::new(0),
+        go: gate,
+    });
+    let writers =
+        EventWriters::with_engine_store(app.db.store.clone(), gated.clone(), Arc::new(render))
+            .with_load_wait(std::time::Duration::from_secs(1));
+    let race = |round: usize, from: usize, n: usize| {
+        (from..from + n)
+            .map(|i| {
+                let (writers, event) = (writers.clone(), event.clone());
+                tokio::spawn(async move {
+                    let request = seat_request(&format!("fan-{round}-{i}"), "k", "A-1-1");
+                    writers.hold(event, request).await
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    // The store does not answer the load: every request waiting for it (the first started
+    // it, the others arrive while it runs) is told to retry.
+    let mut crowd = race(0, 0, 1);
+    for _ in 0..5_000 {
+        if *gated.loads.lock().unwrap() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    crowd.extend(race(0, 1, 31));
+    for task in crowd {
+        match task.await.unwrap() {
+            Err(boxoffice_server::writer::SubmitError::Store(StoreError::Unavailable(why))) => {
+                assert!(why.contains("loading the engine"), "{why}");
+            }
+            other => panic!("unavailable past the load's deadline: {other:?}"),
+        }
+    }
+    assert_eq!(*gated.loads.lock().unwrap(), 1, "one load for the crowd");
+    // The store answers again: the next crowd waits for one new load.
+    go.send(true).unwrap();
+    let answers: Vec<_> = futures::future::join_all(race(1, 0, 64)).await;
+    let statuses: Vec<u16> = answers
+        .into_iter()
+        .map(|answer| match answer.unwrap() {
+            Ok(Idempotent::Fresh(response)) => response.status,
+            other => panic!("decided by the engine: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        63,
+        "{statuses:?}"
+    );
+    assert_eq!(*gated.loads.lock().unwrap(), 2, "one more load");
+    app.finish().await;
+}
+
 stories!(
+    requests_during_a_load_wait_for_it_within_a_deadline,
     a_crowd_on_one_node_takes_the_lease_once,
     a_former_owners_group_is_fenced,
     a_failed_commit_holds_back_the_next_group,
