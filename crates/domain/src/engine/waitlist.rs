@@ -241,9 +241,11 @@ impl EventEngine {
         self.offered_by_account.remove(&request.account_id);
         self.waitlist_joined_classes.insert(self.class_of(&entry));
         self.keep_entry(entry);
-        WaitlistDecision::Joined {
-            position: self.position_of(seq),
-        }
+        // The newest entry is the last: its place is the list's length (counting the places
+        // before it cost the list's length on every join).
+        let position = u32::try_from(self.waitlist.len()).unwrap_or(u32::MAX);
+        debug_assert_eq!(position, self.position_of(seq));
+        WaitlistDecision::Joined { position }
     }
 
     pub(super) fn decide_leave(
