@@ -915,6 +915,44 @@ fn the_earliest_entry_satisfied_whole_gets_the_seats_and_a_match_never_splits_a_
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
 
+#[test]
+fn a_match_held_back_by_purchase_limits_stops_at_its_bound_and_asks_for_no_group() {
+    // One ticket per account: every waiting account already holds its one, so every entry is
+    // held back by its limit, one look each.
+    let waiting = WAITLIST_LOOKS_PER_GROUP_MAX + 1;
+    let mut engine = engine(waiting + 1);
+    engine.rules.max_tickets_per_account = 1;
+    let holds: Vec<Command> = (1..=waiting + 1)
+        .map(|n| hold(&format!("a{n}"), "1", seats(&[&format!("A-1-{n}")])))
+        .collect();
+    let (decisions, _) = engine.decide(NOW, &holds);
+    assert!(
+        decisions
+            .iter()
+            .all(|d| matches!(d, Decision::Hold(HoldOutcome::Held(_))))
+    );
+    let joins: Vec<Command> = (1..=waiting)
+        .map(|n| join(&format!("a{n}"), 1, false))
+        .collect();
+    let (_, effects) = engine.decide(NOW, &joins);
+    assert!(effects.waitlist_offers.is_empty());
+    // The last account's seat comes back: nobody waiting may take it.
+    let last = waiting + 1;
+    let (_, effects) = engine.decide(
+        NOW,
+        &[Command::Release {
+            account_id: format!("a{last}"),
+            hold_id: format!("h-a{last}-1"),
+        }],
+    );
+    assert!(effects.waitlist_offers.is_empty());
+    assert!(
+        !engine.waitlist_wants_group(),
+        "a match that made no offer asks for no group of its own"
+    );
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
 /// An entry as the plain walk reads it: id, quantity, section rank, cap, together.
 type Listed = (String, u32, Option<usize>, Option<i64>, bool);
 

@@ -34,7 +34,8 @@ pub const WAITLIST_OFFERS_PER_GROUP_MAX: usize = 256;
 
 /// Entries one match looks at at most. Only entries that could take seats but not under
 /// their account's purchase limit are looked at without an offer or a class passed over;
-/// past this bound the next group goes on.
+/// past this bound the match stops (the next group that frees seats or takes an entry
+/// matches again from the front).
 pub const WAITLIST_LOOKS_PER_GROUP_MAX: usize = 4_096;
 
 /// The offer TTL when the event sets none.
@@ -343,8 +344,11 @@ impl EventEngine {
         let (mut offers, mut looks) = (0usize, 0usize);
         while let Some(Reverse((seq, i))) = heads.pop() {
             if offers >= WAITLIST_OFFERS_PER_GROUP_MAX || looks >= WAITLIST_LOOKS_PER_GROUP_MAX {
-                // The next group goes on from the front.
-                self.waitlist_dirty = true;
+                // The next group goes on from the front — asked for at once only if this
+                // match made offers (they leave the list, so the next one gets further); one
+                // stopped by entries its accounts' limits hold back waits for seats to come
+                // back or a join, or the writer would run empty groups for ever.
+                self.waitlist_dirty = offers > 0;
                 break;
             }
             looks += 1;
