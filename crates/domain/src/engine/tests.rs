@@ -953,6 +953,41 @@ fn a_match_held_back_by_purchase_limits_stops_at_its_bound_and_asks_for_no_group
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
 
+#[test]
+fn seats_a_catch_up_finds_freed_elsewhere_are_offered_by_a_group_of_no_commands() {
+    let mut engine = engine(2);
+    let (_, _) = engine.decide(NOW, &[hold("a", "1", seats(&["A-1-1", "A-1-2"]))]);
+    let (_, effects) = engine.decide(NOW, &[join("b", 2, true)]);
+    assert!(effects.waitlist_offers.is_empty());
+    assert!(!engine.waitlist_wants_group());
+    // Another node (or the sweeper) ended a's hold: the catch-up reads the rows.
+    let freed = |seat_id: &str| SeatRow {
+        seat_id: seat_id.into(),
+        status: SeatStatus::Available,
+        hold_id: None,
+        hold_expires_at: None,
+        price_minor: 1000,
+    };
+    let mut ended = engine.hold("h-a-1").cloned().expect("kept");
+    ended.status = HoldStatus::Released;
+    engine.refresh(EngineRows {
+        seats: vec![freed("A-1-1"), freed("A-1-2")],
+        tiers: Vec::new(),
+        holds: vec![ended],
+    });
+    assert!(engine.waitlist_wants_group());
+    let (_, effects) = engine.decide(NOW, &[]);
+    assert_eq!(
+        offered(&effects),
+        [(
+            "w-b".to_owned(),
+            vec!["A-1-1".to_owned(), "A-1-2".to_owned()]
+        )]
+    );
+    assert!(!engine.waitlist_wants_group());
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
 /// An entry as the plain walk reads it: id, quantity, section rank, cap, together.
 type Listed = (String, u32, Option<usize>, Option<i64>, bool);
 
