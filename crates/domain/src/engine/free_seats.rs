@@ -159,3 +159,98 @@ impl FreeSeats {
         self.by_class.keys().map(|(_, price)| *price).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::decide::SeatRow;
+    use crate::hold::SeatStatus;
+
+    /// Sections A (rows 1-2: row 1 at 3000, row 2 at 1000) and B (1000), three seats a row,
+    /// `taken` seats held.
+    fn index(taken: &[&str]) -> FreeSeats {
+        let now = datetime!(2026-12-01 10:00 UTC);
+        let mut seats = BTreeMap::new();
+        for (section, row, price_minor) in [("A", 1, 3000), ("A", 2, 1000), ("B", 1, 1000)] {
+            for number in 1..=3 {
+                let seat_id = format!("{section}-{row}-{number}");
+                let held = taken.contains(&seat_id.as_str());
+                seats.insert(
+                    seat_id.clone(),
+                    SeatRow {
+                        seat_id,
+                        status: if held {
+                            SeatStatus::Held
+                        } else {
+                            SeatStatus::Available
+                        },
+                        hold_id: held.then(|| "h".to_owned()),
+                        hold_expires_at: held.then_some(now + time::Duration::hours(1)),
+                        price_minor,
+                    },
+                );
+            }
+        }
+        let rules = SaleRules {
+            on_sale_at: now,
+            section_order: vec!["A".into(), "B".into()],
+            hold_ttl_s: 300,
+            max_seats_per_hold: 6,
+            max_tickets_per_account: 6,
+            currency: "EUR".into(),
+        };
+        let state = BatchState {
+            now,
+            seats,
+            tiers: BTreeMap::new(),
+            usage_by_account: BTreeMap::new(),
+            prior_digests: BTreeMap::new(),
+        };
+        FreeSeats::build(&rules, &state)
+    }
+
+    #[test]
+    fn counts_and_first_seats_keep_to_section_and_cap_best_rows_first() {
+        let mut free = index(&["A-1-2"]);
+        assert_eq!(free.count(None, None), 8);
+        assert_eq!(free.count(Some(0), None), 5);
+        assert_eq!(free.count(None, Some(1000)), 6);
+        assert_eq!(free.count(Some(0), Some(999)), 0);
+        // Row 1 before row 2 within a section, whatever their prices; A before B.
+        assert_eq!(
+            free.first(None, None, 4),
+            Some(vec![
+                "A-1-1".into(),
+                "A-1-3".into(),
+                "A-2-1".into(),
+                "A-2-2".into()
+            ])
+        );
+        // Under the cap only row 2 of A, then B.
+        assert_eq!(
+            free.first(None, Some(1000), 4),
+            Some(vec![
+                "A-2-1".into(),
+                "A-2-2".into(),
+                "A-2-3".into(),
+                "B-1-1".into()
+            ])
+        );
+        assert_eq!(free.first(Some(1), None, 4), None, "B has three");
+        // Taking and freeing follow.
+        free.set_free("A-1-1", false);
+        free.set_free("A-1-2", true);
+        assert_eq!(free.is_free("A-1-1"), Some(false));
+        assert_eq!(free.is_free("A-1-2"), Some(true));
+        assert_eq!(free.is_free("C-1-1"), None);
+        assert_eq!(
+            free.first(Some(0), None, 2),
+            Some(vec!["A-1-2".into(), "A-1-3".into()])
+        );
+        assert_eq!(free.prices(), [1000, 3000].into());
+    }
+}
