@@ -253,6 +253,11 @@ enum Command {
         /// report the double grant that follows (and exit 1).
         #[arg(long)]
         plant_double_grant: bool,
+        /// Let the hold TTL follow the sale (the event's `waitingRoom.holdTtlFollowsSale`):
+        /// while fans wait in the queue, new holds last the measured p99 of grant to checkout
+        /// plus 30 s (at least 60 s, at most the 300 s TTL).
+        #[arg(long)]
+        hold_ttl_follows_sale: bool,
         /// Write the HTML report (figures, inline SVG plots, the IO model) here.
         #[arg(long)]
         report: Option<std::path::PathBuf>,
@@ -1692,6 +1697,7 @@ async fn main() -> anyhow::Result<()> {
             scale,
             faults,
             plant_double_grant,
+            hold_ttl_follows_sale,
             report,
         } => {
             if !(scale > 0.0 && scale <= boxoffice_sim::config::SCALE_MAX) {
@@ -1703,7 +1709,8 @@ async fn main() -> anyhow::Result<()> {
             let config = boxoffice_sim::SimConfig::scale(scale)
                 .with_seed(seed)
                 .with_faults(faults)
-                .with_planted_double_grant(plant_double_grant);
+                .with_planted_double_grant(plant_double_grant)
+                .with_hold_ttl_following_the_sale(hold_ttl_follows_sale);
             // Seconds to minutes of CPU: off the runtime's workers.
             let outcome = tokio::task::spawn_blocking(move || boxoffice_sim::run(&config)).await?;
             print!("{}", boxoffice_sim::summary(&outcome));

@@ -32,6 +32,7 @@ use crate::decide::{
 };
 use crate::event::SaleRules;
 use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
+use crate::hold_ttl::{HoldToPay, HoldTtlPolicy};
 use crate::settlement;
 
 mod exchange;
@@ -437,6 +438,16 @@ pub struct EventEngine {
     /// [`EventEngine::decide_within`]); a deadline is extended or a hold sold only if it is
     /// still ahead of it.
     latest: OffsetDateTime,
+    /// The hold TTL rule (`crate::hold_ttl`): the event's TTL, or one that follows the sale.
+    ttl_policy: HoldTtlPolicy,
+    /// Times from grant to checkout start of this engine's holds.
+    hold_to_pay: HoldToPay,
+    /// When each live hold this engine granted was granted (kept only while the TTL follows
+    /// the sale).
+    granted_at: BTreeMap<String, OffsetDateTime>,
+    /// Whether fans wait for seats (the waiting room's queue is not empty), as the writer's
+    /// driver last said; without a room to ask, assumed.
+    demand_waiting: bool,
 }
 
 impl EventEngine {
@@ -459,6 +470,7 @@ impl EventEngine {
             usage_by_account: BTreeMap::new(),
             prior_digests: snapshot.keys.into_iter().collect(),
         };
+        let ceiling_s = rules.hold_ttl_s;
         let mut engine = Self {
             rules,
             state,
@@ -482,6 +494,13 @@ impl EventEngine {
             waitlist_offer_ttl_s: snapshot.waitlist_offer_ttl_s,
             waitlist_dirty: true,
             latest: now,
+            ttl_policy: HoldTtlPolicy {
+                ceiling_s,
+                follow_sale: false,
+            },
+            hold_to_pay: HoldToPay::default(),
+            granted_at: BTreeMap::new(),
+            demand_waiting: true,
         };
         for hold in snapshot.holds {
             engine.keep_hold(hold);
@@ -502,6 +521,31 @@ impl EventEngine {
         engine.rows = Some(RowIndex::build(&engine.rules, &engine.state));
         engine.advance(now);
         engine
+    }
+
+    /// Lets the hold TTL follow the sale (`crate::hold_ttl`), the event's TTL the ceiling.
+    pub fn set_hold_ttl_follows_sale(&mut self, follow_sale: bool) {
+        self.ttl_policy.follow_sale = follow_sale;
+        if !follow_sale {
+            self.granted_at.clear();
+        }
+    }
+
+    /// Whether fans wait for seats now (the waiting room's queue): the TTL follows the sale
+    /// only while they do.
+    pub fn set_demand_waiting(&mut self, waiting: bool) {
+        self.demand_waiting = waiting;
+    }
+
+    /// The TTL a hold granted now gets, seconds.
+    pub fn hold_ttl_s(&self) -> u32 {
+        self.ttl_policy
+            .ttl_s(&self.hold_to_pay, self.demand_waiting)
+    }
+
+    /// Times from grant to checkout start measured so far (kept while the TTL follows).
+    pub fn hold_to_pay(&self) -> &HoldToPay {
+        &self.hold_to_pay
     }
 
     pub fn rules(&self) -> &SaleRules {
@@ -625,6 +669,9 @@ impl EventEngine {
     ) -> (Vec<Decision>, Effects) {
         self.advance(now);
         self.latest = latest.max(self.state.now);
+        // The group's holds get the TTL the rule gives now; the event's is restored after.
+        let ttl_s = self.hold_ttl_s();
+        let ceiling_s = std::mem::replace(&mut self.rules.hold_ttl_s, ttl_s);
         let mut effects = Effects::default();
         self.expire_due(&mut effects);
         let mut decisions: Vec<Decision> = Vec::with_capacity(commands.len());
@@ -704,6 +751,7 @@ impl EventEngine {
         }
         self.offers_moved_on(&mut effects);
         self.offer_to_waitlist(&mut effects);
+        self.rules.hold_ttl_s = ceiling_s;
         (decisions, effects)
     }
 
@@ -758,6 +806,9 @@ impl EventEngine {
                 *effects.tier_units_taken.entry(tier_id.clone()).or_default() += hold.quantity;
             }
             effects.accounts_checked.insert(hold.account_id.clone());
+            if self.ttl_policy.follow_sale {
+                self.granted_at.insert(hold.hold_id.clone(), now);
+            }
             self.keep_hold(EngineHold {
                 hold_id: hold.hold_id.clone(),
                 account_id: hold.account_id.clone(),
@@ -841,6 +892,11 @@ impl EventEngine {
                 hold_expires_at: Some(expires_at),
             });
             extended.push(seat_id);
+        }
+        if let Some(granted_at) = self.granted_at.remove(&request.hold_id) {
+            let ms = (self.state.now - granted_at).whole_milliseconds();
+            self.hold_to_pay
+                .record(u32::try_from(ms.max(0)).unwrap_or(u32::MAX));
         }
         effects.checkouts_started.push(CheckoutStarted {
             index,
@@ -1099,6 +1155,7 @@ impl EventEngine {
     }
 
     fn forget_hold(&mut self, hold_id: &str) -> Option<EngineHold> {
+        self.granted_at.remove(hold_id);
         let hold = self.holds.remove(hold_id)?;
         if let Some(ids) = self.holds_by_account.get_mut(&hold.account_id) {
             ids.remove(hold_id);

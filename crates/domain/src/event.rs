@@ -83,6 +83,10 @@ pub struct WaitingRoomSettings {
     /// before it is given back to the queue; the admission itself lasts its TTL.
     #[serde(default = "default_hold_window")]
     pub hold_window_seconds: u32,
+    /// New holds last what fans measurably need (`crate::hold_ttl`), `holdTtlSeconds` the
+    /// most, while fans wait in the queue.
+    #[serde(default)]
+    pub hold_ttl_follows_sale: bool,
 }
 
 /// Highest release rate an event may set, per second.
@@ -118,6 +122,7 @@ impl Default for WaitingRoomSettings {
             target_hold_p99_ms: default_target_hold_p99(),
             claim_window_seconds: default_claim_window(),
             hold_window_seconds: default_hold_window(),
+            hold_ttl_follows_sale: false,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod decide;
 pub mod engine;
 pub mod event;
 pub mod hold;
+pub mod hold_ttl;
 pub mod idempotency;
 pub mod ids;
 pub mod inventory;

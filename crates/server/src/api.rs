@@ -122,6 +122,12 @@ pub struct WaitingRoomBody {
     #[serde(default)]
     #[schema(minimum = 10, maximum = 3_600)]
     pub hold_window_seconds: Option<u32>,
+    /// Let the hold TTL follow the sale (default false): while fans wait in the queue, a new
+    /// hold lasts the measured 99th percentile of the time from hold to checkout start plus
+    /// 30 s (at least 60 s, never more than `holdTtlSeconds`); a granted hold's `expiresAt`
+    /// never moves.
+    #[serde(default)]
+    pub hold_ttl_follows_sale: Option<bool>,
 }
 
 /// How the waiting room orders its fans.
@@ -196,6 +202,9 @@ impl CreateEventBody {
                 hold_window_seconds: body
                     .hold_window_seconds
                     .unwrap_or(defaults.hold_window_seconds),
+                hold_ttl_follows_sale: body
+                    .hold_ttl_follows_sale
+                    .unwrap_or(defaults.hold_ttl_follows_sale),
             },
         };
         EventSpec {
@@ -277,6 +286,7 @@ pub struct WaitingRoomView {
     pub target_hold_p99_ms: u32,
     pub claim_window_seconds: u32,
     pub hold_window_seconds: u32,
+    pub hold_ttl_follows_sale: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -353,6 +363,7 @@ impl EventView {
                 target_hold_p99_ms: event.waiting_room.target_hold_p99_ms,
                 claim_window_seconds: event.waiting_room.claim_window_seconds,
                 hold_window_seconds: event.waiting_room.hold_window_seconds,
+                hold_ttl_follows_sale: event.waiting_room.hold_ttl_follows_sale,
             },
             sections: event
                 .sections

@@ -1201,7 +1201,8 @@ impl Writer {
                 self.clock = StoreClock::measured(store_now, sent);
                 self.next_seq = snapshot.writer_seq + 1;
                 self.contiguous = snapshot.version;
-                let engine = EventEngine::load(self.event.rules(), snapshot, self.clock.now());
+                let mut engine = EventEngine::load(self.event.rules(), snapshot, self.clock.now());
+                engine.set_hold_ttl_follows_sale(self.event.waiting_room.hold_ttl_follows_sale);
                 self.engine = Some(engine);
                 self.broken = false;
                 self.stale = false;

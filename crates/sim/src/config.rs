@@ -84,6 +84,8 @@ pub struct SimConfig {
     pub hold_window_s: u32,
     pub controller: ControllerConfig,
     pub hold_ttl_s: u32,
+    /// The hold TTL follows the sale (`boxoffice_domain::hold_ttl`), `hold_ttl_s` the ceiling.
+    pub hold_ttl_follows_sale: bool,
     pub payment_grace_s: u32,
     /// Faults drawn from the seed (see [`FaultPlan::draw`]).
     pub faults: bool,
@@ -143,6 +145,7 @@ impl SimConfig {
             hold_window_s: 60,
             controller,
             hold_ttl_s: 300,
+            hold_ttl_follows_sale: false,
             payment_grace_s: 120,
             faults: false,
             plant_double_grant: false,
@@ -159,6 +162,11 @@ impl SimConfig {
 
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    pub fn with_hold_ttl_following_the_sale(mut self, follow: bool) -> Self {
+        self.hold_ttl_follows_sale = follow;
         self
     }
 

@@ -235,9 +235,11 @@ impl Sim {
     fn decide_group(&mut self, jobs: Vec<Job>) {
         let now = store_clock(self.now_us);
         let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
+        let waiting = self.room.stats().waiting > 0;
         let Some(engine) = self.writer.engine.as_mut() else {
             return;
         };
+        engine.set_demand_waiting(waiting);
         let (decisions, effects) = engine.decide(now, &commands);
         let started_us = self.now_us;
         let commit_us = (self.rng.lognormal(COMMIT_MEDIAN_MS, COMMIT_SIGMA) * 1_000.0) as u64
@@ -417,11 +419,12 @@ impl Sim {
         }
         self.writer.loading = None;
         if ok {
-            let engine = EventEngine::load(
+            let mut engine = EventEngine::load(
                 self.rules.clone(),
                 self.store.snapshot(),
                 store_clock(self.now_us),
             );
+            engine.set_hold_ttl_follows_sale(self.config.hold_ttl_follows_sale);
             self.writer.engine = Some(engine);
             self.writer.timer_at_us = None;
             self.totals.loads += 1;

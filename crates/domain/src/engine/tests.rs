@@ -1105,3 +1105,70 @@ mod matching_by_class {
         }
     }
 }
+
+/// Issue 35, item 7: with the TTL following the sale, holds granted after enough fans paid
+/// get the measured p99 plus the margin (here 20 s + 30 s = 50 s, under the 60 s floor: 60 s);
+/// a granted deadline never moves; without waiting demand, or before enough payers, the
+/// event's TTL.
+#[test]
+fn the_hold_ttl_follows_the_time_fans_take_to_pay() {
+    use crate::hold_ttl::{FLOOR_S, SAMPLES_MIN};
+    let payers = SAMPLES_MIN as u32;
+    let mut engine = engine(payers as usize + 2);
+    engine.set_hold_ttl_follows_sale(true);
+    let accounts: Vec<String> = (0..payers).map(|i| format!("fan-{i}")).collect();
+    let holds: Vec<Command> = accounts
+        .iter()
+        .map(|account| hold(account, "k", best(1)))
+        .collect();
+    let (decisions, _) = engine.decide(NOW, &holds);
+    for decision in &decisions {
+        let Decision::Hold(HoldOutcome::Held(held)) = decision else {
+            panic!("{decision:?}");
+        };
+        assert_eq!(
+            held.expires_at,
+            NOW + Duration::seconds(300),
+            "nothing measured yet"
+        );
+    }
+    // One fan more holds before anyone paid: its deadline is kept whatever comes after.
+    let (early, _) = engine.decide(NOW, &[hold("early", "k", best(1))]);
+    let Decision::Hold(HoldOutcome::Held(early)) = &early[0] else {
+        panic!("{early:?}");
+    };
+    assert_eq!(engine.hold_ttl_s(), 300);
+    let paid_at = NOW + Duration::seconds(20);
+    let checkouts: Vec<Command> = accounts
+        .iter()
+        .map(|account| {
+            Command::Checkout(CheckoutRequest {
+                account_id: account.clone(),
+                hold_id: format!("h-{account}-k"),
+                order_id: format!("o-{account}"),
+                grace_s: 60,
+            })
+        })
+        .collect();
+    engine.decide(paid_at, &checkouts);
+    assert_eq!(engine.hold_to_pay().p99_ms(), Some(20_000));
+    assert_eq!(engine.hold_ttl_s(), FLOOR_S);
+    let (late, _) = engine.decide(paid_at, &[hold("late", "k", best(1))]);
+    let Decision::Hold(HoldOutcome::Held(late)) = &late[0] else {
+        panic!("{late:?}");
+    };
+    assert_eq!(
+        late.expires_at,
+        paid_at + Duration::seconds(i64::from(FLOOR_S))
+    );
+    assert_eq!(
+        engine.hold(&early.hold_id).unwrap().expires_at,
+        NOW + Duration::seconds(300),
+        "a granted deadline never moves"
+    );
+    // Nobody waits: the event's TTL again (the rules themselves never changed).
+    engine.set_demand_waiting(false);
+    assert_eq!(engine.hold_ttl_s(), 300);
+    assert_eq!(engine.rules().hold_ttl_s, 300);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
