@@ -1266,7 +1266,8 @@ async fn a_poll_from_memory_answers_as_the_route_does(state: State) {
 }
 
 /// Issue 35, on both store backends: a slot follows the shopper, not the admission. A fan
-/// refused seats gives the slot back at once; a fan idle past the hold window gives it back
+/// refused seats who walks away gives the slot back after a short grace; a fan idle past the
+/// hold window gives it back
 /// (the room's clock moved, no sleeping); a second try within the admission takes a free
 /// slot, or waits at the head of the queue when none is. When everything left is held,
 /// release stops and waiting fans hear `ALL_HELD`; it resumes as the holds lapse.
@@ -1308,9 +1309,12 @@ async fn slots_follow_the_shopper_and_release_follows_the_seats(state: State) {
         );
         let held = hold_with(&app, "bob", &event_id, Some(&bob), "A-1-1").await;
         assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
-        // ann is refused bob's seat: her slot goes back at once, and cat gets it.
+        // ann is refused bob's seat: her slot stays only the grace to try again; she walks
+        // away (the room's clock passes the grace, no sleeping), and cat gets the slot.
         let refused = hold_with(&app, "ann", &event_id, Some(&ann), "A-1-1").await;
         assert_eq!(refused.code(), "SEATS_UNAVAILABLE");
+        app.state.waitroom.advance_clock(11_000);
+        after_ticks(&app, &event_id, 2).await;
         let view = queue_admin(&app, &event_id).await;
         assert_eq!(view["activeShoppers"], 1, "{view}");
         assert_eq!(slots(&view), json!({"idle": 0, "holding": 1, "paying": 0}));

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use boxoffice_waitroom::admission::{Shop, SlotCounts, SlotState};
+use boxoffice_waitroom::admission::{REFUSED_GRACE_MS, Shop, SlotCounts, SlotState};
 use boxoffice_waitroom::queue::{QueueConfig, QueuePolicy, Status};
 use boxoffice_waitroom::room::{ClaimOutcome, Controls, Op, OpResult, Room, RoomConfig};
 
@@ -276,15 +276,17 @@ pub async fn release_and_expiry(store: &dyn RoomStore) {
 }
 
 /// A slot follows what its fan does (issue 35): idle from admission until the hold window
-/// passes (2 s here), holding, paying; a refusal frees an idle slot at once; an end frees it
-/// and keeps the admission, whose next claim takes a slot again if one is free and else
-/// waits at the head (`Full`).
+/// passes (30 s here), holding, paying; a refusal cuts an idle slot's window to
+/// `REFUSED_GRACE_MS`; a hold that ended frees the slot and keeps the admission, whose next
+/// claim takes a slot again if one is free and else waits at the head (`Full`); a confirmed
+/// order (`end`) ends the admission.
 pub async fn slots_follow_shoppers(store: &dyn RoomStore) {
     let event = event_id("slots");
-    store
-        .ensure_room(&event, config(QueuePolicy::Fifo, 1, 2))
-        .await
-        .unwrap();
+    let mut config = config(QueuePolicy::Fifo, 1, 2);
+    config.hold_window_ms = 30_000;
+    config.admission_ttl_ms = 60_000;
+    config.queue.claim_window_ms = 100_000;
+    store.ensure_room(&event, config).await.unwrap();
     for account in ["a", "b", "c"] {
         store
             .join(&event, account, ON_SALE_MS - 10)
@@ -301,18 +303,24 @@ pub async fn slots_follow_shoppers(store: &dyn RoomStore) {
     let a = claimed(store.claim(&event, "a", "s-a", at(10)).await.unwrap()).unwrap();
     assert_eq!(
         a.slot.map(|slot| (slot.state, slot.idle_until_ms)),
-        Some((SlotState::Idle, at(2_010)))
+        Some((SlotState::Idle, at(30_010)))
     );
     claimed(store.claim(&event, "b", "s-b", at(10)).await.unwrap()).unwrap();
     assert_eq!(
         store.claim(&event, "c", "s-c", at(20)).await.unwrap(),
         ClaimOutcome::Full
     );
-    // b gets a hold, then pays; a is refused and frees its slot at once.
+    // b gets a hold, then pays; a is refused: its slot stays only the grace.
     assert!(store.shop(&event, "b", Shop::Held, at(30)).await.unwrap());
     assert!(
         store
             .shop(&event, "a", Shop::Refused, at(40))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .shop(&event, "a", Shop::Refused, at(45))
             .await
             .unwrap()
     );
@@ -326,29 +334,45 @@ pub async fn slots_follow_shoppers(store: &dyn RoomStore) {
     assert_eq!(
         store.stats(&event).await.unwrap().slots,
         SlotCounts {
-            idle: 0,
+            idle: 1,
             holding: 0,
             paying: 1
         }
     );
-    // a's admission is still live (a second try) but has no slot.
-    let a_now = store.admission(&event, "a", at(60)).await.unwrap().unwrap();
+    let grace_end = at(40 + REFUSED_GRACE_MS);
+    assert_eq!(
+        store
+            .claim(&event, "c", "s-c", grace_end - 1)
+            .await
+            .unwrap(),
+        ClaimOutcome::Full
+    );
+    // a walked away: past the grace its slot goes to c.
+    claimed(store.claim(&event, "c", "s-c", grace_end).await.unwrap()).unwrap();
+    // a's admission is still live (a second try) but has no slot, and none is free.
+    let a_now = store
+        .admission(&event, "a", grace_end + 10)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(a_now.session_id, "s-a");
     assert_eq!(a_now.slot, None);
-    // c takes the freed slot; a, back for its second try, waits at the head.
-    claimed(store.claim(&event, "c", "s-c", at(70)).await.unwrap()).unwrap();
     assert_eq!(
-        store.claim(&event, "a", "s-a2", at(80)).await.unwrap(),
+        store
+            .claim(&event, "a", "s-a2", grace_end + 20)
+            .await
+            .unwrap(),
         ClaimOutcome::Full
     );
     // c stays idle past the hold window: its slot no longer counts, and a takes it with the
     // same session.
-    let again = claimed(store.claim(&event, "a", "s-a2", at(2_070)).await.unwrap()).unwrap();
+    let c_gone = grace_end + 30_000;
+    let again = claimed(store.claim(&event, "a", "s-a2", c_gone).await.unwrap()).unwrap();
     assert_eq!(again.session_id, "s-a");
-    assert_eq!(again.slot.map(|slot| slot.taken_at_ms), Some(at(2_070)));
+    assert_eq!(again.slot.map(|slot| slot.taken_at_ms), Some(c_gone));
     assert_eq!(
         store
-            .admission(&event, "c", at(2_070))
+            .admission(&event, "c", c_gone)
             .await
             .unwrap()
             .unwrap()
@@ -356,30 +380,47 @@ pub async fn slots_follow_shoppers(store: &dyn RoomStore) {
         None
     );
     // b's order is confirmed: the admission ends with its slot. A hold of a's that ended
-    // before a took its slot again frees nothing of the new slot.
-    assert!(store.end(&event, "b", at(2_100)).await.unwrap());
-    assert_eq!(store.admission(&event, "b", at(2_100)).await.unwrap(), None);
+    // before a took its slot again frees nothing of the new slot; one after it does.
+    assert!(store.end(&event, "b", c_gone + 10).await.unwrap());
+    assert_eq!(
+        store.admission(&event, "b", c_gone + 10).await.unwrap(),
+        None
+    );
     assert!(
         !store
-            .shop(&event, "a", Shop::Ended, at(2_000))
+            .shop(&event, "a", Shop::Ended, c_gone - 1)
             .await
             .unwrap()
     );
-    store.tick(&event, at(2_200), 0).await.unwrap();
-    let stats = store.stats(&event).await.unwrap();
-    assert_eq!(stats.active, 1);
-    assert_eq!(
-        stats.slots,
-        SlotCounts {
-            idle: 1,
-            holding: 0,
-            paying: 0
-        }
+    assert!(
+        store
+            .shop(&event, "a", Shop::Held, c_gone + 20)
+            .await
+            .unwrap()
     );
-    // The admission's TTL ends it with its slot.
-    store.tick(&event, at(5_100), 0).await.unwrap();
-    assert_eq!(store.stats(&event).await.unwrap().active, 0);
-    assert_eq!(store.admission(&event, "a", at(5_100)).await.unwrap(), None);
+    assert!(
+        store
+            .shop(&event, "a", Shop::Ended, c_gone + 30)
+            .await
+            .unwrap()
+    );
+    store.tick(&event, c_gone + 40, 0).await.unwrap();
+    let stats = store.stats(&event).await.unwrap();
+    assert_eq!(stats.active, 0);
+    assert_eq!(stats.slots, SlotCounts::default());
+    assert!(
+        store
+            .admission(&event, "a", c_gone + 40)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // The admission's TTL ends it.
+    store.tick(&event, at(60_010), 0).await.unwrap();
+    assert_eq!(
+        store.admission(&event, "a", at(60_010)).await.unwrap(),
+        None
+    );
 }
 
 /// A tick with a clock behind the last release's (a clock stepped back, or a new leader's

@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use boxoffice_waitroom::admission::{
-    ACTIVE_SHOPPERS_MAX, Admission, Shop, Slot, SlotCounts, SlotState,
+    ACTIVE_SHOPPERS_MAX, Admission, REFUSED_GRACE_MS, Shop, Slot, SlotCounts, SlotState,
 };
 use boxoffice_waitroom::queue::{
     ACCOUNT_ID_LEN_MAX_BYTES, JoinError, Opened, Place, QUEUE_ACCOUNTS_MAX, QueuePolicy, QueueView,
@@ -232,7 +232,7 @@ return 0
 ";
 
 /// KEYS: meta, adm, exp, slot, idle. ARGV: account, shop (`held`, `paying`, `refused`,
-/// `ended`), at_ms, cap. Returns nil (no room), 1 (the slot changed) or 0
+/// `ended`), at_ms, cap, the refused grace ms. Returns nil (no room), 1 (the slot changed) or 0
 /// (`ActiveShoppers::shop`).
 const LUA_SHOP: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
@@ -249,8 +249,11 @@ if shop == 'ended' then
 end
 if value and not slot_live(value, at) then value = nil end
 if shop == 'refused' then
-  if value and slot_state(value) == 'idle' and tonumber(slot_taken(value)) <= at then
-    slot_drop(KEYS[1], KEYS[4], KEYS[5], account)
+  local until_ms = at + tonumber(ARGV[5])
+  if value and slot_state(value) == 'idle' and tonumber(slot_taken(value)) <= at
+    and until_ms < tonumber(slot_until(value)) then
+    slot_put(KEYS[1], KEYS[4], KEYS[5], account, 'idle', slot_taken(value),
+      string.format('%d', until_ms))
     return 1
   end
   return 0
@@ -709,7 +712,8 @@ impl RoomStore for RedisRooms {
             .arg(account_id)
             .arg(shop.as_str())
             .arg(at_ms)
-            .arg(cap(&config));
+            .arg(cap(&config))
+            .arg(REFUSED_GRACE_MS);
         let changed: Option<i64> = self.run(&invocation).await?;
         Ok(changed.ok_or_else(|| no_room(event_id))? == 1)
     }

@@ -5,9 +5,10 @@
 //! slot follows what the fan is doing, not the admission (DESIGN.md, "The end of the sale"):
 //!
 //! - [`SlotState::Idle`]: admitted (or back for another try), no hold yet. An idle slot is
-//!   given back when its hold window passes ([`ActiveShoppers::expire`]) or when a hold is
-//!   refused ([`Shop::Refused`]): a fan who found nothing and walked away stops counting at
-//!   once, not when the admission's TTL passes.
+//!   given back when its hold window passes ([`ActiveShoppers::expire`]); a refused hold
+//!   ([`Shop::Refused`]) cuts the window to [`REFUSED_GRACE_MS`]: a fan who tries again at
+//!   once keeps its slot, one who found nothing and walked away stops counting within
+//!   seconds, not when the admission's TTL passes (and at once if it leaves the queue).
 //! - [`SlotState::Holding`]: a hold was granted ([`Shop::Held`]).
 //! - [`SlotState::Paying`]: a checkout started ([`Shop::Paying`]).
 //!
@@ -31,6 +32,10 @@ pub const ACTIVE_SHOPPERS_MAX: u64 = 1_000_000;
 /// How long an admitted fan's slot stays idle before it is given back when the event sets
 /// nothing: a minute to pick seats after admission or after a refusal (milliseconds).
 pub const HOLD_WINDOW_DEFAULT_MS: i64 = 60_000;
+
+/// How long an idle slot stays after a refused hold, at most (milliseconds): time to try
+/// again (another section, fewer seats) without losing the slot to the next fan.
+pub const REFUSED_GRACE_MS: i64 = 10_000;
 
 /// What the fan in a slot is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -83,8 +88,8 @@ pub enum Shop {
     Held,
     /// A checkout started: the slot is `Paying` (taken again likewise).
     Paying,
-    /// A hold was refused (no seats): an idle slot is given back at once; a fan holding or
-    /// paying keeps its slot.
+    /// A hold was refused (no seats): an idle slot's window is cut to [`REFUSED_GRACE_MS`]
+    /// from now; a fan holding or paying keeps its slot.
     Refused,
     /// A hold ended without a sale (released, expired, the payment declined): the slot is
     /// given back at once, whatever its state; the admission stays for another try.
@@ -285,9 +290,18 @@ impl ActiveShoppers {
                 };
             }
             Shop::Refused => {
+                let until_ms = at_ms.saturating_add(REFUSED_GRACE_MS);
                 return match slot {
-                    Some(slot) if slot.state == SlotState::Idle && slot.taken_at_ms <= at_ms => {
-                        self.set_slot(account_id, None);
+                    Some(slot)
+                        if slot.state == SlotState::Idle
+                            && slot.taken_at_ms <= at_ms
+                            && until_ms < slot.idle_until_ms =>
+                    {
+                        let cut = Slot {
+                            idle_until_ms: until_ms,
+                            ..slot
+                        };
+                        self.set_slot(account_id, Some(cut));
                         true
                     }
                     _ => false,
@@ -538,16 +552,27 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_frees_an_idle_slot_but_not_a_holding_one() {
+    fn a_refusal_cuts_an_idle_slots_window_but_not_a_holding_one() {
         let mut shoppers = ActiveShoppers::new(3);
-        admit(&mut shoppers, "a", "s1", 0);
-        admit(&mut shoppers, "b", "s2", 0);
+        shoppers.admit("a", "s1", 0, 900_000, 60_000);
+        shoppers.admit("b", "s2", 0, 900_000, 60_000);
         shoppers.shop("b", Shop::Held, 1);
         assert!(shoppers.shop("a", Shop::Refused, 2));
+        assert_eq!(
+            shoppers
+                .get("a", 2)
+                .and_then(|a| a.slot)
+                .map(|s| s.idle_until_ms),
+            Some(2 + REFUSED_GRACE_MS)
+        );
+        // Refused again: the window only ever shrinks.
+        assert!(!shoppers.shop("a", Shop::Refused, 3));
+        assert_eq!(shoppers.get("a", 2 + REFUSED_GRACE_MS).unwrap().slot, None);
         assert!(!shoppers.shop("b", Shop::Refused, 2));
         assert!(shoppers.shop("b", Shop::Paying, 3));
         // A late message about the hold does not take a paying fan back to holding.
         assert!(!shoppers.shop("b", Shop::Held, 2));
+        shoppers.expire(2 + REFUSED_GRACE_MS);
         assert_eq!(
             shoppers.slots(),
             SlotCounts {
@@ -745,7 +770,11 @@ mod tests {
                             model.insert(account, (expires, mapped));
                         }
                         if shop == Shop::Refused {
-                            prop_assert!(slot.is_none_or(|s| s.state != SlotState::Idle));
+                            let cut = slot.is_none_or(|s| {
+                                s.state != SlotState::Idle
+                                    || s.idle_until_ms <= now_ms + REFUSED_GRACE_MS
+                            });
+                            prop_assert!(cut);
                         }
                         if shop == Shop::Ended {
                             prop_assert!(slot.is_none());

@@ -392,7 +392,7 @@ mod tests {
         assert_eq!(
             r.stats().slots,
             SlotCounts {
-                idle: 0,
+                idle: 1,
                 holding: 1,
                 paying: 0
             }
