@@ -11,9 +11,15 @@
 //! Within a row, the placement whose middle is nearest the row's middle wins (the centre of
 //! a row sees best); ties go to the lower seat number.
 //!
-//! The hold decision (`decide::decide_holds`) calls [`choose`] for a `bestAvailable`
-//! request on the rows of the candidate sections, which the store locks whole (every seat of
-//! the named section, or of every section when none is named) in the batch's transaction.
+//! The hold decision (`decide::decide_holds`) calls [`seat`] for a `bestAvailable` request on
+//! the engine's rows: [`choose`] first, whatever the request's [`Together`] says. Only when
+//! no row has a block of the size left (the end game) does [`Together`] matter:
+//! `Required` refuses; `Prefer` seats the party as close as the house allows inside one
+//! section — the rows spanning the fewest row numbers that hold the party between them (one
+//! row, then adjacent rows, then further apart), each piece a whole free run where possible,
+//! largest runs first, never stranding a single seat when a piece can avoid it; `No` does
+//! the same and, when no section has room, takes the best free seats anywhere asked.
+//! [`longest_run`] is "the largest block together" a refusal and the seat map report.
 
 /// The free seats of one row, as the caller locked them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +157,241 @@ fn choice(row: &RowSeats, placement: Placement, quantity: u32) -> Choice {
     }
 }
 
+/// How together a party must sit (the API's `bestAvailable.together`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Together {
+    /// One row block if any is left, else as close as the house allows in one section.
+    #[default]
+    Prefer,
+    /// One row block or nothing.
+    Required,
+    /// Any free seats: as `Prefer`, and else the best free seats of every asked section.
+    No,
+}
+
+impl Together {
+    /// Every value, as the API spells it.
+    pub const ALL: [Self; 3] = [Self::Prefer, Self::Required, Self::No];
+
+    /// The API's spelling: `prefer`, `required`, `no`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Prefer => "prefer",
+            Self::Required => "required",
+            Self::No => "no",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == raw)
+    }
+}
+
+/// The seats given to a party: one block, or split when no block was left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seating {
+    /// Seat ids, best row first, then by seat number.
+    pub seat_ids: Vec<String>,
+    /// Whether the party does not sit as one block of one row.
+    pub split: bool,
+}
+
+/// The length of the longest run of free seats in a row.
+pub fn longest_run(free: &[bool]) -> u32 {
+    let mut longest = 0u32;
+    let mut current = 0u32;
+    for is_free in free {
+        current = if *is_free { current + 1 } else { 0 };
+        longest = longest.max(current);
+    }
+    longest
+}
+
+/// Whether a row may serve `request` (its section and price cap).
+fn allows(request: &BestRequest, row: &RowSeats) -> bool {
+    request
+        .section
+        .as_ref()
+        .is_none_or(|section| *section == row.section)
+        && request
+            .max_price_minor
+            .is_none_or(|max| row.price_minor <= max)
+}
+
+/// The largest number of seats together still free in the rows `request` may take.
+pub fn largest_block(rows: &[RowSeats], request: &BestRequest) -> u32 {
+    rows.iter()
+        .filter(|row| allows(request, row))
+        .map(|row| longest_run(&row.free))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Seats `request.quantity` seats from `rows` (best first) as `together` allows. `None`:
+/// nothing the mode accepts is left (see the module docs).
+pub fn seat(rows: &[RowSeats], request: &BestRequest, together: Together) -> Option<Seating> {
+    if let Some(block) = choose(rows, request) {
+        return Some(Seating {
+            seat_ids: block.seat_ids(),
+            split: false,
+        });
+    }
+    let n = usize::try_from(request.quantity).ok().filter(|n| *n > 0)?;
+    let allowed: Vec<&RowSeats> = rows.iter().filter(|row| allows(request, row)).collect();
+    let picked = match together {
+        Together::Required => None,
+        Together::Prefer => in_one_section(&allowed, n),
+        Together::No => in_one_section(&allowed, n).or_else(|| anywhere(&allowed, n)),
+    }?;
+    let mut seats: Vec<(usize, usize)> = picked;
+    seats.sort_unstable();
+    let one_block = seats
+        .windows(2)
+        .all(|pair| pair[0].0 == pair[1].0 && pair[0].1 + 1 == pair[1].1);
+    let seat_ids = seats
+        .iter()
+        .map(|&(r, i)| {
+            let row = allowed[r];
+            format!("{}-{}-{}", row.section, row.row, i + 1)
+        })
+        .collect();
+    Some(Seating {
+        seat_ids,
+        split: !one_block,
+    })
+}
+
+/// A maximal run of free seats: (row, 0-based start, length), rows by their index in the
+/// caller's slice.
+type Run = (usize, usize, usize);
+
+fn runs_of(row_index: usize, free: &[bool], out: &mut Vec<Run>) {
+    let mut i = 0;
+    while i < free.len() {
+        if !free[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < free.len() && free[i] {
+            i += 1;
+        }
+        out.push((row_index, start, i - start));
+    }
+}
+
+/// `n` seats inside one section, in the rows spanning the fewest row numbers that hold `n`
+/// free seats between them (ties: the better rows). `rows` are best first, so a section's
+/// rows are consecutive and in row order.
+fn in_one_section(rows: &[&RowSeats], n: usize) -> Option<Vec<(usize, usize)>> {
+    let counts: Vec<usize> = rows
+        .iter()
+        .map(|row| row.free.iter().filter(|f| **f).count())
+        .collect();
+    // (row numbers spanned, first row, end row exclusive)
+    let mut best: Option<(u32, usize, usize)> = None;
+    let mut start = 0;
+    while start < rows.len() {
+        let section = &rows[start].section;
+        let end = start
+            + rows[start..]
+                .iter()
+                .take_while(|row| row.section == *section)
+                .count();
+        let mut j = start;
+        let mut sum = 0;
+        for i in start..end {
+            while j < end && sum < n {
+                sum += counts[j];
+                j += 1;
+            }
+            if sum < n {
+                break;
+            }
+            let span = rows[j - 1].row.saturating_sub(rows[i].row);
+            if best.is_none_or(|(spanned, ..)| span < spanned) {
+                best = Some((span, i, j));
+            }
+            sum -= counts[i];
+        }
+        start = end;
+    }
+    let (_, first, end) = best?;
+    let mut runs = Vec::new();
+    for (r, row) in rows.iter().enumerate().take(end).skip(first) {
+        runs_of(r, &row.free, &mut runs);
+    }
+    Some(pieces(rows, runs, n))
+}
+
+/// `n` seats from the best rows down, each row's seats as [`pieces`] picks them.
+fn anywhere(rows: &[&RowSeats], n: usize) -> Option<Vec<(usize, usize)>> {
+    let mut remaining = n;
+    let mut seats = Vec::with_capacity(n);
+    for (r, row) in rows.iter().enumerate() {
+        if remaining == 0 {
+            break;
+        }
+        let mut runs = Vec::new();
+        runs_of(r, &row.free, &mut runs);
+        let free: usize = runs.iter().map(|run| run.2).sum();
+        let take = free.min(remaining);
+        if take > 0 {
+            seats.extend(pieces(rows, runs, take));
+            remaining -= take;
+        }
+    }
+    (remaining == 0).then_some(seats)
+}
+
+/// Picks `n` seats from `runs` (which hold at least `n`) in as few pieces as it can: a run
+/// that fits exactly what is left ends it; else part of a longer run ends it (the shortest
+/// that can give it without stranding a seat, else the shortest longer run); else the
+/// largest run is taken whole and the rest picked again. Ties go to the better row, then
+/// the run nearer the row's middle.
+fn pieces(rows: &[&RowSeats], mut runs: Vec<Run>, n: usize) -> Vec<(usize, usize)> {
+    let centre = |&(r, start, len): &Run| {
+        ((2 * start + len) as i64 - rows[r].free.len() as i64).unsigned_abs()
+    };
+    runs.sort_by_key(|run| (std::cmp::Reverse(run.2), run.0, centre(run)));
+    let mut remaining = n;
+    let mut seats = Vec::with_capacity(n);
+    while remaining > 0 && !runs.is_empty() {
+        if let Some(i) = runs.iter().position(|run| run.2 == remaining) {
+            let (r, start, len) = runs.remove(i);
+            seats.extend((start..start + len).map(|k| (r, k)));
+            break;
+        }
+        let longer = || runs.iter().enumerate().filter(|(_, run)| run.2 > remaining);
+        let partial = longer()
+            .filter(|(_, run)| run.2 >= remaining + 2)
+            .min_by_key(|(_, run)| run.2)
+            .or_else(|| longer().min_by_key(|(_, run)| run.2))
+            .map(|(i, _)| i);
+        if let Some(i) = partial {
+            let (r, start, len) = runs.remove(i);
+            let row_len = rows[r].free.len() as i64;
+            let offset = (0..=len - remaining)
+                .min_by_key(|&offset| {
+                    let left = offset;
+                    let right = len - remaining - offset;
+                    let strands = left == 1 || right == 1;
+                    let centre =
+                        ((2 * (start + offset) + remaining) as i64 - row_len).unsigned_abs();
+                    (strands, centre)
+                })
+                .unwrap_or(0);
+            seats.extend((0..remaining).map(|k| (r, start + offset + k)));
+            break;
+        }
+        // Every run is shorter than what is left: the largest goes whole.
+        let (r, start, len) = runs.remove(0);
+        seats.extend((start..start + len).map(|k| (r, k)));
+        remaining -= len;
+    }
+    seats
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -284,6 +525,235 @@ mod tests {
             prop_assert_eq!(chosen.strands_a_seat, !clean_exists);
             let best_row = all.iter().filter(|w| w.2 == chosen.strands_a_seat).map(|w| w.0).min();
             prop_assert_eq!(best_row, Some(r));
+        }
+    }
+
+    fn seating(rows: &[RowSeats], n: u32, together: Together) -> Option<Vec<String>> {
+        seat(rows, &ask(n), together).map(|seating| {
+            assert!(seating.split, "a block would have come from choose");
+            seating.seat_ids
+        })
+    }
+
+    #[test]
+    fn a_block_that_fits_is_taken_whatever_the_mode() {
+        let rows = [row("A", 1, 100, "..x....x")];
+        for together in Together::ALL {
+            let seating = seat(&rows, &ask(4), together).unwrap();
+            assert_eq!(seating.seat_ids, ["A-1-4", "A-1-5", "A-1-6", "A-1-7"]);
+            assert!(!seating.split);
+        }
+    }
+
+    #[test]
+    fn prefer_splits_in_one_row_before_adjacent_rows() {
+        // Only pairs are left: row 2 has two, rows 1 and 3 one each.
+        let rows = [
+            row("A", 1, 100, "xx..xxxx"),
+            row("A", 2, 100, "..xxxx.."),
+            row("A", 3, 100, "xx..xxxx"),
+        ];
+        assert_eq!(
+            seating(&rows, 4, Together::Prefer).unwrap(),
+            ["A-2-1", "A-2-2", "A-2-7", "A-2-8"]
+        );
+        assert_eq!(seat(&rows, &ask(4), Together::Required), None);
+        assert_eq!(largest_block(&rows, &ask(4)), 2);
+    }
+
+    #[test]
+    fn prefer_takes_adjacent_rows_before_rows_further_apart() {
+        // Section A: pairs in rows 1 and 3 (row 2 full); section B: pairs in rows 4 and 5.
+        let rows = [
+            row("A", 1, 100, "xx..xx"),
+            row("A", 2, 100, "xxxxxx"),
+            row("A", 3, 100, "xx..xx"),
+            row("B", 4, 100, "..xxxx"),
+            row("B", 5, 100, "xxxx.."),
+        ];
+        assert_eq!(
+            seating(&rows, 4, Together::Prefer).unwrap(),
+            ["B-4-1", "B-4-2", "B-5-5", "B-5-6"]
+        );
+        // Without section B, the same section further apart.
+        assert_eq!(
+            seating(&rows[..3], 4, Together::Prefer).unwrap(),
+            ["A-1-3", "A-1-4", "A-3-3", "A-3-4"]
+        );
+    }
+
+    #[test]
+    fn prefer_stays_in_one_section_and_no_does_not() {
+        let rows = [row("A", 1, 100, "x.x"), row("B", 1, 100, "x.x")];
+        assert_eq!(seat(&rows, &ask(2), Together::Prefer), None);
+        assert_eq!(seating(&rows, 2, Together::No).unwrap(), ["A-1-2", "B-1-2"]);
+        assert_eq!(seat(&rows, &ask(3), Together::No), None);
+    }
+
+    #[test]
+    fn a_split_takes_fewest_pieces_and_strands_no_seat_when_it_can() {
+        // Party of 5, longest run 4: four together and one more. The one comes from the
+        // run of 3 at its end (seat 8 or 10 leaves a pair), not from its middle.
+        let rows = [row("A", 1, 100, "....x..x...x")];
+        let seats = seating(&rows, 5, Together::Prefer).unwrap();
+        assert_eq!(&seats[..4], ["A-1-1", "A-1-2", "A-1-3", "A-1-4"]);
+        assert!(seats[4] == "A-1-9" || seats[4] == "A-1-11", "{seats:?}");
+        // A run that fits what is left exactly ends the party.
+        let rows = [row("A", 1, 100, "...x..x.")];
+        assert_eq!(
+            seating(&rows, 5, Together::Prefer).unwrap(),
+            ["A-1-1", "A-1-2", "A-1-3", "A-1-5", "A-1-6"]
+        );
+    }
+
+    #[test]
+    fn together_reads_as_the_api_spells_it() {
+        for together in Together::ALL {
+            assert_eq!(Together::parse(together.as_str()), Some(together));
+        }
+        assert_eq!(Together::parse("yes"), None);
+        assert_eq!(Together::default(), Together::Prefer);
+    }
+
+    fn sections_strategy() -> impl Strategy<Value = Vec<RowSeats>> {
+        proptest::collection::vec(
+            (
+                0usize..2,
+                proptest::collection::vec(proptest::bool::weighted(0.35), 1..9),
+            ),
+            1..7,
+        )
+        .prop_map(|rows| {
+            // Rows best first: section A's rows, then B's, each section's in row order.
+            let mut rows: Vec<(usize, Vec<bool>)> = rows;
+            rows.sort_by_key(|(section, _)| *section);
+            let mut next_row = [1u32, 1u32];
+            rows.into_iter()
+                .map(|(section, free)| {
+                    let number = next_row[section];
+                    // Leave a gap of a row now and then, as a full row would.
+                    next_row[section] += 1 + u32::from(free.len() % 3 == 0);
+                    RowSeats {
+                        section: ["A", "B"][section].into(),
+                        row: number,
+                        price_minor: [300, 100][section],
+                        free,
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Seat ids parsed back: (section, row, 0-based seat).
+    fn parsed(seat_ids: &[String]) -> Vec<(String, u32, usize)> {
+        seat_ids
+            .iter()
+            .map(|id| {
+                let parts: Vec<&str> = id.split('-').collect();
+                (
+                    parts[0].to_string(),
+                    parts[1].parse().unwrap(),
+                    parts[2].parse::<usize>().unwrap() - 1,
+                )
+            })
+            .collect()
+    }
+
+    /// Brute force: the fewest row numbers spanned by rows of one section holding `n` free
+    /// seats between them.
+    fn fewest_rows_spanned(rows: &[RowSeats], n: usize) -> Option<u32> {
+        let mut best = None;
+        for first in rows {
+            for last in rows {
+                if first.section != last.section || last.row < first.row {
+                    continue;
+                }
+                let free: usize = rows
+                    .iter()
+                    .filter(|r| {
+                        r.section == first.section && r.row >= first.row && r.row <= last.row
+                    })
+                    .map(|r| r.free.iter().filter(|f| **f).count())
+                    .sum();
+                if free >= n {
+                    let span = last.row - first.row;
+                    best = Some(best.map_or(span, |b: u32| b.min(span)));
+                }
+            }
+        }
+        best
+    }
+
+    proptest! {
+        /// Never more or fewer seats than asked, every one free and allowed; never split when
+        /// a block fits (the block is `choose`'s); `Required` never splits; `Prefer` seats
+        /// the party whenever one section has room, in one section, spanning the fewest rows;
+        /// `No` whenever the asked sections have room; `largest_block` is the longest free
+        /// run.
+        #[test]
+        fn seats_a_party_by_the_rules(
+            rows in sections_strategy(),
+            n in 1u32..7,
+            section in proptest::option::of(0usize..2),
+            cheap in any::<bool>(),
+            together in proptest::sample::select(Together::ALL.to_vec()),
+        ) {
+            let request = BestRequest {
+                quantity: n,
+                section: section.map(|s| ["A", "B"][s].to_string()),
+                max_price_minor: cheap.then_some(100),
+            };
+            let allowed: Vec<RowSeats> =
+                rows.iter().filter(|r| allows(&request, r)).cloned().collect();
+            let brute_largest = allowed
+                .iter()
+                .flat_map(|r| (0..r.free.len()).map(move |start| {
+                    r.free[start..].iter().take_while(|f| **f).count()
+                }))
+                .max()
+                .unwrap_or(0);
+            prop_assert_eq!(largest_block(&rows, &request) as usize, brute_largest);
+            let block = choose(&rows, &request);
+            let seating = seat(&rows, &request, together);
+            if let Some(block) = &block {
+                prop_assert_eq!(
+                    seating.clone(),
+                    Some(Seating { seat_ids: block.seat_ids(), split: false })
+                );
+                prop_assert!(brute_largest >= n as usize);
+                return Ok(());
+            }
+            prop_assert!(brute_largest < n as usize);
+            let n = n as usize;
+            let free_total: usize =
+                allowed.iter().map(|r| r.free.iter().filter(|f| **f).count()).sum();
+            let spanned = fewest_rows_spanned(&allowed, n);
+            match together {
+                Together::Required => prop_assert_eq!(&seating, &None),
+                Together::Prefer => prop_assert_eq!(seating.is_some(), spanned.is_some()),
+                Together::No => prop_assert_eq!(seating.is_some(), free_total >= n),
+            }
+            let Some(seating) = seating else { return Ok(()) };
+            prop_assert!(seating.split);
+            let seats = parsed(&seating.seat_ids);
+            prop_assert_eq!(seats.len(), n);
+            let mut distinct = seats.clone();
+            distinct.sort();
+            distinct.dedup();
+            prop_assert_eq!(distinct.len(), n);
+            for (section, row_number, i) in &seats {
+                let row = allowed
+                    .iter()
+                    .find(|r| r.section == *section && r.row == *row_number);
+                prop_assert!(row.is_some_and(|r| r.free[*i]), "{:?} is not free", (section, row_number, i));
+            }
+            if let Some(spanned) = spanned {
+                let section = &seats[0].0;
+                prop_assert!(seats.iter().all(|s| s.0 == *section));
+                let low = seats.iter().map(|s| s.1).min().unwrap();
+                let high = seats.iter().map(|s| s.1).max().unwrap();
+                prop_assert_eq!(high - low, spanned);
+            }
         }
     }
 }

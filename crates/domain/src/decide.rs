@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use time::{Duration, OffsetDateTime};
 
-use crate::best::{BestRequest, RowSeats};
+use crate::best::{BestRequest, RowSeats, Together};
 use crate::event::SaleRules;
 use crate::hold::{SeatStatus, seat_is_free};
 use crate::ids::SeatRef;
@@ -43,11 +43,13 @@ pub enum HoldShape {
     /// This many units of a general-admission tier, all or nothing.
     Tier { tier_id: String, quantity: u32 },
     /// The best `quantity` adjacent seats of one row, chosen here from the locked rows of the
-    /// candidate sections (see [`crate::best`]).
+    /// candidate sections (see [`crate::best`]); when no row has them together, `together`
+    /// says whether the party may be split.
     BestAvailable {
         quantity: u32,
         section: Option<String>,
         max_price_minor: Option<i64>,
+        together: Together,
     },
 }
 
@@ -82,6 +84,8 @@ pub struct NewHold {
     pub quantity: u32,
     pub total_minor: i64,
     pub expires_at: OffsetDateTime,
+    /// A best-available party seated apart because no block of its size was left.
+    pub split: bool,
 }
 
 /// The outcome of one request. Exhaustive: the store and the HTTP layer match on every case.
@@ -99,6 +103,9 @@ pub enum HoldOutcome {
     /// Some requested seat is sold or held by a live hold; nothing was held.
     SeatsUnavailable {
         unavailable_seat_ids: Vec<String>,
+        /// Best available: the most seats together still free in the asked sections (and
+        /// under the price cap), what a smaller party could still get. `None` for named seats.
+        largest_block: Option<u32>,
     },
     /// The tier has fewer units left than requested; nothing was held.
     SoldOut {
@@ -283,6 +290,7 @@ fn decide_one(
                 Err(unavailable_seat_ids) => {
                     return HoldOutcome::SeatsUnavailable {
                         unavailable_seat_ids,
+                        largest_block: None,
                     };
                 }
             }
@@ -291,6 +299,7 @@ fn decide_one(
             quantity,
             section,
             max_price_minor,
+            together,
         } => {
             let best = BestRequest {
                 quantity: *quantity,
@@ -298,18 +307,31 @@ fn decide_one(
                 max_price_minor: *max_price_minor,
             };
             let index = rows.get_or_insert_with(|| RowIndex::build(rules, state));
-            // `choose` keeps to the request's section and price cap itself.
-            let Some(choice) = crate::best::choose(&index.rows, &best) else {
+            // `seat` keeps to the request's section and price cap itself; the index knows
+            // each row's longest free run, so a party that fits nowhere together is refused
+            // (`Required`) without a look at any seat.
+            let largest_block = index.largest_block(&best);
+            let seating = if largest_block >= *quantity || *together != Together::Required {
+                crate::best::seat(&index.rows, &best, *together)
+            } else {
+                None
+            };
+            let Some(seating) = seating else {
                 return HoldOutcome::SeatsUnavailable {
                     unavailable_seat_ids: Vec::new(),
+                    largest_block: Some(largest_block),
                 };
             };
-            chosen = choice.seat_ids();
+            chosen = seating.seat_ids;
             match hold_seats(state, request, &chosen, requested, expires_at) {
-                Ok(hold) => hold,
+                Ok(hold) => NewHold {
+                    split: seating.split,
+                    ..hold
+                },
                 Err(unavailable_seat_ids) => {
                     return HoldOutcome::SeatsUnavailable {
                         unavailable_seat_ids,
+                        largest_block: Some(largest_block),
                     };
                 }
             }
@@ -333,6 +355,7 @@ fn decide_one(
                 quantity: *quantity,
                 total_minor: tier.price_minor * quantity_i64,
                 expires_at,
+                split: false,
             }
         }
     };
@@ -382,6 +405,7 @@ fn hold_seats(
         quantity: requested,
         total_minor,
         expires_at,
+        split: false,
     })
 }
 
@@ -392,6 +416,9 @@ fn hold_seats(
 pub(crate) struct RowIndex {
     /// (section rank, row), in order.
     rows: Vec<RowSeats>,
+    /// Each row's longest run of free seats, kept with `rows`: "the largest block left" of a
+    /// section is then a look at its rows, not at every seat.
+    longest: Vec<u32>,
     at: BTreeMap<(String, u32), usize>,
 }
 
@@ -423,7 +450,41 @@ impl RowIndex {
             .enumerate()
             .map(|(i, r)| ((r.section.clone(), r.row), i))
             .collect();
-        Self { rows, at }
+        let longest = rows
+            .iter()
+            .map(|r| crate::best::longest_run(&r.free))
+            .collect();
+        Self { rows, longest, at }
+    }
+
+    /// The most seats together free in the rows `request` may take (section, price cap).
+    pub(crate) fn largest_block(&self, request: &BestRequest) -> u32 {
+        self.rows
+            .iter()
+            .zip(&self.longest)
+            .filter(|(row, _)| {
+                request.section.as_ref().is_none_or(|s| *s == row.section)
+                    && request
+                        .max_price_minor
+                        .is_none_or(|max| row.price_minor <= max)
+            })
+            .map(|(_, longest)| *longest)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The most seats together free per section, in section order.
+    pub(crate) fn largest_blocks(&self) -> Vec<(String, u32)> {
+        let mut out: Vec<(String, u32)> = Vec::new();
+        for (row, longest) in self.rows.iter().zip(&self.longest) {
+            match out.last_mut() {
+                Some((section, largest)) if *section == row.section => {
+                    *largest = (*largest).max(*longest);
+                }
+                _ => out.push((row.section.clone(), *longest)),
+            }
+        }
+        out
     }
 
     /// Marks seats taken by a winner of the batch.
@@ -445,9 +506,26 @@ impl RowIndex {
             && let Some(free) = self.rows[i]
                 .free
                 .get_mut(seat.number.saturating_sub(1) as usize)
+            && *free != is_free
         {
             *free = is_free;
+            self.longest[i] = if is_free {
+                // A freed seat can only lengthen the run it joins.
+                self.longest[i].max(run_through(&self.rows[i].free, seat.number as usize - 1))
+            } else {
+                crate::best::longest_run(&self.rows[i].free)
+            };
         }
+    }
+
+    /// The rows whose kept longest run differs from their seats' (for `invariants`).
+    pub(crate) fn stale_longest_runs(&self) -> Vec<(String, u32)> {
+        self.rows
+            .iter()
+            .zip(&self.longest)
+            .filter(|(row, longest)| crate::best::longest_run(&row.free) != **longest)
+            .map(|(row, _)| (row.section.clone(), row.row))
+            .collect()
     }
 
     /// Whether the index says the seat is free (`None`: not in the index).
@@ -459,6 +537,16 @@ impl RowIndex {
             .get(seat.number.saturating_sub(1) as usize)
             .copied()
     }
+}
+
+/// The length of the run of free seats through `free[at]` (0 if it is taken).
+fn run_through(free: &[bool], at: usize) -> u32 {
+    if !free.get(at).copied().unwrap_or(false) {
+        return 0;
+    }
+    let left = free[..at].iter().rev().take_while(|f| **f).count();
+    let right = free[at + 1..].iter().take_while(|f| **f).count();
+    u32::try_from(left + 1 + right).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

@@ -641,6 +641,15 @@ impl EventEngine {
         }
     }
 
+    /// The most seats together free per section (in the event's section order), from the
+    /// best-available index: what a party can still get without being split.
+    pub fn largest_blocks(&self) -> Vec<(String, u32)> {
+        match &self.rows {
+            Some(rows) => rows.largest_blocks(),
+            None => RowIndex::build(&self.rules, &self.state).largest_blocks(),
+        }
+    }
+
     /// The earliest deadline of a `HELD` hold: when the writer must run a group to expire it.
     pub fn next_deadline(&self) -> Option<OffsetDateTime> {
         self.hold_deadlines.first().map(|(deadline, _)| *deadline)
@@ -1197,6 +1206,13 @@ impl EventEngine {
                     seat.seat_id,
                     if free { "free" } else { "taken" },
                     if free { "taken" } else { "free" },
+                ));
+            }
+        }
+        if let Some(rows) = &self.rows {
+            for (section, row) in rows.stale_longest_runs() {
+                violations.push(format!(
+                    "row {section}-{row}'s longest free run is not what the index keeps"
                 ));
             }
         }

@@ -7,10 +7,15 @@
 //! expiring holds). Each step runs through `EventEngine` and through a naive reference that
 //! recomputes everything from a list of holds, one command at a time. After every step the
 //! decisions and every seat must agree and `EventEngine::invariants()` must hold.
+//!
+//! Best-available requests come in every `together` mode; each one the reference grants is
+//! checked against the split-party rules (exactly the seats asked, all free, split only when
+//! no block fits, never when `required`), each refusal's `largestBlock` and the engine's
+//! blocks per section against a seat-by-seat count.
 
 use std::collections::BTreeMap;
 
-use boxoffice_domain::best::{BestRequest, RowSeats, choose};
+use boxoffice_domain::best::{BestRequest, RowSeats, Together, choose, seat};
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape, SeatRow, TierRow};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
@@ -60,7 +65,7 @@ fn all_seats() -> Vec<(String, i64)> {
 enum Ask {
     Seats(Vec<usize>),
     Tier(u32),
-    Best(u32, Option<usize>, Option<i64>),
+    Best(u32, Option<usize>, Option<i64>, Together),
 }
 
 #[derive(Debug, Clone)]
@@ -115,9 +120,10 @@ fn ask() -> impl Strategy<Value = Ask> {
         (
             0u32..5,
             proptest::option::of(0..SECTIONS.len()),
-            proptest::option::of(prop_oneof![Just(100i64), Just(300i64)])
+            proptest::option::of(prop_oneof![Just(100i64), Just(300i64)]),
+            proptest::sample::select(Together::ALL.to_vec()),
         )
-            .prop_map(|(q, s, p)| Ask::Best(q, s, p)),
+            .prop_map(|(q, s, p, t)| Ask::Best(q, s, p, t)),
     ]
 }
 
@@ -148,10 +154,14 @@ enum Verdict {
     Held {
         seats: Vec<String>,
         units: u32,
+        /// A best-available party seated apart.
+        split: bool,
     },
     Replay,
     KeyReused,
     Unavailable,
+    /// Best available refused, with the largest block left in the asked sections.
+    UnavailableBest(u32),
     SoldOut,
     Limit,
     Invalid,
@@ -191,12 +201,20 @@ fn verdict_of(decision: &Decision) -> Verdict {
             } else {
                 0
             },
+            split: hold.split,
         },
         Decision::Hold(HoldOutcome::Replayed | HoldOutcome::ReplayOfEarlierInBatch { .. }) => {
             Verdict::Replay
         }
         Decision::Hold(HoldOutcome::KeyReusedWithOtherRequest) => Verdict::KeyReused,
-        Decision::Hold(HoldOutcome::SeatsUnavailable { .. }) => Verdict::Unavailable,
+        Decision::Hold(HoldOutcome::SeatsUnavailable {
+            largest_block: None,
+            ..
+        }) => Verdict::Unavailable,
+        Decision::Hold(HoldOutcome::SeatsUnavailable {
+            largest_block: Some(largest),
+            ..
+        }) => Verdict::UnavailableBest(*largest),
         Decision::Hold(HoldOutcome::SoldOut { .. }) => Verdict::SoldOut,
         Decision::Hold(HoldOutcome::PurchaseLimit { .. }) => Verdict::Limit,
         Decision::Hold(HoldOutcome::SaleNotOpen { .. } | HoldOutcome::Invalid { .. }) => {
@@ -396,6 +414,7 @@ impl Reference {
         if used + quantity > LIMIT {
             return Verdict::Limit;
         }
+        let mut split = false;
         let seats = match &request.shape {
             HoldShape::Seats { seat_ids } => {
                 if !seat_ids.iter().all(|id| self.free(id)) {
@@ -407,16 +426,38 @@ impl Reference {
                 quantity,
                 section,
                 max_price_minor,
+                together,
             } => {
                 let best = BestRequest {
                     quantity: *quantity,
                     section: section.clone(),
                     max_price_minor: *max_price_minor,
                 };
-                match choose(&self.rows(), &best) {
-                    Some(choice) => choice.seat_ids(),
-                    None => return Verdict::Unavailable,
+                let rows = self.rows();
+                let Some(seating) = seat(&rows, &best, *together) else {
+                    return Verdict::UnavailableBest(brute_largest_block(&rows, &best));
+                };
+                // The split-party rules, checked here on every granted best-available hold.
+                assert_eq!(
+                    seating.seat_ids.len() as u32,
+                    *quantity,
+                    "as many seats as asked"
+                );
+                assert!(
+                    seating.seat_ids.iter().all(|id| self.free(id)),
+                    "every seat free: {seating:?}"
+                );
+                let block = choose(&rows, &best);
+                assert_eq!(
+                    seating.split,
+                    block.is_none(),
+                    "split only when no block fits: {seating:?}"
+                );
+                if *together == Together::Required {
+                    assert!(!seating.split, "required never splits");
                 }
+                split = seating.split;
+                seating.seat_ids
             }
             HoldShape::Tier { quantity, .. } => {
                 if self.tier_available() < i64::from(*quantity) {
@@ -449,7 +490,11 @@ impl Reference {
             exchange: false,
             gave: Vec::new(),
         });
-        Verdict::Held { seats, units }
+        Verdict::Held {
+            seats,
+            units,
+            split,
+        }
     }
 
     fn release(&mut self, account: &str, hold_id: &str) -> Verdict {
@@ -751,6 +796,25 @@ impl Reference {
     }
 }
 
+/// The most seats in a row free side by side in the rows `best` may take, seat by seat.
+fn brute_largest_block(rows: &[RowSeats], best: &BestRequest) -> u32 {
+    let mut largest = 0;
+    for row in rows {
+        if best.section.as_ref().is_some_and(|s| *s != row.section)
+            || best
+                .max_price_minor
+                .is_some_and(|max| row.price_minor > max)
+        {
+            continue;
+        }
+        for start in 0..row.free.len() {
+            let run = row.free[start..].iter().take_while(|f| **f).count() as u32;
+            largest = largest.max(run);
+        }
+    }
+    largest
+}
+
 fn request(account: usize, key: u8, ask: &Ask, hold_id: String) -> HoldRequest {
     let seats = all_seats();
     let shape = match ask {
@@ -761,10 +825,11 @@ fn request(account: usize, key: u8, ask: &Ask, hold_id: String) -> HoldRequest {
             tier_id: "GA".into(),
             quantity: *quantity,
         },
-        Ask::Best(quantity, section, price) => HoldShape::BestAvailable {
+        Ask::Best(quantity, section, price, together) => HoldShape::BestAvailable {
             quantity: *quantity,
             section: section.map(|i| SECTIONS[i].0.to_string()),
             max_price_minor: *price,
+            together: *together,
         },
     };
     HoldRequest {
@@ -970,6 +1035,19 @@ proptest! {
             }
             let violations = engine.invariants();
             prop_assert!(violations.is_empty(), "{:?}", violations);
+            let rows = reference.rows();
+            let expected_blocks: Vec<(String, u32)> = SECTIONS
+                .iter()
+                .map(|(name, ..)| {
+                    let best = BestRequest {
+                        quantity: 1,
+                        section: Some(name.to_string()),
+                        max_price_minor: None,
+                    };
+                    (name.to_string(), brute_largest_block(&rows, &best))
+                })
+                .collect();
+            prop_assert_eq!(engine.largest_blocks(), expected_blocks);
         }
     }
 }

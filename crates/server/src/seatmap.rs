@@ -223,11 +223,14 @@ impl LiveMap {
                     });
                 all_sold.then(|| HoldOutcome::SeatsUnavailable {
                     unavailable_seat_ids: seat_ids.clone(),
+                    largest_block: None,
                 })
             }
             HoldShape::BestAvailable { .. } => {
+                // Nothing left together anywhere: the largest block is none.
                 map.sold_out().then(|| HoldOutcome::SeatsUnavailable {
                     unavailable_seat_ids: Vec::new(),
+                    largest_block: Some(0),
                 })
             }
             // Tier counts exclude held units that may expire: the store decides.

@@ -468,6 +468,8 @@ impl Sim {
                 quantity,
                 section: None,
                 max_price_minor: None,
+                // As the API's default: a party is split when no block is left.
+                together: boxoffice_domain::best::Together::Prefer,
             },
         });
         self.submit(fan, command);

@@ -464,6 +464,7 @@ mod tests {
                 quantity: seats.len() as u32,
                 total_minor: 100 * seats.len() as i64,
                 expires_at,
+                split: false,
             },
         ));
         for seat in seats {

@@ -108,7 +108,8 @@ fn first_request_wins_a_contested_seat() {
     assert_eq!(
         out[1],
         HoldOutcome::SeatsUnavailable {
-            unavailable_seat_ids: vec!["A-1-1".into()]
+            unavailable_seat_ids: vec!["A-1-1".into()],
+            largest_block: None,
         }
     );
     assert_eq!(st.seats["A-1-1"].hold_id.as_deref(), Some("h-a-k1"));
@@ -166,7 +167,8 @@ fn live_hold_and_sold_seat_are_unavailable() {
     assert_eq!(
         out[0],
         HoldOutcome::SeatsUnavailable {
-            unavailable_seat_ids: vec!["A-1-1".into(), "A-1-2".into()]
+            unavailable_seat_ids: vec!["A-1-1".into(), "A-1-2".into()],
+            largest_block: None,
         }
     );
     assert_eq!(st.seats["A-1-3"].status, SeatStatus::Available);

@@ -4,6 +4,7 @@ use time::macros::datetime;
 use time::{Duration, OffsetDateTime};
 
 use super::*;
+use crate::best::Together;
 use crate::decide::HoldShape;
 
 const NOW: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
@@ -60,11 +61,126 @@ fn seats(ids: &[&str]) -> HoldShape {
 }
 
 fn best(quantity: u32) -> HoldShape {
+    best_together(quantity, Together::Prefer)
+}
+
+fn best_together(quantity: u32, together: Together) -> HoldShape {
     HoldShape::BestAvailable {
         quantity,
         section: None,
         max_price_minor: None,
+        together,
     }
+}
+
+/// An engine over section A with `rows` rows of `per_row` seats, every seat free.
+fn engine_of_rows(rows: u32, per_row: u32) -> EventEngine {
+    let snapshot = EngineSnapshot {
+        seats: (1..=rows)
+            .flat_map(|row| (1..=per_row).map(move |n| (row, n)))
+            .map(|(row, n)| SeatRow {
+                seat_id: format!("A-{row}-{n}"),
+                status: SeatStatus::Available,
+                hold_id: None,
+                hold_expires_at: None,
+                price_minor: 1000,
+            })
+            .collect(),
+        ..EngineSnapshot::default()
+    };
+    EventEngine::load(rules(), snapshot, NOW)
+}
+
+fn held_seats(decision: &Decision) -> (Vec<&str>, bool) {
+    let Decision::Hold(HoldOutcome::Held(hold)) = decision else {
+        panic!("not held: {decision:?}");
+    };
+    let seats = hold.seats.iter().map(|(id, _)| id.as_str()).collect();
+    (seats, hold.split)
+}
+
+#[test]
+fn a_party_of_four_with_only_pairs_left_is_split_or_refused_as_it_asks() {
+    // Two rows of five; the middle seat of each is taken: only pairs are left.
+    let mut engine = engine_of_rows(2, 5);
+    engine.decide(NOW, &[hold("x", "1", seats(&["A-1-3", "A-2-3"]))]);
+    assert_eq!(engine.largest_blocks(), [("A".to_string(), 2)]);
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            hold("a", "1", best_together(4, Together::Required)),
+            hold("b", "1", best_together(4, Together::Prefer)),
+        ],
+    );
+    assert_eq!(
+        decisions[0],
+        Decision::Hold(HoldOutcome::SeatsUnavailable {
+            unavailable_seat_ids: Vec::new(),
+            largest_block: Some(2),
+        })
+    );
+    // Same row first: both pairs of row 1.
+    assert_eq!(
+        held_seats(&decisions[1]),
+        (vec!["A-1-1", "A-1-2", "A-1-4", "A-1-5"], true)
+    );
+    assert_eq!(effects.seats_taken.len(), 4);
+    assert_eq!(engine.largest_blocks(), [("A".to_string(), 2)]);
+    // Row 1 is full now: the next party of four takes row 2's two pairs.
+    let (decisions, _) = engine.decide(NOW, &[hold("c", "1", best(4))]);
+    assert_eq!(
+        held_seats(&decisions[0]),
+        (vec!["A-2-1", "A-2-2", "A-2-4", "A-2-5"], true)
+    );
+    assert_eq!(engine.largest_blocks(), [("A".to_string(), 0)]);
+    let (decisions, _) = engine.decide(NOW, &[hold("d", "1", best(1))]);
+    assert_eq!(
+        decisions[0],
+        Decision::Hold(HoldOutcome::SeatsUnavailable {
+            unavailable_seat_ids: Vec::new(),
+            largest_block: Some(0),
+        })
+    );
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn a_split_party_sits_in_adjacent_rows_when_no_row_has_room() {
+    // Three rows of four, each with one pair left at seats 1-2 (3 and 4 taken).
+    let mut engine = engine_of_rows(3, 4);
+    engine.decide(
+        NOW,
+        &[
+            hold("x", "1", seats(&["A-1-3", "A-1-4", "A-2-3", "A-2-4"])),
+            hold("y", "1", seats(&["A-3-3", "A-3-4"])),
+        ],
+    );
+    let (decisions, _) = engine.decide(NOW, &[hold("a", "1", best(4))]);
+    assert_eq!(
+        held_seats(&decisions[0]),
+        (vec!["A-1-1", "A-1-2", "A-2-1", "A-2-2"], true)
+    );
+    // "no" still takes a block when one fits (not split).
+    let (decisions, _) = engine.decide(NOW, &[hold("b", "1", best_together(2, Together::No))]);
+    assert_eq!(held_seats(&decisions[0]), (vec!["A-3-1", "A-3-2"], false));
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn the_largest_block_follows_seats_as_they_go_and_come_back() {
+    let mut engine = engine(6);
+    assert_eq!(engine.largest_blocks(), [("A".to_string(), 6)]);
+    let (decisions, _) = engine.decide(NOW, &[hold("a", "1", best(2))]);
+    assert_eq!(held_seats(&decisions[0]), (vec!["A-1-3", "A-1-4"], false));
+    assert_eq!(engine.largest_blocks(), [("A".to_string(), 2)]);
+    engine.decide(NOW, &[hold("b", "1", seats(&["A-1-6"]))]);
+    assert_eq!(engine.largest_blocks(), [("A".to_string(), 2)]);
+    engine.decide(NOW, &[hold("c", "1", seats(&["A-1-1"]))]);
+    assert_eq!(engine.largest_blocks(), [("A".to_string(), 1)]);
+    // Every hold lapses: the index frees the seats at their deadline, before any group.
+    engine.advance(NOW + Duration::seconds(300));
+    assert_eq!(engine.largest_blocks(), [("A".to_string(), 6)]);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
 
 #[test]

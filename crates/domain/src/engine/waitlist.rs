@@ -25,6 +25,7 @@ use std::collections::BinaryHeap;
 use std::ops::Bound;
 
 use super::{Effects, EventEngine};
+use crate::best::Together;
 use crate::decide::{HoldOutcome, HoldRequest, HoldShape, NewHold};
 use crate::hold::HoldStatus;
 
@@ -392,6 +393,8 @@ impl EventEngine {
                     quantity: entry.quantity,
                     section: entry.section.clone(),
                     max_price_minor: entry.max_price_minor,
+                    // A waiting party asked for seats together: never split it.
+                    together: Together::Required,
                 }
             } else {
                 match self

@@ -223,6 +223,7 @@ pub(crate) fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult
             quantity: best.quantity,
             section: best.section,
             max_price_minor: best.max_price_minor,
+            together: boxoffice_domain::best::Together::Prefer,
         });
     }
     let tier_id = body
@@ -273,7 +274,7 @@ pub fn render_hold_outcome(event: &EventRecord, outcome: &HoldOutcome) -> Stored
                 body: serde_json::to_vec(&view).unwrap_or_default(),
             };
         }
-        HoldOutcome::SeatsUnavailable { unavailable_seat_ids } => ApiError::new(
+        HoldOutcome::SeatsUnavailable { unavailable_seat_ids, .. } => ApiError::new(
             StatusCode::CONFLICT,
             "SEATS_UNAVAILABLE",
             format!("{} of the requested seats are sold or held; nothing was held", unavailable_seat_ids.len()),
