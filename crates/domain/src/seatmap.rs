@@ -190,6 +190,16 @@ impl SeatMap {
         (free + u64::try_from(units).unwrap_or(0), held)
     }
 
+    /// The most seats side by side free at `now_ms` in the rows `rows` (each a range of seat
+    /// indexes, a row's seats in number order): the largest block a fan sees left.
+    pub fn largest_block(
+        &self,
+        rows: impl IntoIterator<Item = std::ops::Range<usize>>,
+        now_ms: i64,
+    ) -> u32 {
+        largest_block(&self.status, rows, now_ms)
+    }
+
     /// Applies the next committed batch; refuses a gap or an unknown seat (all or nothing).
     pub fn apply(&mut self, batch: ChangeBatch) -> Result<(), ApplyError> {
         if batch.version != self.version + 1 {
@@ -267,6 +277,29 @@ fn batch_size(batch: &ChangeBatch) -> usize {
     (batch.changes.len() + batch.tiers.len()).max(1)
 }
 
+/// [`SeatMap::largest_block`] over a copy of a map's statuses (a render works on one).
+pub fn largest_block(
+    statuses: &[MapStatus],
+    rows: impl IntoIterator<Item = std::ops::Range<usize>>,
+    now_ms: i64,
+) -> u32 {
+    let mut largest = 0;
+    for row in rows {
+        let free: Vec<bool> = statuses
+            .get(row)
+            .unwrap_or_default()
+            .iter()
+            .map(|status| match *status {
+                MapStatus::Available => true,
+                MapStatus::Held { until_ms } => until_ms <= now_ms,
+                MapStatus::Sold => false,
+            })
+            .collect();
+        largest = largest.max(crate::best::longest_run(&free));
+    }
+    largest
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -275,6 +308,20 @@ mod tests {
 
     fn held(until_ms: i64) -> MapStatus {
         MapStatus::Held { until_ms }
+    }
+
+    #[test]
+    fn the_largest_block_counts_free_seats_side_by_side_in_one_row() {
+        // Two rows of four: row 1's seat 2 held until 1000, row 2's seat 3 sold.
+        let mut statuses = vec![MapStatus::Available; 8];
+        statuses[1] = held(1_000);
+        statuses[6] = MapStatus::Sold;
+        let map = SeatMap::new(statuses, Vec::new(), 1, 100);
+        assert_eq!(map.largest_block([0..4, 4..8], 999), 2);
+        assert_eq!(map.largest_block(std::iter::once(4..8), 999), 2);
+        // The hold runs out: row 1 is whole again.
+        assert_eq!(map.largest_block([0..4, 4..8], 1_000), 4);
+        assert_eq!(map.largest_block(std::iter::empty(), 0), 0);
     }
 
     #[test]

@@ -302,6 +302,11 @@ pub struct SectionView {
     pub held: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sold: Option<i64>,
+    /// The most seats side by side in one row still free (held seats past their deadline
+    /// count as free): the largest party seated together. From the seat map, like its own
+    /// `sections[].largestBlock`; with the counts only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_block: Option<u32>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -378,6 +383,7 @@ impl EventView {
                         available: c.map(|c| c.available),
                         held: c.map(|c| c.held),
                         sold: c.map(|c| c.sold),
+                        largest_block: None,
                     }
                 })
                 .collect(),
@@ -399,6 +405,26 @@ impl EventView {
                 .collect(),
             created_at: event.created_at,
         }
+    }
+
+    /// Sets each section's `largestBlock` (by section name; a section not named keeps none).
+    pub fn with_largest_blocks(mut self, blocks: &[(String, u32)]) -> Self {
+        for section in &mut self.sections {
+            section.largest_block = blocks
+                .iter()
+                .find(|(name, _)| *name == section.name)
+                .map(|(_, largest)| *largest);
+        }
+        self
+    }
+
+    /// The largest blocks of a brand-new event: every row is free.
+    pub fn fresh_largest_blocks(event: &EventRecord) -> Vec<(String, u32)> {
+        event
+            .sections
+            .iter()
+            .map(|s| (s.name.clone(), s.seats_per_row))
+            .collect()
     }
 
     /// Counts of a brand-new event: everything available.
@@ -467,7 +493,8 @@ pub struct CreateHoldBody {
 #[allow(dead_code)] // the schema of a seat id; the server parses them with `ids::SeatRef`
 pub struct SeatId(String);
 
-/// n adjacent seats in one row chosen by the server.
+/// n adjacent seats in one row chosen by the server; when no row has them together,
+/// `together` says whether the party may be split.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BestAvailableBody {
@@ -481,6 +508,32 @@ pub struct BestAvailableBody {
     #[serde(default)]
     #[schema(minimum = 0)]
     pub max_price_minor: Option<i64>,
+    /// Absent or `null`: `prefer`.
+    #[serde(default)]
+    pub together: Option<TogetherBody>,
+}
+
+/// How together a best-available party must sit when no block of its size is left in one
+/// row: `prefer` (the default) seats it as close as the house allows — one row, then
+/// adjacent rows, then anywhere in one section — and the answer says `split: true`;
+/// `required` refuses (409 `SEATS_UNAVAILABLE` with `largestBlock`); `no` takes any free
+/// seats of the asked sections, best first. A block that fits is taken in every mode.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TogetherBody {
+    Prefer,
+    Required,
+    No,
+}
+
+impl From<TogetherBody> for boxoffice_domain::best::Together {
+    fn from(body: TogetherBody) -> Self {
+        match body {
+            TogetherBody::Prefer => Self::Prefer,
+            TogetherBody::Required => Self::Required,
+            TogetherBody::No => Self::No,
+        }
+    }
 }
 
 /// A hold. `status` accounts for the store's clock: a hold past its deadline is `EXPIRED`.
@@ -501,6 +554,10 @@ pub struct HoldResponse {
     pub quantity: Option<u32>,
     pub total_minor: i64,
     pub currency: String,
+    /// `true` on the 201 of a best-available hold whose party was seated apart (no block of
+    /// its size was left); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<bool>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -522,6 +579,7 @@ impl HoldResponse {
             quantity: hold.tier_id.as_ref().map(|_| hold.quantity),
             total_minor: hold.total_minor,
             currency: hold.currency.clone(),
+            split: None,
         }
     }
 }
@@ -549,6 +607,10 @@ pub struct Problem {
     /// 429 of an abuse limit: its name (`holds-per-account`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<String>,
+    /// 409 `SEATS_UNAVAILABLE` of a best-available hold: the most seats side by side in one
+    /// row still free in the asked sections under the price cap (0: none free).
+    #[serde(rename = "largestBlock", skip_serializing_if = "Option::is_none")]
+    pub largest_block: Option<u32>,
 }
 
 /// Unix milliseconds as RFC 3339, rendered exactly as every other time in the API

@@ -89,17 +89,24 @@ pub struct Layout {
     pub tier_ids: Vec<String>,
     tier_json: Vec<String>,
     tier_index: HashMap<String, u32>,
+    /// Each section's name, its JSON string literal and the seat indexes of its rows.
+    sections: Vec<(String, String, Vec<std::ops::Range<usize>>)>,
 }
 
 impl Layout {
     pub fn of(event: &EventRecord) -> Self {
         let mut seat_ids = Vec::new();
+        let mut sections = Vec::with_capacity(event.sections.len());
         for section in &event.sections {
+            let mut rows = Vec::with_capacity(section.rows as usize);
             for row in 1..=section.rows {
+                let first = seat_ids.len();
                 for number in 1..=section.seats_per_row {
                     seat_ids.push(format!("{}-{row}-{number}", section.name));
                 }
+                rows.push(first..seat_ids.len());
             }
+            sections.push((section.name.clone(), json_string(&section.name), rows));
         }
         let tier_ids: Vec<String> = event.tiers.iter().map(|t| t.tier_id.clone()).collect();
         Self {
@@ -117,6 +124,7 @@ impl Layout {
                 .map(|(i, id)| (id.clone(), i as u32))
                 .collect(),
             tier_ids,
+            sections,
         }
     }
 
@@ -166,6 +174,9 @@ pub struct LiveMap {
     rendered: Mutex<Option<Arc<Rendered>>>,
     /// One render at a time; the others serve the previous one.
     rendering: tokio::sync::Mutex<()>,
+    /// One feed at a time (the feeder's, or a read that needs the latest changes): two
+    /// feeds reading the same rows would apply them twice and see a gap.
+    feeding: tokio::sync::Mutex<()>,
     /// Unix ms of the last request that used this map (idle maps are unloaded).
     last_used_ms: std::sync::atomic::AtomicI64,
 }
@@ -241,6 +252,23 @@ impl LiveMap {
     /// Free and held at `now_ms` (see [`SeatMap::left_at`]).
     pub fn left_at(&self, now_ms: i64) -> (u64, u64) {
         self.read().left_at(now_ms)
+    }
+
+    /// Each section's largest block free now (the most seats side by side in one row), in
+    /// the event's section order, by section name.
+    pub fn largest_blocks(&self) -> Vec<(String, u32)> {
+        let now_ms = unix_ms();
+        let map = self.read();
+        self.layout
+            .sections
+            .iter()
+            .map(|(name, _, rows)| {
+                (
+                    name.clone(),
+                    map.largest_block(rows.iter().cloned(), now_ms),
+                )
+            })
+            .collect()
     }
 
     /// Whether nothing is free on the map (see [`SeatMap::nothing_free`]).
@@ -409,6 +437,18 @@ impl LiveMap {
             out.push_str(&format!(
                 "{{\"tierId\":{},\"available\":{available}}}",
                 self.layout.tier_json[i]
+            ));
+        }
+        // What is left per section, from the same statuses at the same instant.
+        out.push_str("],\"sections\":[");
+        for (i, (_, name_json, rows)) in self.layout.sections.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let largest =
+                boxoffice_domain::seatmap::largest_block(&statuses, rows.iter().cloned(), now_ms);
+            out.push_str(&format!(
+                "{{\"name\":{name_json},\"largestBlock\":{largest}}}"
             ));
         }
         out.push_str("]}");
@@ -581,6 +621,7 @@ impl SeatMaps {
             frames,
             rendered: Mutex::new(None),
             rendering: tokio::sync::Mutex::new(()),
+            feeding: tokio::sync::Mutex::new(()),
             last_used_ms: std::sync::atomic::AtomicI64::new(unix_ms()),
         };
         // Seed the log with the rows that led here; best effort (they may be pruned).
@@ -611,8 +652,19 @@ impl SeatMaps {
         Ok(live)
     }
 
+    /// The live map of `event` with every change committed so far applied (one read of the
+    /// change rows after the map's version): for a read that must agree with the answers
+    /// already given, such as the event's largest blocks.
+    pub async fn current(&self, event: &EventRecord) -> StoreResult<Arc<LiveMap>> {
+        let map = self.get(event).await?;
+        self.feed(&map).await?;
+        // A gap reloads the map in place of this one.
+        Ok(self.loaded(&event.event_id).unwrap_or(map))
+    }
+
     /// Brings one map up to date with the committed rows; reloads it after a gap.
     async fn feed(&self, map: &Arc<LiveMap>) -> StoreResult<()> {
+        let _one_at_a_time = map.feeding.lock().await;
         loop {
             let after = map.version();
             let rows = self

@@ -91,3 +91,36 @@ fn the_scan_finds_both_forms() {
         ["GET /healthz", "GET /v1/events/{}/seatmap/changes"]
     );
 }
+
+/// The end game's fields are in the served document as they are answered: `together` with
+/// its three values, `split` on a hold, `largestBlock` on a problem, an event's section and
+/// the seat map's sections.
+#[test]
+fn the_document_names_what_is_left() {
+    let document = serde_json::to_value(boxoffice_server::openapi()).unwrap();
+    let schemas = &document["components"]["schemas"];
+    assert_eq!(
+        schemas["TogetherBody"]["enum"],
+        serde_json::json!(["prefer", "required", "no"])
+    );
+    let together = &schemas["BestAvailableBody"]["properties"]["together"];
+    assert!(
+        together
+            .to_string()
+            .contains("#/components/schemas/TogetherBody"),
+        "{together}"
+    );
+    for (schema, property) in [
+        ("HoldResponse", "split"),
+        ("Problem", "largestBlock"),
+        ("SectionView", "largestBlock"),
+        ("SeatMapView", "sections"),
+        ("MapSectionView", "largestBlock"),
+    ] {
+        assert!(
+            schemas[schema]["properties"][property].is_object(),
+            "{schema}.{property}: {}",
+            schemas[schema]
+        );
+    }
+}

@@ -1,6 +1,9 @@
 //! Best available over HTTP, on PostgreSQL and SQLite: adjacent seats in one row, best row
 //! and centre first, no stranded single seat when another choice exists, all or nothing
-//! under concurrency, a clear 409 when nothing fits, idempotent replays.
+//! under concurrency, a clear 409 when nothing fits, idempotent replays; and the end game:
+//! a party split as close as the house allows when no block is left (`together: prefer`),
+//! refused with the largest block left when it must sit together, and what is left shown
+//! per section on the event and the seat map.
 
 mod common;
 
@@ -17,6 +20,8 @@ stories!(
     concurrent_best_available_never_overlaps,
     nothing_fits_and_bad_requests,
     finds_the_pair_beyond_the_first_free_seats,
+    a_party_of_four_with_only_pairs_left,
+    a_split_party_sits_in_adjacent_rows,
 );
 
 fn seats_of(hold: &Value) -> Vec<String> {
@@ -177,7 +182,10 @@ async fn concurrent_best_available_never_overlaps(backend: Backend) {
             StatusCode::CREATED => {
                 let seats = seats_of(&answer.json());
                 assert_eq!(seats.len(), quantity as usize);
-                assert_adjacent(&seats);
+                // The last parties may be split (`together` defaults to prefer) and say so.
+                if answer.json()["split"] != true {
+                    assert_adjacent(&seats);
+                }
                 for seat in seats {
                     assert!(taken.insert(seat.clone()), "{seat} granted twice");
                 }
@@ -224,6 +232,14 @@ async fn nothing_fits_and_bad_requests(backend: Backend) {
             "bestAvailable.maxPriceMinor",
         ),
         (json!({"quantity": 1, "extra": true}), "bestAvailable"),
+        (
+            json!({"quantity": 1, "together": "yes"}),
+            "bestAvailable.together",
+        ),
+        (
+            json!({"quantity": 1, "together": true}),
+            "bestAvailable.together",
+        ),
     ] {
         let answer = best(
             &app,
@@ -305,5 +321,206 @@ async fn finds_the_pair_beyond_the_first_free_seats(backend: Backend) {
     .await;
     assert_eq!(one.status, StatusCode::CREATED, "{:?}", one.json());
     assert_eq!(parts(&seats_of(&one.json())[0]).1, 1);
+    app.finish().await;
+}
+
+/// Each section's `largestBlock` on the event's body, by name.
+async fn largest_blocks(app: &TestApp, event_id: &str) -> Vec<(String, u64)> {
+    let event = app
+        .get(&common::token("reader"), &format!("/v1/events/{event_id}"))
+        .await;
+    assert_eq!(event.status, StatusCode::OK);
+    event.json()["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["largestBlock"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn blocks(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
+    pairs.iter().map(|(n, b)| ((*n).to_owned(), *b)).collect()
+}
+
+async fn a_party_of_four_with_only_pairs_left(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [
+                {"name": "A", "rows": 2, "seatsPerRow": 5, "priceMinor": 1000},
+                {"name": "B", "rows": 1, "seatsPerRow": 6, "priceMinor": 500},
+            ],
+        }))
+        .await;
+    assert_eq!(
+        largest_blocks(&app, &event_id).await,
+        blocks(&[("A", 5), ("B", 6)])
+    );
+    // The middle seat of each row of A goes: only pairs are left there.
+    let middle = app
+        .hold("x", &event_id, "x", json!({"seatIds": ["A-1-3", "A-2-3"]}))
+        .await;
+    assert_eq!(middle.status, StatusCode::CREATED);
+    assert_eq!(
+        middle.json().get("split"),
+        None,
+        "named seats are never split"
+    );
+    assert_eq!(
+        largest_blocks(&app, &event_id).await,
+        blocks(&[("A", 2), ("B", 6)])
+    );
+    // Together required: refused, saying what would succeed.
+    let required = best(
+        &app,
+        "ann",
+        &event_id,
+        "k1",
+        json!({"quantity": 4, "section": "A", "together": "required"}),
+    )
+    .await;
+    assert_eq!(
+        required.status,
+        StatusCode::CONFLICT,
+        "{:?}",
+        required.json()
+    );
+    assert_eq!(required.code(), "SEATS_UNAVAILABLE");
+    assert_eq!(required.json()["largestBlock"], 2);
+    assert_eq!(required.json()["unavailableSeatIds"], json!([]));
+    // Prefer (the default): two pairs of the same row, and the answer says it is split.
+    let prefer = best(
+        &app,
+        "bob",
+        &event_id,
+        "k1",
+        json!({"quantity": 4, "section": "A"}),
+    )
+    .await;
+    assert_eq!(prefer.status, StatusCode::CREATED, "{:?}", prefer.json());
+    assert_eq!(prefer.json()["split"], true);
+    assert_eq!(
+        seats_of(&prefer.json()),
+        ["A-1-1", "A-1-2", "A-1-4", "A-1-5"]
+    );
+    assert_eq!(prefer.json()["totalMinor"], 4 * 1000);
+    let replay = best(
+        &app,
+        "bob",
+        &event_id,
+        "k1",
+        json!({"quantity": 4, "section": "A"}),
+    )
+    .await;
+    assert_eq!(replay.bytes, prefer.bytes);
+    // Row 2 still has its pairs; B is untouched.
+    assert_eq!(
+        largest_blocks(&app, &event_id).await,
+        blocks(&[("A", 2), ("B", 6)])
+    );
+    let explicit = best(
+        &app,
+        "cat",
+        &event_id,
+        "k1",
+        json!({"quantity": 4, "section": "A", "together": "prefer"}),
+    )
+    .await;
+    assert_eq!(
+        explicit.status,
+        StatusCode::CREATED,
+        "{:?}",
+        explicit.json()
+    );
+    assert_eq!(
+        seats_of(&explicit.json()),
+        ["A-2-1", "A-2-2", "A-2-4", "A-2-5"]
+    );
+    assert_eq!(
+        largest_blocks(&app, &event_id).await,
+        blocks(&[("A", 0), ("B", 6)])
+    );
+    // Nothing left in A at all: largestBlock 0. B still seats a block, not split.
+    let none = best(
+        &app,
+        "dan",
+        &event_id,
+        "k1",
+        json!({"quantity": 1, "section": "A", "together": "no"}),
+    )
+    .await;
+    assert_eq!(none.status, StatusCode::CONFLICT);
+    assert_eq!(none.json()["largestBlock"], 0);
+    let in_b = best(
+        &app,
+        "dan",
+        &event_id,
+        "k2",
+        json!({"quantity": 2, "together": "no"}),
+    )
+    .await;
+    assert_eq!(in_b.status, StatusCode::CREATED, "{:?}", in_b.json());
+    assert_eq!(in_b.json().get("split"), None);
+    assert_adjacent(&seats_of(&in_b.json()));
+    assert_eq!(
+        largest_blocks(&app, &event_id).await,
+        blocks(&[("A", 0), ("B", 2)])
+    );
+    // The seat map says the same.
+    let map = app
+        .get(
+            &common::token("reader"),
+            &format!("/v1/events/{event_id}/seatmap"),
+        )
+        .await;
+    assert_eq!(map.status, StatusCode::OK);
+    assert_eq!(
+        map.json()["sections"],
+        json!([{"name": "A", "largestBlock": 0}, {"name": "B", "largestBlock": 2}])
+    );
+    app.finish().await;
+}
+
+async fn a_split_party_sits_in_adjacent_rows(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [{"name": "A", "rows": 3, "seatsPerRow": 4, "priceMinor": 1000}],
+        }))
+        .await;
+    // Seats 3 and 4 of every row go: one pair is left per row.
+    for row in 1..=3 {
+        let taken = app
+            .hold(
+                &format!("x{row}"),
+                &event_id,
+                "x",
+                json!({"seatIds": [format!("A-{row}-3"), format!("A-{row}-4")]}),
+            )
+            .await;
+        assert_eq!(taken.status, StatusCode::CREATED);
+    }
+    let four = best(&app, "ann", &event_id, "k1", json!({"quantity": 4})).await;
+    assert_eq!(four.status, StatusCode::CREATED, "{:?}", four.json());
+    assert_eq!(four.json()["split"], true);
+    assert_eq!(seats_of(&four.json()), ["A-1-1", "A-1-2", "A-2-1", "A-2-2"]);
+    // A pair still fits together in row 3: not split, whatever the mode.
+    let pair = best(
+        &app,
+        "bob",
+        &event_id,
+        "k1",
+        json!({"quantity": 2, "together": "required"}),
+    )
+    .await;
+    assert_eq!(pair.status, StatusCode::CREATED, "{:?}", pair.json());
+    assert_eq!(seats_of(&pair.json()), ["A-3-1", "A-3-2"]);
+    assert_eq!(pair.json().get("split"), None);
+    assert_eq!(largest_blocks(&app, &event_id).await, blocks(&[("A", 0)]));
     app.finish().await;
 }

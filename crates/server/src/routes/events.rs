@@ -63,7 +63,8 @@ pub async fn create_event(
     let _in_flight = state.in_flight.claim(&scope)?;
     let event_id = uuid::Uuid::now_v7().to_string();
     let render = |event: &EventRecord| {
-        let view = EventView::new(event, Some(&EventView::fresh_counts(event)));
+        let view = EventView::new(event, Some(&EventView::fresh_counts(event)))
+            .with_largest_blocks(&EventView::fresh_largest_blocks(event));
         StoredResponse {
             status: 201,
             body: serde_json::to_vec(&view).unwrap_or_default(),
@@ -144,7 +145,8 @@ pub async fn create_trips(
     };
     let _in_flight = state.in_flight.claim(&scope)?;
     let render = |event: &EventRecord| {
-        let view = EventView::new(event, Some(&EventView::fresh_counts(event)));
+        let view = EventView::new(event, Some(&EventView::fresh_counts(event)))
+            .with_largest_blocks(&EventView::fresh_largest_blocks(event));
         StoredResponse {
             status: 201,
             body: serde_json::to_vec(&view).unwrap_or_default(),
@@ -298,7 +300,17 @@ pub async fn get_event(
 ) -> ApiResult<Response> {
     let event = state.event(&event_id).await?;
     let counts = state.store.event_counts(&event).await?;
-    Ok(axum::Json(EventView::new(&event, Some(&counts))).into_response())
+    // The largest blocks come from the live seat map, brought up to the store's latest
+    // change first, so they agree with every hold answered before this read.
+    let blocks = if event.sections.is_empty() {
+        Vec::new()
+    } else {
+        state.seatmaps.current(&event).await?.largest_blocks()
+    };
+    Ok(
+        axum::Json(EventView::new(&event, Some(&counts)).with_largest_blocks(&blocks))
+            .into_response(),
+    )
 }
 
 impl AppState {

@@ -35,7 +35,7 @@ use crate::writer::SubmitError;
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "Admission token missing or invalid", body = Problem),
         (status = 404, description = "No such event", body = Problem),
-        (status = 409, description = "SEATS_UNAVAILABLE, SOLD_OUT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "SEATS_UNAVAILABLE (for best available with `largestBlock`: the most seats still free together in the asked sections), SOLD_OUT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 413, description = "Body over 64 KiB", body = Problem),
         (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_KEY_MISMATCH", body = Problem),
         (status = 429, description = "RATE_LIMITED: holds-per-account, holds-per-address, live-holds-per-account or lapsed-holds-per-account (the problem's `limit`), too many queued requests for this event, or the store is busy; retry after Retry-After", body = Problem),
@@ -223,7 +223,7 @@ pub(crate) fn hold_shape(event: &EventRecord, body: CreateHoldBody) -> ApiResult
             quantity: best.quantity,
             section: best.section,
             max_price_minor: best.max_price_minor,
-            together: boxoffice_domain::best::Together::Prefer,
+            together: best.together.map(Into::into).unwrap_or_default(),
         });
     }
     let tier_id = body
@@ -268,18 +268,31 @@ pub fn render_hold_outcome(event: &EventRecord, outcome: &HoldOutcome) -> Stored
                 quantity: hold.tier_id.as_ref().map(|_| hold.quantity),
                 total_minor: hold.total_minor,
                 currency: event.currency.clone(),
+                split: hold.split.then_some(true),
             };
             return StoredResponse {
                 status: 201,
                 body: serde_json::to_vec(&view).unwrap_or_default(),
             };
         }
-        HoldOutcome::SeatsUnavailable { unavailable_seat_ids, .. } => ApiError::new(
+        HoldOutcome::SeatsUnavailable { unavailable_seat_ids, largest_block: None } => ApiError::new(
             StatusCode::CONFLICT,
             "SEATS_UNAVAILABLE",
             format!("{} of the requested seats are sold or held; nothing was held", unavailable_seat_ids.len()),
         )
         .with("unavailableSeatIds", unavailable_seat_ids.clone()),
+        // Best available: what a smaller party would still get together.
+        HoldOutcome::SeatsUnavailable { unavailable_seat_ids, largest_block: Some(largest) } => ApiError::new(
+            StatusCode::CONFLICT,
+            "SEATS_UNAVAILABLE",
+            if *largest == 0 {
+                "no seat is free in the asked sections; nothing was held".to_owned()
+            } else {
+                format!("the asked sections cannot seat the party as asked; at most {largest} seats together are left; nothing was held")
+            },
+        )
+        .with("unavailableSeatIds", unavailable_seat_ids.clone())
+        .with("largestBlock", *largest),
         HoldOutcome::SoldOut { tier_id, available } => ApiError::new(
             StatusCode::CONFLICT,
             "SOLD_OUT",

@@ -56,6 +56,18 @@ pub struct SeatMapView {
     /// Every seat, in layout order (sections as created, rows and numbers from 1).
     pub seats: Vec<MapSeatView>,
     pub tiers: Vec<MapTierView>,
+    /// What is left per section, in the event's section order.
+    pub sections: Vec<MapSectionView>,
+}
+
+/// What is left of a section on the map.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MapSectionView {
+    pub name: String,
+    /// The most seats side by side in one row free at the snapshot (a hold past its
+    /// deadline counts as free): the largest party that can still sit together.
+    pub largest_block: u32,
 }
 
 /// One seat change.
