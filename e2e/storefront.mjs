@@ -11,8 +11,9 @@
 //     countdown) and pays with pm_card_visa; the order page shows a ticket with a QR code per
 //     seat;
 //  4. B, who never reloads, sees those seats turn HELD, then SOLD, from the live stream;
-//  5. B takes four seats with "best available", ten more fans buy or hold seats through the
-//     API, and a phone-sized fan C sees the map;
+//  5. B takes four seats with "best available" and sees the most seats still together per
+//     section, ten more fans buy or hold seats through the API, and a phone-sized fan C sees
+//     the map;
 //  6. A comes back through the door, holds one more seat and pays with the 3-D Secure card,
 //     confirming in the bank dialog; the order is confirmed with its ticket;
 //  7. A gives that ticket to B from the order page; B accepts it on the Transfers page and
@@ -261,6 +262,16 @@ async function main() {
     const bHold = await b.evaluate(() => window.boxoffice.hold().seats.map((s) => s.seatId));
     check(bHold.length === 4 && bHold.every((id) => id.startsWith('A-')), `B best available: ${JSON.stringify(bHold)}`);
     log(`B holds best available ${bHold.join(', ')}`);
+    // The best-available card says what is left together per section, as the map counts it.
+    await waitFor(b, 'B to see what is left together per section', () => {
+      const items = [...document.querySelectorAll('[data-testid="best-left"] li')];
+      const blocks = window.boxoffice.largestBlocks() || [];
+      return items.length > 0 && items.length === blocks.length
+        && items.every((li, i) => li.dataset.section === blocks[i].name
+          && Number(li.dataset.largest) === blocks[i].largest);
+    });
+    const left = await b.evaluate(() => window.boxoffice.largestBlocks());
+    check(left.some((s) => s.name === 'A' && s.largest > 0), `what is left together: ${JSON.stringify(left)}`);
 
     // A few more fans buy and hold through the API, so the map shows a sale in progress.
     const crowd = await Promise.all([

@@ -218,6 +218,12 @@
       case 'NETWORK': return 'We cannot reach the box office right now. Check your connection and try again.';
       case 'SEATS_UNAVAILABLE': {
         const ids = p.unavailableSeatIds || [];
+        // Best available: say what would succeed rather than "try again".
+        if (typeof p.largestBlock === 'number') {
+          return p.largestBlock === 0
+            ? 'Sorry, no seats are left there. Try another section.'
+            : `Sorry, at most ${plural(p.largestBlock, 'seat')} together ${p.largestBlock === 1 ? 'is' : 'are'} left there. Ask for ${p.largestBlock}, or let us split your party.`;
+        }
         return ids.length
           ? `Sorry, ${ids.join(', ')} ${ids.length === 1 ? 'was' : 'were'} just taken by someone else. Please pick other seats.`
           : 'Sorry, those seats are no longer available. Please pick other seats.';
@@ -704,6 +710,7 @@
         fit.addEventListener('click', () => this.map.fit());
         this.renderLegend(legend);
         this.renderBest();
+        this.scope.interval(() => this.renderLeft(), 1000);
         window.boxoffice = testHooks(this);
         this.map.load();
       }
@@ -744,21 +751,43 @@
       const section = h('select', { id: 'best-section', 'data-testid': 'best-section' },
         h('option', { value: '' }, 'Any section'),
         ev.sections.map((s) => h('option', { value: s.name }, `Section ${s.name} · ${money(s.priceMinor, ev.currency)}`)));
+      // What the party accepts when no block of its size is left (the API's `together`).
+      const together = h('select', { id: 'best-together', 'data-testid': 'best-together' },
+        h('option', { value: 'prefer' }, 'Side by side if possible'),
+        h('option', { value: 'required' }, 'Only side by side'),
+        h('option', { value: 'no' }, 'Anywhere in the sections'));
       const submit = h('button', { class: 'btn', type: 'submit', 'data-testid': 'best-submit' }, 'Find seats');
+      this.leftList = h('ul', { class: 'left-list', 'data-testid': 'best-left', 'aria-live': 'polite' });
       const form = h('form', { 'aria-labelledby': 'best-title' },
         h('h2', { id: 'best-title' }, 'Best available'),
         h('p', { class: 'hint' }, 'Let us pick adjacent seats in the best row for you.'),
         h('div', { class: 'form-grid' },
           h('div', {}, h('label', { for: 'best-qty' }, 'Seats'), qty),
           h('div', {}, h('label', { for: 'best-section' }, 'Section'), section),
-          h('div', { class: 'full' }, submit)));
+          h('div', { class: 'full' }, h('label', { for: 'best-together' }, 'Seating'), together),
+          h('div', { class: 'full' }, submit)),
+        h('h3', { class: 'h-small left-title' }, 'Most seats still side by side'),
+        this.leftList);
       form.addEventListener('submit', (e) => {
         e.preventDefault();
-        const best = { quantity: Number(qty.value) };
+        const best = { quantity: Number(qty.value), together: together.value };
         if (section.value) best.section = section.value;
         this.placeHold({ bestAvailable: best });
       });
       clear(this.best, form);
+      this.renderLeft();
+    }
+
+    /** What is left together per section, from the live map (as the server counts it). */
+    renderLeft() {
+      if (!this.leftList || !this.map || !this.map.loaded) return;
+      const blocks = this.map.largestBlocks();
+      const text = blocks.map((b) => `${b.name}:${b.largest}`).join(' ');
+      if (text === this.leftText) return;
+      this.leftText = text;
+      clear(this.leftList, blocks.map((b) => h('li', { 'data-section': b.name, 'data-largest': String(b.largest) },
+        `Section ${b.name}: `,
+        b.largest === 0 ? 'none left' : plural(b.largest, 'seat'))));
     }
 
     renderTiers() {
@@ -846,6 +875,9 @@
         announce(`Held ${plural(res.data.seats.length || res.data.quantity || 0, 'ticket')} for you. Complete payment before the timer runs out.`);
         if (body.bestAvailable && this.map && res.data.seats.length) {
           this.map.showSeat(res.data.seats[0].seatId, Math.max(this.map.scale(), 10));
+        }
+        if (res.data.split) {
+          this.say(`No ${res.data.seats.length} seats were left side by side, so we split your party as close together as the house allows.`, 'info');
         }
       } catch (e) {
         this.busy = false;
@@ -1347,6 +1379,23 @@
       this.applyTiers(snapshot.tiers);
       this.paintBuffer();
       this.dropUnavailableSelection();
+    }
+
+    /** Each section's most free seats side by side in one row, now (held past deadline = free). */
+    largestBlocks() {
+      const now = Date.now();
+      return this.sections.map((s) => {
+        let largest = 0;
+        for (let r = 0; r < s.rows; r++) {
+          let run = 0;
+          const first = s.offset + r * s.perRow;
+          for (let i = first; i < first + s.perRow; i++) {
+            run = this.effective(i, now) === AVAILABLE ? run + 1 : 0;
+            if (run > largest) largest = run;
+          }
+        }
+        return { name: s.name, largest };
+      });
     }
 
     applyTiers(tiers) {
@@ -2121,6 +2170,7 @@
       selectSeat: (id) => (map ? map.toggle(map.indexOf(id)) : false),
       selected: () => (map ? map.selectedIds() : []),
       hold: () => (page ? page.hold : null),
+      largestBlocks: () => (map && map.loaded ? map.largestBlocks() : null),
       eventId: () => (page ? page.eventId : null),
     };
   }
