@@ -115,11 +115,20 @@ fn most_central(
 /// Chooses the seats for `request` from `rows` (best first). `None`: no row of the allowed
 /// sections and prices has `quantity` adjacent free seats.
 pub fn choose(rows: &[RowSeats], request: &BestRequest) -> Option<Choice> {
+    choose_in(rows.iter(), request)
+}
+
+/// [`choose`] over rows given best first by an iterator (a caller that knows which rows
+/// cannot hold the block leaves them out: the choice is the same).
+fn choose_in<'a>(
+    rows: impl Iterator<Item = &'a RowSeats>,
+    request: &BestRequest,
+) -> Option<Choice> {
     let n = usize::try_from(request.quantity).ok()?;
     if n == 0 {
         return None;
     }
-    let allowed = rows.iter().filter(|row| {
+    let allowed = rows.filter(|row| {
         request
             .section
             .as_ref()
@@ -227,21 +236,62 @@ pub fn largest_block(rows: &[RowSeats], request: &BestRequest) -> u32 {
         .unwrap_or(0)
 }
 
+/// What a caller that keeps its rows current already knows of each of them, in the order of
+/// its rows: how many seats are free, and the longest free run.
+#[derive(Debug, Clone, Copy)]
+pub struct RowCounts<'a> {
+    pub free: &'a [u32],
+    pub longest: &'a [u32],
+}
+
+/// The number of free seats of a row.
+pub fn free_count(free: &[bool]) -> u32 {
+    u32::try_from(free.iter().filter(|f| **f).count()).unwrap_or(u32::MAX)
+}
+
 /// Seats `request.quantity` seats from `rows` (best first) as `together` allows. `None`:
 /// nothing the mode accepts is left (see the module docs).
 pub fn seat(rows: &[RowSeats], request: &BestRequest, together: Together) -> Option<Seating> {
-    if let Some(block) = choose(rows, request) {
+    let free: Vec<u32> = rows.iter().map(|row| free_count(&row.free)).collect();
+    let longest: Vec<u32> = rows.iter().map(|row| longest_run(&row.free)).collect();
+    let counts = RowCounts {
+        free: &free,
+        longest: &longest,
+    };
+    seat_counted(rows, counts, request, together)
+}
+
+/// [`seat`] with the rows' counts kept by the caller (the engine's index): a row whose
+/// longest run is shorter than the party is never searched for a block, and the split looks
+/// at the seats of the rows it takes from only.
+pub fn seat_counted(
+    rows: &[RowSeats],
+    counts: RowCounts<'_>,
+    request: &BestRequest,
+    together: Together,
+) -> Option<Seating> {
+    let n = usize::try_from(request.quantity).ok().filter(|n| *n > 0)?;
+    let can_hold_the_block = rows
+        .iter()
+        .zip(counts.longest)
+        .filter(|(_, longest)| **longest as usize >= n)
+        .map(|(row, _)| row);
+    if let Some(block) = choose_in(can_hold_the_block, request) {
         return Some(Seating {
             seat_ids: block.seat_ids(),
             split: false,
         });
     }
-    let n = usize::try_from(request.quantity).ok().filter(|n| *n > 0)?;
-    let allowed: Vec<&RowSeats> = rows.iter().filter(|row| allows(request, row)).collect();
+    let (allowed, free): (Vec<&RowSeats>, Vec<usize>) = rows
+        .iter()
+        .zip(counts.free)
+        .filter(|(row, _)| allows(request, row))
+        .map(|(row, free)| (row, *free as usize))
+        .unzip();
     let picked = match together {
         Together::Required => None,
-        Together::Prefer => in_one_section(&allowed, n),
-        Together::No => in_one_section(&allowed, n).or_else(|| anywhere(&allowed, n)),
+        Together::Prefer => in_one_section(&allowed, &free, n),
+        Together::No => in_one_section(&allowed, &free, n).or_else(|| anywhere(&allowed, &free, n)),
     }?;
     let mut seats: Vec<(usize, usize)> = picked;
     seats.sort_unstable();
@@ -282,12 +332,8 @@ fn runs_of(row_index: usize, free: &[bool], out: &mut Vec<Run>) {
 
 /// `n` seats inside one section, in the rows spanning the fewest row numbers that hold `n`
 /// free seats between them (ties: the better rows). `rows` are best first, so a section's
-/// rows are consecutive and in row order.
-fn in_one_section(rows: &[&RowSeats], n: usize) -> Option<Vec<(usize, usize)>> {
-    let counts: Vec<usize> = rows
-        .iter()
-        .map(|row| row.free.iter().filter(|f| **f).count())
-        .collect();
+/// rows are consecutive and in row order; `counts[i]` is the free seats of `rows[i]`.
+fn in_one_section(rows: &[&RowSeats], counts: &[usize], n: usize) -> Option<Vec<(usize, usize)>> {
     // (row numbers spanned, first row, end row exclusive)
     let mut best: Option<(u32, usize, usize)> = None;
     let mut start = 0;
@@ -325,12 +371,18 @@ fn in_one_section(rows: &[&RowSeats], n: usize) -> Option<Vec<(usize, usize)>> {
 }
 
 /// `n` seats from the best rows down, each row's seats as [`pieces`] picks them.
-fn anywhere(rows: &[&RowSeats], n: usize) -> Option<Vec<(usize, usize)>> {
+fn anywhere(rows: &[&RowSeats], counts: &[usize], n: usize) -> Option<Vec<(usize, usize)>> {
+    if counts.iter().sum::<usize>() < n {
+        return None;
+    }
     let mut remaining = n;
     let mut seats = Vec::with_capacity(n);
     for (r, row) in rows.iter().enumerate() {
         if remaining == 0 {
             break;
+        }
+        if counts[r] == 0 {
+            continue;
         }
         let mut runs = Vec::new();
         runs_of(r, &row.free, &mut runs);

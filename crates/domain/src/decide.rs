@@ -312,7 +312,7 @@ fn decide_one(
             // (`Required`) without a look at any seat.
             let largest_block = index.largest_block(&best);
             let seating = if largest_block >= *quantity || *together != Together::Required {
-                crate::best::seat(&index.rows, &best, *together)
+                crate::best::seat_counted(&index.rows, index.counts(), &best, *together)
             } else {
                 None
             };
@@ -417,8 +417,11 @@ pub(crate) struct RowIndex {
     /// (section rank, row), in order.
     rows: Vec<RowSeats>,
     /// Each row's longest run of free seats, kept with `rows`: "the largest block left" of a
-    /// section is then a look at its rows, not at every seat.
+    /// section is then a look at its rows, not at every seat, and a row too short for a
+    /// party is never searched for its block.
     longest: Vec<u32>,
+    /// Each row's free seats, kept with `rows`: a split party's rows are found by counts.
+    free_counts: Vec<u32>,
     at: BTreeMap<(String, u32), usize>,
 }
 
@@ -454,7 +457,24 @@ impl RowIndex {
             .iter()
             .map(|r| crate::best::longest_run(&r.free))
             .collect();
-        Self { rows, longest, at }
+        let free_counts = rows
+            .iter()
+            .map(|r| crate::best::free_count(&r.free))
+            .collect();
+        Self {
+            rows,
+            longest,
+            free_counts,
+            at,
+        }
+    }
+
+    /// What the index keeps of each row, for [`crate::best::seat_counted`].
+    pub(crate) fn counts(&self) -> crate::best::RowCounts<'_> {
+        crate::best::RowCounts {
+            free: &self.free_counts,
+            longest: &self.longest,
+        }
     }
 
     /// The most seats together free in the rows `request` may take (section, price cap).
@@ -509,6 +529,11 @@ impl RowIndex {
             && *free != is_free
         {
             *free = is_free;
+            if is_free {
+                self.free_counts[i] += 1;
+            } else {
+                self.free_counts[i] -= 1;
+            }
             self.longest[i] = if is_free {
                 // A freed seat can only lengthen the run it joins.
                 self.longest[i].max(run_through(&self.rows[i].free, seat.number as usize - 1))
@@ -518,13 +543,17 @@ impl RowIndex {
         }
     }
 
-    /// The rows whose kept longest run differs from their seats' (for `invariants`).
-    pub(crate) fn stale_longest_runs(&self) -> Vec<(String, u32)> {
+    /// The rows whose kept longest run or free count differs from their seats' (for
+    /// `invariants`).
+    pub(crate) fn stale_rows(&self) -> Vec<(String, u32)> {
         self.rows
             .iter()
-            .zip(&self.longest)
-            .filter(|(row, longest)| crate::best::longest_run(&row.free) != **longest)
-            .map(|(row, _)| (row.section.clone(), row.row))
+            .enumerate()
+            .filter(|(i, row)| {
+                crate::best::longest_run(&row.free) != self.longest[*i]
+                    || crate::best::free_count(&row.free) != self.free_counts[*i]
+            })
+            .map(|(_, row)| (row.section.clone(), row.row))
             .collect()
     }
 

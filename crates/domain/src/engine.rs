@@ -1210,9 +1210,9 @@ impl EventEngine {
             }
         }
         if let Some(rows) = &self.rows {
-            for (section, row) in rows.stale_longest_runs() {
+            for (section, row) in rows.stale_rows() {
                 violations.push(format!(
-                    "row {section}-{row}'s longest free run is not what the index keeps"
+                    "row {section}-{row}'s free seats are not what the index counts"
                 ));
             }
         }
