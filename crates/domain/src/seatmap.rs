@@ -283,19 +283,18 @@ pub fn largest_block(
     rows: impl IntoIterator<Item = std::ops::Range<usize>>,
     now_ms: i64,
 ) -> u32 {
-    let mut largest = 0;
+    let mut largest = 0u32;
     for row in rows {
-        let free: Vec<bool> = statuses
-            .get(row)
-            .unwrap_or_default()
-            .iter()
-            .map(|status| match *status {
+        let mut run = 0u32;
+        for status in statuses.get(row).unwrap_or_default() {
+            let free = match *status {
                 MapStatus::Available => true,
                 MapStatus::Held { until_ms } => until_ms <= now_ms,
                 MapStatus::Sold => false,
-            })
-            .collect();
-        largest = largest.max(crate::best::longest_run(&free));
+            };
+            run = if free { run + 1 } else { 0 };
+            largest = largest.max(run);
+        }
     }
     largest
 }
@@ -472,6 +471,32 @@ mod tests {
     }
 
     proptest! {
+        /// The largest block is the longest run of seats a fan sees available, row by row.
+        #[test]
+        fn the_largest_block_is_the_longest_available_run(
+            statuses in proptest::collection::vec(status_strategy(), 0..40),
+            per_row in 1usize..8,
+            now_ms in 0i64..3_000,
+        ) {
+            let map = SeatMap::new(statuses.clone(), Vec::new(), 0, 10);
+            let rows: Vec<std::ops::Range<usize>> = (0..statuses.len())
+                .step_by(per_row)
+                .map(|first| first..(first + per_row).min(statuses.len()))
+                .collect();
+            let expected = rows
+                .iter()
+                .map(|row| {
+                    let free: Vec<bool> = row
+                        .clone()
+                        .map(|i| map.status_at(i, now_ms) == Some(MapStatus::Available))
+                        .collect();
+                    crate::best::longest_run(&free)
+                })
+                .max()
+                .unwrap_or(0);
+            prop_assert_eq!(map.largest_block(rows, now_ms), expected);
+        }
+
         /// A client that took the snapshot at any version and replays the changes since
         /// equals the truth; a version the log no longer reaches is refused as too old.
         #[test]
