@@ -160,6 +160,9 @@ def seeds() -> dict:
             "hold-best": compact(
                 {"bestAvailable": {"quantity": 2, "section": "A", "maxPriceMinor": 5000}, "idempotencyKey": "k3"}
             ),
+            "hold-best-together": compact(
+                {"bestAvailable": {"quantity": 4, "together": "required"}, "idempotencyKey": "k4"}
+            ),
             "checkout": compact({"paymentMethodToken": "pm_card_visa", "idempotencyKey": "k-pay-1"}),
             "exchange-seats": compact(
                 {"fromSeatIds": ["A-1-1"], "toSeatIds": ["BALCONY-2-3"], "idempotencyKey": "k-x-1"}
