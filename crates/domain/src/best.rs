@@ -11,14 +11,16 @@
 //! Within a row, the placement whose middle is nearest the row's middle wins (the centre of
 //! a row sees best); ties go to the lower seat number.
 //!
-//! The hold decision (`decide::decide_holds`) calls [`seat`] for a `bestAvailable` request on
-//! the engine's rows: [`choose`] first, whatever the request's [`Together`] says. Only when
-//! no row has a block of the size left (the end game) does [`Together`] matter:
-//! `Required` refuses; `Prefer` seats the party as close as the house allows inside one
-//! section — the rows spanning the fewest row numbers that hold the party between them (one
-//! row, then adjacent rows, then further apart), each piece a whole free run where possible,
-//! largest runs first, never stranding a single seat when a piece can avoid it; `No` does
-//! the same and, when no section has room, takes the best free seats anywhere asked.
+//! The hold decision (`decide::decide_holds`) calls [`seat_counted`] (what [`seat`] does,
+//! with the counts its index keeps) for a `bestAvailable` request on the engine's rows:
+//! [`choose`] first, whatever the request's [`Together`] says. Only when no row has a block
+//! of the size left (the end game) does [`Together`] matter: `Required` refuses; `Prefer`
+//! seats the party as close as the house allows inside one section — the rows spanning the
+//! fewest row numbers that hold the party between them (one row, then adjacent rows, then
+//! further apart), each piece a whole free run where possible, largest runs first, never
+//! stranding a single seat when a piece can avoid it; among the first few windows of rows
+//! as few, the one in the fewest pieces, then the narrowest, then the best; `No` does the
+//! same and, when no section has room, takes the best free seats anywhere asked.
 //! [`longest_run`] is "the largest block together" a refusal and the seat map report.
 
 /// The free seats of one row, as the caller locked them.
@@ -330,12 +332,19 @@ fn runs_of(row_index: usize, free: &[bool], out: &mut Vec<Run>) {
     }
 }
 
+/// Windows of rows [`in_one_section`] compares seat by seat once it knows the fewest rows a
+/// split party needs: enough to find a closer arrangement among the best rows, few enough that
+/// a split never reads the whole house.
+pub const SPLIT_WINDOWS_COMPARED_MAX: usize = 8;
+
 /// `n` seats inside one section, in the rows spanning the fewest row numbers that hold `n`
-/// free seats between them (ties: the better rows). `rows` are best first, so a section's
-/// rows are consecutive and in row order; `counts[i]` is the free seats of `rows[i]`.
+/// free seats between them. Among the first [`SPLIT_WINDOWS_COMPARED_MAX`] such windows (best
+/// rows first) the one whose seats come in the fewest pieces wins, then the one spread over
+/// the fewest seat numbers, then the better rows. `rows` are best first, so a section's rows
+/// are consecutive and in row order; `counts[i]` is the free seats of `rows[i]`.
 fn in_one_section(rows: &[&RowSeats], counts: &[usize], n: usize) -> Option<Vec<(usize, usize)>> {
-    // (row numbers spanned, first row, end row exclusive)
-    let mut best: Option<(u32, usize, usize)> = None;
+    // (row numbers spanned, first row, end row exclusive), best rows first.
+    let mut windows: Vec<(u32, usize, usize)> = Vec::new();
     let mut start = 0;
     while start < rows.len() {
         let section = &rows[start].section;
@@ -354,20 +363,41 @@ fn in_one_section(rows: &[&RowSeats], counts: &[usize], n: usize) -> Option<Vec<
             if sum < n {
                 break;
             }
-            let span = rows[j - 1].row.saturating_sub(rows[i].row);
-            if best.is_none_or(|(spanned, ..)| span < spanned) {
-                best = Some((span, i, j));
-            }
+            windows.push((rows[j - 1].row.saturating_sub(rows[i].row), i, j));
             sum -= counts[i];
         }
         start = end;
     }
-    let (_, first, end) = best?;
-    let mut runs = Vec::new();
-    for (r, row) in rows.iter().enumerate().take(end).skip(first) {
-        runs_of(r, &row.free, &mut runs);
-    }
-    Some(pieces(rows, runs, n))
+    let fewest = windows.iter().map(|w| w.0).min()?;
+    windows
+        .into_iter()
+        .filter(|w| w.0 == fewest)
+        .take(SPLIT_WINDOWS_COMPARED_MAX)
+        .map(|(_, first, end)| {
+            let mut runs = Vec::new();
+            for (r, row) in rows.iter().enumerate().take(end).skip(first) {
+                runs_of(r, &row.free, &mut runs);
+            }
+            let mut seats = pieces(rows, runs, n);
+            seats.sort_unstable();
+            seats
+        })
+        .min_by_key(|seats| (pieces_in(seats), spread(seats)))
+}
+
+/// How many runs of adjacent seats sorted `seats` make.
+fn pieces_in(seats: &[(usize, usize)]) -> usize {
+    1 + seats
+        .windows(2)
+        .filter(|pair| pair[0].0 != pair[1].0 || pair[0].1 + 1 != pair[1].1)
+        .count()
+}
+
+/// How many seat numbers `seats` stretch over, whatever their rows.
+fn spread(seats: &[(usize, usize)]) -> usize {
+    let low = seats.iter().map(|s| s.1).min().unwrap_or(0);
+    let high = seats.iter().map(|s| s.1).max().unwrap_or(0);
+    high - low
 }
 
 /// `n` seats from the best rows down, each row's seats as [`pieces`] picks them.
@@ -611,6 +641,30 @@ mod tests {
         );
         assert_eq!(seat(&rows, &ask(4), Together::Required), None);
         assert_eq!(largest_block(&rows, &ask(4)), 2);
+    }
+
+    #[test]
+    fn among_rows_as_few_the_closest_arrangement_wins() {
+        // Both rows seat four only split. Row 1's pairs are at its two ends; row 2's are one
+        // seat apart: row 2 wins although it is the worse row.
+        let rows = [row("A", 1, 100, "..xxxx.."), row("A", 2, 100, "x..x..xx")];
+        assert_eq!(
+            seating(&rows, 4, Together::Prefer).unwrap(),
+            ["A-2-2", "A-2-3", "A-2-5", "A-2-6"]
+        );
+        // Fewer pieces before a narrower spread: row 2's three and one (spread over seven
+        // numbers) beat row 1's two, one and one (over six).
+        let rows = [row("A", 1, 100, ".x.x.x.."), row("A", 2, 100, "...xxx.x")];
+        assert_eq!(
+            seating(&rows, 4, Together::Prefer).unwrap(),
+            ["A-2-1", "A-2-2", "A-2-3", "A-2-7"]
+        );
+        // A tie stays with the better row.
+        let rows = [row("A", 1, 100, "..x..x.."), row("A", 2, 100, "..x..x..")];
+        assert_eq!(
+            seating(&rows, 4, Together::Prefer).unwrap(),
+            ["A-1-1", "A-1-2", "A-1-4", "A-1-5"]
+        );
     }
 
     #[test]
