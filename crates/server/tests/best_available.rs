@@ -22,6 +22,7 @@ stories!(
     finds_the_pair_beyond_the_first_free_seats,
     a_party_of_four_with_only_pairs_left,
     a_split_party_sits_in_adjacent_rows,
+    anywhere_takes_free_seats_across_sections,
 );
 
 fn seats_of(hold: &Value) -> Vec<String> {
@@ -522,5 +523,55 @@ async fn a_split_party_sits_in_adjacent_rows(backend: Backend) {
     assert_eq!(seats_of(&pair.json()), ["A-3-1", "A-3-2"]);
     assert_eq!(pair.json().get("split"), None);
     assert_eq!(largest_blocks(&app, &event_id).await, blocks(&[("A", 0)]));
+    app.finish().await;
+}
+
+async fn anywhere_takes_free_seats_across_sections(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "sections": [
+                {"name": "A", "rows": 1, "seatsPerRow": 3, "priceMinor": 1000},
+                {"name": "B", "rows": 1, "seatsPerRow": 3, "priceMinor": 1000},
+            ],
+        }))
+        .await;
+    let middles = app
+        .hold("x", &event_id, "x", json!({"seatIds": ["A-1-2", "B-1-2"]}))
+        .await;
+    assert_eq!(middles.status, StatusCode::CREATED);
+    // Two free seats per section: a party of three fits in no one section.
+    for (key, together) in [("k1", json!("prefer")), ("k2", json!(null))] {
+        let refused = best(
+            &app,
+            "ann",
+            &event_id,
+            key,
+            json!({"quantity": 3, "together": together}),
+        )
+        .await;
+        assert_eq!(refused.status, StatusCode::CONFLICT, "{:?}", refused.json());
+        assert_eq!(refused.json()["largestBlock"], 1);
+    }
+    let anywhere = best(
+        &app,
+        "ann",
+        &event_id,
+        "k3",
+        json!({"quantity": 3, "together": "no"}),
+    )
+    .await;
+    assert_eq!(
+        anywhere.status,
+        StatusCode::CREATED,
+        "{:?}",
+        anywhere.json()
+    );
+    assert_eq!(anywhere.json()["split"], true);
+    assert_eq!(seats_of(&anywhere.json()), ["A-1-1", "A-1-3", "B-1-1"]);
+    assert_eq!(
+        largest_blocks(&app, &event_id).await,
+        blocks(&[("A", 0), ("B", 1)])
+    );
     app.finish().await;
 }
