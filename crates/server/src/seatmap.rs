@@ -175,8 +175,10 @@ pub struct LiveMap {
     /// One render at a time; the others serve the previous one.
     rendering: tokio::sync::Mutex<()>,
     /// One feed at a time (the feeder's, or a read that needs the latest changes): two
-    /// feeds reading the same rows would apply them twice and see a gap.
-    feeding: tokio::sync::Mutex<()>,
+    /// feeds reading the same rows would apply them twice and see a gap. It keeps when the
+    /// last feed began: a read that arrived before that needs no feed of its own, so a crowd
+    /// of reads costs one or two feeds, not one each.
+    feeding: tokio::sync::Mutex<Option<Instant>>,
     /// Unix ms of the last request that used this map (idle maps are unloaded).
     last_used_ms: std::sync::atomic::AtomicI64,
 }
@@ -621,7 +623,7 @@ impl SeatMaps {
             frames,
             rendered: Mutex::new(None),
             rendering: tokio::sync::Mutex::new(()),
-            feeding: tokio::sync::Mutex::new(()),
+            feeding: tokio::sync::Mutex::new(None),
             last_used_ms: std::sync::atomic::AtomicI64::new(unix_ms()),
         };
         // Seed the log with the rows that led here; best effort (they may be pruned).
@@ -656,15 +658,28 @@ impl SeatMaps {
     /// change rows after the map's version): for a read that must agree with the answers
     /// already given, such as the event's largest blocks.
     pub async fn current(&self, event: &EventRecord) -> StoreResult<Arc<LiveMap>> {
+        let arrived = Instant::now();
         let map = self.get(event).await?;
-        self.feed(&map).await?;
+        let mut last_feed_began = map.feeding.lock().await;
+        // A feed that began after this read arrived read every change committed before it.
+        if last_feed_began.is_none_or(|began| began < arrived) {
+            *last_feed_began = Some(Instant::now());
+            self.feed_locked(&map).await?;
+        }
+        drop(last_feed_began);
         // A gap reloads the map in place of this one.
         Ok(self.loaded(&event.event_id).unwrap_or(map))
     }
 
     /// Brings one map up to date with the committed rows; reloads it after a gap.
     async fn feed(&self, map: &Arc<LiveMap>) -> StoreResult<()> {
-        let _one_at_a_time = map.feeding.lock().await;
+        let mut last_feed_began = map.feeding.lock().await;
+        *last_feed_began = Some(Instant::now());
+        self.feed_locked(map).await
+    }
+
+    /// [`Self::feed`] for a caller that holds the map's `feeding` lock.
+    async fn feed_locked(&self, map: &Arc<LiveMap>) -> StoreResult<()> {
         loop {
             let after = map.version();
             let rows = self
