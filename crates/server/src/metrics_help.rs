@@ -247,7 +247,17 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "counter",
         "boxoffice_waitroom_slots_returned_total",
-        "Shopper slots given back (admissions ended), by event",
+        "Shopper slots given back (trips ended, holds ended without a sale)",
+    ),
+    (
+        "counter",
+        "boxoffice_waitroom_slot_moves_total",
+        "Shopper slots moved by what their fans did, by the state or step moved to (held, paying, refused, ended)",
+    ),
+    (
+        "counter",
+        "boxoffice_waitroom_slots_retaken_total",
+        "Shopper slots taken again by admitted fans whose slot had gone back (a second try)",
     ),
     (
         "gauge",

@@ -277,6 +277,9 @@ pub struct RoomHandle {
     /// held (`u64::MAX` free: not known yet).
     left_free: AtomicU64,
     left_held: AtomicU64,
+    /// The most seats side by side still free in one row of any section (`u64::MAX`: not
+    /// known, or no reserved seating): what a waiting party can expect.
+    largest_block: AtomicU64,
     /// Holds granted through this node and their seats: the party size release assumes.
     holds_granted: AtomicU64,
     seats_granted: AtomicU64,
@@ -301,6 +304,11 @@ impl RoomHandle {
                 seats as f64 / holds as f64
             },
         })
+    }
+
+    /// The most seats side by side free in one row of any section at the last tick.
+    pub fn largest_block(&self) -> Option<u32> {
+        u32::try_from(self.largest_block.load(Ordering::Relaxed)).ok()
     }
 
     /// Nothing free now, but held seats may come back: waiting fans are told `ALL_HELD`.
@@ -359,6 +367,8 @@ pub enum PollAnswer {
         estimated_wait_s: u64,
         /// `ALL_HELD`: nothing is free now, but held seats may come back.
         reason: Option<&'static str>,
+        /// The most seats side by side still free in one row (reserved seating).
+        largest_block: Option<u32>,
     },
     Admitted {
         position: u64,
@@ -575,6 +585,7 @@ impl WaitingRoom {
             tiers_checked_ms: std::sync::atomic::AtomicI64::new(0),
             left_free: AtomicU64::new(u64::MAX),
             left_held: AtomicU64::new(0),
+            largest_block: AtomicU64::new(u64::MAX),
             holds_granted: AtomicU64::new(0),
             seats_granted: AtomicU64::new(0),
         });
@@ -764,6 +775,7 @@ impl WaitingRoom {
                 retry_after_s: 1,
                 estimated_wait_s: 1,
                 reason: room.all_held().then_some(ALL_HELD),
+                largest_block: room.largest_block(),
             }),
             ClaimOutcome::Expired => Ok(PollAnswer::Expired { position }),
         }
@@ -952,6 +964,9 @@ impl WaitingRoom {
                     let (free, held) = map.left_at(self.now_ms());
                     room.left_held.store(held, Ordering::Relaxed);
                     room.left_free.store(free, Ordering::Relaxed);
+                    let largest = map.largest_blocks().into_iter().map(|(_, n)| n).max();
+                    room.largest_block
+                        .store(largest.map_or(u64::MAX, u64::from), Ordering::Relaxed);
                 }
                 if let Err(error) = self.tick_room(&room, decide, signals, store_down).await {
                     tracing::warn!(event_id = %room.event_id, %error, "waiting-room tick failed");
@@ -1243,6 +1258,7 @@ fn waiting(room: &RoomHandle, position: u64, ahead_of_you: u64) -> PollAnswer {
         retry_after_s,
         estimated_wait_s,
         reason: room.all_held().then_some(ALL_HELD),
+        largest_block: room.largest_block(),
     }
 }
 

@@ -1347,6 +1347,7 @@ async fn slots_follow_the_shopper_and_release_follows_the_seats(state: State) {
         let dan = status(&app, "dan", &event_id, &tickets[3]).await.json();
         assert_eq!(dan["status"], "WAITING", "{dan}");
         assert_eq!(dan["reason"], "ALL_HELD", "{dan}");
+        assert_eq!(dan["largestBlock"], 0, "{dan}");
         // The holds lapse by the store's clock: release follows the seats back, dan gets in.
         app.db.advance_clock(61_000).await;
         admitted(&app, "dan", &event_id, &tickets[3]).await;

@@ -572,7 +572,19 @@
         ahead.textContent = Number(aheadOfYou).toLocaleString();
         wait.textContent = s.status === 'ADMITTED' ? 'None' : (s.estimatedWaitSeconds !== undefined ? duration(s.estimatedWaitSeconds) : '…');
         state.textContent = { WAITING: 'Waiting', ADMITTED: 'Your turn!', EXPIRED: 'Place expired', SOLD_OUT: 'Sold out' }[s.status] || s.status;
+        if (s.status === 'WAITING') {
+          // What is left, told before admission (issue 35): everything held, or only small
+          // blocks left together.
+          const notes = [];
+          if (s.reason === 'ALL_HELD') notes.push('Every seat left is held by other fans right now. Some usually come back when holds lapse or payments fail; you will be let in as they do.');
+          if (s.largestBlock !== undefined) notes.push(s.largestBlock > 0 ? `At most ${s.largestBlock} seat${s.largestBlock > 1 ? 's are' : ' is'} still free side by side in one row.` : 'No seats are free side by side right now.');
+          if (notes.length) clear(problem, notes.join(' '));
+          else clear(problem);
+          problem.className = notes.length ? 'notice info' : 'notice error';
+          problem.setAttribute('data-testid', 'queue-left');
+        }
         if (s.status === 'SOLD_OUT') {
+          problem.className = 'notice error';
           wait.textContent = '—';
           clear(problem, 'Sold out: every ticket is taken. We keep your place and check now and then; if tickets come back, you continue from here. Coming as a group? ',
             h('a', { href: `#/events/${encodeURIComponent(this.eventId)}/waitlist`, 'data-testid': 'join-waitlist-link' }, 'Join the waiting list'),
@@ -621,6 +633,7 @@
             return;
           }
           if (s.status === 'EXPIRED') {
+            problem.className = 'notice error';
             problem.textContent = 'Your place in line expired because you did not come back in time.';
             await new Promise((resolve) => {
               clear(action, h('button', { class: 'btn primary', type: 'button', onclick: resolve }, 'Join the line again'));
@@ -649,6 +662,7 @@
             box.hidden = true;
             return;
           }
+          problem.className = 'notice error';
           problem.textContent = `${explain(e)} We keep trying.`;
           const hint = e.headers ? Number(e.headers.get('Retry-After')) : NaN;
           retryMs = (Number.isFinite(hint) && hint > 0 ? hint : 3) * 1000;

@@ -66,6 +66,11 @@ pub struct QueueStatusResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, example = "ALL_HELD")]
     pub reason: Option<&'static str>,
+    /// With `WAITING`, on reserved seating: the most seats side by side still free in one
+    /// row of any section, so that a party knows before it is admitted whether it can sit
+    /// together (best available `"together": "prefer"` seats a larger party split).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub largest_block: Option<u32>,
 }
 
 /// `GET /v1/admin/events/{eventId}/queue` answer.
@@ -372,6 +377,7 @@ pub async fn queue_status(
             retry_after_s,
             estimated_wait_s,
             reason,
+            largest_block,
         } => (
             QueueStatusResponse {
                 status: "WAITING",
@@ -382,6 +388,7 @@ pub async fn queue_status(
                 admission_expires_at: None,
                 waitlist: None,
                 reason,
+                largest_block,
             },
             Some(retry_after_s),
         ),
@@ -399,6 +406,7 @@ pub async fn queue_status(
                 admission_expires_at: Some(rfc3339_ms(admission.expires_at_ms)),
                 waitlist: None,
                 reason: None,
+                largest_block: None,
             },
             None,
         ),
@@ -412,6 +420,7 @@ pub async fn queue_status(
                 admission_expires_at: None,
                 waitlist: None,
                 reason: None,
+                largest_block: None,
             },
             None,
         ),
@@ -428,6 +437,7 @@ pub async fn queue_status(
                 admission_expires_at: None,
                 waitlist: Some(waitlist_path(&event_id)),
                 reason: None,
+                largest_block: None,
             },
             Some(SOLD_OUT_RETRY_AFTER_S),
         ),
@@ -478,6 +488,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
             retry_after_s,
             estimated_wait_s,
             reason,
+            largest_block,
         } => (
             QueueStatusResponse {
                 status: "WAITING",
@@ -488,6 +499,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
                 admission_expires_at: None,
                 waitlist: None,
                 reason,
+                largest_block,
             },
             retry_after_s,
         ),
@@ -504,6 +516,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
                 admission_expires_at: None,
                 waitlist: Some(waitlist_path(event_id)),
                 reason: None,
+                largest_block: None,
             },
             SOLD_OUT_RETRY_AFTER_S,
         ),
