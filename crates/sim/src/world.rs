@@ -186,6 +186,9 @@ pub(crate) struct Sim {
     pub(crate) store: SimStore,
     pub(crate) ledger: Ledger,
     pub(crate) meter: Meter,
+    /// What is left to sell as of the last tick (a scan of the seats once a tick, not per
+    /// poll).
+    pub(crate) left: Inventory,
     pub(crate) totals: Totals,
     series: Vec<SecondSample>,
     /// Door requests (joins and polls) by simulated second; sleeping fans' polls are added
@@ -286,6 +289,11 @@ impl Sim {
             ticks: 0,
             last_activity_us: 0,
             peak_queue: 0,
+            left: Inventory {
+                free: 0,
+                held: 0,
+                party_size: 0.0,
+            },
             admitted_before: 0,
             config,
         }
@@ -451,7 +459,7 @@ impl Sim {
             POLL_INTERVAL_MAX_S,
         )
         .1;
-        if self.inventory().returns_reach(ahead_of_you) {
+        if self.left.returns_reach(ahead_of_you) {
             retry_s.min(boxoffice_waitroom::controller::RETURNS_POLL_S)
         } else {
             retry_s
@@ -474,6 +482,7 @@ impl Sim {
         let unclaimed = unclaimed(&self.release.history, &stats);
         let sold_out = self.store.sold_out();
         let inventory = self.inventory();
+        self.left = inventory;
         let shopping = stats.slots.idle + unclaimed;
         if self.now_us > 0 && self.now_us.is_multiple_of(TICKS_PER_DECISION * TICK_US) {
             self.close_second(&stats, unclaimed, sold_out, inventory, shopping);
