@@ -20,6 +20,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod inventory;
 pub mod order;
+pub mod pipeline;
 pub mod seatmap;
 pub mod settlement;
 
