@@ -19,8 +19,11 @@
 //!   before failed; another writer committed, bounded by [`SEQUENCE_MOVES_MAX`]) do not count;
 //! - the expiry timer: when the engine's earliest hold deadline passes and nothing is in
 //!   flight or queued, a group without commands ends the lapsed holds;
-//! - the catch-up: a decision about a hold the engine does not keep (made elsewhere) asks
-//!   for the change feed before the next group, once nothing is in flight.
+//! - the catch-up: a group decided with nothing in flight (new commands after a pause, an
+//!   expiry, a waiting-list match) starts from an engine that has read the change feed, so a
+//!   request sees every commit answered before it, and an expiry sees a checkout made
+//!   elsewhere; a decision about a hold the engine does not keep (made elsewhere) asks for
+//!   the feed before the next group too.
 //!
 //! Architecture invariant: no answer before its group committed, and no group decided after
 //! a refused one is answered as decided: a refusal empties the pipeline before the reload.
@@ -174,6 +177,9 @@ pub struct Pipeline<T, E> {
     stale: bool,
     /// A catch-up was asked for and not answered yet.
     catching_up: bool,
+    /// The engine has read every change made elsewhere (loaded or caught up) and decided
+    /// nothing since.
+    fresh: bool,
     next_group: u64,
     /// The earliest timer asked for that has not run yet.
     timer_at: Option<OffsetDateTime>,
@@ -200,6 +206,7 @@ impl<T, E> Pipeline<T, E> {
             broken: false,
             stale: false,
             catching_up: false,
+            fresh: false,
             next_group: 0,
             timer_at: None,
             actions: VecDeque::new(),
@@ -271,6 +278,7 @@ impl<T, E> Pipeline<T, E> {
         match result {
             Ok(engine) => {
                 self.engine = Some(engine);
+                self.fresh = true;
                 // The new engine's deadlines are armed afresh.
                 self.timer_at = None;
             }
@@ -290,6 +298,7 @@ impl<T, E> Pipeline<T, E> {
         self.catching_up = false;
         if ok {
             self.stale = false;
+            self.fresh = true;
         } else {
             self.broken = true;
         }
@@ -362,6 +371,7 @@ impl<T, E> Pipeline<T, E> {
         self.broken = false;
         self.stale = false;
         self.catching_up = false;
+        self.fresh = false;
         self.in_flight.clear();
         self.fail_queued(error);
     }
@@ -409,6 +419,11 @@ impl<T, E> Pipeline<T, E> {
             }
             return None;
         }
+        if self.in_flight.is_empty() && !self.fresh && self.idle_group_due(clock) {
+            // What changed elsewhere first (a release on another node, a checkout that
+            // extended a hold about to lapse).
+            self.stale = true;
+        }
         if self.stale {
             if self.in_flight.is_empty() {
                 self.catching_up = true;
@@ -450,10 +465,22 @@ impl<T, E> Pipeline<T, E> {
         None
     }
 
+    /// Whether a group would be decided now if the pipeline were not waiting for anything.
+    fn idle_group_due(&self, clock: Clock) -> bool {
+        self.queued_len() > 0
+            || self.engine.as_ref().is_some_and(|engine| {
+                engine
+                    .next_deadline()
+                    .is_some_and(|deadline| deadline <= clock.now)
+                    || engine.waitlist_wants_group()
+            })
+    }
+
     fn decide(&mut self, jobs: Vec<Job<T>>, kind: GroupKind, clock: Clock) {
         let Some(engine) = self.engine.as_mut() else {
             return;
         };
+        self.fresh = false;
         let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
         let (decisions, effects) = engine.decide_within(clock.now, clock.latest, &commands);
         // A command about a hold the engine does not keep (made or changed elsewhere) is

@@ -317,6 +317,13 @@ fn a_lapsed_hold_arms_the_timer_and_an_expiry_group_ends_it() {
     // Armed once: nothing more before the deadline.
     assert!(drain(&mut pipeline, Clock::exact(deadline - Duration::SECOND)).is_empty());
     pipeline.tick(deadline);
+    // What changed elsewhere first: a checkout may have extended the hold.
+    let actions = drain(&mut pipeline, Clock::exact(deadline));
+    assert!(
+        matches!(actions.as_slice(), [Action::CatchUp]),
+        "{actions:?}"
+    );
+    pipeline.caught_up(true);
     let expiry = commits(drain(&mut pipeline, Clock::exact(deadline)));
     assert_eq!(expiry.len(), 1);
     assert_eq!(expiry[0].kind, GroupKind::Expiry);
@@ -393,4 +400,46 @@ fn stop_answers_the_queue_and_forgets_the_engine() {
         })
         .collect();
     assert_eq!(failed, [3, 4]);
+}
+
+#[test]
+fn a_group_after_a_pause_reads_the_change_feed_first_but_not_after_a_load() {
+    let mut pipeline = TestPipeline::new();
+    let group = loaded_with(&mut pipeline, vec![hold(1, 1)]).remove(0);
+    assert_eq!(tickets(&group), [1], "a fresh engine decides at once");
+    pipeline.committed(group, true);
+    drain(&mut pipeline, clock());
+    pipeline.submit(hold(2, 2), 2);
+    let actions = drain(&mut pipeline, clock());
+    assert!(
+        matches!(actions.as_slice(), [Action::CatchUp]),
+        "{actions:?}"
+    );
+    pipeline.submit(hold(3, 3), 3);
+    assert!(drain(&mut pipeline, clock()).is_empty(), "one catch-up");
+    pipeline.caught_up(true);
+    let groups = commits(drain(&mut pipeline, clock()));
+    assert_eq!(groups.len(), 1);
+    assert_eq!(tickets(&groups[0]), [2, 3]);
+}
+
+#[test]
+fn a_failed_catch_up_loads_the_engine_again() {
+    let mut pipeline = TestPipeline::new();
+    let group = loaded_with(&mut pipeline, vec![hold(1, 1)]).remove(0);
+    pipeline.committed(group, true);
+    drain(&mut pipeline, clock());
+    pipeline.mark_stale();
+    pipeline.submit(hold(2, 2), 2);
+    let actions = drain(&mut pipeline, clock());
+    assert!(
+        matches!(actions.as_slice(), [Action::CatchUp]),
+        "{actions:?}"
+    );
+    pipeline.caught_up(false);
+    let actions = drain(&mut pipeline, clock());
+    assert!(matches!(actions.as_slice(), [Action::Load]), "{actions:?}");
+    pipeline.loaded(Ok(engine(8)));
+    let groups = commits(drain(&mut pipeline, clock()));
+    assert_eq!(tickets(&groups[0]), [2]);
 }
