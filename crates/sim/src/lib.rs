@@ -2,14 +2,15 @@
 //! code under simulated fans, a simulated payment provider, simulated store latency and
 //! simulated time, in the manner of FoundationDB's simulation testing and TigerBeetle's VOPR.
 //!
-//! The real code: `boxoffice_domain::engine::EventEngine` decides every hold, checkout,
-//! payment verdict and release, in groups, as the server's event writer feeds it;
-//! `boxoffice_waitroom::room::Room` keeps the queue and the active shoppers;
-//! `boxoffice_waitroom::controller::ReleaseController` decides the release rate once a
-//! second from signals the simulation measures in simulated time. Around them, simulated:
-//! the fans (`fans.rs`), the writer's pipeline and the store's commit latency, failures and
-//! reloads (`writer.rs`), the store's rows (`store.rs`), and time (`world.rs`: one binary
-//! heap of events).
+//! The real code: `boxoffice_domain::pipeline::Pipeline`, the server's event writer
+//! pipeline, groups the commands, decides what to load, commit, answer and decide again;
+//! `boxoffice_domain::engine::EventEngine` decides every hold, checkout, payment verdict and
+//! release in those groups; `boxoffice_waitroom::room::Room` keeps the queue and the active
+//! shoppers; `boxoffice_waitroom::controller::ReleaseController` decides the release rate
+//! once a second from signals the simulation measures in simulated time. Around them,
+//! simulated: the fans (`fans.rs`), the store's commit latency, failures, loads and the
+//! writer's crash (`writer.rs`), the store's rows (`store.rs`), and time (`world.rs`: one
+//! binary heap of events).
 //!
 //! One seeded PRNG ([`rng::SplitMix64`]) drives everything, so a seed fixes the run: the
 //! report's trace hash (SHA-256 over one line per event processed) is the same for the same

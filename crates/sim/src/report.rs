@@ -362,10 +362,10 @@ pub(crate) fn build(finished: Finished) -> Report {
 /// The model of IO and clients the run used, in words (the report states it).
 fn model(config: &SimConfig) -> Vec<String> {
     use crate::writer::{
-        COMMIT_MEDIAN_MS, COMMIT_SIGMA, COMMIT_US_PER_COMMAND, GROUP_COMMANDS_MAX,
-        GROUPS_IN_FLIGHT_MAX, LOAD_MEDIAN_MS, LOAD_SIGMA, LOAD_US_PER_SEAT, RECORD_STEP_US,
-        STORE_TIMEOUT_US,
+        COMMIT_MEDIAN_MS, COMMIT_SIGMA, COMMIT_US_PER_COMMAND, LOAD_MEDIAN_MS, LOAD_SIGMA,
+        LOAD_US_PER_SEAT, RECORD_STEP_US, STORE_TIMEOUT_US,
     };
+    use boxoffice_domain::pipeline::{GROUP_COMMANDS_MAX, GROUPS_IN_FLIGHT_MAX};
     vec![
         format!(
             "Scale {}: {} fans arriving over {} s ({}), on-sale at {} s (earlier arrivals wait in the pre-queue, shuffled at on-sale), {} seats ({} sections of {} rows of {}) sold best-available, 1-4 seats a fan, at most {} shoppers at once.",

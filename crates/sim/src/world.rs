@@ -660,7 +660,7 @@ impl Sim {
     }
 
     pub(crate) fn check_engine(&mut self) {
-        let Some(engine) = &self.writer.engine else {
+        let Some(engine) = self.writer.engine() else {
             return;
         };
         self.last_engine_check_us = Some(self.now_us);

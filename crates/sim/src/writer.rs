@@ -1,43 +1,32 @@
-//! The event writer under simulated time, as `server/src/writer.rs` runs it: two lanes (what
-//! completes a sale first, then new holds), groups of up to [`GROUP_COMMANDS_MAX`] decided by
-//! the real [`EventEngine`], up to [`GROUPS_IN_FLIGHT_MAX`] committing at once (the next is
-//! decided while one commits), answers only after the commit. A failed commit throws the
-//! engine away: the failed group's commands and its successors' are decided again, after a
-//! load from the store, before anything newer (a command whose own group failed
-//! [`GROUP_ATTEMPTS_MAX`] times gets the store's error; from [`GROUP_ATTEMPTS_ALONE`] it is
-//! decided alone). When the earliest hold deadline passes and nothing is in flight, a group
-//! without commands expires it.
+//! The event writer under simulated IO and time. The pipeline itself is the server's:
+//! [`boxoffice_domain::pipeline::Pipeline`] decides what to group, when to load, what to
+//! answer and what to decide again; this file only carries out what it asks for, with the
+//! latency and faults of a simulated store, and feeds the results back (as TigerBeetle's
+//! simulator runs the real replica code under simulated IO).
 //!
 //! The IO latency model (stated in the report):
 //! - a group commit takes a lognormal time, median [`COMMIT_MEDIAN_MS`] ms, shape
 //!   [`COMMIT_SIGMA`], plus [`COMMIT_US_PER_COMMAND`] µs per command; it finishes no earlier
 //!   than [`RECORD_STEP_US`] µs after the group before it (the last step waits for the
-//!   predecessor's commit);
+//!   predecessor's commit); a failed commit makes the groups sent after it give up at once
+//!   (their turn sees it failed, as `GroupTurn` tells the server's);
 //! - an engine load takes a lognormal time, median [`LOAD_MEDIAN_MS`] ms, shape
 //!   [`LOAD_SIGMA`], plus
 //!   [`LOAD_US_PER_SEAT`] µs per seat;
 //! - while the store is down, a commit or a load fails after [`STORE_TIMEOUT_US`] µs;
-//! - deciding takes no simulated time (the engine is in memory).
+//! - deciding and catching up take no simulated time (the engine is in memory, and nothing
+//!   but this writer changes the simulated store, so a catch-up finds nothing).
 
 use std::collections::VecDeque;
 
-use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::SeatRow;
-use boxoffice_domain::engine::{Command, Decision, Effects, EngineRows, EventEngine};
+use boxoffice_domain::engine::{Command, EngineRows, EventEngine};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
+use boxoffice_domain::pipeline::{Action, Clock, Group, GroupKind, Pipeline, Refusal};
 
 use crate::store::Recorded;
 use crate::world::{Event, Sim, epoch_ms, store_clock};
 
-/// Most commands decided in one group (the server's `GROUP_COMMANDS_MAX`).
-pub const GROUP_COMMANDS_MAX: usize = 256;
-/// Groups committing at once.
-pub const GROUPS_IN_FLIGHT_MAX: usize = 2;
-/// Times a command is decided again after its own group was refused, before its request
-/// gets the store's error.
-pub const GROUP_ATTEMPTS_MAX: u32 = 5;
-/// From this attempt on, a refused group's commands are decided one at a time.
-pub const GROUP_ATTEMPTS_ALONE: u32 = 2;
 /// Median group commit, milliseconds. Calibrated on the one-tenth sale through the room
 /// (`ONLY=door bash bench/speed.sh 10 3`, 2026-12-04): the writer's group commits
 /// (`boxoffice_hold_batch_seconds`, median group one command) had a median p50 of 3.3 ms and
@@ -65,64 +54,75 @@ pub const CRASH_COMMITTED_SHARE: f64 = 0.5;
 /// two seats or more is sold.
 pub const PLANT_AFTER_ON_SALE_S: u64 = 20;
 
-/// One request waiting for its answer.
+/// What the simulation keeps for a request at the writer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request {
+    fan: u32,
+    /// When the request reached the writer (its latency runs from here).
+    submitted_us: u64,
+}
+
+/// Why a request got no decision.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Failure {
+    /// The store's error (its latency counts).
+    Store,
+    /// The writer died: a broken connection.
+    Lost,
+}
+
+/// An answered request, as a fan hears it.
 #[derive(Debug, Clone)]
 pub(crate) struct Job {
     pub(crate) fan: u32,
-    pub(crate) command: Command,
     /// When the request reached the writer (its latency runs from here).
     pub(crate) submitted_us: u64,
-    /// Groups of this command the store refused for their own writes.
-    pub(crate) attempts: u32,
 }
 
-/// A decided group on its way to the store.
+/// A group at the simulated store.
 #[derive(Debug)]
-pub(crate) struct Group {
-    id: u64,
-    jobs: Vec<Job>,
-    decisions: Vec<Decision>,
-    effects: Effects,
-    /// The group's clock.
-    now: OffsetDateTime,
+struct Sent {
+    group: Group<Request>,
     started_us: u64,
     /// Why the commit fails, when it does (drawn when the group is sent).
     fails: Option<&'static str>,
 }
 
-/// The writer's state. See the module docs.
+/// The writer: the real pipeline, and the IO it asked for that has not finished.
 #[derive(Debug, Default)]
 pub(crate) struct Writer {
-    pub(crate) engine: Option<EventEngine>,
-    sale: VecDeque<Job>,
-    holds: VecDeque<Job>,
-    /// Commands of failed groups, decided again before anything newer.
-    redo: VecDeque<Job>,
-    in_flight: VecDeque<Group>,
+    pipeline: Pipeline<Request, Failure>,
+    /// Groups at the store, oldest first.
+    in_flight: VecDeque<Sent>,
     /// The load in progress, by number (a crash makes its answer stale).
     loading: Option<u64>,
     loads_started: u64,
     crashed: bool,
-    next_group: u64,
     /// When the last group sent finishes.
     last_done_us: u64,
-    /// The earliest `WriterTimer` scheduled and not yet run.
-    timer_at_us: Option<u64>,
 }
 
 impl Writer {
-    fn depth(&self) -> u64 {
-        (self.sale.len() + self.holds.len() + self.redo.len()) as u64
+    /// The pipeline's engine, when loaded.
+    pub(crate) fn engine(&self) -> Option<&EventEngine> {
+        self.pipeline.engine()
     }
 
     /// How long each hold request not answered yet has waited, microseconds.
     pub(crate) fn hold_ages(&self, now_us: u64) -> Vec<u64> {
-        let queued = self.sale.iter().chain(&self.holds).chain(&self.redo);
-        let in_flight = self.in_flight.iter().flat_map(|group| &group.jobs);
+        let queued = self
+            .pipeline
+            .queued()
+            .map(|job| (&job.command, job.context.submitted_us));
+        let in_flight = self
+            .in_flight
+            .iter()
+            .flat_map(|sent| &sent.group.jobs)
+            .map(|job| (&job.command, job.context.submitted_us));
         queued
             .chain(in_flight)
-            .filter(|job| matches!(job.command, Command::Hold(_)))
-            .map(|job| now_us.saturating_sub(job.submitted_us))
+            .filter(|(command, _)| matches!(command, Command::Hold(_)))
+            .map(|(_, submitted_us)| now_us.saturating_sub(submitted_us))
             .collect()
     }
 }
@@ -140,110 +140,79 @@ impl Sim {
             );
             return;
         }
-        let job = Job {
+        let request = Request {
             fan,
-            command,
             submitted_us: self.now_us,
-            attempts: 0,
         };
-        if matches!(job.command, Command::Hold(_)) {
-            self.writer.holds.push_back(job);
-        } else {
-            self.writer.sale.push_back(job);
-        }
-        self.meter.queue_depth_max = self.meter.queue_depth_max.max(self.writer.depth());
+        self.writer.pipeline.submit(command, request);
+        let depth = self.writer.pipeline.queued_len() as u64;
+        self.meter.queue_depth_max = self.meter.queue_depth_max.max(depth);
         self.kick_writer();
     }
 
-    /// Does whatever the writer can do now: load an engine it lacks, decide groups while the
-    /// pipeline has room, expire lapsed holds when idle.
+    /// Carries out whatever the pipeline asks for now, until it waits for an input.
     pub(crate) fn kick_writer(&mut self) {
-        loop {
-            let writer = &self.writer;
-            if writer.crashed || writer.loading.is_some() {
-                break;
-            }
-            let Some(engine) = &writer.engine else {
-                if writer.in_flight.is_empty() {
-                    self.start_load();
-                }
-                break;
-            };
-            if writer.in_flight.len() >= GROUPS_IN_FLIGHT_MAX {
-                break;
-            }
-            let jobs: Vec<Job> = if !writer.redo.is_empty() {
-                let isolate = writer
-                    .redo
-                    .front()
-                    .is_some_and(|job| job.attempts >= GROUP_ATTEMPTS_ALONE);
-                let n = if isolate {
-                    1
-                } else {
-                    writer.redo.len().min(GROUP_COMMANDS_MAX)
-                };
-                self.writer.redo.drain(..n).collect()
-            } else if !writer.sale.is_empty() || !writer.holds.is_empty() {
-                let from_sale = writer.sale.len().min(GROUP_COMMANDS_MAX);
-                let mut jobs: Vec<Job> = self.writer.sale.drain(..from_sale).collect();
-                let from_holds = self.writer.holds.len().min(GROUP_COMMANDS_MAX - jobs.len());
-                jobs.extend(self.writer.holds.drain(..from_holds));
-                jobs
-            } else {
-                let expiry_due = engine
-                    .next_deadline()
-                    .is_some_and(|deadline| deadline <= store_clock(self.now_us));
-                if !(expiry_due && writer.in_flight.is_empty()) {
-                    break;
-                }
-                self.totals.expiry_groups += 1;
-                Vec::new()
-            };
-            self.decide_group(jobs);
+        if !self.writer.crashed {
+            self.carry_out();
         }
-        self.arm_writer_timer();
     }
 
-    /// Schedules a `WriterTimer` at the engine's earliest hold deadline, unless one is due
-    /// sooner.
-    fn arm_writer_timer(&mut self) {
-        let Some(deadline) = self
-            .writer
-            .engine
-            .as_ref()
-            .and_then(EventEngine::next_deadline)
-        else {
-            return;
-        };
-        let at_us = u64::try_from(epoch_ms(deadline)).unwrap_or(0) * 1_000;
-        if at_us <= self.now_us || self.writer.timer_at_us.is_some_and(|t| t <= at_us) {
-            return;
+    fn carry_out(&mut self) {
+        let clock = Clock::exact(store_clock(self.now_us));
+        loop {
+            // The room's demand, as the engine decides with it (hold TTL that follows the
+            // sale): read before each poll, which may decide a group.
+            let waiting = self.room.stats().waiting > 0;
+            if let Some(engine) = self.writer.pipeline.engine_mut() {
+                engine.set_demand_waiting(waiting);
+            }
+            let Some(action) = self.writer.pipeline.poll(clock) else {
+                break;
+            };
+            match action {
+                Action::Load => self.start_load(),
+                Action::CatchUp => {
+                    // Only this writer changes the simulated store: the feed is empty, so
+                    // the catch-up is not traced (nor timed).
+                    self.writer.pipeline.caught_up(true);
+                }
+                Action::Commit(group) => self.send_group(group),
+                Action::Answer(group) => self.commit(group, false),
+                Action::Fail(job, failure) => {
+                    let fan = job.context.fan;
+                    match failure {
+                        Failure::Store => {
+                            self.request_failed(fan, Some(job.context.submitted_us));
+                        }
+                        Failure::Lost => {
+                            self.totals.answers_lost += 1;
+                            self.request_failed(fan, None);
+                        }
+                    }
+                }
+                Action::ArmTimer(at) => {
+                    let at_us = u64::try_from(epoch_ms(at)).unwrap_or(0) * 1_000;
+                    self.schedule_at(at_us, Event::WriterTimer);
+                }
+            }
         }
-        self.writer.timer_at_us = Some(at_us);
-        self.schedule_at(at_us, Event::WriterTimer);
     }
 
     pub(crate) fn writer_timer(&mut self) {
-        if self.writer.timer_at_us.is_some_and(|t| t <= self.now_us) {
-            self.writer.timer_at_us = None;
-        }
+        self.writer.pipeline.tick(store_clock(self.now_us));
         self.trace(format_args!("writer timer"));
         self.kick_writer();
     }
 
-    /// Decides `jobs` on the engine now and sends the group to the store.
-    fn decide_group(&mut self, jobs: Vec<Job>) {
-        let now = store_clock(self.now_us);
-        let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
-        let waiting = self.room.stats().waiting > 0;
-        let Some(engine) = self.writer.engine.as_mut() else {
-            return;
-        };
-        engine.set_demand_waiting(waiting);
-        let (decisions, effects) = engine.decide(now, &commands);
+    /// Sends a decided group to the simulated store: when its commit finishes, and whether
+    /// it fails, are drawn now.
+    fn send_group(&mut self, group: Group<Request>) {
+        if group.kind == GroupKind::Expiry {
+            self.totals.expiry_groups += 1;
+        }
         let started_us = self.now_us;
         let commit_us = (self.rng.lognormal(COMMIT_MEDIAN_MS, COMMIT_SIGMA) * 1_000.0) as u64
-            + COMMIT_US_PER_COMMAND * jobs.len() as u64;
+            + COMMIT_US_PER_COMMAND * group.jobs.len() as u64;
         let mut done_us = (started_us + commit_us).max(self.writer.last_done_us + RECORD_STEP_US);
         let mut fails = None;
         if self.store_down(started_us) || self.store_down(done_us) {
@@ -256,20 +225,15 @@ impl Sim {
             fails = Some("commit failed");
         }
         self.writer.last_done_us = done_us;
-        let id = self.writer.next_group;
-        self.writer.next_group += 1;
-        self.totals.commands += jobs.len() as u64;
+        self.totals.commands += group.jobs.len() as u64;
+        let id = group.id;
         self.trace(format_args!(
             "group {id} decided {} commands, commits at {done_us}{}",
-            jobs.len(),
+            group.jobs.len(),
             if fails.is_some() { " (fails)" } else { "" }
         ));
-        self.writer.in_flight.push_back(Group {
-            id,
-            jobs,
-            decisions,
-            effects,
-            now,
+        self.writer.in_flight.push_back(Sent {
+            group,
             started_us,
             fails,
         });
@@ -282,59 +246,38 @@ impl Sim {
             .writer
             .in_flight
             .front()
-            .is_none_or(|group| group.id != id)
+            .is_none_or(|sent| sent.group.id != id)
         {
             return;
         }
-        let Some(group) = self.writer.in_flight.pop_front() else {
+        let Some(sent) = self.writer.in_flight.pop_front() else {
             return;
         };
-        let elapsed_us = self.now_us - group.started_us;
+        let elapsed_us = self.now_us - sent.started_us;
         self.meter.group_latencies_us.push(elapsed_us);
         self.totals.group_latencies_us.push(elapsed_us);
-        if let Some(reason) = group.fails {
-            self.group_failed(group, reason);
-        } else {
-            self.commit(group, false);
+        match sent.fails {
+            Some(reason) => {
+                self.trace(format_args!("group {id} failed: {reason}"));
+                self.totals.groups_failed += 1;
+                self.totals.store_errors += 1;
+                self.meter.store_errors += 1;
+                let pipeline = &mut self.writer.pipeline;
+                pipeline.refused(sent.group, Refusal::Own, Failure::Store);
+                // The groups sent after it give up at once: their turn sees it failed.
+                for successor in self.writer.in_flight.drain(..) {
+                    pipeline.refused(successor.group, Refusal::Predecessor, Failure::Store);
+                }
+            }
+            None => self.writer.pipeline.committed(sent.group, true),
         }
         self.kick_writer();
-    }
-
-    /// The store refused a group: the engine is thrown away; the group's commands and its
-    /// successors' are decided again after a load, the group's own counting an attempt.
-    fn group_failed(&mut self, group: Group, reason: &'static str) {
-        self.trace(format_args!("group {} failed: {reason}", group.id));
-        self.totals.groups_failed += 1;
-        self.totals.store_errors += 1;
-        self.meter.store_errors += 1;
-        self.writer.engine = None;
-        let mut again: Vec<Job> = group
-            .jobs
-            .into_iter()
-            .map(|job| Job {
-                attempts: job.attempts + 1,
-                ..job
-            })
-            .collect();
-        for successor in self.writer.in_flight.drain(..) {
-            again.extend(successor.jobs);
-        }
-        let mut kept = VecDeque::with_capacity(again.len() + self.writer.redo.len());
-        for job in again {
-            if job.attempts >= GROUP_ATTEMPTS_MAX {
-                self.request_failed(job.fan, Some(job.submitted_us));
-            } else {
-                kept.push_back(job);
-            }
-        }
-        kept.extend(self.writer.redo.drain(..));
-        self.writer.redo = kept;
     }
 
     /// A group committed: the ledger checks it, the store writes it, the room returns the
     /// slots of trips it ended, and (unless the writer died before answering) each request
     /// gets its answer.
-    fn commit(&mut self, group: Group, answers_lost: bool) {
+    fn commit(&mut self, group: Group<Request>, answers_lost: bool) {
         let now_ms = epoch_ms(group.now);
         let mut findings = Vec::new();
         self.ledger.apply(&group.effects, now_ms, &mut findings);
@@ -343,7 +286,8 @@ impl Sim {
         }
         let mut records = Vec::new();
         for (job, decision) in group.jobs.iter().zip(&group.decisions) {
-            if let (Command::Hold(request), Decision::Hold(outcome)) = (&job.command, decision)
+            if let (Command::Hold(request), boxoffice_domain::engine::Decision::Hold(outcome)) =
+                (&job.command, decision)
                 && let Some(answer) = Recorded::of(outcome)
             {
                 records.push((
@@ -354,7 +298,7 @@ impl Sim {
             }
         }
         let ended = self.store.apply(&group.effects, records, group.now);
-        if let Some(engine) = &mut self.writer.engine {
+        if let Some(engine) = self.writer.pipeline.engine_mut() {
             engine.committed(self.store.version, self.store.writer_seq);
         }
         self.totals.groups_committed += 1;
@@ -386,9 +330,13 @@ impl Sim {
         for (job, decision) in group.jobs.into_iter().zip(group.decisions) {
             if answers_lost {
                 self.totals.answers_lost += 1;
-                self.request_failed(job.fan, None);
+                self.request_failed(job.context.fan, None);
             } else {
-                self.answer(job, decision);
+                let answered = Job {
+                    fan: job.context.fan,
+                    submitted_us: job.context.submitted_us,
+                };
+                self.answer(answered, decision);
             }
         }
         self.check_engine_after_commit();
@@ -397,7 +345,7 @@ impl Sim {
         }
     }
 
-    /// Starts loading the engine from the store (the writer has none).
+    /// Starts loading the engine from the store (the pipeline asked for it).
     fn start_load(&mut self) {
         let load = self.writer.loads_started;
         self.writer.loads_started += 1;
@@ -425,8 +373,7 @@ impl Sim {
                 store_clock(self.now_us),
             );
             engine.set_hold_ttl_follows_sale(self.config.hold_ttl_follows_sale);
-            self.writer.engine = Some(engine);
-            self.writer.timer_at_us = None;
+            self.writer.pipeline.loaded(Ok(engine));
             self.totals.loads += 1;
             let version = self.store.version;
             self.trace(format_args!("load {load} done at v{version}"));
@@ -437,52 +384,36 @@ impl Sim {
             self.meter.store_errors += 1;
             self.trace(format_args!("load {load} failed: store down"));
             // Every command waiting for the engine gets the store's error.
-            let waiting: Vec<Job> = self
-                .writer
-                .redo
-                .drain(..)
-                .chain(self.writer.sale.drain(..))
-                .chain(self.writer.holds.drain(..))
-                .collect();
-            for job in waiting {
-                self.request_failed(job.fan, Some(job.submitted_us));
-            }
+            self.writer.pipeline.loaded(Err(Failure::Store));
         }
         self.kick_writer();
     }
 
     /// The writer dies: each group in flight committed or not (in order), every request it
-    /// had is answered by a broken connection, and it comes back later to load the engine.
+    /// had is answered by a broken connection, and it comes back later (its first command
+    /// loads the engine).
     pub(crate) fn writer_crash(&mut self) {
         let restart_us = self.faults.writer_crash.map_or(1_000, |(_, ms)| ms) * 1_000;
         self.trace(format_args!("writer crash"));
         self.writer.crashed = true;
-        self.writer.engine = None;
         self.writer.loading = None;
+        // The engine goes first: a group that committed before the death tells it nothing.
+        self.writer.pipeline.stop(&Failure::Lost);
         let mut committing = true;
-        let groups: Vec<Group> = self.writer.in_flight.drain(..).collect();
-        for group in groups {
+        let sent: Vec<Sent> = self.writer.in_flight.drain(..).collect();
+        for sent in sent {
             committing = committing && self.rng.chance(CRASH_COMMITTED_SHARE);
             if committing {
-                self.commit(group, true);
+                self.commit(sent.group, true);
             } else {
-                for job in group.jobs {
+                for job in sent.group.jobs {
                     self.totals.answers_lost += 1;
-                    self.request_failed(job.fan, None);
+                    self.request_failed(job.context.fan, None);
                 }
             }
         }
-        let queued: Vec<Job> = self
-            .writer
-            .redo
-            .drain(..)
-            .chain(self.writer.sale.drain(..))
-            .chain(self.writer.holds.drain(..))
-            .collect();
-        for job in queued {
-            self.totals.answers_lost += 1;
-            self.request_failed(job.fan, None);
-        }
+        // The queued commands' broken connections.
+        self.carry_out();
         self.schedule_in(restart_us, Event::WriterRestart);
     }
 
@@ -500,7 +431,7 @@ impl Sim {
         if self.now_us < on_sale_us + PLANT_AFTER_ON_SALE_S * 1_000_000 {
             return;
         }
-        let Some(engine) = self.writer.engine.as_mut() else {
+        let Some(engine) = self.writer.pipeline.engine_mut() else {
             return;
         };
         let Some(victim) = self
