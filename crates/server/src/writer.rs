@@ -2,22 +2,22 @@
 //! (`boxoffice_domain::engine::EventEngine`) and through which every hold, release,
 //! checkout start, checkout payment verdict, compensation and exchange into the event passes.
 //!
-//! The writer takes whatever is queued (up to [`GROUP_COMMANDS_MAX`]), decides it in memory
-//! in arrival order, and hands the group's effects to the store ([`EngineStore::apply_group`],
-//! one transaction of conditional, counted writes). While that group commits, the next is
-//! decided on top of it: up to [`GROUPS_IN_FLIGHT_MAX`] groups are in flight. A request is
-//! answered only after its own group committed.
+//! What to decide, when to commit, what to answer and what to decide again is the domain's
+//! pipeline ([`boxoffice_domain::pipeline::Pipeline`], the same state machine the
+//! simulation drives): it takes whatever is queued (up to its `GROUP_COMMANDS_MAX`), decides
+//! it in memory in arrival order, and asks for the group to be written; this file does the
+//! IO it asks for. The group's effects go to the store ([`EngineStore::apply_group`], one
+//! transaction of conditional, counted writes). While that group commits, the next is
+//! decided on top of it: up to `GROUPS_IN_FLIGHT_MAX` groups are in flight, each starting
+//! its transaction after its predecessor's locks and recording its sequence after its
+//! predecessor's commit (`GroupTurn`). A request is answered only after its own group
+//! committed.
 //!
 //! Architecture invariant: no answer before its commit, and no group after a failed one is
 //! answered as decided. Each group carries the next writer sequence number and the store
-//! refuses a group whose predecessor did not commit; when a group fails the writer waits for
-//! the rest of the pipeline, loads the event again and decides every uncommitted request
-//! anew (up to [`GROUP_ATTEMPTS_MAX`] times for refusals of the group's own writes; a group
-//! refused only because the one before it failed does not count, nor one refused because
-//! another writer committed, which is bounded by [`SEQUENCE_MOVES_MAX`]), before anything
-//! newer. From the
-//! [`GROUP_ATTEMPTS_ALONE`]th attempt each of them is decided in a group of its own, so a
-//! command the store keeps refusing fails alone.
+//! refuses a group whose predecessor did not commit; when a group fails the pipeline waits
+//! for the rest of it, loads the event again and decides every uncommitted request anew
+//! (the attempt limits are the pipeline's), before anything newer.
 //!
 //! The writer also expires its event's holds: when the earliest deadline passes it runs a
 //! group without commands, in which the engine ends every `HELD` hold past its deadline.
@@ -38,13 +38,14 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
-    Decision, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest, PaymentDecision,
-    PaymentOutcome, PaymentRequest, ReleaseDecision, TransferDecision, TransferRequest,
-    WaitlistDecision, WaitlistJoin,
+    Decision, Effects, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest,
+    PaymentDecision, PaymentOutcome, PaymentRequest, ReleaseDecision, TransferDecision,
+    TransferRequest, WaitlistDecision, WaitlistJoin,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
+use boxoffice_domain::pipeline::{Action, Clock, GROUP_COMMANDS_MAX, GroupKind, Pipeline, Refusal};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OrderView, PaymentOperation, ProviderVerdict, RenderOrder,
     Settled,
@@ -65,21 +66,9 @@ use futures_util::stream::FuturesOrdered;
 use time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// Most commands decided in one group.
-pub const GROUP_COMMANDS_MAX: usize = 256;
-/// Commands queued per event and lane before new ones are refused with 429.
+/// Commands queued per event and lane before new ones are refused with 429 (besides the
+/// group's worth the pipeline takes in ahead of deciding it).
 pub const QUEUE_COMMANDS_MAX: usize = 10_000;
-/// Groups committing at once per event: one commits while the next is decided and sent.
-pub const GROUPS_IN_FLIGHT_MAX: usize = 2;
-/// Times a command is decided again after its group was refused, before its request gets
-/// the store's error.
-pub const GROUP_ATTEMPTS_MAX: u32 = 5;
-/// Times a command's group is refused because another writer committed since the engine
-/// was loaded (another node, a one-shot group), before its request gets the store's error.
-/// Not the command's fault, so not counted in [`GROUP_ATTEMPTS_MAX`]; bounded all the same.
-pub const SEQUENCE_MOVES_MAX: u32 = 50;
-/// From this attempt on, a refused group's commands are decided in groups of one.
-pub const GROUP_ATTEMPTS_ALONE: u32 = 2;
 /// How often the writer reads the change feed for changes made elsewhere while it is busy.
 pub const CATCH_UP_INTERVAL_MS: u64 = 100;
 /// Change rows read per catch-up step.
@@ -243,8 +232,14 @@ fn exchange_command(start: &ExchangeStart, gone: &Surrender, order: &OrderView) 
     })
 }
 
+/// A request on its way to the writer: its command, and what the writer keeps for it.
 struct Job {
     command: Command,
+    context: Context,
+}
+
+/// What the writer keeps for a request besides its command, while the pipeline has it.
+struct Context {
     /// What an accepted transfer writes besides the engine's effect.
     transfer: Option<Box<TransferWrite>>,
     checkout: Option<Box<CheckoutContext>>,
@@ -252,11 +247,26 @@ struct Job {
     compensate: Option<Box<CompensateContext>>,
     exchange: Option<Box<ExchangeContext>>,
     reply: oneshot::Sender<StoreResult<Answer>>,
-    /// Groups this command was in that the store refused for their own writes.
-    attempts: u32,
-    /// Groups this command was in that another writer's commit refused.
-    moved: u32,
 }
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").finish_non_exhaustive()
+    }
+}
+
+/// The store's error, the same for each request of a group that failed as a whole.
+#[derive(Debug)]
+struct Refused(StoreError);
+
+impl Clone for Refused {
+    fn clone(&self) -> Self {
+        Self(copy_of(&self.0))
+    }
+}
+
+type WriterPipeline = Pipeline<Context, Refused>;
+type Group = boxoffice_domain::pipeline::Group<Context>;
 
 /// The event writers of this process: two queues (lanes) and one task per event, started on the
 /// event's first command.
@@ -509,7 +519,9 @@ impl EventWriters {
                 operation: operation.clone(),
                 reason: reason.to_owned(),
             });
-            let job = self.job(command.clone(), |job| job.compensate = Some(context));
+            let job = self.job(command.clone(), |job| {
+                job.context.compensate = Some(context)
+            });
             match self.submit_job(event.clone(), job).await? {
                 Answer::Compensated(given_back) => return Ok(given_back),
                 Answer::CompensationNotKept if attempt == 0 => {}
@@ -546,7 +558,7 @@ impl EventWriters {
                 render,
                 granted: None,
             });
-            let job = self.job(command.clone(), |job| job.exchange = Some(context));
+            let job = self.job(command.clone(), |job| job.context.exchange = Some(context));
             match self.submit_job(event.clone(), job).await? {
                 Answer::Exchange(begun) => return Ok(begun),
                 Answer::ExchangeNotKept if attempt == 0 => {}
@@ -579,7 +591,7 @@ impl EventWriters {
         // A giver's hold the engine does not keep is asked about once more, after a catch-up.
         for attempt in 0..2 {
             let context = Box::new(write.clone());
-            let job = self.job(command.clone(), |job| job.transfer = Some(context));
+            let job = self.job(command.clone(), |job| job.context.transfer = Some(context));
             match self.submit_job(event.clone(), job).await? {
                 Answer::Transfer(TransferAnswer::NotKept) if attempt == 0 => {}
                 Answer::Transfer(TransferAnswer::NotKept) => {
@@ -641,8 +653,8 @@ impl EventWriters {
         settle: Option<Box<SettleContext>>,
     ) -> Result<Answer, SubmitError> {
         let job = self.job(command, |job| {
-            job.checkout = checkout;
-            job.settle = settle;
+            job.context.checkout = checkout;
+            job.context.settle = settle;
         });
         self.submit_job(event, job).await
     }
@@ -656,14 +668,14 @@ impl EventWriters {
         let (reply, answer) = oneshot::channel();
         let mut job = Job {
             command,
-            checkout: None,
-            settle: None,
-            compensate: None,
-            exchange: None,
-            transfer: None,
-            reply,
-            attempts: 0,
-            moved: 0,
+            context: Context {
+                checkout: None,
+                settle: None,
+                compensate: None,
+                exchange: None,
+                transfer: None,
+                reply,
+            },
         };
         context(&mut job);
         (job, answer)
@@ -756,8 +768,8 @@ struct Lanes {
 }
 
 /// Moves what `lane` has queued into `incoming`, up to a group.
-fn top_up(incoming: &mut Vec<Job>, lane: &mut mpsc::Receiver<Job>) {
-    while incoming.len() < GROUP_COMMANDS_MAX {
+fn top_up(incoming: &mut Vec<Job>, lane: &mut mpsc::Receiver<Job>, room: usize) {
+    while incoming.len() < room {
         match lane.try_recv() {
             Ok(job) => incoming.push(job),
             Err(_) => break,
@@ -772,14 +784,24 @@ pub fn hold_endpoint(event_id: &str) -> String {
 
 /// A decided group on its way to the store.
 struct Pending {
-    jobs: Vec<Job>,
-    decisions: Vec<Decision>,
+    /// The pipeline's group: its commands, decisions, effects and clock.
+    group: Group,
+    delivery: Delivery,
+    writer_seq: u64,
+    started: Instant,
+    /// The group gave up because the group before it failed (set once finished).
+    predecessor_failed: bool,
+    /// What the group does to holds, for the ledger once committed.
+    hold_changes: crate::ledger::HoldChanges,
+}
+
+/// What a committed group's answers need besides the group, kept while the pipeline
+/// answers it ([`Action::Answer`]).
+struct Delivery {
+    /// The group's id, to pair it with its answer.
+    id: u64,
     /// The answer of each decided hold, rendered before the commit.
     answers: Vec<Option<StoredResponse>>,
-    writer_seq: u64,
-    /// The group's clock: the `created_at` of what it writes.
-    now: OffsetDateTime,
-    started: Instant,
     /// Compensations the store refused alone (set once committed).
     compensations_refused: Vec<usize>,
     /// Exchanges the store refused alone (set once committed).
@@ -788,10 +810,6 @@ struct Pending {
     transfers_refused: Vec<usize>,
     /// Waiting-list offers the group made: entry id to (hold id, deadline).
     waitlist_offered: HashMap<String, (String, OffsetDateTime)>,
-    /// The group gave up because the group before it failed (set once finished).
-    predecessor_failed: bool,
-    /// What the group does to holds, for the ledger once committed.
-    hold_changes: crate::ledger::HoldChanges,
 }
 
 type Commit = std::pin::Pin<
@@ -906,19 +924,19 @@ struct Writer {
     render: HoldRenderer,
     event: Arc<EventRecord>,
     endpoint: String,
-    engine: Option<EventEngine>,
+    /// What to decide, commit, answer and decide again: the domain's pipeline, whose IO
+    /// this writer does.
+    pipeline: WriterPipeline,
     clock: StoreClock,
     /// The next group's writer sequence number.
     next_seq: u64,
     /// Every map version up to this one is in the engine.
     contiguous: u64,
-    /// A commit showed versions this writer did not write: catch up before the next group.
-    stale: bool,
     last_catch_up: Instant,
-    /// Commands of refused groups, decided again before anything newer.
-    redo: VecDeque<Job>,
-    /// A group was refused: no new group until the pipeline is empty and the engine reloaded.
-    broken: bool,
+    /// The engine's earliest hold deadline, as the pipeline last armed it.
+    timer_at: Option<OffsetDateTime>,
+    /// Committed groups waiting for the pipeline's [`Action::Answer`], oldest first.
+    delivering: VecDeque<Delivery>,
     /// The progress of the last group sent, which the next one follows.
     last_turn: Option<watch::Receiver<Stage>>,
     /// The runtime of the requests: answers are delivered there (their reads use the
@@ -951,17 +969,16 @@ impl Writer {
             render,
             event,
             endpoint,
-            engine: None,
+            pipeline: WriterPipeline::new(),
             clock: StoreClock {
                 offset: Duration::ZERO,
                 spread: Duration::ZERO,
             },
             next_seq: 0,
             contiguous: 0,
-            stale: false,
             last_catch_up: Instant::now(),
-            redo: VecDeque::new(),
-            broken: false,
+            timer_at: None,
+            delivering: VecDeque::new(),
             last_turn: None,
             requests: tokio::runtime::Handle::current(),
             cluster: None,
@@ -983,88 +1000,37 @@ impl Writer {
         let mut clock_moves = boxoffice_store::clock::subscribe();
         loop {
             if in_flight.is_empty()
+                && self.pipeline.engine().is_some()
+                && self.last_catch_up.elapsed() >= StdDuration::from_millis(CATCH_UP_INTERVAL_MS)
+            {
+                // Idle: look at what changed elsewhere now and then.
+                self.pipeline.mark_stale();
+            }
+            self.carry_out(&mut in_flight, &mut sale, &mut holds).await;
+            if in_flight.is_empty()
                 && let Some(error) = &self.stopped
             {
                 // Not the event's owner: every request still here is answered (a 503 the
                 // client may send again, to any node) and the writer ends.
                 sale.close();
                 holds.close();
-                let pending = self
-                    .redo
-                    .drain(..)
-                    .chain(incoming.drain(..))
-                    .chain(incoming_holds.drain(..));
-                for job in pending {
-                    let _ = job.reply.send(Err(copy_of(error)));
-                }
                 while let Ok(job) = sale.try_recv().or_else(|_| holds.try_recv()) {
-                    let _ = job.reply.send(Err(copy_of(error)));
+                    let _ = job.context.reply.send(Err(copy_of(error)));
                 }
                 return;
             }
-            if in_flight.is_empty() {
-                if self.broken || (self.engine.is_none() && !self.redo.is_empty()) {
-                    let failed = self.reload().await;
-                    if self.stopped.is_some() {
-                        continue;
-                    }
-                    if let Some(error) = failed {
-                        // The commands that arrived during the load waited for it as well:
-                        // they get its answer now, not a load (and a deadline) of their own.
-                        let queued = incoming.drain(..).chain(incoming_holds.drain(..));
-                        for job in queued {
-                            let _ = job.reply.send(Err(copy_of(&error)));
-                        }
-                        while let Ok(job) = sale.try_recv().or_else(|_| holds.try_recv()) {
-                            let _ = job.reply.send(Err(copy_of(&error)));
-                        }
-                    }
-                }
-                let idle_check_due =
-                    self.last_catch_up.elapsed() >= StdDuration::from_millis(CATCH_UP_INTERVAL_MS);
-                if self.engine.is_some() && (self.stale || idle_check_due) {
-                    self.catch_up().await;
-                    if self.broken {
-                        continue;
-                    }
-                }
-            }
-            // A catch-up needs an empty pipeline: while one is due, take nothing new.
-            let ready = self.engine.is_some()
-                && self.stopped.is_none()
-                && !self.broken
-                && in_flight.len() < GROUPS_IN_FLIGHT_MAX
-                && !self.stale;
-            if ready && !self.redo.is_empty() {
-                // Commands whose group the store refused again after a fresh load: one of
-                // them is one the store will not take as decided, so they are decided one
-                // at a time and only that one fails (the others are not its hostages).
-                let isolate = self
-                    .redo
-                    .front()
-                    .is_some_and(|job| job.attempts >= GROUP_ATTEMPTS_ALONE);
-                let n = if isolate {
-                    1
-                } else {
-                    self.redo.len().min(GROUP_COMMANDS_MAX)
-                };
-                let jobs: Vec<Job> = self.redo.drain(..n).collect();
-                in_flight.push_back(self.decide(jobs));
-                continue;
-            }
-            if !open && in_flight.is_empty() && self.redo.is_empty() {
+            if !open && in_flight.is_empty() && self.pipeline.queued_len() == 0 {
                 return;
             }
+            // The pipeline's lanes take at most a group beyond what is in flight; the rest
+            // waits in the channels, which refuse what is past QUEUE_COMMANDS_MAX (429).
+            let room = GROUP_COMMANDS_MAX.saturating_sub(self.pipeline.queued_len());
             // The engine's own timer: when a hold's deadline passes, a group ends it (the
             // sweeper only tidies events no writer has loaded).
-            let expiry_in = self
-                .engine
-                .as_ref()
-                .and_then(EventEngine::next_deadline)
-                .map(|deadline| {
-                    let wait = deadline - self.clock.now();
-                    StdDuration::try_from(wait).unwrap_or(StdDuration::ZERO)
-                });
+            let expiry_in = self.timer_at.map(|deadline| {
+                let wait = deadline - self.clock.now();
+                StdDuration::try_from(wait).unwrap_or(StdDuration::ZERO)
+            });
             let expiry = tokio::time::sleep(expiry_in.unwrap_or(StdDuration::from_secs(3600)));
             tokio::select! {
                 biased;
@@ -1074,45 +1040,38 @@ impl Writer {
                 Ok(()) = clock_moves.changed() => {
                     self.measure_clock().await;
                 }
-                n = sale.recv_many(&mut incoming, GROUP_COMMANDS_MAX),
-                    if open && (ready || in_flight.is_empty()) => {
+                n = sale.recv_many(&mut incoming, room), if open && room > 0 => {
                     if n == 0 {
                         open = false;
                         continue;
                     }
-                    top_up(&mut incoming, &mut holds);
+                    top_up(&mut incoming, &mut holds, room);
                     self.queue_depth(sale.len() + holds.len());
-                    self.take(&mut incoming, ready, &mut in_flight).await;
+                    self.take(&mut incoming);
                 }
-                n = holds.recv_many(&mut incoming_holds, GROUP_COMMANDS_MAX),
-                    if open && (ready || in_flight.is_empty()) => {
+                n = holds.recv_many(&mut incoming_holds, room), if open && room > 0 => {
                     if n == 0 {
                         open = false;
                         continue;
                     }
                     self.queue_depth(sale.len() + holds.len());
-                    self.take(&mut incoming_holds, ready, &mut in_flight).await;
+                    self.take(&mut incoming_holds);
                 }
-                // The waiting list has a match to make that no command asked for (seats a
-                // catch-up found freed elsewhere, or a match that stopped at its bound).
-                () = std::future::ready(()), if ready
-                    && in_flight.is_empty()
-                    && self.engine.as_ref().is_some_and(EventEngine::waitlist_wants_group) => {
-                    in_flight.push_back(self.decide(Vec::new()));
-                }
-                () = expiry, if ready && expiry_in.is_some() && in_flight.is_empty() => {
-                    // What changed elsewhere first: a checkout may have extended the hold.
-                    self.catch_up().await;
-                    if !self.broken && !self.stale {
-                        metrics::counter!("boxoffice_writer_expiry_groups_total").increment(1);
-                        in_flight.push_back(self.decide(Vec::new()));
+                () = expiry, if expiry_in.is_some() => {
+                    // The pipeline ends the lapsed holds once nothing is in flight, after a
+                    // catch-up (a checkout may have extended one).
+                    // (Ticked at the deadline it was armed for: the clock's estimate may read a
+                    // hair earlier, and the pipeline would keep waiting for a timer that ran.)
+                    if let Some(at) = self.timer_at.take() {
+                        self.pipeline.tick(at.max(self.clock.now()));
                     }
                 }
                 else => {
                     if !open && in_flight.is_empty() {
-                        for job in self.redo.drain(..) {
-                            let _ = job.reply.send(Err(StoreError::Unavailable("event writer stopped".into())));
-                        }
+                        self.pipeline.stop(&Refused(StoreError::Unavailable(
+                            "event writer stopped".into(),
+                        )));
+                        self.carry_out(&mut in_flight, &mut sale, &mut holds).await;
                         return;
                     }
                 }
@@ -1120,34 +1079,89 @@ impl Writer {
         }
     }
 
-    /// Takes commands just received: decided at once when the pipeline has room, or kept to
-    /// be decided after a catch-up or a load.
-    async fn take(
-        &mut self,
-        incoming: &mut Vec<Job>,
-        ready: bool,
-        in_flight: &mut FuturesOrdered<Commit>,
-    ) {
-        if ready && in_flight.is_empty() {
-            // Nothing in flight: the engine takes in what changed elsewhere first, so a
-            // request sees every commit that answered before it (a declined payment's seats,
-            // another node's release).
-            self.catch_up().await;
-            self.redo.extend(incoming.drain(..));
-        } else if ready {
-            let jobs = std::mem::replace(incoming, Vec::with_capacity(GROUP_COMMANDS_MAX));
-            in_flight.push_back(self.decide(jobs));
-        } else {
-            // No engine (never loaded, or the store could not load it): these commands load
-            // it first.
-            self.redo.extend(incoming.drain(..));
+    /// Hands commands just received to the pipeline (which, with nothing in flight, has the
+    /// engine catch up first, so a request sees every commit that answered before it: a
+    /// declined payment's seats, another node's release).
+    fn take(&mut self, incoming: &mut Vec<Job>) {
+        for job in incoming.drain(..) {
+            self.pipeline.submit(job.command, job.context);
         }
     }
 
-    /// Loads the engine from the store. On failure every command waiting to be decided
-    /// again gets the error (returned too, for the commands still queued) and the writer
-    /// tries again on the next command.
-    async fn reload(&mut self) -> Option<StoreError> {
+    /// Does what the pipeline asks for until it waits for a commit or a command: loads,
+    /// catch-ups, commits started, answers, failures, the timer.
+    async fn carry_out(
+        &mut self,
+        in_flight: &mut FuturesOrdered<Commit>,
+        sale: &mut mpsc::Receiver<Job>,
+        holds: &mut mpsc::Receiver<Job>,
+    ) {
+        loop {
+            let clock = Clock {
+                now: self.clock.now(),
+                latest: self.clock.latest(),
+            };
+            let Some(action) = self.pipeline.poll(clock) else {
+                return;
+            };
+            match action {
+                Action::Load => match self.reload().await {
+                    Ok(engine) => self.pipeline.loaded(Ok(engine)),
+                    Err(error) => {
+                        if let Some(stopped) = &self.stopped {
+                            self.pipeline.stop(&Refused(copy_of(stopped)));
+                            continue;
+                        }
+                        // The commands that arrived during the load waited for it as well:
+                        // they get its answer now, not a load (and a deadline) of their own.
+                        while let Ok(job) = sale.try_recv().or_else(|_| holds.try_recv()) {
+                            self.pipeline.submit(job.command, job.context);
+                        }
+                        self.pipeline.loaded(Err(Refused(error)));
+                    }
+                },
+                Action::CatchUp => {
+                    let caught_up = self.catch_up().await;
+                    self.pipeline.caught_up(caught_up);
+                }
+                Action::Commit(group) => {
+                    if group.kind == GroupKind::Expiry {
+                        metrics::counter!("boxoffice_writer_expiry_groups_total").increment(1);
+                    }
+                    in_flight.push_back(self.commit(group));
+                }
+                Action::Answer(group) => {
+                    let delivery = self.delivering.pop_front();
+                    match delivery {
+                        Some(delivery) if delivery.id == group.id => {
+                            self.requests.spawn(deliver(
+                                self.store.clone(),
+                                self.event.clone(),
+                                self.endpoint.clone(),
+                                group,
+                                delivery,
+                            ));
+                        }
+                        _ => {
+                            for job in group.jobs {
+                                let _ = job.context.reply.send(Err(StoreError::Internal(
+                                    "a committed group lost its answers".into(),
+                                )));
+                            }
+                        }
+                    }
+                }
+                Action::Fail(job, Refused(error)) => {
+                    let _ = job.context.reply.send(Err(error));
+                }
+                Action::ArmTimer(at) => self.timer_at = Some(at),
+            }
+        }
+    }
+
+    /// Loads the engine from the store, under the event's lease when the node has leases
+    /// (another node holding it stops the writer).
+    async fn reload(&mut self) -> Result<EventEngine, StoreError> {
         // The commands waiting for this load wait at most `load_wait` in all (the lease and
         // the snapshot): a store that stopped answering is told as unavailable, not waited on.
         let deadline = tokio::time::Instant::now() + self.load_wait;
@@ -1169,22 +1183,16 @@ impl Writer {
                 Ok(Ok(fence)) => self.fence = Some(fence),
                 Ok(Err(lease)) => {
                     tracing::info!(event_id = %self.event.event_id, owner = %lease.node_id, epoch = lease.epoch, "the event is owned by another node; the writer stops");
-                    self.engine = None;
-                    self.broken = false;
-                    self.stopped = Some(StoreError::Fenced(format!(
+                    let error = StoreError::Fenced(format!(
                         "event {} is owned by node {} (epoch {})",
                         self.event.event_id, lease.node_id, lease.epoch
-                    )));
-                    return None;
+                    ));
+                    self.stopped = Some(copy_of(&error));
+                    return Err(error);
                 }
                 Err(error) => {
                     tracing::warn!(%error, event_id = %self.event.event_id, "could not take the event's lease");
-                    self.engine = None;
-                    self.broken = false;
-                    for job in self.redo.drain(..) {
-                        let _ = job.reply.send(Err(copy_of(&error)));
-                    }
-                    return Some(error);
+                    return Err(error);
                 }
             }
         }
@@ -1201,23 +1209,16 @@ impl Writer {
                 self.clock = StoreClock::measured(store_now, sent);
                 self.next_seq = snapshot.writer_seq + 1;
                 self.contiguous = snapshot.version;
-                let mut engine = EventEngine::load(self.event.rules(), snapshot, self.clock.now());
-                engine.set_hold_ttl_follows_sale(self.event.waiting_room.hold_ttl_follows_sale);
-                self.engine = Some(engine);
-                self.broken = false;
-                self.stale = false;
                 self.last_catch_up = Instant::now();
                 self.last_turn = None;
-                None
+                self.timer_at = None;
+                let mut engine = EventEngine::load(self.event.rules(), snapshot, self.clock.now());
+                engine.set_hold_ttl_follows_sale(self.event.waiting_room.hold_ttl_follows_sale);
+                Ok(engine)
             }
             Err(error) => {
                 tracing::warn!(%error, event_id = %self.event.event_id, "event writer could not load the event");
-                self.engine = None;
-                self.broken = false;
-                for job in self.redo.drain(..) {
-                    let _ = job.reply.send(Err(copy_of(&error)));
-                }
-                Some(error)
+                Err(error)
             }
         }
     }
@@ -1233,7 +1234,9 @@ impl Writer {
 
     /// Reads the change rows after the last version the engine has in full, and the current
     /// rows of what they name. Only between groups (nothing in flight).
-    async fn catch_up(&mut self) {
+    /// `false`: the feed or the rows could not be read, or the rows the engine needs were
+    /// pruned: the engine is loaded again.
+    async fn catch_up(&mut self) -> bool {
         self.last_catch_up = Instant::now();
         loop {
             let batches = match self
@@ -1244,18 +1247,15 @@ impl Writer {
                 Ok(batches) => batches,
                 Err(error) => {
                     tracing::warn!(%error, "event writer could not read the change feed");
-                    self.broken = true;
-                    return;
+                    return false;
                 }
             };
             if batches.is_empty() {
-                self.stale = false;
-                return;
+                return true;
             }
             if batches[0].version != self.contiguous + 1 {
                 // Rows were pruned past what the engine has: start over from the store.
-                self.broken = true;
-                return;
+                return false;
             }
             let mut seat_ids = BTreeSet::new();
             let mut tier_ids = BTreeSet::new();
@@ -1267,8 +1267,8 @@ impl Writer {
             }
             let seat_ids: Vec<String> = seat_ids.into_iter().collect();
             let tier_ids: Vec<String> = tier_ids.into_iter().collect();
-            let Some(engine) = &mut self.engine else {
-                return;
+            let Some(engine) = self.pipeline.engine_mut() else {
+                return false;
             };
             let hold_ids = engine.holds_touching(&seat_ids, &tier_ids);
             match self
@@ -1284,27 +1284,26 @@ impl Writer {
                 }
                 Err(error) => {
                     tracing::warn!(%error, "event writer could not read changed rows");
-                    self.broken = true;
-                    return;
+                    return false;
                 }
             }
             if batches.len() < CATCH_UP_ROWS_MAX as usize {
-                self.stale = false;
-                return;
+                return true;
             }
         }
     }
 
-    /// Decides `jobs` on the engine and starts their group's commit.
-    fn decide(&mut self, mut jobs: Vec<Job>) -> Commit {
-        let now = self.clock.now();
-        let latest = self.clock.latest();
-        let engine = self
-            .engine
-            .as_mut()
-            .expect("decide runs on a loaded engine");
-        let commands: Vec<Command> = jobs.iter().map(|job| job.command.clone()).collect();
-        let (decisions, effects) = engine.decide_within(now, latest, &commands);
+    /// Starts the commit of a group the pipeline decided: renders its answers and builds
+    /// its writes.
+    fn commit(&mut self, group: Group) -> Commit {
+        let Group {
+            id,
+            kind,
+            mut jobs,
+            decisions,
+            effects,
+            now,
+        } = group;
         let hold_changes = if self.ledger.is_some() {
             crate::ledger::HoldChanges {
                 created: effects
@@ -1338,18 +1337,6 @@ impl Writer {
                 Decision::Transfer(d) => ("transfer", *d != TransferDecision::NotKept),
                 Decision::Waitlist(_) => ("waitlist", true),
             };
-            // A checkout or release of a hold the engine does not keep is asked again after
-            // a catch-up.
-            if matches!(
-                decision,
-                Decision::Checkout(CheckoutDecision::NotKept)
-                    | Decision::Release(ReleaseDecision::NotKept)
-                    | Decision::Compensate(CompensationDecision::NotKept)
-                    | Decision::Exchange(ExchangeDecision::NotKept)
-                    | Decision::Transfer(TransferDecision::NotKept)
-            ) {
-                self.stale = true;
-            }
             // Commands the engine decided, those asked again after a catch-up (a checkout or
             // release of a hold it does not keep), and payments for the store's settlement.
             let path = match decision {
@@ -1406,15 +1393,17 @@ impl Writer {
             })
             .collect();
         for started in &effects.checkouts_started {
-            if let Some(context) = jobs[started.index].checkout.as_deref_mut() {
-                context.exchange = engine
-                    .hold(&started.hold_id)
+            if let Some(context) = jobs[started.index].context.checkout.as_deref_mut() {
+                context.exchange = self
+                    .pipeline
+                    .engine()
+                    .and_then(|engine| engine.hold(&started.hold_id))
                     .is_none_or(|hold| hold.exchange);
             }
         }
         let mut checkouts = Vec::with_capacity(effects.checkouts_started.len());
         for started in &effects.checkouts_started {
-            let Some(context) = jobs[started.index].checkout.as_deref() else {
+            let Some(context) = jobs[started.index].context.checkout.as_deref() else {
                 continue;
             };
             let order = pending_order(context, now);
@@ -1434,7 +1423,8 @@ impl Writer {
         }
         let mut settlements = Vec::new();
         for (index, (job, decision)) in jobs.iter().zip(&decisions).enumerate() {
-            let (Decision::Payment(decision), Some(context)) = (decision, job.settle.as_deref())
+            let (Decision::Payment(decision), Some(context)) =
+                (decision, job.context.settle.as_deref())
             else {
                 continue;
             };
@@ -1473,7 +1463,7 @@ impl Writer {
             .orders_compensated
             .iter()
             .filter_map(|compensated| {
-                let context = jobs[compensated.index].compensate.as_deref()?;
+                let context = jobs[compensated.index].context.compensate.as_deref()?;
                 Some(CompensationWrite::new(
                     compensated.index,
                     &context.operation,
@@ -1483,7 +1473,7 @@ impl Writer {
             .collect();
         let mut exchanges = Vec::with_capacity(effects.exchanges.len());
         for taken in &effects.exchanges {
-            let Some(context) = jobs[taken.index].exchange.as_deref_mut() else {
+            let Some(context) = jobs[taken.index].context.exchange.as_deref_mut() else {
                 continue;
             };
             let (exchange, order) = boxoffice_store::exchange::granted(
@@ -1515,20 +1505,16 @@ impl Writer {
             .transfers
             .iter()
             .filter_map(|taken| {
-                let mut write = jobs[taken.index].transfer.as_deref()?.clone();
+                let mut write = jobs[taken.index].context.transfer.as_deref()?.clone();
                 write.index = taken.index;
                 Some(write)
             })
             .collect();
         let writer_seq = self.next_seq;
         self.next_seq += 1;
-        let pending = Pending {
-            jobs,
-            decisions,
+        let delivery = Delivery {
+            id,
             answers,
-            writer_seq,
-            now,
-            started: Instant::now(),
             compensations_refused: Vec::new(),
             exchanges_refused: Vec::new(),
             transfers_refused: Vec::new(),
@@ -1542,6 +1528,20 @@ impl Writer {
                     )
                 })
                 .collect(),
+        };
+        let pending = Pending {
+            // The effects travel with the write and rejoin the group once it finished.
+            group: Group {
+                id,
+                kind,
+                jobs,
+                decisions,
+                effects: Effects::default(),
+                now,
+            },
+            delivery,
+            writer_seq,
+            started: Instant::now(),
             predecessor_failed: false,
             hold_changes,
         };
@@ -1589,6 +1589,7 @@ impl Writer {
                 Stage::Failed
             });
             let mut pending = pending;
+            pending.group.effects = effects;
             pending.predecessor_failed = turn
                 .predecessor_failed
                 .load(std::sync::atomic::Ordering::Relaxed);
@@ -1604,15 +1605,33 @@ impl Writer {
     }
 
     /// A group's commit finished (groups finish in the order they were decided).
-    fn finish(&mut self, mut pending: Pending, result: StoreResult<GroupCommitted>) {
-        metrics::histogram!("boxoffice_hold_batch_seconds")
-            .record(pending.started.elapsed().as_secs_f64());
+    fn finish(&mut self, pending: Pending, result: StoreResult<GroupCommitted>) {
+        let Pending {
+            group,
+            mut delivery,
+            writer_seq,
+            started,
+            predecessor_failed,
+            hold_changes,
+        } = pending;
+        metrics::histogram!("boxoffice_hold_batch_seconds").record(started.elapsed().as_secs_f64());
         if let Some(meter) = &self.meter {
-            meter.group_finished(pending.started.elapsed());
+            meter.group_finished(started.elapsed());
         }
-        metrics::histogram!("boxoffice_hold_batch_requests").record(pending.jobs.len() as f64);
+        metrics::histogram!("boxoffice_hold_batch_requests").record(group.jobs.len() as f64);
         match result {
-            Ok(committed) if !self.broken => {
+            // The engine is gone when a group before this one failed or showed it wrong:
+            // impossible while such a group tells its successor it failed and the store
+            // checks the writer sequence. Answered as committed all the same (the pipeline
+            // loads the engine again before the next group).
+            Ok(committed) if self.pipeline.engine().is_none() => {
+                delivery.compensations_refused = committed.compensations_refused;
+                delivery.exchanges_refused = committed.exchanges_refused;
+                delivery.transfers_refused = committed.transfers_refused;
+                self.delivering.push_back(delivery);
+                self.pipeline.committed(group, false);
+            }
+            Ok(committed) => {
                 boxoffice_workers::crash::point("hold_committed");
                 self.clock = StoreClock::read(
                     committed.store_now,
@@ -1622,71 +1641,54 @@ impl Writer {
                 if committed.previous_version == self.contiguous {
                     self.contiguous = committed.version;
                 } else {
-                    self.stale = true;
+                    // Versions this writer did not write: catch up before the next group.
+                    self.pipeline.mark_stale();
                 }
-                if let Some(engine) = &mut self.engine {
-                    engine.committed(committed.version, pending.writer_seq);
+                if let Some(engine) = self.pipeline.engine_mut() {
+                    engine.committed(committed.version, writer_seq);
                 }
                 if let Some(ledger) = &self.ledger
-                    && !pending.hold_changes.is_empty()
+                    && !hold_changes.is_empty()
                 {
                     // Expiries the store skipped (the hold had moved on) were no lapse.
                     ledger.apply(
-                        &pending.hold_changes,
+                        &hold_changes,
                         committed.expiries_skipped == 0,
                         Instant::now(),
                     );
                 }
+                let mut engine_was_right = true;
                 if committed.expiries_skipped > 0 {
                     // The engine expired holds the store had already moved on (a checkout
                     // it had not heard of yet): load the event again before the next group.
                     metrics::counter!("boxoffice_writer_expiries_skipped_total")
                         .increment(committed.expiries_skipped);
-                    self.broken = true;
+                    engine_was_right = false;
                 }
                 if !committed.compensations_refused.is_empty() {
                     // The engine gave back a sale the store kept (a ticket was used at the
                     // door meanwhile): load the event again before the next group.
-                    self.broken = true;
-                    pending.compensations_refused = committed.compensations_refused;
+                    engine_was_right = false;
+                    delivery.compensations_refused = committed.compensations_refused;
                 }
                 if !committed.exchanges_refused.is_empty() {
                     // The engine took seats for exchanges the store refused (the order or its
                     // tickets changed since they were read): load the event again.
                     metrics::counter!("boxoffice_writer_exchanges_refused_total")
                         .increment(committed.exchanges_refused.len() as u64);
-                    self.broken = true;
-                    pending.exchanges_refused = committed.exchanges_refused;
+                    engine_was_right = false;
+                    delivery.exchanges_refused = committed.exchanges_refused;
                 }
                 if !committed.transfers_refused.is_empty() {
                     // The engine moved seats for transfers the store refused (the offer, the
                     // order or its tickets changed since they were read): load it again.
                     metrics::counter!("boxoffice_writer_transfers_refused_total")
                         .increment(committed.transfers_refused.len() as u64);
-                    self.broken = true;
-                    pending.transfers_refused = committed.transfers_refused;
+                    engine_was_right = false;
+                    delivery.transfers_refused = committed.transfers_refused;
                 }
-                self.requests.spawn(deliver(
-                    self.store.clone(),
-                    self.event.clone(),
-                    self.endpoint.clone(),
-                    pending,
-                ));
-            }
-            Ok(committed) => {
-                // Committed after the engine was found wrong or an earlier group failed:
-                // impossible while a group refused alone or with a skipped expiry tells its
-                // successor it failed and the store checks the writer sequence. Answered as
-                // committed, and the engine is reloaded all the same.
-                pending.compensations_refused = committed.compensations_refused;
-                pending.exchanges_refused = committed.exchanges_refused;
-                pending.transfers_refused = committed.transfers_refused;
-                self.requests.spawn(deliver(
-                    self.store.clone(),
-                    self.event.clone(),
-                    self.endpoint.clone(),
-                    pending,
-                ));
+                self.delivering.push_back(delivery);
+                self.pipeline.committed(group, engine_was_right);
             }
             Err(error) => {
                 metrics::counter!("boxoffice_writer_group_failures_total").increment(1);
@@ -1698,30 +1700,21 @@ impl Writer {
                     metrics::counter!("boxoffice_cluster_fenced_groups_total").increment(1);
                     cluster.lost(&self.event.event_id, fence);
                 }
-                let retryable = matches!(error, StoreError::Conflict(_) | StoreError::Fenced(_));
-                if !self.broken {
+                if self.pipeline.engine().is_some() {
                     tracing::info!(%error, event_id = %self.event.event_id, "group refused; reloading the event");
                 }
-                self.broken = true;
-                self.engine = None;
-                let moved = fenced || boxoffice_store::engine::is_sequence_moved(&error);
-                for mut job in pending.jobs {
-                    // A group refused only because the group before it failed, or because
-                    // another writer committed, does not count against its commands.
-                    if moved {
-                        job.moved += 1;
-                    } else if !pending.predecessor_failed {
-                        job.attempts += 1;
-                    }
-                    if retryable
-                        && job.attempts < GROUP_ATTEMPTS_MAX
-                        && job.moved < SEQUENCE_MOVES_MAX
-                    {
-                        self.redo.push_back(job);
-                    } else {
-                        let _ = job.reply.send(Err(copy_of(&error)));
-                    }
-                }
+                // A group refused only because the group before it failed, or because
+                // another writer committed, does not count against its commands.
+                let refusal = if !matches!(error, StoreError::Conflict(_) | StoreError::Fenced(_)) {
+                    Refusal::Final
+                } else if fenced || boxoffice_store::engine::is_sequence_moved(&error) {
+                    Refusal::Moved
+                } else if predecessor_failed {
+                    Refusal::Predecessor
+                } else {
+                    Refusal::Own
+                };
+                self.pipeline.refused(group, refusal, Refused(error));
             }
         }
     }
@@ -1732,17 +1725,19 @@ async fn deliver(
     store: Arc<dyn Store>,
     event: Arc<EventRecord>,
     endpoint: String,
-    pending: Pending,
+    group: Group,
+    pending: Delivery,
 ) {
-    let mut delivered: Vec<Option<Idempotent>> = Vec::with_capacity(pending.jobs.len());
-    let now = pending.now;
-    for (index, ((job, decision), rendered)) in pending
+    let mut delivered: Vec<Option<Idempotent>> = Vec::with_capacity(group.jobs.len());
+    let now = group.now;
+    for (index, ((job, decision), rendered)) in group
         .jobs
         .into_iter()
-        .zip(pending.decisions)
+        .zip(group.decisions)
         .zip(pending.answers)
         .enumerate()
     {
+        let context = job.context;
         let answer = match (&job.command, decision) {
             (Command::Hold(request), Decision::Hold(outcome)) => {
                 let answer = hold_answer(
@@ -1769,7 +1764,7 @@ async fn deliver(
             }
             (Command::Payment(_), Decision::Payment(decision)) => {
                 delivered.push(None);
-                match &job.settle {
+                match &context.settle {
                     Some(context) => payment_answer(store.as_ref(), context, decision, now)
                         .await
                         .map(Answer::Payment),
@@ -1790,7 +1785,7 @@ async fn deliver(
             }
             (Command::Exchange(_), Decision::Exchange(decision)) => {
                 delivered.push(None);
-                match job.exchange.as_deref() {
+                match context.exchange.as_deref() {
                     Some(context) => Ok(exchange_answer(
                         context,
                         decision,
@@ -1828,7 +1823,7 @@ async fn deliver(
             }
             (Command::Checkout(_), Decision::Checkout(decision)) => {
                 delivered.push(None);
-                match &job.checkout {
+                match &context.checkout {
                     Some(context) => {
                         checkout_answer(store.as_ref(), context, decision, rendered, now)
                             .await
@@ -1845,7 +1840,7 @@ async fn deliver(
             }
         };
         // A client that went away no longer listens; its answer is stored anyway.
-        let _ = job.reply.send(answer);
+        let _ = context.reply.send(answer);
     }
 }
 
