@@ -56,6 +56,8 @@ RULES_BEYOND_A_SCHEMA = [
     ("section", "has no section"),
     ("quantity", "on this event"),
     ("quantity", "reserved seating"),
+    # ...and a price cap no lower than the stored event's (or section's) cheapest seat.
+    ("maxPriceMinor", "must be at least the"),
     # No ticket twice in one transfer (the schema cannot say it for these items).
     ("ticketIds", "twice"),
     # A transfer goes to another account than the caller's.
