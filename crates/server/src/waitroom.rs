@@ -78,6 +78,9 @@ pub struct HealthMeter {
     writer_queue_depth: AtomicU64,
     /// Shopping trips that ended (slots returned) this second.
     completed: AtomicU64,
+    /// Whether each room's queue has fans waiting, as its last tick read it: an event's
+    /// writer lets the hold TTL follow the sale only while fans wait (`domain::hold_ttl`).
+    queues_waiting: Mutex<HashMap<String, bool>>,
 }
 
 /// What the meter measured over the last second (see [`HealthMeter::take`]).
@@ -161,6 +164,27 @@ impl HealthMeter {
         if samples.len() < LATENCY_SAMPLES_MAX {
             samples.push(u32::try_from(elapsed.as_micros()).unwrap_or(u32::MAX));
         }
+    }
+
+    /// The room of `event_id` has fans waiting (or not), as a tick read it.
+    pub fn set_queue_waiting(&self, event_id: &str, waiting: bool) {
+        let mut queues = self
+            .queues_waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if queues.get(event_id) != Some(&waiting) {
+            queues.insert(event_id.to_owned(), waiting);
+        }
+    }
+
+    /// Whether the room of `event_id` has fans waiting; `None` for an event without a room
+    /// on this node (a writer then assumes demand waits).
+    pub fn queue_waiting(&self, event_id: &str) -> Option<bool> {
+        self.queues_waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(event_id)
+            .copied()
     }
 
     /// An event writer's queues hold `depth` commands.
@@ -1007,6 +1031,10 @@ impl WaitingRoom {
         } else {
             None
         };
+        if let Some(stats) = &stats {
+            self.meter
+                .set_queue_waiting(&room.event_id, stats.waiting > 0);
+        }
         if let (true, Some(stats)) = (leader, &stats) {
             let release = {
                 let mut control = room.control.lock().unwrap_or_else(|e| e.into_inner());

@@ -1101,6 +1101,15 @@ impl Writer {
                 now: self.clock.now(),
                 latest: self.clock.latest(),
             };
+            // The hold TTL follows the sale only while fans wait in the event's queue.
+            if let Some(waiting) = self
+                .meter
+                .as_ref()
+                .and_then(|meter| meter.queue_waiting(&self.event.event_id))
+                && let Some(engine) = self.pipeline.engine_mut()
+            {
+                engine.set_demand_waiting(waiting);
+            }
             let Some(action) = self.pipeline.poll(clock) else {
                 return;
             };

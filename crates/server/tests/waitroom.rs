@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use base64::Engine;
+use boxoffice_domain::hold_ttl;
 use boxoffice_payments::simulator::SimulatorConfig;
 use boxoffice_server::waitroom::{TICKS_PER_DECISION, WaitingRoomOptions};
 use boxoffice_waitroom::controller::ControllerConfig;
@@ -286,6 +287,7 @@ on_both_states!(
     per_event_release_settings_round_trip,
     a_poll_from_memory_answers_as_the_route_does,
     slots_follow_the_shopper_and_release_follows_the_seats,
+    the_hold_ttl_follows_the_sale_while_fans_wait,
 );
 
 /// FIFO order for sequential joins; one place per account; holds need the account's own live
@@ -1361,4 +1363,142 @@ async fn slots_follow_the_shopper_and_release_follows_the_seats(state: State) {
         app.finish().await;
         rooms.cleanup().await;
     }
+}
+
+/// Issue 35, item 7, on both store backends: with `holdTtlFollowsSale`, once 50 fans have
+/// started paying (here at once: a p99 of about 0 s, so the 60 s floor), a hold granted while
+/// fans wait in the queue lasts 60 s instead of the event's 300 s; when nobody waits, 300 s
+/// again. The deadline is the store's, read from the answers (`expiresAt` against the hold's
+/// own grant, which the test brackets with the store's clock).
+async fn the_hold_ttl_follows_the_sale_while_fans_wait(state: State) {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let rooms = Rooms::new(state, fast()).await;
+        let app = TestApp::spawn_full(
+            TestStore::new(backend).await,
+            SimulatorConfig::default(),
+            rooms.setup.clone(),
+            true,
+        )
+        .await;
+        let event_id = app
+            .create_event(json!({
+                "holdTtlSeconds": 300,
+                "maxTicketsPerAccount": 2,
+                "waitingRoom": {"enabled": true, "policy": "fifo", "maxActiveShoppers": 1000,
+                                "admissionTtlSeconds": 600, "holdTtlFollowsSale": true},
+            }))
+            .await;
+        let event = app
+            .get(&token("ann"), &format!("/v1/events/{event_id}"))
+            .await
+            .json();
+        assert_eq!(event["waitingRoom"]["holdTtlFollowsSale"], true);
+        let ttl_of = |hold: &Value| {
+            let parse = |at: &Value| {
+                time::OffsetDateTime::parse(
+                    at.as_str().unwrap(),
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .unwrap()
+            };
+            parse(&hold["expiresAt"])
+        };
+        // 50 fans hold a seat each and start paying at once.
+        let payers: Vec<String> = (0..hold_ttl::SAMPLES_MIN)
+            .map(|i| format!("payer-{i}"))
+            .collect();
+        let mut admissions = Vec::new();
+        for payer in &payers {
+            let ticket = join(&app, payer, &event_id).await["queueTicket"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            admissions.push(admitted(&app, payer, &event_id, &ticket).await);
+        }
+        for (i, (payer, admission)) in payers.iter().zip(&admissions).enumerate() {
+            let seat = format!("A-{}-{}", 1 + i / 30, 1 + i % 30);
+            let held = hold_with(&app, payer, &event_id, Some(admission), &seat).await;
+            assert_eq!(held.status, StatusCode::CREATED, "{:?}", held.json());
+            let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+            let paid = app
+                .send(
+                    app.http
+                        .post(format!("{}/v1/holds/{hold_id}/checkout", app.base))
+                        .bearer_auth(token(payer))
+                        .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+                        .header("admission-token", admission)
+                        .json(&json!({"paymentMethodToken": "pm_card_visa"})),
+                )
+                .await;
+            assert_eq!(paid.status, StatusCode::CREATED, "{:?}", paid.json());
+        }
+        // ann is admitted; then release pauses and bob waits in the queue.
+        let ann_ticket = join(&app, "ann", &event_id).await["queueTicket"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let ann = admitted(&app, "ann", &event_id, &ann_ticket).await;
+        let paused = app
+            .send(
+                app.http
+                    .put(format!("{}/v1/admin/events/{event_id}/queue", app.base))
+                    .bearer_auth(&app.admin)
+                    .json(&json!({"paused": true})),
+            )
+            .await;
+        assert_eq!(paused.status, StatusCode::OK, "{:?}", paused.json());
+        after_ticks(&app, &event_id, 2).await;
+        join(&app, "bob", &event_id).await;
+        let waiting = after_ticks(&app, &event_id, 2).await;
+        assert_eq!(waiting["waiting"], 1, "{waiting}");
+        let before = app.state.store.now().await.unwrap();
+        let short = hold_with(&app, "ann", &event_id, Some(&ann), "A-10-1").await;
+        assert_eq!(short.status, StatusCode::CREATED, "{:?}", short.json());
+        let after = app.state.store.now().await.unwrap();
+        let expires = ttl_of(&short.json());
+        assert!(
+            expires >= before + time::Duration::seconds(i64::from(hold_ttl::FLOOR_S))
+                && expires <= after + time::Duration::seconds(i64::from(hold_ttl::FLOOR_S)),
+            "a hold while bob waits lasts the floor: {before} .. {expires} .. {after}"
+        );
+        // Release resumes, bob is let in: nobody waits, the event's own 300 s again.
+        let resumed = app
+            .send(
+                app.http
+                    .put(format!("{}/v1/admin/events/{event_id}/queue", app.base))
+                    .bearer_auth(&app.admin)
+                    .json(&json!({"paused": false})),
+            )
+            .await;
+        assert_eq!(resumed.status, StatusCode::OK, "{:?}", resumed.json());
+        queue_until(&app, &event_id, "nobody waiting", |v| v["waiting"] == 0).await;
+        after_ticks(&app, &event_id, 2).await;
+        let before = app.state.store.now().await.unwrap();
+        let long = hold_with(&app, "ann", &event_id, Some(&ann), "A-10-2").await;
+        assert_eq!(long.status, StatusCode::CREATED, "{:?}", long.json());
+        let expires = ttl_of(&long.json());
+        assert!(
+            expires >= before + time::Duration::seconds(300),
+            "no demand waits: the event's TTL ({before} .. {expires})"
+        );
+        assert_eq!(
+            ttl_of(&short.json()),
+            expires_of(&app, short.json()["holdId"].as_str().unwrap()).await,
+            "a granted deadline never moves"
+        );
+        app.finish().await;
+        rooms.cleanup().await;
+    }
+}
+
+async fn expires_of(app: &TestApp, hold_id: &str) -> time::OffsetDateTime {
+    let hold = app
+        .get(&token("ann"), &format!("/v1/holds/{hold_id}"))
+        .await
+        .json();
+    time::OffsetDateTime::parse(
+        hold["expiresAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap()
 }
