@@ -226,6 +226,9 @@ pub struct Report {
     pub engine_checks: u64,
     pub room_checks: u64,
     pub ledger_checks: u64,
+    /// The last 1 % of seats sold: how many had come back from a hold that ended without a
+    /// sale, and how long they took from coming back to being sold.
+    pub last_seats: LastSeats,
     pub engine_checks_every_groups: u64,
     pub engine_checks_min_interval_ms: u64,
     pub room_checks_every_ticks: u64,
@@ -237,6 +240,37 @@ pub struct Report {
 }
 
 /// Everything a finished run hands to the report.
+/// The last 1 % of seats sold (at least one): issue 35's "sold within 60 s of the last hold
+/// that returns them".
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LastSeats {
+    pub seats: u64,
+    /// Of them, seats that had come back (a hold released, cancelled or past its deadline).
+    pub returned: u64,
+    /// From coming back to being sold, over the returned ones, seconds.
+    pub return_to_sale_p50_s: f64,
+    pub return_to_sale_max_s: f64,
+}
+
+impl LastSeats {
+    /// From the sales in commit order: (sold at, came back at) in simulated seconds.
+    pub(crate) fn of(sales: &[(f64, Option<f64>)]) -> Self {
+        let n = sales.len().div_ceil(100);
+        let last = &sales[sales.len() - n..];
+        let mut waits: Vec<f64> = last
+            .iter()
+            .filter_map(|(sold, returned)| returned.map(|at| (sold - at).max(0.0)))
+            .collect();
+        waits.sort_by(f64::total_cmp);
+        Self {
+            seats: n as u64,
+            returned: waits.len() as u64,
+            return_to_sale_p50_s: waits.get(waits.len() / 2).copied().unwrap_or(0.0),
+            return_to_sale_max_s: waits.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Finished {
     pub(crate) config: SimConfig,
@@ -257,6 +291,7 @@ pub(crate) struct Finished {
     pub(crate) violations_total: u64,
     pub(crate) planted: Option<String>,
     pub(crate) ledger_checks: u64,
+    pub(crate) last_seats: LastSeats,
 }
 
 pub(crate) fn build(finished: Finished) -> Report {
@@ -279,6 +314,7 @@ pub(crate) fn build(finished: Finished) -> Report {
         violations_total,
         planted,
         ledger_checks,
+        last_seats,
     } = finished;
     let on_sale_s = f64::from(config.on_sale_at_s);
     let selling_until_s = sold_out_at_us.map_or(end_us as f64 / 1e6, |us| us as f64 / 1e6);
@@ -349,6 +385,7 @@ pub(crate) fn build(finished: Finished) -> Report {
         engine_checks: totals.engine_checks,
         room_checks: totals.room_checks,
         ledger_checks,
+        last_seats,
         engine_checks_every_groups: config.engine_checks_every_groups,
         engine_checks_min_interval_ms: config.engine_checks_min_interval_ms,
         room_checks_every_ticks: config.room_checks_every_ticks,
@@ -601,6 +638,16 @@ impl Report {
                         self.waiting_at_sold_out, self.admitted_after_sold_out
                     )
                 }),
+            ),
+            (
+                "last 1 % of seats".into(),
+                format!(
+                    "{} seats, {} of them back from a hold that ended unsold; back to sold p50 {:.1} s, max {:.1} s",
+                    self.last_seats.seats,
+                    self.last_seats.returned,
+                    self.last_seats.return_to_sale_p50_s,
+                    self.last_seats.return_to_sale_max_s
+                ),
             ),
             ("peak queue".into(), self.peak_queue.to_string()),
             (
@@ -880,4 +927,23 @@ fn escape(text: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod last_seats_tests {
+    use super::LastSeats;
+
+    #[test]
+    fn the_last_hundredth_of_the_sales_and_their_wait_since_coming_back() {
+        // 200 sales: the last 2 count; one of them came back 30 s before it sold.
+        let mut sales: Vec<(f64, Option<f64>)> = (0..198).map(|i| (f64::from(i), None)).collect();
+        sales.push((500.0, Some(470.0)));
+        sales.push((501.0, None));
+        let last = LastSeats::of(&sales);
+        assert_eq!(last.seats, 2);
+        assert_eq!(last.returned, 1);
+        assert_eq!(last.return_to_sale_max_s, 30.0);
+        assert_eq!(last.return_to_sale_p50_s, 30.0);
+        assert_eq!(LastSeats::of(&[]).seats, 0);
+    }
 }

@@ -67,6 +67,12 @@ pub(crate) struct SimStore {
     pub(crate) writer_seq: u64,
     /// Seats `SOLD`.
     pub(crate) sold: u64,
+    /// When each seat last came back on sale (a hold released, cancelled, or past its
+    /// deadline), by seat index.
+    returned_at: Vec<Option<OffsetDateTime>>,
+    /// Each seat sale in commit order: when, and when the seat had last come back (`None`:
+    /// sold on its first hold).
+    pub(crate) sales: Vec<(OffsetDateTime, Option<OffsetDateTime>)>,
 }
 
 impl SimStore {
@@ -93,6 +99,8 @@ impl SimStore {
             version: 0,
             writer_seq: 0,
             sold: 0,
+            returned_at: Vec::new(),
+            sales: Vec::new(),
         }
     }
 
@@ -170,7 +178,7 @@ impl SimStore {
     ) -> Vec<String> {
         let mut ended = Vec::new();
         for released in &effects.holds_released {
-            self.free_seats(&released.hold_id, &released.seat_ids);
+            self.free_seats(&released.hold_id, &released.seat_ids, now);
             self.end_hold(&released.hold_id, HoldStatus::Released, &mut ended);
         }
         for expired in &effects.holds_expired {
@@ -184,15 +192,17 @@ impl SimStore {
                 continue;
             }
             let seat_ids = self.holds[&expired.hold_id].seat_ids.clone();
-            self.free_seats(&expired.hold_id, &seat_ids);
+            let deadline = self.holds[&expired.hold_id].expires_at;
+            self.free_seats(&expired.hold_id, &seat_ids, deadline);
             self.end_hold(&expired.hold_id, HoldStatus::Expired, &mut ended);
         }
         for (_, cancelled) in &effects.checkouts_cancelled {
-            self.free_seats(&cancelled.hold_id, &cancelled.seat_ids);
+            self.free_seats(&cancelled.hold_id, &cancelled.seat_ids, now);
             self.end_hold(&cancelled.hold_id, HoldStatus::Released, &mut ended);
         }
         for confirmed in &effects.holds_confirmed {
             for seat_id in &confirmed.seat_ids {
+                let index = self.seat_index.get(seat_id).map(|&i| i as usize);
                 if let Some(seat) = self.seat_mut(seat_id) {
                     let newly_sold = seat.status != SeatStatus::Sold;
                     seat.status = SeatStatus::Sold;
@@ -200,6 +210,10 @@ impl SimStore {
                     seat.hold_expires_at = None;
                     if newly_sold {
                         self.sold += 1;
+                        let returned = index
+                            .and_then(|i| self.returned_at.get(i).copied())
+                            .flatten();
+                        self.sales.push((now, returned));
                     }
                 }
             }
@@ -255,9 +269,13 @@ impl SimStore {
         self.seats.get_mut(i as usize)
     }
 
-    /// Frees the seats that still point to `hold_id` as held.
-    fn free_seats(&mut self, hold_id: &str, seat_ids: &[String]) {
+    /// Frees the seats that still point to `hold_id` as held; they came back at `at`.
+    fn free_seats(&mut self, hold_id: &str, seat_ids: &[String], at: OffsetDateTime) {
+        if self.returned_at.len() < self.seats.len() {
+            self.returned_at.resize(self.seats.len(), None);
+        }
         for seat_id in seat_ids {
+            let index = self.seat_index.get(seat_id).map(|&i| i as usize);
             if let Some(seat) = self.seat_mut(seat_id)
                 && seat.status == SeatStatus::Held
                 && seat.hold_id.as_deref() == Some(hold_id)
@@ -265,6 +283,9 @@ impl SimStore {
                 seat.status = SeatStatus::Available;
                 seat.hold_id = None;
                 seat.hold_expires_at = None;
+                if let Some(i) = index {
+                    self.returned_at[i] = Some(at);
+                }
             }
         }
     }

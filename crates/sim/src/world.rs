@@ -23,7 +23,7 @@ use time::Duration;
 use crate::config::{FaultPlan, SeatLayout, SimConfig};
 use crate::fans::{Fan, FanStep, Stage};
 use crate::ledger::Ledger;
-use crate::report::{Ending, Report, SecondSample, Violation, ViolationKind};
+use crate::report::{Ending, LastSeats, Report, SecondSample, Violation, ViolationKind};
 use crate::rng::SplitMix64;
 use crate::store::SimStore;
 use crate::writer::Writer;
@@ -759,6 +759,19 @@ impl Sim {
             violations_total: self.violations_total,
             planted: self.planted,
             ledger_checks: self.ledger.checks,
+            last_seats: LastSeats::of(
+                &self
+                    .store
+                    .sales
+                    .iter()
+                    .map(|(sold, returned)| {
+                        (
+                            epoch_ms(*sold) as f64 / 1e3,
+                            returned.map(|at| epoch_ms(at) as f64 / 1e3),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            ),
         })
     }
 }
