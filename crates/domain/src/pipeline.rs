@@ -133,6 +133,32 @@ pub enum Refusal {
     Final,
 }
 
+/// The two lanes of a writer: what completes a sale (a checkout, a payment verdict, a
+/// release, ...) is taken before new holds, so a crowd asking for seats never sheds or delays
+/// the fans paying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Sale,
+    Holds,
+}
+
+impl Lane {
+    /// The lane of `command`, for the pipeline and for the queues in front of it.
+    pub fn of(command: &Command) -> Self {
+        match command {
+            Command::Hold(_) => Self::Holds,
+            Command::Release { .. }
+            | Command::Checkout(_)
+            | Command::Payment(_)
+            | Command::Compensate(_)
+            | Command::Exchange(_)
+            | Command::Transfer(_)
+            | Command::WaitlistJoin(_)
+            | Command::WaitlistLeave { .. } => Self::Sale,
+        }
+    }
+}
+
 /// What the driver must do, in order.
 #[derive(Debug)]
 pub enum Action<T, E> {
@@ -250,16 +276,9 @@ impl<T, E> Pipeline<T, E> {
             attempts: 0,
             moved: 0,
         };
-        match &job.command {
-            Command::Hold(_) => self.holds.push_back(job),
-            Command::Release { .. }
-            | Command::Checkout(_)
-            | Command::Payment(_)
-            | Command::Compensate(_)
-            | Command::Exchange(_)
-            | Command::Transfer(_)
-            | Command::WaitlistJoin(_)
-            | Command::WaitlistLeave { .. } => self.sale.push_back(job),
+        match Lane::of(&job.command) {
+            Lane::Holds => self.holds.push_back(job),
+            Lane::Sale => self.sale.push_back(job),
         }
     }
 

@@ -45,7 +45,9 @@ use boxoffice_domain::engine::{
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
-use boxoffice_domain::pipeline::{Action, Clock, GROUP_COMMANDS_MAX, GroupKind, Pipeline, Refusal};
+use boxoffice_domain::pipeline::{
+    Action, Clock, GROUP_COMMANDS_MAX, GroupKind, Lane, Pipeline, Refusal,
+};
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OrderView, PaymentOperation, ProviderVerdict, RenderOrder,
     Settled,
@@ -693,16 +695,9 @@ impl EventWriters {
             let lanes = self.queue_for(&event);
             // New holds wait in their own lane: what completes a sale (a checkout, a payment
             // verdict, a release) is never shed or delayed behind a crowd asking for seats.
-            let lane = match &job.command {
-                Command::Hold(_) => &lanes.holds,
-                Command::Release { .. }
-                | Command::Checkout(_)
-                | Command::Payment(_)
-                | Command::Compensate(_)
-                | Command::Exchange(_)
-                | Command::Transfer(_)
-                | Command::WaitlistJoin(_)
-                | Command::WaitlistLeave { .. } => &lanes.sale,
+            let lane = match Lane::of(&job.command) {
+                Lane::Holds => &lanes.holds,
+                Lane::Sale => &lanes.sale,
             };
             match lane.try_send(job) {
                 Ok(()) => break,

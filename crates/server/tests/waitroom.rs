@@ -127,9 +127,18 @@ fn fast() -> ControllerConfig {
 }
 
 async fn spawn(state: State, controller: ControllerConfig) -> (TestApp, Rooms) {
+    spawn_on(state, controller, Backend::Sqlite).await
+}
+
+/// [`spawn`] on the store `backend`.
+async fn spawn_on(
+    state: State,
+    controller: ControllerConfig,
+    backend: Backend,
+) -> (TestApp, Rooms) {
     let rooms = Rooms::new(state, controller).await;
     let app = TestApp::spawn_full(
-        TestStore::new(Backend::Sqlite).await,
+        TestStore::new(backend).await,
         SimulatorConfig::default(),
         rooms.setup.clone(),
         true,
@@ -1275,14 +1284,7 @@ async fn a_poll_from_memory_answers_as_the_route_does(state: State) {
 /// release stops and waiting fans hear `ALL_HELD`; it resumes as the holds lapse.
 async fn slots_follow_the_shopper_and_release_follows_the_seats(state: State) {
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let rooms = Rooms::new(state, fast()).await;
-        let app = TestApp::spawn_full(
-            TestStore::new(backend).await,
-            SimulatorConfig::default(),
-            rooms.setup.clone(),
-            true,
-        )
-        .await;
+        let (app, rooms) = spawn_on(state, fast(), backend).await;
         let event_id = app
             .create_event(json!({
                 "holdTtlSeconds": 60,
@@ -1372,14 +1374,7 @@ async fn slots_follow_the_shopper_and_release_follows_the_seats(state: State) {
 /// own grant, which the test brackets with the store's clock).
 async fn the_hold_ttl_follows_the_sale_while_fans_wait(state: State) {
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let rooms = Rooms::new(state, fast()).await;
-        let app = TestApp::spawn_full(
-            TestStore::new(backend).await,
-            SimulatorConfig::default(),
-            rooms.setup.clone(),
-            true,
-        )
-        .await;
+        let (app, rooms) = spawn_on(state, fast(), backend).await;
         let event_id = app
             .create_event(json!({
                 "holdTtlSeconds": 300,

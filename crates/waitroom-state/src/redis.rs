@@ -232,11 +232,14 @@ return 0
 ";
 
 /// KEYS: meta, adm, exp, slot, idle. ARGV: account, shop (`held`, `paying`, `refused`,
-/// `ended`), at_ms, cap, the refused grace ms. Returns nil (no room), 1 (the slot changed) or 0
-/// (`ActiveShoppers::shop`).
+/// `ended`), at_ms, the largest cap, the refused grace ms. Returns nil (no room), 1 (the slot
+/// changed) or 0 (`ActiveShoppers::shop`). The cap is the room's, read from its config here
+/// (`cjson`), so a hold's shopping step costs one round trip.
 const LUA_SHOP: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local config = redis.call('HGET', KEYS[1], 'config')
+if not config then return false end
 local account, shop, at = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local cap = math.min(tonumber(cjson.decode(config).maxActiveShoppers), tonumber(ARGV[4]))
 local admission = redis.call('HGET', KEYS[2], account)
 if not admission or at >= expires_of(admission) then return 0 end
 local value = redis.call('HGET', KEYS[4], account)
@@ -269,10 +272,10 @@ if value then
   return 1
 end
 slot_drop(KEYS[1], KEYS[4], KEYS[5], account)
-if redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[4]) then
+if redis.call('HLEN', KEYS[4]) >= cap then
   expire(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3])
 end
-if redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[4]) then return 0 end
+if redis.call('HLEN', KEYS[4]) >= cap then return 0 end
 slot_put(KEYS[1], KEYS[4], KEYS[5], account, state, ARGV[3], ARGV[3])
 return 1
 ";
@@ -698,10 +701,6 @@ impl RoomStore for RedisRooms {
         at_ms: i64,
     ) -> StateResult<bool> {
         let keys = self.keys(event_id);
-        let mut pipe = redis::pipe();
-        pipe.cmd("HGET").arg(&keys.meta).arg("config");
-        let (config,): (Option<String>,) = self.query(&pipe).await?;
-        let config = room_config(&config.ok_or_else(|| no_room(event_id))?)?;
         let mut invocation = self.scripts.shop.prepare_invoke();
         invocation
             .key(&keys.meta)
@@ -712,7 +711,7 @@ impl RoomStore for RedisRooms {
             .arg(account_id)
             .arg(shop.as_str())
             .arg(at_ms)
-            .arg(cap(&config))
+            .arg(ACTIVE_SHOPPERS_MAX)
             .arg(REFUSED_GRACE_MS);
         let changed: Option<i64> = self.run(&invocation).await?;
         Ok(changed.ok_or_else(|| no_room(event_id))? == 1)

@@ -126,12 +126,7 @@ impl Inventory {
     /// hold yet, or released and not claimed): free seats over the party size, rounded up
     /// so that the last seats always have a fan.
     pub fn room_for(&self, shopping: u64) -> u64 {
-        let party = if self.party_size >= 1.0 {
-            self.party_size
-        } else {
-            PARTY_SIZE_DEFAULT
-        };
-        let parties = (self.free as f64 / party).ceil() as u64;
+        let parties = (self.free as f64 / self.party()).ceil() as u64;
         parties.saturating_sub(shopping)
     }
 
@@ -139,12 +134,16 @@ impl Inventory {
     /// they all came back: such fans poll every [`RETURNS_POLL_S`] at most while release
     /// follows the returns, so that returned seats find a fan at once.
     pub fn returns_reach(&self, ahead_of_you: u64) -> bool {
-        let party = if self.party_size >= 1.0 {
+        ahead_of_you < (self.held as f64 / self.party()).ceil() as u64
+    }
+
+    /// The party size measured, or [`PARTY_SIZE_DEFAULT`] before any.
+    fn party(&self) -> f64 {
+        if self.party_size >= 1.0 {
             self.party_size
         } else {
             PARTY_SIZE_DEFAULT
-        };
-        ahead_of_you < (self.held as f64 / party).ceil() as u64
+        }
     }
 
     /// Nothing free now, but held seats may come back.
