@@ -48,6 +48,7 @@ pub use transfer::{TransferDecision, TransferRequest, TransferTaken};
 pub use waitlist::{
     WAITLIST_ENTRIES_MAX, WAITLIST_LOOKS_PER_GROUP_MAX, WAITLIST_OFFER_TTL_DEFAULT_S,
     WAITLIST_OFFERS_PER_GROUP_MAX, WaitEntry, WaitlistDecision, WaitlistJoin, WaitlistOffer,
+    offer_hold_id, offer_waitlist_id,
 };
 
 /// Holds one group ends at most; a lapse of thousands at once spreads over several groups,

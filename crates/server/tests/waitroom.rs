@@ -297,6 +297,7 @@ on_both_states!(
     a_poll_from_memory_answers_as_the_route_does,
     slots_follow_the_shopper_and_release_follows_the_seats,
     the_hold_ttl_follows_the_sale_while_fans_wait,
+    a_waiting_list_offer_is_paid_without_an_admission,
 );
 
 /// FIFO order for sequential joins; one place per account; holds need the account's own live
@@ -1352,6 +1353,11 @@ async fn slots_follow_the_shopper_and_release_follows_the_seats(state: State) {
         assert_eq!(dan["status"], "WAITING", "{dan}");
         assert_eq!(dan["reason"], "ALL_HELD", "{dan}");
         assert_eq!(dan["largestBlock"], 0, "{dan}");
+        assert_eq!(
+            dan["waitlist"],
+            json!(format!("/v1/events/{event_id}/waitlist")),
+            "{dan}"
+        );
         // The holds lapse by the store's clock: release follows the seats back, dan gets in.
         app.db.advance_clock(61_000).await;
         admitted(&app, "dan", &event_id, &tickets[3]).await;
@@ -1496,4 +1502,125 @@ async fn expires_of(app: &TestApp, hold_id: &str) -> time::OffsetDateTime {
         &time::format_description::well_known::Rfc3339,
     )
     .unwrap()
+}
+
+/// Issue 35, item 3, on both store backends: a fan refused seats while everything is held
+/// stays in line for what comes back on the group waiting list, leaves the room (its slot
+/// goes to the next fan), and pays the offer it gets without an admission: the list is a line
+/// of its own. A hold of the fan's own still needs one.
+async fn a_waiting_list_offer_is_paid_without_an_admission(state: State) {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let (app, rooms) = spawn_on(state, fast(), backend).await;
+        let event_id = app
+            .create_event(json!({
+                "sections": [{"name": "A", "rows": 1, "seatsPerRow": 3, "priceMinor": 1000}],
+                "tiers": [],
+                "waitlistOfferTtlSeconds": 60,
+                "onSaleAt": rfc3339_in(1_500),
+                "waitingRoom": {"enabled": true, "policy": "fifo", "maxActiveShoppers": 2,
+                                "admissionTtlSeconds": 600},
+            }))
+            .await;
+        let ann_ticket = join(&app, "ann", &event_id).await["queueTicket"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let bob_ticket = join(&app, "bob", &event_id).await["queueTicket"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let ann = admitted(&app, "ann", &event_id, &ann_ticket).await;
+        let bob = admitted(&app, "bob", &event_id, &bob_ticket).await;
+        let all = app
+            .send(
+                app.http
+                    .post(format!("{}/v1/events/{event_id}/holds", app.base))
+                    .bearer_auth(token("ann"))
+                    .header("idempotency-key", "all")
+                    .header("admission-token", &ann)
+                    .json(&json!({"seatIds": ["A-1-1", "A-1-2"]})),
+            )
+            .await;
+        assert_eq!(all.status, StatusCode::CREATED, "{:?}", all.json());
+        let ann_hold = all.json()["holdId"].as_str().unwrap().to_owned();
+
+        // Bob's party of two finds one seat left. He joins the list and closes the page.
+        let refused = app
+            .send(
+                app.http
+                    .post(format!("{}/v1/events/{event_id}/holds", app.base))
+                    .bearer_auth(token("bob"))
+                    .header("idempotency-key", "two")
+                    .header("admission-token", &bob)
+                    .json(&json!({"bestAvailable": {"quantity": 2}})),
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::CONFLICT, "{:?}", refused.json());
+        assert_eq!(refused.json()["largestBlock"], 1, "{:?}", refused.json());
+        let listed = app
+            .post(
+                &token("bob"),
+                &format!("/v1/events/{event_id}/waitlist"),
+                Some("w"),
+                &json!({"quantity": 2}),
+            )
+            .await;
+        assert_eq!(listed.status, StatusCode::CREATED, "{:?}", listed.json());
+        assert_eq!(listed.json()["status"], "WAITING");
+        let waitlist_id = listed.json()["waitlistId"].as_str().unwrap().to_owned();
+        let left = app
+            .delete(&token("bob"), &format!("/v1/events/{event_id}/queue"))
+            .await;
+        assert_eq!(left.status, StatusCode::OK, "{:?}", left.json());
+
+        // Ann lets the seats go: they are bob's offer, not back on sale.
+        let released = app
+            .delete(&token("ann"), &format!("/v1/holds/{ann_hold}"))
+            .await;
+        assert_eq!(released.status, StatusCode::OK, "{:?}", released.json());
+        let mut offer = Value::Null;
+        for _ in 0..200 {
+            offer = app
+                .get(
+                    &token("bob"),
+                    &format!("/v1/events/{event_id}/waitlist/{waitlist_id}"),
+                )
+                .await
+                .json();
+            if offer["status"] == "OFFERED" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(offer["status"], "OFFERED", "{offer}");
+        let offer_hold = offer["holdId"].as_str().unwrap().to_owned();
+        let held = app
+            .get(&token("bob"), &format!("/v1/holds/{offer_hold}"))
+            .await
+            .json();
+        assert_eq!(held["status"], "HELD", "{held}");
+        let seats = held["seats"].as_array().unwrap();
+        assert_eq!(seats.len(), 2, "{held}");
+        let seat = seats[0]["seatId"].as_str().unwrap();
+        let again = hold_with(&app, "ann", &event_id, Some(&ann), seat).await;
+        assert_eq!(again.status, StatusCode::CONFLICT, "{:?}", again.json());
+
+        // Bob pays the offer with no admission token.
+        let paid = app
+            .post(
+                &token("bob"),
+                &format!("/v1/holds/{offer_hold}/checkout"),
+                Some("pay"),
+                &json!({"paymentMethodToken": "pm_card_visa"}),
+            )
+            .await;
+        assert_eq!(paid.status, StatusCode::CREATED, "{:?}", paid.json());
+        assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{:?}", paid.json());
+
+        // A fan's own hold still needs an admission: bob has none.
+        let own = hold_with(&app, "bob", &event_id, None, "A-1-1").await;
+        assert_eq!(own.status, StatusCode::FORBIDDEN, "{:?}", own.json());
+        app.finish().await;
+        rooms.cleanup().await;
+    }
 }

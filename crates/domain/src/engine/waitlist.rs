@@ -42,6 +42,23 @@ pub const WAITLIST_LOOKS_PER_GROUP_MAX: usize = 4_096;
 /// The offer TTL when the event sets none.
 pub const WAITLIST_OFFER_TTL_DEFAULT_S: u32 = 600;
 
+/// An offer's hold id is this prefix and the entry's id ([`offer_hold_id`]), so that a
+/// reader holding only the hold knows which entry to ask whether the hold is its offer (the
+/// server makes every hold id; a fan cannot choose one).
+pub const OFFER_HOLD_PREFIX: &str = "wl-";
+
+/// The hold id an entry's offer will have.
+pub fn offer_hold_id(waitlist_id: &str) -> String {
+    format!("{OFFER_HOLD_PREFIX}{waitlist_id}")
+}
+
+/// The entry a hold id was made for as its offer, if it has an offer's shape.
+pub fn offer_waitlist_id(hold_id: &str) -> Option<&str> {
+    hold_id
+        .strip_prefix(OFFER_HOLD_PREFIX)
+        .filter(|id| !id.is_empty())
+}
+
 /// A waiting-list entry as the engine keeps it: waiting, or offered (its hold named).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WaitEntry {

@@ -236,6 +236,22 @@ pub async fn checkout(
 
 /// The checkout of one hold, requested at `path` (a hold's checkout, or an exchange's, whose
 /// hold holds the new seats and costs the difference).
+/// Whether `hold` is a waiting-list offer (its entry names it, for the same account).
+async fn is_waitlist_offer(state: &AppState, hold: &boxoffice_store::HoldView) -> ApiResult<bool> {
+    let Some(waitlist_id) = boxoffice_domain::engine::offer_waitlist_id(&hold.hold_id) else {
+        return Ok(false);
+    };
+    Ok(state
+        .store
+        .get_waitlist_entry(waitlist_id)
+        .await?
+        .is_some_and(|entry| {
+            entry.hold_id.as_deref() == Some(hold.hold_id.as_str())
+                && entry.account_id == hold.account_id
+                && entry.event_id == hold.event_id
+        }))
+}
+
 /// The hold lapsed or was given back: nothing to check out.
 fn hold_expired() -> ApiError {
     ApiError::new(
@@ -295,15 +311,22 @@ pub async fn checkout_hold(
     let mut event = None;
     if let Some(hold) = &hold {
         let found = state.event(&hold.event_id).await?;
-        let admitted = crate::gate::check_admission(
-            state,
-            &found,
-            account,
-            headers,
-            checkout.admission_token.as_deref(),
-            false,
-        )
-        .await;
+        // The waiting list is a line of its own: its offer is the fan's turn, so the offer's
+        // checkout needs no admission (the fan may have left the room, or joined the list
+        // after the sell-out, when the room admits nobody).
+        let admitted = if found.waiting_room.enabled && is_waitlist_offer(state, hold).await? {
+            Ok(())
+        } else {
+            crate::gate::check_admission(
+                state,
+                &found,
+                account,
+                headers,
+                checkout.admission_token.as_deref(),
+                false,
+            )
+            .await
+        };
         if let Err(mut refused) = admitted {
             // A hold that lapsed or was released ends the fan's shopping session with it, so
             // a retry that outlived its hold is told about the hold (the answer the fan can

@@ -57,8 +57,9 @@ pub struct QueueStatusResponse {
     pub admission_token: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission_expires_at: Option<String>,
-    /// With `SOLD_OUT`: where a party joins the event's waiting list
-    /// (`POST /v1/events/{eventId}/waitlist`), to be offered seats that come back.
+    /// With `SOLD_OUT`, and with `WAITING` for `ALL_HELD`: where a party joins the event's
+    /// waiting list (`POST /v1/events/{eventId}/waitlist`), to be offered seats that come
+    /// back, first come first served (its offer is paid without an admission).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waitlist: Option<String>,
     /// With `WAITING`: `ALL_HELD` while nothing is free but held seats may come back
@@ -386,7 +387,7 @@ pub async fn queue_status(
                 estimated_wait_seconds: Some(estimated_wait_s),
                 admission_token: None,
                 admission_expires_at: None,
-                waitlist: None,
+                waitlist: reason.is_some().then(|| waitlist_path(&event_id)),
                 reason,
                 largest_block,
             },
@@ -497,7 +498,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
                 estimated_wait_seconds: Some(estimated_wait_s),
                 admission_token: None,
                 admission_expires_at: None,
-                waitlist: None,
+                waitlist: reason.is_some().then(|| waitlist_path(event_id)),
                 reason,
                 largest_block,
             },

@@ -208,14 +208,15 @@ pub async fn join_waitlist(
     }
     let path = format!("/v1/events/{event_id}/waitlist");
     let digest = request_digest("POST", &path, &body.0);
+    let waitlist_id = uuid::Uuid::now_v7().to_string();
     let join = WaitlistJoin {
-        waitlist_id: uuid::Uuid::now_v7().to_string(),
+        offer_hold_id: boxoffice_domain::engine::offer_hold_id(&waitlist_id),
+        waitlist_id,
         account_id: account.account_id.to_string(),
         quantity: request.quantity,
         section: request.section,
         max_price_minor: request.max_price_minor,
         together: request.together,
-        offer_hold_id: uuid::Uuid::now_v7().to_string(),
         idempotency_key: key.clone(),
         request_digest: digest.clone(),
     };
