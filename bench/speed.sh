@@ -14,6 +14,12 @@
 #             fan pays with pm_card_visa through the simulator (100-300 ms authorization):
 #             seconds from the first hold to the last ticket issued
 #   sqlite    the holds scenario against SQLite (no goal)
+#   overdemand issue 35's on-sale straight at the seats with more demand than the house:
+#             24,000 fans over 6 s (1-6 seats each, about 1.7x the 50,000 seats), no waiting
+#             room, OVERDEMAND_CARDS (default visa=80,declined=10,3ds=5,slow=5: declines,
+#             3-D Secure and slow approvals), 5 % abandoning, 60 s holds; fans refused seats
+#             wait on the waiting list for what comes back: seconds from the on-sale until
+#             every seat is sold, 5xx, tickets against sold seats, then boxoffice check
 #   door      issue 16's sale at one tenth of its size: 200,000 fans over 30 s through the
 #             waiting room (fifo, release from the API's default start rate up to
 #             DOOR_MAX_RELEASE, default 2000/s), 50,000 seats, the load tool's card mix
@@ -37,7 +43,8 @@
 #   SHARED_BENCH           folder with the pgbench scripts (default ../shared/bench)
 #   ONLY                   space-separated subset of: pgbench holds holds-open order-status
 #                          sellout onsale sqlite checkouts exchanges forward takeover door
-#                          (default: all but checkouts, exchanges, forward, takeover, door)
+#                          overdemand (default: all but checkouts, exchanges, forward,
+#                          takeover, door, overdemand)
 #   CHECKOUT_RATES         offered checkout rates (default "1000 2000")
 #   EXCHANGE_RATES         offered exchange rates (default "2000 5000")
 #   HOLDS_OPEN_RATES       offered hold rates of the holds-open case (default "2000 5000")
@@ -213,6 +220,27 @@ for run in $(seq 1 "$RUNS"); do
     stop_server
     "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" > "${TMPDIR:-/tmp}/boxoffice-onsale-$run.check.txt" || true
     tail -1 "${TMPDIR:-/tmp}/boxoffice-onsale-$run.check.txt" | sed "s/^/run $run onsale check: /"
+  fi
+  if want overdemand; then
+    ulimit -n 40000 2>/dev/null || true
+    start_server "$(fresh_pg)" --sim-auth-latency-ms 100-300
+    "$BOXOFFICE" load onsale --base-url "$URL" --no-waiting-room --accounts 24000 --arrival-s 6 \
+      --abandon 0.05 --cards "${OVERDEMAND_CARDS:-visa=80,declined=10,3ds=5,slow=5}" --max-in-flight 30000 --hold-ttl-s 60 \
+      --report "$WORK/overdemand.json" --html-report "$WORK/overdemand-$run.html" > "$WORK/overdemand.out" 2> "$WORK/overdemand.err" || true
+    event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/overdemand.out")
+    for _ in $(seq 1 120); do
+      left=$($PSQL -At -c "SELECT count(*) FROM outbox WHERE published_at IS NULL" boxoffice_bench)
+      [ "$left" = 0 ] && break; sleep 1
+    done
+    n=$($PSQL -At -c "SELECT count(*) FROM seat WHERE event_id = '$event' AND status = 'SOLD'" boxoffice_bench)
+    t=$($PSQL -At -c "SELECT count(*) FROM ticket WHERE event_id = '$event' AND status = 'VALID'" boxoffice_bench)
+    echo "run $run overdemand sold_seats=$n valid_tickets=$t $(grep -E '^(every seat sold|outcomes):' "$WORK/overdemand.out" | tr '\n' ' ')$(grep -o 'errors (5xx/transport)=[0-9]* unexpected=[0-9]*' "$WORK/overdemand.out") elapsed_s=$(sed -n 's/.* elapsed_s=\([^ ]*\).*/\1/p' "$WORK/overdemand.out")"
+    cp "$WORK/overdemand-$run.html" "${TMPDIR:-/tmp}/boxoffice-overdemand-$run.html"
+    cp "$WORK/overdemand.json" "${TMPDIR:-/tmp}/boxoffice-overdemand-$run.json"
+    cp "$WORK/overdemand.out" "${TMPDIR:-/tmp}/boxoffice-overdemand-$run.txt"
+    stop_server
+    "$BOXOFFICE" check --database-url "postgres://postgres@127.0.0.1:$PORT/boxoffice_bench" > "${TMPDIR:-/tmp}/boxoffice-overdemand-$run.check.txt" || true
+    tail -1 "${TMPDIR:-/tmp}/boxoffice-overdemand-$run.check.txt" | sed "s/^/run $run overdemand check: /"
   fi
   if want door; then
     ulimit -n 20000 2>/dev/null || true

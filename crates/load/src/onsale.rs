@@ -26,6 +26,14 @@
 //!    `pm_sim_timeout`), then poll `GET /v1/orders/{id}` until `CONFIRMED` or `CANCELLED`
 //!    (at most [`ORDER_WAIT_MAX`], else `unsettled`).
 //!
+//! A fan refused seats in every try (`SEATS_UNAVAILABLE`: nothing of its size is free now,
+//! but the house is not sold) does what the answer allows: it joins the event's waiting
+//! list for its party (any seats; leaving the room first, so its slot goes to the next fan)
+//! and looks at its entry every [`WAITLIST_POLL`] until it is offered seats, which it then
+//! treats as its hold (abandon or pay as planned); it goes home when the event page shows
+//! nothing held and fewer seats free than its party, or after [`WAITLIST_WAIT_MAX`]. A
+//! created event's offers last the hold TTL.
+//!
 //! A fan who ends without a confirmed order (declined, no seats) leaves the room
 //! (`DELETE /v1/events/{id}/queue`) as a closed page would, so its active-shopper slot goes
 //! to the next fan; a confirmed order ends the admission on the server's side.
@@ -67,6 +75,14 @@ pub const FULL_ARRIVAL_S: f64 = 300.0;
 pub const QUEUE_WAIT_MAX: Duration = Duration::from_secs(600);
 /// Longest an account polls its order for a final status.
 pub const ORDER_WAIT_MAX: Duration = Duration::from_secs(90);
+/// Longest a fan refused seats waits on the event's waiting list for an offer (from its
+/// join) before it goes home.
+pub const WAITLIST_WAIT_MAX: Duration = Duration::from_secs(600);
+/// Between two looks at a waiting-list entry (up to 2 s of jitter is added per look). An
+/// entry's read counts the entries before it in the store, so thousands of fans looking
+/// every second or two would take the store from the checkouts; an offer lasts the hold TTL,
+/// so a look every 10 s costs a fan at most a sixth of a 60 s offer.
+pub const WAITLIST_POLL: Duration = Duration::from_secs(10);
 /// Sections tried per hold (the drawn one, then the next ones).
 pub const HOLD_TRIES: u32 = 3;
 /// Times a fan asks again after a 429 (the writer's queue is full), waiting `Retry-After`
@@ -421,6 +437,11 @@ struct Metrics {
     sold_out_at: Option<u64>,
     /// µs after the start when the last fan's visit ended.
     last_fan_done: u64,
+    /// µs after the start when the fans' confirmed seats reached the house.
+    all_sold_at: Option<u64>,
+    /// Fans refused seats who joined the waiting list, and of them those offered seats.
+    waitlist_joined: u64,
+    waitlist_offered: u64,
 }
 
 impl Metrics {
@@ -477,6 +498,13 @@ struct Shared {
     cards: CardMix,
     /// The event's waiting room is on: fans queue for an admission.
     waiting_room: bool,
+    /// Seats of the house, and whether the event page last said nothing is free or held
+    /// (read once a second by [`watch_house`]): fans on the waiting list go home then.
+    venue_seats: u64,
+    /// Seats free and held over the house as the event page last said (`u64::MAX` before
+    /// the first read), read once a second by [`watch_house`].
+    house_free: AtomicU64,
+    house_held: AtomicU64,
     started: Instant,
     /// When the event goes on sale (the start, or the end of arrivals for `random`).
     on_sale: Instant,
@@ -831,6 +859,7 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
     let mut hold = None;
     let mut t = 0;
     let mut refusals_429 = 0;
+    let mut refused = Value::Null;
     while t < HOLD_TRIES.min(n) {
         let section = &shared.sections[((plan.section + t) % n) as usize];
         // The last try takes the best seats anywhere, as a storefront offers once a fan's
@@ -855,7 +884,10 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
                 hold = Some(answer.body);
                 break;
             }
-            409 => t += 1,
+            409 => {
+                t += 1;
+                refused = answer.body;
+            }
             // The event's writer has more queued than it takes soon: it says nothing about
             // seats, so the fan waits as asked and asks again for the same section.
             429 if refusals_429 < HOLD_429_RETRIES_MAX => {
@@ -872,13 +904,25 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
             }
         }
     }
-    let Some(hold) = hold else {
-        return Outcome::NoSeats;
+    let hold = match hold {
+        Some(hold) => hold,
+        // Nothing of the party's size is free now, but the house is not sold: the fan stays
+        // in line for what comes back, as the answers say it can.
+        None if refused["code"] == "SEATS_UNAVAILABLE" => {
+            match wait_on_list(shared, token, plan).await {
+                Ok(hold) => hold,
+                Err(outcome) => return outcome,
+            }
+        }
+        None => return Outcome::NoSeats,
     };
     let Some(hold_id) = hold["holdId"].as_str() else {
         return Outcome::Failed;
     };
-    let seats = hold["seats"].as_array().map_or(0, Vec::len) as u64;
+    let seats = hold["seats"].as_array().map_or_else(
+        || hold["quantity"].as_u64().unwrap_or(0),
+        |s| s.len() as u64,
+    );
     g.holding.fetch_add(1, Ordering::Relaxed);
     match plan.abandon {
         Some(true) => {
@@ -886,7 +930,18 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
                 .http
                 .delete(shared.url(token, &format!("/v1/holds/{hold_id}")))
                 .bearer_auth(token);
-            let answer = shared.call("release", request).await;
+            // Busy (the store's call bound): the fan's page asks again, as a 429 says.
+            let mut answer = shared
+                .call("release", request.try_clone().expect("no body"))
+                .await;
+            let mut refusals = 0;
+            while answer.status == 429 && refusals < HOLD_429_RETRIES_MAX {
+                tokio::time::sleep(backoff(refusals, answer.retry_after_s)).await;
+                refusals += 1;
+                answer = shared
+                    .call("release", request.try_clone().expect("no body"))
+                    .await;
+            }
             g.holding.fetch_sub(1, Ordering::Relaxed);
             if answer.status != 200 {
                 shared.unexpected("release", &answer);
@@ -908,12 +963,181 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
     if outcome == Outcome::Sold {
         g.paid.fetch_add(1, Ordering::Relaxed);
         shared.measure(Metric::EndToEnd, due);
-        let s = shared.second_of(Instant::now());
+        let now = Instant::now();
+        let s = shared.second_of(now);
         let mut m = shared.lock();
         m.sold_seats += seats;
         m.second(s).sold_seats += seats;
+        if m.sold_seats >= shared.venue_seats && m.all_sold_at.is_none() {
+            m.all_sold_at = Some(now.saturating_duration_since(shared.started).as_micros() as u64);
+        }
     }
     outcome
+}
+
+/// A fan refused seats joins the event's waiting list for its party (any seats) and looks at
+/// its entry every [`WAITLIST_POLL`] until it is offered seats: the offer's hold, read as a
+/// hold answer. With a waiting room the fan first leaves the room (its slot goes to the next
+/// fan: an offer is paid without an admission). It goes home when nothing can come back for
+/// it ([`nothing_can_come`]), or after [`WAITLIST_WAIT_MAX`].
+async fn wait_on_list(shared: &Shared, token: &str, plan: &Plan) -> Result<Value, Outcome> {
+    if let Some(outcome) = nothing_can_come(shared, plan) {
+        return Err(outcome);
+    }
+    if shared.waiting_room {
+        let request = shared
+            .http
+            .delete(shared.url(token, &format!("/v1/events/{}/queue", shared.event_id)))
+            .bearer_auth(token);
+        let answer = shared.call("leave", request).await;
+        if answer.status != 200 {
+            shared.unexpected("leave", &answer);
+        }
+    }
+    let deadline = Instant::now() + WAITLIST_WAIT_MAX;
+    let list = shared.url(token, &format!("/v1/events/{}/waitlist", shared.event_id));
+    let join = shared
+        .http
+        .post(&list)
+        .bearer_auth(token)
+        .header("idempotency-key", key())
+        .json(&json!({"quantity": plan.quantity, "together": false}));
+    let mut refusals = 0;
+    let answer = loop {
+        let answer = shared
+            .call("waitlist_join", join.try_clone().expect("a JSON body"))
+            .await;
+        if !matches!(answer.status, 0 | 429 | 503) {
+            break answer;
+        }
+        let wait = backoff(refusals, answer.retry_after_s);
+        refusals += 1;
+        if Instant::now() + wait > deadline {
+            return Err(Outcome::GaveUp);
+        }
+        tokio::time::sleep(wait).await;
+    };
+    if answer.status != 201 {
+        shared.unexpected("waitlist_join", &answer);
+        return Err(Outcome::Failed);
+    }
+    let Some(waitlist_id) = answer.body["waitlistId"].as_str().map(str::to_owned) else {
+        shared.unexpected("waitlist_join", &answer);
+        return Err(Outcome::Failed);
+    };
+    shared.lock().waitlist_joined += 1;
+    let entry_url = format!("{list}/{waitlist_id}");
+    let mut entry = answer.body;
+    let mut refusals = 0;
+    loop {
+        match entry["status"].as_str() {
+            Some("OFFERED") => break,
+            Some("WAITING") => {}
+            _ => {
+                shared.unexpected(
+                    "waitlist",
+                    &Answer {
+                        status: 200,
+                        body: entry,
+                        retry_after_s: None,
+                    },
+                );
+                return Err(Outcome::Failed);
+            }
+        }
+        let hopeless = nothing_can_come(shared, plan);
+        if hopeless.is_some() || Instant::now() + WAITLIST_POLL > deadline {
+            let request = shared.http.delete(&entry_url).bearer_auth(token);
+            let left = shared.call("waitlist_leave", request).await;
+            match left.status {
+                200 => return Err(hopeless.unwrap_or(Outcome::NoSeats)),
+                // Offered meanwhile (the fan takes it after all), or busy: look again.
+                409 | 429 | 503 | 0 => {}
+                _ => {
+                    shared.unexpected("waitlist_leave", &left);
+                    return Err(Outcome::Failed);
+                }
+            }
+        } else {
+            let jitter = Duration::from_millis(rand::random::<u64>() % 2_000);
+            tokio::time::sleep(WAITLIST_POLL + jitter).await;
+        }
+        let answer = shared
+            .call("waitlist", shared.http.get(&entry_url).bearer_auth(token))
+            .await;
+        match answer.status {
+            200 => {
+                entry = answer.body;
+                refusals = 0;
+            }
+            0 | 429 | 503 => {
+                tokio::time::sleep(backoff(refusals, answer.retry_after_s)).await;
+                refusals += 1;
+            }
+            _ => {
+                shared.unexpected("waitlist", &answer);
+                return Err(Outcome::Failed);
+            }
+        }
+    }
+    shared.lock().waitlist_offered += 1;
+    let Some(hold_id) = entry["holdId"].as_str() else {
+        return Err(Outcome::Failed);
+    };
+    // Never a partial offer: the hold is the party's seats.
+    Ok(json!({"holdId": hold_id, "quantity": plan.quantity}))
+}
+
+/// How long to wait after the `refusals`-th refusal in a row (429, 503, no answer): what
+/// `Retry-After` asks, at least doubling from 1 s up to 32 s, with up to half again of
+/// jitter, so that thousands of fans refused in one second do not all come back in the next.
+fn backoff(refusals: u32, retry_after_s: Option<u64>) -> Duration {
+    let doubling = 1u64 << refusals.min(5);
+    let base = retry_after_s
+        .unwrap_or(1)
+        .clamp(1, RETRY_AFTER_HONOURED_MAX_S)
+        .max(doubling);
+    let base_ms = base * 1_000;
+    Duration::from_millis(base_ms + rand::random::<u64>() % (base_ms / 2 + 1))
+}
+
+/// Whether the event page says nothing can come back for the party: no seat held (that could
+/// lapse or be declined) and fewer free than it needs. `SoldOut` when nothing is free.
+fn nothing_can_come(shared: &Shared, plan: &Plan) -> Option<Outcome> {
+    let free = shared.house_free.load(Ordering::Relaxed);
+    let held = shared.house_held.load(Ordering::Relaxed);
+    if held > 0 || free >= u64::from(plan.quantity) {
+        return None;
+    }
+    Some(if free == 0 {
+        Outcome::SoldOut
+    } else {
+        Outcome::NoSeats
+    })
+}
+
+/// Reads the event page once a second: the seats free and held, from which a fan on the
+/// waiting list knows when nothing can come back for it.
+async fn watch_house(shared: Arc<Shared>) {
+    let url = format!("{}/v1/events/{}", shared.bases[0], shared.event_id);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let Ok(response) = shared.http.get(&url).send().await else {
+            continue;
+        };
+        let Ok(event) = response.json::<Value>().await else {
+            continue;
+        };
+        let Some(sections) = event["sections"].as_array() else {
+            continue;
+        };
+        let sum = |field: &str| -> Option<u64> { sections.iter().map(|s| s[field].as_u64()).sum() };
+        if let (Some(free), Some(held)) = (sum("available"), sum("held")) {
+            shared.house_free.store(free, Ordering::Relaxed);
+            shared.house_held.store(held, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Checks out and follows the order to its final status.
@@ -1056,6 +1280,9 @@ async fn create_event(
             "startsAt": "2030-01-01T20:00:00Z",
             "currency": "EUR",
             "holdTtlSeconds": hold_ttl_s,
+            // An offer from the waiting list lasts as long as a hold: one to a fan who walked
+            // away comes back as soon.
+            "waitlistOfferTtlSeconds": hold_ttl_s,
             "maxSeatsPerHold": 6,
             "maxTicketsPerAccount": 6,
             "onSaleAt": rfc3339(std::time::SystemTime::now() + on_sale_in)?,
@@ -1274,6 +1501,9 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         sections,
         max_seats,
         waiting_room,
+        venue_seats,
+        house_free: AtomicU64::new(u64::MAX),
+        house_held: AtomicU64::new(u64::MAX),
         abandon: scenario.abandon,
         cards: scenario.cards.clone(),
         started,
@@ -1292,6 +1522,9 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
             admissions: Vec::new(),
             sold_out_answers: Vec::new(),
             sold_out_at: None,
+            all_sold_at: None,
+            waitlist_joined: 0,
+            waitlist_offered: 0,
             last_fan_done: 0,
         }),
         gauges: Gauges::default(),
@@ -1343,6 +1576,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         Ok(admin) if waiting_room => Some(tokio::spawn(watch_room(shared.clone(), admin))),
         _ => None,
     };
+    let house = tokio::spawn(watch_house(shared.clone()));
 
     // The open loop: arrivals on schedule, each its own task.
     let slots = Arc::new(Semaphore::new(scenario.max_in_flight));
@@ -1377,6 +1611,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
     if let Some(watcher) = watcher {
         watcher.abort();
     }
+    house.abort();
     let elapsed_s = started.elapsed().as_secs_f64();
 
     let report = build_report(
@@ -1464,6 +1699,20 @@ fn build_report(
         outcome("sold"),
         m.queue_len_max
     );
+    let on_sale_us = shared
+        .on_sale
+        .saturating_duration_since(shared.started)
+        .as_micros() as u64;
+    let all_sold_after_on_sale_s = m
+        .all_sold_at
+        .map(|at| at.saturating_sub(on_sale_us) as f64 / 1e6);
+    let _ = writeln!(
+        table,
+        "every seat sold: {} after the on-sale; waiting list: {} fans refused seats joined, {} offered seats",
+        all_sold_after_on_sale_s.map_or("not".to_owned(), |s| format!("{s:.1} s")),
+        m.waitlist_joined,
+        m.waitlist_offered,
+    );
     let _ = writeln!(
         table,
         "cards at checkout: {}",
@@ -1550,6 +1799,9 @@ fn build_report(
         "steps": steps,
         "outcomes": m.outcomes,
         "soldSeats": m.sold_seats,
+        "everySeatSoldAfterOnSaleSeconds": all_sold_after_on_sale_s,
+        "waitlistJoined": m.waitlist_joined,
+        "waitlistOffered": m.waitlist_offered,
         "queueLengthMax": m.queue_len_max,
         "door": door,
         "cards": m.cards,
