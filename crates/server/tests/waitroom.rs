@@ -1227,6 +1227,10 @@ async fn a_poll_from_memory_answers_as_the_route_does(state: State) {
         .as_str()
         .unwrap()
         .to_owned();
+    // Ann's poll loads the room; its next ticks read what is left of the seats (the
+    // answers' largestBlock), so that both of bob's answers below see the same room.
+    status(&app, "ann", &event_id, &ann).await;
+    after_ticks(&app, &event_id, 2).await;
     let first = status(&app, "bob", &event_id, &bob).await; // the route: verifies, caches
     let polls_before = queue_admin(&app, &event_id).await["polls"]
         .as_u64()
