@@ -84,6 +84,11 @@ pub struct SimConfig {
     pub hold_window_s: u32,
     pub controller: ControllerConfig,
     pub hold_ttl_s: u32,
+    /// The event's `waitlistOfferTtlSeconds`: how long a waiting-list offer (a hold of the
+    /// waiting fan's account) lasts. [`SimConfig::scale`] sets the hold TTL, so that an offer
+    /// to a fan who walked away lapses like a hold and its seats go to the next entry. The
+    /// engine's offer TTL is the event's setting: it does not follow the sale.
+    pub waitlist_offer_ttl_s: u32,
     /// The hold TTL follows the sale (`boxoffice_domain::hold_ttl`), `hold_ttl_s` the ceiling.
     pub hold_ttl_follows_sale: bool,
     pub payment_grace_s: u32,
@@ -131,6 +136,7 @@ impl SimConfig {
             increase_per_s: (10.0 * scale).round().max(1.0) as u64,
             ..ControllerConfig::default()
         };
+        let hold_ttl_s = 300;
         Self {
             seed: 0,
             scale,
@@ -144,7 +150,8 @@ impl SimConfig {
             claim_window_s: 600,
             hold_window_s: 60,
             controller,
-            hold_ttl_s: 300,
+            hold_ttl_s,
+            waitlist_offer_ttl_s: hold_ttl_s,
             hold_ttl_follows_sale: false,
             payment_grace_s: 120,
             faults: false,

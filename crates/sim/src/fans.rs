@@ -1,8 +1,9 @@
 //! The simulated fans: each arrives, joins the room, polls its status paced by `Retry-After`,
-//! claims its admission when released, asks for 1-4 seats best-available, checks out, pays
-//! through the simulated provider, and ends in exactly one [`Ending`].
+//! claims its admission when released, asks for 1-4 seats best-available (or, refused, waits
+//! on the event's waiting list for an offer), checks out, pays through the simulated
+//! provider, and ends in exactly one [`Ending`].
 //!
-//! A fan is a 16-byte record in a `Vec` indexed by fan number; its account id (`fan-<n>`),
+//! A fan is a 20-byte record in a `Vec` indexed by fan number; its account id (`fan-<n>`),
 //! hold keys, hold ids and order ids are formatted when a request needs them. Every fan has at
 //! most one request out at a time, so its stage says which answer it waits for, and an error
 //! answer retries that same request (same idempotency key) after a backoff.
@@ -13,15 +14,30 @@
 //! The client and payment model (stated in the report):
 //! - browse before the hold: lognormal, median 8 s; review before checkout: median 20 s;
 //! - 10 % of fans who get a hold abandon it: half release it, half let it lapse;
-//! - an admitted fan who gives up without a hold (no seats, sold out, errors) tells the room
-//!   it leaves 90 % of the time; the others keep the slot until its hold window passes;
+//! - an admitted fan who gives up without a hold (sold out, errors) tells the room it leaves
+//!   90 % of the time; the others keep the slot until its hold window passes;
 //! - the room moves the fan's slot as the server does: holding after a granted hold, paying
 //!   after a checkout starts, given back after a refused hold (the next try takes a slot
 //!   again if one is free, else the fan waits at the head of the queue and tries again once
 //!   it has one);
-//! - a hold that finds no seats is asked again (a new key; half the time for one seat
-//!   fewer) after 3-8 s, at most [`HOLD_ATTEMPTS_MAX`] times; an error is retried after
-//!   0.5-16 s, at most [`ERROR_RETRIES_MAX`] times in a row;
+//! - a hold that finds no seats while the house is not sold out: when the answer's
+//!   `largest_block` says fewer seats together than the party are free, half the fans
+//!   ([`SETTLE_SHARE`]) settle for those and ask again (a new key) after 3-8 s; the others,
+//!   and every fan when nothing is free (seats held by others may come back), join the
+//!   event's waiting list (`Command::WaitlistJoin` through the writer, like any command)
+//!   after a moment (lognormal, median 3 s), for the party as it stands, any seats
+//!   (`together: false`: the list has no `prefer`, and a fan whose hold may split the party
+//!   takes seats apart rather than none). It does not leave the queue: the server moves no
+//!   slot at a join, so the idle slot goes back 10 s after the refusal, and the admission
+//!   stays, which the offer's checkout needs (`server/src/gate.rs`: a live admission, no
+//!   slot). It waits without polling until the group that offers it seats commits (the
+//!   server's `waitlist.offered` message); the offer is a hold of its account, and the fan
+//!   goes on as after a granted hold (review, checkout, payment; a fan who meant to walk
+//!   away does), except that no slot moves at the offer (the server moves none; the
+//!   checkout takes one if one is free). A fan still on the list is told SOLD_OUT at
+//!   sell-out, or ends [`Ending::StillWaiting`] when the sale ends unsold (everybody else's
+//!   story over, nothing held that could come back);
+//! - an error is retried after 0.5-16 s, at most [`ERROR_RETRIES_MAX`] times in a row;
 //! - the provider answers after a lognormal time, median 800 ms: 85 % approve, 8 % decline,
 //!   5 % ask for 3-D Secure (5-40 s more, then 85 % approve), 2 % lose the answer, which the
 //!   reconciler settles as approved 30-300 s later.
@@ -29,7 +45,7 @@
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, Decision, PaymentDecision, PaymentOutcome,
-    PaymentRequest,
+    PaymentRequest, WaitlistDecision, WaitlistJoin,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_waitroom::admission::Shop;
@@ -41,8 +57,15 @@ use crate::store::Recorded;
 use crate::world::{Event, POLL_INTERVAL_MAX_S, Sim};
 use crate::writer::Job;
 
-/// Hold requests (distinct keys) a fan makes before giving up when none finds seats.
-pub const HOLD_ATTEMPTS_MAX: u8 = 8;
+/// Share of fans refused seats while fewer seats together than their party are free who
+/// settle for those (asked again 3-8 s later) rather than wait on the list for the whole
+/// party.
+pub const SETTLE_SHARE: f64 = 0.5;
+/// Median time a fan refused seats takes to join the waiting list, seconds (lognormal,
+/// shape [`WAITLIST_JOIN_SIGMA`]).
+pub const WAITLIST_JOIN_MEDIAN_S: f64 = 3.0;
+/// Shape of the time to join the waiting list.
+pub const WAITLIST_JOIN_SIGMA: f64 = 0.5;
 /// Errors in a row a fan retries before giving up.
 pub const ERROR_RETRIES_MAX: u8 = 12;
 /// The spacing of the polls a sleep counts: the 20 s `Retry-After` ceiling plus the mean of
@@ -68,6 +91,10 @@ pub(crate) enum Stage {
     Paying,
     VerdictSent,
     ReleaseSent,
+    /// Its waiting-list join is at the writer.
+    JoinSent,
+    /// On the waiting list: nothing is scheduled until an offer (or the sale's end) wakes it.
+    Listed,
     /// Waiting far back: its polls are counted, not simulated one by one, until it wakes
     /// (see [`Sim::next_poll`]).
     Sleeping,
@@ -112,6 +139,10 @@ pub(crate) struct Fan {
     sleep_from_ms: u32,
     /// Admitted before: a fan back from the head of the queue goes on with its plan.
     returning: bool,
+    /// Offered seats while its join's answer was still out: the answer takes it to the offer.
+    offered: bool,
+    /// Its hold is a waiting-list offer.
+    from_waitlist: bool,
 }
 
 /// What happens next to a fan.
@@ -125,6 +156,8 @@ pub(crate) enum FanStep {
     SendPayment,
     Leave,
     SendRelease,
+    /// Joins the waiting list (or sends the join again after an error).
+    JoinWaitlist,
     /// The writer was not there: the request failed.
     Refused,
     /// The poll that ends a sleep (ignored when the sale sold out meanwhile and woke the fan
@@ -143,6 +176,7 @@ impl FanStep {
             Self::SendPayment => "payment",
             Self::Leave => "leave",
             Self::SendRelease => "release",
+            Self::JoinWaitlist => "waitlist",
             Self::Refused => "refused",
             Self::Wake => "wake",
         }
@@ -155,6 +189,15 @@ fn account_id(fan: u32) -> String {
 
 fn hold_id(fan: u32, key: u8) -> String {
     format!("h-{fan}-{key}")
+}
+
+fn waitlist_id(fan: u32) -> String {
+    format!("w-{fan}")
+}
+
+/// The fan of an account id (`fan-<n>`).
+pub(crate) fn fan_of(account_id: &str) -> Option<u32> {
+    account_id.strip_prefix("fan-")?.parse().ok()
 }
 
 impl Sim {
@@ -176,6 +219,7 @@ impl Sim {
             FanStep::SendPayment => self.send_payment(fan),
             FanStep::Leave => self.leave(fan),
             FanStep::SendRelease => self.send_release(fan),
+            FanStep::JoinWaitlist => self.join_waitlist(fan),
             FanStep::Refused => self.request_failed(fan, None),
             FanStep::Wake => self.poll(fan),
         }
@@ -477,6 +521,10 @@ impl Sim {
 
     fn send_checkout(&mut self, fan: u32) {
         if !self.still_admitted(fan) {
+            if self.fans[fan as usize].from_waitlist {
+                // The server refuses the checkout of the offer (403): the offer lapses.
+                self.totals.waitlist.unpaid_admission_ended += 1;
+            }
             return;
         }
         let record = &mut self.fans[fan as usize];
@@ -569,6 +617,90 @@ impl Sim {
         }
     }
 
+    /// Joins the event's waiting list for the fan's party, any seats, its offer to be hold
+    /// number `hold_key` (the join is sent again after an error with the same key, as the
+    /// server's client would).
+    fn join_waitlist(&mut self, fan: u32) {
+        if self.store.sold_out() {
+            self.give_up_shopping(fan, Ending::SoldOut);
+            return;
+        }
+        let record = &mut self.fans[fan as usize];
+        record.stage = Stage::JoinSent;
+        let (key, quantity) = (record.hold_key, u32::from(record.seats_wanted));
+        let command = Command::WaitlistJoin(WaitlistJoin {
+            waitlist_id: waitlist_id(fan),
+            account_id: account_id(fan),
+            quantity,
+            section: None,
+            max_price_minor: None,
+            together: false,
+            offer_hold_id: hold_id(fan, key),
+            idempotency_key: "w".to_owned(),
+            request_digest: format!("waitlist:{quantity}:any"),
+        });
+        self.submit(fan, command);
+    }
+
+    /// The join was answered: the fan is on the list (or was offered seats meanwhile).
+    fn listed(&mut self, fan: u32) {
+        if std::mem::take(&mut self.fans[fan as usize].offered) {
+            self.offered(fan);
+            return;
+        }
+        if self.store.sold_out() {
+            self.end_fan(fan, Ending::SoldOut);
+            return;
+        }
+        self.fans[fan as usize].stage = Stage::Listed;
+        self.fans_listed += 1;
+    }
+
+    /// A committed group offered the fan seats (`Effects::waitlist_offers`).
+    pub(crate) fn offer_made(&mut self, fan: u32) {
+        let stage = self.fans[fan as usize].stage;
+        match stage {
+            Stage::Listed => {
+                self.fans_listed -= 1;
+                self.offered(fan);
+            }
+            // Its join committed but the answer is still out (lost, or being retried).
+            Stage::JoinSent => self.fans[fan as usize].offered = true,
+            // Its story ended (errors) after its join committed: the offer lapses.
+            Stage::Done => self.trace(format_args!("fan {fan} offered after its story ended")),
+            _ => self.violation(
+                ViolationKind::FanStory,
+                format!("fan {fan} was offered seats while not on the list ({stage:?})"),
+            ),
+        }
+    }
+
+    /// The fan holds the offer: a hold of its account, paid through the ordinary checkout.
+    /// The server moves no slot at an offer (the checkout takes one if one is free).
+    fn offered(&mut self, fan: u32) {
+        self.trace(format_args!("fan {fan} takes its offer"));
+        let record = &mut self.fans[fan as usize];
+        record.from_waitlist = true;
+        record.stage = Stage::Holding;
+        self.after_hold(fan);
+    }
+
+    /// Ends every fan still on the waiting list; returns how many.
+    pub(crate) fn end_listed(&mut self, ending: Ending) -> u64 {
+        if self.fans_listed == 0 {
+            return 0;
+        }
+        let mut ended = 0;
+        for fan in 0..self.fans.len() {
+            if self.fans[fan].stage == Stage::Listed {
+                self.end_fan(fan as u32, ending);
+                ended += 1;
+            }
+        }
+        self.fans_listed = 0;
+        ended
+    }
+
     fn send_release(&mut self, fan: u32) {
         let record = &mut self.fans[fan as usize];
         record.stage = Stage::ReleaseSent;
@@ -590,10 +722,8 @@ impl Sim {
             Decision::Checkout(_) => Stage::CheckoutSent,
             Decision::Payment(_) => Stage::VerdictSent,
             Decision::Release(_) => Stage::ReleaseSent,
-            Decision::Compensate(_)
-            | Decision::Exchange(_)
-            | Decision::Transfer(_)
-            | Decision::Waitlist(_) => Stage::Done,
+            Decision::Waitlist(_) => Stage::JoinSent,
+            Decision::Compensate(_) | Decision::Exchange(_) | Decision::Transfer(_) => Stage::Done,
         };
         if stage != expected {
             self.violation(
@@ -653,10 +783,27 @@ impl Sim {
                 self.trace(format_args!("fan {fan} release answered {decision:?}"));
                 self.end_fan(fan, Ending::Abandoned);
             }
-            Decision::Compensate(_)
-            | Decision::Exchange(_)
-            | Decision::Transfer(_)
-            | Decision::Waitlist(_) => {}
+            Decision::Waitlist(decision) => {
+                self.trace(format_args!("fan {fan} waitlist answered {decision:?}"));
+                match decision {
+                    WaitlistDecision::Joined { .. } => self.listed(fan),
+                    // A retry of a join that committed: its own entry.
+                    WaitlistDecision::AlreadyListed { waitlist_id: id }
+                        if id == waitlist_id(fan) =>
+                    {
+                        self.listed(fan);
+                    }
+                    WaitlistDecision::Full => self.give_up_shopping(fan, Ending::GaveUp),
+                    other => {
+                        self.violation(
+                            ViolationKind::Unexpected,
+                            format!("fan {fan}'s waiting-list join was answered {other:?}"),
+                        );
+                        self.end_fan(fan, Ending::GaveUp);
+                    }
+                }
+            }
+            Decision::Compensate(_) | Decision::Exchange(_) | Decision::Transfer(_) => {}
         }
     }
 
@@ -668,7 +815,7 @@ impl Sim {
                 let key = format!("k{}", self.fans[fan as usize].hold_key);
                 match self.store.record(&account_id(fan), &key).cloned() {
                     Some(Recorded::Held { .. }) => self.got_hold(fan),
-                    Some(Recorded::Unavailable) => self.no_seats(fan),
+                    Some(Recorded::Unavailable) => self.no_seats(fan, None),
                     Some(Recorded::PurchaseLimit) => self.give_up_shopping(fan, Ending::GaveUp),
                     None => {
                         self.violation(
@@ -679,9 +826,10 @@ impl Sim {
                     }
                 }
             }
-            HoldOutcome::SeatsUnavailable { .. } | HoldOutcome::SoldOut { .. } => {
-                self.no_seats(fan);
+            HoldOutcome::SeatsUnavailable { largest_block, .. } => {
+                self.no_seats(fan, *largest_block);
             }
+            HoldOutcome::SoldOut { .. } => self.no_seats(fan, None),
             HoldOutcome::PurchaseLimit { .. } => self.give_up_shopping(fan, Ending::GaveUp),
             HoldOutcome::SaleNotOpen { .. } => {
                 self.fans[fan as usize].stage = Stage::Browsing;
@@ -705,9 +853,13 @@ impl Sim {
 
     fn got_hold(&mut self, fan: u32) {
         self.shopped(fan, Shop::Held);
-        let record = &mut self.fans[fan as usize];
-        record.stage = Stage::Holding;
-        match record.plan {
+        self.fans[fan as usize].stage = Stage::Holding;
+        self.after_hold(fan);
+    }
+
+    /// With a hold (granted, or a waiting-list offer): reviews and checks out, or walks away.
+    fn after_hold(&mut self, fan: u32) {
+        match self.fans[fan as usize].plan {
             Plan::Buy => self.think(fan, 20.0, 0.6, FanStep::SendCheckout),
             Plan::AbandonRelease | Plan::AbandonLapse => {
                 self.think(fan, 30.0, 0.6, FanStep::Leave);
@@ -715,30 +867,41 @@ impl Sim {
         }
     }
 
-    fn no_seats(&mut self, fan: u32) {
+    /// The hold found no seats. Sold out: the story ends. Else, told that `largest_block`
+    /// seats together are free (fewer than its party), the fan settles for them and tries
+    /// again, or joins the waiting list for its whole party in a moment (seats held by others
+    /// may come back), its next request a new hold number.
+    fn no_seats(&mut self, fan: u32, largest_block: Option<u32>) {
         self.shopped(fan, Shop::Refused);
         if self.store.sold_out() {
             self.give_up_shopping(fan, Ending::SoldOut);
             return;
         }
         let record = &mut self.fans[fan as usize];
-        if record.hold_key + 1 >= HOLD_ATTEMPTS_MAX {
-            self.give_up_shopping(fan, Ending::GaveUp);
-            return;
-        }
         record.hold_key += 1;
         record.stage = Stage::Browsing;
-        // Half the fans settle for one seat fewer when a try finds nothing.
-        if record.seats_wanted > 1 && self.rng.chance(0.5) {
-            self.fans[fan as usize].seats_wanted -= 1;
+        let fewer = largest_block
+            .and_then(|block| u8::try_from(block).ok())
+            .filter(|&block| block >= 1 && block < record.seats_wanted);
+        if let Some(fewer) = fewer
+            && self.rng.chance(SETTLE_SHARE)
+        {
+            self.fans[fan as usize].seats_wanted = fewer;
+            let delay_us = (self.rng.between(3.0, 8.0) * 1e6) as u64;
+            self.schedule_in(
+                delay_us,
+                Event::Fan {
+                    fan,
+                    step: FanStep::SendHold,
+                },
+            );
+            return;
         }
-        let delay_us = (self.rng.between(3.0, 8.0) * 1e6) as u64;
-        self.schedule_in(
-            delay_us,
-            Event::Fan {
-                fan,
-                step: FanStep::SendHold,
-            },
+        self.think(
+            fan,
+            WAITLIST_JOIN_MEDIAN_S,
+            WAITLIST_JOIN_SIGMA,
+            FanStep::JoinWaitlist,
         );
     }
 
@@ -762,8 +925,10 @@ impl Sim {
             }
             Stage::VerdictSent => FanStep::SendPayment,
             Stage::ReleaseSent => FanStep::SendRelease,
+            Stage::JoinSent => FanStep::JoinWaitlist,
             Stage::Coming
             | Stage::Waiting
+            | Stage::Listed
             | Stage::Browsing
             | Stage::Holding
             | Stage::Paying

@@ -6,11 +6,15 @@
 //! (`HELD` or `PAYMENT_PENDING` before its deadline, or `CONFIRMED`) is a double grant. Every
 //! status change of a hold is checked against the condition the real store writes it under
 //! (a release of a live `HELD` hold, an expiry of a `HELD` hold past its deadline, a sale of a
-//! live `PAYMENT_PENDING` hold of exactly the seats it owns, ...). At the end, [`Ledger::finish`]
-//! checks that the seats sold are exactly the seats of the confirmed holds, none sold twice.
+//! live `PAYMENT_PENDING` hold of exactly the seats it owns, ...). A waiting-list offer is a
+//! hold like any (its seats checked the same way), made only for an entry still waiting, of
+//! the entry's own account and exactly its quantity (the store's and `boxoffice check`'s I10).
+//! At the end, [`Ledger::finish`] checks that the seats sold are exactly the seats of the
+//! confirmed holds, none sold twice.
 
 use std::collections::HashMap;
 
+use boxoffice_domain::decide::NewHold;
 use boxoffice_domain::engine::{Effects, HoldReleased};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 
@@ -62,6 +66,15 @@ impl Ending {
     }
 }
 
+/// A waiting-list entry as the ledger follows it: its account, quantity, and whether it still
+/// waits (not offered, not left).
+#[derive(Debug)]
+struct LedgerEntry {
+    account_id: String,
+    quantity: u32,
+    waiting: bool,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct Ledger {
@@ -71,6 +84,7 @@ pub(crate) struct Ledger {
     owner: Vec<Option<u32>>,
     holds: Vec<LedgerHold>,
     hold_numbers: HashMap<String, u32>,
+    entries: HashMap<String, LedgerEntry>,
     /// Effects checked (seats taken or freed, holds changed).
     pub(crate) checks: u64,
 }
@@ -89,6 +103,7 @@ impl Ledger {
             seat_names,
             holds: Vec::new(),
             hold_numbers: HashMap::new(),
+            entries: HashMap::new(),
             checks: 0,
         }
     }
@@ -157,28 +172,9 @@ impl Ledger {
             hold.status = HoldStatus::Confirmed;
         }
         for (_, created) in &effects.holds_created {
-            self.checks += 1;
-            if self.hold_numbers.contains_key(&created.hold_id) {
-                findings.push((
-                    ViolationKind::StoreCondition,
-                    format!("hold {} created twice", created.hold_id),
-                ));
-                continue;
-            }
-            let seats = created
-                .seats
-                .iter()
-                .filter_map(|(seat_id, _)| self.seat_numbers.get(seat_id).copied())
-                .collect();
-            let number = self.holds.len() as u32;
-            self.hold_numbers.insert(created.hold_id.clone(), number);
-            self.holds.push(LedgerHold {
-                hold_id: created.hold_id.clone(),
-                status: HoldStatus::Held,
-                expires_at_ms: crate::world::epoch_ms(created.expires_at),
-                seats,
-            });
+            self.new_hold(created, findings);
         }
+        self.waitlist(effects, findings);
         for taken in &effects.seats_taken {
             self.checks += 1;
             let (Some(h), Some(seat)) = (
@@ -243,6 +239,100 @@ impl Ledger {
                 ViolationKind::Unexpected,
                 "the engine wrote a compensation or an exchange nobody asked for".to_owned(),
             ));
+        }
+    }
+
+    /// A hold granted (by a command or as an offer): its seats are checked as they are taken.
+    fn new_hold(&mut self, created: &NewHold, findings: &mut Vec<Finding>) {
+        self.checks += 1;
+        if self.hold_numbers.contains_key(&created.hold_id) {
+            findings.push((
+                ViolationKind::StoreCondition,
+                format!("hold {} created twice", created.hold_id),
+            ));
+            return;
+        }
+        let seats = created
+            .seats
+            .iter()
+            .filter_map(|(seat_id, _)| self.seat_numbers.get(seat_id).copied())
+            .collect();
+        let number = self.holds.len() as u32;
+        self.hold_numbers.insert(created.hold_id.clone(), number);
+        self.holds.push(LedgerHold {
+            hold_id: created.hold_id.clone(),
+            status: HoldStatus::Held,
+            expires_at_ms: crate::world::epoch_ms(created.expires_at),
+            seats,
+        });
+    }
+
+    /// The waiting list's changes, in the store's order: entries joined, left, offered.
+    fn waitlist(&mut self, effects: &Effects, findings: &mut Vec<Finding>) {
+        for entry in &effects.waitlist_joined {
+            self.checks += 1;
+            let joined = LedgerEntry {
+                account_id: entry.account_id.clone(),
+                quantity: entry.quantity,
+                waiting: true,
+            };
+            if self
+                .entries
+                .insert(entry.waitlist_id.clone(), joined)
+                .is_some()
+            {
+                findings.push((
+                    ViolationKind::StoreCondition,
+                    format!("waiting-list entry {} joined twice", entry.waitlist_id),
+                ));
+            }
+        }
+        for waitlist_id in &effects.waitlist_left {
+            self.checks += 1;
+            match self.entries.get_mut(waitlist_id) {
+                Some(entry) if entry.waiting => entry.waiting = false,
+                _ => findings.push((
+                    ViolationKind::StoreCondition,
+                    format!("waiting-list entry {waitlist_id} left while not waiting"),
+                )),
+            }
+        }
+        for offer in &effects.waitlist_offers {
+            self.checks += 1;
+            let hold = &offer.hold;
+            match self.entries.get_mut(&offer.waitlist_id) {
+                Some(entry)
+                    if entry.waiting
+                        && entry.account_id == hold.account_id
+                        && entry.quantity as usize == hold.seats.len() =>
+                {
+                    entry.waiting = false;
+                }
+                entry => findings.push((
+                    ViolationKind::StoreCondition,
+                    format!(
+                        "offer {} of {} seats to {} for waiting-list entry {}, {}",
+                        hold.hold_id,
+                        hold.seats.len(),
+                        hold.account_id,
+                        offer.waitlist_id,
+                        match entry {
+                            None => "which never joined".to_owned(),
+                            Some(entry) => format!(
+                                "{} of {} for {} seats",
+                                if entry.waiting {
+                                    "waiting"
+                                } else {
+                                    "not waiting"
+                                },
+                                entry.account_id,
+                                entry.quantity
+                            ),
+                        }
+                    ),
+                )),
+            }
+            self.new_hold(hold, findings);
         }
     }
 
@@ -435,8 +525,7 @@ impl Ledger {
 
 #[cfg(test)]
 mod tests {
-    use boxoffice_domain::decide::NewHold;
-    use boxoffice_domain::engine::SeatTaken;
+    use boxoffice_domain::engine::{SeatTaken, WaitEntry, WaitlistOffer};
     use time::Duration;
 
     use super::*;
@@ -474,6 +563,36 @@ mod tests {
                 hold_expires_at: expires_at,
             });
         }
+        effects
+    }
+
+    /// Effects of a group in which `account_id` joins the waiting list for `quantity` seats.
+    fn joining(waitlist_id: &str, account_id: &str, quantity: u32) -> Effects {
+        let mut effects = Effects::default();
+        effects.waitlist_joined.push(WaitEntry {
+            waitlist_id: waitlist_id.to_owned(),
+            account_id: account_id.to_owned(),
+            seq: 1,
+            quantity,
+            section: None,
+            max_price_minor: None,
+            together: false,
+            offer_hold_id: format!("offer-{waitlist_id}"),
+            offered: false,
+            idempotency_key: "w".to_owned(),
+            request_digest: String::new(),
+        });
+        effects
+    }
+
+    /// Effects of a group that offers entry `waitlist_id` hold `hold_id` (of `acct-<hold>`).
+    fn offering(waitlist_id: &str, hold_id: &str, seats: &[&str], until_s: i64) -> Effects {
+        let mut effects = taking(hold_id, seats, until_s);
+        let (_, hold) = effects.holds_created.pop().expect("one hold");
+        effects.waitlist_offers.push(WaitlistOffer {
+            waitlist_id: waitlist_id.to_owned(),
+            hold,
+        });
         effects
     }
 
@@ -556,6 +675,44 @@ mod tests {
                     (released("h1", &["S001-1-1"]), 300),
                 ],
                 vec![ViolationKind::StoreCondition],
+            ),
+            (
+                "an offer to a waiting entry, then its seat lapses and is offered again",
+                vec![
+                    (joining("w1", "acct-o1", 1), 0),
+                    (joining("w2", "acct-o2", 1), 0),
+                    (offering("w1", "o1", &["S001-1-1"], 300), 1),
+                    (offering("w2", "o2", &["S001-1-1"], 600), 300),
+                ],
+                vec![],
+            ),
+            (
+                "a second offer to one entry",
+                vec![
+                    (joining("w1", "acct-o1", 1), 0),
+                    (offering("w1", "o1", &["S001-1-1"], 300), 1),
+                    (offering("w1", "o1b", &["S001-1-2"], 300), 2),
+                ],
+                vec![ViolationKind::StoreCondition],
+            ),
+            (
+                "an offer to another account, or of fewer seats than the entry asked",
+                vec![
+                    (joining("w1", "acct-x", 1), 0),
+                    (joining("w2", "acct-o2", 2), 0),
+                    (offering("w1", "o1", &["S001-1-1"], 300), 1),
+                    (offering("w2", "o2", &["S001-1-2"], 300), 1),
+                ],
+                vec![ViolationKind::StoreCondition, ViolationKind::StoreCondition],
+            ),
+            (
+                "an offer of a live hold's seat",
+                vec![
+                    (taking("h1", &["S001-1-1"], 300), 0),
+                    (joining("w1", "acct-o1", 1), 0),
+                    (offering("w1", "o1", &["S001-1-1"], 300), 1),
+                ],
+                vec![ViolationKind::DoubleGrant],
             ),
         ];
         for (name, groups, expected) in cases {

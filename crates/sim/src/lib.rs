@@ -4,13 +4,13 @@
 //!
 //! The real code: `boxoffice_domain::pipeline::Pipeline`, the server's event writer
 //! pipeline, groups the commands, decides what to load, commit, answer and decide again;
-//! `boxoffice_domain::engine::EventEngine` decides every hold, checkout, payment verdict and
-//! release in those groups; `boxoffice_waitroom::room::Room` keeps the queue and the active
-//! shoppers; `boxoffice_waitroom::controller::ReleaseController` decides the release rate
-//! once a second from signals the simulation measures in simulated time. Around them,
-//! simulated: the fans (`fans.rs`), the store's commit latency, failures, loads and the
-//! writer's crash (`writer.rs`), the store's rows (`store.rs`), and time (`world.rs`: one
-//! binary heap of events).
+//! `boxoffice_domain::engine::EventEngine` decides every hold, checkout, payment verdict,
+//! release and waiting-list offer in those groups; `boxoffice_waitroom::room::Room` keeps the
+//! queue and the active shoppers; `boxoffice_waitroom::controller::ReleaseController`
+//! decides the release rate once a second from signals the simulation measures in simulated
+//! time. Around them, simulated: the fans (`fans.rs`), the store's commit latency, failures,
+//! loads and the writer's crash (`writer.rs`), the store's rows and waiting list
+//! (`store.rs`), and time (`world.rs`: one binary heap of events).
 //!
 //! One seeded PRNG ([`rng::SplitMix64`]) drives everything, so a seed fixes the run: the
 //! report's trace hash (SHA-256 over one line per event processed) is the same for the same
@@ -40,7 +40,8 @@ mod writer;
 
 pub use config::{ArrivalShape, FaultPlan, SeatLayout, SimConfig};
 pub use report::{
-    Ending, Latency, Report, SecondSample, Violation, ViolationKind, summary, write_report,
+    Ending, Latency, Report, SecondSample, Violation, ViolationKind, WaitlistFigures, summary,
+    write_report,
 };
 
 /// Runs one simulation to its end (every fan's story ended, every hold settled or lapsed).

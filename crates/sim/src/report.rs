@@ -28,7 +28,8 @@ pub enum Ending {
     Lapsed,
     /// Got a hold and left (released it or let it lapse).
     Abandoned,
-    /// Found no seats after every attempt while the sale was not sold out.
+    /// Left without a hold while the sale was not sold out: the purchase limit, a full
+    /// waiting list, or an answer it could not act on.
     GaveUp,
     /// Told SOLD_OUT (at the door, in the queue, or shopping).
     SoldOut,
@@ -38,10 +39,13 @@ pub enum Ending {
     AdmissionLapsed,
     /// Too many errors in a row.
     StoreErrors,
+    /// On the waiting list when the sale ended unsold: seats were left that no entry could
+    /// take, and nothing held could come back.
+    StillWaiting,
 }
 
 impl Ending {
-    pub const ALL: [Ending; 10] = [
+    pub const ALL: [Ending; 11] = [
         Self::Tickets,
         Self::Declined,
         Self::PaymentFailed,
@@ -52,6 +56,7 @@ impl Ending {
         Self::ClaimExpired,
         Self::AdmissionLapsed,
         Self::StoreErrors,
+        Self::StillWaiting,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +71,7 @@ impl Ending {
             Self::ClaimExpired => "claim_expired",
             Self::AdmissionLapsed => "admission_lapsed",
             Self::StoreErrors => "store_errors",
+            Self::StillWaiting => "still_waiting",
         }
     }
 }
@@ -229,6 +235,9 @@ pub struct Report {
     /// The last 1 % of seats sold: how many had come back from a hold that ended without a
     /// sale, and how long they took from coming back to being sold.
     pub last_seats: LastSeats,
+    /// The event's waiting list: fans refused seats join it and are offered seats that come
+    /// back.
+    pub waitlist: WaitlistFigures,
     pub engine_checks_every_groups: u64,
     pub engine_checks_min_interval_ms: u64,
     pub room_checks_every_ticks: u64,
@@ -269,6 +278,27 @@ impl LastSeats {
             return_to_sale_max_s: waits.last().copied().unwrap_or(0.0),
         }
     }
+}
+
+/// The waiting list's figures: entries and offers from the committed effects, the rest from
+/// the fans.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WaitlistFigures {
+    /// Entries joined (fans refused seats while the house was not sold out).
+    pub joined: u64,
+    /// Offers made: holds of the entries' accounts.
+    pub offered: u64,
+    /// Offers sold.
+    pub purchased: u64,
+    /// Offers that ended unsold: released, past their deadline, or the card declined.
+    pub lapsed: u64,
+    /// Offered fans whose admission had ended when they went to pay: the server refuses
+    /// the checkout (a live admission is required), and the offer lapses.
+    pub unpaid_admission_ended: u64,
+    /// Fans still on the list when the house sold out (told SOLD_OUT).
+    pub waiting_at_sold_out: u64,
+    /// Fans still on the list when the sale ended unsold ([`Ending::StillWaiting`]).
+    pub waiting_at_end: u64,
 }
 
 #[derive(Debug)]
@@ -386,6 +416,7 @@ pub(crate) fn build(finished: Finished) -> Report {
         room_checks: totals.room_checks,
         ledger_checks,
         last_seats,
+        waitlist: totals.waitlist,
         engine_checks_every_groups: config.engine_checks_every_groups,
         engine_checks_min_interval_ms: config.engine_checks_min_interval_ms,
         room_checks_every_ticks: config.room_checks_every_ticks,
@@ -428,8 +459,11 @@ fn model(config: &SimConfig) -> Vec<String> {
         "Requests reach the writer the instant they are sent and are answered the instant their group commits (no network time is added); a request that fails is sent again after 0.5-16 s of backoff (12 errors in a row end the fan's story).".to_owned(),
         "Payment provider: lognormal, median 800 ms, sigma 0.5; 85% approve, 8% decline, 5% 3-D Secure (5-40 s more, 85% then approve), 2% lost answers settled as approved by the reconciler 30-300 s later. A slow provider adds the fault's extra delay; a failing one errors that share of payments.".to_owned(),
         format!(
-            "Fans: status polls paced by Retry-After exactly as the server computes it (1-20 s, plus up to 250 ms of timer jitter), each poll one event, except that a fan at least 80 times the controller's ceiling rate from its turn, after the queue opened, polls every 20.125 s (20 s plus the mean jitter) in a sleep whose polls are counted, not simulated, for as long as it is sure to stay that far back (the head moves at most twice the ceiling a second); a sell-out wakes every sleeper at its next poll; browse before the hold lognormal median 8 s, review before checkout median 20 s; 10% of holders abandon (half release, half let the {} s hold lapse); a hold that finds no seats is tried again after 3-8 s (half the time for one seat fewer), 8 keys at most. Slots return when a hold ends or sells (at the commit; the server's outbox relay adds its delivery delay); a fan who gives up without a hold sends the queue's leave request 90% of the time, otherwise keeps the slot until the {} s admission expires.",
-            config.hold_ttl_s, config.admission_ttl_s
+            "Fans: status polls paced by Retry-After exactly as the server computes it (1-20 s, plus up to 250 ms of timer jitter), each poll one event, except that a fan at least 80 times the controller's ceiling rate from its turn, after the queue opened, polls every 20.125 s (20 s plus the mean jitter) in a sleep whose polls are counted, not simulated, for as long as it is sure to stay that far back (the head moves at most twice the ceiling a second); a sell-out wakes every sleeper at its next poll; browse before the hold lognormal median 8 s, review before checkout median 20 s; 10% of holders abandon (half release, half let the {} s hold lapse); a fan whose hold finds no seats while the house is not sold out settles, half the time, for the fewer seats the answer says are free together (asked again 3-8 s later), else joins the event's waiting list (lognormal median {} s later; its party, any seats) through the writer, stays in the room (its idle slot goes back 10 s after the refusal, its admission stays: the offer's checkout needs it), and waits without polling until a committed group offers it seats: a hold of {} s (the event's offer TTL), reviewed, paid or walked away from as a granted hold; fans still on the list are told SOLD_OUT at sell-out. Slots return when a hold ends or sells (at the commit; the server's outbox relay adds its delivery delay); a fan who gives up without a hold sends the queue's leave request 90% of the time, otherwise keeps the slot until the {} s admission expires.",
+            config.hold_ttl_s,
+            crate::fans::WAITLIST_JOIN_MEDIAN_S,
+            config.waitlist_offer_ttl_s,
+            config.admission_ttl_s
         ),
         format!(
             "Checks: the ledger checks every committed group; the engine's invariants run after every {} group commit(s) (at most every {} ms) and every load, the room's after every {} tick(s) of 100 ms, both at the end. The controller decides once a simulated second from on-sale on; each tick releases a tenth of its rate, never more than the free slots less released fans who have not claimed, nothing while sold out.",
@@ -647,6 +681,19 @@ impl Report {
                     self.last_seats.returned,
                     self.last_seats.return_to_sale_p50_s,
                     self.last_seats.return_to_sale_max_s
+                ),
+            ),
+            (
+                "waiting list".into(),
+                format!(
+                    "{} joined, {} offered, {} bought, {} lapsed ({} of them to fans whose admission had ended), {} still waiting at sell-out, {} at the end unsold",
+                    self.waitlist.joined,
+                    self.waitlist.offered,
+                    self.waitlist.purchased,
+                    self.waitlist.lapsed,
+                    self.waitlist.unpaid_admission_ended,
+                    self.waitlist.waiting_at_sold_out,
+                    self.waitlist.waiting_at_end
                 ),
             ),
             ("peak queue".into(), self.peak_queue.to_string()),

@@ -1,6 +1,6 @@
 //! The simulated store: the event's authoritative rows (seats, holds, the hold keys and their
-//! recorded answers), changed only by committed groups, and the snapshot an engine is loaded
-//! from after a crash or a failed commit.
+//! recorded answers, the waiting list's entries), changed only by committed groups, and the
+//! snapshot an engine is loaded from after a crash or a failed commit.
 //!
 //! It writes a group's effects in the real stores' order (what a group frees before what it
 //! takes: `store-sqlite/src/engine.rs`, `apply_group`) but without their conditions: the
@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::decide::{HoldOutcome, SeatRow};
-use boxoffice_domain::engine::{Effects, EngineHold, EngineSnapshot};
+use boxoffice_domain::decide::{HoldOutcome, NewHold, SeatRow};
+use boxoffice_domain::engine::{Effects, EngineHold, EngineSnapshot, WaitEntry};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 
 use crate::config::SeatLayout;
@@ -54,6 +54,16 @@ struct Record {
 /// One record a committed group writes: (account, key), digest, answer.
 pub(crate) type NewRecord = ((String, String), String, Recorded);
 
+/// A waiting-list entry's status, as the real store's `waitlist.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntryStatus {
+    Waiting,
+    Offered,
+    Purchased,
+    Lapsed,
+    Left,
+}
+
 /// The event's rows. See the module docs.
 #[derive(Debug)]
 pub(crate) struct SimStore {
@@ -73,10 +83,15 @@ pub(crate) struct SimStore {
     /// Each seat sale in commit order: when, and when the seat had last come back (`None`:
     /// sold on its first hold).
     pub(crate) sales: Vec<(OffsetDateTime, Option<OffsetDateTime>)>,
+    /// The waiting list's rows by entry id, and the entry of each offer hold.
+    waitlist: BTreeMap<String, (WaitEntry, EntryStatus)>,
+    waitlist_by_hold: HashMap<String, String>,
+    /// The event's `waitlistOfferTtlSeconds`, loaded with the list.
+    waitlist_offer_ttl_s: u32,
 }
 
 impl SimStore {
-    pub(crate) fn new(layout: &SeatLayout) -> Self {
+    pub(crate) fn new(layout: &SeatLayout, waitlist_offer_ttl_s: u32) -> Self {
         let seats: Vec<SeatRow> = seat_ids(layout)
             .map(|(seat_id, price_minor)| SeatRow {
                 seat_id,
@@ -101,6 +116,9 @@ impl SimStore {
             sold: 0,
             returned_at: Vec::new(),
             sales: Vec::new(),
+            waitlist: BTreeMap::new(),
+            waitlist_by_hold: HashMap::new(),
+            waitlist_offer_ttl_s,
         }
     }
 
@@ -140,7 +158,8 @@ impl SimStore {
             .map(|record| &record.answer)
     }
 
-    /// What an engine loads from: every seat, the holds that are kept, every hold key.
+    /// What an engine loads from: every seat, the holds that are kept, every hold key, the
+    /// waiting list's entries still waiting or offered (in their order) and its offer TTL.
     pub(crate) fn snapshot(&self) -> EngineSnapshot {
         EngineSnapshot {
             version: self.version,
@@ -163,7 +182,23 @@ impl SimStore {
                 .iter()
                 .map(|(scope, record)| (scope.clone(), record.digest.clone()))
                 .collect(),
-            ..EngineSnapshot::default()
+            waitlist: {
+                let mut entries: Vec<WaitEntry> = self
+                    .waitlist
+                    .values()
+                    .filter_map(|(entry, status)| match status {
+                        EntryStatus::Waiting => Some(entry.clone()),
+                        EntryStatus::Offered => Some(WaitEntry {
+                            offered: true,
+                            ..entry.clone()
+                        }),
+                        EntryStatus::Purchased | EntryStatus::Lapsed | EntryStatus::Left => None,
+                    })
+                    .collect();
+                entries.sort_by_key(|entry| entry.seq);
+                entries
+            },
+            waitlist_offer_ttl_s: self.waitlist_offer_ttl_s,
         }
     }
 
@@ -220,20 +255,9 @@ impl SimStore {
             self.end_hold(&confirmed.hold_id, HoldStatus::Confirmed, &mut ended);
         }
         for (_, created) in &effects.holds_created {
-            self.holds.insert(
-                created.hold_id.clone(),
-                EngineHold {
-                    hold_id: created.hold_id.clone(),
-                    account_id: created.account_id.clone(),
-                    status: HoldStatus::Held,
-                    tier_id: created.tier_id.clone(),
-                    quantity: created.quantity,
-                    seat_ids: created.seats.iter().map(|(id, _)| id.clone()).collect(),
-                    expires_at: created.expires_at,
-                    exchange: false,
-                },
-            );
+            self.insert_hold(created);
         }
+        self.write_waitlist(effects);
         for taken in &effects.seats_taken {
             if let Some(seat) = self.seat_mut(&taken.seat_id) {
                 let was_sold = seat.status == SeatStatus::Sold;
@@ -262,6 +286,66 @@ impl SimStore {
         self.version += 1;
         self.writer_seq += 1;
         ended
+    }
+
+    fn insert_hold(&mut self, created: &NewHold) {
+        self.holds.insert(
+            created.hold_id.clone(),
+            EngineHold {
+                hold_id: created.hold_id.clone(),
+                account_id: created.account_id.clone(),
+                status: HoldStatus::Held,
+                tier_id: created.tier_id.clone(),
+                quantity: created.quantity,
+                seat_ids: created.seats.iter().map(|(id, _)| id.clone()).collect(),
+                expires_at: created.expires_at,
+                exchange: false,
+            },
+        );
+    }
+
+    /// The waiting list's rows, as the real store writes them after the new holds and before
+    /// the seats taken (`store-sqlite/src/waitlist.rs`, `write_waitlist`): entries joined,
+    /// left (only `WAITING`), offered (the offer's hold inserted `HELD`; only `WAITING`), and
+    /// the offers that lapsed or sold (only `OFFERED`). The ledger checks the conditions.
+    fn write_waitlist(&mut self, effects: &Effects) {
+        for entry in &effects.waitlist_joined {
+            self.waitlist.insert(
+                entry.waitlist_id.clone(),
+                (entry.clone(), EntryStatus::Waiting),
+            );
+        }
+        for waitlist_id in &effects.waitlist_left {
+            self.move_entry(waitlist_id, EntryStatus::Waiting, EntryStatus::Left);
+        }
+        for offer in &effects.waitlist_offers {
+            self.insert_hold(&offer.hold);
+            self.waitlist_by_hold
+                .insert(offer.hold.hold_id.clone(), offer.waitlist_id.clone());
+            self.move_entry(
+                &offer.waitlist_id,
+                EntryStatus::Waiting,
+                EntryStatus::Offered,
+            );
+        }
+        for (hold_ids, status) in [
+            (&effects.waitlist_lapsed, EntryStatus::Lapsed),
+            (&effects.waitlist_purchased, EntryStatus::Purchased),
+        ] {
+            for hold_id in hold_ids {
+                if let Some(waitlist_id) = self.waitlist_by_hold.get(hold_id).cloned() {
+                    self.move_entry(&waitlist_id, EntryStatus::Offered, status);
+                }
+            }
+        }
+    }
+
+    fn move_entry(&mut self, waitlist_id: &str, from: EntryStatus, to: EntryStatus) {
+        if let Some((_, status)) = self.waitlist.get_mut(waitlist_id)
+            && *status == from
+        {
+            *status = to;
+        }
     }
 
     fn seat_mut(&mut self, seat_id: &str) -> Option<&mut SeatRow> {
@@ -310,4 +394,98 @@ pub(crate) fn seat_ids(layout: &SeatLayout) -> impl Iterator<Item = (String, i64
                 .map(move |number| (format!("{name}-{row}-{number}"), price_minor))
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use boxoffice_domain::engine::{SeatTaken, WaitlistOffer};
+    use time::Duration;
+
+    use super::*;
+    use crate::world::EPOCH;
+
+    fn entry(fan: u64, seq: u64) -> WaitEntry {
+        WaitEntry {
+            waitlist_id: format!("w-{fan}"),
+            account_id: format!("fan-{fan}"),
+            seq,
+            quantity: 1,
+            section: None,
+            max_price_minor: None,
+            together: false,
+            offer_hold_id: format!("h-{fan}-1"),
+            offered: false,
+            idempotency_key: "w".to_owned(),
+            request_digest: "waitlist:1:any".to_owned(),
+        }
+    }
+
+    fn listed(store: &SimStore) -> Vec<(String, bool)> {
+        store
+            .snapshot()
+            .waitlist
+            .into_iter()
+            .map(|entry| (entry.waitlist_id, entry.offered))
+            .collect()
+    }
+
+    #[test]
+    fn an_engine_reloads_the_entries_still_waiting_or_offered_in_their_order() {
+        let layout = SeatLayout {
+            sections: 1,
+            rows_per_section: 1,
+            seats_per_row: 4,
+        };
+        let mut store = SimStore::new(&layout, 300);
+        // Ids in another order than the places: the snapshot goes by place.
+        let joined = Effects {
+            waitlist_joined: vec![entry(9, 1), entry(10, 2), entry(11, 3)],
+            ..Effects::default()
+        };
+        store.apply(&joined, Vec::new(), EPOCH);
+        let expires_at = EPOCH + Duration::seconds(300);
+        let mut offered = Effects::default();
+        offered.waitlist_offers.push(WaitlistOffer {
+            waitlist_id: "w-9".to_owned(),
+            hold: NewHold {
+                hold_id: "h-9-1".to_owned(),
+                account_id: "fan-9".to_owned(),
+                seats: vec![("S001-1-1".to_owned(), 15_000)],
+                tier_id: None,
+                quantity: 1,
+                total_minor: 15_000,
+                expires_at,
+                split: false,
+            },
+        });
+        offered.seats_taken.push(SeatTaken {
+            seat_id: "S001-1-1".to_owned(),
+            hold_id: "h-9-1".to_owned(),
+            hold_expires_at: expires_at,
+        });
+        store.apply(&offered, Vec::new(), EPOCH + Duration::seconds(1));
+        assert_eq!(
+            listed(&store),
+            [
+                ("w-9".to_owned(), true),
+                ("w-10".to_owned(), false),
+                ("w-11".to_owned(), false)
+            ]
+        );
+        let snapshot = store.snapshot();
+        assert_eq!(snapshot.waitlist_offer_ttl_s, 300);
+        assert!(
+            snapshot
+                .holds
+                .iter()
+                .any(|hold| hold.hold_id == "h-9-1" && hold.status == HoldStatus::Held)
+        );
+        assert_eq!(store.held(), 1);
+        // The offer lapsed, an entry left: neither is loaded again.
+        let mut moved = Effects::default();
+        moved.waitlist_lapsed.push("h-9-1".to_owned());
+        moved.waitlist_left.push("w-11".to_owned());
+        store.apply(&moved, Vec::new(), EPOCH + Duration::seconds(300));
+        assert_eq!(listed(&store), [("w-10".to_owned(), false)]);
+    }
 }

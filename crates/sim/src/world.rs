@@ -23,7 +23,9 @@ use time::Duration;
 use crate::config::{FaultPlan, SeatLayout, SimConfig};
 use crate::fans::{Fan, FanStep, Stage};
 use crate::ledger::Ledger;
-use crate::report::{Ending, LastSeats, Report, SecondSample, Violation, ViolationKind};
+use crate::report::{
+    Ending, LastSeats, Report, SecondSample, Violation, ViolationKind, WaitlistFigures,
+};
 use crate::rng::SplitMix64;
 use crate::store::SimStore;
 use crate::writer::Writer;
@@ -162,6 +164,8 @@ pub(crate) struct Totals {
     pub(crate) engine_checks: u64,
     pub(crate) room_checks: u64,
     pub(crate) endings: [u64; Ending::ALL.len()],
+    /// The waiting list's figures, from the committed effects and the fans.
+    pub(crate) waitlist: WaitlistFigures,
 }
 
 /// One run. See the module docs.
@@ -180,6 +184,8 @@ pub(crate) struct Sim {
     trace_lines: u64,
     pub(crate) fans: Vec<Fan>,
     pub(crate) fans_ended: u32,
+    /// Fans on the waiting list, waiting for an offer.
+    pub(crate) fans_listed: u32,
     pub(crate) room: Room,
     pub(crate) release: Release,
     pub(crate) writer: Writer,
@@ -247,7 +253,7 @@ impl Sim {
             max_tickets_per_account: 4,
             currency: "EUR".to_owned(),
         };
-        let store = SimStore::new(&config.layout);
+        let store = SimStore::new(&config.layout, config.waitlist_offer_ttl_s);
         let ledger = Ledger::new(&config.layout);
         let release = Release {
             controller: ReleaseController::new(config.controller),
@@ -270,6 +276,7 @@ impl Sim {
             trace_line: String::new(),
             trace_lines: 0,
             fans_ended: 0,
+            fans_listed: 0,
             room,
             release,
             writer: Writer::default(),
@@ -521,9 +528,29 @@ impl Sim {
         {
             self.check_room();
         }
+        self.end_the_list_if_nothing_can_come_back(sold_out);
         if self.fans_ended < self.config.fans {
             self.schedule_in(TICK_US, Event::RoomTick);
         }
+    }
+
+    /// The sale ended unsold: every fan's story is over but the waiting list's, nothing is
+    /// held (so nothing can come back) and the writer has nothing to do. Seats are left that
+    /// no entry can take; the fans still on the list end [`Ending::StillWaiting`].
+    fn end_the_list_if_nothing_can_come_back(&mut self, sold_out: bool) {
+        if sold_out
+            || self.fans_listed == 0
+            || self.fans_ended + self.fans_listed < self.config.fans
+            || !self.writer.idle()
+            || self.store.held() > 0
+        {
+            return;
+        }
+        let ended = self.end_listed(Ending::StillWaiting);
+        self.totals.waitlist.waiting_at_end += ended;
+        self.trace(format_args!(
+            "sale over unsold, {ended} on the waiting list"
+        ));
     }
 
     /// Ends a simulated second: the controller decides (once the sale is open) and the
@@ -642,6 +669,8 @@ impl Sim {
         self.admitted_at_sold_out = Some(stats.admitted_total);
         self.trace(format_args!("sold out, {} waiting", stats.waiting));
         self.wake_sleepers();
+        // Nothing can come back: the waiting list is told so.
+        self.totals.waitlist.waiting_at_sold_out += self.end_listed(Ending::SoldOut);
     }
 
     /// The engine's invariants, after a group commit: every `engine_checks_every_groups`

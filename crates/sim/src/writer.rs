@@ -24,6 +24,7 @@ use boxoffice_domain::engine::{Command, EngineRows, EventEngine};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::pipeline::{Action, Clock, Group, GroupKind, Pipeline, Refusal};
 
+use crate::report::ViolationKind;
 use crate::store::Recorded;
 use crate::world::{Event, Sim, epoch_ms, store_clock};
 
@@ -106,6 +107,14 @@ impl Writer {
     /// The pipeline's engine, when loaded.
     pub(crate) fn engine(&self) -> Option<&EventEngine> {
         self.pipeline.engine()
+    }
+
+    /// Nothing to do: no command queued, no group at the store, no load, not crashed.
+    pub(crate) fn idle(&self) -> bool {
+        self.pipeline.queued_len() == 0
+            && self.in_flight.is_empty()
+            && self.loading.is_none()
+            && !self.crashed
     }
 
     /// How long each hold request not answered yet has waited, microseconds.
@@ -302,18 +311,37 @@ impl Sim {
             engine.committed(self.store.version, self.store.writer_seq);
         }
         self.totals.groups_committed += 1;
-        self.totals.holds_granted += group.effects.holds_created.len() as u64;
-        self.totals.seats_granted += group.effects.seats_taken.len() as u64;
+        // The holds the hold route grants (the server's `WaitingRoom::granted`: the party
+        // size release assumes); offers are not granted by it.
+        let effects = &group.effects;
+        self.totals.holds_granted += effects.holds_created.len() as u64;
+        self.totals.seats_granted += effects
+            .holds_created
+            .iter()
+            .map(|(_, hold)| hold.seats.len() as u64)
+            .sum::<u64>();
+        let waitlist = &mut self.totals.waitlist;
+        waitlist.joined += effects.waitlist_joined.len() as u64;
+        waitlist.offered += effects.waitlist_offers.len() as u64;
+        waitlist.purchased += effects.waitlist_purchased.len() as u64;
+        waitlist.lapsed += effects.waitlist_lapsed.len() as u64;
+        let offered: Vec<Option<u32>> = effects
+            .waitlist_offers
+            .iter()
+            .map(|offer| crate::fans::fan_of(&offer.hold.account_id))
+            .collect();
         let version = self.store.version;
         self.trace(format_args!(
-            "group {} committed v{version}: {} taken, {} released, {} expired, {} checkouts, {} sold, {} cancelled",
+            "group {} committed v{version}: {} taken, {} released, {} expired, {} checkouts, {} sold, {} cancelled, {} listed, {} offered",
             group.id,
             group.effects.seats_taken.len(),
             group.effects.holds_released.len(),
             group.effects.holds_expired.len(),
             group.effects.checkouts_started.len(),
             group.effects.holds_confirmed.len(),
-            group.effects.checkouts_cancelled.len()
+            group.effects.checkouts_cancelled.len(),
+            group.effects.waitlist_joined.len(),
+            offered.len()
         ));
         for account_id in ended {
             let ended = self.room.apply(&boxoffice_waitroom::room::Op::End {
@@ -337,6 +365,17 @@ impl Sim {
                     submitted_us: job.context.submitted_us,
                 };
                 self.answer(answered, decision);
+            }
+        }
+        // The offers are told apart from the answers (the server's `waitlist.offered`
+        // message), after them: a fan offered seats at its join is on the list by then.
+        for fan in offered {
+            match fan {
+                Some(fan) => self.offer_made(fan),
+                None => self.violation(
+                    ViolationKind::Unexpected,
+                    "an offer to an account that is no fan".to_owned(),
+                ),
             }
         }
         self.check_engine_after_commit();

@@ -1,6 +1,7 @@
 //! The simulation's acceptance tests (issue 16): twenty seeds with faults keep every
 //! invariant, give every fan exactly one ending, sell out and tell the queue so, each with its
-//! own trace; a seed run twice gives the same trace; a planted double grant is caught.
+//! own trace; a seed run twice gives the same trace; a planted double grant is caught; fans
+//! refused seats wait on the waiting list and buy the seats offered to them (issue 35).
 //!
 //! Runs are small (1,000 fans, 400 seats) so the file stays quick in a debug build. The
 //! engine's invariants read every seat through debug-built parsing (about 0.7 ms a call, and
@@ -63,6 +64,14 @@ fn twenty_seeds_with_faults_keep_every_invariant_sell_out_and_end_every_fan_once
             report.seed
         );
         assert!(report.engine_checks > 0 && report.room_checks > 0 && report.ledger_checks > 0);
+        // Every waiting-list offer sold or lapsed by the end, crashes and reloads included.
+        let list = report.waitlist;
+        assert_eq!(
+            list.offered,
+            list.purchased + list.lapsed,
+            "seed {}",
+            report.seed
+        );
         for fault in &report.faults {
             fault_kinds.insert(
                 fault
@@ -160,4 +169,54 @@ fn sold_out_and_the_queue_was_told(report: &Report) {
             .all(|s| s.decision == "sold_out"),
         "seed {seed}: the controller did not stop at sell-out"
     );
+}
+
+#[test]
+fn refused_fans_wait_on_the_list_and_buy_the_seats_offered_to_them() {
+    let report = &run(&small(11).with_faults(false));
+    assert!(report.is_clean(), "{}", summary(report));
+    let ended: u64 = report.fans_by_ending.iter().map(|(_, n)| n).sum();
+    assert_eq!(ended, report.fans, "one ending per fan");
+    let list = report.waitlist;
+    assert!(
+        list.joined > 0,
+        "nobody joined the list: {}",
+        summary(report)
+    );
+    assert!(
+        list.offered > 0,
+        "nobody was offered seats: {}",
+        summary(report)
+    );
+    assert!(
+        list.purchased > 0,
+        "no offer was bought: {}",
+        summary(report)
+    );
+    // At the end every offer has sold or lapsed, and each was made to one entry.
+    assert_eq!(list.offered, list.purchased + list.lapsed);
+    assert!(list.offered <= list.joined);
+    // Refused fans waited instead of giving up; those left on the list were told.
+    assert_eq!(report.fans_ended(Ending::GaveUp), 0);
+    assert!(report.fans_ended(Ending::SoldOut) >= list.waiting_at_sold_out);
+    sold_out_and_the_queue_was_told(report);
+}
+
+#[test]
+fn a_sale_that_ends_unsold_ends_the_fans_still_on_the_list() {
+    // 200 fans for 400 seats (seed 4): the house ends with two seats left that no waiting
+    // party (of more) can take, nothing held that could come back, and nobody else to come.
+    let mut config = SimConfig::scale(0.000_5).with_seed(4);
+    config.fans = 200;
+    let report = &run(&config);
+    assert!(report.is_clean(), "{}", summary(report));
+    assert_eq!(report.sold_out_after_on_sale_s, None, "{}", summary(report));
+    assert!(report.seats_sold < report.seats);
+    let ended: u64 = report.fans_by_ending.iter().map(|(_, n)| n).sum();
+    assert_eq!(ended, report.fans, "one ending per fan");
+    let list = report.waitlist;
+    assert!(list.waiting_at_end > 0, "{}", summary(report));
+    assert_eq!(report.fans_ended(Ending::StillWaiting), list.waiting_at_end);
+    assert_eq!(list.waiting_at_sold_out, 0);
+    assert_eq!(list.offered, list.purchased + list.lapsed);
 }
