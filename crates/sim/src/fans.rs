@@ -28,9 +28,8 @@
 //!   after a moment (lognormal, median 3 s), for the party as it stands, any seats
 //!   (`together: false`: the list has no `prefer`, and a fan whose hold may split the party
 //!   takes seats apart rather than none). It does not leave the queue: the server moves no
-//!   slot at a join, so the idle slot goes back 10 s after the refusal, and the admission
-//!   stays, which the offer's checkout needs (`server/src/gate.rs`: a live admission, no
-//!   slot). It waits without polling until the group that offers it seats commits (the
+//!   slot at a join, so the idle slot goes back 10 s after the refusal (the offer's checkout
+//!   needs no admission: `server/src/routes/checkout.rs`). It waits without polling until the group that offers it seats commits (the
 //!   server's `waitlist.offered` message); the offer is a hold of its account, and the fan
 //!   goes on as after a granted hold (review, checkout, payment; a fan who meant to walk
 //!   away does), except that no slot moves at the offer (the server moves none; the
@@ -520,11 +519,9 @@ impl Sim {
     }
 
     fn send_checkout(&mut self, fan: u32) {
-        if !self.still_admitted(fan) {
-            if self.fans[fan as usize].from_waitlist {
-                // The server refuses the checkout of the offer (403): the offer lapses.
-                self.totals.waitlist.unpaid_admission_ended += 1;
-            }
+        // A waiting-list offer is paid without an admission (`server/src/routes/checkout.rs`:
+        // the list is a line of its own); any other hold's checkout needs a live one.
+        if !self.fans[fan as usize].from_waitlist && !self.still_admitted(fan) {
             return;
         }
         let record = &mut self.fans[fan as usize];

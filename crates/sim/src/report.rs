@@ -292,9 +292,6 @@ pub struct WaitlistFigures {
     pub purchased: u64,
     /// Offers that ended unsold: released, past their deadline, or the card declined.
     pub lapsed: u64,
-    /// Offered fans whose admission had ended when they went to pay: the server refuses
-    /// the checkout (a live admission is required), and the offer lapses.
-    pub unpaid_admission_ended: u64,
     /// Fans still on the list when the house sold out (told SOLD_OUT).
     pub waiting_at_sold_out: u64,
     /// Fans still on the list when the sale ended unsold ([`Ending::StillWaiting`]).
@@ -686,12 +683,11 @@ impl Report {
             (
                 "waiting list".into(),
                 format!(
-                    "{} joined, {} offered, {} bought, {} lapsed ({} of them to fans whose admission had ended), {} still waiting at sell-out, {} at the end unsold",
+                    "{} joined, {} offered, {} bought, {} lapsed, {} still waiting at sell-out, {} at the end unsold",
                     self.waitlist.joined,
                     self.waitlist.offered,
                     self.waitlist.purchased,
                     self.waitlist.lapsed,
-                    self.waitlist.unpaid_admission_ended,
                     self.waitlist.waiting_at_sold_out,
                     self.waitlist.waiting_at_end
                 ),
