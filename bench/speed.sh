@@ -52,6 +52,8 @@
 #                          default mix declines, asks for 3-D Secure and times out a share)
 #   ONSALE_ABANDON         share of the on-sale's holds abandoned, half released and half
 #                          left to expire (default 0)
+#   OVERDEMAND_LEAVE       1: the overdemand case's refused fans go home at once instead of
+#                          waiting on the waiting list (an A/B of what the waiting costs)
 #   DOOR_MAX_RELEASE       the door case's maxReleasePerSecond (default 2000)
 #   DOOR_TARGET_HOLD_P99_MS  the door case's targetHoldP99Ms (default the API's, 300)
 #   DOOR_CARDS, DOOR_ABANDON   the door case's card mix and abandon share (default the load
@@ -225,7 +227,7 @@ for run in $(seq 1 "$RUNS"); do
     ulimit -n 40000 2>/dev/null || true
     start_server "$(fresh_pg)" --sim-auth-latency-ms 100-300
     "$BOXOFFICE" load onsale --base-url "$URL" --no-waiting-room --accounts 24000 --arrival-s 6 \
-      --abandon 0.05 --cards "${OVERDEMAND_CARDS:-visa=80,declined=10,3ds=5,slow=5}" --max-in-flight 30000 --hold-ttl-s 60 \
+      --abandon 0.05 --cards "${OVERDEMAND_CARDS:-visa=80,declined=10,3ds=5,slow=5}" --max-in-flight 30000 --hold-ttl-s 60 ${OVERDEMAND_LEAVE:+--refused-fans-leave} \
       --report "$WORK/overdemand.json" --html-report "$WORK/overdemand-$run.html" > "$WORK/overdemand.out" 2> "$WORK/overdemand.err" || true
     event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/overdemand.out")
     for _ in $(seq 1 120); do

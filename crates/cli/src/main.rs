@@ -713,6 +713,10 @@ enum LoadScenario {
         /// Create the event without a waiting room: fans go straight to the seats.
         #[arg(long)]
         no_waiting_room: bool,
+        /// Fans refused seats go home at once instead of waiting on the event's waiting list
+        /// (the load tool's fans before issue 35: an A/B of what the waiting fans cost).
+        #[arg(long)]
+        refused_fans_leave: bool,
         /// The created event's queue is `random`: it goes on sale when the last fan has
         /// arrived, and the fans who joined before are shuffled once (default `fifo`, on
         /// sale at once).
@@ -1521,6 +1525,7 @@ async fn main() -> anyhow::Result<()> {
                     event_id,
                     hold_ttl_s,
                     no_waiting_room,
+                    refused_fans_leave,
                     random_queue,
                     start_release,
                     max_release,
@@ -1552,6 +1557,7 @@ async fn main() -> anyhow::Result<()> {
                 event_id,
                 hold_ttl_s,
                 waiting_room: !no_waiting_room,
+                refused_fans_wait: !refused_fans_leave,
                 report,
                 door: boxoffice_load::DoorSettings {
                     random: random_queue,

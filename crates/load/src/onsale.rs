@@ -284,6 +284,8 @@ pub struct OnsaleScenario {
     /// Create the event with its waiting room on (fans queue first); off, fans go straight
     /// to the seats (the full on-sale benchmark of the write path).
     pub waiting_room: bool,
+    /// Fans refused seats wait on the event's waiting list (else they go home at once).
+    pub refused_fans_wait: bool,
     /// Where the caller writes the JSON report ([`OnsaleReport::write_files`]).
     pub report: std::path::PathBuf,
     /// The created event's queue policy and release settings.
@@ -498,6 +500,7 @@ struct Shared {
     cards: CardMix,
     /// The event's waiting room is on: fans queue for an admission.
     waiting_room: bool,
+    refused_fans_wait: bool,
     /// Seats of the house, and whether the event page last said nothing is free or held
     /// (read once a second by [`watch_house`]): fans on the waiting list go home then.
     venue_seats: u64,
@@ -908,7 +911,7 @@ async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: I
         Some(hold) => hold,
         // Nothing of the party's size is free now, but the house is not sold: the fan stays
         // in line for what comes back, as the answers say it can.
-        None if refused["code"] == "SEATS_UNAVAILABLE" => {
+        None if shared.refused_fans_wait && refused["code"] == "SEATS_UNAVAILABLE" => {
             match wait_on_list(shared, token, plan).await {
                 Ok(hold) => hold,
                 Err(outcome) => return outcome,
@@ -1501,6 +1504,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         sections,
         max_seats,
         waiting_room,
+        refused_fans_wait: scenario.refused_fans_wait,
         venue_seats,
         house_free: AtomicU64::new(u64::MAX),
         house_held: AtomicU64::new(u64::MAX),
@@ -1786,6 +1790,7 @@ fn build_report(
             "maxActiveShoppers": if scenario.event_id.is_some() { Value::Null } else { json!(max_active) },
             "holdTtlSeconds": if scenario.event_id.is_some() { Value::Null } else { json!(scenario.hold_ttl_s) },
             "waitingRoom": shared.waiting_room,
+            "refusedFansWait": shared.refused_fans_wait,
             "queuePolicy": if scenario.event_id.is_some() { Value::Null }
                            else if scenario.door.random { json!("random") } else { json!("fifo") },
             "startReleasePerSecond": scenario.door.start_release_per_s,
@@ -2046,6 +2051,7 @@ mod tests {
             event_id: None,
             hold_ttl_s: HOLD_TTL_S,
             waiting_room: true,
+            refused_fans_wait: true,
             report: "r.json".into(),
             door: DoorSettings::default(),
         };
