@@ -8,6 +8,8 @@
 //! Missing tools are installed when that is possible (`npm ci` in `e2e/`; `apt-get install
 //! chromium` as root), otherwise the test fails saying what to install. It never skips.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -78,40 +80,7 @@ fn ensure_node_modules(e2e: &Path) {
 
 /// Debian's `chromium` at /usr/bin/chromium; installed with apt-get when running as root.
 fn ensure_chromium() {
-    if Path::new(CHROMIUM).exists() {
-        return;
-    }
-    let uid = run(Command::new("id").arg("-u"), "id -u");
-    let root = String::from_utf8_lossy(&uid.stdout).trim() == "0";
-    assert!(
-        root,
-        "install Debian's chromium: sudo apt-get install -y chromium"
-    );
-    eprintln!("installing Debian's chromium (apt-get install -y chromium)");
-    let install = || {
-        run(
-            Command::new("apt-get")
-                .args(["install", "-y", "chromium"])
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-            "apt-get install",
-        )
-    };
-    let mut out = install();
-    if !out.status.success() {
-        // A fresh container has no package lists yet.
-        let update = run(Command::new("apt-get").arg("update"), "apt-get update");
-        assert!(
-            update.status.success(),
-            "apt-get update failed:\n{}",
-            show(&update)
-        );
-        out = install();
-    }
-    assert!(
-        out.status.success() && Path::new(CHROMIUM).exists(),
-        "apt-get install -y chromium failed:\n{}",
-        show(&out)
-    );
+    support::ensure_debian_package(CHROMIUM, "chromium");
 }
 
 /// A running `boxoffice serve --dev-auth`, its files in a temporary directory; killed and

@@ -51,3 +51,55 @@ impl Drop for Paysim {
         let _ = self.child.wait();
     }
 }
+
+/// Makes sure Debian's `package` is installed (its program at `path`): installed with
+/// apt-get when missing and running as root (after `apt-get update` on a fresh machine
+/// with no package lists), so that the README's test command passes on its own, as
+/// `.ci/run` does. Panics with the command to run otherwise.
+pub fn ensure_debian_package(path: &str, package: &str) {
+    if std::path::Path::new(path).exists() {
+        return;
+    }
+    let output = |command: &mut Command, what: &str| {
+        command
+            .output()
+            .unwrap_or_else(|e| panic!("{what}: could not start it: {e}"))
+    };
+    let show = |out: &std::process::Output| {
+        format!(
+            "exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let uid = output(Command::new("id").arg("-u"), "id -u");
+    assert!(
+        String::from_utf8_lossy(&uid.stdout).trim() == "0",
+        "install Debian's {package}: sudo apt-get install -y {package}"
+    );
+    eprintln!("installing Debian's {package} (apt-get install -y {package})");
+    let install = || {
+        output(
+            Command::new("apt-get")
+                .args(["install", "-y", "-q", package])
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+            "apt-get install",
+        )
+    };
+    let mut out = install();
+    if !out.status.success() {
+        let update = output(Command::new("apt-get").arg("update"), "apt-get update");
+        assert!(
+            update.status.success(),
+            "apt-get update failed:\n{}",
+            show(&update)
+        );
+        out = install();
+    }
+    assert!(
+        out.status.success() && std::path::Path::new(path).exists(),
+        "apt-get install -y {package} failed:\n{}",
+        show(&out)
+    );
+}
