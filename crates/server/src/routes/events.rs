@@ -232,8 +232,8 @@ pub struct PageQuery {
     /// 1-200, default 50.
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
-    /// `nextCursor` of the previous page.
-    #[param(min_length = 1, max_length = 128)]
+    /// `nextCursor` of the previous page (an event id: a UUID, lower-case).
+    #[param(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
     pub cursor: Option<String>,
 }
 
@@ -257,16 +257,7 @@ pub async fn list_events(
             format!("must be between 1 and {EVENTS_PAGE_MAX}"),
         ));
     }
-    if page
-        .cursor
-        .as_ref()
-        .is_some_and(|c| c.is_empty() || c.chars().count() > CURSOR_LEN_MAX)
-    {
-        return Err(ApiError::validation(
-            "cursor",
-            "is not a cursor this server gave out",
-        ));
-    }
+    crate::routes::check_cursor(page.cursor.as_deref())?;
     // One extra row tells whether there is a next page.
     let mut events = state
         .store

@@ -74,7 +74,7 @@ pub struct TransferResponse {
     pub transfer_id: String,
     /// `OFFERED`, `ACCEPTED`, `DECLINED`, `WITHDRAWN` or `EXPIRED` (an offer past
     /// `expiresAt`, by the store's clock).
-    #[schema(example = "OFFERED")]
+    #[schema(value_type = crate::api::status_names::TransferStatus, example = "OFFERED")]
     pub status: String,
     pub event_id: String,
     /// The giver's order the tickets are from.

@@ -61,7 +61,7 @@ pub struct WaitlistResponse {
     pub event_id: String,
     /// `WAITING`, `OFFERED` (a hold waits to be paid: `holdId`, `expiresAt`), `PURCHASED`,
     /// `LAPSED` (the offer ran out; its seats went to the next entry) or `LEFT`.
-    #[schema(example = "WAITING")]
+    #[schema(value_type = crate::api::status_names::WaitlistStatus, example = "WAITING")]
     pub status: String,
     /// Place among the waiting entries (1 = next), while waiting.
     #[serde(skip_serializing_if = "Option::is_none")]
