@@ -479,6 +479,8 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
         ("CreateHoldBody", "seatIds"),
         ("CreateExchangeBody", "fromSeatIds"),
         ("CreateExchangeBody", "toSeatIds"),
+        // Ids compared as the strings they are, as JSON Schema compares items.
+        ("CreateTransferBody", "ticketIds"),
     ] {
         if let Some(property) = schemas[name]["properties"][field].as_object_mut() {
             property.insert("uniqueItems".into(), json!(true));
