@@ -413,6 +413,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// the body's `idempotencyKey`. Patched into the generated document as JSON Schema.
 fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     use serde_json::json;
+    use utoipa::openapi::{RefOr, Schema};
     let Ok(mut value) = serde_json::to_value(&document) else {
         return document;
     };
@@ -486,22 +487,30 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
             property.insert("uniqueItems".into(), json!(true));
         }
     }
-    // The object and its shapes, all of which must hold.
-    for (name, shapes) in patches {
-        let object = schemas[name].take();
-        if let Some(mut all_of) = shapes.as_array().cloned() {
-            all_of.insert(0, object);
-            schemas[name] = json!({ "allOf": all_of });
-        }
-    }
-    match serde_json::from_value(value) {
+    let mut exact: utoipa::openapi::OpenApi = match serde_json::from_value(value) {
         Ok(exact) => exact,
         Err(error) => {
             // Not reached: a test reads the shapes back from the served document.
             tracing::error!(%error, "the OpenAPI shapes could not be added");
-            document
+            return document;
+        }
+    };
+    // The shapes go beside the object's own properties, as its `allOf`: the object stays an
+    // object with `additionalProperties: false` at its top, which a client generator reads
+    // (wrapped as `allOf: [object, shapes]`, generated models took any member). utoipa's
+    // model has no `allOf` on an object, so it is written as one of the object's extra
+    // members, which serialize beside the others.
+    if let Some(components) = exact.components.as_mut() {
+        for (name, shapes) in patches {
+            if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(name) {
+                object
+                    .extensions
+                    .get_or_insert_with(Default::default)
+                    .insert("allOf".to_owned(), shapes);
+            }
         }
     }
+    exact
 }
 
 /// Every 4xx and 5xx answer documented as `application/json` becomes

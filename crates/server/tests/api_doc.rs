@@ -251,6 +251,29 @@ fn a_generated_client_gets_types() {
     }
 }
 
+/// Every request body is an object that refuses unknown members at its top, as the server
+/// does (serde's `deny_unknown_fields`), where a client generator reads it: the rules a
+/// handler's annotations cannot say sit beside the properties, in `allOf`, not around them.
+#[test]
+fn request_bodies_refuse_unknown_members() {
+    let document = serde_json::to_value(boxoffice_server::openapi()).unwrap();
+    let schemas = &document["components"]["schemas"];
+    let mut bodies = 0;
+    for (name, operation_doc) in operations(&document) {
+        let Some(schema) =
+            operation_doc["requestBody"]["content"]["application/json"].get("schema")
+        else {
+            continue;
+        };
+        let reference = schema["$ref"].as_str().expect("a named body");
+        let body = &schemas[reference.trim_start_matches("#/components/schemas/")];
+        assert_eq!(body["type"], "object", "{name}: {body}");
+        assert_eq!(body["additionalProperties"], false, "{name}: {body}");
+        bodies += 1;
+    }
+    assert!(bodies >= 14, "{bodies}");
+}
+
 /// A page cursor's pattern is the one the server checks (`routes::CURSOR_PATTERN`).
 #[test]
 fn cursors_have_the_servers_syntax() {

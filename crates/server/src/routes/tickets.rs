@@ -105,6 +105,12 @@ pub fn negotiated(headers: &HeaderMap, [default, other]: [&'static str; 2]) -> &
     }
 }
 
+/// The QR code's SVG as bytes (a file, to a client generator).
+#[derive(Debug, ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)] // schema only
+pub struct QrBytes(Vec<u8>);
+
 /// The ticket's code as a QR image: SVG, or the same bytes as `application/octet-stream`
 /// when `Accept` asks for that.
 #[utoipa::path(
@@ -113,7 +119,7 @@ pub fn negotiated(headers: &HeaderMap, [default, other]: [&'static str; 2]) -> &
     responses(
         (status = 200, description = "SVG image", content(
             (String = "image/svg+xml"),
-            (String = "application/octet-stream"),
+            (QrBytes = "application/octet-stream"),
         )),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such ticket for this account", body = Problem),
