@@ -8,13 +8,16 @@
 # MAX_EXAMPLES (default 30) bounds the examples per operation and phase; .ci/run uses a small
 # budget, a longer run takes a larger one. Exit 0 only when both runs find nothing.
 # bench/schemathesis_hooks.py excuses the few refusals a JSON Schema cannot state (rules
-# between two fields, or against the stored event), each named there.
+# between two fields, against the stored event, or against an earlier request's key), each
+# named there, and nothing the document could say. SCHEMATHESIS_HOOKS= (empty) runs without
+# it, as an outside client would: what it excused is then counted as failures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 max_examples="${1:-30}"
 bin="${2:-target/debug/boxoffice}"
 port="${SCHEMATHESIS_PORT:-18098}"
+hooks="${SCHEMATHESIS_HOOKS-bench/schemathesis_hooks.py}"
 version=4.32.5
 
 if ! command -v st >/dev/null || [ "$(st --version 2>/dev/null | awk '{print $3}')" != "$version" ]; then
@@ -53,7 +56,9 @@ for who in fan admin; do
   echo "== schemathesis as the $who (max examples $max_examples)"
   started=$(date +%s)
   : >"$dir/excused-$who.log"
-  if ! SCHEMATHESIS_HOOKS=bench/schemathesis_hooks.py SCHEMATHESIS_EXCUSED_LOG="$dir/excused-$who.log" st run "http://127.0.0.1:$port/openapi.json" \
+  hooks_env=()
+  [ -n "$hooks" ] && hooks_env=("SCHEMATHESIS_HOOKS=$hooks")
+  if ! env -u SCHEMATHESIS_HOOKS "${hooks_env[@]}" SCHEMATHESIS_EXCUSED_LOG="$dir/excused-$who.log" st run "http://127.0.0.1:$port/openapi.json" \
     --checks all \
     --max-examples "$max_examples" \
     --header "Authorization: Bearer $token" \
@@ -68,7 +73,7 @@ for who in fan admin; do
   else
     sed -n '/= SUMMARY =/,$p' "$dir/st-$who.log"
   fi
-  echo "-- refusals of schema-valid requests excused by bench/schemathesis_hooks.py:"
+  echo "-- refusals of schema-valid requests excused by ${hooks:-no hooks file}:"
   sort "$dir/excused-$who.log" | uniq -c | sort -rn
   echo "== $who: $(($(date +%s) - started)) s"
 done

@@ -536,13 +536,134 @@ impl From<TogetherBody> for boxoffice_domain::best::Together {
     }
 }
 
+/// The status names the API answers with, as the document's enums (so that a client
+/// generated from it gets one type per status, not a plain string). Schema only: the
+/// handlers write the domain's and the store's own names (`as_str`), and
+/// `tests::status_names_are_the_domains` checks that each name here is one of them.
+pub mod status_names {
+    use utoipa::ToSchema;
+
+    /// A hold's status; a `HELD` hold past its deadline (store clock) reads `EXPIRED`.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum HoldStatus {
+        Held,
+        PaymentPending,
+        Confirmed,
+        Released,
+        Expired,
+    }
+
+    /// An order's status.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum OrderStatus {
+        PendingPayment,
+        Confirmed,
+        Cancelled,
+    }
+
+    /// What the payment provider last said (`UNKNOWN`: a call's outcome was lost).
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum PaymentStatus {
+        Authorizing,
+        RequiresAction,
+        Authorized,
+        Unknown,
+        Captured,
+        Voided,
+        Failed,
+    }
+
+    /// A ticket's status: `EXCHANGING` while an exchange that pays a difference is open.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum TicketStatus {
+        Valid,
+        CheckedIn,
+        Voided,
+        Exchanging,
+    }
+
+    /// A seat as the seat map shows it (a hold past its deadline shows `AVAILABLE`).
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum SeatStatus {
+        Available,
+        Held,
+        Sold,
+    }
+
+    /// An exchange's status.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum ExchangeStatus {
+        PaymentRequired,
+        Completed,
+        Failed,
+        Expired,
+    }
+
+    /// A transfer's status (`EXPIRED`: an offer past `expiresAt`, store clock).
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum TransferStatus {
+        Offered,
+        Accepted,
+        Declined,
+        Withdrawn,
+        Expired,
+    }
+
+    /// A waiting-list entry's status.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum WaitlistStatus {
+        Waiting,
+        Offered,
+        Purchased,
+        Lapsed,
+        Left,
+    }
+
+    /// A webhook delivery's status.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum DeliveryStatus {
+        Pending,
+        Delivered,
+        Failed,
+    }
+
+    /// A place in the waiting room: `SOLD_OUT` once nothing is left to sell.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum QueueStatus {
+        Waiting,
+        Admitted,
+        Expired,
+        SoldOut,
+    }
+}
+
 /// A hold. `status` accounts for the store's clock: a hold past its deadline is `EXPIRED`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HoldResponse {
     pub hold_id: String,
     pub event_id: String,
-    #[schema(example = "HELD")]
+    #[schema(value_type = status_names::HoldStatus, example = "HELD")]
     pub status: String,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
@@ -604,13 +725,44 @@ pub struct Problem {
     /// `VALIDATION`: the offending field, by its JSON path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
-    /// 429 of an abuse limit: its name (`holds-per-account`, ...).
+    /// 429 `RATE_LIMITED` of an abuse limit: its name (`holds-per-account`, ...); 409
+    /// `PURCHASE_LIMIT`: the event's `maxTicketsPerAccount`, a number.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<String>,
+    #[schema(value_type = Option<ProblemLimit>)]
+    pub limit: Option<serde_json::Value>,
+    /// 409 `SEATS_UNAVAILABLE`: the asked seats that are sold or held (empty for a
+    /// best-available hold, which names no seats).
+    #[serde(rename = "unavailableSeatIds", skip_serializing_if = "Option::is_none")]
+    pub unavailable_seat_ids: Option<Vec<String>>,
     /// 409 `SEATS_UNAVAILABLE` of a best-available hold: the most seats side by side in one
     /// row still free in the asked sections under the price cap (0: none free).
     #[serde(rename = "largestBlock", skip_serializing_if = "Option::is_none")]
     pub largest_block: Option<u32>,
+    /// 409 `SOLD_OUT`: the tier asked for.
+    #[serde(rename = "tierId", skip_serializing_if = "Option::is_none")]
+    pub tier_id: Option<String>,
+    /// 409 `SOLD_OUT`: how many of the tier are left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<u32>,
+    /// 409 `PURCHASE_LIMIT`: the tickets the account holds or owns on the event now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current: Option<u32>,
+    /// 409 `SALE_NOT_OPEN`: when the sale opens.
+    #[serde(rename = "onSaleAt", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub on_sale_at: Option<String>,
+    /// 409 of a waiting-list join: the account's live entry on the event.
+    #[serde(rename = "waitlistId", skip_serializing_if = "Option::is_none")]
+    pub waitlist_id: Option<String>,
+}
+
+/// `limit` of a problem: an abuse limit's name (429) or a purchase limit (409).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // schema only
+pub enum ProblemLimit {
+    Name(String),
+    Count(u32),
 }
 
 /// Unix milliseconds as RFC 3339, rendered exactly as every other time in the API
@@ -623,4 +775,101 @@ pub fn rfc3339_ms(ms: i64) -> String {
                 .ok()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_names;
+    use utoipa::PartialSchema;
+
+    /// The values of a schema-only enum, as the document lists them.
+    fn names<T: PartialSchema>() -> Vec<String> {
+        let schema = serde_json::to_value(T::schema()).expect("a schema");
+        let values = schema["enum"].as_array().cloned().unwrap_or_default();
+        assert!(!values.is_empty(), "{schema}");
+        values
+            .iter()
+            .map(|v| v.as_str().expect("a name").to_owned())
+            .collect()
+    }
+
+    /// Each status the document names is one the domain or the store writes, and as many.
+    #[test]
+    fn status_names_are_the_domains() {
+        use boxoffice_domain::hold::{HoldStatus, SeatStatus};
+        use boxoffice_domain::order::{OrderStatus, PaymentStatus};
+        /// What, the document's names, whether the server writes a name, how many it has.
+        type Check = (&'static str, Vec<String>, fn(&str) -> bool, usize);
+        let checks: [Check; 9] = [
+            (
+                "hold",
+                names::<status_names::HoldStatus>(),
+                |s| HoldStatus::parse(s).is_some(),
+                5,
+            ),
+            (
+                "order",
+                names::<status_names::OrderStatus>(),
+                |s| OrderStatus::parse(s).is_some(),
+                3,
+            ),
+            (
+                "payment",
+                names::<status_names::PaymentStatus>(),
+                |s| PaymentStatus::parse(s).is_some(),
+                7,
+            ),
+            (
+                "seat",
+                names::<status_names::SeatStatus>(),
+                |s| SeatStatus::parse(s).is_some(),
+                3,
+            ),
+            (
+                "exchange",
+                names::<status_names::ExchangeStatus>(),
+                |s| boxoffice_store::exchange::ExchangeStatus::parse(s).is_some(),
+                4,
+            ),
+            (
+                "transfer",
+                names::<status_names::TransferStatus>(),
+                |s| boxoffice_store::transfer::TransferStatus::parse(s).is_some(),
+                5,
+            ),
+            (
+                "waitlist",
+                names::<status_names::WaitlistStatus>(),
+                |s| boxoffice_store::waitlist::WaitlistStatus::parse(s).is_some(),
+                5,
+            ),
+            (
+                "delivery",
+                names::<status_names::DeliveryStatus>(),
+                |s| boxoffice_store::webhook::DeliveryStatus::parse(s).is_some(),
+                3,
+            ),
+            // A stored ticket is VALID, VOIDED or CHECKED_IN (the tables' CHECK); a valid
+            // one an exchange has marked reads EXCHANGING.
+            (
+                "ticket",
+                names::<status_names::TicketStatus>(),
+                |s| ["VALID", "VOIDED", "CHECKED_IN", "EXCHANGING"].contains(&s),
+                4,
+            ),
+        ];
+        for (what, names, parses, count) in checks {
+            assert_eq!(names.len(), count, "{what}: {names:?}");
+            for name in &names {
+                assert!(
+                    parses(name),
+                    "{what}: {name} is not a status the server writes"
+                );
+            }
+        }
+        assert_eq!(
+            names::<status_names::QueueStatus>(),
+            ["WAITING", "ADMITTED", "EXPIRED", "SOLD_OUT"]
+        );
+    }
 }

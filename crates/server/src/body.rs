@@ -81,9 +81,10 @@ impl JsonBody {
         Ok(Self(value))
     }
 
-    /// The typed request; the error names the offending field by its JSON path.
+    /// The typed request; the error names the offending field by its JSON path. An object
+    /// of the request is a JSON object only ([`Objects`]).
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
-        serde_path_to_error::deserialize(&self.0).map_err(|e| {
+        serde_path_to_error::deserialize(Objects(&self.0)).map_err(|e| {
             let path = e.path().to_string();
             let field = if path == "." { "body".to_owned() } else { path };
             ApiError::validation(&field, e.inner())
@@ -100,9 +101,193 @@ impl JsonBody {
     }
 }
 
+/// A JSON value read as serde_json reads it, except that a struct is read from a JSON object
+/// only: serde's derive also takes a struct from an array of its fields in order, so that
+/// `"waitingRoom": [null, null]` was an empty waiting-room setting (schemathesis: a body the
+/// document refuses, accepted).
+struct Objects<'a>(&'a Value);
+
+impl<'de> serde::Deserializer<'de> for Objects<'de> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Array(items) => visitor.visit_seq(ObjectsSeq(items.iter())),
+            Value::Object(members) => visitor.visit_map(ObjectsMap {
+                members: members.iter(),
+                value: None,
+            }),
+            scalar => serde::Deserializer::deserialize_any(scalar, visitor),
+        }
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Object(_) => self.deserialize_any(visitor),
+            other => Err(serde::de::Error::invalid_type(unexpected(other), &visitor)),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    /// The API's enums are names (`"prefer"`, `"fifo"`): serde_json's own reading.
+    fn deserialize_enum<V: serde::de::Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        serde::Deserializer::deserialize_enum(self.0, name, variants, visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map identifier ignored_any
+    }
+}
+
+/// How a value is named in a type error.
+fn unexpected(value: &Value) -> serde::de::Unexpected<'_> {
+    use serde::de::Unexpected;
+    match value {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(_) => Unexpected::Other("number"),
+        Value::String(s) => Unexpected::Str(s),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    }
+}
+
+struct ObjectsSeq<'a>(std::slice::Iter<'a, Value>);
+
+impl<'de> serde::de::SeqAccess<'de> for ObjectsSeq<'de> {
+    type Error = serde_json::Error;
+
+    fn next_element_seed<T: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Self::Error> {
+        self.0
+            .next()
+            .map(|item| seed.deserialize(Objects(item)))
+            .transpose()
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.0.len())
+    }
+}
+
+struct ObjectsMap<'a> {
+    members: serde_json::map::Iter<'a>,
+    value: Option<&'a Value>,
+}
+
+impl<'de> serde::de::MapAccess<'de> for ObjectsMap<'de> {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Self::Error> {
+        let Some((key, value)) = self.members.next() else {
+            return Ok(None);
+        };
+        self.value = Some(value);
+        seed.deserialize(serde::de::value::BorrowedStrDeserializer::new(key))
+            .map(Some)
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.value.take() {
+            Some(value) => seed.deserialize(Objects(value)),
+            None => Err(serde::de::Error::custom("a value without its key")),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.members.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A struct is read from an object only, at any depth; everything else reads as before.
+    #[test]
+    fn a_struct_is_an_object_not_an_array() {
+        use crate::api::CreateEventBody;
+        let body = |value: Value| JsonBody::from_bytes(value.to_string().as_bytes()).unwrap();
+        let event = serde_json::json!({"name": "Show", "startsAt": "2030-01-01T20:00:00Z",
+            "currency": "EUR", "tiers": [{"tierId": "GA", "name": "Floor", "capacity": 5,
+            "priceMinor": 100}], "waitingRoom": {"enabled": true, "policy": "random"}});
+        let parsed: CreateEventBody = body(event.clone()).parse().expect("an event");
+        assert_eq!(parsed.tiers[0].capacity, 5);
+        assert_eq!(parsed.waiting_room.and_then(|w| w.enabled), Some(true));
+        for (member, value, field) in [
+            (
+                "waitingRoom",
+                serde_json::json!([null, null]),
+                "waitingRoom",
+            ),
+            ("waitingRoom", serde_json::json!([true]), "waitingRoom"),
+            (
+                "tiers",
+                serde_json::json!([["GA", "Floor", 5, 100]]),
+                "tiers[0]",
+            ),
+        ] {
+            let mut wrong = event.clone();
+            wrong[member] = value;
+            let refused = body(wrong).parse::<CreateEventBody>().expect_err(member);
+            assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+            assert_eq!(refused.extra["field"], field, "{}", refused.detail);
+        }
+        let mut unknown = event.clone();
+        unknown["waitingRoom"]["door"] = serde_json::json!(1);
+        let refused = body(unknown)
+            .parse::<CreateEventBody>()
+            .expect_err("unknown");
+        assert_eq!(
+            refused.extra["field"], "waitingRoom.door",
+            "{}",
+            refused.detail
+        );
+        assert!(
+            refused.detail.contains("unknown field"),
+            "{}",
+            refused.detail
+        );
+    }
 
     #[test]
     fn integral_numbers_are_integers_whatever_their_spelling() {

@@ -409,10 +409,11 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// What the handlers' annotations cannot say: an event has a section or a tier, lists of
 /// seat ids name each seat once, and a hold or an exchange names exactly one shape per side
-/// (a field sent as `null` counts as absent, as serde reads it). Patched into the generated
-/// document as JSON Schema.
+/// (a field sent as `null` counts as absent, as serde reads it); and what they say too much:
+/// the body's `idempotencyKey`. Patched into the generated document as JSON Schema.
 fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     use serde_json::json;
+    use utoipa::openapi::{RefOr, Schema};
     let Ok(mut value) = serde_json::to_value(&document) else {
         return document;
     };
@@ -463,37 +464,58 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
         ),
     ];
     let schemas = &mut value["components"]["schemas"];
+    // The seed's body `idempotencyKey` is accepted but not described: the header is
+    // (`problem_json_errors`), and a schema cannot say that the two must be equal.
+    if let Some(all) = schemas.as_object_mut() {
+        for schema in all.values_mut() {
+            if let Some(properties) = schema
+                .get_mut("properties")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                properties.remove("idempotencyKey");
+            }
+        }
+    }
     for (name, field) in [
         ("CreateHoldBody", "seatIds"),
         ("CreateExchangeBody", "fromSeatIds"),
         ("CreateExchangeBody", "toSeatIds"),
+        // Ids compared as the strings they are, as JSON Schema compares items.
+        ("CreateTransferBody", "ticketIds"),
     ] {
         if let Some(property) = schemas[name]["properties"][field].as_object_mut() {
             property.insert("uniqueItems".into(), json!(true));
         }
     }
-    // The object and its shapes, all of which must hold.
-    for (name, shapes) in patches {
-        let object = schemas[name].take();
-        if let Some(mut all_of) = shapes.as_array().cloned() {
-            all_of.insert(0, object);
-            schemas[name] = json!({ "allOf": all_of });
-        }
-    }
-    match serde_json::from_value(value) {
+    let mut exact: utoipa::openapi::OpenApi = match serde_json::from_value(value) {
         Ok(exact) => exact,
         Err(error) => {
             // Not reached: a test reads the shapes back from the served document.
             tracing::error!(%error, "the OpenAPI shapes could not be added");
-            document
+            return document;
+        }
+    };
+    // The shapes go beside the object's own properties, as its `allOf`: the object stays an
+    // object with `additionalProperties: false` at its top, which a client generator reads
+    // (wrapped as `allOf: [object, shapes]`, generated models took any member). utoipa's
+    // model has no `allOf` on an object, so it is written as one of the object's extra
+    // members, which serialize beside the others.
+    if let Some(components) = exact.components.as_mut() {
+        for (name, shapes) in patches {
+            if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(name) {
+                object
+                    .extensions
+                    .get_or_insert_with(Default::default)
+                    .insert("allOf".to_owned(), shapes);
+            }
         }
     }
+    exact
 }
 
 /// Every 4xx and 5xx answer documented as `application/json` becomes
 /// `application/problem+json`; every `Idempotency-Key` header says what the server accepts
-/// (1-255 visible ASCII characters, `idempotency::request_key`), and that the body's
-/// `idempotencyKey` may stand in for it.
+/// (1-255 visible ASCII characters, `idempotency::request_key`) and that it is required.
 fn problem_json_errors(document: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     use utoipa::openapi::{RefOr, path::ParameterIn};
@@ -518,12 +540,17 @@ fn problem_json_errors(document: &mut utoipa::openapi::OpenApi) {
                     && parameter.name == "Idempotency-Key"
                 {
                     parameter.schema = Some(RefOr::T(key_schema.clone().into()));
-                    // The body's `idempotencyKey` is the alternative (API.md): a request
-                    // with neither is refused, 400 IDEMPOTENCY_KEY_REQUIRED.
-                    parameter.required = utoipa::openapi::Required::False;
+                    // Every operation that names the header refuses a request without a key
+                    // (400 IDEMPOTENCY_KEY_REQUIRED). The seed's body `idempotencyKey` still
+                    // stands in for it (API.md), but the document describes the header only:
+                    // a request built from it can then never carry two different keys
+                    // (422 IDEMPOTENCY_KEY_MISMATCH). `exact_shapes` leaves the body's out.
+                    parameter.required = utoipa::openapi::Required::True;
                     parameter.description = Some(
-                        "1-255 visible ASCII characters. Required unless the body carries \
-                         `idempotencyKey` (the same key when both are sent)."
+                        "1-255 visible ASCII characters, scoped to the account and the \
+                         endpoint. (The body member `idempotencyKey` is accepted in its place, \
+                         as the same key when both are sent; this document describes the \
+                         header.)"
                             .into(),
                     );
                 }

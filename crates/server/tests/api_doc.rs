@@ -124,3 +124,172 @@ fn the_document_names_what_is_left() {
         );
     }
 }
+
+/// The operations whose handlers refuse a request without a key (400
+/// `IDEMPOTENCY_KEY_REQUIRED`, `idempotency::request_key`).
+const KEYED: [&str; 11] = [
+    "POST /v1/admin/events",
+    "POST /v1/admin/trips",
+    "POST /v1/admin/webhooks",
+    "POST /v1/events/{}/holds",
+    "POST /v1/events/{}/waitlist",
+    "POST /v1/exchanges/{}/checkout",
+    "POST /v1/holds/{}/checkout",
+    "POST /v1/orders/{}/exchanges",
+    "POST /v1/orders/{}/transfers",
+    "POST /v1/transfers/{}/accept",
+    "POST /v1/transfers/{}/decline",
+];
+
+/// Every operation of the document with its method, `METHOD /path` as `operation` writes it.
+fn operations(document: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    let mut found = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation_doc) in item.as_object().expect("a path item") {
+            found.push((operation(method, path), operation_doc.clone()));
+        }
+    }
+    found
+}
+
+/// What a request built from the document sends is what the server takes: the
+/// `Idempotency-Key` header is required wherever the server requires a key, and no body
+/// describes the seed's `idempotencyKey` (a generated request could then send a key other
+/// than the header's, which the server refuses: 422 `IDEMPOTENCY_KEY_MISMATCH`).
+#[test]
+fn the_idempotency_key_is_the_header_and_required() {
+    let document = serde_json::to_value(boxoffice_server::openapi()).unwrap();
+    let mut keyed = BTreeSet::new();
+    for (name, operation_doc) in operations(&document) {
+        for parameter in operation_doc["parameters"].as_array().into_iter().flatten() {
+            if parameter["name"] == "Idempotency-Key" {
+                assert_eq!(parameter["in"], "header", "{name}");
+                assert_eq!(parameter["required"], true, "{name}");
+                keyed.insert(name.clone());
+            }
+        }
+    }
+    let expected: BTreeSet<String> = KEYED.iter().map(|op| op.to_string()).collect();
+    assert_eq!(keyed, expected);
+    let text = document["components"].to_string();
+    assert!(
+        !text.contains("\"idempotencyKey\""),
+        "a schema describes idempotencyKey"
+    );
+}
+
+/// Statuses are enums, a problem's extra members are declared, and every media type an
+/// operation answers with maps to a type in a client generator: openapi-python-client maps
+/// `text/*`, `application/json`, `+json` and `application/octet-stream`, and at least one of
+/// each answer's types must be among them.
+#[test]
+fn a_generated_client_gets_types() {
+    let document = serde_json::to_value(boxoffice_server::openapi()).unwrap();
+    let schemas = &document["components"]["schemas"];
+    for (schema, property, status) in [
+        ("HoldResponse", "status", "HoldStatus"),
+        ("OrderResponse", "orderStatus", "OrderStatus"),
+        ("OrderResponse", "paymentStatus", "PaymentStatus"),
+        ("CheckoutResponse", "orderStatus", "OrderStatus"),
+        ("CheckoutResponse", "paymentStatus", "PaymentStatus"),
+        ("TicketResponse", "status", "TicketStatus"),
+        ("TicketSummary", "status", "TicketStatus"),
+        ("MapSeatView", "status", "SeatStatus"),
+        ("ExchangeResponse", "status", "ExchangeStatus"),
+        ("TransferResponse", "status", "TransferStatus"),
+        ("WaitlistResponse", "status", "WaitlistStatus"),
+        ("WebhookDeliveryView", "status", "DeliveryStatus"),
+        ("QueueStatusResponse", "status", "QueueStatus"),
+    ] {
+        let declared = &schemas[schema]["properties"][property];
+        assert_eq!(
+            declared["$ref"],
+            format!("#/components/schemas/{status}"),
+            "{schema}.{property}: {declared}"
+        );
+        assert!(
+            schemas[status]["enum"]
+                .as_array()
+                .is_some_and(|e| e.len() >= 3),
+            "{status}: {}",
+            schemas[status]
+        );
+    }
+    for extra in [
+        "field",
+        "limit",
+        "unavailableSeatIds",
+        "largestBlock",
+        "tierId",
+        "available",
+        "current",
+        "onSaleAt",
+        "waitlistId",
+    ] {
+        assert!(
+            schemas["Problem"]["properties"][extra].is_object(),
+            "Problem.{extra}"
+        );
+    }
+    let mappable = |media: &str| {
+        media.starts_with("text/")
+            || media == "application/json"
+            || media.ends_with("+json")
+            || media == "application/octet-stream"
+    };
+    for (name, operation_doc) in operations(&document) {
+        for (status, response) in operation_doc["responses"].as_object().expect("responses") {
+            let Some(content) = response["content"].as_object() else {
+                continue;
+            };
+            assert!(
+                content.keys().any(|media| mappable(media)),
+                "{name} {status}: {:?}",
+                content.keys()
+            );
+        }
+    }
+}
+
+/// Every request body is an object that refuses unknown members at its top, as the server
+/// does (serde's `deny_unknown_fields`), where a client generator reads it: the rules a
+/// handler's annotations cannot say sit beside the properties, in `allOf`, not around them.
+#[test]
+fn request_bodies_refuse_unknown_members() {
+    let document = serde_json::to_value(boxoffice_server::openapi()).unwrap();
+    let schemas = &document["components"]["schemas"];
+    let mut bodies = 0;
+    for (name, operation_doc) in operations(&document) {
+        let Some(schema) =
+            operation_doc["requestBody"]["content"]["application/json"].get("schema")
+        else {
+            continue;
+        };
+        let reference = schema["$ref"].as_str().expect("a named body");
+        let body = &schemas[reference.trim_start_matches("#/components/schemas/")];
+        assert_eq!(body["type"], "object", "{name}: {body}");
+        assert_eq!(body["additionalProperties"], false, "{name}: {body}");
+        bodies += 1;
+    }
+    assert!(bodies >= 14, "{bodies}");
+}
+
+/// A page cursor's pattern is the one the server checks (`routes::CURSOR_PATTERN`).
+#[test]
+fn cursors_have_the_servers_syntax() {
+    let document = serde_json::to_value(boxoffice_server::openapi()).unwrap();
+    for path in ["/v1/events", "/v1/orders"] {
+        let cursor = document["paths"][path]["get"]["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .find(|p| p["name"] == "cursor")
+            .expect("a cursor")
+            .clone();
+        assert_eq!(
+            cursor["schema"]["pattern"],
+            boxoffice_server::routes::CURSOR_PATTERN,
+            "{path}"
+        );
+    }
+}

@@ -177,7 +177,7 @@ async fn pay_confirm_capture_ticket_checkin(backend: Backend) {
         .send(app.http.get(format!("{}/v1/tickets/public-key", app.base)))
         .await;
     let verifier = boxoffice_tickets::TicketVerifier::from_public_key_pem(
-        &String::from_utf8(public_pem.bytes).unwrap(),
+        &String::from_utf8(public_pem.bytes.clone()).unwrap(),
     )
     .unwrap();
     let mut seats = Vec::new();
@@ -201,6 +201,28 @@ async fn pay_confirm_capture_ticket_checkin(backend: Backend) {
         .await;
     assert_eq!(qr.headers["content-type"], "image/svg+xml");
     assert!(String::from_utf8_lossy(&qr.bytes).contains("<svg"));
+    // A client generated from the document maps text and bytes only: it may ask for them,
+    // and gets the same bytes.
+    let qr_bytes = app
+        .send(
+            app.http
+                .get(format!("{}/v1/tickets/{ticket_id}/qr.svg", app.base))
+                .bearer_auth(token("ann"))
+                .header("accept", "application/octet-stream"),
+        )
+        .await;
+    assert_eq!(qr_bytes.headers["content-type"], "application/octet-stream");
+    assert_eq!(qr_bytes.bytes, qr.bytes);
+    assert_eq!(public_pem.headers["content-type"], "application/x-pem-file");
+    let public_text = app
+        .send(
+            app.http
+                .get(format!("{}/v1/tickets/public-key", app.base))
+                .header("accept", "text/plain"),
+        )
+        .await;
+    assert_eq!(public_text.headers["content-type"], "text/plain");
+    assert_eq!(public_text.bytes, public_pem.bytes);
     assert_eq!(
         app.get(&token("eve"), &format!("/v1/tickets/{ticket_id}"))
             .await

@@ -61,9 +61,9 @@ pub struct NextAction {
 #[serde(rename_all = "camelCase")]
 pub struct CheckoutResponse {
     pub order_id: String,
-    #[schema(example = "CONFIRMED")]
+    #[schema(value_type = crate::api::status_names::OrderStatus, example = "CONFIRMED")]
     pub order_status: String,
-    #[schema(example = "AUTHORIZED")]
+    #[schema(value_type = crate::api::status_names::PaymentStatus, example = "AUTHORIZED")]
     pub payment_status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_action: Option<NextAction>,
@@ -84,7 +84,7 @@ pub struct TicketSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tier_id: Option<String>,
     pub code: String,
-    #[schema(example = "VALID")]
+    #[schema(value_type = crate::api::status_names::TicketStatus, example = "VALID")]
     pub status: String,
 }
 
@@ -95,7 +95,9 @@ pub struct OrderResponse {
     pub order_id: String,
     pub event_id: String,
     pub hold_id: String,
+    #[schema(value_type = crate::api::status_names::OrderStatus)]
     pub order_status: String,
+    #[schema(value_type = crate::api::status_names::PaymentStatus)]
     pub payment_status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_action: Option<NextAction>,
@@ -561,8 +563,8 @@ pub struct OrdersQuery {
     /// 1-100, default 20.
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
-    /// `nextCursor` of the previous page.
-    #[param(min_length = 1, max_length = 128)]
+    /// `nextCursor` of the previous page (an order id: a UUID, lower-case).
+    #[param(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
     pub cursor: Option<String>,
 }
 
@@ -598,16 +600,7 @@ pub async fn list_orders(
             format!("must be between 1 and {ORDERS_PAGE_MAX}"),
         ));
     }
-    if page
-        .cursor
-        .as_ref()
-        .is_some_and(|c| c.is_empty() || c.chars().count() > 128)
-    {
-        return Err(ApiError::validation(
-            "cursor",
-            "is not a cursor this server gave out",
-        ));
-    }
+    crate::routes::check_cursor(page.cursor.as_deref())?;
     let mut orders = state
         .store
         .list_orders(

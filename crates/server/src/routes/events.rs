@@ -213,13 +213,16 @@ pub(crate) fn trip_specs(trips: CreateTripsBody) -> ApiResult<Vec<EventSpec>> {
         spec.starts_at = first.starts_at.checked_add(after_first).ok_or_else(|| {
             ApiError::validation("trip.startsAt", "the last trip would depart after 9999")
         })?;
+        // Checked under the route's name as given (the document's rules for `trip.name`:
+        // "\u{c}" is only white space, and 200 characters are allowed), then named with the
+        // departure (found by schemathesis: "\u{c} 2000-01-01T00:00:00Z" was a name).
+        spec.validate()
+            .map_err(|e| ApiError::validation(&format!("trip.{}", e.field), e.reason))?;
         let departure = spec
             .starts_at
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default();
         spec.name = format!("{} {departure}", first.name);
-        spec.validate()
-            .map_err(|e| ApiError::validation(&format!("trip.{}", e.field), e.reason))?;
         specs.push(spec);
     }
     Ok(specs)
@@ -232,8 +235,8 @@ pub struct PageQuery {
     /// 1-200, default 50.
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
-    /// `nextCursor` of the previous page.
-    #[param(min_length = 1, max_length = 128)]
+    /// `nextCursor` of the previous page (an event id: a UUID, lower-case).
+    #[param(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
     pub cursor: Option<String>,
 }
 
@@ -257,16 +260,7 @@ pub async fn list_events(
             format!("must be between 1 and {EVENTS_PAGE_MAX}"),
         ));
     }
-    if page
-        .cursor
-        .as_ref()
-        .is_some_and(|c| c.is_empty() || c.chars().count() > CURSOR_LEN_MAX)
-    {
-        return Err(ApiError::validation(
-            "cursor",
-            "is not a cursor this server gave out",
-        ));
-    }
+    crate::routes::check_cursor(page.cursor.as_deref())?;
     // One extra row tells whether there is a next page.
     let mut events = state
         .store
@@ -382,5 +376,25 @@ mod tests {
         let specs = trips(trip("9999-12-31T21:00:00Z")).unwrap();
         assert_eq!(specs.len(), 2);
         assert_eq!(specs[1].starts_at.hour(), 22);
+    }
+
+    /// The route's name follows the rules of an event's name as given; the departure added
+    /// to it does not count against them.
+    #[test]
+    fn a_route_is_named_as_an_event_is() {
+        let named = |name: &str| {
+            trips(serde_json::json!({
+                "trip": {"name": name, "startsAt": "2030-01-01T20:00:00Z", "currency": "EUR",
+                         "tiers": [{"tierId": "GA", "name": "Seat", "capacity": 5, "priceMinor": 1}]},
+                "everySeconds": 3600, "count": 1,
+            }))
+        };
+        for blank in ["\u{c}", " ", "\u{3000}"] {
+            let error = named(blank).expect_err(blank);
+            assert_eq!(error.extra["field"], "trip.name", "{blank:?}");
+        }
+        let longest: String = std::iter::repeat_n('é', 200).collect();
+        let specs = named(&longest).expect("200 characters");
+        assert_eq!(specs[0].name, format!("{longest} 2030-01-01T20:00:00Z"));
     }
 }

@@ -88,7 +88,7 @@ pub struct CreateExchangeBody {
 pub struct ExchangeResponse {
     pub exchange_id: String,
     /// `PAYMENT_REQUIRED`, `COMPLETED`, `FAILED` or `EXPIRED`.
-    #[schema(example = "COMPLETED")]
+    #[schema(value_type = crate::api::status_names::ExchangeStatus, example = "COMPLETED")]
     pub status: String,
     pub order: OrderResponse,
     /// What is left to pay: above 0 with `PAYMENT_REQUIRED`; 0 or below (a refund due) once

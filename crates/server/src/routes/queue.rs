@@ -28,6 +28,7 @@ pub struct JoinQueueResponse {
     pub queue_ticket: String,
     /// `WAITING`, or `SOLD_OUT` when nothing is left to sell (the place is kept: if seats
     /// come back, the status poll answers `WAITING` again).
+    #[schema(value_type = crate::api::status_names::QueueStatus)]
     pub status: &'static str,
     /// 1-based. Before on-sale under the `random` policy it is the join order and changes
     /// once, when the queue opens (`provisional: true`).
@@ -47,6 +48,7 @@ pub struct QueueStatusResponse {
     /// `WAITING`, `ADMITTED`, `EXPIRED`, or `SOLD_OUT` once nothing is left to sell (no free
     /// seat or tier unit, no live hold that could lapse back): admission stops, the place is
     /// kept, and if seats come back the status is `WAITING` again.
+    #[schema(value_type = crate::api::status_names::QueueStatus)]
     pub status: &'static str,
     pub position: u64,
     pub ahead_of_you: u64,

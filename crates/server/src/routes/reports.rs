@@ -298,13 +298,27 @@ fn timeline_response(
     }
 }
 
+/// The first characters with which a spreadsheet reads a cell as a formula (OWASP, "CSV
+/// Injection"): `=`, `+`, `-`, `@`, tab and carriage return.
+const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
 /// One CSV field (RFC 4180): quoted when it holds a comma, a quote, CR or LF, quotes
-/// doubled inside.
+/// doubled inside. A field that a spreadsheet would run as a formula (an organiser's tier
+/// named `=HYPERLINK(...)`) is neutralised as OWASP advises: a `'` in front makes it text.
+/// An integer such as `-5` is left alone: it is a number, not a formula.
 pub fn csv_field(value: &str) -> String {
+    let integer = value
+        .strip_prefix('-')
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
+    let value = if value.starts_with(FORMULA_STARTS) && !integer {
+        format!("'{value}")
+    } else {
+        value.to_owned()
+    };
     if value.contains([',', '"', '\r', '\n']) {
         format!("\"{}\"", value.replace('"', "\"\""))
     } else {
-        value.to_owned()
+        value
     }
 }
 
@@ -554,6 +568,61 @@ mod tests {
             csv(&[vec!["a".into(), "b,c".into()], vec![String::new()]]),
             "a,\"b,c\"\r\n\r\n"
         );
+    }
+
+    /// OWASP's CSV injection: no field starts with `=`, `+`, `-`, `@`, tab or CR as given,
+    /// in a field alone or in a whole report.
+    #[test]
+    fn formulas_are_neutralised() {
+        assert_eq!(csv_field("=1+2"), "'=1+2");
+        assert_eq!(csv_field("+33 1 23"), "'+33 1 23");
+        assert_eq!(
+            csv_field("-2+3+cmd|' /C calc'!A0"),
+            "'-2+3+cmd|' /C calc'!A0"
+        );
+        assert_eq!(csv_field("@SUM(A1:A9)"), "'@SUM(A1:A9)");
+        assert_eq!(csv_field("\tTab"), "'\tTab");
+        assert_eq!(csv_field("\rCR"), "\"'\rCR\"");
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
+        );
+        // Not formulas: left as they are.
+        assert_eq!(csv_field("-5"), "-5");
+        assert_eq!(csv_field("-"), "'-");
+        assert_eq!(csv_field("a=b"), "a=b");
+        assert_eq!(csv_field("Floor"), "Floor");
+        let report = EventReportResponse {
+            event_id: "e".into(),
+            currency: "EUR".into(),
+            as_of: OffsetDateTime::UNIX_EPOCH,
+            lines: vec![ReportLine {
+                kind: LineKind::Tier,
+                id: "GA".into(),
+                name: "=cmd|' /C calc'!A0".into(),
+                capacity: 10,
+                held_now: 0,
+                sold: 1,
+                comps: 0,
+                checked_in: 0,
+                revenue_minor: 100,
+                refunds_due_minor: 0,
+            }],
+            totals: ReportTotals {
+                capacity: 10,
+                held_now: 0,
+                sold: 1,
+                comps: 0,
+                checked_in: 0,
+                revenue_minor: 100,
+                refunds_due_minor: 0,
+                charged_minor: 100,
+                orders_confirmed: 1,
+            },
+        };
+        let csv = report_csv(&report);
+        let line = csv.lines().nth(1).expect("the tier's line");
+        assert_eq!(line, "tier,GA,'=cmd|' /C calc'!A0,10,0,1,0,0,100,0,EUR");
     }
 
     #[test]

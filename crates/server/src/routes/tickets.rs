@@ -3,7 +3,7 @@
 //! a key rollover, every key that verifies: `GET /v1/tickets/public-keys`).
 
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -25,7 +25,7 @@ pub struct TicketResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tier_id: Option<String>,
     pub code: String,
-    #[schema(example = "VALID")]
+    #[schema(value_type = crate::api::status_names::TicketStatus, example = "VALID")]
     pub status: String,
 }
 
@@ -71,12 +71,56 @@ pub async fn get_ticket(
     .into_response())
 }
 
-/// The ticket's code as a QR image.
+/// The media types a client may ask for with `Accept`, the first of each pair by default: the
+/// second is one that a client generator maps to a type (text or bytes), where the first is
+/// not (openapi-python-client maps `text/*`, JSON and `application/octet-stream` only).
+pub const QR_MEDIA_TYPES: [&str; 2] = ["image/svg+xml", "application/octet-stream"];
+/// See [`QR_MEDIA_TYPES`].
+pub const PUBLIC_KEY_MEDIA_TYPES: [&str; 2] = ["application/x-pem-file", "text/plain"];
+
+/// The media type to answer with: `[default, other]`'s `other` only when `Accept` names it
+/// (with a q above 0) and does not name `default`; `default` otherwise, `*/*` and no `Accept`
+/// included. The bytes are the same either way.
+pub fn negotiated(headers: &HeaderMap, [default, other]: [&'static str; 2]) -> &'static str {
+    let accepted: Vec<String> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|range| {
+            let mut parts = range.split(';');
+            let media = parts.next()?.trim().to_ascii_lowercase();
+            let refused = parts.any(|param| {
+                let param = param.trim().replace(' ', "");
+                param.starts_with("q=") && param[2..].parse::<f32>().is_ok_and(|q| q <= 0.0)
+            });
+            (!refused).then_some(media)
+        })
+        .collect();
+    let names = |media: &str| accepted.iter().any(|a| a == media);
+    if names(other) && !names(default) {
+        other
+    } else {
+        default
+    }
+}
+
+/// The QR code's SVG as bytes (a file, to a client generator).
+#[derive(Debug, ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)] // schema only
+pub struct QrBytes(Vec<u8>);
+
+/// The ticket's code as a QR image: SVG, or the same bytes as `application/octet-stream`
+/// when `Accept` asks for that.
 #[utoipa::path(
     get, path = "/v1/tickets/{ticketId}/qr.svg", tag = "tickets",
     params(("ticketId" = String, Path)),
     responses(
-        (status = 200, description = "SVG image", content_type = "image/svg+xml"),
+        (status = 200, description = "SVG image", content(
+            (String = "image/svg+xml"),
+            (QrBytes = "application/octet-stream"),
+        )),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such ticket for this account", body = Problem),
     ),
@@ -86,23 +130,30 @@ pub async fn ticket_qr(
     State(state): State<AppState>,
     account: Account,
     Path(ticket_id): Path<String>,
+    headers: HeaderMap,
 ) -> ApiResult<Response> {
     let ticket = owned_ticket(&state, &account, &ticket_id).await?;
     let svg = boxoffice_tickets::qr_svg(&ticket.code).map_err(|e| {
         tracing::error!(%e, "rendering a QR code failed");
         ApiError::internal()
     })?;
-    Ok(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
+    let media = negotiated(&headers, QR_MEDIA_TYPES);
+    Ok(([(header::CONTENT_TYPE, media)], svg).into_response())
 }
 
-/// The public key that verifies ticket codes offline (SPKI PEM).
+/// The public key that verifies ticket codes offline (SPKI PEM), as
+/// `application/x-pem-file`, or as `text/plain` when `Accept` asks for that.
 #[utoipa::path(
     get, path = "/v1/tickets/public-key", tag = "tickets",
-    responses((status = 200, description = "PEM", content_type = "application/x-pem-file"))
+    responses((status = 200, description = "PEM", content(
+        (String = "application/x-pem-file"),
+        (String = "text/plain"),
+    )))
 )]
-pub async fn public_key(State(state): State<AppState>) -> Response {
+pub async fn public_key(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let media = negotiated(&headers, PUBLIC_KEY_MEDIA_TYPES);
     (
-        [(header::CONTENT_TYPE, "application/x-pem-file")],
+        [(header::CONTENT_TYPE, media)],
         state.ticket_signer.public_key_pem(),
     )
         .into_response()
@@ -230,5 +281,47 @@ pub async fn check_in(
             "this ticket is being exchanged; it can be checked in once the exchange ends",
         )),
         (false, _) => Err(invalid("the ticket is voided")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, value.parse().expect("header value"));
+        headers
+    }
+
+    #[test]
+    fn the_default_type_unless_only_the_other_is_asked_for() {
+        let types = PUBLIC_KEY_MEDIA_TYPES;
+        assert_eq!(
+            negotiated(&HeaderMap::new(), types),
+            "application/x-pem-file"
+        );
+        assert_eq!(negotiated(&accept("*/*"), types), "application/x-pem-file");
+        assert_eq!(negotiated(&accept("text/plain"), types), "text/plain");
+        assert_eq!(
+            negotiated(&accept("Text/Plain; charset=utf-8, */*;q=0.1"), types),
+            "text/plain"
+        );
+        assert_eq!(
+            negotiated(&accept("text/plain, application/x-pem-file"), types),
+            "application/x-pem-file"
+        );
+        assert_eq!(
+            negotiated(&accept("text/plain;q=0"), types),
+            "application/x-pem-file"
+        );
+        assert_eq!(
+            negotiated(&accept("application/octet-stream"), QR_MEDIA_TYPES),
+            "application/octet-stream"
+        );
+        assert_eq!(
+            negotiated(&accept("image/*"), QR_MEDIA_TYPES),
+            "image/svg+xml"
+        );
     }
 }

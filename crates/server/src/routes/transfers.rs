@@ -74,7 +74,7 @@ pub struct TransferResponse {
     pub transfer_id: String,
     /// `OFFERED`, `ACCEPTED`, `DECLINED`, `WITHDRAWN` or `EXPIRED` (an offer past
     /// `expiresAt`, by the store's clock).
-    #[schema(example = "OFFERED")]
+    #[schema(value_type = crate::api::status_names::TransferStatus, example = "OFFERED")]
     pub status: String,
     pub event_id: String,
     /// The giver's order the tickets are from.
@@ -177,7 +177,8 @@ pub async fn create_transfer(
     }
     let mut seen = BTreeSet::new();
     for ticket_id in &request.ticket_ids {
-        if ticket_id.is_empty() || ticket_id.len() > 128 {
+        // Characters, as the document counts them (`TicketIdText`), not bytes.
+        if ticket_id.is_empty() || ticket_id.chars().count() > 128 {
             return Err(ApiError::validation(
                 "ticketIds",
                 "each must be 1-128 characters",

@@ -31,9 +31,9 @@ pub struct JoinWaitlistBody {
     /// Seats wanted, all or none (1 to the event's maxSeatsPerHold).
     #[schema(minimum = 1, maximum = 100)]
     pub quantity: u32,
-    /// Only seats of this section.
+    /// Only seats of this section (a section's name: 1-32 of `[A-Za-z0-9_]`).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 64)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub section: Option<String>,
     /// Only seats at most this price: at least the cheapest seat of the section (or of the
     /// event).
@@ -61,7 +61,7 @@ pub struct WaitlistResponse {
     pub event_id: String,
     /// `WAITING`, `OFFERED` (a hold waits to be paid: `holdId`, `expiresAt`), `PURCHASED`,
     /// `LAPSED` (the offer ran out; its seats went to the next entry) or `LEFT`.
-    #[schema(example = "WAITING")]
+    #[schema(value_type = crate::api::status_names::WaitlistStatus, example = "WAITING")]
     pub status: String,
     /// Place among the waiting entries (1 = next), while waiting.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -146,7 +146,7 @@ pub struct WebhookDeliveryView {
     pub event_type: String,
     /// `PENDING` (waiting for its next attempt), `DELIVERED` (answered 2xx) or `FAILED`
     /// (every attempt failed; a replay sends it again).
-    #[schema(example = "DELIVERED")]
+    #[schema(value_type = crate::api::status_names::DeliveryStatus, example = "DELIVERED")]
     pub status: String,
     /// Attempts since it was made or last replayed.
     pub attempts: u32,
