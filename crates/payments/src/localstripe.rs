@@ -45,12 +45,48 @@ pub struct LocalStripe {
     log_path: PathBuf,
 }
 
+/// Installs localstripe with pip when python3 cannot import it (once per process), as
+/// `.ci/run` does, so that README's test command passes on its own; the error names
+/// [`INSTALL_HINT`] when pip cannot.
+fn ensure_installed() -> Result<(), String> {
+    static INSTALLED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let imports = || {
+                std::process::Command::new("python3")
+                    .args(["-c", "import localstripe"])
+                    .output()
+                    .is_ok_and(|out| out.status.success())
+            };
+            if imports() {
+                return Ok(());
+            }
+            eprintln!("installing localstripe ({INSTALL_HINT})");
+            let pip = std::process::Command::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+                .arg(format!("localstripe=={LOCALSTRIPE_VERSION}"))
+                .output()
+                .map_err(|error| format!("python3 -m pip: {error}; {INSTALL_HINT}"))?;
+            if pip.status.success() && imports() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "localstripe is not installed and pip could not install it ({}): {}; {INSTALL_HINT}",
+                    pip.status,
+                    String::from_utf8_lossy(&pip.stderr).trim()
+                ))
+            }
+        })
+        .clone()
+}
+
 impl LocalStripe {
     /// Starts `python3 -m localstripe --port P --from-scratch` (from scratch: localstripe
     /// otherwise loads the state another instance saved in `/tmp/localstripe.pickle`) and
-    /// waits until it answers. An error, never a skip, when localstripe is not installed: it
-    /// names [`INSTALL_HINT`].
+    /// waits until it answers; installs localstripe first when it is missing. An error, never
+    /// a skip, when it cannot be installed: it names [`INSTALL_HINT`].
     pub async fn start() -> Result<Self, String> {
+        ensure_installed()?;
         let mut last_failure = String::new();
         for _ in 0..START_ATTEMPTS_MAX {
             let port = rand::rng().random_range(PORT_FIRST..=PORT_LAST);
