@@ -57,6 +57,11 @@ impl Drop for Paysim {
 /// with no package lists), so that the README's test command passes on its own, as
 /// `.ci/run` does. Panics with the command to run otherwise.
 pub fn ensure_debian_package(path: &str, package: &str) {
+    // The tests of one binary run on several threads, and two of them installing at once
+    // failed on dpkg's lock (seen: both cluster tests on a fresh machine): one at a time
+    // here, and apt-get waits for a lock another process holds.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
     if std::path::Path::new(path).exists() {
         return;
     }
@@ -82,14 +87,24 @@ pub fn ensure_debian_package(path: &str, package: &str) {
     let install = || {
         output(
             Command::new("apt-get")
-                .args(["install", "-y", "-q", package])
+                .args([
+                    "-o",
+                    "DPkg::Lock::Timeout=600",
+                    "install",
+                    "-y",
+                    "-q",
+                    package,
+                ])
                 .env("DEBIAN_FRONTEND", "noninteractive"),
             "apt-get install",
         )
     };
     let mut out = install();
     if !out.status.success() {
-        let update = output(Command::new("apt-get").arg("update"), "apt-get update");
+        let update = output(
+            Command::new("apt-get").args(["-o", "DPkg::Lock::Timeout=600", "update"]),
+            "apt-get update",
+        );
         assert!(
             update.status.success(),
             "apt-get update failed:\n{}",
