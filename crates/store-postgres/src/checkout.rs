@@ -16,7 +16,7 @@ use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{HoldView, StoreError, StoreResult, parse_held_seats};
 use sqlx::{Postgres, Row, Transaction};
 
-use crate::{classify, fetch_holds, free_hold_resources, lock_hold_resources, seatmap, store_now};
+use crate::{classify, fetch_holds, free_hold_resources, lock_hold_resources, store_now};
 
 const ORDER_COLUMNS: &str =
     "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats::text AS seats,
@@ -571,7 +571,12 @@ impl crate::PgStore {
             let response = render(&order);
             update_record(&mut tx, scope, &response).await?;
         }
-        seatmap::record(&mut tx, &map, now).await?;
+        boxoffice_store_sql::seatmap::record(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            &map,
+            now,
+        )
+        .await?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(Settled { order, changed }))
     }

@@ -169,7 +169,11 @@ impl EngineStore for PgStore {
         .into_iter()
         .map(|(account, key, digest)| ((account, key), digest))
         .collect();
-        let waitlist = crate::waitlist::load_entries(&mut tx, event_id).await?;
+        let waitlist = boxoffice_store_sql::waitlist::load_entries(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            event_id,
+        )
+        .await?;
         tx.commit().await.map_err(classify)?;
         let snapshot = EngineSnapshot {
             version: u64::try_from(version).unwrap_or(0),
@@ -329,9 +333,19 @@ impl EngineStore for PgStore {
         // change rows (their writers catch up from them), every version row locked in
         // event-id order.
         let event_id = group.event.event_id.as_str();
-        crate::seatmap::record(&mut tx, &map.elsewhere(event_id, true), group.now).await?;
+        boxoffice_store_sql::seatmap::record(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            &map.elsewhere(event_id, true),
+            group.now,
+        )
+        .await?;
         let (previous_version, version) = record_group(&mut tx, group, &map).await?;
-        crate::seatmap::record(&mut tx, &map.elsewhere(event_id, false), group.now).await?;
+        boxoffice_store_sql::seatmap::record(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            &map.elsewhere(event_id, false),
+            group.now,
+        )
+        .await?;
         tx.commit().await.map_err(classify)?;
         let effects = &group.effects;
         self.statistics.wrote(

@@ -1224,7 +1224,12 @@ impl crate::PgStore {
                 *status
             }
         };
-        crate::seatmap::record(&mut tx, &map, now).await?;
+        boxoffice_store_sql::seatmap::record(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            &map,
+            now,
+        )
+        .await?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(status))
     }

@@ -9,17 +9,12 @@
 
 mod checkout;
 mod directory;
-mod door;
 mod engine;
 mod exchange;
 pub mod hosts;
-mod lease;
 pub mod moving;
-mod report;
-mod seatmap;
 mod transfer;
 mod waitlist;
-mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -39,6 +34,8 @@ use boxoffice_store::{
     SweepReport, WorkerStore, event_record, hold_ended_payload, parse_held_seats,
     parse_hold_status, parse_waiting_room, retrying, waiting_room_json,
 };
+use boxoffice_store_sql::db::{Conn, Db};
+use boxoffice_store_sql::seatmap;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Row, Transaction};
 
@@ -72,6 +69,8 @@ const NOW_SQL: &str = "SELECT date_trunc('milliseconds', boxoffice_now())";
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// The same pool, for the statements written once in `boxoffice_store_sql`.
+    db: Db,
     statistics: Arc<Statistics>,
 }
 
@@ -127,35 +126,7 @@ impl Statistics {
     }
 }
 
-pub(crate) fn classify(error: sqlx::Error) -> StoreError {
-    match &error {
-        sqlx::Error::Database(db) => {
-            let code = db.code().unwrap_or_default();
-            // 40001 serialization failure, 40P01 deadlock, 23505 unique violation (a
-            // concurrent insert of the same key): transient, the batch is retried.
-            if matches!(code.as_ref(), "40001" | "40P01" | "23505") {
-                StoreError::Conflict(error.to_string())
-            } else if code.starts_with("08")
-                || code.starts_with("57")
-                || code.starts_with("53")
-                // 25P03: the server ended a session left idle inside a transaction (a node
-                // paused mid-group); nothing of the transaction was written.
-                || code == "25P03"
-            {
-                StoreError::Unavailable(error.to_string())
-            } else {
-                StoreError::Internal(error.to_string())
-            }
-        }
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Protocol(_) => StoreError::Unavailable(error.to_string()),
-        sqlx::Error::PoolTimedOut => StoreError::Busy(error.to_string()),
-        _ => StoreError::Internal(error.to_string()),
-    }
-}
+pub(crate) use boxoffice_store_sql::db::classify_pg as classify;
 
 pub(crate) async fn store_now(tx: &mut Transaction<'_, Postgres>) -> StoreResult<OffsetDateTime> {
     sqlx::query_scalar::<_, OffsetDateTime>(NOW_SQL)
@@ -264,6 +235,7 @@ impl PgStore {
             hosts.register(&pool);
         }
         Ok(Self {
+            db: Db::Postgres(pool.clone()),
             pool,
             statistics: Arc::default(),
         })
@@ -278,6 +250,7 @@ impl PgStore {
             hosts.register(&pool);
         }
         Ok(Self {
+            db: Db::Postgres(pool.clone()),
             pool,
             statistics: Arc::default(),
         })
@@ -676,7 +649,7 @@ impl PgStore {
             .map_err(classify)?;
             report.holds_expired += expired.len() as u64;
         }
-        seatmap::record(&mut tx, &map, now).await?;
+        seatmap::record(&mut Conn::from(&mut tx), &map, now).await?;
         tx.commit().await.map_err(classify)?;
         Ok(report)
     }
@@ -887,6 +860,8 @@ pub(crate) async fn fetch_holds(pool: &PgPool, hold_ids: &[String]) -> StoreResu
         .map(hold_from_row)
         .collect()
 }
+
+boxoffice_store_sql::impl_shared_traits!(PgStore);
 
 #[async_trait]
 impl Store for PgStore {
@@ -1276,7 +1251,7 @@ impl ReadStore for PgStore {
         &self,
         event_id: &str,
     ) -> StoreResult<Option<boxoffice_store::seatmap::MapSnapshot>> {
-        seatmap::snapshot(&self.pool, event_id).await
+        seatmap::snapshot(&self.db, event_id).await
     }
 
     async fn seat_map_changes(
@@ -1285,7 +1260,7 @@ impl ReadStore for PgStore {
         after: u64,
         limit: u32,
     ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
-        seatmap::changes_after(&self.pool, event_id, after, limit).await
+        seatmap::changes_after(&self.db, event_id, after, limit).await
     }
 }
 
@@ -1411,6 +1386,6 @@ impl WorkerStore for PgStore {
     }
 
     async fn prune_seat_map_changes(&self, keep: u64) -> StoreResult<u64> {
-        seatmap::prune(&self.pool, keep).await
+        seatmap::prune(&self.db, keep).await
     }
 }

@@ -2,80 +2,13 @@
 //! loads with its engine, what a group writes of the list, and an entry's reading.
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::engine::WaitEntry;
 use boxoffice_store::engine::{GroupWrite, mismatch};
-use boxoffice_store::waitlist::{
-    WAITLIST_OFFERED, WaitlistStatus, WaitlistStore, WaitlistView, offered_message,
-};
-use boxoffice_store::{StoreError, StoreResult, held_seats_json};
-use sqlx::{Postgres, Row, Transaction};
+use boxoffice_store::waitlist::{WAITLIST_OFFERED, offered_message};
+use boxoffice_store::{StoreResult, held_seats_json};
+use sqlx::{Postgres, Transaction};
 
 use crate::checkout::outbox_many;
-use crate::{PgStore, classify};
-
-/// The event's live entries (waiting, and offered: the engine judges whether the offer's hold
-/// is still live), in order.
-pub(crate) async fn load_entries(
-    tx: &mut Transaction<'_, Postgres>,
-    event_id: &str,
-) -> StoreResult<Vec<WaitEntry>> {
-    let rows = sqlx::query_as::<
-        _,
-        (
-            String,
-            String,
-            i64,
-            i32,
-            Option<String>,
-            Option<i64>,
-            bool,
-            String,
-            String,
-            String,
-            String,
-        ),
-    >(
-        "SELECT waitlist_id, account_id, seq, quantity, section, max_price_minor, together,
-                offer_hold_id, status, idempotency_key, request_digest
-           FROM waitlist WHERE event_id = $1 AND status IN ('WAITING', 'OFFERED') ORDER BY seq",
-    )
-    .bind(event_id)
-    .fetch_all(&mut **tx)
-    .await
-    .map_err(classify)?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(
-                waitlist_id,
-                account_id,
-                seq,
-                quantity,
-                section,
-                max_price_minor,
-                together,
-                offer_hold_id,
-                status,
-                idempotency_key,
-                request_digest,
-            )| {
-                WaitEntry {
-                    waitlist_id,
-                    account_id,
-                    seq: u64::try_from(seq).unwrap_or(0),
-                    quantity: u32::try_from(quantity).unwrap_or(0),
-                    section,
-                    max_price_minor,
-                    together,
-                    offer_hold_id,
-                    offered: status == "OFFERED",
-                    idempotency_key,
-                    request_digest,
-                }
-            },
-        )
-        .collect())
-}
+use crate::classify;
 
 /// What a group writes of the list: new entries, entries left, offers (the hold rows — their
 /// seats are taken with the group's other new holds — and the entries `OFFERED`), and offered
@@ -234,59 +167,4 @@ pub(crate) async fn write_waitlist(
         .map_err(classify)?;
     }
     Ok(())
-}
-
-#[async_trait::async_trait]
-impl WaitlistStore for PgStore {
-    async fn get_waitlist_entry(&self, waitlist_id: &str) -> StoreResult<Option<WaitlistView>> {
-        let row = sqlx::query(
-            "SELECT w.waitlist_id, w.event_id, w.account_id, w.quantity, w.section, w.max_price_minor,
-                    w.together, w.status, w.offer_hold_id, w.created_at, w.updated_at,
-                    w.idempotency_key, w.request_digest,
-                    h.status AS hold_status, h.expires_at AS hold_expires_at,
-                    date_trunc('milliseconds', boxoffice_now()) AS now,
-                    CASE WHEN w.status = 'WAITING'
-                         THEN (SELECT count(*) FROM waitlist o
-                                WHERE o.event_id = w.event_id AND o.status = 'WAITING' AND o.seq <= w.seq)
-                    END AS position
-               FROM waitlist w LEFT JOIN hold h ON h.hold_id = w.offer_hold_id
-              WHERE w.waitlist_id = $1",
-        )
-        .bind(waitlist_id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(classify)?;
-        let Some(row) = row else { return Ok(None) };
-        let stored: String = row.get("status");
-        let status = WaitlistStatus::parse(&stored)
-            .ok_or_else(|| StoreError::Internal(format!("waitlist status {stored:?}")))?;
-        let hold_status: Option<String> = row.get("hold_status");
-        let hold_expires_at: Option<OffsetDateTime> = row.get("hold_expires_at");
-        let now: OffsetDateTime = row.get("now");
-        let status = match (status, &hold_status, hold_expires_at) {
-            (WaitlistStatus::Offered, Some(hold), Some(at)) => {
-                WaitlistStatus::of_offer(hold, at, now)
-            }
-            (status, _, _) => status,
-        };
-        let offered = hold_status.is_some();
-        let position: Option<i64> = row.get("position");
-        Ok(Some(WaitlistView {
-            waitlist_id: row.get("waitlist_id"),
-            event_id: row.get("event_id"),
-            account_id: row.get("account_id"),
-            quantity: u32::try_from(row.get::<i32, _>("quantity")).unwrap_or(0),
-            section: row.get("section"),
-            max_price_minor: row.get("max_price_minor"),
-            together: row.get("together"),
-            idempotency_key: row.get("idempotency_key"),
-            request_digest: row.get("request_digest"),
-            status,
-            position: position.and_then(|p| u32::try_from(p).ok()),
-            hold_id: offered.then(|| row.get("offer_hold_id")),
-            offer_expires_at: hold_expires_at,
-            created_at: row.get("created_at"),
-            updated_at: row.get("updated_at"),
-        }))
-    }
 }

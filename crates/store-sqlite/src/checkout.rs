@@ -21,7 +21,7 @@ use sqlx::{Sqlite, Transaction};
 
 use crate::{
     HOLD_COLUMNS, begin_write, classify, column, fetch_holds, free_hold_resources, from_ms,
-    hold_from_row, insert_outbox, seatmap, store_now, to_ms, to_u32,
+    hold_from_row, insert_outbox, store_now, to_ms, to_u32,
 };
 
 const ORDER_COLUMNS: &str = "o.order_id, o.event_id, o.hold_id, o.account_id, o.status, o.seats,
@@ -475,7 +475,12 @@ impl crate::SqliteStore {
             let response = render(&order);
             update_record(&mut tx, scope, &response).await?;
         }
-        seatmap::record(&mut tx, &map, now).await?;
+        boxoffice_store_sql::seatmap::record(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            &map,
+            now,
+        )
+        .await?;
         tx.commit().await.map_err(classify)?;
         Ok(Some(Settled { order, changed }))
     }

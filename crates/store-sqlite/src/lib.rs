@@ -33,6 +33,8 @@ use boxoffice_store::{
     SweepReport, WorkerStore, event_record, hold_ended_payload, parse_held_seats,
     parse_hold_status, parse_waiting_room, retrying, waiting_room_json,
 };
+use boxoffice_store_sql::db::Db;
+use boxoffice_store_sql::seatmap;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
@@ -65,70 +67,26 @@ macro_rules! now_ms {
 
 // Declared after `now_ms!` so the module sees the macro.
 mod checkout;
-mod door;
 mod engine;
 mod exchange;
-mod lease;
-mod report;
-mod seatmap;
 mod transfer;
 mod waitlist;
-mod webhook;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
 const NOW_SQL: &str = concat!("SELECT ", now_ms!());
 
-// SQLite primary result codes (the low byte of an extended code).
-const SQLITE_IOERR: i64 = 10;
-const SQLITE_BUSY: i64 = 5;
-const SQLITE_LOCKED: i64 = 6;
-const SQLITE_FULL: i64 = 13;
-const SQLITE_CANTOPEN: i64 = 14;
-
 /// A SQLite store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
+    /// The same pools, for the statements written once in `boxoffice_store_sql`.
+    db: Db,
     /// One connection: every write transaction, begun with `BEGIN IMMEDIATE`.
     writer: SqlitePool,
     /// Several connections for plain reads.
     reader: SqlitePool,
 }
 
-pub(crate) fn classify(error: sqlx::Error) -> StoreError {
-    match &error {
-        sqlx::Error::Database(db) => {
-            let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or_default();
-            let primary = code & 0xff;
-            // SQLITE_BUSY / SQLITE_LOCKED (another process held the file past busy_timeout,
-            // or a stale WAL snapshot) and a unique violation (a concurrent insert of the
-            // same key by another process): transient, the batch is retried.
-            if primary == SQLITE_BUSY || primary == SQLITE_LOCKED || db.is_unique_violation() {
-                StoreError::Conflict(error.to_string())
-            } else if matches!(primary, SQLITE_IOERR | SQLITE_FULL | SQLITE_CANTOPEN) {
-                StoreError::Unavailable(error.to_string())
-            } else {
-                StoreError::Internal(error.to_string())
-            }
-        }
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Protocol(_) => StoreError::Unavailable(error.to_string()),
-        sqlx::Error::PoolTimedOut => StoreError::Busy(error.to_string()),
-        _ => StoreError::Internal(error.to_string()),
-    }
-}
-
-/// Unix milliseconds to a time.
-pub(crate) fn from_ms(ms: i64) -> StoreResult<OffsetDateTime> {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .map_err(|e| StoreError::Internal(format!("time {ms} ms out of range: {e}")))
-}
-
-/// A time to unix milliseconds, truncated.
-pub(crate) fn to_ms(t: OffsetDateTime) -> i64 {
-    (t.unix_timestamp_nanos() / 1_000_000) as i64
-}
+pub(crate) use boxoffice_store_sql::db::{classify_sqlite as classify, from_ms, to_ms};
 
 fn opt_from_ms(ms: Option<i64>) -> StoreResult<Option<OffsetDateTime>> {
     ms.map(from_ms).transpose()
@@ -194,7 +152,14 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(classify)?;
-        Ok(Self { writer, reader })
+        Ok(Self {
+            db: Db::Sqlite {
+                writer: writer.clone(),
+                reader: reader.clone(),
+            },
+            writer,
+            reader,
+        })
     }
 
     /// The writer pool, for tests that plant rows directly.
@@ -456,7 +421,12 @@ impl SqliteStore {
                 }
             }
         }
-        seatmap::record(&mut tx, &map, now).await?;
+        boxoffice_store_sql::seatmap::record(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            &map,
+            now,
+        )
+        .await?;
         tx.commit().await.map_err(classify)?;
         Ok(report)
     }
@@ -649,6 +619,8 @@ pub(crate) async fn fetch_holds(
         .map(hold_from_row)
         .collect()
 }
+
+boxoffice_store_sql::impl_shared_traits!(SqliteStore);
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -1021,7 +993,7 @@ impl ReadStore for SqliteStore {
         &self,
         event_id: &str,
     ) -> StoreResult<Option<boxoffice_store::seatmap::MapSnapshot>> {
-        seatmap::snapshot(&self.reader, event_id).await
+        seatmap::snapshot(&self.db, event_id).await
     }
 
     async fn seat_map_changes(
@@ -1030,7 +1002,7 @@ impl ReadStore for SqliteStore {
         after: u64,
         limit: u32,
     ) -> StoreResult<Vec<boxoffice_store::seatmap::StoredBatch>> {
-        seatmap::changes_after(&self.reader, event_id, after, limit).await
+        seatmap::changes_after(&self.db, event_id, after, limit).await
     }
 }
 
@@ -1131,6 +1103,6 @@ impl WorkerStore for SqliteStore {
     }
 
     async fn prune_seat_map_changes(&self, keep: u64) -> StoreResult<u64> {
-        retrying(|| seatmap::prune(&self.writer, keep)).await
+        retrying(|| seatmap::prune(&self.db, keep)).await
     }
 }

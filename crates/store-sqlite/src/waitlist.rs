@@ -1,79 +1,13 @@
 //! The waiting list on SQLite (see `boxoffice_store::waitlist`); mirrors the PostgreSQL
 //! backend statement for statement. Times are INTEGER unix milliseconds of the store's clock.
 
-use boxoffice_domain::engine::WaitEntry;
 use boxoffice_store::engine::{GroupWrite, mismatch};
-use boxoffice_store::waitlist::{
-    WAITLIST_OFFERED, WaitlistStatus, WaitlistStore, WaitlistView, offered_message,
-};
-use boxoffice_store::{StoreError, StoreResult, held_seats_json};
+use boxoffice_store::waitlist::{WAITLIST_OFFERED, offered_message};
+use boxoffice_store::{StoreResult, held_seats_json};
 use sqlx::{Sqlite, Transaction};
 
 use crate::checkout::outbox;
-use crate::{SqliteStore, classify, column, from_ms, json_list, to_ms};
-
-/// The event's live entries (waiting, and offered), in order.
-pub(crate) async fn load_entries(
-    conn: &mut sqlx::SqliteConnection,
-    event_id: &str,
-) -> StoreResult<Vec<WaitEntry>> {
-    let rows = sqlx::query_as::<
-        _,
-        (
-            String,
-            String,
-            i64,
-            i64,
-            Option<String>,
-            Option<i64>,
-            bool,
-            String,
-            String,
-            String,
-            String,
-        ),
-    >(
-        "SELECT waitlist_id, account_id, seq, quantity, section, max_price_minor, together,
-                offer_hold_id, status, idempotency_key, request_digest
-           FROM waitlist WHERE event_id = ?1 AND status IN ('WAITING', 'OFFERED') ORDER BY seq",
-    )
-    .bind(event_id)
-    .fetch_all(conn)
-    .await
-    .map_err(classify)?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(
-                waitlist_id,
-                account_id,
-                seq,
-                quantity,
-                section,
-                max_price_minor,
-                together,
-                offer_hold_id,
-                status,
-                idempotency_key,
-                request_digest,
-            )| {
-                WaitEntry {
-                    waitlist_id,
-                    account_id,
-                    seq: u64::try_from(seq).unwrap_or(0),
-                    quantity: u32::try_from(quantity).unwrap_or(0),
-                    section,
-                    max_price_minor,
-                    together,
-                    offer_hold_id,
-                    offered: status == "OFFERED",
-                    idempotency_key,
-                    request_digest,
-                }
-            },
-        )
-        .collect())
-}
+use crate::{classify, json_list, to_ms};
 
 /// What a group writes of the list (see the PostgreSQL backend's `write_waitlist`).
 pub(crate) async fn write_waitlist(
@@ -192,66 +126,4 @@ pub(crate) async fn write_waitlist(
         .map_err(classify)?;
     }
     Ok(())
-}
-
-#[async_trait::async_trait]
-impl WaitlistStore for SqliteStore {
-    async fn get_waitlist_entry(&self, waitlist_id: &str) -> StoreResult<Option<WaitlistView>> {
-        let sql = concat!(
-            "SELECT w.waitlist_id, w.event_id, w.account_id, w.quantity, w.section, w.max_price_minor,
-                    w.together, w.status, w.offer_hold_id, w.created_at, w.updated_at,
-                    w.idempotency_key, w.request_digest,
-                    h.status AS hold_status, h.expires_at AS hold_expires_at, ",
-            now_ms!(),
-            " AS now,
-                    CASE WHEN w.status = 'WAITING'
-                         THEN (SELECT count(*) FROM waitlist o
-                                WHERE o.event_id = w.event_id AND o.status = 'WAITING' AND o.seq <= w.seq)
-                    END AS position
-               FROM waitlist w LEFT JOIN hold h ON h.hold_id = w.offer_hold_id
-              WHERE w.waitlist_id = ?1"
-        );
-        let row = sqlx::query(sql)
-            .bind(waitlist_id)
-            .fetch_optional(&self.reader)
-            .await
-            .map_err(classify)?;
-        let Some(row) = row else { return Ok(None) };
-        let stored: String = column(&row, "status")?;
-        let status = WaitlistStatus::parse(&stored)
-            .ok_or_else(|| StoreError::Internal(format!("waitlist status {stored:?}")))?;
-        let hold_status: Option<String> = column(&row, "hold_status")?;
-        let hold_expires_at: Option<i64> = column(&row, "hold_expires_at")?;
-        let hold_expires_at = hold_expires_at.map(from_ms).transpose()?;
-        let now = from_ms(column(&row, "now")?)?;
-        let status = match (status, &hold_status, hold_expires_at) {
-            (WaitlistStatus::Offered, Some(hold), Some(at)) => {
-                WaitlistStatus::of_offer(hold, at, now)
-            }
-            (status, _, _) => status,
-        };
-        let offered = hold_status.is_some();
-        let position: Option<i64> = column(&row, "position")?;
-        Ok(Some(WaitlistView {
-            waitlist_id: column(&row, "waitlist_id")?,
-            event_id: column(&row, "event_id")?,
-            account_id: column(&row, "account_id")?,
-            quantity: u32::try_from(column::<i64>(&row, "quantity")?).unwrap_or(0),
-            section: column(&row, "section")?,
-            max_price_minor: column(&row, "max_price_minor")?,
-            together: column(&row, "together")?,
-            idempotency_key: column(&row, "idempotency_key")?,
-            request_digest: column(&row, "request_digest")?,
-            status,
-            position: position.and_then(|p| u32::try_from(p).ok()),
-            hold_id: if offered {
-                Some(column(&row, "offer_hold_id")?)
-            } else {
-                None
-            },
-            offer_expires_at: hold_expires_at,
-            created_at: from_ms(column(&row, "created_at")?)?,
-            updated_at: from_ms(column(&row, "updated_at")?)?,
-        }))
-    }
 }
