@@ -9,8 +9,8 @@ use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_domain::settlement::{self, Confirmation, Step, Undo};
 use boxoffice_store::checkout::{
-    OPERATION_RECHECK_S, OrderView, OutboxMessage, PaymentOperation, ProviderVerdict, RenderOrder,
-    Settled, SignTicket, TicketView, payment_undo, ticket_drafts, topic,
+    OPERATION_RECHECK_S, OrderView, PaymentOperation, ProviderVerdict, RenderOrder, Settled,
+    SignTicket, TicketView, payment_undo, ticket_drafts, topic,
 };
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{HoldView, StoreError, StoreResult, parse_held_seats};
@@ -930,92 +930,6 @@ impl crate::PgStore {
                 .await
                 .map_err(classify)?;
         Ok(status.map(|(s, x)| (updated == 1, ticket_status(s, x))))
-    }
-
-    /// Claims up to `limit` undelivered outbox rows for `lease_s` seconds. Rows another
-    /// relay holds are skipped (`FOR UPDATE SKIP LOCKED`); a claim that is never finished
-    /// comes back when its lease ends, so delivery is at least once.
-    pub(crate) async fn claim_outbox_rows(
-        &self,
-        limit: u32,
-        lease_s: f64,
-    ) -> StoreResult<Vec<OutboxMessage>> {
-        let rows = sqlx::query(
-            "WITH claimed AS (
-                SELECT id FROM outbox
-                 WHERE published_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= boxoffice_now())
-                 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
-             )
-             UPDATE outbox o SET n_attempts = o.n_attempts + 1,
-                    next_attempt_at = boxoffice_now() + make_interval(secs => $2)
-               FROM claimed WHERE o.id = claimed.id
-             RETURNING o.id, o.event_id, o.topic, o.payload::text AS payload, o.n_attempts, o.created_at",
-        )
-        .bind(i64::from(limit))
-        .bind(lease_s)
-        .fetch_all(self.pool())
-        .await
-        .map_err(classify)?;
-        let mut messages: Vec<OutboxMessage> = rows
-            .iter()
-            .map(|row| OutboxMessage {
-                id: row.get("id"),
-                event_id: row.get("event_id"),
-                topic: row.get("topic"),
-                payload: row.get("payload"),
-                n_attempts: u32::try_from(row.get::<i32, _>("n_attempts")).unwrap_or(0),
-                created_at: row.get("created_at"),
-            })
-            .collect();
-        messages.sort_by_key(|m| m.id);
-        Ok(messages)
-    }
-
-    pub(crate) async fn finish_outbox_rows(&self, ids: &[i64]) -> StoreResult<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(
-            "UPDATE outbox SET published_at = boxoffice_now(), last_error = NULL WHERE id = ANY($1)",
-        )
-        .bind(ids)
-        .execute(self.pool())
-        .await
-        .map_err(classify)?;
-        Ok(())
-    }
-
-    pub(crate) async fn retry_outbox_row(
-        &self,
-        id: i64,
-        delay_s: f64,
-        error: &str,
-    ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE outbox SET next_attempt_at = boxoffice_now() + make_interval(secs => $2), last_error = $3
-              WHERE id = $1 AND published_at IS NULL",
-        )
-        .bind(id)
-        .bind(delay_s)
-        .bind(error)
-        .execute(self.pool())
-        .await
-        .map_err(classify)?;
-        Ok(())
-    }
-
-    /// Age in seconds of the oldest undelivered outbox row (0 when none): the relay's lag.
-    /// The oldest is the first by id (the partial index of undelivered rows); `min(created_at)`
-    /// read every undelivered row, 14 ms a call with a sale's backlog.
-    pub(crate) async fn outbox_lag(&self) -> StoreResult<f64> {
-        let lag: Option<f64> = sqlx::query_scalar(
-            "SELECT extract(epoch FROM boxoffice_now() - created_at)::float8 FROM outbox
-              WHERE published_at IS NULL ORDER BY id LIMIT 1",
-        )
-        .fetch_optional(self.pool())
-        .await
-        .map_err(classify)?;
-        Ok(lag.unwrap_or(0.0))
     }
 }
 

@@ -12,15 +12,19 @@
 
 pub mod db;
 pub mod door;
+pub mod event;
 pub mod lease;
+pub mod outbox;
 pub mod report;
 pub mod seatmap;
+pub mod transfer;
 pub mod waitlist;
 pub mod webhook;
 
 #[doc(hidden)]
 pub mod __private {
     pub use async_trait::async_trait;
+    pub use boxoffice_domain::OffsetDateTime;
 }
 
 /// Implements, for a backend's store type with a `db: Db` field, the store traits whose
@@ -198,6 +202,50 @@ macro_rules! impl_shared_traits {
             ) -> ::boxoffice_store::StoreResult<Option<::boxoffice_store::webhook::WebhookDelivery>>
             {
                 $crate::webhook::replay(&self.db, endpoint_id, delivery_id).await
+            }
+        }
+
+        #[$crate::__private::async_trait]
+        impl ::boxoffice_store::transfer::TransferStore for $store {
+            async fn offer_transfer(
+                &self,
+                offer: &::boxoffice_store::transfer::TransferOffer,
+                closes_at: $crate::__private::OffsetDateTime,
+            ) -> ::boxoffice_store::StoreResult<
+                Result<
+                    ::boxoffice_store::transfer::Offered,
+                    ::boxoffice_store::transfer::OfferRefused,
+                >,
+            > {
+                $crate::transfer::offer(&self.db, offer, closes_at).await
+            }
+
+            async fn get_transfer(
+                &self,
+                transfer_id: &str,
+            ) -> ::boxoffice_store::StoreResult<Option<::boxoffice_store::transfer::TransferView>>
+            {
+                $crate::transfer::get(&self.db, transfer_id).await
+            }
+
+            async fn list_transfers(
+                &self,
+                account_id: &str,
+                role: ::boxoffice_store::transfer::TransferRole,
+                limit: u32,
+            ) -> ::boxoffice_store::StoreResult<Vec<::boxoffice_store::transfer::TransferView>>
+            {
+                $crate::transfer::list(&self.db, account_id, role, limit).await
+            }
+
+            async fn end_transfer(
+                &self,
+                transfer_id: &str,
+                account_id: &str,
+                to: ::boxoffice_store::transfer::TransferStatus,
+            ) -> ::boxoffice_store::StoreResult<Option<::boxoffice_store::transfer::TransferView>>
+            {
+                $crate::transfer::end(&self.db, transfer_id, account_id, to).await
             }
         }
     };

@@ -11,8 +11,8 @@ use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_domain::settlement::{self, Confirmation, Step, Undo};
 use boxoffice_store::checkout::{
-    OrderView, OutboxMessage, PaymentOperation, ProviderVerdict, RenderOrder, Settled, SignTicket,
-    TicketView, payment_undo, ticket_drafts, topic,
+    OrderView, PaymentOperation, ProviderVerdict, RenderOrder, Settled, SignTicket, TicketView,
+    payment_undo, ticket_drafts, topic,
 };
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{HoldView, StoreError, StoreResult, parse_held_seats};
@@ -675,104 +675,6 @@ impl crate::SqliteStore {
                 .map_err(classify)?;
         tx.commit().await.map_err(classify)?;
         Ok(status.map(|(s, x)| (updated == 1, ticket_status(s, x))))
-    }
-
-    /// Claims up to `limit` undelivered outbox rows for `lease_s` seconds. The write lock
-    /// makes the claim atomic (PostgreSQL skips rows another relay locked; here the second
-    /// relay waits and then finds the rows leased); a claim that is never finished comes
-    /// back when its lease ends, so delivery is at least once.
-    pub(crate) async fn claim_outbox_rows(
-        &self,
-        limit: u32,
-        lease_s: f64,
-    ) -> StoreResult<Vec<OutboxMessage>> {
-        let mut tx = begin_write(self.pool()).await?;
-        let now = store_now(&mut tx).await?;
-        let rows = sqlx::query_as::<_, (i64, String, String, String, i64, i64)>(
-            "UPDATE outbox SET n_attempts = n_attempts + 1, next_attempt_at = ?3
-              WHERE id IN (SELECT id FROM outbox
-                            WHERE published_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= ?2)
-                            ORDER BY id LIMIT ?1)
-             RETURNING id, event_id, topic, payload, n_attempts, created_at",
-        )
-        .bind(i64::from(limit))
-        .bind(to_ms(now))
-        .bind(plus_secs_ms(now, lease_s))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?;
-        tx.commit().await.map_err(classify)?;
-        let mut messages = rows
-            .into_iter()
-            .map(
-                |(id, event_id, topic, payload, n_attempts, created_at)| -> StoreResult<_> {
-                    Ok(OutboxMessage {
-                        id,
-                        event_id,
-                        topic,
-                        payload,
-                        n_attempts: to_u32(n_attempts),
-                        created_at: from_ms(created_at)?,
-                    })
-                },
-            )
-            .collect::<StoreResult<Vec<_>>>()?;
-        // RETURNING yields rows in no particular order.
-        messages.sort_by_key(|m| m.id);
-        Ok(messages)
-    }
-
-    pub(crate) async fn finish_outbox_rows(&self, ids: &[i64]) -> StoreResult<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let mut tx = begin_write(self.pool()).await?;
-        let now = store_now(&mut tx).await?;
-        for id in ids {
-            sqlx::query("UPDATE outbox SET published_at = ?2, last_error = NULL WHERE id = ?1")
-                .bind(id)
-                .bind(to_ms(now))
-                .execute(&mut *tx)
-                .await
-                .map_err(classify)?;
-        }
-        tx.commit().await.map_err(classify)?;
-        Ok(())
-    }
-
-    pub(crate) async fn retry_outbox_row(
-        &self,
-        id: i64,
-        delay_s: f64,
-        error: &str,
-    ) -> StoreResult<()> {
-        let mut tx = begin_write(self.pool()).await?;
-        let now = store_now(&mut tx).await?;
-        sqlx::query(
-            "UPDATE outbox SET next_attempt_at = ?2, last_error = ?3
-              WHERE id = ?1 AND published_at IS NULL",
-        )
-        .bind(id)
-        .bind(plus_secs_ms(now, delay_s))
-        .bind(error)
-        .execute(&mut *tx)
-        .await
-        .map_err(classify)?;
-        tx.commit().await.map_err(classify)?;
-        Ok(())
-    }
-
-    /// Age in seconds of the oldest undelivered outbox row (0 when none): the relay's lag.
-    pub(crate) async fn outbox_lag(&self) -> StoreResult<f64> {
-        let lag: Option<f64> = sqlx::query_scalar(concat!(
-            "SELECT (",
-            now_ms!(),
-            " - min(created_at)) / 1000.0 FROM outbox WHERE published_at IS NULL"
-        ))
-        .fetch_one(self.reader_pool())
-        .await
-        .map_err(classify)?;
-        Ok(lag.unwrap_or(0.0))
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::TierRow;
-use boxoffice_domain::event::{EventSpec, Section, Tier};
+use boxoffice_domain::event::EventSpec;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
@@ -31,7 +31,7 @@ use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
     EventCounts, EventRecord, HoldView, ReadStore, RenderEvent, Store, StoreError, StoreResult,
     SweepReport, WorkerStore, event_record, hold_ended_payload, parse_held_seats,
-    parse_hold_status, parse_waiting_room, retrying, waiting_room_json,
+    parse_hold_status, retrying, waiting_room_json,
 };
 use boxoffice_store_sql::db::Db;
 use boxoffice_store_sql::seatmap;
@@ -185,68 +185,6 @@ impl SqliteStore {
     /// The reader pool.
     pub fn reader_pool(&self) -> &SqlitePool {
         &self.reader
-    }
-
-    async fn load_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
-        let row = sqlx::query(
-            "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
-                    max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s, transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at
-               FROM event WHERE event_id = ?1",
-        )
-        .bind(event_id)
-        .fetch_optional(&self.reader)
-        .await
-        .map_err(classify)?;
-        let Some(row) = row else { return Ok(None) };
-        let sections = sqlx::query_as::<_, (String, i64, i64, i64)>(
-            "SELECT name, rows, seats_per_row, price_minor FROM section WHERE event_id = ?1 ORDER BY position",
-        )
-        .bind(event_id)
-        .fetch_all(&self.reader)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(name, rows, seats_per_row, price_minor)| Section {
-            name,
-            rows: to_u32(rows),
-            seats_per_row: to_u32(seats_per_row),
-            price_minor,
-        })
-        .collect();
-        let tiers = sqlx::query_as::<_, (String, String, i64, i64)>(
-            "SELECT tier_id, name, capacity, price_minor FROM tier WHERE event_id = ?1 ORDER BY position",
-        )
-        .bind(event_id)
-        .fetch_all(&self.reader)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(tier_id, name, capacity, price_minor)| Tier {
-            tier_id,
-            name,
-            capacity: to_u32(capacity),
-            price_minor,
-        })
-        .collect();
-        let waiting_room: String = column(&row, "waiting_room")?;
-        Ok(Some(EventRecord {
-            event_id: column(&row, "event_id")?,
-            name: column(&row, "name")?,
-            starts_at: from_ms(column(&row, "starts_at")?)?,
-            on_sale_at: from_ms(column(&row, "on_sale_at")?)?,
-            currency: column(&row, "currency")?,
-            hold_ttl_s: to_u32(column(&row, "hold_ttl_s")?),
-            payment_grace_s: to_u32(column(&row, "payment_grace_s")?),
-            max_seats_per_hold: to_u32(column(&row, "max_seats_per_hold")?),
-            max_tickets_per_account: to_u32(column(&row, "max_tickets_per_account")?),
-            exchange_cutoff_s: to_u32(column(&row, "exchange_cutoff_s")?),
-            transfer_cutoff_s: to_u32(column(&row, "transfer_cutoff_s")?),
-            waitlist_offer_ttl_s: to_u32(column(&row, "waitlist_offer_ttl_s")?),
-            waiting_room: parse_waiting_room(&waiting_room),
-            sections,
-            tiers,
-            created_at: from_ms(column(&row, "created_at")?)?,
-        }))
     }
 
     async fn create_event_once(
@@ -736,7 +674,7 @@ fn no_shards() -> StoreError {
 #[async_trait]
 impl ReadStore for SqliteStore {
     async fn get_event(&self, event_id: &str) -> StoreResult<Option<EventRecord>> {
-        self.load_event(event_id).await
+        boxoffice_store_sql::event::load(&self.db, event_id).await
     }
 
     async fn list_events(
@@ -744,50 +682,11 @@ impl ReadStore for SqliteStore {
         after_event_id: Option<&str>,
         limit: u32,
     ) -> StoreResult<Vec<EventRecord>> {
-        let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT event_id FROM event WHERE (?1 IS NULL OR event_id > ?1) ORDER BY event_id LIMIT ?2",
-        )
-        .bind(after_event_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.reader)
-        .await
-        .map_err(classify)?;
-        let mut events = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(event) = self.load_event(&id).await? {
-                events.push(event);
-            }
-        }
-        Ok(events)
+        boxoffice_store_sql::event::list(&self.db, after_event_id, limit).await
     }
 
     async fn event_counts(&self, event: &EventRecord) -> StoreResult<EventCounts> {
-        let now = to_ms(self.now().await?);
-        let section_rows = sqlx::query_as::<_, (String, i64, i64, i64)>(
-            "SELECT section,
-                    count(*) FILTER (WHERE status = 'AVAILABLE' OR (status = 'HELD' AND hold_expires_at <= ?2)),
-                    count(*) FILTER (WHERE status = 'HELD' AND hold_expires_at > ?2),
-                    count(*) FILTER (WHERE status = 'SOLD')
-               FROM seat WHERE event_id = ?1 GROUP BY section",
-        )
-        .bind(&event.event_id)
-        .bind(now)
-        .fetch_all(&self.reader)
-        .await
-        .map_err(classify)?;
-        let tier_rows = sqlx::query_as::<_, (String, i64, i64, i64)>(
-            "SELECT t.tier_id, t.capacity, t.sold,
-                    coalesce((SELECT sum(h.quantity) FROM hold h
-                               WHERE h.event_id = t.event_id AND h.tier_id = t.tier_id
-                                 AND h.status IN ('HELD', 'PAYMENT_PENDING') AND h.expires_at > ?2), 0)
-               FROM tier t WHERE t.event_id = ?1",
-        )
-        .bind(&event.event_id)
-        .bind(now)
-        .fetch_all(&self.reader)
-        .await
-        .map_err(classify)?;
-        Ok(EventCounts::assemble(event, section_rows, tier_rows))
+        boxoffice_store_sql::event::counts(&self.db, event, self.now().await?).await
     }
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {
@@ -821,14 +720,11 @@ impl ReadStore for SqliteStore {
     }
 
     async fn list_event_ids(&self) -> StoreResult<Vec<String>> {
-        sqlx::query_scalar("SELECT event_id FROM event ORDER BY event_id")
-            .fetch_all(&self.reader)
-            .await
-            .map_err(classify)
+        boxoffice_store_sql::event::ids(&self.db).await
     }
 
     async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>> {
-        let Some(event) = self.load_event(event_id).await? else {
+        let Some(event) = boxoffice_store_sql::event::load(&self.db, event_id).await? else {
             return Ok(None);
         };
         // One read transaction: its WAL snapshot starts with the first statement that reads
@@ -1087,19 +983,19 @@ impl WorkerStore for SqliteStore {
         limit: u32,
         lease_s: f64,
     ) -> StoreResult<Vec<boxoffice_store::checkout::OutboxMessage>> {
-        self.claim_outbox_rows(limit, lease_s).await
+        boxoffice_store_sql::outbox::claim(&self.db, limit, lease_s).await
     }
 
     async fn finish_outbox(&self, ids: &[i64]) -> StoreResult<()> {
-        self.finish_outbox_rows(ids).await
+        boxoffice_store_sql::outbox::finish(&self.db, ids).await
     }
 
     async fn retry_outbox(&self, id: i64, delay_s: f64, error: &str) -> StoreResult<()> {
-        self.retry_outbox_row(id, delay_s, error).await
+        boxoffice_store_sql::outbox::retry(&self.db, id, delay_s, error).await
     }
 
     async fn outbox_lag_s(&self) -> StoreResult<f64> {
-        self.outbox_lag().await
+        boxoffice_store_sql::outbox::lag_s(&self.db).await
     }
 
     async fn prune_seat_map_changes(&self, keep: u64) -> StoreResult<u64> {
