@@ -12,6 +12,7 @@
 
 pub mod db;
 pub mod door;
+pub mod engine;
 pub mod event;
 pub mod lease;
 pub mod outbox;

@@ -10,87 +10,21 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::decide::{SeatRow, TierRow};
-use boxoffice_domain::engine::{EngineHold, EngineRows, EngineSnapshot};
+use boxoffice_domain::engine::{EngineRows, EngineSnapshot};
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_store::engine::{
-    EngineStore, GroupCommitted, GroupWrite, mismatch, parse_seat_status, predecessor_failed,
+    EngineStore, GroupCommitted, GroupWrite, mismatch, predecessor_failed,
 };
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
-    EventRecord, StoreError, StoreResult, held_seats_json, hold_created_payload,
-    hold_ended_payload, parse_held_seats, parse_hold_status,
+    EventRecord, StoreError, StoreResult, held_seats_json, hold_created_payload, hold_ended_payload,
 };
 use sqlx::{Sqlite, Transaction};
 
 use crate::{
-    SqliteStore, begin_write, classify, exchange, from_ms, insert_outbox, insert_records,
-    json_list, to_ms,
+    SqliteStore, begin_write, classify, exchange, insert_outbox, insert_records, json_list, to_ms,
 };
-
-type SeatColumns = (String, String, Option<String>, Option<i64>, i64);
-type HoldColumns = (
-    String,
-    String,
-    String,
-    Option<String>,
-    i64,
-    i64,
-    String,
-    i64,
-    bool,
-);
-
-const HOLD_SELECT: &str =
-    "SELECT hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at,
-        EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = hold.hold_id) FROM hold";
-const TIER_SELECT: &str =
-    "SELECT tier_id, capacity, available, held, sold, price_minor FROM tier WHERE event_id = ?1";
-
-fn seat_row(
-    (seat_id, status, hold_id, hold_expires_at, price_minor): SeatColumns,
-) -> StoreResult<SeatRow> {
-    let status = parse_seat_status(&seat_id, &status)?;
-    Ok(SeatRow {
-        seat_id,
-        status,
-        hold_id,
-        hold_expires_at: hold_expires_at.map(from_ms).transpose()?,
-        price_minor,
-    })
-}
-
-fn engine_hold(
-    (hold_id, account_id, status, tier_id, quantity, exchanged_out, seats, expires_at, exchange): HoldColumns,
-) -> StoreResult<EngineHold> {
-    Ok(EngineHold {
-        hold_id,
-        account_id,
-        status: parse_hold_status(&status)?,
-        tier_id,
-        quantity: u32::try_from(quantity - exchanged_out).unwrap_or(0),
-        seat_ids: parse_held_seats(&seats)?
-            .into_iter()
-            .map(|seat| seat.seat_id)
-            .collect(),
-        expires_at: from_ms(expires_at)?,
-        exchange,
-    })
-}
-
-fn tier_row(
-    (tier_id, capacity, available, held, sold, price_minor): (String, i64, i64, i64, i64, i64),
-) -> TierRow {
-    TierRow {
-        tier_id,
-        capacity,
-        available,
-        held,
-        sold,
-        price_minor,
-    }
-}
 
 #[async_trait]
 impl EngineStore for SqliteStore {
@@ -108,84 +42,7 @@ impl EngineStore for SqliteStore {
         event: &EventRecord,
         endpoint: &str,
     ) -> StoreResult<(EngineSnapshot, OffsetDateTime)> {
-        let event_id = event.event_id.as_str();
-        // One read transaction: a WAL snapshot, every table at the same instant.
-        let mut tx = self.reader.begin().await.map_err(classify)?;
-        let now_ms: i64 = sqlx::query_scalar(crate::NOW_SQL)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(classify)?;
-        let (version, writer_seq) = sqlx::query_as::<_, (i64, i64)>(
-            "SELECT version, writer_seq FROM seatmap WHERE event_id = ?1",
-        )
-        .bind(event_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(classify)?
-        .ok_or_else(|| StoreError::Internal(format!("event {event_id} has no seat map row")))?;
-        let seats = sqlx::query_as::<_, SeatColumns>(
-            "SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat WHERE event_id = ?1",
-        )
-        .bind(event_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(seat_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(TIER_SELECT)
-            .bind(event_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .into_iter()
-            .map(tier_row)
-            .collect();
-        let sql = format!(
-            "{HOLD_SELECT} WHERE event_id = ?1 AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')"
-        );
-        let holds = sqlx::query_as::<_, HoldColumns>(sqlx::AssertSqlSafe(sql))
-            .bind(event_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .into_iter()
-            .map(engine_hold)
-            .collect::<StoreResult<Vec<_>>>()?;
-        let keys = sqlx::query_as::<_, (String, String, String)>(
-            "SELECT account_id, idem_key, request_digest FROM idempotency WHERE endpoint = ?2
-             UNION ALL
-             SELECT h.account_id, h.idempotency_key, '' FROM hold h
-              WHERE h.event_id = ?1
-                AND NOT EXISTS (SELECT 1 FROM idempotency i
-                                 WHERE i.account_id = h.account_id AND i.endpoint = ?2
-                                   AND i.idem_key = h.idempotency_key)",
-        )
-        .bind(event_id)
-        .bind(endpoint)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(account, key, digest)| ((account, key), digest))
-        .collect();
-        let waitlist = boxoffice_store_sql::waitlist::load_entries(
-            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
-            event_id,
-        )
-        .await?;
-        tx.commit().await.map_err(classify)?;
-        let snapshot = EngineSnapshot {
-            version: u64::try_from(version).unwrap_or(0),
-            writer_seq: u64::try_from(writer_seq).unwrap_or(0),
-            seats,
-            tiers,
-            holds,
-            keys,
-            waitlist,
-            waitlist_offer_ttl_s: event.waitlist_offer_ttl_s,
-        };
-        Ok((snapshot, from_ms(now_ms)?))
+        boxoffice_store_sql::engine::load(&self.db, event, endpoint).await
     }
 
     async fn engine_rows(
@@ -195,56 +52,7 @@ impl EngineStore for SqliteStore {
         tier_ids: &[String],
         hold_ids: &[String],
     ) -> StoreResult<EngineRows> {
-        let mut tx = self.reader.begin().await.map_err(classify)?;
-        let seats = sqlx::query_as::<_, SeatColumns>(
-            "SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat
-              WHERE event_id = ?1 AND seat_id IN (SELECT value FROM json_each(?2))",
-        )
-        .bind(event_id)
-        .bind(json_list(seat_ids))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(seat_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(sqlx::AssertSqlSafe(
-            format!("{TIER_SELECT} AND tier_id IN (SELECT value FROM json_each(?2))"),
-        ))
-        .bind(event_id)
-        .bind(json_list(tier_ids))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(tier_row)
-        .collect();
-        let mut named: Vec<String> = hold_ids.to_vec();
-        named.extend(seats.iter().filter_map(|seat| seat.hold_id.clone()));
-        named.sort_unstable();
-        named.dedup();
-        let sql = format!(
-            "{HOLD_SELECT} WHERE event_id = ?1
-               AND (hold_id IN (SELECT value FROM json_each(?2))
-                    OR (tier_id IN (SELECT value FROM json_each(?3))
-                        AND status IN ('HELD', 'PAYMENT_PENDING', 'CONFIRMED')))"
-        );
-        let holds = sqlx::query_as::<_, HoldColumns>(sqlx::AssertSqlSafe(sql))
-            .bind(event_id)
-            .bind(json_list(&named))
-            .bind(json_list(tier_ids))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .into_iter()
-            .map(engine_hold)
-            .collect::<StoreResult<Vec<_>>>()?;
-        tx.commit().await.map_err(classify)?;
-        Ok(EngineRows {
-            seats,
-            tiers,
-            holds,
-        })
+        boxoffice_store_sql::engine::rows(&self.db, event_id, seat_ids, tier_ids, hold_ids).await
     }
 
     async fn apply_group(&self, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
