@@ -22,11 +22,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::decide::TierRow;
 use boxoffice_domain::event::EventSpec;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
-use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_domain::inventory::Inventory;
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
@@ -929,7 +928,7 @@ impl ReadStore for PgStore {
     }
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {
-        Ok(fetch_holds(&self.pool, &[hold_id.to_owned()]).await?.pop())
+        boxoffice_store_sql::hold::get(&self.db, hold_id).await
     }
 
     async fn stored_answers(
@@ -975,133 +974,7 @@ impl ReadStore for PgStore {
     }
 
     async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>> {
-        let Some(event) = boxoffice_store_sql::event::load(&self.db, event_id).await? else {
-            return Ok(None);
-        };
-        // One REPEATABLE READ transaction: every table read at the same instant.
-        let mut tx = self.pool.begin().await.map_err(classify)?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?;
-        let now = store_now(&mut tx).await?;
-        let seats = sqlx::query_as::<_, (String, String, Option<String>, Option<OffsetDateTime>, Option<String>)>(
-            "SELECT seat_id, status, hold_id, hold_expires_at, order_id FROM seat WHERE event_id = $1 ORDER BY seat_id",
-        )
-        .bind(event_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(seat_id, status, hold_id, hold_expires_at, order_id)| {
-            let status = SeatStatus::parse(&status)
-                .ok_or_else(|| StoreError::Internal(format!("seat {seat_id} has status {status:?}")))?;
-            Ok(SeatRecord {
-                seat_id,
-                status,
-                hold_id,
-                hold_expires_at,
-                order_id,
-            })
-        })
-        .collect::<StoreResult<Vec<_>>>()?;
-        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
-            "SELECT tier_id, capacity, available, held, sold, price_minor FROM tier WHERE event_id = $1 ORDER BY position",
-        )
-        .bind(event_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(tier_id, capacity, available, held, sold, price_minor)| TierRow {
-            tier_id,
-            capacity,
-            available,
-            held,
-            sold,
-            price_minor,
-        })
-        .collect();
-        let sql = format!(
-            "SELECT {HOLD_COLUMNS}, idempotency_key, exchanged_out FROM hold WHERE event_id = $1 ORDER BY hold_id"
-        );
-        let holds = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(event_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .iter()
-            .map(|row| {
-                let view = hold_from_row(row)?;
-                Ok(HoldRecord {
-                    hold_id: view.hold_id,
-                    event_id: view.event_id,
-                    account_id: view.account_id,
-                    status: view.status,
-                    expires_at: view.expires_at,
-                    seat_ids: view.seats.into_iter().map(|s| s.seat_id).collect(),
-                    tier_id: view.tier_id,
-                    quantity: view.quantity,
-                    idempotency_key: row.get("idempotency_key"),
-                    exchanged_out: u32::try_from(row.get::<i32, _>("exchanged_out")).unwrap_or(0),
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        let sql = boxoffice_store::ORDER_RECORDS_SQL
-            .replace("{p}", "$1")
-            .replace("o.seats,", "o.seats::text,");
-        let orders = sqlx::query_as::<_, boxoffice_store::OrderColumns>(sqlx::AssertSqlSafe(sql))
-            .bind(event_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .into_iter()
-            .map(boxoffice_store::order_record)
-            .collect::<StoreResult<Vec<_>>>()?;
-        let sql = boxoffice_store::TICKET_RECORDS_SQL.replace("{p}", "$1");
-        let tickets = sqlx::query_as::<_, boxoffice_store::TicketColumns>(sqlx::AssertSqlSafe(sql))
-            .bind(event_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .into_iter()
-            .map(boxoffice_store::ticket_record)
-            .collect();
-        let sql = boxoffice_store::EXCHANGE_RECORDS_SQL
-            .replace("{p}", "$1")
-            .replace("x.ticket_ids,", "x.ticket_ids::text,");
-        let exchanges =
-            sqlx::query_as::<_, boxoffice_store::ExchangeColumns>(sqlx::AssertSqlSafe(sql))
-                .bind(event_id)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(classify)?
-                .into_iter()
-                .map(boxoffice_store::exchange_record)
-                .collect::<StoreResult<Vec<_>>>()?;
-        let sql = boxoffice_store::WAITLIST_RECORDS_SQL.replace("{p}", "$1");
-        let waitlist =
-            sqlx::query_as::<_, (String, String, String, String)>(sqlx::AssertSqlSafe(sql))
-                .bind(event_id)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(classify)?
-                .into_iter()
-                .map(boxoffice_store::waitlist_record)
-                .collect();
-        tx.commit().await.map_err(classify)?;
-        Ok(Some(Inventory {
-            event_id: event_id.to_owned(),
-            now,
-            max_tickets_per_account: event.max_tickets_per_account,
-            seats,
-            tiers,
-            holds,
-            orders,
-            tickets,
-            exchanges,
-            waitlist,
-        }))
+        boxoffice_store_sql::inventory::load(&self.db, event_id).await
     }
 
     async fn get_order(

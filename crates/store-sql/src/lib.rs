@@ -14,6 +14,8 @@ pub mod db;
 pub mod door;
 pub mod engine;
 pub mod event;
+pub mod hold;
+pub mod inventory;
 pub mod lease;
 pub mod outbox;
 pub mod report;

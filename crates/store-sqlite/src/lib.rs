@@ -21,11 +21,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::decide::TierRow;
 use boxoffice_domain::event::EventSpec;
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
-use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_domain::inventory::Inventory;
 use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{
@@ -87,10 +86,6 @@ pub struct SqliteStore {
 }
 
 pub(crate) use boxoffice_store_sql::db::{classify_sqlite as classify, from_ms, to_ms};
-
-fn opt_from_ms(ms: Option<i64>) -> StoreResult<Option<OffsetDateTime>> {
-    ms.map(from_ms).transpose()
-}
 
 pub(crate) fn to_u32(value: i64) -> u32 {
     u32::try_from(value).unwrap_or(0)
@@ -690,9 +685,7 @@ impl ReadStore for SqliteStore {
     }
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {
-        Ok(fetch_holds(&self.reader, &[hold_id.to_owned()])
-            .await?
-            .pop())
+        boxoffice_store_sql::hold::get(&self.db, hold_id).await
     }
 
     async fn stored_answers(
@@ -724,135 +717,7 @@ impl ReadStore for SqliteStore {
     }
 
     async fn load_inventory(&self, event_id: &str) -> StoreResult<Option<Inventory>> {
-        let Some(event) = boxoffice_store_sql::event::load(&self.db, event_id).await? else {
-            return Ok(None);
-        };
-        // One read transaction: its WAL snapshot starts with the first statement that reads
-        // a table, which also reads the clock, so every table is read at that instant.
-        let mut tx = self.reader.begin().await.map_err(classify)?;
-        let now_ms: i64 = sqlx::query_scalar(concat!(
-            "SELECT ",
-            now_ms!(),
-            " FROM event WHERE event_id = ?1"
-        ))
-        .bind(event_id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(classify)?;
-        let now = from_ms(now_ms)?;
-        let seats = sqlx::query_as::<_, (String, String, Option<String>, Option<i64>, Option<String>)>(
-            "SELECT seat_id, status, hold_id, hold_expires_at, order_id FROM seat WHERE event_id = ?1 ORDER BY seat_id",
-        )
-        .bind(event_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(seat_id, status, hold_id, hold_expires_at, order_id)| {
-            let status = SeatStatus::parse(&status)
-                .ok_or_else(|| StoreError::Internal(format!("seat {seat_id} has status {status:?}")))?;
-            Ok(SeatRecord {
-                seat_id,
-                status,
-                hold_id,
-                hold_expires_at: opt_from_ms(hold_expires_at)?,
-                order_id,
-            })
-        })
-        .collect::<StoreResult<Vec<_>>>()?;
-        let tiers = sqlx::query_as::<_, (String, i64, i64, i64, i64, i64)>(
-            "SELECT tier_id, capacity, available, held, sold, price_minor FROM tier WHERE event_id = ?1 ORDER BY position",
-        )
-        .bind(event_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(classify)?
-        .into_iter()
-        .map(|(tier_id, capacity, available, held, sold, price_minor)| TierRow {
-            tier_id,
-            capacity,
-            available,
-            held,
-            sold,
-            price_minor,
-        })
-        .collect();
-        let sql = format!(
-            "SELECT {HOLD_COLUMNS}, idempotency_key, exchanged_out FROM hold WHERE event_id = ?1 ORDER BY hold_id"
-        );
-        let holds = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(event_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .iter()
-            .map(|row| {
-                let view = hold_from_row(row)?;
-                Ok(HoldRecord {
-                    hold_id: view.hold_id,
-                    event_id: view.event_id,
-                    account_id: view.account_id,
-                    status: view.status,
-                    expires_at: view.expires_at,
-                    seat_ids: view.seats.into_iter().map(|s| s.seat_id).collect(),
-                    tier_id: view.tier_id,
-                    quantity: view.quantity,
-                    idempotency_key: column(row, "idempotency_key")?,
-                    exchanged_out: to_u32(column(row, "exchanged_out")?),
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        let sql = boxoffice_store::ORDER_RECORDS_SQL.replace("{p}", "?1");
-        let orders = sqlx::query_as::<_, boxoffice_store::OrderColumns>(sqlx::AssertSqlSafe(sql))
-            .bind(event_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .into_iter()
-            .map(boxoffice_store::order_record)
-            .collect::<StoreResult<Vec<_>>>()?;
-        let sql = boxoffice_store::TICKET_RECORDS_SQL.replace("{p}", "?1");
-        let tickets = sqlx::query_as::<_, boxoffice_store::TicketColumns>(sqlx::AssertSqlSafe(sql))
-            .bind(event_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(classify)?
-            .into_iter()
-            .map(boxoffice_store::ticket_record)
-            .collect();
-        let sql = boxoffice_store::EXCHANGE_RECORDS_SQL.replace("{p}", "?1");
-        let exchanges =
-            sqlx::query_as::<_, boxoffice_store::ExchangeColumns>(sqlx::AssertSqlSafe(sql))
-                .bind(event_id)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(classify)?
-                .into_iter()
-                .map(boxoffice_store::exchange_record)
-                .collect::<StoreResult<Vec<_>>>()?;
-        let sql = boxoffice_store::WAITLIST_RECORDS_SQL.replace("{p}", "?1");
-        let waitlist =
-            sqlx::query_as::<_, (String, String, String, String)>(sqlx::AssertSqlSafe(sql))
-                .bind(event_id)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(classify)?
-                .into_iter()
-                .map(boxoffice_store::waitlist_record)
-                .collect();
-        tx.commit().await.map_err(classify)?;
-        Ok(Some(Inventory {
-            event_id: event_id.to_owned(),
-            now,
-            max_tickets_per_account: event.max_tickets_per_account,
-            seats,
-            tiers,
-            holds,
-            orders,
-            tickets,
-            exchanges,
-            waitlist,
-        }))
+        boxoffice_store_sql::inventory::load(&self.db, event_id).await
     }
 
     async fn get_order(

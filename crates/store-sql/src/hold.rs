@@ -1,0 +1,40 @@
+//! A hold as the API shows it ([`HoldView`]), read by id.
+
+use boxoffice_store::{HoldView, StoreResult, parse_held_seats, parse_hold_status};
+
+use crate::db::{Db, Row, query};
+
+/// The hold columns [`hold_from_row`] reads.
+pub const HOLD_COLUMNS: &str = "hold_id, event_id, account_id, status, expires_at,
+     CAST(seats AS text) AS seats, tier_id, quantity, total_minor, currency, created_at,
+     updated_at";
+
+pub fn hold_from_row(row: &Row) -> StoreResult<HoldView> {
+    Ok(HoldView {
+        hold_id: row.get("hold_id")?,
+        event_id: row.get("event_id")?,
+        account_id: row.get("account_id")?,
+        status: parse_hold_status(&row.get::<String, _>("status")?)?,
+        expires_at: row.get("expires_at")?,
+        seats: parse_held_seats(&row.get::<String, _>("seats")?)?,
+        tier_id: row.get("tier_id")?,
+        quantity: u32::try_from(row.get::<i32, _>("quantity")?).unwrap_or(0),
+        total_minor: row.get("total_minor")?,
+        currency: row.get("currency")?,
+        created_at: row.get("created_at")?,
+        updated_at: row.get("updated_at")?,
+    })
+}
+
+/// One hold.
+pub async fn get(db: &Db, hold_id: &str) -> StoreResult<Option<HoldView>> {
+    let mut pooled = db.read().await?;
+    query(format!(
+        "SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id = $1"
+    ))
+    .bind(hold_id)
+    .fetch_optional(&mut pooled.conn())
+    .await?
+    .map(|row| hold_from_row(&row))
+    .transpose()
+}
