@@ -122,7 +122,11 @@ impl EngineStore for PgStore {
         group.unmap_refused(&mut map, &exchanges_refused);
         let transfers_refused = crate::transfer::write_transfers(&mut tx, group).await?;
         insert_holds(&mut tx, group).await?;
-        crate::waitlist::write_waitlist(&mut tx, group).await?;
+        boxoffice_store_sql::waitlist::write(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            group,
+        )
+        .await?;
         take_seats(&mut tx, group).await?;
         take_tier_units(&mut tx, group, &mut map).await?;
         start_checkouts(&mut tx, group).await?;

@@ -14,7 +14,6 @@ mod exchange;
 pub mod hosts;
 pub mod moving;
 mod transfer;
-mod waitlist;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

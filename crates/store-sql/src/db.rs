@@ -79,6 +79,15 @@ impl Dialect {
         }
     }
 
+    /// A JSON document from its text (a [`Rows`] cell) as the dialect stores one: `jsonb` on
+    /// PostgreSQL, the text itself on SQLite.
+    pub fn json(self, text: &str) -> String {
+        match self {
+            Self::Postgres => format!("{text}::jsonb"),
+            Self::Sqlite => text.to_owned(),
+        }
+    }
+
     /// `IN` the list bound as `param` (an [`Arg::Texts`] or [`Arg::Ints`]): `= ANY($1)` on
     /// PostgreSQL, a `json_each` of the JSON array on SQLite.
     pub fn in_list(self, param: &str) -> String {
@@ -253,6 +262,11 @@ pub enum Arg {
     Ints(Vec<i64>),
     /// A `timestamptz[]` on PostgreSQL, a JSON array of unix milliseconds on SQLite.
     Times(Vec<OffsetDateTime>),
+    /// The typed arrays [`Rows`] binds on PostgreSQL (a JSON array on SQLite).
+    OptTexts(Vec<Option<String>>),
+    OptInts(Vec<Option<i64>>),
+    Int4s(Vec<i32>),
+    Bools(Vec<bool>),
 }
 
 macro_rules! arg_from {
@@ -354,6 +368,10 @@ impl Query {
                 Arg::Texts(v) => q.bind(v),
                 Arg::Ints(v) => q.bind(v),
                 Arg::Times(v) => q.bind(v),
+                Arg::OptTexts(v) => q.bind(v),
+                Arg::OptInts(v) => q.bind(v),
+                Arg::Int4s(v) => q.bind(v),
+                Arg::Bools(v) => q.bind(v),
             };
         }
         q
@@ -377,6 +395,10 @@ impl Query {
                 Arg::Texts(v) => q.bind(json_array(&v)),
                 Arg::Ints(v) => q.bind(json_array(&v)),
                 Arg::Times(v) => q.bind(json_array(&v.into_iter().map(to_ms).collect::<Vec<_>>())),
+                Arg::OptTexts(v) => q.bind(json_array(&v)),
+                Arg::OptInts(v) => q.bind(json_array(&v)),
+                Arg::Int4s(v) => q.bind(json_array(&v)),
+                Arg::Bools(v) => q.bind(json_array(&v)),
             };
         }
         q
@@ -615,5 +637,185 @@ pub fn classify_sqlite(error: sqlx::Error) -> StoreError {
         | sqlx::Error::Protocol(_) => StoreError::Unavailable(error.to_string()),
         sqlx::Error::PoolTimedOut => StoreError::Busy(error.to_string()),
         _ => StoreError::Internal(error.to_string()),
+    }
+}
+
+/// Rows bound to one statement as a table, for the bulk writes of a group: on PostgreSQL
+/// `UNNEST` of one typed array a column (one parameter each), on SQLite one JSON array of
+/// rows read with `json_each` (one parameter; a row's cells read with `->>`, in one pass).
+/// Built column by column; bound last, after the statement's other parameters.
+#[derive(Debug, Default)]
+#[must_use]
+pub struct Rows {
+    columns: Vec<(&'static str, Column)>,
+}
+
+/// One column of [`Rows`].
+#[derive(Debug)]
+enum Column {
+    Texts(Vec<String>),
+    OptTexts(Vec<Option<String>>),
+    Ints(Vec<i64>),
+    OptInts(Vec<Option<i64>>),
+    Int4s(Vec<i32>),
+    Bools(Vec<bool>),
+    Times(Vec<OffsetDateTime>),
+}
+
+impl Column {
+    fn pg_type(&self) -> &'static str {
+        match self {
+            Self::Texts(_) | Self::OptTexts(_) => "text[]",
+            Self::Ints(_) | Self::OptInts(_) => "bigint[]",
+            Self::Int4s(_) => "int[]",
+            Self::Bools(_) => "boolean[]",
+            Self::Times(_) => "timestamptz[]",
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Texts(v) => v.len(),
+            Self::OptTexts(v) => v.len(),
+            Self::Ints(v) => v.len(),
+            Self::OptInts(v) => v.len(),
+            Self::Int4s(v) => v.len(),
+            Self::Bools(v) => v.len(),
+            Self::Times(v) => v.len(),
+        }
+    }
+
+    fn json(&self, row: usize) -> serde_json::Value {
+        use serde_json::Value;
+        match self {
+            Self::Texts(v) => Value::from(v[row].as_str()),
+            Self::OptTexts(v) => v[row].as_deref().map_or(Value::Null, Value::from),
+            Self::Ints(v) => Value::from(v[row]),
+            Self::OptInts(v) => v[row].map_or(Value::Null, Value::from),
+            Self::Int4s(v) => Value::from(v[row]),
+            Self::Bools(v) => Value::from(i64::from(v[row])),
+            Self::Times(v) => Value::from(to_ms(v[row])),
+        }
+    }
+}
+
+impl Rows {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with(mut self, name: &'static str, column: Column) -> Self {
+        self.columns.push((name, column));
+        self
+    }
+
+    pub fn texts<S: Into<String>>(
+        self,
+        name: &'static str,
+        v: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.with(name, Column::Texts(v.into_iter().map(Into::into).collect()))
+    }
+
+    pub fn opt_texts(
+        self,
+        name: &'static str,
+        v: impl IntoIterator<Item = Option<String>>,
+    ) -> Self {
+        self.with(name, Column::OptTexts(v.into_iter().collect()))
+    }
+
+    pub fn ints(self, name: &'static str, v: impl IntoIterator<Item = i64>) -> Self {
+        self.with(name, Column::Ints(v.into_iter().collect()))
+    }
+
+    pub fn opt_ints(self, name: &'static str, v: impl IntoIterator<Item = Option<i64>>) -> Self {
+        self.with(name, Column::OptInts(v.into_iter().collect()))
+    }
+
+    pub fn int4s(self, name: &'static str, v: impl IntoIterator<Item = i32>) -> Self {
+        self.with(name, Column::Int4s(v.into_iter().collect()))
+    }
+
+    pub fn bools(self, name: &'static str, v: impl IntoIterator<Item = bool>) -> Self {
+        self.with(name, Column::Bools(v.into_iter().collect()))
+    }
+
+    pub fn times(self, name: &'static str, v: impl IntoIterator<Item = OffsetDateTime>) -> Self {
+        self.with(name, Column::Times(v.into_iter().collect()))
+    }
+
+    /// How many rows (every column has as many).
+    pub fn len(&self) -> usize {
+        self.columns.first().map_or(0, |(_, c)| c.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The table expression `alias(columns...)`, its parameters numbered from `first`.
+    pub fn table(&self, d: Dialect, first: usize, alias: &str) -> String {
+        let names: Vec<&str> = self.columns.iter().map(|(name, _)| *name).collect();
+        match d {
+            Dialect::Postgres => {
+                let arrays: Vec<String> = self
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, column))| format!("${}::{}", first + i, column.pg_type()))
+                    .collect();
+                format!(
+                    "UNNEST({}) AS {alias}({})",
+                    arrays.join(", "),
+                    names.join(", ")
+                )
+            }
+            Dialect::Sqlite => {
+                let cells: Vec<String> = names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| format!("j.value->>{i} AS {name}"))
+                    .collect();
+                format!(
+                    "(SELECT {} FROM json_each(${first}) AS j) AS {alias}",
+                    cells.join(", ")
+                )
+            }
+        }
+    }
+}
+
+impl Query {
+    /// Binds `rows` (see [`Rows::table`]) after the parameters bound so far.
+    pub fn bind_rows(mut self, d: Dialect, rows: Rows) -> Self {
+        match d {
+            Dialect::Postgres => {
+                for (_, column) in rows.columns {
+                    self.args.push(match column {
+                        Column::Texts(v) => Arg::Texts(v),
+                        Column::OptTexts(v) => Arg::OptTexts(v),
+                        Column::Ints(v) => Arg::Ints(v),
+                        Column::OptInts(v) => Arg::OptInts(v),
+                        Column::Int4s(v) => Arg::Int4s(v),
+                        Column::Bools(v) => Arg::Bools(v),
+                        Column::Times(v) => Arg::Times(v),
+                    });
+                }
+            }
+            Dialect::Sqlite => {
+                let n = rows.len();
+                let table: Vec<serde_json::Value> = (0..n)
+                    .map(|row| {
+                        serde_json::Value::Array(
+                            rows.columns.iter().map(|(_, c)| c.json(row)).collect(),
+                        )
+                    })
+                    .collect();
+                self.args
+                    .push(Arg::Text(serde_json::Value::Array(table).to_string()));
+            }
+        }
+        self
     }
 }

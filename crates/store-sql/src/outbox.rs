@@ -6,7 +6,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_store::StoreResult;
 use boxoffice_store::checkout::OutboxMessage;
 
-use crate::db::{Conn, Db, Dialect, SQLITE_NOW, query};
+use crate::db::{Conn, Db, Dialect, Rows, SQLITE_NOW, query};
 
 /// One outbox row.
 pub async fn insert(
@@ -23,6 +23,33 @@ pub async fn insert(
         .bind(now)
         .execute(conn)
         .await?;
+    Ok(())
+}
+
+/// Several outbox rows `(event id, topic, payload)` in one statement.
+pub async fn insert_many(
+    conn: &mut Conn<'_>,
+    messages: &[(&str, &str, serde_json::Value)],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let d = conn.dialect();
+    let rows = Rows::new()
+        .texts("event_id", messages.iter().map(|(e, _, _)| *e))
+        .texts("topic", messages.iter().map(|(_, t, _)| *t))
+        .texts("payload", messages.iter().map(|(_, _, p)| p.to_string()));
+    query(format!(
+        "INSERT INTO outbox (event_id, topic, payload, created_at)
+         SELECT u.event_id, u.topic, {payload}, $1 FROM {rows}",
+        payload = d.json("u.payload"),
+        rows = rows.table(d, 2, "u"),
+    ))
+    .bind(now)
+    .bind_rows(d, rows)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

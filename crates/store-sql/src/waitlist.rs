@@ -1,13 +1,14 @@
-//! The waiting list's reads (see `boxoffice_store::waitlist`): the entries a writer loads
-//! with its engine, and an entry's reading. What a group writes of the list is the group's
-//! (each backend's `engine.rs` until it moves here).
+//! The waiting list (see `boxoffice_store::waitlist`): the entries a writer loads with its
+//! engine, what a group writes of the list, and an entry's reading.
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::engine::WaitEntry;
-use boxoffice_store::waitlist::{WaitlistStatus, WaitlistView};
-use boxoffice_store::{StoreError, StoreResult};
+use boxoffice_store::engine::{GroupWrite, mismatch};
+use boxoffice_store::waitlist::{WAITLIST_OFFERED, WaitlistStatus, WaitlistView, offered_message};
+use boxoffice_store::{StoreError, StoreResult, held_seats_json};
 
-use crate::db::{Conn, Db, query};
+use crate::db::{Conn, Db, Rows, query};
+use crate::outbox;
 
 /// The event's live entries (waiting, and offered: the engine judges whether the offer's hold
 /// is still live), in order.
@@ -91,4 +92,169 @@ pub async fn entry(db: &Db, waitlist_id: &str) -> StoreResult<Option<WaitlistVie
         created_at: row.get("created_at")?,
         updated_at: row.get("updated_at")?,
     }))
+}
+
+/// What a group writes of the list: new entries, entries left, offers (the hold rows — their
+/// seats are taken with the group's other new holds — and the entries `OFFERED`), and offered
+/// entries whose holds the group ended or sold. Every change of an entry is conditional on
+/// its status and counted, except the last, which may find an entry moved on already.
+pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<()> {
+    let d = conn.dialect();
+    let effects = group.effects;
+    let event_id = group.event.event_id.as_str();
+    let now = group.now;
+    let joined = &effects.waitlist_joined;
+    if !joined.is_empty() {
+        let rows = Rows::new()
+            .texts("waitlist_id", joined.iter().map(|e| e.waitlist_id.as_str()))
+            .texts("account_id", joined.iter().map(|e| e.account_id.as_str()))
+            .ints(
+                "seq",
+                joined
+                    .iter()
+                    .map(|e| i64::try_from(e.seq).unwrap_or(i64::MAX)),
+            )
+            .int4s(
+                "quantity",
+                joined
+                    .iter()
+                    .map(|e| i32::try_from(e.quantity).unwrap_or(i32::MAX)),
+            )
+            .opt_texts("section", joined.iter().map(|e| e.section.clone()))
+            .opt_ints("max_price_minor", joined.iter().map(|e| e.max_price_minor))
+            .bools("together", joined.iter().map(|e| e.together))
+            .texts(
+                "offer_hold_id",
+                joined.iter().map(|e| e.offer_hold_id.as_str()),
+            )
+            .texts(
+                "idempotency_key",
+                joined.iter().map(|e| e.idempotency_key.as_str()),
+            )
+            .texts(
+                "request_digest",
+                joined.iter().map(|e| e.request_digest.as_str()),
+            );
+        query(format!(
+            "INSERT INTO waitlist (event_id, waitlist_id, account_id, seq, quantity, section,
+                                   max_price_minor, together, offer_hold_id, idempotency_key,
+                                   request_digest, status, created_at, updated_at)
+             SELECT $1, u.waitlist_id, u.account_id, u.seq, u.quantity, u.section,
+                    u.max_price_minor, u.together, u.offer_hold_id, u.idempotency_key,
+                    u.request_digest, 'WAITING', $2, $2
+               FROM {}",
+            rows.table(d, 3, "u")
+        ))
+        .bind(event_id)
+        .bind(now)
+        .bind_rows(d, rows)
+        .execute(conn)
+        .await?;
+    }
+    if !effects.waitlist_left.is_empty() {
+        let left = query(format!(
+            "UPDATE waitlist SET status = 'LEFT', updated_at = $3
+              WHERE event_id = $1 AND waitlist_id {} AND status = 'WAITING'",
+            d.in_list("$2")
+        ))
+        .bind(event_id)
+        .bind(effects.waitlist_left.clone())
+        .bind(now)
+        .execute(conn)
+        .await?;
+        if left != effects.waitlist_left.len() as u64 {
+            return Err(mismatch(
+                "waiting entries left",
+                effects.waitlist_left.len(),
+                left,
+            ));
+        }
+    }
+    let offers = &effects.waitlist_offers;
+    if !offers.is_empty() {
+        let rows = Rows::new()
+            .texts("hold_id", offers.iter().map(|o| o.hold.hold_id.as_str()))
+            .texts(
+                "account_id",
+                offers.iter().map(|o| o.hold.account_id.as_str()),
+            )
+            .int4s(
+                "quantity",
+                offers
+                    .iter()
+                    .map(|o| i32::try_from(o.hold.quantity).unwrap_or(i32::MAX)),
+            )
+            .texts(
+                "seats",
+                offers.iter().map(|o| held_seats_json(&o.hold.seats)),
+            )
+            .ints("total_minor", offers.iter().map(|o| o.hold.total_minor))
+            .texts(
+                "idempotency_key",
+                offers.iter().map(|o| format!("waitlist:{}", o.waitlist_id)),
+            )
+            .times("expires_at", offers.iter().map(|o| o.hold.expires_at));
+        let written = query(format!(
+            "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats,
+                               total_minor, currency, idempotency_key, created_at, expires_at,
+                               updated_at)
+             SELECT $1, u.hold_id, u.account_id, 'HELD', NULL, u.quantity, {seats},
+                    u.total_minor, $2, u.idempotency_key, $3, u.expires_at, $3
+               FROM {rows}",
+            seats = d.json("u.seats"),
+            rows = rows.table(d, 4, "u"),
+        ))
+        .bind(event_id)
+        .bind(&group.event.currency)
+        .bind(now)
+        .bind_rows(d, rows)
+        .execute(conn)
+        .await?;
+        if written != offers.len() as u64 {
+            return Err(mismatch("offer holds", offers.len(), written));
+        }
+        let offered = query(format!(
+            "UPDATE waitlist SET status = 'OFFERED', updated_at = $3
+              WHERE event_id = $1 AND waitlist_id {} AND status = 'WAITING'",
+            d.in_list("$2")
+        ))
+        .bind(event_id)
+        .bind(
+            offers
+                .iter()
+                .map(|o| o.waitlist_id.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(now)
+        .execute(conn)
+        .await?;
+        if offered != offers.len() as u64 {
+            return Err(mismatch("waiting entries offered", offers.len(), offered));
+        }
+        let messages: Vec<(&str, &str, serde_json::Value)> = offers
+            .iter()
+            .map(|o| (event_id, WAITLIST_OFFERED, offered_message(event_id, o)))
+            .collect();
+        outbox::insert_many(conn, &messages, now).await?;
+    }
+    for (holds, status) in [
+        (&effects.waitlist_lapsed, "LAPSED"),
+        (&effects.waitlist_purchased, "PURCHASED"),
+    ] {
+        if holds.is_empty() {
+            continue;
+        }
+        query(format!(
+            "UPDATE waitlist SET status = $3, updated_at = $4
+              WHERE offer_hold_id {} AND event_id = $1 AND status = 'OFFERED'",
+            d.in_list("$2")
+        ))
+        .bind(event_id)
+        .bind(holds.clone())
+        .bind(status)
+        .bind(now)
+        .execute(conn)
+        .await?;
+    }
+    Ok(())
 }

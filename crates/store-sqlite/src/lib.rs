@@ -69,7 +69,6 @@ mod checkout;
 mod engine;
 mod exchange;
 mod transfer;
-mod waitlist;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
 const NOW_SQL: &str = concat!("SELECT ", now_ms!());
