@@ -120,7 +120,11 @@ impl EngineStore for PgStore {
         group.unmap_refused(&mut map, &compensations_refused);
         let exchanges_refused = crate::exchange::write_exchanges(&mut tx, group, &mut map).await?;
         group.unmap_refused(&mut map, &exchanges_refused);
-        let transfers_refused = crate::transfer::write_transfers(&mut tx, group).await?;
+        let transfers_refused = boxoffice_store_sql::transfer::write(
+            &mut boxoffice_store_sql::db::Conn::from(&mut tx),
+            group,
+        )
+        .await?;
         insert_holds(&mut tx, group).await?;
         boxoffice_store_sql::waitlist::write(
             &mut boxoffice_store_sql::db::Conn::from(&mut tx),

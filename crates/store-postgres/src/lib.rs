@@ -13,7 +13,6 @@ mod engine;
 mod exchange;
 pub mod hosts;
 pub mod moving;
-mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -297,6 +297,12 @@ arg_from! {
     Vec<i64> => Ints,
 }
 
+impl From<Vec<&str>> for Arg {
+    fn from(value: Vec<&str>) -> Self {
+        Self::Texts(value.into_iter().map(str::to_owned).collect())
+    }
+}
+
 impl From<u32> for Arg {
     fn from(value: u32) -> Self {
         Self::Int(i64::from(value))

@@ -1,19 +1,21 @@
 //! Ticket transfers (see `boxoffice_store::transfer` for the rules): an offer is one
 //! transaction that locks the giver's order, then its tickets (on SQLite the writer's
 //! `BEGIN IMMEDIATE` holds the file instead); an acceptance is written by the event writer's
-//! group (each backend's `write_transfers`, until the group's writes move here).
+//! group ([`write`]), after the group locked the event's seats: then the offers, the orders,
+//! the tickets.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_store::engine::LockedTicket;
+use boxoffice_store::engine::{GroupWrite, LockedOrder, LockedTicket, mismatch};
 use boxoffice_store::transfer::{
-    OfferRefused, Offered, TransferOffer, TransferRole, TransferStatus, TransferView,
-    ended_message, offer_conflict, offer_expires_at, offered_message, topic,
+    LockedTransfer, OfferRefused, Offered, TransferFacts, TransferOffer, TransferRole,
+    TransferStatus, TransferView, accepted_message, ended_message, offer_conflict,
+    offer_expires_at, offered_message, topic, transfers_refused,
 };
 use boxoffice_store::{StoreError, StoreResult};
 
-use crate::db::{Conn, Db, Dialect, Row, query};
+use crate::db::{Conn, Db, Dialect, Row, Rows, query};
 use crate::outbox;
 
 /// A transfer's columns, its status read by the store's clock.
@@ -282,4 +284,339 @@ pub async fn end(
     }
     tx.commit().await?;
     Ok(Some(view))
+}
+
+/// The transfers a group accepts, written in its transaction after its exchanges (see
+/// `boxoffice_store::transfer::TransferWrite`). The offers, the giver's orders (with their
+/// payments) and the tickets are read (locked on PostgreSQL) and judged: any changed since the
+/// route read them refuses that transfer alone. Returns the command indexes refused.
+pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<Vec<usize>> {
+    if group.transfers.is_empty() && group.effects.transfers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let d = conn.dialect();
+    let (transfer_ids, order_ids, ticket_ids) = group.transfer_rows()?;
+    let mut facts = TransferFacts::default();
+    let transfers = query(format!(
+        "SELECT transfer_id, status, expires_at, order_id, from_account_id, to_account_id
+           FROM transfer WHERE transfer_id {} ORDER BY transfer_id {}",
+        d.in_list("$1"),
+        d.lock("FOR UPDATE")
+    ))
+    .bind(transfer_ids)
+    .fetch_all(conn)
+    .await?;
+    for row in transfers {
+        facts.transfers.insert(
+            row.get(0)?,
+            LockedTransfer {
+                status: row.get(1)?,
+                expires_at: row.get(2)?,
+                order_id: row.get(3)?,
+                from_account_id: row.get(4)?,
+                to_account_id: row.get(5)?,
+            },
+        );
+    }
+    let orders = query(format!(
+        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status FROM orders o
+           LEFT JOIN payment_operation p ON p.order_id = o.order_id
+          WHERE o.order_id {} ORDER BY o.order_id {}",
+        d.in_list("$1"),
+        d.lock("FOR UPDATE OF o")
+    ))
+    .bind(order_ids)
+    .fetch_all(conn)
+    .await?;
+    for row in orders {
+        let order_id: String = row.get(0)?;
+        if row.get::<Option<String>, _>(5)?.as_deref() == Some("CAPTURED") {
+            facts.captured.insert(order_id.clone());
+        }
+        facts.orders.insert(
+            order_id,
+            LockedOrder {
+                status: row.get(1)?,
+                account_id: row.get(2)?,
+                event_id: row.get(3)?,
+                hold_id: row.get(4)?,
+            },
+        );
+    }
+    let tickets = query(format!(
+        "SELECT ticket_id, order_id, status, exchange_id FROM ticket
+          WHERE ticket_id {} ORDER BY ticket_id {}",
+        d.in_list("$1"),
+        d.lock("FOR UPDATE")
+    ))
+    .bind(ticket_ids)
+    .fetch_all(conn)
+    .await?;
+    for row in tickets {
+        facts.tickets.insert(
+            row.get(0)?,
+            LockedTicket {
+                order_id: row.get(1)?,
+                status: row.get(2)?,
+                exchange_id: row.get(3)?,
+            },
+        );
+    }
+    let refused = transfers_refused(&group.transfers, facts, group.now);
+    let plans = group.transfer_plans(&refused);
+    if plans.is_empty() {
+        return Ok(refused);
+    }
+    let event_id = group.event.event_id.as_str();
+    let now = group.now;
+    // The offers accepted.
+    let offers = Rows::new()
+        .texts(
+            "id",
+            plans.iter().map(|(_, w)| w.transfer.transfer_id.as_str()),
+        )
+        .texts(
+            "new_order_id",
+            plans.iter().map(|(_, w)| w.new_order_id.as_str()),
+        );
+    let expected = offers.len();
+    let accepted = query(format!(
+        "UPDATE transfer SET status = 'ACCEPTED', new_order_id = u.new_order_id, updated_at = $1
+           FROM {} WHERE transfer.transfer_id = u.id AND transfer.status = 'OFFERED'",
+        offers.table(d, 2, "u")
+    ))
+    .bind(now)
+    .bind_rows(d, offers)
+    .execute(conn)
+    .await?;
+    if accepted != expected as u64 {
+        return Err(mismatch("transfers still offered", expected, accepted));
+    }
+    // The old tickets void.
+    let (old, by): (Vec<&str>, Vec<&str>) = plans
+        .iter()
+        .flat_map(|(_, w)| {
+            w.transfer
+                .ticket_ids
+                .iter()
+                .map(|t| (t.as_str(), w.transfer.transfer_id.as_str()))
+        })
+        .unzip();
+    let expected = old.len();
+    let voided_rows = Rows::new().texts("id", old).texts("transfer_id", by);
+    let voided = query(format!(
+        "UPDATE ticket SET status = 'VOIDED', transfer_id = u.transfer_id
+           FROM {} WHERE ticket.ticket_id = u.id AND ticket.status = 'VALID'
+            AND ticket.exchange_id IS NULL",
+        voided_rows.table(d, 1, "u")
+    ))
+    .bind_rows(d, voided_rows)
+    .execute(conn)
+    .await?;
+    if voided != expected as u64 {
+        return Err(mismatch("tickets still valid", expected, voided));
+    }
+    // The giver's holds count what left.
+    let mut left: BTreeMap<&str, i32> = BTreeMap::new();
+    for (taken, _) in &plans {
+        *left.entry(taken.old_hold_id.as_str()).or_default() +=
+            i32::try_from(taken.quantity()).unwrap_or(i32::MAX);
+    }
+    let expected = left.len();
+    let left_rows = Rows::new()
+        .texts("id", left.keys().copied())
+        .int4s("n", left.values().copied());
+    let counted = query(format!(
+        "UPDATE hold SET exchanged_out = hold.exchanged_out + u.n, updated_at = $1
+           FROM {} WHERE hold.hold_id = u.id AND hold.status = 'CONFIRMED'
+            AND hold.quantity - hold.exchanged_out >= u.n",
+        left_rows.table(d, 2, "u")
+    ))
+    .bind(now)
+    .bind_rows(d, left_rows)
+    .execute(conn)
+    .await?;
+    if counted != expected as u64 {
+        return Err(mismatch(
+            "givers' holds still confirmed with the units",
+            expected,
+            counted,
+        ));
+    }
+    // The receivers' holds (confirmed), orders, payments and tickets.
+    let mut seats_json = Vec::with_capacity(plans.len());
+    for (_, write) in &plans {
+        seats_json.push(
+            serde_json::to_string(&write.seats).map_err(|e| StoreError::Internal(e.to_string()))?,
+        );
+    }
+    let new_rows = || {
+        Rows::new()
+            .texts("hold_id", plans.iter().map(|(t, _)| t.new_hold_id.as_str()))
+            .texts(
+                "account_id",
+                plans.iter().map(|(t, _)| t.to_account_id.as_str()),
+            )
+            .opt_texts("tier_id", plans.iter().map(|(_, w)| w.tier_id.clone()))
+            .int4s(
+                "quantity",
+                plans
+                    .iter()
+                    .map(|(_, w)| i32::try_from(w.quantity).unwrap_or(i32::MAX)),
+            )
+            .texts("seats", seats_json.iter().map(String::as_str))
+            .ints("total_minor", plans.iter().map(|(_, w)| w.total_minor))
+            .texts("currency", plans.iter().map(|(_, w)| w.currency.as_str()))
+            .texts(
+                "transfer_key",
+                plans
+                    .iter()
+                    .map(|(_, w)| format!("transfer:{}", w.transfer.transfer_id)),
+            )
+            .texts(
+                "order_id",
+                plans.iter().map(|(_, w)| w.new_order_id.as_str()),
+            )
+            .texts(
+                "operation_id",
+                plans.iter().map(|(_, w)| w.operation_id.as_str()),
+            )
+    };
+    let rows = new_rows();
+    query(format!(
+        "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats,
+                           total_minor, currency, idempotency_key, created_at, expires_at,
+                           updated_at, order_id)
+         SELECT $1, u.hold_id, u.account_id, 'CONFIRMED', u.tier_id, u.quantity, {seats},
+                u.total_minor, u.currency, u.transfer_key, $2, $2, $2, u.order_id
+           FROM {rows}",
+        seats = d.json("u.seats"),
+        rows = rows.table(d, 3, "u"),
+    ))
+    .bind(event_id)
+    .bind(now)
+    .bind_rows(d, rows)
+    .execute(conn)
+    .await?;
+    // The seats: each still sold by the giver's hold moves to the receiver's.
+    let moves: Vec<(&str, &str, &str, &str)> = plans
+        .iter()
+        .flat_map(|(taken, write)| {
+            taken.seat_ids.iter().map(move |seat_id| {
+                (
+                    seat_id.as_str(),
+                    taken.old_hold_id.as_str(),
+                    taken.new_hold_id.as_str(),
+                    write.new_order_id.as_str(),
+                )
+            })
+        })
+        .collect();
+    if !moves.is_empty() {
+        let expected = moves.len();
+        let rows = Rows::new()
+            .texts("id", moves.iter().map(|m| m.0))
+            .texts("old_hold", moves.iter().map(|m| m.1))
+            .texts("new_hold", moves.iter().map(|m| m.2))
+            .texts("order_id", moves.iter().map(|m| m.3));
+        let moved = query(format!(
+            "UPDATE seat SET hold_id = u.new_hold, order_id = u.order_id, version = seat.version + 1
+               FROM {} WHERE seat.event_id = $1 AND seat.seat_id = u.id
+                AND seat.status = 'SOLD' AND seat.hold_id = u.old_hold",
+            rows.table(d, 2, "u")
+        ))
+        .bind(event_id)
+        .bind_rows(d, rows)
+        .execute(conn)
+        .await?;
+        if moved != expected as u64 {
+            return Err(mismatch("seats still sold by the giver", expected, moved));
+        }
+    }
+    let rows = new_rows();
+    query(format!(
+        "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id,
+                             quantity, total_minor, currency, created_at, updated_at)
+         SELECT $1, u.order_id, u.hold_id, u.account_id, 'CONFIRMED', {seats}, u.tier_id,
+                u.quantity, u.total_minor, u.currency, $2, $2
+           FROM {rows}",
+        seats = d.json("u.seats"),
+        rows = rows.table(d, 3, "u"),
+    ))
+    .bind(event_id)
+    .bind(now)
+    .bind_rows(d, rows)
+    .execute(conn)
+    .await?;
+    // Nothing to pay: each new order's payment is settled by the giver's.
+    let rows = new_rows();
+    query(format!(
+        "INSERT INTO payment_operation (event_id, operation_id, order_id, provider,
+                                        payment_method, status, amount_minor, currency,
+                                        next_attempt_at, created_at, updated_at)
+         SELECT $1, u.operation_id, u.order_id, 'transfer', u.transfer_key, 'CAPTURED', 0,
+                u.currency, $2, $2, $2
+           FROM {}",
+        rows.table(d, 3, "u"),
+    ))
+    .bind(event_id)
+    .bind(now)
+    .bind_rows(d, rows)
+    .execute(conn)
+    .await?;
+    let tickets: Vec<_> = plans
+        .iter()
+        .flat_map(|(taken, write)| {
+            write
+                .new_tickets
+                .iter()
+                .map(move |ticket| (taken.to_account_id.as_str(), ticket))
+        })
+        .collect();
+    if !tickets.is_empty() {
+        let rows = Rows::new()
+            .texts(
+                "ticket_id",
+                tickets.iter().map(|(_, t)| t.draft.ticket_id.as_str()),
+            )
+            .texts(
+                "order_id",
+                tickets.iter().map(|(_, t)| t.draft.order_id.as_str()),
+            )
+            .texts("account_id", tickets.iter().map(|(a, _)| *a))
+            .opt_texts(
+                "seat_id",
+                tickets.iter().map(|(_, t)| t.draft.seat_id.clone()),
+            )
+            .opt_texts(
+                "tier_id",
+                tickets.iter().map(|(_, t)| t.draft.tier_id.clone()),
+            )
+            .int4s(
+                "unit",
+                tickets
+                    .iter()
+                    .map(|(_, t)| i32::try_from(t.draft.unit).unwrap_or(i32::MAX)),
+            )
+            .texts("code", tickets.iter().map(|(_, t)| t.code.as_str()));
+        query(format!(
+            "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit,
+                                 code, status, issued_at)
+             SELECT $1, u.ticket_id, u.order_id, u.account_id, u.seat_id, u.tier_id, u.unit,
+                    u.code, 'VALID', $2
+               FROM {}",
+            rows.table(d, 3, "u"),
+        ))
+        .bind(event_id)
+        .bind(now)
+        .bind_rows(d, rows)
+        .execute(conn)
+        .await?;
+    }
+    let messages: Vec<(&str, &str, serde_json::Value)> = plans
+        .iter()
+        .map(|(_, write)| (event_id, topic::TRANSFER_ACCEPTED, accepted_message(write)))
+        .collect();
+    outbox::insert_many(conn, &messages, now).await?;
+    Ok(refused)
 }

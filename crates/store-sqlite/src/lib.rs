@@ -68,7 +68,6 @@ macro_rules! now_ms {
 mod checkout;
 mod engine;
 mod exchange;
-mod transfer;
 
 /// The store's clock, truncated to milliseconds so both backends render the same times.
 const NOW_SQL: &str = concat!("SELECT ", now_ms!());
