@@ -34,7 +34,8 @@ fn seat_row(row: &Row) -> StoreResult<SeatRow> {
     })
 }
 
-fn tier_row(row: &Row) -> StoreResult<TierRow> {
+/// A tier's row as the engine and `boxoffice check` read it (the columns of [`TIER_SELECT`]).
+pub(crate) fn tier_row(row: &Row) -> StoreResult<TierRow> {
     Ok(TierRow {
         tier_id: row.get(0)?,
         capacity: row.get(1)?,

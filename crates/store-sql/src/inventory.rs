@@ -1,7 +1,6 @@
 //! An event's whole stored inventory in one snapshot, for `boxoffice check`'s invariants
 //! (`boxoffice_domain::inventory`).
 
-use boxoffice_domain::decide::TierRow;
 use boxoffice_domain::hold::SeatStatus;
 use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
 use boxoffice_store::{
@@ -11,7 +10,7 @@ use boxoffice_store::{
 
 use crate::db::{Db, query};
 use crate::hold::{HOLD_COLUMNS, hold_from_row};
-use crate::{event, outbox};
+use crate::{engine, event, outbox};
 
 /// Every seat, tier, hold, order, ticket, exchange and waiting-list entry of the event, read
 /// at one instant (the snapshot starts with the read of the store's clock).
@@ -51,16 +50,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
     .fetch_all(&mut conn)
     .await?
     .iter()
-    .map(|row| {
-        Ok(TierRow {
-            tier_id: row.get(0)?,
-            capacity: row.get(1)?,
-            available: row.get(2)?,
-            held: row.get(3)?,
-            sold: row.get(4)?,
-            price_minor: row.get(5)?,
-        })
-    })
+    .map(engine::tier_row)
     .collect::<StoreResult<Vec<_>>>()?;
     let holds = query(format!(
         "SELECT {HOLD_COLUMNS}, idempotency_key, exchanged_out FROM hold
