@@ -595,19 +595,7 @@ pub(crate) async fn prior_answer(
     scope: &IdempotencyScope,
     request_digest: &str,
 ) -> StoreResult<Option<Idempotent>> {
-    let row = sqlx::query_as::<_, (String, i32, Vec<u8>)>(
-        "SELECT request_digest, status_code, response_body FROM idempotency
-          WHERE account_id = $1 AND endpoint = $2 AND idem_key = $3",
-    )
-    .bind(&scope.account_id)
-    .bind(&scope.endpoint)
-    .bind(&scope.key)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(classify)?;
-    Ok(row.map(|(digest, status, body)| {
-        boxoffice_store::stored_answer_of(&digest, request_digest, i64::from(status), body)
-    }))
+    boxoffice_store_sql::idempotency::prior_answer(&mut Conn::from(tx), scope, request_digest).await
 }
 
 pub(crate) async fn insert_records(
@@ -616,51 +604,15 @@ pub(crate) async fn insert_records(
     records: &[boxoffice_store::NewRecord],
     now: OffsetDateTime,
 ) -> StoreResult<()> {
-    let records: Vec<(&str, &boxoffice_store::NewRecord)> =
-        records.iter().map(|r| (endpoint, r)).collect();
-    insert_records_each(tx, &records, now).await
+    boxoffice_store_sql::idempotency::insert(&mut Conn::from(tx), endpoint, records, now).await
 }
 
-/// Idempotency records, each under its own endpoint, in one statement.
 pub(crate) async fn insert_records_each(
     tx: &mut Transaction<'_, Postgres>,
     records: &[(&str, &boxoffice_store::NewRecord)],
     now: OffsetDateTime,
 ) -> StoreResult<()> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    let endpoints: Vec<&str> = records.iter().map(|(e, _)| *e).collect();
-    let accounts: Vec<&str> = records.iter().map(|(_, r)| r.account_id.as_str()).collect();
-    let keys: Vec<&str> = records.iter().map(|(_, r)| r.key.as_str()).collect();
-    let digests: Vec<&str> = records
-        .iter()
-        .map(|(_, r)| r.request_digest.as_str())
-        .collect();
-    let statuses: Vec<i32> = records
-        .iter()
-        .map(|(_, r)| i32::from(r.response.status))
-        .collect();
-    let bodies: Vec<&[u8]> = records
-        .iter()
-        .map(|(_, r)| r.response.body.as_slice())
-        .collect();
-    sqlx::query(
-        "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
-         SELECT u.a, u.e, u.k, u.d, u.s, u.b, $7
-           FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bytea[]) AS u(a, e, k, d, s, b)",
-    )
-    .bind(&accounts)
-    .bind(&endpoints)
-    .bind(&keys)
-    .bind(&digests)
-    .bind(&statuses)
-    .bind(&bodies)
-    .bind(now)
-    .execute(&mut **tx)
-    .await
-    .map_err(classify)?;
-    Ok(())
+    boxoffice_store_sql::idempotency::insert_each(&mut Conn::from(tx), records, now).await
 }
 
 /// Locks the seats (in seat order) and the tier of a hold, before its status changes.

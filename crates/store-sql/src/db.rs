@@ -88,6 +88,14 @@ impl Dialect {
         }
     }
 
+    /// Bytes from a [`Rows`] cell: as they are on PostgreSQL, unhexed on SQLite.
+    pub fn bytes(self, cell: &str) -> String {
+        match self {
+            Self::Postgres => cell.to_owned(),
+            Self::Sqlite => format!("unhex({cell})"),
+        }
+    }
+
     /// `IN` the list bound as `param` (an [`Arg::Texts`] or [`Arg::Ints`]): `= ANY($1)` on
     /// PostgreSQL, a `json_each` of the JSON array on SQLite.
     pub fn in_list(self, param: &str) -> String {
@@ -267,6 +275,8 @@ pub enum Arg {
     OptInts(Vec<Option<i64>>),
     Int4s(Vec<i32>),
     Bools(Vec<bool>),
+    /// A `bytea[]` on PostgreSQL (only [`Rows`] binds it).
+    Bytes(Vec<Vec<u8>>),
 }
 
 macro_rules! arg_from {
@@ -378,6 +388,7 @@ impl Query {
                 Arg::OptInts(v) => q.bind(v),
                 Arg::Int4s(v) => q.bind(v),
                 Arg::Bools(v) => q.bind(v),
+                Arg::Bytes(v) => q.bind(v),
             };
         }
         q
@@ -405,6 +416,7 @@ impl Query {
                 Arg::OptInts(v) => q.bind(json_array(&v)),
                 Arg::Int4s(v) => q.bind(json_array(&v)),
                 Arg::Bools(v) => q.bind(json_array(&v)),
+                Arg::Bytes(v) => q.bind(json_array(&v.iter().map(hex::encode).collect::<Vec<_>>())),
             };
         }
         q
@@ -526,6 +538,7 @@ macro_rules! cell_alike {
 }
 
 cell_alike!(
+    Vec<u8>,
     String,
     Option<String>,
     i64,
@@ -666,6 +679,8 @@ enum Column {
     Int4s(Vec<i32>),
     Bools(Vec<bool>),
     Times(Vec<OffsetDateTime>),
+    /// `bytea` on PostgreSQL, hex text on SQLite (read back with [`Dialect::bytes`]).
+    Bytes(Vec<Vec<u8>>),
 }
 
 impl Column {
@@ -676,6 +691,7 @@ impl Column {
             Self::Int4s(_) => "int[]",
             Self::Bools(_) => "boolean[]",
             Self::Times(_) => "timestamptz[]",
+            Self::Bytes(_) => "bytea[]",
         }
     }
 
@@ -688,6 +704,7 @@ impl Column {
             Self::Int4s(v) => v.len(),
             Self::Bools(v) => v.len(),
             Self::Times(v) => v.len(),
+            Self::Bytes(v) => v.len(),
         }
     }
 
@@ -701,6 +718,7 @@ impl Column {
             Self::Int4s(v) => Value::from(v[row]),
             Self::Bools(v) => Value::from(i64::from(v[row])),
             Self::Times(v) => Value::from(to_ms(v[row])),
+            Self::Bytes(v) => Value::from(hex::encode(&v[row])),
         }
     }
 }
@@ -749,6 +767,10 @@ impl Rows {
 
     pub fn times(self, name: &'static str, v: impl IntoIterator<Item = OffsetDateTime>) -> Self {
         self.with(name, Column::Times(v.into_iter().collect()))
+    }
+
+    pub fn bytes(self, name: &'static str, v: impl IntoIterator<Item = Vec<u8>>) -> Self {
+        self.with(name, Column::Bytes(v.into_iter().collect()))
     }
 
     /// How many rows (every column has as many).
@@ -806,6 +828,7 @@ impl Query {
                         Column::Int4s(v) => Arg::Int4s(v),
                         Column::Bools(v) => Arg::Bools(v),
                         Column::Times(v) => Arg::Times(v),
+                        Column::Bytes(v) => Arg::Bytes(v),
                     });
                 }
             }

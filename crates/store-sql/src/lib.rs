@@ -15,6 +15,7 @@ pub mod door;
 pub mod engine;
 pub mod event;
 pub mod hold;
+pub mod idempotency;
 pub mod inventory;
 pub mod lease;
 pub mod outbox;

@@ -32,7 +32,7 @@ use boxoffice_store::{
     SweepReport, WorkerStore, event_record, hold_ended_payload, parse_held_seats,
     parse_hold_status, retrying, waiting_room_json,
 };
-use boxoffice_store_sql::db::Db;
+use boxoffice_store_sql::db::{Conn, Db};
 use boxoffice_store_sql::seatmap;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
@@ -382,19 +382,7 @@ pub(crate) async fn prior_answer(
     scope: &IdempotencyScope,
     request_digest: &str,
 ) -> StoreResult<Option<Idempotent>> {
-    let row = sqlx::query_as::<_, (String, i64, Vec<u8>)>(
-        "SELECT request_digest, status_code, response_body FROM idempotency
-          WHERE account_id = ?1 AND endpoint = ?2 AND idem_key = ?3",
-    )
-    .bind(&scope.account_id)
-    .bind(&scope.endpoint)
-    .bind(&scope.key)
-    .fetch_optional(&mut **tx)
-    .await
-    .map_err(classify)?;
-    Ok(row.map(|(digest, status, body)| {
-        boxoffice_store::stored_answer_of(&digest, request_digest, status, body)
-    }))
+    boxoffice_store_sql::idempotency::prior_answer(&mut Conn::from(tx), scope, request_digest).await
 }
 
 pub(crate) async fn insert_records(
@@ -403,35 +391,7 @@ pub(crate) async fn insert_records(
     records: &[boxoffice_store::NewRecord],
     now: OffsetDateTime,
 ) -> StoreResult<()> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    // One statement for all of them (a group's records): the bodies travel as hex.
-    let rows: Vec<serde_json::Value> = records
-        .iter()
-        .map(|record| {
-            serde_json::json!([
-                record.account_id,
-                record.key,
-                record.request_digest,
-                record.response.status,
-                hex::encode(&record.response.body),
-            ])
-        })
-        .collect();
-    sqlx::query(
-        "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code, response_body, created_at)
-         SELECT json_extract(value, '$[0]'), ?1, json_extract(value, '$[1]'), json_extract(value, '$[2]'),
-                json_extract(value, '$[3]'), unhex(json_extract(value, '$[4]')), ?2
-           FROM json_each(?3) ORDER BY key",
-    )
-    .bind(endpoint)
-    .bind(to_ms(now))
-    .bind(serde_json::Value::Array(rows).to_string())
-    .execute(&mut **tx)
-    .await
-    .map_err(classify)?;
-    Ok(())
+    boxoffice_store_sql::idempotency::insert(&mut Conn::from(tx), endpoint, records, now).await
 }
 
 pub(crate) async fn insert_outbox(
