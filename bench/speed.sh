@@ -60,6 +60,9 @@
 #                          tool's mix, 0.1)
 #   DOOR_FANS, DOOR_ARRIVAL_S  the door case's fans and arrival window (default --scale 0.1:
 #                          200,000 over 30 s, 10,000 shoppers inside at most)
+#   BOXOFFICE              the boxoffice binary of the load tool and check (default: this
+#                          checkout's release build, built first); set, nothing is built: an
+#                          A/B of servers with one load tool while the checkout changes
 #   SERVER_BIN             the boxoffice binary that serves (default: this checkout's release
 #                          build; the load tool and check are always this checkout's): an A/B
 #                          against an older build in the same session
@@ -136,8 +139,10 @@ cleanup() {
 trap cleanup EXIT
 PSQL="psql -h 127.0.0.1 -p $PORT -U postgres -X -q -v ON_ERROR_STOP=1"
 
-cargo build --release -q -p boxoffice-cli --manifest-path "$REPO/Cargo.toml"
-BOXOFFICE="$REPO/target/release/boxoffice"
+if [ -z "${BOXOFFICE:-}" ]; then
+  cargo build --release -q -p boxoffice-cli --manifest-path "$REPO/Cargo.toml"
+fi
+BOXOFFICE="${BOXOFFICE:-$REPO/target/release/boxoffice}"
 SERVER_BIN="${SERVER_BIN:-$BOXOFFICE}"
 export BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn
 
