@@ -478,11 +478,22 @@ impl Query {
         })
     }
 
+    /// Exactly one row; none is an internal error (sqlx's `RowNotFound`).
     pub async fn fetch_one(self, conn: &mut Conn<'_>) -> StoreResult<Row> {
-        let sql = self.sql.clone();
-        self.fetch_optional(conn)
-            .await?
-            .ok_or_else(|| StoreError::Internal(format!("no row from {sql}")))
+        Ok(match conn {
+            Conn::Postgres(c) => Row::Postgres(
+                self.postgres()
+                    .fetch_one(&mut **c)
+                    .await
+                    .map_err(classify_pg)?,
+            ),
+            Conn::Sqlite(c) => Row::Sqlite(
+                self.sqlite()
+                    .fetch_one(&mut **c)
+                    .await
+                    .map_err(classify_sqlite)?,
+            ),
+        })
     }
 }
 
