@@ -1378,14 +1378,10 @@ async fn captures_of_a_round_apply_only_to_confirmed_orders(backend: Backend) {
         .map(|operation| operation.operation_id.clone())
         .collect();
     confirmed.sort();
-    if backend == Backend::Postgres {
-        assert_eq!(
-            applied, confirmed,
-            "both confirmed orders' captures applied"
-        );
-    } else {
-        assert!(applied.is_empty(), "SQLite settles each capture alone");
-    }
+    assert_eq!(
+        applied, confirmed,
+        "both confirmed orders' captures applied"
+    );
     for (operation, order_id) in operations.iter().zip(&order_ids) {
         let now = app
             .db

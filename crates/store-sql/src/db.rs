@@ -96,6 +96,28 @@ impl Dialect {
         }
     }
 
+    /// The time `time` plus the seconds of the float expression `secs`, to the millisecond.
+    pub fn plus_secs(self, time: &str, secs: &str) -> String {
+        match self {
+            Self::Postgres => format!("{time} + make_interval(secs => {secs})"),
+            Self::Sqlite => format!("{time} + CAST(round({secs} * 1000) AS INTEGER)"),
+        }
+    }
+
+    /// Whether rows are locked one by one (PostgreSQL), rather than the whole store by the
+    /// write transaction (SQLite): the statements that only lock are skipped where not.
+    pub fn locks_rows(self) -> bool {
+        self == Self::Postgres
+    }
+
+    /// The length of the JSON array in `column`.
+    pub fn json_array_length(self, column: &str) -> String {
+        match self {
+            Self::Postgres => format!("jsonb_array_length({column})"),
+            Self::Sqlite => format!("json_array_length({column})"),
+        }
+    }
+
     /// `IN` the list bound as `param` (an [`Arg::Texts`] or [`Arg::Ints`]): `= ANY($1)` on
     /// PostgreSQL, a `json_each` of the JSON array on SQLite.
     pub fn in_list(self, param: &str) -> String {
@@ -275,6 +297,10 @@ pub enum Arg {
     OptInts(Vec<Option<i64>>),
     Int4s(Vec<i32>),
     Bools(Vec<bool>),
+    Floats(Vec<f64>),
+    OptTimes(Vec<Option<OffsetDateTime>>),
+    /// `bytea` on PostgreSQL, a BLOB on SQLite.
+    Blob(Vec<u8>),
     /// A `bytea[]` on PostgreSQL (only [`Rows`] binds it).
     Bytes(Vec<Vec<u8>>),
 }
@@ -305,6 +331,7 @@ arg_from! {
     serde_json::Value => Json,
     Vec<String> => Texts,
     Vec<i64> => Ints,
+    Vec<u8> => Blob,
 }
 
 impl From<Vec<&str>> for Arg {
@@ -388,7 +415,10 @@ impl Query {
                 Arg::OptInts(v) => q.bind(v),
                 Arg::Int4s(v) => q.bind(v),
                 Arg::Bools(v) => q.bind(v),
+                Arg::Floats(v) => q.bind(v),
+                Arg::OptTimes(v) => q.bind(v),
                 Arg::Bytes(v) => q.bind(v),
+                Arg::Blob(v) => q.bind(v),
             };
         }
         q
@@ -416,7 +446,13 @@ impl Query {
                 Arg::OptInts(v) => q.bind(json_array(&v)),
                 Arg::Int4s(v) => q.bind(json_array(&v)),
                 Arg::Bools(v) => q.bind(json_array(&v)),
+                Arg::Floats(v) => q.bind(json_array(&v)),
+                Arg::OptTimes(v) => {
+                    let ms: Vec<Option<i64>> = v.into_iter().map(|t| t.map(to_ms)).collect();
+                    q.bind(json_array(&ms))
+                }
                 Arg::Bytes(v) => q.bind(json_array(&v.iter().map(hex::encode).collect::<Vec<_>>())),
+                Arg::Blob(v) => q.bind(v),
             };
         }
         q
@@ -689,7 +725,9 @@ enum Column {
     OptInts(Vec<Option<i64>>),
     Int4s(Vec<i32>),
     Bools(Vec<bool>),
+    Floats(Vec<f64>),
     Times(Vec<OffsetDateTime>),
+    OptTimes(Vec<Option<OffsetDateTime>>),
     /// `bytea` on PostgreSQL, hex text on SQLite (read back with [`Dialect::bytes`]).
     Bytes(Vec<Vec<u8>>),
 }
@@ -701,7 +739,8 @@ impl Column {
             Self::Ints(_) | Self::OptInts(_) => "bigint[]",
             Self::Int4s(_) => "int[]",
             Self::Bools(_) => "boolean[]",
-            Self::Times(_) => "timestamptz[]",
+            Self::Floats(_) => "float8[]",
+            Self::Times(_) | Self::OptTimes(_) => "timestamptz[]",
             Self::Bytes(_) => "bytea[]",
         }
     }
@@ -714,7 +753,9 @@ impl Column {
             Self::OptInts(v) => v.len(),
             Self::Int4s(v) => v.len(),
             Self::Bools(v) => v.len(),
+            Self::Floats(v) => v.len(),
             Self::Times(v) => v.len(),
+            Self::OptTimes(v) => v.len(),
             Self::Bytes(v) => v.len(),
         }
     }
@@ -728,7 +769,9 @@ impl Column {
             Self::OptInts(v) => v[row].map_or(Value::Null, Value::from),
             Self::Int4s(v) => Value::from(v[row]),
             Self::Bools(v) => Value::from(i64::from(v[row])),
+            Self::Floats(v) => Value::from(v[row]),
             Self::Times(v) => Value::from(to_ms(v[row])),
+            Self::OptTimes(v) => v[row].map_or(Value::Null, |t| Value::from(to_ms(t))),
             Self::Bytes(v) => Value::from(hex::encode(&v[row])),
         }
     }
@@ -776,8 +819,20 @@ impl Rows {
         self.with(name, Column::Bools(v.into_iter().collect()))
     }
 
+    pub fn floats(self, name: &'static str, v: impl IntoIterator<Item = f64>) -> Self {
+        self.with(name, Column::Floats(v.into_iter().collect()))
+    }
+
     pub fn times(self, name: &'static str, v: impl IntoIterator<Item = OffsetDateTime>) -> Self {
         self.with(name, Column::Times(v.into_iter().collect()))
+    }
+
+    pub fn opt_times(
+        self,
+        name: &'static str,
+        v: impl IntoIterator<Item = Option<OffsetDateTime>>,
+    ) -> Self {
+        self.with(name, Column::OptTimes(v.into_iter().collect()))
     }
 
     pub fn bytes(self, name: &'static str, v: impl IntoIterator<Item = Vec<u8>>) -> Self {
@@ -816,8 +871,12 @@ impl Rows {
                     .enumerate()
                     .map(|(i, name)| format!("j.value->>{i} AS {name}"))
                     .collect();
+                // `LIMIT -1` makes SQLite materialize the rows first: a statement that joins
+                // them to a table keyed by (event, id) then walks the rows and looks each up
+                // by its key, where a subquery it flattens let the planner walk every row of
+                // the event and scan the JSON once per row.
                 format!(
-                    "(SELECT {} FROM json_each(${first}) AS j) AS {alias}",
+                    "(SELECT {} FROM json_each(${first}) AS j LIMIT -1) AS {alias}",
                     cells.join(", ")
                 )
             }
@@ -838,7 +897,9 @@ impl Query {
                         Column::OptInts(v) => Arg::OptInts(v),
                         Column::Int4s(v) => Arg::Int4s(v),
                         Column::Bools(v) => Arg::Bools(v),
+                        Column::Floats(v) => Arg::Floats(v),
                         Column::Times(v) => Arg::Times(v),
+                        Column::OptTimes(v) => Arg::OptTimes(v),
                         Column::Bytes(v) => Arg::Bytes(v),
                     });
                 }

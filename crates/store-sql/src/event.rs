@@ -2,10 +2,19 @@
 //! counts of an event's seats and units by the store's clock.
 
 use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::event::EventSpec;
 use boxoffice_domain::event::{Section, Tier};
-use boxoffice_store::{EventCounts, EventRecord, StoreResult, parse_waiting_room};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
+use boxoffice_store::{
+    EventCounts, EventRecord, NewRecord, RenderEvent, StoreResult, event_record,
+    parse_waiting_room, waiting_room_json,
+};
 
-use crate::db::{Db, query};
+use crate::db::{Db, Rows, query};
+use crate::{idempotency, outbox};
+
+/// Seats inserted per statement when creating an event.
+const SEAT_INSERT_CHUNK: usize = 10_000;
 
 fn to_u32(value: i32) -> u32 {
     u32::try_from(value).unwrap_or(0)
@@ -159,4 +168,121 @@ pub async fn counts(db: &Db, event: &EventRecord, now: OffsetDateTime) -> StoreR
     .map(four)
     .collect::<StoreResult<_>>()?;
     Ok(EventCounts::assemble(event, section_rows, tier_rows))
+}
+
+/// Creates an event with its sections, tiers, seats and seat map, and stores the answer
+/// `render` gives under `scope`, in one transaction; a key already answered is answered again
+/// (or refused when its request differs), and nothing is written.
+pub async fn create(
+    db: &Db,
+    scope: &IdempotencyScope,
+    request_digest: &str,
+    event_id: &str,
+    spec: &EventSpec,
+    render: &RenderEvent,
+) -> StoreResult<Idempotent> {
+    let d = db.dialect();
+    let mut tx = db.write().await?;
+    if let Some(answer) = idempotency::prior_answer(&mut tx.conn(), scope, request_digest).await? {
+        return Ok(answer);
+    }
+    let now = outbox::store_now(&mut tx.conn()).await?;
+    let record = event_record(event_id, spec, now);
+    query(format!(
+        "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
+                            max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
+                            transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, {}, $14)",
+        d.json("$13"),
+    ))
+    .bind(&record.event_id)
+    .bind(&record.name)
+    .bind(record.starts_at)
+    .bind(record.on_sale_at)
+    .bind(&record.currency)
+    .bind(record.hold_ttl_s as i32)
+    .bind(record.payment_grace_s as i32)
+    .bind(record.max_seats_per_hold as i32)
+    .bind(record.max_tickets_per_account as i32)
+    .bind(record.exchange_cutoff_s as i32)
+    .bind(record.transfer_cutoff_s as i32)
+    .bind(record.waitlist_offer_ttl_s as i32)
+    .bind(waiting_room_json(&record.waiting_room))
+    .bind(now)
+    .execute(&mut tx.conn())
+    .await?;
+    if !spec.sections.is_empty() {
+        let sections = &spec.sections;
+        let rows = Rows::new()
+            .texts("name", sections.iter().map(|s| s.name.as_str()))
+            .int4s("position", (0..sections.len()).map(|i| i as i32))
+            .int4s("n_rows", sections.iter().map(|s| s.rows as i32))
+            .int4s("per_row", sections.iter().map(|s| s.seats_per_row as i32))
+            .ints("price", sections.iter().map(|s| s.price_minor));
+        query(format!(
+            "INSERT INTO section (event_id, name, position, rows, seats_per_row, price_minor)
+             SELECT $1, u.name, u.position, u.n_rows, u.per_row, u.price FROM {}",
+            rows.table(d, 2, "u"),
+        ))
+        .bind(event_id)
+        .bind_rows(d, rows)
+        .execute(&mut tx.conn())
+        .await?;
+    }
+    if !spec.tiers.is_empty() {
+        let tiers = &spec.tiers;
+        let rows = Rows::new()
+            .texts("tier_id", tiers.iter().map(|t| t.tier_id.as_str()))
+            .int4s("position", (0..tiers.len()).map(|i| i as i32))
+            .texts("name", tiers.iter().map(|t| t.name.as_str()))
+            .ints("capacity", tiers.iter().map(|t| i64::from(t.capacity)))
+            .ints("price", tiers.iter().map(|t| t.price_minor));
+        query(format!(
+            "INSERT INTO tier (event_id, tier_id, position, name, capacity, price_minor, available, held, sold)
+             SELECT $1, u.tier_id, u.position, u.name, u.capacity, u.price, u.capacity, 0, 0 FROM {}",
+            rows.table(d, 2, "u"),
+        ))
+        .bind(event_id)
+        .bind_rows(d, rows)
+        .execute(&mut tx.conn())
+        .await?;
+    }
+    // Seats in chunks of one statement each, in key order, so that the primary key's b-tree
+    // only ever appends.
+    let mut seats: Vec<(String, _, i64)> = spec
+        .seats()
+        .map(|(seat, price)| (seat.to_string(), seat, price))
+        .collect();
+    seats.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for chunk in seats.chunks(SEAT_INSERT_CHUNK) {
+        let rows = Rows::new()
+            .texts("seat_id", chunk.iter().map(|(id, _, _)| id.as_str()))
+            .texts("section", chunk.iter().map(|(_, s, _)| s.section.as_str()))
+            .int4s("row_no", chunk.iter().map(|(_, s, _)| s.row as i32))
+            .int4s("seat_no", chunk.iter().map(|(_, s, _)| s.number as i32))
+            .ints("price", chunk.iter().map(|(_, _, p)| *p));
+        query(format!(
+            "INSERT INTO seat (event_id, seat_id, section, row_no, seat_no, price_minor, status)
+             SELECT $1, u.seat_id, u.section, u.row_no, u.seat_no, u.price, 'AVAILABLE' FROM {}",
+            rows.table(d, 2, "u"),
+        ))
+        .bind(event_id)
+        .bind_rows(d, rows)
+        .execute(&mut tx.conn())
+        .await?;
+    }
+    query("INSERT INTO seatmap (event_id, version) VALUES ($1, 0)")
+        .bind(event_id)
+        .execute(&mut tx.conn())
+        .await?;
+    let response = render(&record);
+    let answer = NewRecord {
+        account_id: scope.account_id.clone(),
+        key: scope.key.clone(),
+        request_digest: request_digest.to_owned(),
+        response: response.clone(),
+    };
+    idempotency::insert(&mut tx.conn(), &scope.endpoint, &[answer], now).await?;
+    tx.commit().await?;
+    Ok(Idempotent::Fresh(response))
 }

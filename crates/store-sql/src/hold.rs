@@ -2,7 +2,7 @@
 
 use boxoffice_store::{HoldView, StoreResult, parse_held_seats, parse_hold_status};
 
-use crate::db::{Db, Row, query};
+use crate::db::{Conn, Db, Row, query};
 
 /// The hold columns [`hold_from_row`] reads.
 pub const HOLD_COLUMNS: &str = "hold_id, event_id, account_id, status, expires_at,
@@ -37,4 +37,32 @@ pub async fn get(db: &Db, hold_id: &str) -> StoreResult<Option<HoldView>> {
     .await?
     .map(|row| hold_from_row(&row))
     .transpose()
+}
+
+/// One hold that a write transaction knows exists, its row locked where rows are
+/// (PostgreSQL; SQLite's write transaction holds the file).
+pub async fn for_update(conn: &mut Conn<'_>, hold_id: &str) -> StoreResult<HoldView> {
+    let lock = conn.dialect().lock("FOR UPDATE");
+    let row = query(format!(
+        "SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id = $1 {lock}"
+    ))
+    .bind(hold_id)
+    .fetch_one(conn)
+    .await?;
+    hold_from_row(&row)
+}
+
+/// The holds of `hold_ids`, ordered by event and hold id.
+pub async fn many(conn: &mut Conn<'_>, hold_ids: &[String]) -> StoreResult<Vec<HoldView>> {
+    let d = conn.dialect();
+    query(format!(
+        "SELECT {HOLD_COLUMNS} FROM hold WHERE hold_id {} ORDER BY event_id, hold_id",
+        d.in_list("$1"),
+    ))
+    .bind(hold_ids.to_vec())
+    .fetch_all(conn)
+    .await?
+    .iter()
+    .map(hold_from_row)
+    .collect()
 }

@@ -2,10 +2,10 @@
 //! transaction writes with the change they answer.
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
+use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_store::{NewRecord, StoreResult, stored_answer_of};
 
-use crate::db::{Conn, Rows, query};
+use crate::db::{Conn, Db, Rows, query};
 
 /// The answer stored for `scope`, judged against this request's digest.
 pub async fn prior_answer(
@@ -83,4 +83,65 @@ pub async fn insert_each(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The answers stored for each `(scope, request digest)` asked, in one statement, judged as
+/// [`prior_answer`] judges one.
+pub async fn stored_answers(
+    db: &Db,
+    asked: &[(IdempotencyScope, String)],
+) -> StoreResult<Vec<Option<Idempotent>>> {
+    let mut answers: Vec<Option<Idempotent>> = vec![None; asked.len()];
+    if asked.is_empty() {
+        return Ok(answers);
+    }
+    let d = db.dialect();
+    let rows = Rows::new()
+        .ints("n", (0..asked.len()).map(|n| n as i64))
+        .texts("a", asked.iter().map(|(s, _)| s.account_id.as_str()))
+        .texts("e", asked.iter().map(|(s, _)| s.endpoint.as_str()))
+        .texts("k", asked.iter().map(|(s, _)| s.key.as_str()));
+    let found = query(format!(
+        "SELECT u.n, i.request_digest, i.status_code, i.response_body
+           FROM {u} JOIN idempotency i ON i.account_id = u.a AND i.endpoint = u.e AND i.idem_key = u.k",
+        u = rows.table(d, 1, "u"),
+    ))
+    .bind_rows(d, rows)
+    .fetch_all(&mut db.read().await?.conn())
+    .await?;
+    for row in &found {
+        let Some(n) = usize::try_from(row.get::<i64, _>(0)?).ok() else {
+            continue;
+        };
+        let Some((_, asked_digest)) = asked.get(n) else {
+            continue;
+        };
+        answers[n] = Some(stored_answer_of(
+            &row.get::<String, _>(1)?,
+            asked_digest,
+            i64::from(row.get::<i32, _>(2)?),
+            row.get(3)?,
+        ));
+    }
+    Ok(answers)
+}
+
+/// Replaces the answer stored for `scope`. Returns whether there was one.
+pub async fn replace(
+    db: &Db,
+    scope: &IdempotencyScope,
+    response: &StoredResponse,
+) -> StoreResult<bool> {
+    let updated = query(
+        "UPDATE idempotency SET status_code = $4, response_body = $5
+          WHERE account_id = $1 AND endpoint = $2 AND idem_key = $3",
+    )
+    .bind(&scope.account_id)
+    .bind(&scope.endpoint)
+    .bind(&scope.key)
+    .bind(i32::from(response.status))
+    .bind(response.body.clone())
+    .execute(&mut db.write_one().await?.conn())
+    .await?;
+    Ok(updated == 1)
 }

@@ -32,6 +32,19 @@ pub async fn insert_many(
     messages: &[(&str, &str, serde_json::Value)],
     now: OffsetDateTime,
 ) -> StoreResult<()> {
+    let encoded: Vec<(&str, &str, String)> = messages
+        .iter()
+        .map(|(e, t, p)| (*e, *t, p.to_string()))
+        .collect();
+    insert_encoded(conn, &encoded, now).await
+}
+
+/// Several outbox rows `(event id, topic, payload as JSON text)` in one statement.
+pub async fn insert_encoded(
+    conn: &mut Conn<'_>,
+    messages: &[(&str, &str, String)],
+    now: OffsetDateTime,
+) -> StoreResult<()> {
     if messages.is_empty() {
         return Ok(());
     }
@@ -39,7 +52,7 @@ pub async fn insert_many(
     let rows = Rows::new()
         .texts("event_id", messages.iter().map(|(e, _, _)| *e))
         .texts("topic", messages.iter().map(|(_, t, _)| *t))
-        .texts("payload", messages.iter().map(|(_, _, p)| p.to_string()));
+        .texts("payload", messages.iter().map(|(_, _, p)| p.as_str()));
     query(format!(
         "INSERT INTO outbox (event_id, topic, payload, created_at)
          SELECT u.event_id, u.topic, {payload}, $1 FROM {rows}",
@@ -149,4 +162,17 @@ pub async fn lag_s(db: &Db) -> StoreResult<f64> {
     .fetch_optional(&mut pooled.conn())
     .await?;
     row.map_or(Ok(0.0), |row| row.get(0))
+}
+
+/// The store's clock, to the millisecond, read on a pooled connection.
+pub async fn now(db: &Db) -> StoreResult<OffsetDateTime> {
+    store_now(&mut db.read().await?.conn()).await
+}
+
+/// Whether the store answers (readiness).
+pub async fn ping(db: &Db) -> StoreResult<()> {
+    query("SELECT 1")
+        .execute(&mut db.read().await?.conn())
+        .await?;
+    Ok(())
 }
