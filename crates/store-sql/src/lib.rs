@@ -11,6 +11,7 @@
 //! crate may say how to connect, never what to write.
 
 pub mod checkout;
+pub mod conformance;
 pub mod db;
 pub mod door;
 pub mod engine;
