@@ -176,7 +176,7 @@ pub(crate) struct NodeArgs {
 
 impl NodeArgs {
     /// The cluster settings for a server bound to `addr`.
-    fn config(&self, addr: SocketAddr) -> boxoffice_server::cluster::ClusterConfig {
+    fn config(&self, addr: SocketAddr) -> boxoffice_server::runtime::cluster::ClusterConfig {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_owned())
             .ok()
@@ -192,7 +192,7 @@ impl NodeArgs {
         } else {
             host
         };
-        boxoffice_server::cluster::ClusterConfig {
+        boxoffice_server::runtime::cluster::ClusterConfig {
             node_id: self
                 .node_id
                 .clone()
@@ -372,7 +372,7 @@ pub(crate) async fn serve_with(
         waitroom_state: waitroom_state(waitroom).await?,
         waitroom_secret: waitroom.waitroom_secret.clone(),
         waitroom_previous_secrets: side.rollover.waitroom_previous_secrets.clone(),
-        waitroom_options: boxoffice_server::waitroom::WaitingRoomOptions::default(),
+        waitroom_options: boxoffice_server::runtime::waitroom::WaitingRoomOptions::default(),
         workers_store: side.workers,
         writer_store: side.writers,
         max_connections: side.max_connections,
