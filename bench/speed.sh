@@ -150,7 +150,7 @@ export BOXOFFICE_JWT_SECRET=$SECRET RUST_LOG=warn
 start_server() {
   local db=$1; shift
   rm -rf "$WORK/waitroom"
-  RUST_LOG="warn,boxoffice_server::writer=info" "$SERVER_BIN" serve --database-url "$db" --listen 127.0.0.1:0 \
+  RUST_LOG="warn,boxoffice_server::runtime::writer=info" "$SERVER_BIN" serve --database-url "$db" --listen 127.0.0.1:0 \
     --ticket-key "$WORK/ticket-key.pem" --waitroom-state "$WORK/waitroom" "$@" \
     > "$WORK/serve.out" 2> "$WORK/serve.err" &
   SERVER_PID=$!

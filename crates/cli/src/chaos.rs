@@ -215,7 +215,7 @@ async fn run_in(
     degrade(&sim, false);
 
     eprintln!("chaos: fans done; waiting for the store to converge");
-    let store = crate::open_store(&database_url).await?;
+    let store = crate::stores::open_store(&database_url).await?;
     let converge_started = Instant::now();
     let pending = converge(store.as_ref(), &report.event_id).await?;
     let converged = pending.is_empty();

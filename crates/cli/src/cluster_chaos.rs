@@ -99,7 +99,7 @@ pub async fn run(
         .context("the cluster's payment simulator (a cluster from an older `cluster up`?)")?
         .to_owned();
     let secret = secret(dir)?;
-    let (store, places) = crate::open_stores(&home_url).await?;
+    let (store, places) = crate::stores::open_stores(&home_url).await?;
     let before: BTreeSet<String> = store.list_event_ids().await?.into_iter().collect();
 
     let mut scenario = scenario;

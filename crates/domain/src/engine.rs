@@ -1,8 +1,8 @@
 //! The event engine: the live inventory of one event, kept in memory by the event's writer,
 //! and the one function that decides a group of commands on it.
 //!
-//! The writer (`server/src/writer.rs`) loads an [`EngineSnapshot`] from the store, then feeds
-//! the engine groups of commands in arrival order: [`EventEngine::decide`] returns one
+//! The writer (`server/src/runtime/writer.rs`) loads an [`EngineSnapshot`] from the store,
+//! then feeds the engine groups of commands in arrival order: [`EventEngine::decide`] returns one
 //! [`Decision`] per command and the group's [`Effects`] — the rows the store must write, each
 //! with the condition it must find. The store writes a group in one transaction and verifies
 //! every row count; the writer answers a command only after its group committed. While one

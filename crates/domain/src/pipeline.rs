@@ -1,7 +1,8 @@
 //! The event writer's pipeline as a state machine that does no IO: what to decide, when to
 //! hand a group to the store, when to answer, what to decide again. The server's writer
-//! thread (`server/src/writer.rs`) and the simulation (`sim/src/writer.rs`) both drive it;
-//! each does the IO it asks for (a load, a commit, a catch-up, a timer) and reports back.
+//! thread (`server/src/runtime/writer.rs`) and the simulation (`sim/src/writer.rs`) both
+//! drive it; each does the IO it asks for (a load, a commit, a catch-up, a timer) and reports
+//! back.
 //! Start reading at [`Pipeline::poll`].
 //!
 //! What it owns:

@@ -10,7 +10,7 @@
 //! sweeper has written it.
 //!
 //! Pure core only: the stores write the change rows (`boxoffice_store::seatmap`), the server
-//! feeds them to this map and serves it (`boxoffice_server::seatmap`).
+//! feeds them to this map and serves it (`boxoffice_server::runtime::seatmap`).
 
 use std::collections::VecDeque;
 

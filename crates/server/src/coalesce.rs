@@ -99,7 +99,7 @@ impl<T: Clone + Send + Sync + 'static> Coalesced<T> {
         match tokio::time::timeout(self.wait, answer.wait_for(Option::is_some)).await {
             Ok(Ok(result)) => match result.as_ref() {
                 Some(Ok(value)) => Ok(value.clone()),
-                Some(Err(error)) => Err(crate::writer::copy_of(error)),
+                Some(Err(error)) => Err(crate::runtime::writer::copy_of(error)),
                 None => Err(StoreError::Internal(format!("{} ended unread", self.what))),
             },
             Ok(Err(_)) => Err(StoreError::Internal(format!(

@@ -12,7 +12,7 @@ use crate::AppState;
 use crate::auth::Account;
 use crate::error::{ApiError, ApiResult};
 use crate::idempotency::answer;
-use crate::writer::SubmitError;
+use crate::runtime::writer::SubmitError;
 
 impl From<SubmitError> for ApiError {
     fn from(error: SubmitError) -> Self {

@@ -1,9 +1,11 @@
 //! The HTTP API of boxoffice (axum). [`app`] builds the router from an [`AppState`];
-//! [`serve`] binds it and runs the background workers beside it.
+//! [`serve`] binds it and runs the background workers beside it. The event runtime (the
+//! per-event writers, the leases, the live seat maps and waiting rooms) is [`runtime`]; the
+//! rest of the crate is the HTTP side around it.
 //!
-//! Where to start: `routes/holds.rs` (the write path, through the event's [`writer`]), then
-//! `idempotency.rs` and `error.rs`. Handlers parse and answer; the event's engine decides
-//! holds and releases, the store checks and persists.
+//! Where to start: `routes/holds.rs` (the write path, through the event's
+//! [`runtime::writer`]), then `idempotency.rs` and `error.rs`. Handlers parse and answer;
+//! the event's engine decides holds and releases, the store checks and persists.
 //!
 //! Architecture invariant: no handler writes to the store except through one store call
 //! that is a single short transaction, or through the event's writer; no handler answers a
@@ -12,7 +14,6 @@
 pub mod api;
 pub mod auth;
 pub mod body;
-pub mod cluster;
 pub mod coalesce;
 pub mod error;
 pub mod forwarded;
@@ -20,7 +21,6 @@ pub mod forwarded;
 pub mod fuzzing;
 pub mod gate;
 pub mod idempotency;
-pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod lookup;
@@ -28,13 +28,10 @@ pub mod metrics_help;
 pub mod policy;
 pub mod pressure;
 pub mod routes;
-pub mod seatmap;
-pub mod threads;
+pub mod runtime;
 pub mod token_cache;
 pub mod turns;
-pub mod waitroom;
 pub mod web;
-pub mod writer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -64,9 +61,9 @@ use boxoffice_workers::webhooks::WebhookSender;
 use crate::auth::TokenVerifier;
 use crate::error::ApiError;
 use crate::idempotency::InFlight;
-use crate::seatmap::SeatMaps;
-use crate::waitroom::{SlotReturner, WaitingRoom, WaitingRoomOptions};
-use crate::writer::EventWriters;
+use crate::runtime::seatmap::SeatMaps;
+use crate::runtime::waitroom::{SlotReturner, WaitingRoom, WaitingRoomOptions};
+use crate::runtime::writer::EventWriters;
 use boxoffice_waitroom_state::RoomStore;
 
 /// Shared state of every handler. Cloning it (axum does, several times per request) copies
@@ -90,7 +87,7 @@ pub struct Shared {
     /// The abuse limits' buckets.
     pub limits: limits::Limits,
     /// This node's holds per account, and their lapses.
-    pub ledger: Arc<ledger::HoldLedger>,
+    pub ledger: Arc<runtime::ledger::HoldLedger>,
     /// Whose `X-Forwarded-For` is believed.
     pub trusted_proxies: forwarded::TrustedProxies,
     /// The store as the background workers reach it (their own small pool on PostgreSQL).
@@ -127,7 +124,7 @@ pub struct Shared {
     pub seatmap_streams: std::sync::atomic::AtomicUsize,
     /// This node's leases and its forwarding to the other nodes' (`None`: a server without
     /// leases, as in most tests: its writers are fenced by the writer sequence alone).
-    pub cluster: Option<cluster::Cluster>,
+    pub cluster: Option<runtime::cluster::Cluster>,
 }
 
 /// What a server needs besides its store.
@@ -162,7 +159,7 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// One owner per event across the nodes of one store (`boxoffice serve` always sets
     /// it): writes go to the event's owner, every group is fenced by its lease.
-    pub cluster: Option<cluster::ClusterConfig>,
+    pub cluster: Option<runtime::cluster::ClusterConfig>,
     /// Security headers, the pages' Content Security Policy, CORS.
     pub web: policy::WebPolicy,
     /// Abuse limits per account and per client address.
@@ -384,16 +381,16 @@ impl boxoffice_workers::payment::Settler for WriterSettler {
             .await
         {
             Ok(given_back) => Ok(given_back),
-            Err(writer::SubmitError::Overloaded) => Err(boxoffice_store::StoreError::Busy(
-                "the event's writer is full".into(),
-            )),
+            Err(runtime::writer::SubmitError::Overloaded) => Err(
+                boxoffice_store::StoreError::Busy("the event's writer is full".into()),
+            ),
             // Another node owns the event: the store's own compensation (fenced by the
             // writer sequence; the owner catches up), rather than waiting for the relay of
             // the owner to claim the message.
-            Err(writer::SubmitError::Store(boxoffice_store::StoreError::Fenced(_))) => {
+            Err(runtime::writer::SubmitError::Store(boxoffice_store::StoreError::Fenced(_))) => {
                 store.compensate_failed_capture(operation_id, reason).await
             }
-            Err(writer::SubmitError::Store(error)) => Err(error),
+            Err(runtime::writer::SubmitError::Store(error)) => Err(error),
         }
     }
 }
@@ -571,7 +568,7 @@ fn problem_json_errors(document: &mut utoipa::openapi::OpenApi) {
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, config: &ServerConfig) -> Result<Self, String> {
-        let render: writer::HoldRenderer = Arc::new(routes::holds::render_hold_outcome);
+        let render: runtime::writer::HoldRenderer = Arc::new(routes::holds::render_hold_outcome);
         let jwt_secret = config.jwt_secret.as_str();
         const WAITROOM_DERIVATION: &str = "boxoffice waiting room v1";
         let (waitroom_secret, waitroom_previous) = match &config.waitroom_secret {
@@ -611,7 +608,7 @@ impl AppState {
         let cluster = config
             .cluster
             .clone()
-            .map(|cluster| cluster::Cluster::new(cluster, store.clone()))
+            .map(|cluster| runtime::cluster::Cluster::new(cluster, store.clone()))
             .transpose()?;
         let writers = match &config.writer_store {
             Some(writer_store) => {
@@ -627,7 +624,7 @@ impl AppState {
         .with_meter(waitroom.meter.clone());
         let trusted_proxies = forwarded::TrustedProxies::parse(&config.trusted_proxies)
             .map_err(|e| format!("trusted proxies: {e}"))?;
-        let ledger = Arc::new(ledger::HoldLedger::new(
+        let ledger = Arc::new(runtime::ledger::HoldLedger::new(
             config.limits.live_holds_per_account,
             config.limits.lapsed_holds_per_account,
         ));
@@ -754,7 +751,7 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(body::BODY_BYTES_MAX))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            cluster::forward_writes,
+            runtime::cluster::forward_writes,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), poke_seatmaps))
         .layer(middleware::from_fn(track))

@@ -74,10 +74,10 @@ pub struct LimitsConfig {
     /// Sign-ins (`POST /v1/dev/token`) from one client address.
     pub signins_per_address: Rate,
     /// Holds one account may have live at once, across events (0: no bound; see
-    /// [`crate::ledger`]).
+    /// [`crate::runtime::ledger`]).
     pub live_holds_per_account: u32,
     /// Lapsed holds within ten minutes from which an account waits before its next hold (0:
-    /// never; see [`crate::ledger`]).
+    /// never; see [`crate::runtime::ledger`]).
     pub lapsed_holds_per_account: u32,
 }
 

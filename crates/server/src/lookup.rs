@@ -120,7 +120,7 @@ async fn answer_batch(store: &dyn Store, jobs: Vec<Job>) {
         }
         Err(error) => {
             for job in jobs {
-                let _ = job.reply.send(Err(crate::writer::copy_of(&error)));
+                let _ = job.reply.send(Err(crate::runtime::writer::copy_of(&error)));
             }
         }
     }

@@ -1655,7 +1655,7 @@ async fn later_verdicts_are_decided_by_the_writer(backend: Backend) {
 async fn a_verdict_read_before_the_operation_moved_is_the_writers(backend: Backend) {
     use boxoffice_domain::order::PaymentStatus;
     use boxoffice_server::routes::checkout::render_checkout;
-    use boxoffice_server::writer::SettleContext;
+    use boxoffice_server::runtime::writer::SettleContext;
     use boxoffice_store::checkout::ProviderVerdict;
 
     let app = TestApp::spawn(backend).await;

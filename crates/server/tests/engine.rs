@@ -23,7 +23,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
 use boxoffice_domain::engine::{EngineRows, EngineSnapshot};
 use boxoffice_domain::idempotency::{Idempotent, StoredResponse};
-use boxoffice_server::writer::EventWriters;
+use boxoffice_server::runtime::writer::EventWriters;
 use boxoffice_store::engine::{EngineStore, GroupCommitted, GroupWrite};
 use boxoffice_store::{EventRecord, StoreError, StoreResult};
 use common::{Backend, RoomSetup, TestApp, TestStore, token};
@@ -668,7 +668,7 @@ async fn a_former_owners_group_is_fenced(backend: Backend) {
 /// others wait for that take and find the node's lease (each take of a node's own lease bumps
 /// the epoch, which would fence the node's own writer).
 async fn a_crowd_on_one_node_takes_the_lease_once(backend: Backend) {
-    use boxoffice_server::cluster::{Cluster, ClusterConfig, Route};
+    use boxoffice_server::runtime::cluster::{Cluster, ClusterConfig, Route};
 
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
@@ -789,7 +789,9 @@ async fn requests_during_a_load_wait_for_it_within_a_deadline(backend: Backend) 
     crowd.extend(race(0, 1, 31));
     for task in crowd {
         match task.await.unwrap() {
-            Err(boxoffice_server::writer::SubmitError::Store(StoreError::Unavailable(why))) => {
+            Err(boxoffice_server::runtime::writer::SubmitError::Store(
+                StoreError::Unavailable(why),
+            )) => {
                 assert!(why.contains("loading the engine"), "{why}");
             }
             other => panic!("unavailable past the load's deadline: {other:?}"),

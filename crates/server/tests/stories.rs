@@ -1600,7 +1600,10 @@ async fn live_holds_are_bounded_and_lapsing_accounts_wait(backend: Backend) {
         .await;
     let (limit, wait) = refused_by(&slowed);
     assert_eq!(limit, "lapsed-holds-per-account");
-    assert_eq!(wait, boxoffice_server::ledger::LAPSE_PENALTY_BASE.as_secs());
+    assert_eq!(
+        wait,
+        boxoffice_server::runtime::ledger::LAPSE_PENALTY_BASE.as_secs()
+    );
     held(
         &app.hold("bob", &second, "b2", json!({"seatIds": ["A-1-3"]}))
             .await,

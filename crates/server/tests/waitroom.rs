@@ -16,7 +16,7 @@ use std::time::Duration;
 use base64::Engine;
 use boxoffice_domain::hold_ttl;
 use boxoffice_payments::simulator::SimulatorConfig;
-use boxoffice_server::waitroom::{TICKS_PER_DECISION, WaitingRoomOptions};
+use boxoffice_server::runtime::waitroom::{TICKS_PER_DECISION, WaitingRoomOptions};
 use boxoffice_waitroom::controller::ControllerConfig;
 use boxoffice_waitroom::token::TokenKeys;
 use boxoffice_waitroom_state::RoomStore;

@@ -4,8 +4,8 @@
 //! trace hash.
 //!
 //! This file owns time, the loop, the waiting room's 100 ms tick and the release controller's
-//! once-a-second decision (mirroring `server/src/waitroom.rs`: `tick_room`, `plan_release`,
-//! `unclaimed`, `waiting`). The fans are in `fans.rs`, the event writer in `writer.rs`.
+//! once-a-second decision (mirroring `server/src/runtime/waitroom.rs`: `tick_room`,
+//! `plan_release`, `unclaimed`, `waiting`). The fans are in `fans.rs`, the event writer in `writer.rs`.
 
 use std::collections::{BinaryHeap, VecDeque};
 use std::fmt::Write as _;
@@ -32,7 +32,7 @@ use crate::writer::Writer;
 
 /// The simulation's epoch: simulated time 0, when the doors (the pre-queue) open.
 pub(crate) const EPOCH: OffsetDateTime = time::macros::datetime!(2026-12-01 10:00 UTC);
-/// How often the room ticks (`server/src/waitroom.rs` `TICK_MS`), in microseconds.
+/// How often the room ticks (`server/src/runtime/waitroom.rs` `TICK_MS`), in microseconds.
 pub(crate) const TICK_US: u64 = 100_000;
 /// Ticks per controller decision: one a second.
 pub(crate) const TICKS_PER_DECISION: u64 = 10;
@@ -106,7 +106,7 @@ impl Ord for Scheduled {
     }
 }
 
-/// The release side of the room, as `server/src/waitroom.rs` keeps it per room.
+/// The release side of the room, as `server/src/runtime/waitroom.rs` keeps it per room.
 #[derive(Debug)]
 pub(crate) struct Release {
     pub(crate) controller: ReleaseController,
@@ -444,7 +444,7 @@ impl Sim {
     }
 
     /// `Retry-After` for a fan `ahead_of_you` positions from its turn (`waiting()` in
-    /// `server/src/waitroom.rs`): about four polls before the turn comes, 1-20 s.
+    /// `server/src/runtime/waitroom.rs`): about four polls before the turn comes, 1-20 s.
     /// The server's pacing (`controller::pace`): the controller's rate, or what the last
     /// ticks really released when lower.
     pub(crate) fn retry_after_s(&self, ahead_of_you: u64) -> u64 {

@@ -29,7 +29,7 @@
 //!
 //! Never more than the free active-shopper slots are released. Every [`Decision`] carries a
 //! `reason` the admin endpoint shows. The server measures the signals and ticks it once a
-//! second (`server/src/waitroom.rs`); `boxoffice-sim` ticks it in simulated time.
+//! second (`server/src/runtime/waitroom.rs`); `boxoffice-sim` ticks it in simulated time.
 
 /// Default hold latency above which the controller backs off, p99 in milliseconds.
 pub const HOLD_P99_TARGET_MS: u64 = 300;

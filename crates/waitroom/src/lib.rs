@@ -11,7 +11,7 @@
 //! Nothing here reads a clock or does IO: every call that depends on time takes `now_ms`
 //! (unix milliseconds) or `now_s` (unix seconds), so tests control time. Where rooms are kept
 //! (in process with a journal, or Redis) is `boxoffice-waitroom-state`; the HTTP layer and the
-//! ticker are `server/src/waitroom.rs` and `server/src/routes/queue.rs`.
+//! ticker are `server/src/runtime/waitroom.rs` and `server/src/routes/queue.rs`.
 //!
 //! Architecture invariant: this crate depends on no async runtime, no database driver and no
 //! web framework.

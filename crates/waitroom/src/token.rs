@@ -7,7 +7,7 @@
 //! and any other algorithm are refused, then checks `typ`, the event, the account and, for
 //! admissions, `exp` against the caller's clock (`now_s`), so tests control time. The HTTP
 //! layer reads `Queue-Ticket` / `Admission-Token` and answers 403 `ADMISSION_REQUIRED` or
-//! `ADMISSION_INVALID` (`server/src/waitroom.rs`).
+//! `ADMISSION_INVALID` (`server/src/runtime/waitroom.rs`).
 
 use boxoffice_token::HsKeys;
 use jsonwebtoken::{Algorithm, Validation};

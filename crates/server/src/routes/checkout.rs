@@ -521,7 +521,7 @@ async fn settle_by_writer(
         Step::Confirm | Step::Cancel { .. }
     );
     let event = event.filter(|_| moves_inventory)?;
-    let context = crate::writer::SettleContext {
+    let context = crate::runtime::writer::SettleContext {
         operation: operation.clone(),
         verdict: verdict.clone(),
         order: order.clone(),

@@ -18,7 +18,7 @@ use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::gate::{check_admission, replay_or};
 use crate::idempotency::{answer, request_key};
-use crate::writer::SubmitError;
+use crate::runtime::writer::SubmitError;
 
 /// Holds a set of seats or a tier quantity, all or nothing.
 #[utoipa::path(
@@ -63,7 +63,7 @@ pub async fn create_hold(
     let path = format!("/v1/events/{}/holds", event.event_id);
     let scope = IdempotencyScope {
         account_id: account.account_id.to_string(),
-        endpoint: crate::writer::hold_endpoint(&event.event_id),
+        endpoint: crate::runtime::writer::hold_endpoint(&event.event_id),
         key,
     };
     let digest = request_digest("POST", &path, &body.0);

@@ -17,7 +17,9 @@ use crate::api::rfc3339_ms;
 use crate::auth::{Account, Admin};
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
-use crate::waitroom::{AdminView, PollAnswer, RoomError, RoomHandle, SOLD_OUT_RETRY_AFTER_S};
+use crate::runtime::waitroom::{
+    AdminView, PollAnswer, RoomError, RoomHandle, SOLD_OUT_RETRY_AFTER_S,
+};
 
 /// `POST /v1/events/{eventId}/queue` answer.
 #[derive(Debug, Serialize, ToSchema)]

@@ -246,12 +246,12 @@ async fn timeline(state: &AppState, event_id: &str, bucket_s: u32) -> ApiResult<
             .waitroom
             .room(&event)
             .await
-            .map_err(|e| ApiError::from(crate::waitroom::RoomError::State(e)))?;
+            .map_err(|e| ApiError::from(crate::runtime::waitroom::RoomError::State(e)))?;
         let view = state
             .waitroom
             .admin_view(&room)
             .await
-            .map_err(|e| ApiError::from(crate::waitroom::RoomError::State(e)))?;
+            .map_err(|e| ApiError::from(crate::runtime::waitroom::RoomError::State(e)))?;
         let admitted = view.stats.admitted_total;
         Some(QueueFigures {
             joined: view.stats.joined,

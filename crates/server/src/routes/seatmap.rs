@@ -1,6 +1,6 @@
 //! The seat map: snapshot (ETag = version, 304, gzip), changes since a version, and a
 //! Server-Sent Events stream of change batches. Served from the in-memory read model
-//! ([`crate::seatmap`]); no store round trip per request.
+//! ([`crate::runtime::seatmap`]); no store round trip per request.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -21,7 +21,7 @@ use utoipa::ToSchema;
 use crate::AppState;
 use crate::api::Problem;
 use crate::error::{ApiError, ApiResult};
-use crate::seatmap::{Frame, LiveMap, SeatMaps, Since};
+use crate::runtime::seatmap::{Frame, LiveMap, SeatMaps, Since};
 
 /// Most open seat-map streams per process; beyond it a stream is refused with 503.
 pub const STREAMS_MAX: usize = 20_000;

@@ -39,7 +39,7 @@ use crate::auth::Account;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
 use crate::idempotency::request_key;
-use crate::writer::TransferAnswer;
+use crate::runtime::writer::TransferAnswer;
 
 /// `POST /v1/orders/{orderId}/transfers` body.
 #[derive(Debug, Deserialize, ToSchema)]

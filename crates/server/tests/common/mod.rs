@@ -17,7 +17,7 @@ use boxoffice_payments::simulator::{
     DEFAULT_SECRET_KEY, DEFAULT_WEBHOOK_SECRET, SimulatorConfig, SimulatorHandle,
 };
 use boxoffice_server::auth::mint_token;
-use boxoffice_server::waitroom::WaitingRoomOptions;
+use boxoffice_server::runtime::waitroom::WaitingRoomOptions;
 use boxoffice_server::{AppState, ServerConfig, front};
 use boxoffice_store::Store;
 use boxoffice_store_postgres::PgStore;

@@ -30,7 +30,7 @@ use boxoffice_store::{EventRecord, Store, StoreError, StoreResult};
 use tokio::sync::{Notify, broadcast};
 
 use crate::api::rfc3339_ms;
-use crate::waitroom::unix_ms;
+use crate::runtime::waitroom::unix_ms;
 
 /// How often the feeder looks for new change rows of each loaded map.
 pub const FEED_POLL_MS: u64 = 50;

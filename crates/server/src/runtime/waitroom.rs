@@ -958,7 +958,7 @@ impl WaitingRoom {
     }
 
     /// Runs the rooms' ticks forever. `maps` tells whether anything is left to sell.
-    pub async fn run(self, store: Arc<dyn Store>, maps: crate::seatmap::SeatMaps) {
+    pub async fn run(self, store: Arc<dyn Store>, maps: crate::runtime::seatmap::SeatMaps) {
         if let Err(error) = self.resume().await {
             tracing::warn!(%error, "could not load the waiting rooms; they load on first use");
         }
@@ -1144,7 +1144,7 @@ impl WaitingRoom {
         &self,
         room: &RoomHandle,
         store: &dyn Store,
-        maps: &crate::seatmap::SeatMaps,
+        maps: &crate::runtime::seatmap::SeatMaps,
     ) {
         match self.sold_out_now(room, store, maps).await {
             Ok(sold_out) => {
@@ -1172,7 +1172,7 @@ impl WaitingRoom {
         &self,
         room: &RoomHandle,
         store: &dyn Store,
-        maps: &crate::seatmap::SeatMaps,
+        maps: &crate::runtime::seatmap::SeatMaps,
     ) -> Result<bool, boxoffice_store::StoreError> {
         let event = match room.event.get() {
             Some(event) => event.clone(),

@@ -280,16 +280,16 @@ pub struct EventWriters {
     engine_store: Arc<dyn EngineStore>,
     render: HoldRenderer,
     queues: Arc<Mutex<HashMap<String, Lanes>>>,
-    /// Run the writers on the process's writer thread ([`crate::threads::writers`]) rather
-    /// than among the requests' tasks.
+    /// Run the writers on the process's writer thread ([`super::threads::writers`]) rather than
+    /// among the requests' tasks.
     own_thread: bool,
     /// The node's leases: when set, a writer writes its event only under the event's lease
     /// (its groups carry the lease's fence), and stops when another node holds it.
-    cluster: Option<crate::cluster::Cluster>,
+    cluster: Option<crate::runtime::cluster::Cluster>,
     /// Where writers report group latency and queue depth (the release controller reads it).
-    meter: Option<Arc<crate::waitroom::HealthMeter>>,
+    meter: Option<Arc<crate::runtime::waitroom::HealthMeter>>,
     /// Where writers report the holds they commit and how each ended.
-    ledger: Option<Arc<crate::ledger::HoldLedger>>,
+    ledger: Option<Arc<crate::runtime::ledger::HoldLedger>>,
     /// How long a writer waits for its lease and engine load ([`ENGINE_LOAD_WAIT_MS`]).
     load_wait: StdDuration,
 }
@@ -333,24 +333,24 @@ impl EventWriters {
     }
 
     /// The same writers, reporting their group latency and queue depth to `meter`.
-    pub fn with_meter(mut self, meter: Arc<crate::waitroom::HealthMeter>) -> Self {
+    pub fn with_meter(mut self, meter: Arc<crate::runtime::waitroom::HealthMeter>) -> Self {
         self.meter = Some(meter);
         self
     }
 
     /// The same writers, each telling `ledger` of the holds it commits.
-    pub fn with_ledger(mut self, ledger: Arc<crate::ledger::HoldLedger>) -> Self {
+    pub fn with_ledger(mut self, ledger: Arc<crate::runtime::ledger::HoldLedger>) -> Self {
         self.ledger = Some(ledger);
         self
     }
 
     /// The same writers, each writing its event only under the event's lease.
-    pub fn with_cluster(mut self, cluster: crate::cluster::Cluster) -> Self {
+    pub fn with_cluster(mut self, cluster: crate::runtime::cluster::Cluster) -> Self {
         self.cluster = Some(cluster);
         self
     }
 
-    /// The same writers, run on a thread of their own (see [`crate::threads`]). Their
+    /// The same writers, run on a thread of their own (see [`crate::runtime::threads`]). Their
     /// `engine_store` should open its connections there: a pool that connects lazily.
     pub fn on_own_thread(mut self) -> Self {
         self.own_thread = true;
@@ -746,7 +746,7 @@ impl EventWriters {
         writer.ledger = self.ledger.clone();
         writer.load_wait = self.load_wait;
         if self.own_thread {
-            crate::threads::writers().spawn(writer.run(sale_rx, holds_rx));
+            crate::runtime::threads::writers().spawn(writer.run(sale_rx, holds_rx));
         } else {
             tokio::spawn(writer.run(sale_rx, holds_rx));
         }
@@ -787,7 +787,7 @@ struct Pending {
     /// The group gave up because the group before it failed (set once finished).
     predecessor_failed: bool,
     /// What the group does to holds, for the ledger once committed.
-    hold_changes: crate::ledger::HoldChanges,
+    hold_changes: crate::runtime::ledger::HoldChanges,
 }
 
 /// What a committed group's answers need besides the group, kept while the pipeline
@@ -938,13 +938,13 @@ struct Writer {
     /// requests' pool), keeping the writer's own thread for deciding and committing.
     requests: tokio::runtime::Handle,
     /// The node's leases, when the writer writes under one.
-    cluster: Option<crate::cluster::Cluster>,
+    cluster: Option<crate::runtime::cluster::Cluster>,
     /// The lease this writer writes under: every group carries it.
     fence: Option<boxoffice_store::lease::Fence>,
     /// Another node holds the event's lease: the writer answers what it has and ends.
     stopped: Option<StoreError>,
-    meter: Option<Arc<crate::waitroom::HealthMeter>>,
-    ledger: Option<Arc<crate::ledger::HoldLedger>>,
+    meter: Option<Arc<crate::runtime::waitroom::HealthMeter>>,
+    ledger: Option<Arc<crate::runtime::ledger::HoldLedger>>,
     /// How long a load (lease and engine) may take before the commands waiting for it are
     /// answered unavailable.
     load_wait: StdDuration,
@@ -1309,7 +1309,7 @@ impl Writer {
             now,
         } = group;
         let hold_changes = if self.ledger.is_some() {
-            crate::ledger::HoldChanges {
+            crate::runtime::ledger::HoldChanges {
                 created: effects
                     .holds_created
                     .iter()
@@ -1328,7 +1328,7 @@ impl Writer {
                     .collect(),
             }
         } else {
-            crate::ledger::HoldChanges::default()
+            crate::runtime::ledger::HoldChanges::default()
         };
         for decision in &decisions {
             let (kind, decided) = match decision {

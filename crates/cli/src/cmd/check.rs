@@ -4,6 +4,9 @@
 
 use boxoffice_store::Store;
 
+use crate::shards;
+use crate::stores::{is_postgres, open_store};
+
 /// Returns whether every event is clean.
 pub async fn run(store: &dyn Store) -> anyhow::Result<bool> {
     let event_ids = store.list_event_ids().await?;
@@ -41,8 +44,8 @@ pub async fn run(store: &dyn Store) -> anyhow::Result<bool> {
 /// [`run`] on every shard the directory of `home_url` names, and the directory's own check:
 /// each event is on the shard the directory places it on, and on no other.
 pub async fn run_shards(home_url: &str) -> anyhow::Result<bool> {
-    let shards = crate::shards::directory(home_url).await?;
-    let (sharded, places) = crate::shards::open(&shards, 4).await?;
+    let shards = shards::directory(home_url).await?;
+    let (sharded, places) = shards::open(&shards, 4).await?;
     let mut clean = true;
     for (index, (shard, store)) in shards.iter().zip(sharded.shards()).enumerate() {
         println!("shard {}:", shard.name);
@@ -104,4 +107,27 @@ async fn check_exchange_legs(
         }
     );
     Ok(violations.is_empty())
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CheckArgs {
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: String,
+}
+
+impl CheckArgs {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        let Self { database_url } = self;
+        let clean =
+            if is_postgres(&database_url) && shards::directory(&database_url).await?.len() > 1 {
+                run_shards(&database_url).await?
+            } else {
+                let store = open_store(&database_url).await?;
+                run(store.as_ref()).await?
+            };
+        if !clean {
+            std::process::exit(1);
+        }
+        Ok(())
+    }
 }

@@ -11,6 +11,8 @@ use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse, request_di
 use boxoffice_domain::ids::AccountId;
 use boxoffice_server::auth::{DEV_JWT_SECRET, mint_token};
 
+use crate::cmd::serve;
+
 /// Account that owns the demo event's creation record.
 const DEMO_ADMIN: &str = "demo-admin";
 /// Account whose token the demo prints for trying holds.
@@ -54,7 +56,7 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let url = format!("sqlite://{}", data_dir.join("boxoffice.db").display());
-    let store = crate::open_store(&url).await?;
+    let store = crate::stores::open_store(&url).await?;
     store.migrate().await?;
     let secret =
         std::env::var("BOXOFFICE_JWT_SECRET").unwrap_or_else(|_| DEV_JWT_SECRET.to_owned());
@@ -122,7 +124,7 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
          -H 'Content-Type: application/json' -d '{{\"seatIds\":[\"A-1-1\",\"A-1-2\"]}}' \\\n       \
          {base}/v1/events/{event_id}/holds\n"
     );
-    let payments = crate::PaymentsArgs {
+    let payments = serve::PaymentsArgs {
         payments: "sim".into(),
         stripe_api_base: String::new(),
         stripe_secret_key: None,
@@ -132,20 +134,34 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
     println!(
         "payments: the built-in simulator (cards pm_card_visa, pm_card_chargeDeclined, pm_card_threeDSecure2Required)"
     );
-    crate::serve_with(
+    serve::serve_with(
         store,
-        crate::SideStores {
-            limits: crate::limits_of(&crate::limits_from_env())?,
-            ..crate::SideStores::default()
+        serve::SideStores {
+            limits: serve::limits_of(&serve::limits_from_env())?,
+            ..serve::SideStores::default()
         },
         secret,
         listen,
         &payments,
         &data_dir.join("ticket-key.pem"),
-        &crate::WaitroomArgs {
+        &serve::WaitroomArgs {
             waitroom_state: data_dir.join("waitroom").display().to_string(),
             waitroom_secret: None,
         },
     )
     .await
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DemoArgs {
+    #[arg(long, default_value = "./data")]
+    data_dir: std::path::PathBuf,
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+}
+
+impl DemoArgs {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        run(&self.data_dir, self.listen).await
+    }
 }
