@@ -8,8 +8,10 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-/// The status of one reserved seat in the authoritative store.
+/// The status of one reserved seat in the authoritative store (the seat map shows a seat
+/// whose hold is past its deadline as `AVAILABLE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum SeatStatus {
     Available,
@@ -36,8 +38,9 @@ impl SeatStatus {
     }
 }
 
-/// The status of a hold.
+/// The status of a hold; a `HELD` hold past its deadline (store clock) reads `EXPIRED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum HoldStatus {
     Held,

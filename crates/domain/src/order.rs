@@ -9,7 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// An order's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderStatus {
     PendingPayment,
@@ -48,6 +50,7 @@ impl OrderStatus {
 
 /// What the payment provider last told us, or `UNKNOWN` when a call's outcome was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum PaymentStatus {
     Authorizing,

@@ -537,47 +537,13 @@ impl From<TogetherBody> for boxoffice_domain::best::Together {
 }
 
 /// The status names the API answers with, as the document's enums (so that a client
-/// generated from it gets one type per status, not a plain string). Schema only: the
-/// handlers write the domain's and the store's own names (`as_str`), and
-/// `tests::status_names_are_the_domains` checks that each name here is one of them.
+/// generated from it gets one type per status, not a plain string). The domain's statuses
+/// (hold, seat, order, payment) are their own schemas (`boxoffice-domain`'s `openapi`
+/// feature); these are the others. Schema only: the handlers write the store's own names
+/// (`as_str`), and `tests::status_names_are_the_domains` checks that each name here is one
+/// of them.
 pub mod status_names {
     use utoipa::ToSchema;
-
-    /// A hold's status; a `HELD` hold past its deadline (store clock) reads `EXPIRED`.
-    #[derive(Debug, ToSchema)]
-    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
-    #[allow(dead_code)] // schema only
-    pub enum HoldStatus {
-        Held,
-        PaymentPending,
-        Confirmed,
-        Released,
-        Expired,
-    }
-
-    /// An order's status.
-    #[derive(Debug, ToSchema)]
-    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
-    #[allow(dead_code)] // schema only
-    pub enum OrderStatus {
-        PendingPayment,
-        Confirmed,
-        Cancelled,
-    }
-
-    /// What the payment provider last said (`UNKNOWN`: a call's outcome was lost).
-    #[derive(Debug, ToSchema)]
-    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
-    #[allow(dead_code)] // schema only
-    pub enum PaymentStatus {
-        Authorizing,
-        RequiresAction,
-        Authorized,
-        Unknown,
-        Captured,
-        Voided,
-        Failed,
-    }
 
     /// A ticket's status: `EXCHANGING` while an exchange that pays a difference is open.
     #[derive(Debug, ToSchema)]
@@ -588,16 +554,6 @@ pub mod status_names {
         CheckedIn,
         Voided,
         Exchanging,
-    }
-
-    /// A seat as the seat map shows it (a hold past its deadline shows `AVAILABLE`).
-    #[derive(Debug, ToSchema)]
-    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
-    #[allow(dead_code)] // schema only
-    pub enum SeatStatus {
-        Available,
-        Held,
-        Sold,
     }
 
     /// An exchange's status.
@@ -663,7 +619,7 @@ pub mod status_names {
 pub struct HoldResponse {
     pub hold_id: String,
     pub event_id: String,
-    #[schema(value_type = status_names::HoldStatus, example = "HELD")]
+    #[schema(value_type = boxoffice_domain::hold::HoldStatus, example = "HELD")]
     pub status: String,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
@@ -793,7 +749,8 @@ mod tests {
             .collect()
     }
 
-    /// Each status the document names is one the domain or the store writes, and as many.
+    /// Each status the document names is one the domain or the store writes, and as many
+    /// (the domain's own enums included: their schema names against their `parse`).
     #[test]
     fn status_names_are_the_domains() {
         use boxoffice_domain::hold::{HoldStatus, SeatStatus};
@@ -803,25 +760,25 @@ mod tests {
         let checks: [Check; 9] = [
             (
                 "hold",
-                names::<status_names::HoldStatus>(),
+                names::<HoldStatus>(),
                 |s| HoldStatus::parse(s).is_some(),
                 5,
             ),
             (
                 "order",
-                names::<status_names::OrderStatus>(),
+                names::<OrderStatus>(),
                 |s| OrderStatus::parse(s).is_some(),
                 3,
             ),
             (
                 "payment",
-                names::<status_names::PaymentStatus>(),
+                names::<PaymentStatus>(),
                 |s| PaymentStatus::parse(s).is_some(),
                 7,
             ),
             (
                 "seat",
-                names::<status_names::SeatStatus>(),
+                names::<SeatStatus>(),
                 |s| SeatStatus::parse(s).is_some(),
                 3,
             ),

@@ -405,8 +405,9 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// What the handlers' annotations cannot say: an event has a section or a tier, lists of
-/// seat ids name each seat once, and a hold or an exchange names exactly one shape per side
-/// (a field sent as `null` counts as absent, as serde reads it); and what they say too much:
+/// seat ids name each seat once, a hold or an exchange names exactly one shape per side
+/// (a field sent as `null` counts as absent, as serde reads it), and an exchange from a tier
+/// to a tier gives its `quantity`; and what they say too much:
 /// the body's `idempotencyKey`. Patched into the generated document as JSON Schema.
 fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     use serde_json::json;
@@ -456,6 +457,12 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
                 { "oneOf": [
                     shape(&[("toSeatIds", "array")], &["toTierId"]),
                     shape(&[("toTierId", "string")], &["toSeatIds"]),
+                ]},
+                // A tier on both sides names no seats to count: `quantity` says how many.
+                { "anyOf": [
+                    shape(&[("quantity", "integer")], &[]),
+                    shape(&[], &["fromTierId"]),
+                    shape(&[], &["toTierId"]),
                 ]},
             ]),
         ),

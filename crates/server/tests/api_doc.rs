@@ -293,3 +293,33 @@ fn cursors_have_the_servers_syntax() {
         );
     }
 }
+
+/// An exchange from a tier to a tier names no seats to count, so the server requires its
+/// `quantity` (422 `VALIDATION` "is required when both sides are tiers"): the document says
+/// so beside the two sides' shapes, and a generated request cannot leave it out.
+#[test]
+fn an_exchange_between_tiers_gives_its_quantity() {
+    let document = serde_json::to_value(boxoffice_server::openapi()).unwrap();
+    let body = &document["components"]["schemas"]["CreateExchangeBody"];
+    let rules = body["allOf"].as_array().expect("the shapes");
+    let quantity_rule = rules
+        .iter()
+        .filter_map(|rule| rule["anyOf"].as_array())
+        .find(|alternatives| {
+            alternatives
+                .iter()
+                .any(|a| a["required"] == serde_json::json!(["quantity"]))
+        })
+        .unwrap_or_else(|| panic!("no rule names the quantity: {body}"));
+    // Either the quantity is given, or one side is not a tier (absent or null).
+    assert_eq!(quantity_rule.len(), 3, "{quantity_rule:?}");
+    for side in ["fromTierId", "toTierId"] {
+        assert!(
+            quantity_rule
+                .iter()
+                .any(|a| a["properties"][side]["type"] == "null"
+                    && a["required"] == serde_json::json!([])),
+            "{side}: {quantity_rule:?}"
+        );
+    }
+}

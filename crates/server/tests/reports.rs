@@ -22,6 +22,7 @@ stories!(
     the_timeline_matches_the_orders,
     the_waiting_room_totals_are_the_queue_views,
     bad_report_requests_are_refused,
+    formula_names_download_as_text,
 );
 
 /// A tier name a CSV must quote.
@@ -871,6 +872,60 @@ async fn bad_report_requests_are_refused(backend: Backend) {
         }
         let unknown = app.get(&app.admin, &format!("{path}?from=0")).await;
         assert_eq!(unknown.status, StatusCode::UNPROCESSABLE_ENTITY);
+    }
+    app.finish().await;
+}
+
+/// OWASP's CSV injection: an organiser names tiers so that a spreadsheet opening the download
+/// would run them as formulas. Each such name comes back with a `'` in front (text in a
+/// spreadsheet), the JSON report keeps it as given, and the numbers stay numbers.
+async fn formula_names_download_as_text(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let names = [
+        ("EQ", "=HYPERLINK(\"http://evil.example\",\"Refund\")"),
+        ("PLUS", "+1+cmd|' /C calc'!A0"),
+        ("MINUS", "-2+3"),
+        ("AT", "@SUM(A1:A9)"),
+        ("TAB", "\tFloor"),
+        ("CR", "\rFloor"),
+        ("PLAIN", "Floor = standing"),
+    ];
+    let tiers: Vec<Value> = names
+        .iter()
+        .map(|(id, name)| json!({"tierId": id, "name": name, "capacity": 5, "priceMinor": 500}))
+        .collect();
+    let event_id = app
+        .create_event(json!({"sections": [], "tiers": tiers}))
+        .await;
+    let report = app
+        .get(&app.admin, &format!("/v1/admin/events/{event_id}/report"))
+        .await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.json());
+    let csv = app
+        .get(
+            &app.admin,
+            &format!("/v1/admin/events/{event_id}/report.csv"),
+        )
+        .await;
+    assert_eq!(csv.status, StatusCode::OK);
+    let records = parse_csv(std::str::from_utf8(&csv.bytes).unwrap());
+    for (id, name) in names {
+        assert_eq!(
+            line(&report.json(), id)["name"],
+            name,
+            "the JSON keeps {id}"
+        );
+        let record = records
+            .iter()
+            .find(|r| r[1] == id)
+            .unwrap_or_else(|| panic!("no row {id} in {records:?}"));
+        let expected = if id == "PLAIN" {
+            name.to_owned()
+        } else {
+            format!("'{name}")
+        };
+        assert_eq!(record[2], expected, "{id}");
+        assert_eq!(record[3], "5", "{id}: the capacity is a number");
     }
     app.finish().await;
 }

@@ -61,9 +61,9 @@ pub struct NextAction {
 #[serde(rename_all = "camelCase")]
 pub struct CheckoutResponse {
     pub order_id: String,
-    #[schema(value_type = crate::api::status_names::OrderStatus, example = "CONFIRMED")]
+    #[schema(value_type = boxoffice_domain::order::OrderStatus, example = "CONFIRMED")]
     pub order_status: String,
-    #[schema(value_type = crate::api::status_names::PaymentStatus, example = "AUTHORIZED")]
+    #[schema(value_type = boxoffice_domain::order::PaymentStatus, example = "AUTHORIZED")]
     pub payment_status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_action: Option<NextAction>,
@@ -95,9 +95,9 @@ pub struct OrderResponse {
     pub order_id: String,
     pub event_id: String,
     pub hold_id: String,
-    #[schema(value_type = crate::api::status_names::OrderStatus)]
+    #[schema(value_type = boxoffice_domain::order::OrderStatus)]
     pub order_status: String,
-    #[schema(value_type = crate::api::status_names::PaymentStatus)]
+    #[schema(value_type = boxoffice_domain::order::PaymentStatus)]
     pub payment_status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_action: Option<NextAction>,

@@ -34,7 +34,7 @@ pub const STREAM_KEEP_ALIVE_S: u64 = 15;
 pub struct MapSeatView {
     pub seat_id: String,
     /// `AVAILABLE`, `HELD` or `SOLD`; a hold past its deadline shows `AVAILABLE`.
-    #[schema(value_type = crate::api::status_names::SeatStatus)]
+    #[schema(value_type = boxoffice_domain::hold::SeatStatus)]
     pub status: String,
     /// When the hold runs out (held seats only): clients may show the seat available after it.
     pub hold_expires_at: Option<String>,
@@ -76,7 +76,7 @@ pub struct MapSectionView {
 #[serde(rename_all = "camelCase")]
 pub struct MapSeatChange {
     pub seat_id: String,
-    #[schema(value_type = crate::api::status_names::SeatStatus)]
+    #[schema(value_type = boxoffice_domain::hold::SeatStatus)]
     pub status: String,
     pub version: u64,
     pub hold_expires_at: Option<String>,
