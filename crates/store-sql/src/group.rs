@@ -259,7 +259,7 @@ async fn expire_holds(
         let seat_id: String = row.get(0)?;
         map.seat_unless_named(event_id, &seat_id, SeatStatus::Available, None);
     }
-    return_units(conn, event_id, units, UnitsFrom::Held, map).await?;
+    move_units(conn, event_id, units, Units::Held, Units::Available, map).await?;
     let ended: Vec<&str> = ended.iter().map(String::as_str).collect();
     exchange::end_exchanges_of(conn, &ended, ExchangeStatus::Expired, group.now).await?;
     Ok(rows.len() as u64)
@@ -372,44 +372,53 @@ async fn release_holds(
         .into_iter()
         .map(|(tier_id, n)| (tier_id, i64::from(n)))
         .collect();
-    return_units(conn, event_id, returned, UnitsFrom::Held, map).await?;
+    move_units(conn, event_id, returned, Units::Held, Units::Available, map).await?;
     exchange::end_exchanges_of(conn, &hold_ids, ExchangeStatus::Failed, group.now).await
 }
 
-/// The count of a tier that units go back from: held by live holds, or sold.
+/// A count of a tier: units `Available` to take, `Held` by live holds, or `Sold`.
 #[derive(Debug, Clone, Copy)]
-enum UnitsFrom {
+enum Units {
+    Available,
     Held,
     Sold,
 }
 
-/// Units given back to their tiers in one statement, per tier only where that many are held
-/// (or sold), counted; the map gets each tier's available count.
-async fn return_units(
+impl Units {
+    fn column(self) -> &'static str {
+        match self {
+            Self::Available => "available",
+            Self::Held => "held",
+            Self::Sold => "sold",
+        }
+    }
+}
+
+/// Units moved between two counts of their tiers in one statement, per tier only where
+/// `from` has that many, counted; the map gets each tier's available count.
+async fn move_units(
     conn: &mut Conn<'_>,
     event_id: &str,
     per_tier: BTreeMap<String, i64>,
-    from: UnitsFrom,
+    from: Units,
+    to: Units,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
     if per_tier.is_empty() {
         return Ok(());
     }
     let d = conn.dialect();
-    let count = match from {
-        UnitsFrom::Held => "held",
-        UnitsFrom::Sold => "sold",
-    };
+    let (from_column, to_column) = (from.column(), to.column());
     let expected = per_tier.len();
     // (SQLite's `RETURNING` names the updated table's columns unqualified; the rows' own
     // columns are named apart, so that PostgreSQL finds the names unambiguous too.)
     let rows = Rows::new()
         .texts("tier", per_tier.keys().map(String::as_str))
         .ints("n", per_tier.values().copied());
-    let returned = query(format!(
-        "UPDATE tier AS t SET available = t.available + u.n, {count} = t.{count} - u.n
+    let moved = query(format!(
+        "UPDATE tier AS t SET {to_column} = t.{to_column} + u.n, {from_column} = t.{from_column} - u.n
            FROM {u}
-          WHERE t.event_id = $1 AND t.tier_id = u.tier AND t.{count} >= u.n
+          WHERE t.event_id = $1 AND t.tier_id = u.tier AND t.{from_column} >= u.n
          RETURNING tier_id, available",
         u = rows.table(d, 2, "u"),
     ))
@@ -417,14 +426,14 @@ async fn return_units(
     .bind_rows(d, rows)
     .fetch_all(conn)
     .await?;
-    if returned.len() != expected {
+    if moved.len() != expected {
         return Err(mismatch(
-            &format!("tiers with the {from:?} units given back"),
+            &format!("tiers with the {from:?} units to move to {to:?}"),
             expected,
-            returned.len() as u64,
+            moved.len() as u64,
         ));
     }
-    for row in &returned {
+    for row in &moved {
         let tier_id: String = row.get(0)?;
         map.tier(event_id, &tier_id, row.get(1)?);
     }
@@ -576,7 +585,7 @@ async fn settle_checkouts(
         for (tier_id, n) in cancelled.iter().filter_map(|(_, hold)| hold.tier.as_ref()) {
             *returned.entry(tier_id.clone()).or_default() += i64::from(*n);
         }
-        return_units(conn, event_id, returned, UnitsFrom::Held, map).await?;
+        move_units(conn, event_id, returned, Units::Held, Units::Available, map).await?;
     }
     // Operations, orders, messages, answers.
     let settled = &group.settlements;
@@ -906,7 +915,7 @@ async fn compensate_orders(
     for (tier_id, n) in accepted.iter().filter_map(|(c, _)| c.hold.tier.as_ref()) {
         *returned.entry(tier_id.clone()).or_default() += i64::from(*n);
     }
-    return_units(conn, event_id, returned, UnitsFrom::Sold, map).await?;
+    move_units(conn, event_id, returned, Units::Sold, Units::Available, map).await?;
     // An exchange of these tickets waiting for payment ends (its marks go).
     let waiting: Vec<String> = query(format!(
         "SELECT new_hold_id FROM exchange WHERE order_id {} AND status = 'PAYMENT_REQUIRED'",
@@ -962,11 +971,11 @@ async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResul
         .texts("seats", holds.iter().map(|h| held_seats_json(&h.seats)))
         .ints("total", holds.iter().map(|h| h.total_minor))
         .texts("idem_key", group.hold_keys.iter().map(String::as_str))
-        .times("expires_at", holds.iter().map(|h| h.expires_at))
-        .texts(
-            "payload",
-            holds.iter().map(|h| hold_created_payload(event_id, h)),
-        );
+        .times("expires_at", holds.iter().map(|h| h.expires_at));
+    let payloads: Vec<String> = holds
+        .iter()
+        .map(|h| hold_created_payload(event_id, h))
+        .collect();
     let insert = format!(
         "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
                            currency, idempotency_key, created_at, expires_at, updated_at)
@@ -980,6 +989,7 @@ async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResul
         // One statement: the holds and their announcements (a group of a sale creates some
         // in most groups, and every round trip of a group is paid by the groups behind it).
         Dialect::Postgres => {
+            let rows = rows.texts("payload", payloads);
             let statement = format!(
                 "WITH new_hold AS ({insert} RETURNING 1), announced AS (
                     INSERT INTO outbox (event_id, topic, payload, created_at)
@@ -1005,9 +1015,9 @@ async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResul
                 .bind_rows(d, rows)
                 .execute(conn)
                 .await?;
-            let messages: Vec<(&str, &str, String)> = holds
-                .iter()
-                .map(|h| (event_id, "hold.created", hold_created_payload(event_id, h)))
+            let messages: Vec<(&str, &str, String)> = payloads
+                .into_iter()
+                .map(|payload| (event_id, "hold.created", payload))
                 .collect();
             outbox::insert_encoded(conn, &messages, group.now).await?;
             written
@@ -1059,43 +1069,20 @@ async fn take_seats(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<
     Ok(())
 }
 
-/// Tier units taken by new holds: subtracted only where that many are available.
+/// Tier units taken by new holds: moved to held only where that many are available.
 async fn take_tier_units(
     conn: &mut Conn<'_>,
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
-    let taken = &group.effects.tier_units_taken;
-    if taken.is_empty() {
-        return Ok(());
-    }
-    let d = conn.dialect();
-    let rows = Rows::new()
-        .texts("tier", taken.keys().map(String::as_str))
-        .ints("n", taken.values().map(|n| i64::from(*n)));
-    let moved = query(format!(
-        "UPDATE tier AS t SET available = t.available - u.n, held = t.held + u.n
-           FROM {u}
-          WHERE t.event_id = $1 AND t.tier_id = u.tier AND t.available >= u.n
-         RETURNING tier_id, available",
-        u = rows.table(d, 2, "u"),
-    ))
-    .bind(&group.event.event_id)
-    .bind_rows(d, rows)
-    .fetch_all(conn)
-    .await?;
-    if moved.len() != taken.len() {
-        return Err(mismatch(
-            "tiers with the units",
-            taken.len(),
-            moved.len() as u64,
-        ));
-    }
-    for row in &moved {
-        let tier_id: String = row.get(0)?;
-        map.tier(&group.event.event_id, &tier_id, row.get(1)?);
-    }
-    Ok(())
+    let taken = group
+        .effects
+        .tier_units_taken
+        .iter()
+        .map(|(tier_id, n)| (tier_id.clone(), i64::from(*n)))
+        .collect();
+    let event_id = group.event.event_id.as_str();
+    move_units(conn, event_id, taken, Units::Available, Units::Held, map).await
 }
 
 /// Checkouts the group starts: the seats of each hold get its new deadline (each must still
