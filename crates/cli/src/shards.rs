@@ -6,8 +6,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use boxoffice_store::Store;
 use boxoffice_store::engine::EngineStore;
+use boxoffice_store::front::Front;
 use boxoffice_store::shard::{
-    DirectoryStore, HOME_SHARD, PlacementRule, Places, ShardRecord, Sharded, ShardedEngines,
+    DirectoryStore, HOME_SHARD, PlacementRule, Places, ShardRecord, ShardedEngines,
 };
 use boxoffice_store_postgres::PgStore;
 
@@ -51,7 +52,7 @@ async fn connect(shard: &ShardRecord, connections: u32) -> anyhow::Result<Arc<Pg
 pub async fn open(
     shards: &[ShardRecord],
     connections: u32,
-) -> anyhow::Result<(Sharded, Arc<Places>)> {
+) -> anyhow::Result<(Front, Arc<Places>)> {
     let mut stores: Vec<Arc<dyn Store>> = Vec::new();
     let mut home: Option<Arc<dyn DirectoryStore>> = None;
     for shard in shards {
@@ -65,7 +66,7 @@ pub async fn open(
         shards.iter().map(|s| s.name.clone()).collect(),
         home.context("no shards")?,
     ));
-    Ok((Sharded::new(stores, places.clone()), places))
+    Ok((Front::sharded(stores, places.clone()), places))
 }
 
 /// The workers' pools and the event writers' pools over every shard, routed by `places`.
@@ -97,7 +98,7 @@ pub async fn open_side(
         ));
     }
     Ok((
-        Arc::new(Sharded::new(workers, places.clone())),
+        Arc::new(Front::sharded(workers, places.clone())),
         Arc::new(ShardedEngines::new(writers, places)),
     ))
 }

@@ -10,11 +10,12 @@ use crate::shards;
 
 /// Opens the store a URL names (on PostgreSQL a pool of `SERVE_POOL_CONNECTIONS_MAX`, opened
 /// as they are needed), with its calls in flight bounded by the pool's size
-/// ([`boxoffice_store::gate::Gated`]: past the bound a call is refused as busy at once).
+/// ([`boxoffice_store::front::Front::bounded_for_pool`]: past the bound a call is refused as
+/// busy at once).
 /// PostgreSQL databases are created when missing. On PostgreSQL with shards in the directory
-/// (`boxoffice shard add`), a pool per shard behind one [`Sharded`] store.
+/// (`boxoffice shard add`), a pool per shard behind the one [`Front`].
 ///
-/// [`Sharded`]: boxoffice_store::shard::Sharded
+/// [`Front`]: boxoffice_store::front::Front
 pub(crate) async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     Ok(open_stores(url).await?.0)
 }
@@ -24,7 +25,7 @@ pub(crate) async fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
 pub(crate) async fn open_stores(
     url: &str,
 ) -> anyhow::Result<(Arc<dyn Store>, Option<Arc<boxoffice_store::shard::Places>>)> {
-    use boxoffice_store::gate::Gated;
+    use boxoffice_store::front::Front;
     if is_postgres(url) {
         let shards = shards::directory(url).await?;
         if shards.len() > 1 {
@@ -36,13 +37,16 @@ pub(crate) async fn open_stores(
             let connections =
                 boxoffice_store_postgres::SERVE_POOL_CONNECTIONS_MAX * shards.len() as u32;
             return Ok((
-                Arc::new(Gated::for_pool(Arc::new(sharded), connections)),
+                Arc::new(sharded.bounded_for_pool(connections)),
                 Some(places),
             ));
         }
     }
     let (store, connections) = open_pool(url).await?;
-    Ok((Arc::new(Gated::for_pool(store, connections)), None))
+    Ok((
+        Arc::new(Front::new(store).bounded_for_pool(connections)),
+        None,
+    ))
 }
 
 pub(crate) fn is_postgres(url: &str) -> bool {

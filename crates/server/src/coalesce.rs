@@ -4,7 +4,7 @@
 //! Why: the opening second of a sale is hundreds of requests for one event that no node has
 //! seen yet. Each used to read the event itself, so a burst of 256 on one node spent 256
 //! store calls on one row and 160 of them were refused by the store's call bound
-//! (`boxoffice_store::gate::Gated`, "the inventory store is busy"): 429s for a seat race that
+//! (`boxoffice_store::gate`, "the inventory store is busy"): 429s for a seat race that
 //! should answer one 201 and 409s. Now the first caller starts the read and the others await
 //! its answer; the read runs on its own task, so a caller that gives up (its client went
 //! away, or its deadline passed) never cancels it for the others. A caller whose deadline

@@ -33,6 +33,7 @@ pub mod token_cache;
 pub mod turns;
 pub mod web;
 
+use boxoffice_store::OneShot as _;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};

@@ -5,6 +5,7 @@
 
 mod common;
 
+use boxoffice_store::OneShot as _;
 use std::time::Duration;
 
 use common::{Backend, Payments, TestApp, token};

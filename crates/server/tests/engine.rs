@@ -16,6 +16,7 @@
 
 mod common;
 
+use boxoffice_store::OneShot as _;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;

@@ -9,6 +9,7 @@
 
 mod common;
 
+use boxoffice_store::OneShot as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -8,6 +8,7 @@ use boxoffice_domain::event::{EventSpec, Section, Tier, WaitingRoomSettings};
 use boxoffice_domain::hold::{HoldStatus, SeatStatus};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
+use boxoffice_store::OneShot as _;
 use boxoffice_store::checkout::{
     CheckoutBegun, CheckoutStart, OrderView, ProviderVerdict, TicketDraft, topic,
 };

@@ -4,6 +4,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
 use boxoffice_domain::event::{EventSpec, Section, Tier, WaitingRoomSettings};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
+use boxoffice_store::OneShot as _;
 use boxoffice_store::{EventRecord, ReadStore, ReleaseOutcome, Store, WorkerStore};
 use boxoffice_store_sqlite::SqliteStore;
 
@@ -391,4 +392,45 @@ impl Replayed for Idempotent {
             other => other,
         }
     }
+}
+
+/// The store's one wrapper over one database: a start or a look past the bound is refused
+/// at once as busy, looks already at half of it; a call that finishes work passes whatever
+/// the bound; every answer is the database's own.
+#[tokio::test]
+async fn the_front_bounds_starts_and_looks_and_passes_the_rest() {
+    use boxoffice_store::StoreError;
+    use boxoffice_store::front::Front;
+    use boxoffice_store::gate::{CALLS_BUSY, Call};
+    use std::sync::Arc;
+
+    let (url, path) = temp_url();
+    let store = SqliteStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let event = create(&store, "ev1", 600).await;
+    let front = Front::new(Arc::new(store)).bounded(2);
+    assert_eq!(front.backend(), "sqlite");
+    assert_eq!(
+        front.get_event("ev1").await.unwrap().map(|e| e.event_id),
+        Some(event.event_id.clone())
+    );
+    assert_eq!(front.list_event_ids().await.unwrap(), ["ev1"]);
+
+    let bound = front.bound().expect("bounded");
+    let taken = bound.enter(Call::Start).unwrap();
+    match front.list_events(None, 10).await {
+        Err(StoreError::Busy(why)) => assert!(why.contains(CALLS_BUSY), "{why}"),
+        other => panic!("a look past half the bound must be busy, got {other:?}"),
+    }
+    let _second = bound.enter(Call::Start).unwrap();
+    assert!(matches!(
+        front.get_event("ev1").await,
+        Err(StoreError::Busy(_))
+    ));
+    assert_eq!(front.payment_operation("op-none").await.unwrap(), None);
+    assert!(front.now().await.is_ok(), "a pass call is never refused");
+    assert_eq!(bound.in_flight(), 2, "a refused call holds no place");
+    drop(taken);
+    assert!(front.get_event("ev1").await.unwrap().is_some());
+    remove(&path);
 }

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod door;
 pub mod engine;
 pub mod exchange;
+pub mod front;
 pub mod gate;
 pub mod lease;
 pub mod report;
@@ -331,41 +332,6 @@ pub trait Store:
         render: &RenderEvent,
     ) -> StoreResult<Idempotent>;
 
-    /// Decides a batch of hold requests for one event on the event engine and persists it as
-    /// one group ([`engine::hold_batch_once`], retried after a conflict). The server goes
-    /// through its event writer instead; this one-shot form (a full load per call) is for
-    /// tools and store tests. Returns one answer per request, in order, after the commit.
-    async fn hold_batch(
-        &self,
-        event: &EventRecord,
-        endpoint: &str,
-        requests: &[HoldRequest],
-        render: &RenderHold,
-    ) -> StoreResult<Vec<Idempotent>> {
-        engine::one_shot(|| engine::hold_batch_once(self, event, endpoint, requests, render)).await
-    }
-
-    /// Releases a live `HELD` hold of `account_id`, in one group decided by a freshly loaded
-    /// engine ([`engine::release_once`]; `serve` releases on the event's writer). A group
-    /// that loses a race is decided again on a fresh load.
-    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
-        engine::one_shot(|| engine::release_once(self, account_id, hold_id)).await
-    }
-
-    /// A capture that failed for good: in one group decided by a freshly loaded engine
-    /// ([`engine::compensate_once`]; `serve` gives sales back on the event's writer) the
-    /// confirmed order is cancelled, its seats or tier units go back on sale, its tickets are
-    /// voided, its hold released, and a void of the authorization (a refund of a capture) is
-    /// queued. Refused (`false`, nothing changes) when the order is not confirmed or one of
-    /// its tickets was already used at the door.
-    async fn compensate_failed_capture(
-        &self,
-        operation_id: &str,
-        reason: &str,
-    ) -> StoreResult<bool> {
-        engine::one_shot(|| engine::compensate_once(self, operation_id, reason)).await
-    }
-
     /// Rewrites the stored answer of an existing record (a checkout's, once its order is
     /// settled by another request). `false`: no such record.
     async fn replace_answer(
@@ -374,25 +340,11 @@ pub trait Store:
         response: &StoredResponse,
     ) -> StoreResult<bool>;
 
-    /// Starts checkout of a `HELD` hold in one group decided by a freshly loaded engine
-    /// ([`engine::checkout_once`]; `serve` starts checkouts on the event's writer): the hold
-    /// moves to `PAYMENT_PENDING` with its one grace extension, an order and its payment
-    /// operation (`AUTHORIZING`) are created, and the idempotency record stores
-    /// `render(order)`. A group that loses a race (another group on the event, the same key)
-    /// is decided again on a fresh load.
-    async fn begin_checkout(
-        &self,
-        start: &checkout::CheckoutStart,
-        render: &checkout::RenderOrder,
-    ) -> StoreResult<checkout::CheckoutBegun> {
-        engine::one_shot(|| engine::checkout_once(self, start, render)).await
-    }
-
     /// `VALID` to `CHECKED_IN`, once: `(changed now, status after)`, `None` for no ticket.
     async fn check_in(&self, ticket_id: &str) -> StoreResult<Option<(bool, String)>>;
 
     /// Whether the rows of two events are in one database, so that an exchange between them
-    /// is one transaction: always, except on different shards ([`shard::Sharded`]).
+    /// is one transaction: always, except on different shards ([`front::Front`]).
     async fn same_shard(&self, event_a: &str, event_b: &str) -> StoreResult<bool> {
         let _ = (event_a, event_b);
         Ok(true)
@@ -439,6 +391,66 @@ pub trait Store:
         limit: u32,
     ) -> StoreResult<Vec<exchange::ExchangeOut>>;
 }
+
+/// The writer's paths without a writer: each call loads the event's engine afresh, decides
+/// one command (or one batch) and applies it as one group, decided again on a fresh load
+/// when it loses a race ([`engine::one_shot`]). `serve` decides these on the event's writer;
+/// tools and tests use them, and `serve` gives a sale back this way only when no writer of
+/// its own has the event. Not part of [`Store`]: every store has them, through the engine
+/// side it already has, so no wrapper forwards them.
+#[async_trait]
+pub trait OneShot: Store {
+    /// Decides a batch of hold requests for one event on the event engine and persists it as
+    /// one group ([`engine::hold_batch_once`], retried after a conflict). The server goes
+    /// through its event writer instead; this one-shot form (a full load per call) is for
+    /// tools and store tests. Returns one answer per request, in order, after the commit.
+    async fn hold_batch(
+        &self,
+        event: &EventRecord,
+        endpoint: &str,
+        requests: &[HoldRequest],
+        render: &RenderHold,
+    ) -> StoreResult<Vec<Idempotent>> {
+        engine::one_shot(|| engine::hold_batch_once(self, event, endpoint, requests, render)).await
+    }
+
+    /// Releases a live `HELD` hold of `account_id`, in one group decided by a freshly loaded
+    /// engine ([`engine::release_once`]; `serve` releases on the event's writer). A group
+    /// that loses a race is decided again on a fresh load.
+    async fn release_hold(&self, account_id: &str, hold_id: &str) -> StoreResult<ReleaseOutcome> {
+        engine::one_shot(|| engine::release_once(self, account_id, hold_id)).await
+    }
+
+    /// A capture that failed for good: in one group decided by a freshly loaded engine
+    /// ([`engine::compensate_once`]; `serve` gives sales back on the event's writer) the
+    /// confirmed order is cancelled, its seats or tier units go back on sale, its tickets are
+    /// voided, its hold released, and a void of the authorization (a refund of a capture) is
+    /// queued. Refused (`false`, nothing changes) when the order is not confirmed or one of
+    /// its tickets was already used at the door.
+    async fn compensate_failed_capture(
+        &self,
+        operation_id: &str,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        engine::one_shot(|| engine::compensate_once(self, operation_id, reason)).await
+    }
+
+    /// Starts checkout of a `HELD` hold in one group decided by a freshly loaded engine
+    /// ([`engine::checkout_once`]; `serve` starts checkouts on the event's writer): the hold
+    /// moves to `PAYMENT_PENDING` with its one grace extension, an order and its payment
+    /// operation (`AUTHORIZING`) are created, and the idempotency record stores
+    /// `render(order)`. A group that loses a race (another group on the event, the same key)
+    /// is decided again on a fresh load.
+    async fn begin_checkout(
+        &self,
+        start: &checkout::CheckoutStart,
+        render: &checkout::RenderOrder,
+    ) -> StoreResult<checkout::CheckoutBegun> {
+        engine::one_shot(|| engine::checkout_once(self, start, render)).await
+    }
+}
+
+impl<S: Store + ?Sized> OneShot for S {}
 
 /// The read side of a store: what requests and tools look at, never a write.
 #[async_trait]

@@ -408,20 +408,6 @@ impl Timeline {
     }
 }
 
-/// Routed by the event's shard.
-#[async_trait]
-impl ReportStore for crate::shard::Sharded {
-    async fn report_rows(&self, event: &EventRecord) -> StoreResult<ReportRows> {
-        let index = self.places().event(&event.event_id).await?;
-        self.shards()[index].report_rows(event).await
-    }
-
-    async fn timeline_rows(&self, event: &EventRecord, bucket_s: u32) -> StoreResult<TimelineRows> {
-        let index = self.places().event(&event.event_id).await?;
-        self.shards()[index].timeline_rows(event, bucket_s).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! the provider's authorization call that checkout and the reconciler share, and where a
 //! verdict is applied ([`Settler`]).
 
+use boxoffice_store::OneShot as _;
 use std::sync::Arc;
 
 use boxoffice_payments::{
