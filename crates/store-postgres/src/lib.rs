@@ -20,7 +20,6 @@ use boxoffice_domain::event::EventSpec;
 use boxoffice_domain::idempotency::Idempotent;
 use boxoffice_store::{StoreError, StoreResult};
 use boxoffice_store_sql::db::Db;
-use boxoffice_store_sql::seatmap;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
 
@@ -305,8 +304,7 @@ impl PgStore {
     }
 }
 
-boxoffice_store_sql::impl_shared_traits!(PgStore);
-boxoffice_store_sql::impl_store_traits!(PgStore, "postgres");
+boxoffice_store_sql::impl_store!(PgStore, "postgres");
 
 impl PgStore {
     async fn run_migrations(&self) -> StoreResult<()> {

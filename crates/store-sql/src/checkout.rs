@@ -178,6 +178,14 @@ pub async fn order(db: &Db, order_id: &str) -> StoreResult<Option<OrderView>> {
     load_order(&mut db.read().await?.conn(), order_id).await
 }
 
+/// The order without its tickets.
+pub async fn order_head(db: &Db, order_id: &str) -> StoreResult<Option<OrderView>> {
+    let mut pooled = db.read().await?;
+    Ok(load_order_heads(&mut pooled.conn(), &[order_id])
+        .await?
+        .pop())
+}
+
 /// An account's orders, newest first, before the order id `before` when given.
 pub async fn orders_of(
     db: &Db,

@@ -11,6 +11,7 @@
 use std::borrow::Cow;
 
 use boxoffice_domain::OffsetDateTime;
+use boxoffice_store::engine::mismatch;
 use boxoffice_store::{StoreError, StoreResult};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgRow};
@@ -474,6 +475,35 @@ impl Query {
                 .map_err(classify_sqlite)?
                 .rows_affected(),
         })
+    }
+
+    /// Runs a counted write of a group: it must change exactly `expected` rows, or the whole
+    /// group is refused as a conflict ([`mismatch`]: `what` names the rows it needed).
+    pub async fn execute_exactly(
+        self,
+        conn: &mut Conn<'_>,
+        expected: usize,
+        what: &str,
+    ) -> StoreResult<()> {
+        let written = self.execute(conn).await?;
+        if written != expected as u64 {
+            return Err(mismatch(what, expected, written));
+        }
+        Ok(())
+    }
+
+    /// [`Query::execute_exactly`] for a statement that returns the rows it changed.
+    pub async fn fetch_exactly(
+        self,
+        conn: &mut Conn<'_>,
+        expected: usize,
+        what: &str,
+    ) -> StoreResult<Vec<Row>> {
+        let rows = self.fetch_all(conn).await?;
+        if rows.len() != expected {
+            return Err(mismatch(what, expected, rows.len() as u64));
+        }
+        Ok(rows)
     }
 
     pub async fn fetch_all(self, conn: &mut Conn<'_>) -> StoreResult<Vec<Row>> {

@@ -15,7 +15,7 @@ use boxoffice_domain::hold::SeatStatus;
 use boxoffice_store::checkout::OrderView;
 use boxoffice_store::engine::{
     ExchangeFacts, ExchangePlan, ExchangeWrite, GroupWrite, LockedOrder, LockedTicket,
-    exchanges_refused, mismatch,
+    exchanges_refused,
 };
 use boxoffice_store::exchange::topic::{EXCHANGE_COMPLETED, EXCHANGE_ENDED, REFUND_DUE};
 use boxoffice_store::exchange::{ExchangeStatus, ExchangeView, Surrender};
@@ -552,15 +552,8 @@ async fn write_grants(
             u = rows.table(d, 1, "u"),
         ))
         .bind_rows(d, rows)
-        .fetch_all(conn)
+        .fetch_exactly(conn, expected, "old seats still sold to their orders")
         .await?;
-        if freed.len() != expected {
-            return Err(mismatch(
-                "old seats still sold to their orders",
-                expected,
-                freed.len() as u64,
-            ));
-        }
         for row in &freed {
             let (event_id, seat_id): (String, String) = (row.get(0)?, row.get(1)?);
             map.seat_unless_named(&event_id, &seat_id, SeatStatus::Available, None);
@@ -602,7 +595,7 @@ async fn write_grants(
                     .iter()
                     .map(|(p, _)| (!p.pays()).then(|| p.start.new_order_id.clone())),
             );
-        let written = query(format!(
+        query(format!(
             "UPDATE seat AS s SET status = u.st, hold_id = u.h, hold_expires_at = u.x, order_id = u.o,
                                   version = s.version + 1
                FROM {u}
@@ -612,15 +605,8 @@ async fn write_grants(
         ))
         .bind(now)
         .bind_rows(d, rows)
-        .execute(conn)
+        .execute_exactly(conn, expected, "seats still free for exchanges")
         .await?;
-        if written != expected as u64 {
-            return Err(mismatch(
-                "seats still free for exchanges",
-                expected,
-                written,
-            ));
-        }
     }
 
     // Tier counts, both sides, summed per tier: (available, held, sold).
@@ -663,15 +649,8 @@ async fn write_grants(
             u = rows.table(d, 1, "u"),
         ))
         .bind_rows(d, rows)
-        .fetch_all(conn)
+        .fetch_exactly(conn, expected, "tiers with the units for exchanges")
         .await?;
-        if moved.len() != expected {
-            return Err(mismatch(
-                "tiers with the units for exchanges",
-                expected,
-                moved.len() as u64,
-            ));
-        }
         for row in &moved {
             let (event_id, tier_id): (String, String) = (row.get(0)?, row.get(1)?);
             map.tier(&event_id, &tier_id, row.get(2)?);
@@ -753,18 +732,15 @@ async fn write_grants(
             .texts("id", old_tickets.iter().map(|t| t.0))
             .texts("s", old_tickets.iter().map(|t| t.1))
             .texts("x", old_tickets.iter().map(|t| t.2));
-        let changed = query(format!(
+        query(format!(
             "UPDATE ticket AS t SET status = u.s, exchange_id = u.x
                FROM {u}
               WHERE t.ticket_id = u.id AND t.status = 'VALID' AND t.exchange_id IS NULL",
             u = rows.table(d, 1, "u"),
         ))
         .bind_rows(d, rows)
-        .execute(conn)
+        .execute_exactly(conn, expected, "tickets still valid")
         .await?;
-        if changed != expected as u64 {
-            return Err(mismatch("tickets still valid", expected, changed));
-        }
     }
 
     // Swapped now: old holds count what left, new orders, their payments and tickets.
@@ -781,22 +757,15 @@ async fn write_grants(
         let rows = Rows::new()
             .texts("id", left.keys().copied())
             .ints("n", left.values().copied());
-        let counted = query(format!(
+        query(format!(
             "UPDATE hold AS h SET exchanged_out = h.exchanged_out + u.n
                FROM {u}
               WHERE h.hold_id = u.id AND h.status = 'CONFIRMED' AND h.quantity - h.exchanged_out >= u.n",
             u = rows.table(d, 1, "u"),
         ))
         .bind_rows(d, rows)
-        .execute(conn)
+        .execute_exactly(conn, expected, "old holds still confirmed with the units")
         .await?;
-        if counted != expected as u64 {
-            return Err(mismatch(
-                "old holds still confirmed with the units",
-                expected,
-                counted,
-            ));
-        }
     }
     let rows = Rows::new()
         .texts("e", swapped.iter().map(|p| p.to_event()))

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_store::engine::{GroupWrite, LockedOrder, LockedTicket, mismatch};
+use boxoffice_store::engine::{GroupWrite, LockedOrder, LockedTicket};
 use boxoffice_store::transfer::{
     LockedTransfer, OfferRefused, Offered, TransferFacts, TransferOffer, TransferRole,
     TransferStatus, TransferView, accepted_message, ended_message, offer_conflict,
@@ -380,18 +380,15 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<V
             plans.iter().map(|(_, w)| w.new_order_id.as_str()),
         );
     let expected = offers.len();
-    let accepted = query(format!(
+    query(format!(
         "UPDATE transfer SET status = 'ACCEPTED', new_order_id = u.new_order_id, updated_at = $1
            FROM {} WHERE transfer.transfer_id = u.id AND transfer.status = 'OFFERED'",
         offers.table(d, 2, "u")
     ))
     .bind(now)
     .bind_rows(d, offers)
-    .execute(conn)
+    .execute_exactly(conn, expected, "transfers still offered")
     .await?;
-    if accepted != expected as u64 {
-        return Err(mismatch("transfers still offered", expected, accepted));
-    }
     // The old tickets void.
     let (old, by): (Vec<&str>, Vec<&str>) = plans
         .iter()
@@ -404,18 +401,15 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<V
         .unzip();
     let expected = old.len();
     let voided_rows = Rows::new().texts("id", old).texts("transfer_id", by);
-    let voided = query(format!(
+    query(format!(
         "UPDATE ticket SET status = 'VOIDED', transfer_id = u.transfer_id
            FROM {} WHERE ticket.ticket_id = u.id AND ticket.status = 'VALID'
             AND ticket.exchange_id IS NULL",
         voided_rows.table(d, 1, "u")
     ))
     .bind_rows(d, voided_rows)
-    .execute(conn)
+    .execute_exactly(conn, expected, "tickets still valid")
     .await?;
-    if voided != expected as u64 {
-        return Err(mismatch("tickets still valid", expected, voided));
-    }
     // The giver's holds count what left.
     let mut left: BTreeMap<&str, i32> = BTreeMap::new();
     for (taken, _) in &plans {
@@ -426,7 +420,7 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<V
     let left_rows = Rows::new()
         .texts("id", left.keys().copied())
         .int4s("n", left.values().copied());
-    let counted = query(format!(
+    query(format!(
         "UPDATE hold SET exchanged_out = hold.exchanged_out + u.n, updated_at = $1
            FROM {} WHERE hold.hold_id = u.id AND hold.status = 'CONFIRMED'
             AND hold.quantity - hold.exchanged_out >= u.n",
@@ -434,15 +428,12 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<V
     ))
     .bind(now)
     .bind_rows(d, left_rows)
-    .execute(conn)
+    .execute_exactly(
+        conn,
+        expected,
+        "givers' holds still confirmed with the units",
+    )
     .await?;
-    if counted != expected as u64 {
-        return Err(mismatch(
-            "givers' holds still confirmed with the units",
-            expected,
-            counted,
-        ));
-    }
     // The receivers' holds (confirmed), orders, payments and tickets.
     let mut seats_json = Vec::with_capacity(plans.len());
     for (_, write) in &plans {
@@ -519,7 +510,7 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<V
             .texts("old_hold", moves.iter().map(|m| m.1))
             .texts("new_hold", moves.iter().map(|m| m.2))
             .texts("order_id", moves.iter().map(|m| m.3));
-        let moved = query(format!(
+        query(format!(
             "UPDATE seat SET hold_id = u.new_hold, order_id = u.order_id, version = seat.version + 1
                FROM {} WHERE seat.event_id = $1 AND seat.seat_id = u.id
                 AND seat.status = 'SOLD' AND seat.hold_id = u.old_hold",
@@ -527,11 +518,8 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<V
         ))
         .bind(event_id)
         .bind_rows(d, rows)
-        .execute(conn)
+        .execute_exactly(conn, expected, "seats still sold by the giver")
         .await?;
-        if moved != expected as u64 {
-            return Err(mismatch("seats still sold by the giver", expected, moved));
-        }
     }
     let rows = new_rows();
     query(format!(

@@ -3,7 +3,7 @@
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::engine::WaitEntry;
-use boxoffice_store::engine::{GroupWrite, mismatch};
+use boxoffice_store::engine::GroupWrite;
 use boxoffice_store::waitlist::{WAITLIST_OFFERED, WaitlistStatus, WaitlistView, offered_message};
 use boxoffice_store::{StoreError, StoreResult, held_seats_json};
 
@@ -152,7 +152,7 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
         .await?;
     }
     if !effects.waitlist_left.is_empty() {
-        let left = query(format!(
+        query(format!(
             "UPDATE waitlist SET status = 'LEFT', updated_at = $3
               WHERE event_id = $1 AND waitlist_id {} AND status = 'WAITING'",
             d.in_list("$2")
@@ -160,15 +160,8 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
         .bind(event_id)
         .bind(effects.waitlist_left.clone())
         .bind(now)
-        .execute(conn)
+        .execute_exactly(conn, effects.waitlist_left.len(), "waiting entries left")
         .await?;
-        if left != effects.waitlist_left.len() as u64 {
-            return Err(mismatch(
-                "waiting entries left",
-                effects.waitlist_left.len(),
-                left,
-            ));
-        }
     }
     let offers = &effects.waitlist_offers;
     if !offers.is_empty() {
@@ -194,7 +187,7 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
                 offers.iter().map(|o| format!("waitlist:{}", o.waitlist_id)),
             )
             .times("expires_at", offers.iter().map(|o| o.hold.expires_at));
-        let written = query(format!(
+        query(format!(
             "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats,
                                total_minor, currency, idempotency_key, created_at, expires_at,
                                updated_at)
@@ -208,12 +201,9 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
         .bind(&group.event.currency)
         .bind(now)
         .bind_rows(d, rows)
-        .execute(conn)
+        .execute_exactly(conn, offers.len(), "offer holds")
         .await?;
-        if written != offers.len() as u64 {
-            return Err(mismatch("offer holds", offers.len(), written));
-        }
-        let offered = query(format!(
+        query(format!(
             "UPDATE waitlist SET status = 'OFFERED', updated_at = $3
               WHERE event_id = $1 AND waitlist_id {} AND status = 'WAITING'",
             d.in_list("$2")
@@ -226,11 +216,8 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
                 .collect::<Vec<_>>(),
         )
         .bind(now)
-        .execute(conn)
+        .execute_exactly(conn, offers.len(), "waiting entries offered")
         .await?;
-        if offered != offers.len() as u64 {
-            return Err(mismatch("waiting entries offered", offers.len(), offered));
-        }
         let messages: Vec<(&str, &str, serde_json::Value)> = offers
             .iter()
             .map(|o| (event_id, WAITLIST_OFFERED, offered_message(event_id, o)))

@@ -25,7 +25,6 @@ use boxoffice_domain::idempotency::Idempotent;
 use boxoffice_store::exchange::{ExchangeOut, ExchangeRefused, ExchangeStatus, InFate};
 use boxoffice_store::{StoreError, StoreResult};
 use boxoffice_store_sql::db::Db;
-use boxoffice_store_sql::seatmap;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
@@ -118,10 +117,9 @@ impl SqliteStore {
     }
 }
 
-boxoffice_store_sql::impl_shared_traits!(SqliteStore);
-boxoffice_store_sql::impl_store_traits!(SqliteStore, "sqlite");
+boxoffice_store_sql::impl_store!(SqliteStore, "sqlite");
 
-/// What only a backend knows (see `boxoffice_store_sql::impl_store_traits`). One SQLite file
+/// What only a backend knows (see `boxoffice_store_sql::impl_store`). One SQLite file
 /// is one store: there are no shards, so no exchange crosses them (`same_shard` is always
 /// true and the legs are never asked).
 impl SqliteStore {
