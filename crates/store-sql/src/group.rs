@@ -79,7 +79,7 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
         store_now,
         clock_answered,
         clock_round_trip: clock_answered - clock_sent,
-        expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
+        expiries_skipped: (group.effects.holds_expired().count() as u64).saturating_sub(expired),
         compensations_refused,
         exchanges_refused,
         transfers_refused,
@@ -166,7 +166,7 @@ async fn free_released_seats(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> Sto
         return Ok(());
     }
     let d = conn.dialect();
-    let released = &group.effects.holds_released;
+    let released: Vec<_> = group.effects.holds_released().collect();
     let hold_ids: Vec<&str> = released.iter().map(|h| h.hold_id.as_str()).collect();
     let seat_ids: Vec<&str> = released
         .iter()
@@ -202,7 +202,7 @@ async fn expire_holds(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<u64> {
-    let due = &group.effects.holds_expired;
+    let due: Vec<_> = group.effects.holds_expired().collect();
     if due.is_empty() {
         return Ok(0);
     }
@@ -338,7 +338,7 @@ async fn release_holds(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
-    let released = &group.effects.holds_released;
+    let released: Vec<_> = group.effects.holds_released().collect();
     if released.is_empty() {
         return Ok(());
     }
@@ -451,30 +451,23 @@ async fn settle_checkouts(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
-    let confirmed = &group.effects.holds_confirmed;
-    let cancelled = &group.effects.checkouts_cancelled;
-    if group.settlements.is_empty() && confirmed.is_empty() && cancelled.is_empty() {
+    let settled = group.settlements()?;
+    if settled.is_empty() {
         return Ok(());
     }
-    if group.settlements.len() != confirmed.len() + cancelled.len() {
-        return Err(StoreError::Internal(format!(
-            "{} payment verdicts decided, {} described",
-            confirmed.len() + cancelled.len(),
-            group.settlements.len()
-        )));
-    }
+    let confirmed = group.sales()?;
+    let cancelled: Vec<_> = group
+        .effects
+        .checkouts_cancelled()
+        .map(|cancelled| &cancelled.hold)
+        .collect();
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
-    let order_of: BTreeMap<usize, &str> = group
-        .settlements
-        .iter()
-        .map(|s| (s.index, s.order_id.as_str()))
-        .collect();
     // Sold seats and holds.
     let mut sold_seats: Vec<(&str, &str, &str)> = Vec::new();
     let mut units: BTreeMap<&str, i64> = BTreeMap::new();
-    for hold in confirmed {
-        let order_id = order_of.get(&hold.index).copied().unwrap_or_default();
+    for (hold, settlement) in &confirmed {
+        let order_id = settlement.order_id.as_str();
         for seat_id in &hold.seat_ids {
             sold_seats.push((seat_id, &hold.hold_id, order_id));
         }
@@ -529,7 +522,7 @@ async fn settle_checkouts(
         }
     }
     if !confirmed.is_empty() {
-        let hold_ids: Vec<&str> = confirmed.iter().map(|h| h.hold_id.as_str()).collect();
+        let hold_ids: Vec<&str> = confirmed.iter().map(|(h, _)| h.hold_id.as_str()).collect();
         let sold = query(format!(
             "UPDATE hold SET status = 'CONFIRMED', updated_at = $3
               WHERE event_id = $1 AND hold_id {} AND status = 'PAYMENT_PENDING' AND expires_at > $3",
@@ -546,7 +539,7 @@ async fn settle_checkouts(
     }
     // Cancelled holds: their seats and units back on sale.
     if !cancelled.is_empty() {
-        let hold_ids: Vec<&str> = cancelled.iter().map(|(_, h)| h.hold_id.as_str()).collect();
+        let hold_ids: Vec<&str> = cancelled.iter().map(|h| h.hold_id.as_str()).collect();
         let ended = query(format!(
             "UPDATE hold SET status = 'RELEASED', updated_at = $3
               WHERE event_id = $1 AND hold_id {} AND status = 'PAYMENT_PENDING'",
@@ -562,7 +555,7 @@ async fn settle_checkouts(
         }
         let seat_ids: Vec<&str> = cancelled
             .iter()
-            .flat_map(|(_, h)| h.seat_ids.iter().map(String::as_str))
+            .flat_map(|h| h.seat_ids.iter().map(String::as_str))
             .collect();
         if !seat_ids.is_empty() {
             let expected = seat_ids.len();
@@ -582,13 +575,12 @@ async fn settle_checkouts(
             }
         }
         let mut returned: BTreeMap<String, i64> = BTreeMap::new();
-        for (tier_id, n) in cancelled.iter().filter_map(|(_, hold)| hold.tier.as_ref()) {
+        for (tier_id, n) in cancelled.iter().filter_map(|hold| hold.tier.as_ref()) {
             *returned.entry(tier_id.clone()).or_default() += i64::from(*n);
         }
         move_units(conn, event_id, returned, Units::Held, Units::Available, map).await?;
     }
     // Operations, orders, messages, answers.
-    let settled = &group.settlements;
     let expected = settled.len();
     let rows = Rows::new()
         .texts(
@@ -642,7 +634,7 @@ async fn settle_checkouts(
         return Err(mismatch("orders pending payment", expected, ended));
     }
     let mut messages: Vec<(&str, &str, String)> = Vec::new();
-    for (_, hold) in cancelled {
+    for hold in &cancelled {
         let payload = hold_ended_payload(
             event_id,
             &hold.hold_id,
@@ -651,7 +643,7 @@ async fn settle_checkouts(
         );
         messages.push((event_id, "hold.released", payload));
     }
-    for settlement in settled {
+    for settlement in &settled {
         for (topic, payload) in &settlement.messages {
             messages.push((event_id, *topic, payload.to_string()));
         }
@@ -739,20 +731,13 @@ async fn compensate_orders(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<Vec<usize>> {
-    let given = &group.effects.orders_compensated;
-    if given.is_empty() && group.compensations.is_empty() {
+    let given = group.compensations()?;
+    if given.is_empty() {
         return Ok(Vec::new());
-    }
-    if group.compensations.len() != given.len() {
-        return Err(StoreError::Internal(format!(
-            "{} compensations decided, {} described",
-            given.len(),
-            group.compensations.len()
-        )));
     }
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
-    let order_ids: Vec<&str> = given.iter().map(|c| c.order_id.as_str()).collect();
+    let order_ids: Vec<&str> = given.iter().map(|(c, _)| c.order_id.as_str()).collect();
     if d.locks_rows() {
         query("SELECT 1 FROM orders WHERE order_id = ANY($1) ORDER BY order_id FOR UPDATE")
             .bind(order_ids.clone())
@@ -779,11 +764,7 @@ async fn compensate_orders(
     // moved) and compared with the status each compensation chose its undo from. One that
     // moved since (a webhook's capture) refuses its compensation alone; the relay's next
     // delivery reads it again.
-    let operation_ids: Vec<&str> = group
-        .compensations
-        .iter()
-        .map(|w| w.operation_id.as_str())
-        .collect();
+    let operation_ids: Vec<&str> = given.iter().map(|(_, w)| w.operation_id.as_str()).collect();
     let current: BTreeMap<String, String> = query(format!(
         "SELECT operation_id, status FROM payment_operation
           WHERE operation_id {} ORDER BY operation_id {}",
@@ -798,7 +779,6 @@ async fn compensate_orders(
     .collect::<StoreResult<_>>()?;
     let refused: Vec<usize> = given
         .iter()
-        .zip(&group.compensations)
         .filter(|(c, w)| {
             used.contains(&c.order_id)
                 || current.get(&w.operation_id).map(String::as_str)
@@ -808,7 +788,6 @@ async fn compensate_orders(
         .collect();
     let accepted: Vec<_> = given
         .iter()
-        .zip(&group.compensations)
         .filter(|(c, _)| !refused.contains(&c.index))
         .collect();
     if accepted.is_empty() {
@@ -951,13 +930,13 @@ async fn compensate_orders(
 /// The group's new holds and their `hold.created` outbox rows. A key another writer used
 /// meanwhile violates `hold_by_key`: the group is refused.
 async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let created = &group.effects.holds_created;
+    let created: Vec<_> = group.effects.holds_created().collect();
     if created.is_empty() {
         return Ok(());
     }
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
-    let holds: Vec<_> = created.iter().map(|(_, hold)| hold).collect();
+    let holds: Vec<_> = created.iter().map(|c| &c.hold).collect();
     let rows = Rows::new()
         .texts("hold_id", holds.iter().map(|h| h.hold_id.as_str()))
         .texts("account_id", holds.iter().map(|h| h.account_id.as_str()))
@@ -970,7 +949,7 @@ async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResul
         )
         .texts("seats", holds.iter().map(|h| held_seats_json(&h.seats)))
         .ints("total", holds.iter().map(|h| h.total_minor))
-        .texts("idem_key", group.hold_keys.iter().map(String::as_str))
+        .texts("idem_key", created.iter().map(|c| c.key.as_str()))
         .times("expires_at", holds.iter().map(|h| h.expires_at));
     let payloads: Vec<String> = holds
         .iter()
@@ -1042,14 +1021,14 @@ const SEAT_STILL_FREE: &str = "$2 IS NOT NULL";
 /// Seats go to new holds only if each is still free by the group's clock; all of them or
 /// the group is refused.
 async fn take_seats(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let taken = &group.effects.seats_taken;
+    let taken: Vec<_> = group.effects.seats_taken().collect();
     if taken.is_empty() {
         return Ok(());
     }
     let d = conn.dialect();
     let rows = Rows::new()
-        .texts("seat_id", taken.iter().map(|t| t.seat_id.as_str()))
-        .texts("hold_id", taken.iter().map(|t| t.hold_id.as_str()))
+        .texts("seat_id", taken.iter().map(|t| t.seat_id))
+        .texts("hold_id", taken.iter().map(|t| t.hold_id))
         .times("expires_at", taken.iter().map(|t| t.hold_expires_at));
     let written = query(format!(
         "UPDATE seat AS s SET status = 'HELD', hold_id = u.hold_id, hold_expires_at = u.expires_at,
@@ -1077,9 +1056,9 @@ async fn take_tier_units(
 ) -> StoreResult<()> {
     let taken = group
         .effects
-        .tier_units_taken
-        .iter()
-        .map(|(tier_id, n)| (tier_id.clone(), i64::from(*n)))
+        .tier_units_taken()
+        .into_iter()
+        .map(|(tier_id, n)| (tier_id.to_owned(), i64::from(n)))
         .collect();
     let event_id = group.event.event_id.as_str();
     move_units(conn, event_id, taken, Units::Available, Units::Held, map).await
@@ -1091,17 +1070,11 @@ async fn take_tier_units(
 /// are copied from them (an exchange's hold costs the difference); then the requests'
 /// idempotency records, each under its endpoint.
 async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let started = &group.effects.checkouts_started;
-    if group.checkouts.len() != started.len() {
-        return Err(StoreError::Internal(format!(
-            "{} checkouts decided, {} described",
-            started.len(),
-            group.checkouts.len()
-        )));
-    }
-    if started.is_empty() {
+    let checkouts = group.checkouts()?;
+    if checkouts.is_empty() {
         return Ok(());
     }
+    let started: Vec<_> = checkouts.iter().map(|(started, _)| *started).collect();
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
     let seats: Vec<(&str, &str, OffsetDateTime)> = started
@@ -1180,15 +1153,15 @@ async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreRe
         .texts("hold_id", started.iter().map(|c| c.hold_id.as_str()))
         .texts(
             "operation_id",
-            group.checkouts.iter().map(|c| c.operation_id.as_str()),
+            checkouts.iter().map(|(_, c)| c.operation_id.as_str()),
         )
         .texts(
             "provider",
-            group.checkouts.iter().map(|c| c.provider.as_str()),
+            checkouts.iter().map(|(_, c)| c.provider.as_str()),
         )
         .texts(
             "method",
-            group.checkouts.iter().map(|c| c.payment_method.as_str()),
+            checkouts.iter().map(|(_, c)| c.payment_method.as_str()),
         );
     query(format!(
         "INSERT INTO payment_operation (event_id, operation_id, order_id, provider, payment_method, status,
@@ -1207,10 +1180,9 @@ async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreRe
     .bind_rows(d, rows)
     .execute(conn)
     .await?;
-    let records: Vec<(&str, &boxoffice_store::NewRecord)> = group
-        .checkouts
+    let records: Vec<(&str, &boxoffice_store::NewRecord)> = checkouts
         .iter()
-        .map(|c| (c.endpoint.as_str(), &c.record))
+        .map(|(_, c)| (c.endpoint.as_str(), &c.record))
         .collect();
     idempotency::insert_each(conn, &records, group.now).await
 }
@@ -1256,12 +1228,7 @@ async fn record_group(
     let seq = i64::try_from(group.writer_seq)
         .map_err(|_| StoreError::Internal("writer sequence out of range".into()))?;
     let d = conn.dialect();
-    let accounts: Vec<&str> = group
-        .effects
-        .accounts_checked
-        .iter()
-        .map(String::as_str)
-        .collect();
+    let accounts: Vec<&str> = group.effects.accounts_checked().into_iter().collect();
     let max = i64::from(group.event.max_tickets_per_account);
     let version: Option<i64> = match d {
         Dialect::Postgres => {

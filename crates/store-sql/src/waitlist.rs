@@ -103,7 +103,7 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
     let effects = group.effects;
     let event_id = group.event.event_id.as_str();
     let now = group.now;
-    let joined = &effects.waitlist_joined;
+    let joined: Vec<_> = effects.waitlist_joined().collect();
     if !joined.is_empty() {
         let rows = Rows::new()
             .texts("waitlist_id", joined.iter().map(|e| e.waitlist_id.as_str()))
@@ -151,26 +151,23 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
         .execute(conn)
         .await?;
     }
-    if !effects.waitlist_left.is_empty() {
+    let left_ids: Vec<&str> = effects.waitlist_left().collect();
+    if !left_ids.is_empty() {
         let left = query(format!(
             "UPDATE waitlist SET status = 'LEFT', updated_at = $3
               WHERE event_id = $1 AND waitlist_id {} AND status = 'WAITING'",
             d.in_list("$2")
         ))
         .bind(event_id)
-        .bind(effects.waitlist_left.clone())
+        .bind(left_ids.clone())
         .bind(now)
         .execute(conn)
         .await?;
-        if left != effects.waitlist_left.len() as u64 {
-            return Err(mismatch(
-                "waiting entries left",
-                effects.waitlist_left.len(),
-                left,
-            ));
+        if left != left_ids.len() as u64 {
+            return Err(mismatch("waiting entries left", left_ids.len(), left));
         }
     }
-    let offers = &effects.waitlist_offers;
+    let offers: Vec<_> = effects.waitlist_offers().collect();
     if !offers.is_empty() {
         let rows = Rows::new()
             .texts("hold_id", offers.iter().map(|o| o.hold.hold_id.as_str()))
@@ -237,10 +234,9 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
             .collect();
         outbox::insert_many(conn, &messages, now).await?;
     }
-    for (holds, status) in [
-        (&effects.waitlist_lapsed, "LAPSED"),
-        (&effects.waitlist_purchased, "PURCHASED"),
-    ] {
+    let lapsed: Vec<&str> = effects.waitlist_lapsed().collect();
+    let purchased: Vec<&str> = effects.waitlist_purchased().collect();
+    for (holds, status) in [(lapsed, "LAPSED"), (purchased, "PURCHASED")] {
         if holds.is_empty() {
             continue;
         }
@@ -250,7 +246,7 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
             d.in_list("$2")
         ))
         .bind(event_id)
-        .bind(holds.clone())
+        .bind(holds)
         .bind(status)
         .bind(now)
         .execute(conn)
