@@ -1281,3 +1281,126 @@ where
     }
     Ok(answers)
 }
+
+#[cfg(test)]
+mod tests {
+    use boxoffice_domain::engine::Effect;
+    use boxoffice_domain::event::{EventSpec, Section, WaitingRoomSettings};
+    use boxoffice_domain::idempotency::StoredResponse;
+    use boxoffice_domain::order::PaymentStatus;
+    use time::macros::datetime;
+
+    use super::*;
+
+    const NOW: OffsetDateTime = datetime!(2027-01-01 10:00 UTC);
+
+    fn event() -> EventRecord {
+        let spec = EventSpec {
+            name: "Night".into(),
+            starts_at: NOW + time::Duration::days(1),
+            on_sale_at: Some(NOW),
+            currency: "EUR".into(),
+            hold_ttl_s: 300,
+            payment_grace_s: 60,
+            max_seats_per_hold: 4,
+            max_tickets_per_account: 4,
+            exchange_cutoff_s: 0,
+            transfer_cutoff_s: 0,
+            waitlist_offer_ttl_s: 0,
+            waiting_room: WaitingRoomSettings::default(),
+            sections: vec![Section {
+                name: "A".into(),
+                rows: 1,
+                seats_per_row: 4,
+                price_minor: 1000,
+            }],
+            tiers: Vec::new(),
+        };
+        crate::event_record("e", &spec, NOW)
+    }
+
+    /// A checkout of hold `h-<index>` started by the command at `index`.
+    fn started(index: usize) -> Effect {
+        Effect::CheckoutStarted(CheckoutStarted {
+            index,
+            account_id: "ann".into(),
+            hold_id: format!("h-{index}"),
+            order_id: format!("o-{index}"),
+            seat_ids: vec![format!("A-1-{index}")],
+            expires_at: NOW,
+        })
+    }
+
+    fn checkout_write(operation_id: &str) -> CommandWrite {
+        CommandWrite::Checkout(CheckoutWrite {
+            operation_id: operation_id.into(),
+            provider: "sim".into(),
+            payment_method: "card".into(),
+            endpoint: "POST /v1/checkout".into(),
+            record: NewRecord {
+                account_id: "ann".into(),
+                key: operation_id.into(),
+                request_digest: String::new(),
+                response: StoredResponse {
+                    status: 201,
+                    body: Vec::new(),
+                },
+            },
+        })
+    }
+
+    fn group<'a>(
+        event: &'a EventRecord,
+        effects: &'a Effects,
+        commands: BTreeMap<usize, CommandWrite>,
+    ) -> GroupWrite<'a> {
+        GroupWrite {
+            event,
+            endpoint: "POST /test/holds",
+            now: NOW,
+            writer_seq: 1,
+            fence: None,
+            effects,
+            records: Vec::new(),
+            commands,
+            turn: &FirstInLine,
+        }
+    }
+
+    #[test]
+    fn each_effect_finds_its_commands_write_by_index_whatever_the_order() {
+        let event = event();
+        let effects = Effects::from(vec![started(3), started(1)]);
+        let commands = BTreeMap::from([(1, checkout_write("op-1")), (3, checkout_write("op-3"))]);
+        let group = group(&event, &effects, commands);
+        let paired: Vec<(&str, &str)> = group
+            .checkouts()
+            .expect("every checkout has its write")
+            .into_iter()
+            .map(|(started, write)| (started.hold_id.as_str(), write.operation_id.as_str()))
+            .collect();
+        assert_eq!(paired, [("h-3", "op-3"), ("h-1", "op-1")]);
+    }
+
+    #[test]
+    fn an_effect_whose_command_has_no_write_of_its_kind_is_an_internal_error() {
+        let event = event();
+        let effects = Effects::from(vec![started(0)]);
+        let missing = group(&event, &effects, BTreeMap::new());
+        assert!(
+            matches!(missing.checkouts(), Err(StoreError::Internal(why)) if why.contains("no write")),
+            "a checkout without its write"
+        );
+        let compensation = CommandWrite::Compensation(CompensationWrite {
+            operation_id: "op-0".into(),
+            operation_status: PaymentStatus::Captured,
+            reason: "CAPTURE_FAILED".into(),
+            messages: Vec::new(),
+        });
+        let other_kind = group(&event, &effects, BTreeMap::from([(0, compensation)]));
+        assert!(
+            matches!(other_kind.checkouts(), Err(StoreError::Internal(why)) if why.contains("compensation")),
+            "a checkout whose write is a compensation's"
+        );
+    }
+}

@@ -216,6 +216,76 @@ fn a_group_takes_seats_in_arrival_order_and_names_every_write() {
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
 
+/// The seat map and the rows the store writes are read from the one list of effects: a seat
+/// one command frees and a later one takes shows the later change, and the map ends where
+/// the engine's seats are.
+#[test]
+fn a_group_lists_its_effects_in_command_order_and_its_map_ends_where_the_seats_are() {
+    let mut engine = engine(4);
+    engine.decide(
+        NOW,
+        &[
+            hold("a", "1", seats(&["A-1-1", "A-1-2"])),
+            hold("b", "1", seats(&["A-1-3"])),
+        ],
+    );
+    engine.decide(
+        NOW,
+        &[Command::Checkout(CheckoutRequest {
+            account_id: "b".into(),
+            hold_id: "h-b-1".into(),
+            order_id: "o-b".into(),
+            grace_s: 60,
+        })],
+    );
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            Command::Release {
+                account_id: "a".into(),
+                hold_id: "h-a-1".into(),
+            },
+            hold("c", "1", seats(&["A-1-1"])),
+            Command::Payment(PaymentRequest {
+                account_id: "b".into(),
+                hold_id: "h-b-1".into(),
+                outcome: PaymentOutcome::Paid,
+            }),
+        ],
+    );
+    assert_eq!(decisions[2], Decision::Payment(PaymentDecision::Confirmed));
+    let kinds: Vec<&str> = effects
+        .iter()
+        .map(|effect| match effect {
+            Effect::HoldReleased(_) => "released",
+            Effect::HoldCreated(_) => "created",
+            Effect::HoldConfirmed(_) => "confirmed",
+            other => panic!("not decided here: {other:?}"),
+        })
+        .collect();
+    assert_eq!(kinds, ["released", "created", "confirmed"]);
+    let created: Vec<&HoldCreated> = effects.holds_created().collect();
+    assert_eq!((created[0].index, created[0].key.as_str()), (1, "1"));
+    assert_eq!(effects.accounts_checked(), BTreeSet::from(["b", "c"]));
+    let mut shown: BTreeMap<String, (SeatStatus, Option<OffsetDateTime>)> = BTreeMap::new();
+    for change in effects.map_seats() {
+        shown.insert(change.seat_id, (change.status, change.hold_expires_at));
+    }
+    assert_eq!(shown.len(), 3, "A-1-4 is not touched: {shown:?}");
+    for (seat_id, (status, until)) in &shown {
+        let seat = engine.seat(seat_id).expect("seat");
+        assert_eq!(
+            (seat.status, seat.hold_expires_at),
+            (*status, *until),
+            "{seat_id}"
+        );
+    }
+    assert_eq!(shown["A-1-1"].0, SeatStatus::Held, "freed, then taken by c");
+    assert_eq!(shown["A-1-2"].0, SeatStatus::Available);
+    assert_eq!(shown["A-1-3"].0, SeatStatus::Sold);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
 #[test]
 fn a_key_used_in_an_earlier_group_replays_and_a_changed_body_is_refused() {
     let mut engine = engine(4);
