@@ -112,7 +112,7 @@ fn main() {
         let started = Instant::now();
         let (_, effects) = copy.decide(now, std::slice::from_ref(&release));
         release_times.push(started.elapsed());
-        offers = effects.waitlist_offers.len();
+        offers = effects.waitlist_offers().count();
     }
     let late = join(ENTRIES, 6, None, true);
     let mut join_times = Vec::new();

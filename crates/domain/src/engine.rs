@@ -4,10 +4,11 @@
 //! The writer (`server/src/runtime/writer.rs`) loads an [`EngineSnapshot`] from the store,
 //! then feeds the engine groups of commands in arrival order: [`EventEngine::decide`] returns one
 //! [`Decision`] per command and the group's [`Effects`] — the rows the store must write, each
-//! with the condition it must find. The store writes a group in one transaction and verifies
-//! every row count; the writer answers a command only after its group committed. While one
-//! group commits, the next is decided on top of it; if a commit fails, the writer throws the
-//! engine away and loads it again (nothing here is ever rolled back).
+//! with the condition it must find, as one list in the order decided (`engine/effects.rs`).
+//! The store writes a group in one transaction and verifies every row count; the writer
+//! answers a command only after its group committed. While one group commits, the next is
+//! decided on top of it; if a commit fails, the writer throws the engine away and loads it
+//! again (nothing here is ever rolled back).
 //!
 //! Changes the engine did not make (the store's own settlement of an exchange's payment, the
 //! sweeper, an exchange out of the event decided by another event's writer, a writer on
@@ -28,18 +29,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use time::OffsetDateTime;
 
 use crate::decide::{
-    BatchState, HoldOutcome, HoldRequest, NewHold, RowIndex, SeatRow, TierRow, decide_holds_indexed,
+    BatchState, HoldOutcome, HoldRequest, RowIndex, SeatRow, TierRow, decide_holds_indexed,
 };
 use crate::event::SaleRules;
 use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 use crate::hold_ttl::{HoldToPay, HoldTtlPolicy};
 use crate::settlement;
 
+mod effects;
 mod exchange;
 mod free_seats;
 mod transfer;
 mod waitlist;
 
+pub use effects::{
+    CheckoutCancelled, Effect, Effects, HoldCreated, HoldReleased, MapSeatChange, SeatTaken,
+};
 pub use exchange::{
     ExchangeDecision, ExchangeGivesUp, ExchangeRequest, ExchangeTaken, ExchangeTakes,
 };
@@ -203,6 +208,8 @@ pub struct HoldConfirmed {
     /// The command's place in the group.
     pub index: usize,
     pub hold_id: String,
+    /// The buyer, whose purchase limit the store checks after the writes.
+    pub account_id: String,
     pub seat_ids: Vec<String>,
     pub tier: Option<(String, u32)>,
 }
@@ -300,95 +307,6 @@ pub struct OrderCompensated {
     pub index: usize,
     pub order_id: String,
     pub hold: HoldReleased,
-}
-
-/// A seat a new hold takes. The store writes it only if the seat is still free by the
-/// group's clock (available, or held past its deadline).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SeatTaken {
-    pub seat_id: String,
-    pub hold_id: String,
-    pub hold_expires_at: OffsetDateTime,
-}
-
-/// A hold the group ends: released (the store ends it only if it is still `HELD` and not
-/// past its deadline, and counts it) or expired (only if still `HELD` and past its deadline;
-/// one the sweeper ended first is skipped). Then the seats that still point to it are freed
-/// and its units returned, exactly once because the status change is conditional.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HoldReleased {
-    pub hold_id: String,
-    /// The hold's owner (the outbox tells it with the hold's end).
-    pub account_id: String,
-    pub seat_ids: Vec<String>,
-    pub tier: Option<(String, u32)>,
-}
-
-/// A change the seat map shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MapSeatChange {
-    pub seat_id: String,
-    pub status: SeatStatus,
-    pub hold_expires_at: Option<OffsetDateTime>,
-}
-
-/// The rows a group writes. Every entry carries or implies its condition; the store counts
-/// what it wrote and refuses the whole group on any difference.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Effects {
-    /// New holds, with the index of the command that asked for each.
-    pub holds_created: Vec<(usize, NewHold)>,
-    pub seats_taken: Vec<SeatTaken>,
-    /// Units taken per tier (the store subtracts them only where that many are available).
-    pub tier_units_taken: BTreeMap<String, u32>,
-    /// Holds past their deadline, ended first (the engine's own timer: the sweeper only
-    /// tidies events no writer has loaded).
-    pub holds_expired: Vec<HoldReleased>,
-    pub holds_released: Vec<HoldReleased>,
-    pub checkouts_started: Vec<CheckoutStarted>,
-    /// Holds in checkout sold by a payment.
-    pub holds_confirmed: Vec<HoldConfirmed>,
-    /// Holds in checkout ended by a payment verdict, with the index of the command (the
-    /// store ends each only if it is still `PAYMENT_PENDING`, then frees exactly these seats
-    /// and returns its units).
-    pub checkouts_cancelled: Vec<(usize, HoldReleased)>,
-    /// Confirmed orders given back after a capture refused for good.
-    pub orders_compensated: Vec<OrderCompensated>,
-    /// Exchanges into the event, in command order.
-    pub exchanges: Vec<ExchangeTaken>,
-    /// Transfers accepted, in command order.
-    pub transfers: Vec<TransferTaken>,
-    /// Waiting-list entries joined, left (their ids) and offered seats, in order.
-    pub waitlist_joined: Vec<WaitEntry>,
-    pub waitlist_left: Vec<String>,
-    pub waitlist_offers: Vec<WaitlistOffer>,
-    /// Offer holds (of entries offered earlier) the group ended, and sold: their entries
-    /// become `LAPSED` and `PURCHASED`.
-    pub waitlist_lapsed: Vec<String>,
-    pub waitlist_purchased: Vec<String>,
-    pub map_seats: Vec<MapSeatChange>,
-    /// Accounts that got a hold: the store checks their purchase limit after the writes.
-    pub accounts_checked: BTreeSet<String>,
-}
-
-impl Effects {
-    /// Whether the group writes nothing but idempotency records.
-    pub fn writes_inventory(&self) -> bool {
-        !self.holds_created.is_empty()
-            || !self.holds_released.is_empty()
-            || !self.holds_expired.is_empty()
-            || !self.checkouts_started.is_empty()
-            || !self.holds_confirmed.is_empty()
-            || !self.checkouts_cancelled.is_empty()
-            || !self.orders_compensated.is_empty()
-            || !self.exchanges.is_empty()
-            || !self.transfers.is_empty()
-            || !self.waitlist_joined.is_empty()
-            || !self.waitlist_left.is_empty()
-            || !self.waitlist_offers.is_empty()
-            || !self.waitlist_lapsed.is_empty()
-            || !self.waitlist_purchased.is_empty()
-    }
 }
 
 /// The live inventory of one event and the decision over it.
@@ -707,7 +625,16 @@ impl EventEngine {
                             | Command::WaitlistLeave { .. } => None,
                         })
                         .collect();
-                    let outcomes = self.decide_holds(&run, index, &mut effects);
+                    let outcomes = self.decide_holds(&run, index);
+                    for (offset, (request, outcome)) in run.iter().zip(&outcomes).enumerate() {
+                        if let HoldOutcome::Held(hold) = outcome {
+                            effects.push(Effect::HoldCreated(HoldCreated {
+                                index: index + offset,
+                                key: request.idempotency_key.clone(),
+                                hold: hold.clone(),
+                            }));
+                        }
+                    }
                     decisions.extend(outcomes.into_iter().map(Decision::Hold));
                     index = run_end;
                 }
@@ -765,12 +692,9 @@ impl EventEngine {
         (decisions, effects)
     }
 
-    fn decide_holds(
-        &mut self,
-        run: &[HoldRequest],
-        first_index: usize,
-        effects: &mut Effects,
-    ) -> Vec<HoldOutcome> {
+    /// Decides a run of hold requests (the first at `first_index` in the group) and takes
+    /// in the holds granted; the caller records each in the group's effects.
+    fn decide_holds(&mut self, run: &[HoldRequest], first_index: usize) -> Vec<HoldOutcome> {
         let now = self.state.now;
         let accounts: BTreeSet<&str> = run.iter().map(|r| r.account_id.as_str()).collect();
         self.state.usage_by_account = accounts
@@ -786,7 +710,7 @@ impl EventEngine {
                 *index += first_index;
             }
         }
-        for (offset, (request, outcome)) in run.iter().zip(&outcomes).enumerate() {
+        for (request, outcome) in run.iter().zip(&outcomes) {
             if outcome.is_recorded() {
                 self.state.prior_digests.insert(
                     (request.account_id.clone(), request.idempotency_key.clone()),
@@ -799,23 +723,9 @@ impl EventEngine {
             for (seat_id, _) in &hold.seats {
                 // `decide_holds_indexed` kept the row index; the class index follows here.
                 self.free.set_free(seat_id, false);
-                effects.seats_taken.push(SeatTaken {
-                    seat_id: seat_id.clone(),
-                    hold_id: hold.hold_id.clone(),
-                    hold_expires_at: hold.expires_at,
-                });
-                effects.map_seats.push(MapSeatChange {
-                    seat_id: seat_id.clone(),
-                    status: SeatStatus::Held,
-                    hold_expires_at: Some(hold.expires_at),
-                });
                 self.seat_deadlines
                     .insert((hold.expires_at, seat_id.clone()));
             }
-            if let Some(tier_id) = &hold.tier_id {
-                *effects.tier_units_taken.entry(tier_id.clone()).or_default() += hold.quantity;
-            }
-            effects.accounts_checked.insert(hold.account_id.clone());
             if self.ttl_policy.follow_sale {
                 self.granted_at.insert(hold.hold_id.clone(), now);
             }
@@ -829,9 +739,6 @@ impl EventEngine {
                 expires_at: hold.expires_at,
                 exchange: false,
             });
-            effects
-                .holds_created
-                .push((first_index + offset, hold.clone()));
         }
         outcomes
     }
@@ -854,8 +761,9 @@ impl EventEngine {
             HoldStatus::Held if hold.expires_at > now => {}
             _ => return ReleaseDecision::AlreadyEnded,
         }
-        let ended = self.end_hold(hold_id, &mut effects.map_seats);
-        effects.holds_released.extend(ended);
+        if let Some(ended) = self.end_hold(hold_id) {
+            effects.push(Effect::HoldReleased(ended));
+        }
         ReleaseDecision::Released {
             hold_id: hold_id.to_owned(),
         }
@@ -896,11 +804,6 @@ impl EventEngine {
             }
             seat.hold_expires_at = Some(expires_at);
             self.seat_deadlines.insert((expires_at, seat_id.clone()));
-            effects.map_seats.push(MapSeatChange {
-                seat_id: seat_id.clone(),
-                status: SeatStatus::Held,
-                hold_expires_at: Some(expires_at),
-            });
             extended.push(seat_id);
         }
         if let Some(granted_at) = self.granted_at.remove(&request.hold_id) {
@@ -908,14 +811,14 @@ impl EventEngine {
             self.hold_to_pay
                 .record(u32::try_from(ms.max(0)).unwrap_or(u32::MAX));
         }
-        effects.checkouts_started.push(CheckoutStarted {
+        effects.push(Effect::CheckoutStarted(CheckoutStarted {
             index,
             account_id: request.account_id.clone(),
             hold_id: request.hold_id.clone(),
             order_id: request.order_id.clone(),
             seat_ids: extended,
             expires_at,
-        });
+        }));
         CheckoutDecision::Started { expires_at }
     }
 
@@ -953,8 +856,8 @@ impl EventEngine {
             ),
         };
         if let Some(reason) = reason {
-            if let Some(ended) = self.end_hold(&request.hold_id, &mut effects.map_seats) {
-                effects.checkouts_cancelled.push((index, ended));
+            if let Some(hold) = self.end_hold(&request.hold_id) {
+                effects.push(Effect::CheckoutCancelled(CheckoutCancelled { index, hold }));
             }
             return PaymentDecision::Cancelled { reason };
         }
@@ -977,11 +880,6 @@ impl EventEngine {
             seat.status = SeatStatus::Sold;
             seat.hold_expires_at = None;
             self.index_free(&seat_id, false);
-            effects.map_seats.push(MapSeatChange {
-                seat_id: seat_id.clone(),
-                status: SeatStatus::Sold,
-                hold_expires_at: None,
-            });
             sold.push(seat_id);
         }
         if let Some((tier_id, units)) = &tier
@@ -990,13 +888,13 @@ impl EventEngine {
             row.held -= i64::from(*units);
             row.sold += i64::from(*units);
         }
-        effects.accounts_checked.insert(request.account_id.clone());
-        effects.holds_confirmed.push(HoldConfirmed {
+        effects.push(Effect::HoldConfirmed(HoldConfirmed {
             index,
             hold_id: request.hold_id.clone(),
+            account_id: request.account_id.clone(),
             seat_ids: sold,
             tier,
-        });
+        }));
         PaymentDecision::Confirmed
     }
 
@@ -1014,16 +912,14 @@ impl EventEngine {
         if hold.status != HoldStatus::Confirmed {
             return CompensationDecision::NotConfirmed;
         }
-        let Some(hold) =
-            self.end_hold_from(&request.hold_id, SeatStatus::Sold, &mut effects.map_seats)
-        else {
+        let Some(hold) = self.end_hold_from(&request.hold_id, SeatStatus::Sold) else {
             return CompensationDecision::NotKept;
         };
-        effects.orders_compensated.push(OrderCompensated {
+        effects.push(Effect::OrderCompensated(OrderCompensated {
             index,
             order_id: request.order_id.clone(),
             hold,
-        });
+        }));
         CompensationDecision::Compensated
     }
 
@@ -1032,8 +928,9 @@ impl EventEngine {
     /// sale, in the group's effects.
     fn expire_due(&mut self, effects: &mut Effects) {
         let now = self.state.now;
+        let mut n_expired = 0;
         while let Some((deadline, hold_id)) = self.hold_deadlines.first().cloned() {
-            if deadline > now || effects.holds_expired.len() >= EXPIRIES_PER_GROUP_MAX {
+            if deadline > now || n_expired >= EXPIRIES_PER_GROUP_MAX {
                 break;
             }
             self.hold_deadlines.pop_first();
@@ -1041,30 +938,25 @@ impl EventEngine {
                 .holds
                 .get(&hold_id)
                 .is_some_and(|h| h.status == HoldStatus::Held && h.expires_at == deadline);
-            // The map shows what the store actually ended (the sweeper or a checkout may
-            // have got there first), so the engine's guess stays out of it.
-            let mut unrecorded = Vec::new();
-            if due && let Some(ended) = self.end_hold(&hold_id, &mut unrecorded) {
-                effects.holds_expired.push(ended);
+            // (The map shows what the store actually ended, the sweeper or a checkout may
+            // have got there first: `Effects::map_seats` leaves the engine's guess out.)
+            if due && let Some(ended) = self.end_hold(&hold_id) {
+                effects.push(Effect::HoldExpired(ended));
+                n_expired += 1;
             }
         }
     }
 
     /// Forgets a live hold that ends now, freeing the seats it still holds and returning its
     /// units.
-    fn end_hold(&mut self, hold_id: &str, map: &mut Vec<MapSeatChange>) -> Option<HoldReleased> {
-        self.end_hold_from(hold_id, SeatStatus::Held, map)
+    fn end_hold(&mut self, hold_id: &str) -> Option<HoldReleased> {
+        self.end_hold_from(hold_id, SeatStatus::Held)
     }
 
     /// Forgets a hold that ends now, freeing the seats that still point to it in `status`
     /// (`Held` for a live hold, `Sold` for a confirmed one given back) and returning its units
     /// from the tier's held or sold count.
-    fn end_hold_from(
-        &mut self,
-        hold_id: &str,
-        status: SeatStatus,
-        map: &mut Vec<MapSeatChange>,
-    ) -> Option<HoldReleased> {
+    fn end_hold_from(&mut self, hold_id: &str, status: SeatStatus) -> Option<HoldReleased> {
         let hold = self.forget_hold(hold_id)?;
         let mut freed = Vec::new();
         for seat_id in &hold.seat_ids {
@@ -1074,7 +966,7 @@ impl EventEngine {
             if seat.status != status || seat.hold_id.as_deref() != Some(hold_id) {
                 continue;
             }
-            self.free_seat(seat_id, map);
+            self.free_seat(seat_id);
             freed.push(seat_id.clone());
         }
         let tier = hold.tier_id.as_ref().map(|tier_id| {
@@ -1105,19 +997,14 @@ impl EventEngine {
         self.free.set_free(seat_id, is_free);
     }
 
-    /// A seat back on sale: free in the index, shown available.
-    fn free_seat(&mut self, seat_id: &str, map: &mut Vec<MapSeatChange>) {
+    /// A seat back on sale: free in the index.
+    fn free_seat(&mut self, seat_id: &str) {
         if let Some(seat) = self.state.seats.get_mut(seat_id) {
             seat.status = SeatStatus::Available;
             seat.hold_id = None;
             seat.hold_expires_at = None;
         }
         self.index_free(seat_id, true);
-        map.push(MapSeatChange {
-            seat_id: seat_id.to_owned(),
-            status: SeatStatus::Available,
-            hold_expires_at: None,
-        });
     }
 
     /// Takes in rows that changed elsewhere (read after the engine's last group committed):

@@ -988,16 +988,16 @@ proptest! {
                     let got: Vec<Verdict> = decisions.iter().map(verdict_of).collect();
                     prop_assert_eq!(&got, &expected);
                     let granted = got.iter().filter(|v| matches!(v, Verdict::Held { .. })).count();
-                    prop_assert_eq!(effects.holds_created.len(), granted);
+                    prop_assert_eq!(effects.holds_created().count(), granted);
                     let started = got.iter().filter(|v| **v == Verdict::CheckoutStarted).count();
-                    prop_assert_eq!(effects.checkouts_started.len(), started);
+                    prop_assert_eq!(effects.checkouts_started().count(), started);
                     let sold = got.iter().filter(|v| **v == Verdict::Sold).count();
-                    prop_assert_eq!(effects.holds_confirmed.len(), sold);
+                    prop_assert_eq!(effects.holds_confirmed().count(), sold);
                     let cancelled = got.iter().filter(|v| matches!(v, Verdict::Cancelled(_))).count();
-                    prop_assert_eq!(effects.checkouts_cancelled.len(), cancelled);
+                    prop_assert_eq!(effects.checkouts_cancelled().count(), cancelled);
                     let compensated = got.iter().filter(|v| **v == Verdict::Compensated).count();
-                    prop_assert_eq!(effects.orders_compensated.len(), compensated);
-                    let exchanged: Vec<bool> = effects.exchanges.iter().map(|x| x.sold).collect();
+                    prop_assert_eq!(effects.orders_compensated().count(), compensated);
+                    let exchanged: Vec<bool> = effects.exchanges().map(|x| x.sold).collect();
                     prop_assert_eq!(exchanged, expected_sold);
                 }
                 Step::Advance(s) => {

@@ -1034,7 +1034,10 @@ async fn a_used_ticket_refuses_its_compensation_alone(backend: Backend) {
     use boxoffice_domain::engine::{
         Command, CompensationDecision, CompensationRequest, Decision, EventEngine,
     };
-    use boxoffice_store::engine::{CompensationWrite, FirstInLine, GroupWrite, hold_endpoint};
+    use boxoffice_store::engine::{
+        CommandWrite, CompensationWrite, FirstInLine, GroupWrite, hold_endpoint,
+    };
+    use std::collections::BTreeMap;
 
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
@@ -1096,13 +1099,11 @@ async fn a_used_ticket_refuses_its_compensation_alone(backend: Backend) {
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys: vec![bob.idempotency_key.clone()],
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: vec![CompensationWrite::new(0, &operation, "CAPTURE_FAILED")],
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::from([(
+            0,
+            CommandWrite::Compensation(CompensationWrite::new(&operation, "CAPTURE_FAILED")),
+        )]),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await.expect("the group commits");
@@ -1822,7 +1823,10 @@ async fn a_compensation_decided_before_an_exchange_is_refused(backend: Backend) 
         Command, CompensationDecision, CompensationRequest, Decision, EventEngine,
     };
     use boxoffice_store::StoreError;
-    use boxoffice_store::engine::{CompensationWrite, FirstInLine, GroupWrite, hold_endpoint};
+    use boxoffice_store::engine::{
+        CommandWrite, CompensationWrite, FirstInLine, GroupWrite, hold_endpoint,
+    };
+    use std::collections::BTreeMap;
 
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
@@ -1925,13 +1929,11 @@ async fn a_compensation_decided_before_an_exchange_is_refused(backend: Backend) 
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys: Vec::new(),
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: vec![CompensationWrite::new(0, &operation, "CAPTURE_FAILED")],
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::from([(
+            0,
+            CommandWrite::Compensation(CompensationWrite::new(&operation, "CAPTURE_FAILED")),
+        )]),
         turn: &FirstInLine,
     };
     match store.apply_group(&group).await {
@@ -1985,7 +1987,10 @@ async fn a_compensation_read_before_its_operation_moved_is_refused_alone(backend
     use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
     use boxoffice_domain::engine::{Command, CompensationRequest, Decision, EventEngine};
     use boxoffice_domain::order::PaymentStatus;
-    use boxoffice_store::engine::{CompensationWrite, FirstInLine, GroupWrite, hold_endpoint};
+    use boxoffice_store::engine::{
+        CommandWrite, CompensationWrite, FirstInLine, GroupWrite, hold_endpoint,
+    };
+    use std::collections::BTreeMap;
 
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
@@ -2038,13 +2043,11 @@ async fn a_compensation_read_before_its_operation_moved_is_refused_alone(backend
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys: vec![bob.idempotency_key.clone()],
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: vec![CompensationWrite::new(0, &read_before, "CAPTURE_FAILED")],
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::from([(
+            0,
+            CommandWrite::Compensation(CompensationWrite::new(&read_before, "CAPTURE_FAILED")),
+        )]),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await.expect("the group commits");

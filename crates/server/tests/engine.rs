@@ -107,9 +107,8 @@ impl EngineStore for FailingGroup {
                 self.log.lock().unwrap().push(Seen::Committed(
                     group
                         .effects
-                        .holds_created
-                        .iter()
-                        .map(|(_, hold)| hold.hold_id.clone())
+                        .holds_created()
+                        .map(|created| created.hold.hold_id.clone())
                         .collect(),
                 ));
                 return Ok(committed);
@@ -125,9 +124,8 @@ impl EngineStore for FailingGroup {
             Ok(_) => Seen::Committed(
                 group
                     .effects
-                    .holds_created
-                    .iter()
-                    .map(|(_, hold)| hold.hold_id.clone())
+                    .holds_created()
+                    .map(|created| created.hold.hold_id.clone())
                     .collect(),
             ),
             Err(_) => Seen::Refused,
@@ -295,6 +293,7 @@ async fn the_next_group_waits_for(backend: Backend, commit_found_wrong: bool) {
 async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
     use boxoffice_domain::engine::{Command, EventEngine};
     use boxoffice_store::engine::FirstInLine;
+    use std::collections::BTreeMap;
 
     const ENDPOINT: &str = "POST /test/holds";
     let app = TestApp::spawn(backend).await;
@@ -309,7 +308,11 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
     ];
     let commands: Vec<Command> = requests.iter().cloned().map(Command::Hold).collect();
     let (_, effects) = engine.decide(now, &commands);
-    assert_eq!(effects.seats_taken.len(), 2, "both seats decided as free");
+    assert_eq!(
+        effects.seats_taken().count(),
+        2,
+        "both seats decided as free"
+    );
     // Meanwhile another path holds A-4-2.
     let shown = event.clone();
     let render_hold = move |outcome: &HoldOutcome| render(&shown, outcome);
@@ -326,11 +329,6 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
         matches!(&taken[0], Idempotent::Fresh(r) if r.status == 201),
         "{taken:?}"
     );
-    let hold_keys = effects
-        .holds_created
-        .iter()
-        .map(|(index, _)| requests[*index].idempotency_key.clone())
-        .collect();
     let group = GroupWrite {
         event: &event,
         endpoint: ENDPOINT,
@@ -338,13 +336,8 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys,
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: Vec::new(),
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::new(),
         turn: &FirstInLine,
     };
     match store.apply_group(&group).await {
@@ -383,6 +376,7 @@ async fn a_group_on_a_seat_taken_since_is_refused(backend: Backend) {
 async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
     use boxoffice_domain::engine::{Command, Decision, EventEngine, ReleaseDecision};
     use boxoffice_store::engine::FirstInLine;
+    use std::collections::BTreeMap;
 
     const ENDPOINT: &str = "POST /test/holds";
     let app = TestApp::spawn(backend).await;
@@ -433,13 +427,8 @@ async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys: vec![second.idempotency_key.clone()],
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: Vec::new(),
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::new(),
         turn: &FirstInLine,
     };
     store
@@ -471,6 +460,7 @@ async fn a_seat_freed_and_taken_in_one_group(backend: Backend) {
 async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
     use boxoffice_domain::engine::{Command, Decision, EventEngine};
     use boxoffice_store::engine::FirstInLine;
+    use std::collections::BTreeMap;
 
     const ENDPOINT: &str = "POST /test/holds";
     let app = TestApp::spawn(backend).await;
@@ -503,7 +493,7 @@ async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
         "{decisions:?}"
     );
     assert_eq!(
-        effects.holds_expired.len(),
+        effects.holds_expired().count(),
         1,
         "the lapsed hold ends in the group"
     );
@@ -514,13 +504,8 @@ async fn a_seat_expired_and_taken_in_one_group(backend: Backend) {
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys: vec![second.idempotency_key.clone()],
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: Vec::new(),
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await.expect("the group commits");
@@ -549,13 +534,18 @@ async fn fenced_hold(
 ) -> StoreResult<GroupCommitted> {
     use boxoffice_domain::engine::{Command, EventEngine};
     use boxoffice_store::engine::FirstInLine;
+    use std::collections::BTreeMap;
 
     const ENDPOINT: &str = "POST /test/holds";
     let (snapshot, now) = store.engine_load(event, ENDPOINT).await.unwrap();
     let mut engine = EventEngine::load(event.rules(), snapshot, now);
     let request = seat_request(account, &format!("key-{account}-{seat_id}"), seat_id);
     let (_, effects) = engine.decide(now, &[Command::Hold(request.clone())]);
-    assert_eq!(effects.seats_taken.len(), 1, "the seat is decided as free");
+    assert_eq!(
+        effects.seats_taken().count(),
+        1,
+        "the seat is decided as free"
+    );
     let group = GroupWrite {
         event,
         endpoint: ENDPOINT,
@@ -563,13 +553,8 @@ async fn fenced_hold(
         writer_seq: engine.writer_seq() + 1,
         fence,
         effects: &effects,
-        hold_keys: vec![request.idempotency_key.clone()],
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: Vec::new(),
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await

@@ -111,16 +111,16 @@ impl Ledger {
     /// Checks and records one committed group whose clock read `now_ms`, in the order the
     /// store writes it.
     pub(crate) fn apply(&mut self, effects: &Effects, now_ms: i64, findings: &mut Vec<Finding>) {
-        for released in &effects.holds_released {
+        for released in effects.holds_released() {
             self.end(released, Ending::Released, now_ms, findings);
         }
-        for expired in &effects.holds_expired {
+        for expired in effects.holds_expired() {
             self.end(expired, Ending::Expired, now_ms, findings);
         }
-        for (_, cancelled) in &effects.checkouts_cancelled {
-            self.end(cancelled, Ending::CheckoutCancelled, now_ms, findings);
+        for cancelled in effects.checkouts_cancelled() {
+            self.end(&cancelled.hold, Ending::CheckoutCancelled, now_ms, findings);
         }
-        for confirmed in &effects.holds_confirmed {
+        for confirmed in effects.holds_confirmed() {
             self.checks += 1;
             let Some(h) = self.hold_number(&confirmed.hold_id, findings) else {
                 continue;
@@ -171,15 +171,15 @@ impl Ledger {
             }
             hold.status = HoldStatus::Confirmed;
         }
-        for (_, created) in &effects.holds_created {
-            self.new_hold(created, findings);
+        for created in effects.holds_created() {
+            self.new_hold(&created.hold, findings);
         }
         self.waitlist(effects, findings);
-        for taken in &effects.seats_taken {
+        for taken in effects.seats_taken() {
             self.checks += 1;
             let (Some(h), Some(seat)) = (
-                self.hold_number(&taken.hold_id, findings),
-                self.seat_number(&taken.seat_id, findings),
+                self.hold_number(taken.hold_id, findings),
+                self.seat_number(taken.seat_id, findings),
             ) else {
                 continue;
             };
@@ -199,7 +199,7 @@ impl Ledger {
             }
             self.owner[seat as usize] = Some(h);
         }
-        for started in &effects.checkouts_started {
+        for started in effects.checkouts_started() {
             self.checks += 1;
             let Some(h) = self.hold_number(&started.hold_id, findings) else {
                 continue;
@@ -234,7 +234,7 @@ impl Ledger {
             hold.status = HoldStatus::PaymentPending;
             hold.expires_at_ms = crate::world::epoch_ms(started.expires_at);
         }
-        if !effects.orders_compensated.is_empty() || !effects.exchanges.is_empty() {
+        if effects.orders_compensated().next().is_some() || effects.exchanges().next().is_some() {
             findings.push((
                 ViolationKind::Unexpected,
                 "the engine wrote a compensation or an exchange nobody asked for".to_owned(),
@@ -269,7 +269,7 @@ impl Ledger {
 
     /// The waiting list's changes, in the store's order: entries joined, left, offered.
     fn waitlist(&mut self, effects: &Effects, findings: &mut Vec<Finding>) {
-        for entry in &effects.waitlist_joined {
+        for entry in effects.waitlist_joined() {
             self.checks += 1;
             let joined = LedgerEntry {
                 account_id: entry.account_id.clone(),
@@ -287,7 +287,7 @@ impl Ledger {
                 ));
             }
         }
-        for waitlist_id in &effects.waitlist_left {
+        for waitlist_id in effects.waitlist_left() {
             self.checks += 1;
             match self.entries.get_mut(waitlist_id) {
                 Some(entry) if entry.waiting => entry.waiting = false,
@@ -297,7 +297,7 @@ impl Ledger {
                 )),
             }
         }
-        for offer in &effects.waitlist_offers {
+        for offer in effects.waitlist_offers() {
             self.checks += 1;
             let hold = &offer.hold;
             match self.entries.get_mut(&offer.waitlist_id) {
@@ -525,7 +525,7 @@ impl Ledger {
 
 #[cfg(test)]
 mod tests {
-    use boxoffice_domain::engine::{SeatTaken, WaitEntry, WaitlistOffer};
+    use boxoffice_domain::engine::{Effect, HoldCreated, WaitEntry, WaitlistOffer};
     use time::Duration;
 
     use super::*;
@@ -539,37 +539,32 @@ mod tests {
         })
     }
 
+    /// A hold `hold_id` of `acct-<hold>` of `seats` until `until_s`.
+    fn new_hold(hold_id: &str, seats: &[&str], until_s: i64) -> NewHold {
+        NewHold {
+            hold_id: hold_id.to_owned(),
+            account_id: format!("acct-{hold_id}"),
+            seats: seats.iter().map(|s| ((*s).to_owned(), 100)).collect(),
+            tier_id: None,
+            quantity: seats.len() as u32,
+            total_minor: 100 * seats.len() as i64,
+            expires_at: EPOCH + Duration::seconds(until_s),
+            split: false,
+        }
+    }
+
     /// Effects of a group in which `hold_id` takes `seats` until `until_s`.
     fn taking(hold_id: &str, seats: &[&str], until_s: i64) -> Effects {
-        let expires_at = EPOCH + Duration::seconds(until_s);
-        let mut effects = Effects::default();
-        effects.holds_created.push((
-            0,
-            NewHold {
-                hold_id: hold_id.to_owned(),
-                account_id: format!("acct-{hold_id}"),
-                seats: seats.iter().map(|s| ((*s).to_owned(), 100)).collect(),
-                tier_id: None,
-                quantity: seats.len() as u32,
-                total_minor: 100 * seats.len() as i64,
-                expires_at,
-                split: false,
-            },
-        ));
-        for seat in seats {
-            effects.seats_taken.push(SeatTaken {
-                seat_id: (*seat).to_owned(),
-                hold_id: hold_id.to_owned(),
-                hold_expires_at: expires_at,
-            });
-        }
-        effects
+        Effects::from(vec![Effect::HoldCreated(HoldCreated {
+            index: 0,
+            key: format!("k-{hold_id}"),
+            hold: new_hold(hold_id, seats, until_s),
+        })])
     }
 
     /// Effects of a group in which `account_id` joins the waiting list for `quantity` seats.
     fn joining(waitlist_id: &str, account_id: &str, quantity: u32) -> Effects {
-        let mut effects = Effects::default();
-        effects.waitlist_joined.push(WaitEntry {
+        Effects::from(vec![Effect::WaitlistJoined(WaitEntry {
             waitlist_id: waitlist_id.to_owned(),
             account_id: account_id.to_owned(),
             seq: 1,
@@ -581,30 +576,24 @@ mod tests {
             offered: false,
             idempotency_key: "w".to_owned(),
             request_digest: String::new(),
-        });
-        effects
+        })])
     }
 
     /// Effects of a group that offers entry `waitlist_id` hold `hold_id` (of `acct-<hold>`).
     fn offering(waitlist_id: &str, hold_id: &str, seats: &[&str], until_s: i64) -> Effects {
-        let mut effects = taking(hold_id, seats, until_s);
-        let (_, hold) = effects.holds_created.pop().expect("one hold");
-        effects.waitlist_offers.push(WaitlistOffer {
+        Effects::from(vec![Effect::WaitlistOffered(WaitlistOffer {
             waitlist_id: waitlist_id.to_owned(),
-            hold,
-        });
-        effects
+            hold: new_hold(hold_id, seats, until_s),
+        })])
     }
 
     fn released(hold_id: &str, seats: &[&str]) -> Effects {
-        let mut effects = Effects::default();
-        effects.holds_released.push(HoldReleased {
+        Effects::from(vec![Effect::HoldReleased(HoldReleased {
             hold_id: hold_id.to_owned(),
             account_id: "fan".to_owned(),
             seat_ids: seats.iter().map(|s| (*s).to_owned()).collect(),
             tier: None,
-        });
-        effects
+        })])
     }
 
     fn at_s(s: i64) -> i64 {

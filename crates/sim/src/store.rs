@@ -212,11 +212,11 @@ impl SimStore {
         now: OffsetDateTime,
     ) -> Vec<String> {
         let mut ended = Vec::new();
-        for released in &effects.holds_released {
+        for released in effects.holds_released() {
             self.free_seats(&released.hold_id, &released.seat_ids, now);
             self.end_hold(&released.hold_id, HoldStatus::Released, &mut ended);
         }
-        for expired in &effects.holds_expired {
+        for expired in effects.holds_expired() {
             // The real store skips a hold the sweeper ended first; here nothing else ends
             // holds, and the ledger reports a hold expired early or twice.
             let due = self
@@ -231,11 +231,12 @@ impl SimStore {
             self.free_seats(&expired.hold_id, &seat_ids, deadline);
             self.end_hold(&expired.hold_id, HoldStatus::Expired, &mut ended);
         }
-        for (_, cancelled) in &effects.checkouts_cancelled {
-            self.free_seats(&cancelled.hold_id, &cancelled.seat_ids, now);
-            self.end_hold(&cancelled.hold_id, HoldStatus::Released, &mut ended);
+        for cancelled in effects.checkouts_cancelled() {
+            let hold = &cancelled.hold;
+            self.free_seats(&hold.hold_id, &hold.seat_ids, now);
+            self.end_hold(&hold.hold_id, HoldStatus::Released, &mut ended);
         }
-        for confirmed in &effects.holds_confirmed {
+        for confirmed in effects.holds_confirmed() {
             for seat_id in &confirmed.seat_ids {
                 let index = self.seat_index.get(seat_id).map(|&i| i as usize);
                 if let Some(seat) = self.seat_mut(seat_id) {
@@ -254,22 +255,22 @@ impl SimStore {
             }
             self.end_hold(&confirmed.hold_id, HoldStatus::Confirmed, &mut ended);
         }
-        for (_, created) in &effects.holds_created {
-            self.insert_hold(created);
+        for created in effects.holds_created() {
+            self.insert_hold(&created.hold);
         }
         self.write_waitlist(effects);
-        for taken in &effects.seats_taken {
-            if let Some(seat) = self.seat_mut(&taken.seat_id) {
+        for taken in effects.seats_taken() {
+            if let Some(seat) = self.seat_mut(taken.seat_id) {
                 let was_sold = seat.status == SeatStatus::Sold;
                 seat.status = SeatStatus::Held;
-                seat.hold_id = Some(taken.hold_id.clone());
+                seat.hold_id = Some(taken.hold_id.to_owned());
                 seat.hold_expires_at = Some(taken.hold_expires_at);
                 if was_sold {
                     self.sold -= 1;
                 }
             }
         }
-        for started in &effects.checkouts_started {
+        for started in effects.checkouts_started() {
             if let Some(hold) = self.holds.get_mut(&started.hold_id) {
                 hold.status = HoldStatus::PaymentPending;
                 hold.expires_at = started.expires_at;
@@ -309,16 +310,16 @@ impl SimStore {
     /// left (only `WAITING`), offered (the offer's hold inserted `HELD`; only `WAITING`), and
     /// the offers that lapsed or sold (only `OFFERED`). The ledger checks the conditions.
     fn write_waitlist(&mut self, effects: &Effects) {
-        for entry in &effects.waitlist_joined {
+        for entry in effects.waitlist_joined() {
             self.waitlist.insert(
                 entry.waitlist_id.clone(),
                 (entry.clone(), EntryStatus::Waiting),
             );
         }
-        for waitlist_id in &effects.waitlist_left {
+        for waitlist_id in effects.waitlist_left() {
             self.move_entry(waitlist_id, EntryStatus::Waiting, EntryStatus::Left);
         }
-        for offer in &effects.waitlist_offers {
+        for offer in effects.waitlist_offers() {
             self.insert_hold(&offer.hold);
             self.waitlist_by_hold
                 .insert(offer.hold.hold_id.clone(), offer.waitlist_id.clone());
@@ -328,14 +329,13 @@ impl SimStore {
                 EntryStatus::Offered,
             );
         }
-        for (hold_ids, status) in [
-            (&effects.waitlist_lapsed, EntryStatus::Lapsed),
-            (&effects.waitlist_purchased, EntryStatus::Purchased),
-        ] {
-            for hold_id in hold_ids {
-                if let Some(waitlist_id) = self.waitlist_by_hold.get(hold_id).cloned() {
-                    self.move_entry(&waitlist_id, EntryStatus::Offered, status);
-                }
+        let lapsed = effects.waitlist_lapsed().map(|h| (h, EntryStatus::Lapsed));
+        let purchased = effects
+            .waitlist_purchased()
+            .map(|h| (h, EntryStatus::Purchased));
+        for (hold_id, status) in lapsed.chain(purchased) {
+            if let Some(waitlist_id) = self.waitlist_by_hold.get(hold_id).cloned() {
+                self.move_entry(&waitlist_id, EntryStatus::Offered, status);
             }
         }
     }
@@ -398,7 +398,7 @@ pub(crate) fn seat_ids(layout: &SeatLayout) -> impl Iterator<Item = (String, i64
 
 #[cfg(test)]
 mod tests {
-    use boxoffice_domain::engine::{SeatTaken, WaitlistOffer};
+    use boxoffice_domain::engine::{Effect, WaitlistOffer};
     use time::Duration;
 
     use super::*;
@@ -438,14 +438,13 @@ mod tests {
         };
         let mut store = SimStore::new(&layout, 300);
         // Ids in another order than the places: the snapshot goes by place.
-        let joined = Effects {
-            waitlist_joined: vec![entry(9, 1), entry(10, 2), entry(11, 3)],
-            ..Effects::default()
-        };
+        let joined: Effects = [entry(9, 1), entry(10, 2), entry(11, 3)]
+            .into_iter()
+            .map(Effect::WaitlistJoined)
+            .collect();
         store.apply(&joined, Vec::new(), EPOCH);
         let expires_at = EPOCH + Duration::seconds(300);
-        let mut offered = Effects::default();
-        offered.waitlist_offers.push(WaitlistOffer {
+        let offered = Effects::from(vec![Effect::WaitlistOffered(WaitlistOffer {
             waitlist_id: "w-9".to_owned(),
             hold: NewHold {
                 hold_id: "h-9-1".to_owned(),
@@ -457,12 +456,7 @@ mod tests {
                 expires_at,
                 split: false,
             },
-        });
-        offered.seats_taken.push(SeatTaken {
-            seat_id: "S001-1-1".to_owned(),
-            hold_id: "h-9-1".to_owned(),
-            hold_expires_at: expires_at,
-        });
+        })]);
         store.apply(&offered, Vec::new(), EPOCH + Duration::seconds(1));
         assert_eq!(
             listed(&store),
@@ -482,9 +476,14 @@ mod tests {
         );
         assert_eq!(store.held(), 1);
         // The offer lapsed, an entry left: neither is loaded again.
-        let mut moved = Effects::default();
-        moved.waitlist_lapsed.push("h-9-1".to_owned());
-        moved.waitlist_left.push("w-11".to_owned());
+        let moved = Effects::from(vec![
+            Effect::WaitlistLapsed {
+                hold_id: "h-9-1".to_owned(),
+            },
+            Effect::WaitlistLeft {
+                waitlist_id: "w-11".to_owned(),
+            },
+        ]);
         store.apply(&moved, Vec::new(), EPOCH + Duration::seconds(300));
         assert_eq!(listed(&store), [("w-10".to_owned(), false)]);
     }

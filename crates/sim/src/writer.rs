@@ -314,33 +314,31 @@ impl Sim {
         // The holds the hold route grants (the server's `WaitingRoom::granted`: the party
         // size release assumes); offers are not granted by it.
         let effects = &group.effects;
-        self.totals.holds_granted += effects.holds_created.len() as u64;
+        self.totals.holds_granted += effects.holds_created().count() as u64;
         self.totals.seats_granted += effects
-            .holds_created
-            .iter()
-            .map(|(_, hold)| hold.seats.len() as u64)
+            .holds_created()
+            .map(|created| created.hold.seats.len() as u64)
             .sum::<u64>();
         let waitlist = &mut self.totals.waitlist;
-        waitlist.joined += effects.waitlist_joined.len() as u64;
-        waitlist.offered += effects.waitlist_offers.len() as u64;
-        waitlist.purchased += effects.waitlist_purchased.len() as u64;
-        waitlist.lapsed += effects.waitlist_lapsed.len() as u64;
+        waitlist.joined += effects.waitlist_joined().count() as u64;
+        waitlist.offered += effects.waitlist_offers().count() as u64;
+        waitlist.purchased += effects.waitlist_purchased().count() as u64;
+        waitlist.lapsed += effects.waitlist_lapsed().count() as u64;
         let offered: Vec<Option<u32>> = effects
-            .waitlist_offers
-            .iter()
+            .waitlist_offers()
             .map(|offer| crate::fans::fan_of(&offer.hold.account_id))
             .collect();
         let version = self.store.version;
         self.trace(format_args!(
             "group {} committed v{version}: {} taken, {} released, {} expired, {} checkouts, {} sold, {} cancelled, {} listed, {} offered",
             group.id,
-            group.effects.seats_taken.len(),
-            group.effects.holds_released.len(),
-            group.effects.holds_expired.len(),
-            group.effects.checkouts_started.len(),
-            group.effects.holds_confirmed.len(),
-            group.effects.checkouts_cancelled.len(),
-            group.effects.waitlist_joined.len(),
+            group.effects.seats_taken().count(),
+            group.effects.holds_released().count(),
+            group.effects.holds_expired().count(),
+            group.effects.checkouts_started().count(),
+            group.effects.holds_confirmed().count(),
+            group.effects.checkouts_cancelled().count(),
+            group.effects.waitlist_joined().count(),
             offered.len()
         ));
         for account_id in ended {

@@ -12,9 +12,9 @@ impl PgStore {
     pub(crate) fn group_committed(&self, group: &GroupWrite<'_>) {
         let effects = &group.effects;
         self.statistics.wrote(
-            (effects.map_seats.len()
-                + effects.holds_created.len()
-                + effects.checkouts_started.len()) as u64,
+            (effects.map_seats().len()
+                + effects.holds_created().count()
+                + effects.checkouts_started().count()) as u64,
             &self.pool,
         );
     }

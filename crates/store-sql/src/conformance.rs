@@ -10,6 +10,7 @@
 //! inventory must keep its invariants, and a group persisted twice must be refused the second
 //! time with the store unchanged.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Not;
 use std::time::Duration;
@@ -227,14 +228,6 @@ where
                 });
             }
         }
-        let hold_keys = effects
-            .holds_created
-            .iter()
-            .map(|(index, _)| match &commands[*index] {
-                Command::Hold(request) => request.idempotency_key.clone(),
-                other => panic!("a hold created by {other:?}"),
-            })
-            .collect();
         let group = GroupWrite {
             event: &event,
             endpoint: ENDPOINT,
@@ -242,13 +235,8 @@ where
             writer_seq: model.writer_seq() + 1,
             fence: None,
             effects: &effects,
-            hold_keys,
             records,
-            checkouts: Vec::new(),
-            settlements: Vec::new(),
-            compensations: Vec::new(),
-            exchanges: Vec::new(),
-            transfers: Vec::new(),
+            commands: BTreeMap::new(),
             turn: &FirstInLine,
         };
         let committed = store
@@ -265,14 +253,14 @@ where
         // nothing.
         let again = store.apply_group(&group).await;
         assert!(again.is_err(), "seed {seed}: a group persisted twice");
-        seen.0 += effects.holds_created.len();
-        seen.1 += effects.holds_released.len();
-        seen.2 += effects.holds_expired.len();
+        seen.0 += effects.holds_created().count();
+        seen.1 += effects.holds_released().count();
+        seen.2 += effects.holds_expired().count();
         seen.3 += decisions
             .iter()
             .filter(|d| matches!(d, Decision::Hold(HoldOutcome::Held(_))).not())
             .count();
-        for hold in effects.holds_expired.iter().chain(&effects.holds_released) {
+        for hold in effects.holds_expired().chain(effects.holds_released()) {
             live.retain(|(id, _)| *id != hold.hold_id);
         }
         for decision in &decisions {

@@ -15,7 +15,7 @@ use boxoffice_domain::hold::SeatStatus;
 use boxoffice_store::checkout::OrderView;
 use boxoffice_store::engine::{
     ExchangeFacts, ExchangePlan, ExchangeWrite, GroupWrite, LockedOrder, LockedTicket,
-    exchanges_refused,
+    exchange_plans, exchange_rows, exchanges_refused,
 };
 use boxoffice_store::exchange::topic::{EXCHANGE_COMPLETED, EXCHANGE_ENDED, REFUND_DUE};
 use boxoffice_store::exchange::{ExchangeStatus, ExchangeView, Surrender};
@@ -370,11 +370,12 @@ pub async fn write(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<Vec<usize>> {
-    if group.exchanges.is_empty() && group.effects.exchanges.is_empty() {
+    let exchanges = group.exchanges()?;
+    if exchanges.is_empty() {
         return Ok(Vec::new());
     }
     let d = conn.dialect();
-    let (order_ids, ticket_ids) = group.exchange_rows()?;
+    let (order_ids, ticket_ids) = exchange_rows(&exchanges);
     let mut facts = ExchangeFacts::default();
     let orders = query(format!(
         "SELECT order_id, status, account_id, event_id, hold_id FROM orders
@@ -412,31 +413,29 @@ pub async fn write(
         facts.tickets.insert(row.get(0)?, ticket);
     }
     // A key already used (by a request that committed since the route looked).
-    if !group.exchanges.is_empty() {
-        let scopes = |f: fn(&ExchangeWrite) -> &str| group.exchanges.iter().map(f);
-        let rows = Rows::new()
-            .texts("a", scopes(|x| x.start.scope.account_id.as_str()))
-            .texts("e", scopes(|x| x.start.scope.endpoint.as_str()))
-            .texts("k", scopes(|x| x.start.scope.key.as_str()));
-        for row in query(format!(
-            "SELECT i.account_id, i.endpoint, i.idem_key FROM {u}
-               JOIN idempotency i ON i.account_id = u.a AND i.endpoint = u.e AND i.idem_key = u.k",
-            u = rows.table(d, 1, "u"),
-        ))
-        .bind_rows(d, rows)
-        .fetch_all(conn)
-        .await?
-        {
-            facts
-                .used_keys
-                .insert((row.get(0)?, row.get(1)?, row.get(2)?));
-        }
+    let scopes = |f: fn(&ExchangeWrite) -> &str| exchanges.iter().map(move |(_, x)| f(x));
+    let rows = Rows::new()
+        .texts("a", scopes(|x| x.start.scope.account_id.as_str()))
+        .texts("e", scopes(|x| x.start.scope.endpoint.as_str()))
+        .texts("k", scopes(|x| x.start.scope.key.as_str()));
+    for row in query(format!(
+        "SELECT i.account_id, i.endpoint, i.idem_key FROM {u}
+           JOIN idempotency i ON i.account_id = u.a AND i.endpoint = u.e AND i.idem_key = u.k",
+        u = rows.table(d, 1, "u"),
+    ))
+    .bind_rows(d, rows)
+    .fetch_all(conn)
+    .await?
+    {
+        facts
+            .used_keys
+            .insert((row.get(0)?, row.get(1)?, row.get(2)?));
     }
     // Exchanges across shards: each one's id, locked as the settler's abort locks it, must
     // not be recorded here yet.
-    let across: Vec<&str> = group
-        .exchanges
+    let across: Vec<&str> = exchanges
         .iter()
+        .map(|(_, x)| *x)
         .filter(|x| !x.old_side_here())
         .map(|x| x.start.exchange_id.as_str())
         .collect();
@@ -453,8 +452,8 @@ pub async fn write(
             facts.recorded.insert(row.get(0)?);
         }
     }
-    let refused = exchanges_refused(&group.exchanges, facts);
-    let plans = group.exchange_plans(&refused);
+    let refused = exchanges_refused(&exchanges, facts);
+    let plans = exchange_plans(&exchanges, &refused);
     if !plans.is_empty() {
         write_grants(conn, &plans, group.now, map).await?;
         let records: Vec<(&str, &NewRecord)> = plans

@@ -79,7 +79,7 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
         store_now,
         clock_answered,
         clock_round_trip: clock_answered - clock_sent,
-        expiries_skipped: (group.effects.holds_expired.len() as u64).saturating_sub(expired),
+        expiries_skipped: (group.effects.holds_expired().count() as u64).saturating_sub(expired),
         compensations_refused,
         exchanges_refused,
         transfers_refused,
@@ -166,13 +166,13 @@ async fn free_released_seats(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> Sto
         return Ok(());
     }
     let d = conn.dialect();
-    let released = &group.effects.holds_released;
+    let released: Vec<_> = group.effects.holds_released().collect();
     let hold_ids: Vec<&str> = released.iter().map(|h| h.hold_id.as_str()).collect();
     let seat_ids: Vec<&str> = released
         .iter()
         .flat_map(|h| h.seat_ids.iter().map(String::as_str))
         .collect();
-    let freed = query(format!(
+    query(format!(
         "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
           WHERE event_id = $1 AND seat_id {} AND hold_id {} AND status = 'HELD'",
         d.in_list("$3"),
@@ -181,15 +181,8 @@ async fn free_released_seats(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> Sto
     .bind(&group.event.event_id)
     .bind(hold_ids)
     .bind(seat_ids)
-    .execute(conn)
+    .execute_exactly(conn, group.seats_freed(), "seats of released holds")
     .await?;
-    if freed != group.seats_freed() as u64 {
-        return Err(mismatch(
-            "seats of released holds",
-            group.seats_freed(),
-            freed,
-        ));
-    }
     Ok(())
 }
 
@@ -202,7 +195,7 @@ async fn expire_holds(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<u64> {
-    let due = &group.effects.holds_expired;
+    let due: Vec<_> = group.effects.holds_expired().collect();
     if due.is_empty() {
         return Ok(0);
     }
@@ -338,14 +331,14 @@ async fn release_holds(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
-    let released = &group.effects.holds_released;
+    let released: Vec<_> = group.effects.holds_released().collect();
     if released.is_empty() {
         return Ok(());
     }
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
     let hold_ids: Vec<&str> = released.iter().map(|h| h.hold_id.as_str()).collect();
-    let ended = query(format!(
+    query(format!(
         "UPDATE hold SET status = 'RELEASED', updated_at = $3
           WHERE event_id = $1 AND hold_id {} AND status = 'HELD' AND expires_at > $3",
         d.in_list("$2"),
@@ -353,11 +346,8 @@ async fn release_holds(
     .bind(event_id)
     .bind(hold_ids.clone())
     .bind(group.now)
-    .execute(conn)
+    .execute_exactly(conn, released.len(), "live holds released")
     .await?;
-    if ended != released.len() as u64 {
-        return Err(mismatch("live holds released", released.len(), ended));
-    }
     let messages: Vec<(&str, &str, String)> = released
         .iter()
         .map(|h| {
@@ -424,15 +414,8 @@ async fn move_units(
     ))
     .bind(event_id)
     .bind_rows(d, rows)
-    .fetch_all(conn)
+    .fetch_exactly(conn, expected, &format!("tiers with the {from:?} units to move to {to:?}"))
     .await?;
-    if moved.len() != expected {
-        return Err(mismatch(
-            &format!("tiers with the {from:?} units to move to {to:?}"),
-            expected,
-            moved.len() as u64,
-        ));
-    }
     for row in &moved {
         let tier_id: String = row.get(0)?;
         map.tier(event_id, &tier_id, row.get(1)?);
@@ -451,30 +434,23 @@ async fn settle_checkouts(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<()> {
-    let confirmed = &group.effects.holds_confirmed;
-    let cancelled = &group.effects.checkouts_cancelled;
-    if group.settlements.is_empty() && confirmed.is_empty() && cancelled.is_empty() {
+    let settled = group.settlements()?;
+    if settled.is_empty() {
         return Ok(());
     }
-    if group.settlements.len() != confirmed.len() + cancelled.len() {
-        return Err(StoreError::Internal(format!(
-            "{} payment verdicts decided, {} described",
-            confirmed.len() + cancelled.len(),
-            group.settlements.len()
-        )));
-    }
+    let confirmed = group.sales()?;
+    let cancelled: Vec<_> = group
+        .effects
+        .checkouts_cancelled()
+        .map(|cancelled| &cancelled.hold)
+        .collect();
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
-    let order_of: BTreeMap<usize, &str> = group
-        .settlements
-        .iter()
-        .map(|s| (s.index, s.order_id.as_str()))
-        .collect();
     // Sold seats and holds.
     let mut sold_seats: Vec<(&str, &str, &str)> = Vec::new();
     let mut units: BTreeMap<&str, i64> = BTreeMap::new();
-    for hold in confirmed {
-        let order_id = order_of.get(&hold.index).copied().unwrap_or_default();
+    for (hold, settlement) in &confirmed {
+        let order_id = settlement.order_id.as_str();
         for seat_id in &hold.seat_ids {
             sold_seats.push((seat_id, &hold.hold_id, order_id));
         }
@@ -514,7 +490,7 @@ async fn settle_checkouts(
         let rows = Rows::new()
             .texts("tier_id", units.keys().copied())
             .ints("n", units.values().copied());
-        let moved = query(format!(
+        query(format!(
             "UPDATE tier AS t SET held = t.held - u.n, sold = t.sold + u.n
                FROM {u}
               WHERE t.event_id = $1 AND t.tier_id = u.tier_id AND t.held >= u.n",
@@ -522,15 +498,12 @@ async fn settle_checkouts(
         ))
         .bind(event_id)
         .bind_rows(d, rows)
-        .execute(conn)
+        .execute_exactly(conn, expected, "tiers with the units sold")
         .await?;
-        if moved != expected as u64 {
-            return Err(mismatch("tiers with the units sold", expected, moved));
-        }
     }
     if !confirmed.is_empty() {
-        let hold_ids: Vec<&str> = confirmed.iter().map(|h| h.hold_id.as_str()).collect();
-        let sold = query(format!(
+        let hold_ids: Vec<&str> = confirmed.iter().map(|(h, _)| h.hold_id.as_str()).collect();
+        query(format!(
             "UPDATE hold SET status = 'CONFIRMED', updated_at = $3
               WHERE event_id = $1 AND hold_id {} AND status = 'PAYMENT_PENDING' AND expires_at > $3",
             d.in_list("$2"),
@@ -538,16 +511,13 @@ async fn settle_checkouts(
         .bind(event_id)
         .bind(hold_ids)
         .bind(group.now)
-        .execute(conn)
+        .execute_exactly(conn, confirmed.len(), "holds in checkout sold")
         .await?;
-        if sold != confirmed.len() as u64 {
-            return Err(mismatch("holds in checkout sold", confirmed.len(), sold));
-        }
     }
     // Cancelled holds: their seats and units back on sale.
     if !cancelled.is_empty() {
-        let hold_ids: Vec<&str> = cancelled.iter().map(|(_, h)| h.hold_id.as_str()).collect();
-        let ended = query(format!(
+        let hold_ids: Vec<&str> = cancelled.iter().map(|h| h.hold_id.as_str()).collect();
+        query(format!(
             "UPDATE hold SET status = 'RELEASED', updated_at = $3
               WHERE event_id = $1 AND hold_id {} AND status = 'PAYMENT_PENDING'",
             d.in_list("$2"),
@@ -555,18 +525,15 @@ async fn settle_checkouts(
         .bind(event_id)
         .bind(hold_ids.clone())
         .bind(group.now)
-        .execute(conn)
+        .execute_exactly(conn, cancelled.len(), "holds in checkout ended")
         .await?;
-        if ended != cancelled.len() as u64 {
-            return Err(mismatch("holds in checkout ended", cancelled.len(), ended));
-        }
         let seat_ids: Vec<&str> = cancelled
             .iter()
-            .flat_map(|(_, h)| h.seat_ids.iter().map(String::as_str))
+            .flat_map(|h| h.seat_ids.iter().map(String::as_str))
             .collect();
         if !seat_ids.is_empty() {
             let expected = seat_ids.len();
-            let freed = query(format!(
+            query(format!(
                 "UPDATE seat SET status = 'AVAILABLE', hold_id = NULL, hold_expires_at = NULL, version = version + 1
                   WHERE event_id = $1 AND seat_id {} AND hold_id {} AND status = 'HELD'",
                 d.in_list("$3"),
@@ -575,20 +542,16 @@ async fn settle_checkouts(
             .bind(event_id)
             .bind(hold_ids)
             .bind(seat_ids)
-            .execute(conn)
+            .execute_exactly(conn, expected, "seats of cancelled holds")
             .await?;
-            if freed != expected as u64 {
-                return Err(mismatch("seats of cancelled holds", expected, freed));
-            }
         }
         let mut returned: BTreeMap<String, i64> = BTreeMap::new();
-        for (tier_id, n) in cancelled.iter().filter_map(|(_, hold)| hold.tier.as_ref()) {
+        for (tier_id, n) in cancelled.iter().filter_map(|hold| hold.tier.as_ref()) {
             *returned.entry(tier_id.clone()).or_default() += i64::from(*n);
         }
         move_units(conn, event_id, returned, Units::Held, Units::Available, map).await?;
     }
     // Operations, orders, messages, answers.
-    let settled = &group.settlements;
     let expected = settled.len();
     let rows = Rows::new()
         .texts(
@@ -602,7 +565,7 @@ async fn settle_checkouts(
         )
         .opt_texts("last_error", settled.iter().map(|s| s.last_error.clone()))
         .floats("recheck_s", settled.iter().map(|s| s.recheck_after_s));
-    let moved = query(format!(
+    query(format!(
         "UPDATE payment_operation AS p
             SET status = u.to_status, provider_ref = coalesce(p.provider_ref, u.provider_ref),
                 next_action_url = NULL, last_error = u.last_error, updated_at = $1,
@@ -615,20 +578,13 @@ async fn settle_checkouts(
     ))
     .bind(group.now)
     .bind_rows(d, rows)
-    .execute(conn)
+    .execute_exactly(conn, expected, "payment operations not settled yet")
     .await?;
-    if moved != expected as u64 {
-        return Err(mismatch(
-            "payment operations not settled yet",
-            expected,
-            moved,
-        ));
-    }
     let rows = Rows::new()
         .texts("order_id", settled.iter().map(|s| s.order_id.as_str()))
         .texts("status", settled.iter().map(|s| s.order_status.as_str()))
         .opt_texts("reason", settled.iter().map(|s| s.cancel_reason.clone()));
-    let ended = query(format!(
+    query(format!(
         "UPDATE orders AS o SET status = u.status, cancel_reason = u.reason, updated_at = $1
            FROM {u}
           WHERE o.order_id = u.order_id AND o.status = 'PENDING_PAYMENT'",
@@ -636,13 +592,10 @@ async fn settle_checkouts(
     ))
     .bind(group.now)
     .bind_rows(d, rows)
-    .execute(conn)
+    .execute_exactly(conn, expected, "orders pending payment")
     .await?;
-    if ended != expected as u64 {
-        return Err(mismatch("orders pending payment", expected, ended));
-    }
     let mut messages: Vec<(&str, &str, String)> = Vec::new();
-    for (_, hold) in cancelled {
+    for hold in &cancelled {
         let payload = hold_ended_payload(
             event_id,
             &hold.hold_id,
@@ -651,7 +604,7 @@ async fn settle_checkouts(
         );
         messages.push((event_id, "hold.released", payload));
     }
-    for settlement in settled {
+    for settlement in &settled {
         for (topic, payload) in &settlement.messages {
             messages.push((event_id, *topic, payload.to_string()));
         }
@@ -739,20 +692,13 @@ async fn compensate_orders(
     group: &GroupWrite<'_>,
     map: &mut MapChanges,
 ) -> StoreResult<Vec<usize>> {
-    let given = &group.effects.orders_compensated;
-    if given.is_empty() && group.compensations.is_empty() {
+    let given = group.compensations()?;
+    if given.is_empty() {
         return Ok(Vec::new());
-    }
-    if group.compensations.len() != given.len() {
-        return Err(StoreError::Internal(format!(
-            "{} compensations decided, {} described",
-            given.len(),
-            group.compensations.len()
-        )));
     }
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
-    let order_ids: Vec<&str> = given.iter().map(|c| c.order_id.as_str()).collect();
+    let order_ids: Vec<&str> = given.iter().map(|(c, _)| c.order_id.as_str()).collect();
     if d.locks_rows() {
         query("SELECT 1 FROM orders WHERE order_id = ANY($1) ORDER BY order_id FOR UPDATE")
             .bind(order_ids.clone())
@@ -779,11 +725,7 @@ async fn compensate_orders(
     // moved) and compared with the status each compensation chose its undo from. One that
     // moved since (a webhook's capture) refuses its compensation alone; the relay's next
     // delivery reads it again.
-    let operation_ids: Vec<&str> = group
-        .compensations
-        .iter()
-        .map(|w| w.operation_id.as_str())
-        .collect();
+    let operation_ids: Vec<&str> = given.iter().map(|(_, w)| w.operation_id.as_str()).collect();
     let current: BTreeMap<String, String> = query(format!(
         "SELECT operation_id, status FROM payment_operation
           WHERE operation_id {} ORDER BY operation_id {}",
@@ -798,7 +740,6 @@ async fn compensate_orders(
     .collect::<StoreResult<_>>()?;
     let refused: Vec<usize> = given
         .iter()
-        .zip(&group.compensations)
         .filter(|(c, w)| {
             used.contains(&c.order_id)
                 || current.get(&w.operation_id).map(String::as_str)
@@ -808,7 +749,6 @@ async fn compensate_orders(
         .collect();
     let accepted: Vec<_> = given
         .iter()
-        .zip(&group.compensations)
         .filter(|(c, _)| !refused.contains(&c.index))
         .collect();
     if accepted.is_empty() {
@@ -819,7 +759,7 @@ async fn compensate_orders(
     let rows = Rows::new()
         .texts("order_id", orders.iter().copied())
         .texts("reason", accepted.iter().map(|(_, w)| w.reason.as_str()));
-    let cancelled = query(format!(
+    query(format!(
         "UPDATE orders AS o SET status = 'CANCELLED', cancel_reason = u.reason, updated_at = $1
            FROM {u}
           WHERE o.order_id = u.order_id AND o.status = 'CONFIRMED'",
@@ -827,11 +767,8 @@ async fn compensate_orders(
     ))
     .bind(group.now)
     .bind_rows(d, rows)
-    .execute(conn)
+    .execute_exactly(conn, expected, "confirmed orders given back")
     .await?;
-    if cancelled != expected as u64 {
-        return Err(mismatch("confirmed orders given back", expected, cancelled));
-    }
     let rows = Rows::new()
         .texts(
             "operation_id",
@@ -841,7 +778,7 @@ async fn compensate_orders(
             "status",
             accepted.iter().map(|(_, w)| w.operation_status.as_str()),
         );
-    let as_read = query(format!(
+    query(format!(
         "UPDATE payment_operation AS p SET updated_at = $1
            FROM {u}
           WHERE p.operation_id = u.operation_id AND p.status = u.status",
@@ -849,15 +786,12 @@ async fn compensate_orders(
     ))
     .bind(group.now)
     .bind_rows(d, rows)
-    .execute(conn)
+    .execute_exactly(
+        conn,
+        expected,
+        "payment operations as read for a compensation",
+    )
     .await?;
-    if as_read != expected as u64 {
-        return Err(mismatch(
-            "payment operations as read for a compensation",
-            expected,
-            as_read,
-        ));
-    }
     let hold_ids: Vec<&str> = accepted
         .iter()
         .map(|(c, _)| c.hold.hold_id.as_str())
@@ -870,7 +804,7 @@ async fn compensate_orders(
             .iter()
             .map(|(c, _)| c.hold.tier.as_ref().map_or(0, |(_, n)| i64::from(*n))),
     );
-    let ended = query(format!(
+    query(format!(
         "UPDATE hold AS h SET status = 'RELEASED', updated_at = $2
            FROM {u}
           WHERE h.event_id = $1 AND h.hold_id = u.hold_id AND h.status = 'CONFIRMED'
@@ -880,18 +814,15 @@ async fn compensate_orders(
     .bind(event_id)
     .bind(group.now)
     .bind_rows(d, rows)
-    .execute(conn)
+    .execute_exactly(conn, expected, "confirmed holds given back")
     .await?;
-    if ended != expected as u64 {
-        return Err(mismatch("confirmed holds given back", expected, ended));
-    }
     let seat_ids: Vec<&str> = accepted
         .iter()
         .flat_map(|(c, _)| c.hold.seat_ids.iter().map(String::as_str))
         .collect();
     if !seat_ids.is_empty() {
         let expected = seat_ids.len();
-        let freed = query(format!(
+        query(format!(
             "UPDATE seat SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL, hold_expires_at = NULL,
                     version = version + 1
               WHERE event_id = $1 AND seat_id {} AND hold_id {} AND status = 'SOLD'",
@@ -901,15 +832,8 @@ async fn compensate_orders(
         .bind(event_id)
         .bind(hold_ids)
         .bind(seat_ids)
-        .execute(conn)
+        .execute_exactly(conn, expected, "seats sold by the orders given back")
         .await?;
-        if freed != expected as u64 {
-            return Err(mismatch(
-                "seats sold by the orders given back",
-                expected,
-                freed,
-            ));
-        }
     }
     let mut returned: BTreeMap<String, i64> = BTreeMap::new();
     for (tier_id, n) in accepted.iter().filter_map(|(c, _)| c.hold.tier.as_ref()) {
@@ -951,13 +875,13 @@ async fn compensate_orders(
 /// The group's new holds and their `hold.created` outbox rows. A key another writer used
 /// meanwhile violates `hold_by_key`: the group is refused.
 async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let created = &group.effects.holds_created;
+    let created: Vec<_> = group.effects.holds_created().collect();
     if created.is_empty() {
         return Ok(());
     }
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
-    let holds: Vec<_> = created.iter().map(|(_, hold)| hold).collect();
+    let holds: Vec<_> = created.iter().map(|c| &c.hold).collect();
     let rows = Rows::new()
         .texts("hold_id", holds.iter().map(|h| h.hold_id.as_str()))
         .texts("account_id", holds.iter().map(|h| h.account_id.as_str()))
@@ -970,7 +894,7 @@ async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResul
         )
         .texts("seats", holds.iter().map(|h| held_seats_json(&h.seats)))
         .ints("total", holds.iter().map(|h| h.total_minor))
-        .texts("idem_key", group.hold_keys.iter().map(String::as_str))
+        .texts("idem_key", created.iter().map(|c| c.key.as_str()))
         .times("expires_at", holds.iter().map(|h| h.expires_at));
     let payloads: Vec<String> = holds
         .iter()
@@ -1042,16 +966,16 @@ const SEAT_STILL_FREE: &str = "$2 IS NOT NULL";
 /// Seats go to new holds only if each is still free by the group's clock; all of them or
 /// the group is refused.
 async fn take_seats(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let taken = &group.effects.seats_taken;
+    let taken: Vec<_> = group.effects.seats_taken().collect();
     if taken.is_empty() {
         return Ok(());
     }
     let d = conn.dialect();
     let rows = Rows::new()
-        .texts("seat_id", taken.iter().map(|t| t.seat_id.as_str()))
-        .texts("hold_id", taken.iter().map(|t| t.hold_id.as_str()))
+        .texts("seat_id", taken.iter().map(|t| t.seat_id))
+        .texts("hold_id", taken.iter().map(|t| t.hold_id))
         .times("expires_at", taken.iter().map(|t| t.hold_expires_at));
-    let written = query(format!(
+    query(format!(
         "UPDATE seat AS s SET status = 'HELD', hold_id = u.hold_id, hold_expires_at = u.expires_at,
                               order_id = NULL, version = s.version + 1
            FROM {u}
@@ -1061,11 +985,8 @@ async fn take_seats(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<
     .bind(&group.event.event_id)
     .bind(group.now)
     .bind_rows(d, rows)
-    .execute(conn)
+    .execute_exactly(conn, taken.len(), "seats still free")
     .await?;
-    if written != taken.len() as u64 {
-        return Err(mismatch("seats still free", taken.len(), written));
-    }
     Ok(())
 }
 
@@ -1077,9 +998,9 @@ async fn take_tier_units(
 ) -> StoreResult<()> {
     let taken = group
         .effects
-        .tier_units_taken
-        .iter()
-        .map(|(tier_id, n)| (tier_id.clone(), i64::from(*n)))
+        .tier_units_taken()
+        .into_iter()
+        .map(|(tier_id, n)| (tier_id.to_owned(), i64::from(n)))
         .collect();
     let event_id = group.event.event_id.as_str();
     move_units(conn, event_id, taken, Units::Available, Units::Held, map).await
@@ -1091,17 +1012,11 @@ async fn take_tier_units(
 /// are copied from them (an exchange's hold costs the difference); then the requests'
 /// idempotency records, each under its endpoint.
 async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<()> {
-    let started = &group.effects.checkouts_started;
-    if group.checkouts.len() != started.len() {
-        return Err(StoreError::Internal(format!(
-            "{} checkouts decided, {} described",
-            started.len(),
-            group.checkouts.len()
-        )));
-    }
-    if started.is_empty() {
+    let checkouts = group.checkouts()?;
+    if checkouts.is_empty() {
         return Ok(());
     }
+    let started: Vec<_> = checkouts.iter().map(|(started, _)| *started).collect();
     let d = conn.dialect();
     let event_id = group.event.event_id.as_str();
     let seats: Vec<(&str, &str, OffsetDateTime)> = started
@@ -1118,7 +1033,7 @@ async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreRe
             .texts("seat_id", seats.iter().map(|s| s.0))
             .texts("hold_id", seats.iter().map(|s| s.1))
             .times("expires_at", seats.iter().map(|s| s.2));
-        let extended = query(format!(
+        query(format!(
             "UPDATE seat AS s SET hold_expires_at = u.expires_at, version = s.version + 1
                FROM {u}
               WHERE s.event_id = $1 AND s.seat_id = u.seat_id AND s.status = 'HELD'
@@ -1127,22 +1042,15 @@ async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreRe
         ))
         .bind(event_id)
         .bind_rows(d, rows)
-        .execute(conn)
+        .execute_exactly(conn, expected, "seats held by the checked-out holds")
         .await?;
-        if extended != expected as u64 {
-            return Err(mismatch(
-                "seats held by the checked-out holds",
-                expected,
-                extended,
-            ));
-        }
     }
     let rows = Rows::new()
         .texts("hold_id", started.iter().map(|c| c.hold_id.as_str()))
         .texts("account_id", started.iter().map(|c| c.account_id.as_str()))
         .texts("order_id", started.iter().map(|c| c.order_id.as_str()))
         .times("expires_at", started.iter().map(|c| c.expires_at));
-    let moved = query(format!(
+    query(format!(
         "UPDATE hold AS h SET status = 'PAYMENT_PENDING', expires_at = u.expires_at,
                               order_id = u.order_id, updated_at = $2
            FROM {u}
@@ -1153,15 +1061,8 @@ async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreRe
     .bind(event_id)
     .bind(group.now)
     .bind_rows(d, rows)
-    .execute(conn)
+    .execute_exactly(conn, started.len(), "holds still held for checkout")
     .await?;
-    if moved != started.len() as u64 {
-        return Err(mismatch(
-            "holds still held for checkout",
-            started.len(),
-            moved,
-        ));
-    }
     let hold_ids: Vec<&str> = started.iter().map(|c| c.hold_id.as_str()).collect();
     query(format!(
         "INSERT INTO orders (event_id, order_id, hold_id, account_id, status, seats, tier_id, quantity,
@@ -1180,15 +1081,15 @@ async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreRe
         .texts("hold_id", started.iter().map(|c| c.hold_id.as_str()))
         .texts(
             "operation_id",
-            group.checkouts.iter().map(|c| c.operation_id.as_str()),
+            checkouts.iter().map(|(_, c)| c.operation_id.as_str()),
         )
         .texts(
             "provider",
-            group.checkouts.iter().map(|c| c.provider.as_str()),
+            checkouts.iter().map(|(_, c)| c.provider.as_str()),
         )
         .texts(
             "method",
-            group.checkouts.iter().map(|c| c.payment_method.as_str()),
+            checkouts.iter().map(|(_, c)| c.payment_method.as_str()),
         );
     query(format!(
         "INSERT INTO payment_operation (event_id, operation_id, order_id, provider, payment_method, status,
@@ -1207,10 +1108,9 @@ async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreRe
     .bind_rows(d, rows)
     .execute(conn)
     .await?;
-    let records: Vec<(&str, &boxoffice_store::NewRecord)> = group
-        .checkouts
+    let records: Vec<(&str, &boxoffice_store::NewRecord)> = checkouts
         .iter()
-        .map(|c| (c.endpoint.as_str(), &c.record))
+        .map(|(_, c)| (c.endpoint.as_str(), &c.record))
         .collect();
     idempotency::insert_each(conn, &records, group.now).await
 }
@@ -1256,12 +1156,7 @@ async fn record_group(
     let seq = i64::try_from(group.writer_seq)
         .map_err(|_| StoreError::Internal("writer sequence out of range".into()))?;
     let d = conn.dialect();
-    let accounts: Vec<&str> = group
-        .effects
-        .accounts_checked
-        .iter()
-        .map(String::as_str)
-        .collect();
+    let accounts: Vec<&str> = group.effects.accounts_checked().into_iter().collect();
     let max = i64::from(group.event.max_tickets_per_account);
     let version: Option<i64> = match d {
         Dialect::Postgres => {

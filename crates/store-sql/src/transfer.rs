@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_store::engine::{GroupWrite, LockedOrder, LockedTicket};
+use boxoffice_store::engine::{
+    GroupWrite, LockedOrder, LockedTicket, transfer_plans, transfer_rows,
+};
 use boxoffice_store::transfer::{
     LockedTransfer, OfferRefused, Offered, TransferFacts, TransferOffer, TransferRole,
     TransferStatus, TransferView, accepted_message, ended_message, offer_conflict,
@@ -291,11 +293,12 @@ pub async fn end(
 /// payments) and the tickets are read (locked on PostgreSQL) and judged: any changed since the
 /// route read them refuses that transfer alone. Returns the command indexes refused.
 pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<Vec<usize>> {
-    if group.transfers.is_empty() && group.effects.transfers.is_empty() {
+    let taken = group.transfers()?;
+    if taken.is_empty() {
         return Ok(Vec::new());
     }
     let d = conn.dialect();
-    let (transfer_ids, order_ids, ticket_ids) = group.transfer_rows()?;
+    let (transfer_ids, order_ids, ticket_ids) = transfer_rows(&taken);
     let mut facts = TransferFacts::default();
     let transfers = query(format!(
         "SELECT transfer_id, status, expires_at, order_id, from_account_id, to_account_id
@@ -362,8 +365,8 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<V
             },
         );
     }
-    let refused = transfers_refused(&group.transfers, facts, group.now);
-    let plans = group.transfer_plans(&refused);
+    let refused = transfers_refused(&taken, facts, group.now);
+    let plans = transfer_plans(&taken, &refused);
     if plans.is_empty() {
         return Ok(refused);
     }

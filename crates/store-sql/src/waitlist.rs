@@ -103,7 +103,7 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
     let effects = group.effects;
     let event_id = group.event.event_id.as_str();
     let now = group.now;
-    let joined = &effects.waitlist_joined;
+    let joined: Vec<_> = effects.waitlist_joined().collect();
     if !joined.is_empty() {
         let rows = Rows::new()
             .texts("waitlist_id", joined.iter().map(|e| e.waitlist_id.as_str()))
@@ -151,19 +151,20 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
         .execute(conn)
         .await?;
     }
-    if !effects.waitlist_left.is_empty() {
+    let left_ids: Vec<&str> = effects.waitlist_left().collect();
+    if !left_ids.is_empty() {
         query(format!(
             "UPDATE waitlist SET status = 'LEFT', updated_at = $3
               WHERE event_id = $1 AND waitlist_id {} AND status = 'WAITING'",
             d.in_list("$2")
         ))
         .bind(event_id)
-        .bind(effects.waitlist_left.clone())
+        .bind(left_ids.clone())
         .bind(now)
-        .execute_exactly(conn, effects.waitlist_left.len(), "waiting entries left")
+        .execute_exactly(conn, left_ids.len(), "waiting entries left")
         .await?;
     }
-    let offers = &effects.waitlist_offers;
+    let offers: Vec<_> = effects.waitlist_offers().collect();
     if !offers.is_empty() {
         let rows = Rows::new()
             .texts("hold_id", offers.iter().map(|o| o.hold.hold_id.as_str()))
@@ -224,10 +225,9 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
             .collect();
         outbox::insert_many(conn, &messages, now).await?;
     }
-    for (holds, status) in [
-        (&effects.waitlist_lapsed, "LAPSED"),
-        (&effects.waitlist_purchased, "PURCHASED"),
-    ] {
+    let lapsed: Vec<&str> = effects.waitlist_lapsed().collect();
+    let purchased: Vec<&str> = effects.waitlist_purchased().collect();
+    for (holds, status) in [(lapsed, "LAPSED"), (purchased, "PURCHASED")] {
         if holds.is_empty() {
             continue;
         }
@@ -237,7 +237,7 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
             d.in_list("$2")
         ))
         .bind(event_id)
-        .bind(holds.clone())
+        .bind(holds)
         .bind(status)
         .bind(now)
         .execute(conn)

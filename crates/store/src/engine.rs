@@ -13,9 +13,14 @@
 //! set in the group's last statement. A group whose predecessor failed, or that follows
 //! another node's writer, changes nothing.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::engine::{Effects, EngineRows, EngineSnapshot};
+use boxoffice_domain::engine::{
+    CheckoutCancelled, CheckoutStarted, Effect, Effects, EngineRows, EngineSnapshot, ExchangeTaken,
+    ExchangeTakes, HoldConfirmed, HoldCreated, OrderCompensated, TransferTaken, WaitlistOffer,
+};
 use boxoffice_domain::hold::SeatStatus;
 
 use crate::seatmap::{EventChanges, MapSeat};
@@ -88,27 +93,41 @@ pub struct GroupWrite<'a> {
     /// nothing. `None` for the one-shot paths (tools, the store's own settlement), which the
     /// writer sequence alone fences.
     pub fence: Option<crate::lease::Fence>,
+    /// What the engine decided, in its order: the rows every statement of the group reads.
     pub effects: &'a Effects,
-    /// The idempotency key of each new hold, in `effects.holds_created` order.
-    pub hold_keys: Vec<String>,
+    /// The new holds' answers, stored under their requests' keys.
     pub records: Vec<NewRecord>,
-    /// What the store needs besides the engine's effect for each checkout the group starts,
-    /// in `effects.checkouts_started` order.
-    pub checkouts: Vec<CheckoutWrite>,
-    /// What the store needs besides the engine's effect for each payment verdict the group
-    /// applies (`effects.holds_confirmed` and `effects.checkouts_cancelled` name them by
-    /// command index).
-    pub settlements: Vec<SettleWrite>,
-    /// What the store needs besides the engine's effect for each order the group gives back,
-    /// in `effects.orders_compensated` order.
-    pub compensations: Vec<CompensationWrite>,
-    /// What the store needs besides the engine's effect for each exchange the group grants,
-    /// in `effects.exchanges` order.
-    pub exchanges: Vec<ExchangeWrite>,
-    /// What the store needs besides the engine's effect for each transfer the group
-    /// accepts, in `effects.transfers` order.
-    pub transfers: Vec<crate::transfer::TransferWrite>,
+    /// What the store needs besides the engine's effect, by the command's place in the
+    /// group: an effect that needs more (a checkout started, a payment verdict, a sale given
+    /// back, an exchange, a transfer) names its command, and its write is looked up here
+    /// ([`GroupWrite::checkouts`] and the like), never matched by position. One missing, or
+    /// of another kind, is the caller's mistake: the group fails with
+    /// [`StoreError::Internal`] and writes nothing.
+    pub commands: BTreeMap<usize, CommandWrite>,
     pub turn: &'a dyn GroupTurn,
+}
+
+/// What the store writes for one command beyond the engine's effect: the rows only the
+/// caller knows (the payment operation, the stored answer, the tickets to sign).
+#[derive(Debug, Clone)]
+pub enum CommandWrite {
+    Checkout(CheckoutWrite),
+    Settle(SettleWrite),
+    Compensation(CompensationWrite),
+    Exchange(ExchangeWrite),
+    Transfer(crate::transfer::TransferWrite),
+}
+
+impl CommandWrite {
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Checkout(_) => "checkout",
+            Self::Settle(_) => "payment verdict",
+            Self::Compensation(_) => "compensation",
+            Self::Exchange(_) => "exchange",
+            Self::Transfer(_) => "transfer",
+        }
+    }
 }
 
 /// An exchange's rows beyond the engine's (the new hold, its seats and units, the old
@@ -121,8 +140,6 @@ pub struct GroupWrite<'a> {
 /// ([`GroupCommitted::exchanges_refused`]).
 #[derive(Debug, Clone)]
 pub struct ExchangeWrite {
-    /// The command's place in the group.
-    pub index: usize,
     pub start: crate::exchange::ExchangeStart,
     /// The tickets given up, as the caller picked them from the order it read.
     pub gone: crate::exchange::Surrender,
@@ -168,18 +185,21 @@ pub struct ExchangeFacts {
 /// already used (or by an earlier exchange of the group), an order no longer `CONFIRMED` or
 /// not the one read (account, event, hold), a ticket no longer `VALID` and unmarked (or
 /// taken by an earlier exchange of the group).
-pub fn exchanges_refused(exchanges: &[ExchangeWrite], mut facts: ExchangeFacts) -> Vec<usize> {
+pub fn exchanges_refused(
+    exchanges: &[(&ExchangeTaken, &ExchangeWrite)],
+    mut facts: ExchangeFacts,
+) -> Vec<usize> {
     let mut refused = Vec::new();
-    for write in exchanges {
+    for (taken, write) in exchanges {
         if !facts.used_keys.insert(write.key()) {
-            refused.push(write.index);
+            refused.push(taken.index);
             continue;
         }
         if write.start.across_shards {
             // The old side is on another shard, marked there already; only the exchange's
             // own row must not be here yet.
             if facts.recorded.contains(&write.start.exchange_id) {
-                refused.push(write.index);
+                refused.push(taken.index);
             }
             continue;
         }
@@ -200,7 +220,7 @@ pub fn exchanges_refused(exchanges: &[ExchangeWrite], mut facts: ExchangeFacts) 
             })
         });
         if !(order_ok && tickets_ok) {
-            refused.push(write.index);
+            refused.push(taken.index);
             continue;
         }
         for ticket_id in &write.gone.ticket_ids {
@@ -325,8 +345,6 @@ impl ExchangeWrite {
 /// ([`GroupCommitted::compensations_refused`]).
 #[derive(Debug, Clone)]
 pub struct CompensationWrite {
-    /// The command's place in the group.
-    pub index: usize,
     pub operation_id: String,
     pub operation_status: boxoffice_domain::order::PaymentStatus,
     pub reason: String,
@@ -336,11 +354,10 @@ pub struct CompensationWrite {
 impl CompensationWrite {
     /// A failed capture leaves an authorization to void; a capture that went through after
     /// all can only be refunded.
-    pub fn new(index: usize, operation: &crate::checkout::PaymentOperation, reason: &str) -> Self {
+    pub fn new(operation: &crate::checkout::PaymentOperation, reason: &str) -> Self {
         use boxoffice_domain::settlement::Undo;
         let undo = Undo::of(operation.status).unwrap_or(Undo::Void);
         Self {
-            index,
             operation_id: operation.operation_id.clone(),
             operation_status: operation.status,
             reason: reason.to_owned(),
@@ -364,8 +381,6 @@ impl CompensationWrite {
 /// stale read must not refuse the whole group.
 #[derive(Debug, Clone)]
 pub struct SettleWrite {
-    /// The command's place in the group.
-    pub index: usize,
     pub operation_id: String,
     pub to_status: boxoffice_domain::order::PaymentStatus,
     pub provider_ref: Option<String>,
@@ -450,9 +465,9 @@ impl GroupWrite<'_> {
     /// answer, after the writes).
     pub fn map_seats(&self) -> EventChanges {
         let mut changes = EventChanges::default();
-        for change in &self.effects.map_seats {
+        for change in self.effects.map_seats() {
             changes.seats.insert(
-                change.seat_id.clone(),
+                change.seat_id,
                 MapSeat::new(change.status, change.hold_expires_at),
             );
         }
@@ -462,16 +477,15 @@ impl GroupWrite<'_> {
     /// The seats released holds must free, as the engine counted them.
     pub fn seats_freed(&self) -> usize {
         self.effects
-            .holds_released
-            .iter()
+            .holds_released()
             .map(|hold| hold.seat_ids.len())
             .sum()
     }
 
     /// Units released holds give back, per tier.
-    pub fn tier_units_returned(&self) -> std::collections::BTreeMap<String, u32> {
-        let mut returned = std::collections::BTreeMap::new();
-        for hold in &self.effects.holds_released {
+    pub fn tier_units_returned(&self) -> BTreeMap<String, u32> {
+        let mut returned = BTreeMap::new();
+        for hold in self.effects.holds_released() {
             if let Some((tier_id, units)) = &hold.tier {
                 *returned.entry(tier_id.clone()).or_default() += *units;
             }
@@ -481,91 +495,190 @@ impl GroupWrite<'_> {
 
     /// Tiers the group touches, in lock order.
     pub fn tiers_touched(&self) -> Vec<String> {
-        let mut tiers: std::collections::BTreeSet<String> =
-            self.effects.tier_units_taken.keys().cloned().collect();
-        tiers.extend(self.tier_units_returned().into_keys());
-        tiers.extend(
-            self.effects
-                .holds_expired
-                .iter()
-                .chain(self.effects.checkouts_cancelled.iter().map(|(_, h)| h))
-                .filter_map(|hold| hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
-        );
-        tiers.extend(
-            self.effects
-                .holds_confirmed
-                .iter()
-                .filter_map(|hold| hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
-        );
-        tiers.extend(
-            self.effects
-                .orders_compensated
-                .iter()
-                .filter_map(|c| c.hold.tier.as_ref().map(|(tier_id, _)| tier_id.clone())),
-        );
-        for exchange in &self.effects.exchanges {
-            if let boxoffice_domain::engine::ExchangeTakes::Tier { tier_id, .. } = &exchange.takes {
-                tiers.insert(tier_id.clone());
-            }
-            if let Some((tier_id, _)) = exchange.freed.as_ref().and_then(|f| f.tier.as_ref()) {
-                tiers.insert(tier_id.clone());
+        let mut tiers: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        for effect in self.effects {
+            match effect {
+                Effect::HoldCreated(HoldCreated { hold, .. })
+                | Effect::WaitlistOffered(WaitlistOffer { hold, .. }) => {
+                    tiers.extend(hold.tier_id.as_deref());
+                }
+                Effect::HoldExpired(hold)
+                | Effect::HoldReleased(hold)
+                | Effect::CheckoutCancelled(CheckoutCancelled { hold, .. })
+                | Effect::OrderCompensated(OrderCompensated { hold, .. }) => {
+                    tiers.extend(tier_of(&hold.tier));
+                }
+                Effect::HoldConfirmed(confirmed) => tiers.extend(tier_of(&confirmed.tier)),
+                Effect::ExchangeTaken(exchange) => {
+                    if let ExchangeTakes::Tier { tier_id, .. } = &exchange.takes {
+                        tiers.insert(tier_id);
+                    }
+                    if let Some(freed) = &exchange.freed {
+                        tiers.extend(tier_of(&freed.tier));
+                    }
+                }
+                // A checkout moves no unit, and a transfer's stay sold.
+                Effect::CheckoutStarted(_)
+                | Effect::TransferTaken(_)
+                | Effect::WaitlistJoined(_)
+                | Effect::WaitlistLeft { .. }
+                | Effect::WaitlistLapsed { .. }
+                | Effect::WaitlistPurchased { .. } => {}
             }
         }
-        tiers.into_iter().collect()
+        tiers.into_iter().map(str::to_owned).collect()
     }
 
     /// Every seat the group writes, sorted: the order they are locked in.
     pub fn seats_touched(&self) -> Vec<&str> {
-        let mut seat_ids: Vec<&str> = self
-            .effects
-            .seats_taken
-            .iter()
-            .map(|taken| taken.seat_id.as_str())
-            .chain(
-                self.effects
-                    .holds_released
-                    .iter()
-                    .chain(&self.effects.holds_expired)
-                    .flat_map(|h| h.seat_ids.iter().map(String::as_str)),
-            )
-            .chain(
-                self.effects
-                    .checkouts_started
-                    .iter()
-                    .flat_map(|c| c.seat_ids.iter().map(String::as_str)),
-            )
-            .chain(
-                self.effects
-                    .holds_confirmed
-                    .iter()
-                    .flat_map(|c| c.seat_ids.iter().map(String::as_str)),
-            )
-            .chain(
-                self.effects
-                    .checkouts_cancelled
-                    .iter()
-                    .flat_map(|(_, h)| h.seat_ids.iter().map(String::as_str)),
-            )
-            .chain(
-                self.effects
-                    .orders_compensated
-                    .iter()
-                    .flat_map(|c| c.hold.seat_ids.iter().map(String::as_str)),
-            )
-            .chain(self.effects.exchanges.iter().flat_map(exchange_seats))
-            .chain(
-                self.effects
-                    .transfers
-                    .iter()
-                    .flat_map(|t| t.seat_ids.iter().map(String::as_str)),
-            )
-            .collect();
+        let mut seat_ids: Vec<&str> = Vec::new();
+        for effect in self.effects {
+            match effect {
+                Effect::HoldCreated(HoldCreated { hold, .. })
+                | Effect::WaitlistOffered(WaitlistOffer { hold, .. }) => {
+                    seat_ids.extend(hold.seats.iter().map(|(seat_id, _)| seat_id.as_str()));
+                }
+                Effect::HoldExpired(hold)
+                | Effect::HoldReleased(hold)
+                | Effect::CheckoutCancelled(CheckoutCancelled { hold, .. })
+                | Effect::OrderCompensated(OrderCompensated { hold, .. }) => {
+                    seat_ids.extend(hold.seat_ids.iter().map(String::as_str));
+                }
+                Effect::CheckoutStarted(started) => {
+                    seat_ids.extend(started.seat_ids.iter().map(String::as_str));
+                }
+                Effect::HoldConfirmed(confirmed) => {
+                    seat_ids.extend(confirmed.seat_ids.iter().map(String::as_str));
+                }
+                Effect::ExchangeTaken(exchange) => seat_ids.extend(exchange_seats(exchange)),
+                Effect::TransferTaken(transfer) => {
+                    seat_ids.extend(transfer.seat_ids.iter().map(String::as_str));
+                }
+                Effect::WaitlistJoined(_)
+                | Effect::WaitlistLeft { .. }
+                | Effect::WaitlistLapsed { .. }
+                | Effect::WaitlistPurchased { .. } => {}
+            }
+        }
         seat_ids.sort_unstable();
         seat_ids.dedup();
         seat_ids
     }
-}
 
+    /// The write of the command at `index`, which the engine's `what` names; its absence, or
+    /// a write of another kind, refuses the group as the caller's mistake.
+    fn command_write<'s, T>(
+        &'s self,
+        index: usize,
+        what: &str,
+        pick: impl Fn(&'s CommandWrite) -> Option<&'s T>,
+    ) -> StoreResult<&'s T> {
+        let write = self.commands.get(&index).ok_or_else(|| {
+            StoreError::Internal(format!(
+                "the engine decided a {what} for command {index}, which has no write"
+            ))
+        })?;
+        pick(write).ok_or_else(|| {
+            StoreError::Internal(format!(
+                "the engine decided a {what} for command {index}, whose write is a {}",
+                write.kind()
+            ))
+        })
+    }
+
+    /// The checkouts the group starts, each with its write, in the engine's order.
+    pub fn checkouts(&self) -> StoreResult<Vec<(&CheckoutStarted, &CheckoutWrite)>> {
+        self.effects
+            .checkouts_started()
+            .map(|started| {
+                let write = self.command_write(started.index, "checkout", |write| match write {
+                    CommandWrite::Checkout(write) => Some(write),
+                    _ => None,
+                })?;
+                Ok((started, write))
+            })
+            .collect()
+    }
+
+    /// The holds in checkout the group sells, each with its payment verdict's write.
+    pub fn sales(&self) -> StoreResult<Vec<(&HoldConfirmed, &SettleWrite)>> {
+        self.effects
+            .holds_confirmed()
+            .map(|confirmed| Ok((confirmed, self.settlement(confirmed.index)?)))
+            .collect()
+    }
+
+    /// The writes of every payment verdict the group applies (a hold sold or cancelled), in
+    /// command order.
+    pub fn settlements(&self) -> StoreResult<Vec<&SettleWrite>> {
+        self.effects
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::HoldConfirmed(confirmed) => Some(confirmed.index),
+                Effect::CheckoutCancelled(cancelled) => Some(cancelled.index),
+                _ => None,
+            })
+            .map(|index| self.settlement(index))
+            .collect()
+    }
+
+    fn settlement(&self, index: usize) -> StoreResult<&SettleWrite> {
+        self.command_write(index, "payment verdict", |write| match write {
+            CommandWrite::Settle(write) => Some(write),
+            _ => None,
+        })
+    }
+
+    /// The orders the group gives back, each with its write.
+    pub fn compensations(&self) -> StoreResult<Vec<(&OrderCompensated, &CompensationWrite)>> {
+        self.effects
+            .orders_compensated()
+            .map(|compensated| {
+                let write =
+                    self.command_write(compensated.index, "compensation", |write| match write {
+                        CommandWrite::Compensation(write) => Some(write),
+                        _ => None,
+                    })?;
+                Ok((compensated, write))
+            })
+            .collect()
+    }
+
+    /// The exchanges the group grants, each with its write.
+    pub fn exchanges(&self) -> StoreResult<Vec<(&ExchangeTaken, &ExchangeWrite)>> {
+        self.effects
+            .exchanges()
+            .map(|taken| {
+                let write = self.command_write(taken.index, "exchange", |write| match write {
+                    CommandWrite::Exchange(write) => Some(write),
+                    _ => None,
+                })?;
+                Ok((taken, write))
+            })
+            .collect()
+    }
+
+    /// The transfers the group accepts, each with its write (which must describe the same
+    /// transfer).
+    pub fn transfers(&self) -> StoreResult<Vec<(&TransferTaken, &crate::transfer::TransferWrite)>> {
+        self.effects
+            .transfers()
+            .map(|taken| {
+                let write = self.command_write(taken.index, "transfer", |write| match write {
+                    CommandWrite::Transfer(write) => Some(write),
+                    _ => None,
+                })?;
+                if write.transfer.transfer_id != taken.transfer_id {
+                    return Err(StoreError::Internal(format!(
+                        "transfer {} decided for command {}, transfer {} described",
+                        taken.transfer_id, taken.index, write.transfer.transfer_id
+                    )));
+                }
+                Ok((taken, write))
+            })
+            .collect()
+    }
+}
 /// A committed group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupCommitted {
@@ -603,14 +716,14 @@ impl GroupWrite<'_> {
         let Some(changes) = map.by_event.get_mut(&self.event.event_id) else {
             return;
         };
-        for compensated in &self.effects.orders_compensated {
+        for compensated in self.effects.orders_compensated() {
             if refused.contains(&compensated.index) {
                 for seat_id in &compensated.hold.seat_ids {
                     changes.seats.remove(seat_id);
                 }
             }
         }
-        for exchange in &self.effects.exchanges {
+        for exchange in self.effects.exchanges() {
             if refused.contains(&exchange.index) {
                 for seat_id in exchange_seats(exchange) {
                     changes.seats.remove(seat_id);
@@ -618,114 +731,93 @@ impl GroupWrite<'_> {
             }
         }
     }
-
-    /// The exchanges the store writes: those not in `refused`, with the engine's deadlines.
-    pub fn exchange_plans(&self, refused: &[usize]) -> Vec<ExchangePlan<'_>> {
-        self.effects
-            .exchanges
-            .iter()
-            .zip(&self.exchanges)
-            .filter(|(taken, _)| !refused.contains(&taken.index))
-            .map(|(taken, write)| ExchangePlan::new(write, taken.expires_at))
-            .collect()
-    }
-
-    /// The old orders and the tickets the group's exchanges give up, sorted (lock order),
-    /// once each; an error if the exchanges described do not match the engine's.
-    pub fn exchange_rows(&self) -> StoreResult<(Vec<&str>, Vec<&str>)> {
-        if self.exchanges.len() != self.effects.exchanges.len() {
-            return Err(StoreError::Internal(format!(
-                "{} exchanges decided, {} described",
-                self.effects.exchanges.len(),
-                self.exchanges.len()
-            )));
-        }
-        let here = || self.exchanges.iter().filter(|x| x.old_side_here());
-        let mut orders: Vec<&str> = here().map(|x| x.start.order_id.as_str()).collect();
-        orders.sort_unstable();
-        orders.dedup();
-        let mut tickets: Vec<&str> = here()
-            .flat_map(|x| x.gone.ticket_ids.iter().map(String::as_str))
-            .collect();
-        tickets.sort_unstable();
-        tickets.dedup();
-        Ok((orders, tickets))
-    }
 }
 
-impl GroupWrite<'_> {
-    /// The transfers, the orders and the tickets the group's transfers touch, each sorted
-    /// (lock order) once; an error if the transfers described do not match the engine's.
-    pub fn transfer_rows(&self) -> StoreResult<(Vec<&str>, Vec<&str>, Vec<&str>)> {
-        let decided: Vec<&str> = self
-            .effects
-            .transfers
-            .iter()
-            .map(|t| t.transfer_id.as_str())
-            .collect();
-        let described: Vec<&str> = self
-            .transfers
-            .iter()
-            .map(|t| t.transfer.transfer_id.as_str())
-            .collect();
-        if decided != described {
-            return Err(StoreError::Internal(format!(
-                "transfers decided {decided:?}, described {described:?}"
-            )));
-        }
-        let mut transfers = described;
-        transfers.sort_unstable();
-        transfers.dedup();
-        let mut orders: Vec<&str> = self
-            .transfers
-            .iter()
-            .map(|t| t.transfer.order_id.as_str())
-            .collect();
-        orders.sort_unstable();
-        orders.dedup();
-        let mut tickets: Vec<&str> = self
-            .transfers
-            .iter()
-            .flat_map(|t| t.transfer.ticket_ids.iter().map(String::as_str))
-            .collect();
-        tickets.sort_unstable();
-        tickets.dedup();
-        Ok((transfers, orders, tickets))
-    }
+/// The exchanges the store writes: those not in `refused`, with the engine's deadlines.
+pub fn exchange_plans<'a>(
+    exchanges: &[(&'a ExchangeTaken, &'a ExchangeWrite)],
+    refused: &[usize],
+) -> Vec<ExchangePlan<'a>> {
+    exchanges
+        .iter()
+        .filter(|(taken, _)| !refused.contains(&taken.index))
+        .map(|(taken, write)| ExchangePlan::new(write, taken.expires_at))
+        .collect()
+}
 
-    /// The transfers the store writes: those not in `refused`, with the engine's effect.
-    pub fn transfer_plans(
-        &self,
-        refused: &[usize],
-    ) -> Vec<(
-        &boxoffice_domain::engine::TransferTaken,
-        &crate::transfer::TransferWrite,
-    )> {
-        self.effects
-            .transfers
+/// The old orders and the tickets the exchanges give up, sorted (lock order), once each.
+pub fn exchange_rows<'a>(
+    exchanges: &[(&'a ExchangeTaken, &'a ExchangeWrite)],
+) -> (Vec<&'a str>, Vec<&'a str>) {
+    let here = || {
+        exchanges
             .iter()
-            .zip(&self.transfers)
-            .filter(|(taken, _)| !refused.contains(&taken.index))
-            .collect()
-    }
+            .map(|(_, write)| *write)
+            .filter(|write| write.old_side_here())
+    };
+    let mut orders: Vec<&str> = here().map(|x| x.start.order_id.as_str()).collect();
+    orders.sort_unstable();
+    orders.dedup();
+    let mut tickets: Vec<&str> = here()
+        .flat_map(|x| x.gone.ticket_ids.iter().map(String::as_str))
+        .collect();
+    tickets.sort_unstable();
+    tickets.dedup();
+    (orders, tickets)
+}
+
+/// The transfers, the orders and the tickets the transfers touch, each sorted (lock order)
+/// once.
+pub fn transfer_rows<'a>(
+    transfers: &[(&'a TransferTaken, &'a crate::transfer::TransferWrite)],
+) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>) {
+    let mut transfer_ids: Vec<&str> = transfers
+        .iter()
+        .map(|(_, write)| write.transfer.transfer_id.as_str())
+        .collect();
+    transfer_ids.sort_unstable();
+    transfer_ids.dedup();
+    let mut orders: Vec<&str> = transfers
+        .iter()
+        .map(|(_, write)| write.transfer.order_id.as_str())
+        .collect();
+    orders.sort_unstable();
+    orders.dedup();
+    let mut tickets: Vec<&str> = transfers
+        .iter()
+        .flat_map(|(_, write)| write.transfer.ticket_ids.iter().map(String::as_str))
+        .collect();
+    tickets.sort_unstable();
+    tickets.dedup();
+    (transfer_ids, orders, tickets)
+}
+
+/// The transfers the store writes: those not in `refused`.
+pub fn transfer_plans<'a>(
+    transfers: &[(&'a TransferTaken, &'a crate::transfer::TransferWrite)],
+    refused: &[usize],
+) -> Vec<(&'a TransferTaken, &'a crate::transfer::TransferWrite)> {
+    transfers
+        .iter()
+        .filter(|(taken, _)| !refused.contains(&taken.index))
+        .copied()
+        .collect()
+}
+
+/// The tier a hold's units are of.
+fn tier_of(tier: &Option<(String, u32)>) -> Option<&str> {
+    tier.as_ref().map(|(tier_id, _)| tier_id.as_str())
 }
 
 /// The seats of this event an exchange takes or frees.
-fn exchange_seats(
-    exchange: &boxoffice_domain::engine::ExchangeTaken,
-) -> impl Iterator<Item = &str> {
-    let taken: &[(String, i64)] = match &exchange.takes {
-        boxoffice_domain::engine::ExchangeTakes::Seats(seats) => seats,
-        boxoffice_domain::engine::ExchangeTakes::Tier { .. } => &[],
-    };
-    taken.iter().map(|(seat_id, _)| seat_id.as_str()).chain(
+fn exchange_seats(exchange: &ExchangeTaken) -> impl Iterator<Item = &str> {
+    exchange.takes.seat_ids().chain(
         exchange
             .freed
             .iter()
             .flat_map(|f| f.seat_ids.iter().map(String::as_str)),
     )
 }
-
 /// The refusal of a group whose row counts differ from what the engine decided.
 pub fn mismatch(what: &str, expected: usize, written: u64) -> StoreError {
     StoreError::Conflict(format!(
@@ -855,24 +947,23 @@ where
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys: Vec::new(),
         records: Vec::new(),
-        checkouts: vec![CheckoutWrite {
-            operation_id: start.operation_id.clone(),
-            provider: start.provider.clone(),
-            payment_method: start.payment_method.clone(),
-            endpoint: start.scope.endpoint.clone(),
-            record: NewRecord {
-                account_id: start.scope.account_id.clone(),
-                key: start.scope.key.clone(),
-                request_digest: start.request_digest.clone(),
-                response: render(&order),
-            },
-        }],
-        settlements: Vec::new(),
-        compensations: Vec::new(),
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        // The one command of the group.
+        commands: BTreeMap::from([(
+            0,
+            CommandWrite::Checkout(CheckoutWrite {
+                operation_id: start.operation_id.clone(),
+                provider: start.provider.clone(),
+                payment_method: start.payment_method.clone(),
+                endpoint: start.scope.endpoint.clone(),
+                record: NewRecord {
+                    account_id: start.scope.account_id.clone(),
+                    key: start.scope.key.clone(),
+                    request_digest: start.request_digest.clone(),
+                    response: render(&order),
+                },
+            }),
+        )]),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
@@ -935,13 +1026,8 @@ where
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys: Vec::new(),
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: Vec::new(),
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
@@ -994,13 +1080,12 @@ where
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys: Vec::new(),
         records: Vec::new(),
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: vec![CompensationWrite::new(0, &operation, reason)],
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        // The one command of the group.
+        commands: BTreeMap::from([(
+            0,
+            CommandWrite::Compensation(CompensationWrite::new(&operation, reason)),
+        )]),
         turn: &FirstInLine,
     };
     let committed = store.apply_group(&group).await?;
@@ -1150,11 +1235,6 @@ where
         };
         rendered.push(response);
     }
-    let hold_keys = effects
-        .holds_created
-        .iter()
-        .map(|(index, _)| requests[*index].idempotency_key.clone())
-        .collect();
     let group = GroupWrite {
         event,
         endpoint,
@@ -1162,13 +1242,8 @@ where
         writer_seq: engine.writer_seq() + 1,
         fence: None,
         effects: &effects,
-        hold_keys,
         records,
-        checkouts: Vec::new(),
-        settlements: Vec::new(),
-        compensations: Vec::new(),
-        exchanges: Vec::new(),
-        transfers: Vec::new(),
+        commands: BTreeMap::new(),
         turn: &FirstInLine,
     };
     store.apply_group(&group).await?;
@@ -1205,4 +1280,127 @@ where
         answers.push(answer);
     }
     Ok(answers)
+}
+
+#[cfg(test)]
+mod tests {
+    use boxoffice_domain::engine::Effect;
+    use boxoffice_domain::event::{EventSpec, Section, WaitingRoomSettings};
+    use boxoffice_domain::idempotency::StoredResponse;
+    use boxoffice_domain::order::PaymentStatus;
+    use time::macros::datetime;
+
+    use super::*;
+
+    const NOW: OffsetDateTime = datetime!(2027-01-01 10:00 UTC);
+
+    fn event() -> EventRecord {
+        let spec = EventSpec {
+            name: "Night".into(),
+            starts_at: NOW + time::Duration::days(1),
+            on_sale_at: Some(NOW),
+            currency: "EUR".into(),
+            hold_ttl_s: 300,
+            payment_grace_s: 60,
+            max_seats_per_hold: 4,
+            max_tickets_per_account: 4,
+            exchange_cutoff_s: 0,
+            transfer_cutoff_s: 0,
+            waitlist_offer_ttl_s: 0,
+            waiting_room: WaitingRoomSettings::default(),
+            sections: vec![Section {
+                name: "A".into(),
+                rows: 1,
+                seats_per_row: 4,
+                price_minor: 1000,
+            }],
+            tiers: Vec::new(),
+        };
+        crate::event_record("e", &spec, NOW)
+    }
+
+    /// A checkout of hold `h-<index>` started by the command at `index`.
+    fn started(index: usize) -> Effect {
+        Effect::CheckoutStarted(CheckoutStarted {
+            index,
+            account_id: "ann".into(),
+            hold_id: format!("h-{index}"),
+            order_id: format!("o-{index}"),
+            seat_ids: vec![format!("A-1-{index}")],
+            expires_at: NOW,
+        })
+    }
+
+    fn checkout_write(operation_id: &str) -> CommandWrite {
+        CommandWrite::Checkout(CheckoutWrite {
+            operation_id: operation_id.into(),
+            provider: "sim".into(),
+            payment_method: "card".into(),
+            endpoint: "POST /v1/checkout".into(),
+            record: NewRecord {
+                account_id: "ann".into(),
+                key: operation_id.into(),
+                request_digest: String::new(),
+                response: StoredResponse {
+                    status: 201,
+                    body: Vec::new(),
+                },
+            },
+        })
+    }
+
+    fn group<'a>(
+        event: &'a EventRecord,
+        effects: &'a Effects,
+        commands: BTreeMap<usize, CommandWrite>,
+    ) -> GroupWrite<'a> {
+        GroupWrite {
+            event,
+            endpoint: "POST /test/holds",
+            now: NOW,
+            writer_seq: 1,
+            fence: None,
+            effects,
+            records: Vec::new(),
+            commands,
+            turn: &FirstInLine,
+        }
+    }
+
+    #[test]
+    fn each_effect_finds_its_commands_write_by_index_whatever_the_order() {
+        let event = event();
+        let effects = Effects::from(vec![started(3), started(1)]);
+        let commands = BTreeMap::from([(1, checkout_write("op-1")), (3, checkout_write("op-3"))]);
+        let group = group(&event, &effects, commands);
+        let paired: Vec<(&str, &str)> = group
+            .checkouts()
+            .expect("every checkout has its write")
+            .into_iter()
+            .map(|(started, write)| (started.hold_id.as_str(), write.operation_id.as_str()))
+            .collect();
+        assert_eq!(paired, [("h-3", "op-3"), ("h-1", "op-1")]);
+    }
+
+    #[test]
+    fn an_effect_whose_command_has_no_write_of_its_kind_is_an_internal_error() {
+        let event = event();
+        let effects = Effects::from(vec![started(0)]);
+        let missing = group(&event, &effects, BTreeMap::new());
+        assert!(
+            matches!(missing.checkouts(), Err(StoreError::Internal(why)) if why.contains("no write")),
+            "a checkout without its write"
+        );
+        let compensation = CommandWrite::Compensation(CompensationWrite {
+            operation_id: "op-0".into(),
+            operation_status: PaymentStatus::Captured,
+            reason: "CAPTURE_FAILED".into(),
+            messages: Vec::new(),
+        });
+        let other_kind = group(&event, &effects, BTreeMap::from([(0, compensation)]));
+        assert!(
+            matches!(other_kind.checkouts(), Err(StoreError::Internal(why)) if why.contains("compensation")),
+            "a checkout whose write is a compensation's"
+        );
+    }
 }

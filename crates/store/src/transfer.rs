@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::engine::TransferTaken;
 
 use crate::HeldSeat;
 use crate::StoreResult;
@@ -183,8 +184,6 @@ pub fn closes_at(event: &crate::EventRecord) -> OffsetDateTime {
 /// ([`transfers_refused`]).
 #[derive(Debug, Clone)]
 pub struct TransferWrite {
-    /// The command's place in the group.
-    pub index: usize,
     /// The offer as the route read it (`OFFERED`).
     pub transfer: TransferView,
     /// The giver's order's hold.
@@ -227,12 +226,12 @@ pub struct TransferFacts {
 /// read; the order no longer `CONFIRMED` with its payment captured, or not the one read; a
 /// ticket no longer `VALID` and unmarked (or taken by an earlier transfer of the group).
 pub fn transfers_refused(
-    transfers: &[TransferWrite],
+    transfers: &[(&TransferTaken, &TransferWrite)],
     mut facts: TransferFacts,
     now: OffsetDateTime,
 ) -> Vec<usize> {
     let mut refused = Vec::new();
-    for write in transfers {
+    for (taken, write) in transfers {
         let offer = &write.transfer;
         let transfer_ok = facts
             .transfers
@@ -258,7 +257,7 @@ pub fn transfers_refused(
             })
         });
         if !(transfer_ok && order_ok && tickets_ok) {
-            refused.push(write.index);
+            refused.push(taken.index);
             continue;
         }
         for ticket_id in &offer.ticket_ids {

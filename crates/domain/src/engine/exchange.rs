@@ -12,7 +12,7 @@
 
 use time::OffsetDateTime;
 
-use super::{Effects, EngineHold, EventEngine, HoldReleased, MapSeatChange};
+use super::{Effect, Effects, EngineHold, EventEngine, HoldReleased};
 use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 
 /// What an exchange takes in this event, priced by the caller from the event's layout.
@@ -33,6 +33,15 @@ impl ExchangeTakes {
             Self::Seats(seats) => seats.len() as u32,
             Self::Tier { quantity, .. } => *quantity,
         }
+    }
+
+    /// The seats taken, in request order (none for a tier).
+    pub fn seat_ids(&self) -> impl Iterator<Item = &str> {
+        let seats: &[(String, i64)] = match self {
+            Self::Seats(seats) => seats,
+            Self::Tier { .. } => &[],
+        };
+        seats.iter().map(|(seat_id, _)| seat_id.as_str())
     }
 
     pub fn value_minor(&self) -> i64 {
@@ -237,21 +246,18 @@ impl EventEngine {
         };
         // The old side first: a same-event exchange sold at once gives it back now.
         let freed = match &request.gives_up {
-            Some(given) if sold => Some(self.give_up(given, &mut effects.map_seats)),
+            Some(given) if sold => Some(self.give_up(given)),
             _ => None,
         };
-        self.take_for_exchange(request, sold, expires_at, &mut effects.map_seats);
-        if sold {
-            // Sold at once, the store counts both sides as the engine does: its last check
-            // of the limit stands behind this one. (While a difference is unpaid the store
-            // counts the old side too, which the rule above lets through.)
-            effects.accounts_checked.insert(request.account_id.clone());
-        }
+        self.take_for_exchange(request, sold, expires_at);
+        // Sold at once, the store counts both sides as the engine does: its last check of
+        // the limit stands behind this one (`Effects::accounts_checked`). While a difference
+        // is unpaid the store counts the old side too, which the rule above lets through.
         for ticket_id in &request.ticket_ids {
             self.exchanged_tickets
                 .insert(ticket_id.clone(), request.new_hold_id.clone());
         }
-        effects.exchanges.push(ExchangeTaken {
+        effects.push(Effect::ExchangeTaken(ExchangeTaken {
             index,
             exchange_id: request.exchange_id.clone(),
             hold_id: request.new_hold_id.clone(),
@@ -260,7 +266,7 @@ impl EventEngine {
             sold,
             expires_at,
             freed,
-        });
+        }));
         ExchangeDecision::Granted { expires_at }
     }
 
@@ -270,7 +276,6 @@ impl EventEngine {
         request: &ExchangeRequest,
         sold: bool,
         expires_at: OffsetDateTime,
-        map: &mut Vec<MapSeatChange>,
     ) {
         let (status, deadline) = if sold {
             (SeatStatus::Sold, None)
@@ -292,11 +297,6 @@ impl EventEngine {
                     if let Some(deadline) = deadline {
                         self.seat_deadlines.insert((deadline, seat_id.clone()));
                     }
-                    map.push(MapSeatChange {
-                        seat_id: seat_id.clone(),
-                        status,
-                        hold_expires_at: deadline,
-                    });
                     seat_ids.push(seat_id.clone());
                 }
             }
@@ -334,9 +334,9 @@ impl EventEngine {
 
     /// The old hold gives up seats or units: the seats back on sale, the units returned from
     /// its tier's sold count, and the hold counts that many fewer against the limit.
-    fn give_up(&mut self, given: &ExchangeGivesUp, map: &mut Vec<MapSeatChange>) -> HoldReleased {
+    fn give_up(&mut self, given: &ExchangeGivesUp) -> HoldReleased {
         for seat_id in &given.seat_ids {
-            self.free_seat(seat_id, map);
+            self.free_seat(seat_id);
         }
         if let Some((tier_id, units)) = &given.tier
             && let Some(tier) = self.state.tiers.get_mut(tier_id)

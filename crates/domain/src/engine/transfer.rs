@@ -13,7 +13,7 @@
 
 use time::OffsetDateTime;
 
-use super::{Effects, EngineHold, EventEngine};
+use super::{Effect, Effects, EngineHold, EventEngine};
 use crate::hold::{HoldStatus, SeatStatus};
 
 /// An accepted transfer offer.
@@ -159,10 +159,8 @@ impl EventEngine {
             expires_at: now,
             exchange: false,
         });
-        effects
-            .accounts_checked
-            .insert(request.to_account_id.clone());
-        effects.transfers.push(TransferTaken {
+        // The receiver's limit is checked by the store too (`Effects::accounts_checked`).
+        effects.push(Effect::TransferTaken(TransferTaken {
             index,
             transfer_id: request.transfer_id.clone(),
             old_hold_id: request.old_hold_id.clone(),
@@ -170,7 +168,7 @@ impl EventEngine {
             to_account_id: request.to_account_id.clone(),
             seat_ids: request.seat_ids.clone(),
             tier: request.tier.clone(),
-        });
+        }));
         TransferDecision::Accepted
     }
 }

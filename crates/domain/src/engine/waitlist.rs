@@ -24,7 +24,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Bound;
 
-use super::{Effects, EventEngine};
+use super::{Effect, Effects, EventEngine};
 use crate::best::Together;
 use crate::decide::{HoldOutcome, HoldRequest, HoldShape, NewHold};
 use crate::hold::HoldStatus;
@@ -256,7 +256,7 @@ impl EventEngine {
             request_digest: request.request_digest.clone(),
         };
         let seq = entry.seq;
-        effects.waitlist_joined.push(entry.clone());
+        effects.push(Effect::WaitlistJoined(entry.clone()));
         self.offered_by_account.remove(&request.account_id);
         self.waitlist_joined_classes.insert(self.class_of(&entry));
         self.keep_entry(entry);
@@ -284,7 +284,9 @@ impl EventEngine {
             return WaitlistDecision::NotWaiting;
         }
         self.unlist(seq);
-        effects.waitlist_left.push(waitlist_id.to_owned());
+        effects.push(Effect::WaitlistLeft {
+            waitlist_id: waitlist_id.to_owned(),
+        });
         WaitlistDecision::Left
     }
 
@@ -294,20 +296,24 @@ impl EventEngine {
         if self.offer_holds.is_empty() {
             return;
         }
-        let ended = effects
-            .holds_released
-            .iter()
-            .chain(&effects.holds_expired)
-            .chain(effects.checkouts_cancelled.iter().map(|(_, h)| h))
-            .map(|h| h.hold_id.as_str());
+        let ended: Vec<String> = effects
+            .holds_released()
+            .chain(effects.holds_expired())
+            .chain(effects.checkouts_cancelled().map(|c| &c.hold))
+            .map(|h| h.hold_id.clone())
+            .collect();
+        let sold: Vec<String> = effects
+            .holds_confirmed()
+            .map(|c| c.hold_id.clone())
+            .collect();
         for hold_id in ended {
-            if self.offer_holds.remove(hold_id) {
-                effects.waitlist_lapsed.push(hold_id.to_owned());
+            if self.offer_holds.remove(&hold_id) {
+                effects.push(Effect::WaitlistLapsed { hold_id });
             }
         }
-        for confirmed in &effects.holds_confirmed {
-            if self.offer_holds.remove(&confirmed.hold_id) {
-                effects.waitlist_purchased.push(confirmed.hold_id.clone());
+        for hold_id in sold {
+            if self.offer_holds.remove(&hold_id) {
+                effects.push(Effect::WaitlistPurchased { hold_id });
             }
         }
     }
@@ -324,11 +330,7 @@ impl EventEngine {
     /// entries (then only the joined entries' classes can have become satisfiable), and the
     /// first group after a load.
     pub(super) fn offer_to_waitlist(&mut self, effects: &mut Effects) {
-        let freed = !effects.holds_released.is_empty()
-            || !effects.holds_expired.is_empty()
-            || !effects.checkouts_cancelled.is_empty()
-            || !effects.orders_compensated.is_empty()
-            || effects.exchanges.iter().any(|x| x.freed.is_some());
+        let freed = effects.frees_inventory();
         let joined = std::mem::take(&mut self.waitlist_joined_classes);
         let every_class = freed || self.waitlist_dirty;
         if self.waitlist.is_empty() || (!every_class && joined.is_empty()) {
@@ -470,10 +472,9 @@ impl EventEngine {
             shape,
         };
         // The offer is a hold with the offer's TTL, decided by the hold rules; it is not a
-        // command of the group, so it leaves the group's new holds for its own list.
-        let created_before = effects.holds_created.len();
+        // command of the group, so it is the offer's effect, not a new hold's.
         let hold_ttl_s = std::mem::replace(&mut self.rules.hold_ttl_s, ttl_s);
-        let outcome = self.decide_holds(std::slice::from_ref(&request), 0, effects);
+        let outcome = self.decide_holds(std::slice::from_ref(&request), 0);
         self.rules.hold_ttl_s = hold_ttl_s;
         self.state
             .prior_digests
@@ -482,17 +483,16 @@ impl EventEngine {
         let HoldOutcome::Held(hold) = &outcome else {
             return Some(outcome);
         };
-        effects.holds_created.truncate(created_before);
         self.unlist(entry.seq);
         self.offered_by_account.insert(
             entry.account_id.clone(),
             (entry.waitlist_id.clone(), hold.hold_id.clone()),
         );
         self.offer_holds.insert(hold.hold_id.clone());
-        effects.waitlist_offers.push(WaitlistOffer {
+        effects.push(Effect::WaitlistOffered(WaitlistOffer {
             waitlist_id: entry.waitlist_id.clone(),
             hold: hold.clone(),
-        });
+        }));
         Some(outcome)
     }
 }

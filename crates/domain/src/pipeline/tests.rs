@@ -328,7 +328,7 @@ fn a_lapsed_hold_arms_the_timer_and_an_expiry_group_ends_it() {
     assert_eq!(expiry.len(), 1);
     assert_eq!(expiry[0].kind, GroupKind::Expiry);
     assert!(expiry[0].jobs.is_empty());
-    assert_eq!(expiry[0].effects.holds_expired.len(), 1);
+    assert_eq!(expiry[0].effects.holds_expired().count(), 1);
 }
 
 #[test]

@@ -504,7 +504,6 @@ fn accepted(
         closes_at: boxoffice_store::transfer::closes_at(event),
     };
     let write = TransferWrite {
-        index: 0,
         transfer: view.clone(),
         old_hold_id: order.hold_id.clone(),
         new_hold_id,

@@ -30,7 +30,7 @@
 //! change rows it has not seen and the current rows of what they name (`refresh`), between
 //! groups.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant};
 
@@ -53,8 +53,8 @@ use boxoffice_store::checkout::{
     Settled,
 };
 use boxoffice_store::engine::{
-    CheckoutWrite, CompensationWrite, EngineStore, ExchangeWrite, GroupCommitted, GroupTurn,
-    GroupWrite, SettleWrite, checkout_refusal, refused_checkout, started_operation,
+    CheckoutWrite, CommandWrite, CompensationWrite, EngineStore, ExchangeWrite, GroupCommitted,
+    GroupTurn, GroupWrite, SettleWrite, checkout_refusal, refused_checkout, started_operation,
 };
 use boxoffice_store::exchange::{
     ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeView, RenderExchange, Surrender,
@@ -1311,21 +1311,20 @@ impl Writer {
         let hold_changes = if self.ledger.is_some() {
             crate::runtime::ledger::HoldChanges {
                 created: effects
-                    .holds_created
-                    .iter()
-                    .map(|(_, hold)| (hold.hold_id.clone(), hold.account_id.clone()))
+                    .holds_created()
+                    .map(|created| {
+                        (
+                            created.hold.hold_id.clone(),
+                            created.hold.account_id.clone(),
+                        )
+                    })
                     .collect(),
                 ended: effects
-                    .holds_released
-                    .iter()
+                    .holds_released()
                     .map(|h| h.hold_id.clone())
-                    .chain(effects.checkouts_started.iter().map(|c| c.hold_id.clone()))
+                    .chain(effects.checkouts_started().map(|c| c.hold_id.clone()))
                     .collect(),
-                lapsed: effects
-                    .holds_expired
-                    .iter()
-                    .map(|h| h.hold_id.clone())
-                    .collect(),
+                lapsed: effects.holds_expired().map(|h| h.hold_id.clone()).collect(),
             }
         } else {
             crate::runtime::ledger::HoldChanges::default()
@@ -1381,22 +1380,10 @@ impl Writer {
             };
             answers.push(rendered);
         }
-        let hold_keys: Vec<String> = effects
-            .holds_created
-            .iter()
-            .map(|(index, _)| match &jobs[*index].command {
-                Command::Hold(request) => request.idempotency_key.clone(),
-                Command::Release { .. }
-                | Command::Checkout(_)
-                | Command::Payment(_)
-                | Command::Compensate(_)
-                | Command::Exchange(_)
-                | Command::Transfer(_)
-                | Command::WaitlistJoin(_)
-                | Command::WaitlistLeave { .. } => String::new(),
-            })
-            .collect();
-        for started in &effects.checkouts_started {
+        // What the store writes besides each effect, by the command the effect names (a
+        // command whose write is missing fails its group with an internal error).
+        let mut commands: BTreeMap<usize, CommandWrite> = BTreeMap::new();
+        for started in effects.checkouts_started() {
             if let Some(context) = jobs[started.index].context.checkout.as_deref_mut() {
                 context.exchange = self
                     .pipeline
@@ -1405,14 +1392,13 @@ impl Writer {
                     .is_none_or(|hold| hold.exchange);
             }
         }
-        let mut checkouts = Vec::with_capacity(effects.checkouts_started.len());
-        for started in &effects.checkouts_started {
+        for started in effects.checkouts_started() {
             let Some(context) = jobs[started.index].context.checkout.as_deref() else {
                 continue;
             };
             let order = pending_order(context, now);
             answers[started.index] = Some((context.render)(&order));
-            checkouts.push(CheckoutWrite {
+            let write = CheckoutWrite {
                 operation_id: context.start.operation_id.clone(),
                 provider: context.start.provider.clone(),
                 payment_method: context.start.payment_method.clone(),
@@ -1423,9 +1409,9 @@ impl Writer {
                     request_digest: context.start.request_digest.clone(),
                     response: (context.render)(&order),
                 },
-            });
+            };
+            commands.insert(started.index, CommandWrite::Checkout(write));
         }
-        let mut settlements = Vec::new();
         for (index, (job, decision)) in jobs.iter().zip(&decisions).enumerate() {
             let (Decision::Payment(decision), Some(context)) =
                 (decision, job.context.settle.as_deref())
@@ -1446,8 +1432,7 @@ impl Writer {
             let update = context
                 .verdict
                 .operation_update(context.operation.n_attempts);
-            settlements.push(SettleWrite {
-                index,
+            let write = SettleWrite {
                 operation_id: context.operation.operation_id.clone(),
                 to_status,
                 provider_ref: context.verdict.provider_ref().map(str::to_owned),
@@ -1461,22 +1446,16 @@ impl Writer {
                     .scope
                     .clone()
                     .map(|scope| (scope, (context.render)(&order))),
-            });
+            };
+            commands.insert(index, CommandWrite::Settle(write));
         }
-        let compensations: Vec<CompensationWrite> = effects
-            .orders_compensated
-            .iter()
-            .filter_map(|compensated| {
-                let context = jobs[compensated.index].context.compensate.as_deref()?;
-                Some(CompensationWrite::new(
-                    compensated.index,
-                    &context.operation,
-                    &context.reason,
-                ))
-            })
-            .collect();
-        let mut exchanges = Vec::with_capacity(effects.exchanges.len());
-        for taken in &effects.exchanges {
+        for compensated in effects.orders_compensated() {
+            if let Some(context) = jobs[compensated.index].context.compensate.as_deref() {
+                let write = CompensationWrite::new(&context.operation, &context.reason);
+                commands.insert(compensated.index, CommandWrite::Compensation(write));
+            }
+        }
+        for taken in effects.exchanges() {
             let Some(context) = jobs[taken.index].context.exchange.as_deref_mut() else {
                 continue;
             };
@@ -1490,8 +1469,7 @@ impl Writer {
             let response = (context.render)(&exchange, &order);
             answers[taken.index] = Some(response.clone());
             let scope = &context.start.scope;
-            exchanges.push(ExchangeWrite {
-                index: taken.index,
+            let write = ExchangeWrite {
                 start: context.start.clone(),
                 gone: context.gone.clone(),
                 account_id: context.order.account_id.clone(),
@@ -1502,18 +1480,15 @@ impl Writer {
                     request_digest: context.start.request_digest.clone(),
                     response,
                 },
-            });
+            };
+            commands.insert(taken.index, CommandWrite::Exchange(write));
             context.granted = Some((exchange, order));
         }
-        let transfers: Vec<TransferWrite> = effects
-            .transfers
-            .iter()
-            .filter_map(|taken| {
-                let mut write = jobs[taken.index].context.transfer.as_deref()?.clone();
-                write.index = taken.index;
-                Some(write)
-            })
-            .collect();
+        for taken in effects.transfers() {
+            if let Some(write) = jobs[taken.index].context.transfer.as_deref() {
+                commands.insert(taken.index, CommandWrite::Transfer(write.clone()));
+            }
+        }
         let writer_seq = self.next_seq;
         self.next_seq += 1;
         let delivery = Delivery {
@@ -1523,8 +1498,7 @@ impl Writer {
             exchanges_refused: Vec::new(),
             transfers_refused: Vec::new(),
             waitlist_offered: effects
-                .waitlist_offers
-                .iter()
+                .waitlist_offers()
                 .map(|o| {
                     (
                         o.waitlist_id.clone(),
@@ -1567,13 +1541,8 @@ impl Writer {
                 writer_seq,
                 fence,
                 effects: &effects,
-                hold_keys,
                 records,
-                checkouts,
-                settlements,
-                compensations,
-                exchanges,
-                transfers,
+                commands,
                 turn: &turn,
             };
             let result = store.apply_group(&group).await;
