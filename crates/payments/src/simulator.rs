@@ -24,16 +24,17 @@
 //!
 //! Test cards (`payment_method`): `pm_card_visa` authorizes; `pm_card_chargeDeclined`
 //! declines with 402; `pm_card_visa_chargeDeclinedInsufficientFunds` declines with
-//! `insufficient_funds`; `pm_card_refundFail` authorizes, its refunds fail (below);
+//! `insufficient_funds`; `pm_card_refundFail` authorizes, its refunds fail (above);
 //! `pm_card_threeDSecure2Required` needs the shopper to visit
 //! `/sim/3ds/{id}/complete` (or `/fail`); `pm_sim_timeout` authorizes but the answer is lost
 //! (held back for [`LOST_RESPONSE_DELAY_MS`]); `pm_sim_slow` authorizes after
 //! [`SimulatorConfig::slow_ms`].
 //!
-//! Every state change emits a Stripe event. When a webhook URL is set, each event is POSTed
-//! with a valid `Stripe-Signature` 1..=[`SimulatorConfig::webhook_duplicates_max`] times,
-//! each copy after its own random delay, from spawned tasks that retry failed deliveries, so
-//! webhooks arrive late, twice and out of order, as they do in production.
+//! Every state change of a payment intent emits a Stripe event. When a webhook URL is set,
+//! each event is POSTed with a valid `Stripe-Signature`
+//! 1..=[`SimulatorConfig::webhook_duplicates_max`] times, each copy after its own random
+//! delay, from spawned tasks that retry failed deliveries, so webhooks arrive late, twice and
+//! out of order, as they do in production.
 //!
 //! Random choices (ids, latencies, faults, webhook copies and delays) come from one RNG seeded
 //! with [`SimulatorConfig::seed`]: the same requests in the same order give the same run.
