@@ -81,6 +81,19 @@ impl CountingProxy {
             })
             .count()
     }
+
+    /// How many refunds (`POST /v1/refunds`) were sent under the idempotency key
+    /// `refund_id` (the adapter's key for a refund).
+    pub fn refunds_sent(&self, refund_id: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|seen| {
+                seen.method == "POST"
+                    && seen.path == "/v1/refunds"
+                    && seen.idempotency_key.as_deref() == Some(refund_id)
+            })
+            .count()
+    }
 }
 
 async fn forward_request(

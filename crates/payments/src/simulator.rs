@@ -8,17 +8,33 @@
 //! each `metadata[operation_id]` created, so tests can assert that an order was never
 //! authorized twice.
 //!
+//! Refunds (`POST /v1/refunds` by `payment_intent`, `GET /v1/refunds/{id}`,
+//! `GET /v1/refunds?payment_intent=`) behave as Stripe's for what the adapter uses: only a
+//! captured (`succeeded`) payment is refunded, in parts that add up to at most its captured
+//! amount (400 `payment_intent_unexpected_state` for a payment not captured,
+//! `charge_already_refunded` when nothing is left, `amount_too_large` past what is left);
+//! the same `Idempotency-Key` and parameters answer the same refund. Faults for refunds:
+//! [`SimulatorConfig::refund_fails`] (refunds answer `failed`), the test card
+//! `pm_card_refundFail` (authorizes; its refunds answer `succeeded` and read `failed`
+//! afterwards, as Stripe's card does), [`SimulatorConfig::refund_lose_share`] (the refund is
+//! made, its answer lost) and [`SimulatorConfig::refund_latency_ms`] (a slow provider); the
+//! 503s of [`SimulatorConfig::fail_5xx_share`] apply to every API request. Refunds emit no
+//! events and no webhooks (`charge.refunded`, `refund.updated`): the webhook parser reads
+//! payment intents only.
+//!
 //! Test cards (`payment_method`): `pm_card_visa` authorizes; `pm_card_chargeDeclined`
 //! declines with 402; `pm_card_visa_chargeDeclinedInsufficientFunds` declines with
-//! `insufficient_funds`; `pm_card_threeDSecure2Required` needs the shopper to visit
+//! `insufficient_funds`; `pm_card_refundFail` authorizes, its refunds fail (above);
+//! `pm_card_threeDSecure2Required` needs the shopper to visit
 //! `/sim/3ds/{id}/complete` (or `/fail`); `pm_sim_timeout` authorizes but the answer is lost
 //! (held back for [`LOST_RESPONSE_DELAY_MS`]); `pm_sim_slow` authorizes after
 //! [`SimulatorConfig::slow_ms`].
 //!
-//! Every state change emits a Stripe event. When a webhook URL is set, each event is POSTed
-//! with a valid `Stripe-Signature` 1..=[`SimulatorConfig::webhook_duplicates_max`] times,
-//! each copy after its own random delay, from spawned tasks that retry failed deliveries, so
-//! webhooks arrive late, twice and out of order, as they do in production.
+//! Every state change of a payment intent emits a Stripe event. When a webhook URL is set,
+//! each event is POSTed with a valid `Stripe-Signature`
+//! 1..=[`SimulatorConfig::webhook_duplicates_max`] times, each copy after its own random
+//! delay, from spawned tasks that retry failed deliveries, so webhooks arrive late, twice and
+//! out of order, as they do in production.
 //!
 //! Random choices (ids, latencies, faults, webhook copies and delays) come from one RNG seeded
 //! with [`SimulatorConfig::seed`]: the same requests in the same order give the same run.
@@ -31,7 +47,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -62,6 +78,12 @@ pub const REQUEST_BODY_BYTES_MAX: usize = 16 * 1024;
 pub const IDEMPOTENCY_KEY_LEN_MAX: usize = 255;
 /// Largest amount accepted, in minor units (Stripe's limit for most currencies).
 pub const AMOUNT_MINOR_MAX: i64 = 99_999_999;
+/// The test card whose payments authorize and capture but whose refunds fail: answered
+/// `succeeded`, read `failed` (`expired_or_canceled_card`) afterwards, as Stripe's.
+pub const REFUND_FAIL_CARD: &str = "pm_card_refundFail";
+/// Largest page of `GET /v1/refunds` (Stripe's), and its default.
+pub const REFUND_LIST_LIMIT_MAX: usize = 100;
+pub const REFUND_LIST_LIMIT_DEFAULT: usize = 10;
 
 /// How the simulator behaves. [`Default`] is a well-behaved provider: no latency, no
 /// faults, each webhook delivered once, at once.
@@ -90,6 +112,14 @@ pub struct SimulatorConfig {
     pub lose_share: f64,
     /// Capture answers a 402 card error and the payment stays authorized.
     pub capture_fails: bool,
+    /// Refunds are made with status `failed` (`failure_reason: declined`): no money goes
+    /// back.
+    pub refund_fails: bool,
+    /// Share of refunds made whose answer is lost (held back for
+    /// [`LOST_RESPONSE_DELAY_MS`]) (0.0..=1.0).
+    pub refund_lose_share: f64,
+    /// Uniform latency, min..=max, added to every refund.
+    pub refund_latency_ms: (u64, u64),
 }
 
 impl Default for SimulatorConfig {
@@ -106,6 +136,9 @@ impl Default for SimulatorConfig {
             fail_5xx_share: 0.0,
             lose_share: 0.0,
             capture_fails: false,
+            refund_fails: false,
+            refund_lose_share: 0.0,
+            refund_latency_ms: (0, 0),
         }
     }
 }
@@ -150,6 +183,8 @@ pub fn router(sim: Arc<Simulator>) -> Router {
         .route("/v1/payment_intents/{id}", get(retrieve_intent))
         .route("/v1/payment_intents/{id}/capture", post(capture_intent))
         .route("/v1/payment_intents/{id}/cancel", post(cancel_intent))
+        .route("/v1/refunds", post(create_refund).get(list_refunds))
+        .route("/v1/refunds/{id}", get(retrieve_refund))
         .route(
             "/sim/3ds/{id}/complete",
             get(complete_3ds).post(complete_3ds),
@@ -214,6 +249,10 @@ struct SimState {
     idempotency: HashMap<String, IdempotencyEntry>,
     events: Vec<Value>,
     authorizations_by_operation: HashMap<String, u32>,
+    refunds: HashMap<String, Value>,
+    /// Refund ids, oldest first (lists answer newest first, as Stripe's).
+    refund_order: Vec<String>,
+    refunds_by_refund_id: HashMap<String, u32>,
 }
 
 #[derive(Debug)]
@@ -260,6 +299,9 @@ impl Simulator {
                 idempotency: HashMap::new(),
                 events: Vec::new(),
                 authorizations_by_operation: HashMap::new(),
+                refunds: HashMap::new(),
+                refund_order: Vec::new(),
+                refunds_by_refund_id: HashMap::new(),
             }),
             http,
             webhooks_planned: AtomicU64::new(0),
@@ -303,6 +345,36 @@ impl Simulator {
     /// Makes captures fail (402) or succeed.
     pub fn set_capture_fails(&self, capture_fails: bool) {
         self.lock().config.capture_fails = capture_fails;
+    }
+
+    /// Makes refunds fail (status `failed`) or succeed.
+    pub fn set_refund_fails(&self, refund_fails: bool) {
+        self.lock().config.refund_fails = refund_fails;
+    }
+
+    /// Changes the share of refunds whose answer is lost.
+    pub fn set_refund_lose_share(&self, share: f64) {
+        self.lock().config.refund_lose_share = share;
+    }
+
+    /// Changes the latency added to every refund (uniform, min..=max ms).
+    pub fn set_refund_latency_ms(&self, min_ms: u64, max_ms: u64) {
+        self.lock().config.refund_latency_ms = (min_ms, max_ms.max(min_ms));
+    }
+
+    /// A refund as the API would return it now.
+    pub fn refund(&self, id: &str) -> Option<Value> {
+        self.lock().refunds.get(id).cloned()
+    }
+
+    /// How many refunds were made with `metadata[refund_id] = refund_id` (idempotent replays
+    /// and refusals make none).
+    pub fn refunds_made(&self, refund_id: &str) -> u32 {
+        self.lock()
+            .refunds_by_refund_id
+            .get(refund_id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Every event emitted so far, oldest first (whether or not it was delivered).
@@ -677,7 +749,8 @@ enum Card {
 
 fn card(payment_method: &str) -> Option<Card> {
     Some(match payment_method {
-        "pm_card_visa" | "pm_card_mastercard" => Card::Authorizes,
+        // pm_card_refundFail authorizes; its refunds fail (see `refund_in`).
+        "pm_card_visa" | "pm_card_mastercard" | REFUND_FAIL_CARD => Card::Authorizes,
         "pm_card_chargeDeclined" => Card::Declines("generic_decline"),
         "pm_card_visa_chargeDeclinedInsufficientFunds" => Card::Declines("insufficient_funds"),
         "pm_card_threeDSecure2Required" => Card::RequiresAction,
@@ -1032,6 +1105,303 @@ fn ok(intent: Value) -> Answer {
         status: StatusCode::OK,
         body: intent,
     }
+}
+
+/// The validated parameters of `POST /v1/refunds`.
+#[derive(Debug)]
+struct RefundParams {
+    payment_intent: String,
+    /// `None`: everything left.
+    amount_minor: Option<i64>,
+    reason: Option<String>,
+    metadata: Map<String, Value>,
+}
+
+fn refund_params(params: &[(String, String)]) -> Result<RefundParams, Answer> {
+    let mut payment_intent = None;
+    let mut amount_minor = None;
+    let mut reason = None;
+    let mut metadata = Map::new();
+    for (name, value) in params {
+        match name.as_str() {
+            "payment_intent" => payment_intent = Some(value.clone()),
+            "amount" => amount_minor = Some(value.parse::<i64>().unwrap_or(-1)),
+            "reason" => reason = Some(value.clone()),
+            "charge" => {
+                return Err(invalid(
+                    "The simulator refunds by payment_intent only (it has no charges).",
+                ));
+            }
+            _ => {
+                let key = name
+                    .strip_prefix("metadata[")
+                    .and_then(|rest| rest.strip_suffix(']'))
+                    .ok_or_else(|| invalid(&format!("Received unknown parameter: {name}")))?;
+                metadata.insert(key.to_owned(), Value::String(value.clone()));
+            }
+        }
+    }
+    let payment_intent =
+        payment_intent.ok_or_else(|| invalid("Missing required param: payment_intent."))?;
+    if let Some(amount_minor) = amount_minor
+        && !(1..=AMOUNT_MINOR_MAX).contains(&amount_minor)
+    {
+        return Err(invalid(&format!(
+            "amount must be an integer from 1 to {AMOUNT_MINOR_MAX}."
+        )));
+    }
+    if let Some(reason) = &reason
+        && !matches!(
+            reason.as_str(),
+            "duplicate" | "fraudulent" | "requested_by_customer"
+        )
+    {
+        return Err(invalid(&format!("Invalid reason: {reason}.")));
+    }
+    Ok(RefundParams {
+        payment_intent,
+        amount_minor,
+        reason,
+        metadata,
+    })
+}
+
+async fn create_refund(
+    State(sim): State<Arc<Simulator>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refusal) = sim.gate(&headers) {
+        return refusal;
+    }
+    let params = match parse_form(&body) {
+        Ok(params) => params,
+        Err(answer) => return respond(answer, false),
+    };
+    let refund = match refund_params(&params) {
+        Ok(refund) => refund,
+        Err(answer) => return respond(answer, false),
+    };
+    let (delay_ms, lose) = {
+        let mut state = sim.lock();
+        let share = state.config.refund_lose_share;
+        let lose = share > 0.0 && state.rng.random::<f64>() < share;
+        let (min_ms, max_ms) = state.config.refund_latency_ms;
+        (uniform(&mut state.rng, min_ms, max_ms), lose)
+    };
+    let (answer, replayed) = sim
+        .idempotent(
+            &headers,
+            fingerprint(&method, "/v1/refunds", &params),
+            Duration::from_millis(delay_ms),
+            |_, state| (refund_in(state, refund), Vec::new()),
+        )
+        .await;
+    if lose && !replayed && answer.status.is_success() {
+        // The refund exists and its answer is stored for replay; this copy is lost.
+        tokio::time::sleep(Duration::from_millis(LOST_RESPONSE_DELAY_MS)).await;
+    }
+    respond(answer, replayed)
+}
+
+/// What is left to refund of a captured intent: captured minus what refunds not failed nor
+/// cancelled gave back.
+fn refundable_minor(state: &SimState, intent: &Value) -> i64 {
+    let id = intent["id"].as_str().unwrap_or_default();
+    let refunded: i64 = state
+        .refunds
+        .values()
+        .filter(|refund| refund["payment_intent"].as_str() == Some(id))
+        .filter(|refund| matches!(refund["status"].as_str(), Some("succeeded" | "pending")))
+        .filter_map(|refund| refund["amount"].as_i64())
+        .sum();
+    intent["amount_received"].as_i64().unwrap_or(0) - refunded
+}
+
+fn refund_in(state: &mut SimState, params: RefundParams) -> Answer {
+    let Some(intent) = state.intents.get(&params.payment_intent).cloned() else {
+        let mut answer = stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("resource_missing"),
+            &format!("No such payment_intent: '{}'", params.payment_intent),
+        );
+        answer.body["error"]["param"] = json!("payment_intent");
+        return answer;
+    };
+    if intent["status"].as_str() != Some("succeeded") {
+        let status = intent["status"].as_str().unwrap_or_default();
+        let mut answer = stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("payment_intent_unexpected_state"),
+            &format!(
+                "This PaymentIntent ({}) does not have a successful charge to refund: it has \
+                 a status of {status}. Cancel an uncaptured PaymentIntent instead.",
+                params.payment_intent
+            ),
+        );
+        answer.body["error"]["payment_intent"] = intent;
+        return answer;
+    }
+    let left = refundable_minor(state, &intent);
+    if left <= 0 {
+        return stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("charge_already_refunded"),
+            &format!(
+                "The charge of {} has already been refunded.",
+                params.payment_intent
+            ),
+        );
+    }
+    let amount_minor = params.amount_minor.unwrap_or(left);
+    if amount_minor > left {
+        let mut answer = stripe_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            Some("amount_too_large"),
+            &format!(
+                "Refund amount ({amount_minor}) is greater than unrefunded amount on charge \
+                 ({left})."
+            ),
+        );
+        answer.body["error"]["param"] = json!("amount");
+        return answer;
+    }
+    let id = format!("re_{}", random_id(&mut state.rng));
+    if let Some(Value::String(refund_id)) = params.metadata.get("refund_id") {
+        *state
+            .refunds_by_refund_id
+            .entry(refund_id.clone())
+            .or_insert(0) += 1;
+    }
+    let mut refund = json!({
+        "id": id,
+        "object": "refund",
+        "amount": amount_minor,
+        "charge": null,
+        "created": now_unix_s(),
+        "currency": intent["currency"],
+        "failure_reason": null,
+        "metadata": params.metadata,
+        "payment_intent": params.payment_intent,
+        "reason": params.reason,
+        "status": "succeeded",
+    });
+    let answered = if state.config.refund_fails {
+        refund["status"] = json!("failed");
+        refund["failure_reason"] = json!("declined");
+        refund.clone()
+    } else if intent["payment_method"].as_str() == Some(REFUND_FAIL_CARD) {
+        // Stripe's card: the refund first reads succeeded, then fails.
+        let answered = refund.clone();
+        refund["status"] = json!("failed");
+        refund["failure_reason"] = json!("expired_or_canceled_card");
+        answered
+    } else {
+        refund.clone()
+    };
+    state.refunds.insert(id.clone(), refund);
+    state.refund_order.push(id);
+    ok(answered)
+}
+
+fn missing_refund(id: &str) -> Answer {
+    stripe_error(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        Some("resource_missing"),
+        &format!("No such refund: '{id}'"),
+    )
+}
+
+async fn retrieve_refund(
+    State(sim): State<Arc<Simulator>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refusal) = sim.gate(&headers) {
+        return refusal;
+    }
+    let refund = sim.refund(&id);
+    match refund {
+        Some(refund) => respond(ok(refund), false),
+        None => respond(missing_refund(&id), false),
+    }
+}
+
+/// `GET /v1/refunds?payment_intent=&limit=&starting_after=`: newest first, as Stripe's.
+async fn list_refunds(
+    State(sim): State<Arc<Simulator>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refusal) = sim.gate(&headers) {
+        return refusal;
+    }
+    let params = match parse_form(query.unwrap_or_default().as_bytes()) {
+        Ok(params) => params,
+        Err(answer) => return respond(answer, false),
+    };
+    let mut payment_intent = None;
+    let mut limit = REFUND_LIST_LIMIT_DEFAULT;
+    let mut starting_after = None;
+    for (name, value) in params {
+        match name.as_str() {
+            "payment_intent" => payment_intent = Some(value),
+            "limit" => match value.parse::<usize>() {
+                Ok(n) if (1..=REFUND_LIST_LIMIT_MAX).contains(&n) => limit = n,
+                _ => {
+                    let message = format!("limit must be from 1 to {REFUND_LIST_LIMIT_MAX}.");
+                    return respond(invalid(&message), false);
+                }
+            },
+            "starting_after" => starting_after = Some(value),
+            _ => {
+                let message = format!("Received unknown parameter: {name}");
+                return respond(invalid(&message), false);
+            }
+        }
+    }
+    let answer = {
+        let state = sim.lock();
+        if let Some(id) = &payment_intent
+            && !state.intents.contains_key(id)
+        {
+            missing_intent(id)
+        } else {
+            let newest_first = state.refund_order.iter().rev().filter_map(|id| {
+                let refund = state.refunds.get(id)?;
+                let wanted = payment_intent
+                    .as_deref()
+                    .is_none_or(|pi| refund["payment_intent"].as_str() == Some(pi));
+                wanted.then_some((id, refund))
+            });
+            let mut after: Vec<_> = match &starting_after {
+                None => newest_first.collect(),
+                Some(start) => newest_first
+                    .skip_while(|(id, _)| *id != start)
+                    .skip(1)
+                    .collect(),
+            };
+            let has_more = after.len() > limit;
+            after.truncate(limit);
+            let data: Vec<Value> = after
+                .into_iter()
+                .map(|(_, refund)| refund.clone())
+                .collect();
+            ok(json!({
+                "object": "list",
+                "url": "/v1/refunds",
+                "has_more": has_more,
+                "data": data,
+            }))
+        }
+    };
+    respond(answer, false)
 }
 
 /// The shopper's bank page: no API key, as it is the shopper's browser that calls it.

@@ -1,5 +1,7 @@
 //! The Stripe adapter: [`StripeProvider`] speaks the PaymentIntents subset boxoffice needs
-//! (create-and-confirm with manual capture, capture, cancel, retrieve) and verifies Stripe
+//! (create-and-confirm with manual capture, capture, cancel, retrieve), the Refunds subset
+//! (`POST /v1/refunds` by `payment_intent` with the refund id as the `Idempotency-Key`,
+//! `GET /v1/refunds/{id}`, `GET /v1/refunds?payment_intent=`) and verifies Stripe
 //! webhooks. This module owns the mapping from Stripe's HTTP answers to
 //! [`ProviderPayment`] / [`ProviderError`] and the `Stripe-Signature` scheme
 //! ([`sign_webhook`], [`verify_signature`]), which the simulator reuses so both sides agree
@@ -9,7 +11,7 @@
 //!
 //! | Stripe's answer | result | why |
 //! | --- | --- | --- |
-//! | 2xx | `Ok`, the PaymentIntent | |
+//! | 2xx | `Ok`, the PaymentIntent (the Refund, for refunds) | |
 //! | 402 with `error.payment_intent` | `Ok`, [`ProviderStatus::Failed`] with the decline code | a decline is an answer |
 //! | 5xx, 429 | [`ProviderError::Unavailable`] | the provider did nothing; ask again later |
 //! | 401, 403 | [`ProviderError::Unavailable`] | our API key or its permissions were refused before anything was tried: the operator's mistake, never the fan's, so no order is cancelled for it; the operation stays open and is asked again, and Stripe stores no answer under the key for it |
@@ -18,6 +20,9 @@
 //! | any other 4xx with Stripe's error object (400, 402 without the payment, 404, ...) | [`ProviderError::Rejected`] | definitive: the provider replays the same 4xx for the key forever; for an authorization the payment failed |
 //! | any other 4xx without it (a proxy's page) | [`ProviderError::Unavailable`] | not the provider's answer |
 //! | a timeout, a connection lost after sending, an unreadable 2xx | [`ProviderError::Unknown`] | the payment may exist |
+//!
+//! Refunds follow the same table ([`classify_refund`]) without the 402 row: Stripe has no
+//! refund decline; a refund that fails is a 2xx Refund with status `failed`.
 //!
 //! `Rejected`'s code is Stripe's `error.code`, else `resource_missing` for a 404 (localstripe
 //! answers an unknown payment method 404 without a code where Stripe answers 400
@@ -32,8 +37,8 @@ use serde_json::Value;
 use sha2::Sha256;
 
 use crate::{
-    AuthorizeRequest, PaymentProvider, ProviderError, ProviderPayment, ProviderStatus,
-    WEBHOOK_TOLERANCE_S, WebhookError, WebhookEvent,
+    AuthorizeRequest, PaymentProvider, ProviderError, ProviderPayment, ProviderRefund,
+    ProviderStatus, RefundRequest, RefundStatus, WEBHOOK_TOLERANCE_S, WebhookError, WebhookEvent,
 };
 
 /// Whole-request timeout of a provider call. Past it the outcome is unknown and settled by
@@ -46,6 +51,11 @@ pub const PROVIDER_CONNECT_TIMEOUT_MS: u64 = 2_000;
 pub const ERROR_DETAIL_BYTES_MAX: usize = 512;
 /// The header Stripe signs webhooks with.
 pub const SIGNATURE_HEADER: &str = "Stripe-Signature";
+/// Refunds asked per page when looking for one by our id (Stripe's largest page).
+pub const REFUND_LIST_PAGE_LEN: usize = 100;
+/// Pages read before [`PaymentProvider::find_refund`] gives up (a payment with thousands of
+/// refunds is a bug elsewhere).
+pub const REFUND_LIST_PAGES_MAX: usize = 10;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -102,20 +112,35 @@ impl StripeProvider {
         &self.api_base
     }
 
+    fn post_request(
+        &self,
+        path: &str,
+        idempotency_key: &str,
+        form: &[(&str, &str)],
+    ) -> reqwest::RequestBuilder {
+        self.client
+            .post(format!("{}{path}", self.api_base))
+            .timeout(self.timeout)
+            .bearer_auth(&self.secret_key)
+            .header("Idempotency-Key", idempotency_key)
+            .form(form)
+    }
+
+    fn get_request(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .get(format!("{}{path}", self.api_base))
+            .timeout(self.timeout)
+            .bearer_auth(&self.secret_key)
+    }
+
     async fn post(
         &self,
         path: &str,
         idempotency_key: &str,
         form: &[(&str, &str)],
     ) -> Result<ProviderPayment, ProviderError> {
-        let request = self
-            .client
-            .post(format!("{}{path}", self.api_base))
-            .timeout(self.timeout)
-            .bearer_auth(&self.secret_key)
-            .header("Idempotency-Key", idempotency_key)
-            .form(form);
-        answer(request.send().await).await
+        let request = self.post_request(path, idempotency_key, form);
+        answer(request.send().await, classify).await
     }
 }
 
@@ -167,17 +192,70 @@ impl PaymentProvider for StripeProvider {
     }
 
     async fn retrieve(&self, provider_ref: &str) -> Result<ProviderPayment, ProviderError> {
-        let url = format!(
-            "{}/v1/payment_intents/{}",
-            self.api_base,
-            path_segment(provider_ref)?
-        );
-        let request = self
-            .client
-            .get(url)
-            .timeout(self.timeout)
-            .bearer_auth(&self.secret_key);
-        answer(request.send().await).await
+        let path = format!("/v1/payment_intents/{}", path_segment(provider_ref)?);
+        answer(self.get_request(&path).send().await, classify).await
+    }
+
+    async fn refund(&self, request: &RefundRequest) -> Result<ProviderRefund, ProviderError> {
+        let amount = request.amount_minor.to_string();
+        let mut form = vec![
+            ("payment_intent", path_segment(&request.provider_ref)?),
+            ("amount", amount.as_str()),
+            ("metadata[refund_id]", request.refund_id.as_str()),
+            ("metadata[order_id]", request.order_id.as_str()),
+        ];
+        // Only when asked: localstripe refuses the parameter (400 "Unexpected reason").
+        if let Some(reason) = request.reason {
+            form.push(("reason", reason.as_stripe()));
+        }
+        let sent = self
+            .post_request("/v1/refunds", &request.refund_id, &form)
+            .send()
+            .await;
+        answer(sent, classify_refund).await
+    }
+
+    async fn retrieve_refund(
+        &self,
+        provider_refund_ref: &str,
+    ) -> Result<ProviderRefund, ProviderError> {
+        let path = format!("/v1/refunds/{}", path_segment(provider_refund_ref)?);
+        answer(self.get_request(&path).send().await, classify_refund).await
+    }
+
+    async fn find_refund(
+        &self,
+        provider_ref: &str,
+        refund_id: &str,
+    ) -> Result<Option<ProviderRefund>, ProviderError> {
+        let provider_ref = path_segment(provider_ref)?;
+        let mut starting_after: Option<String> = None;
+        for _ in 0..REFUND_LIST_PAGES_MAX {
+            let mut path =
+                format!("/v1/refunds?payment_intent={provider_ref}&limit={REFUND_LIST_PAGE_LEN}");
+            if let Some(last) = &starting_after {
+                path.push_str("&starting_after=");
+                path.push_str(last);
+            }
+            let page = answer(self.get_request(&path).send().await, classify_refund_list).await?;
+            if let Some(found) = page
+                .refunds
+                .iter()
+                .find(|refund| refund.refund_id.as_deref() == Some(refund_id))
+            {
+                return Ok(Some(found.clone()));
+            }
+            match page.refunds.last() {
+                Some(last) if page.has_more => {
+                    starting_after = Some(path_segment(&last.provider_refund_ref)?.to_owned());
+                }
+                _ => return Ok(None),
+            }
+        }
+        Err(ProviderError::Unknown(format!(
+            "more than {} refunds of {provider_ref}: refund {refund_id} not found in them",
+            REFUND_LIST_PAGES_MAX * REFUND_LIST_PAGE_LEN
+        )))
     }
 
     fn verify_webhook(
@@ -207,10 +285,12 @@ fn path_segment(provider_ref: &str) -> Result<&str, ProviderError> {
     }
 }
 
-/// Turns a sent request's result into the trait's answer (see the module docs for the table).
-async fn answer(
+/// Turns a sent request's result into the trait's answer (see the module docs for the table);
+/// `classify` reads a complete HTTP answer.
+async fn answer<T>(
     sent: Result<reqwest::Response, reqwest::Error>,
-) -> Result<ProviderPayment, ProviderError> {
+    classify: fn(StatusCode, &[u8]) -> Result<T, ProviderError>,
+) -> Result<T, ProviderError> {
     let response = match sent {
         Ok(response) => response,
         // A connect error happens before any byte of the request is written.
@@ -228,6 +308,41 @@ async fn answer(
 
 /// What a complete HTTP answer of the provider means (the module docs' table).
 pub fn classify(status: StatusCode, body: &[u8]) -> Result<ProviderPayment, ProviderError> {
+    classify_with(status, body, parse_payment_intent, |status, error| {
+        if status != StatusCode::PAYMENT_REQUIRED || !error["payment_intent"].is_object() {
+            return None;
+        }
+        let payment = parse_payment_intent(&error["payment_intent"]).map(|mut payment| {
+            if payment.decline_code.is_none() {
+                payment.decline_code = error["decline_code"]
+                    .as_str()
+                    .or_else(|| error["code"].as_str())
+                    .map(str::to_owned);
+            }
+            payment
+        });
+        Some(payment.map_err(ProviderError::Unknown))
+    })
+}
+
+/// What a complete HTTP answer to a refund call means: the module docs' table, without the
+/// decline row.
+pub fn classify_refund(status: StatusCode, body: &[u8]) -> Result<ProviderRefund, ProviderError> {
+    classify_with(status, body, parse_refund, |_, _| None)
+}
+
+fn classify_refund_list(status: StatusCode, body: &[u8]) -> Result<RefundPage, ProviderError> {
+    classify_with(status, body, parse_refund_list, |_, _| None)
+}
+
+/// The table for any object: `parse` reads a 2xx, `declined` may turn a 4xx's error object
+/// into an answer (a decline with its payment).
+fn classify_with<T>(
+    status: StatusCode,
+    body: &[u8],
+    parse: fn(&Value) -> Result<T, String>,
+    declined: impl FnOnce(StatusCode, &Value) -> Option<Result<T, ProviderError>>,
+) -> Result<T, ProviderError> {
     if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
         return Err(ProviderError::Unavailable(format!(
             "HTTP {status}: {}",
@@ -244,19 +359,11 @@ pub fn classify(status: StatusCode, body: &[u8]) -> Result<ProviderPayment, Prov
         Err(_) => Value::Null,
     };
     if status.is_success() {
-        return parse_payment_intent(&json).map_err(ProviderError::Unknown);
+        return parse(&json).map_err(ProviderError::Unknown);
     }
     let error = &json["error"];
-    if status == StatusCode::PAYMENT_REQUIRED && error["payment_intent"].is_object() {
-        let mut payment =
-            parse_payment_intent(&error["payment_intent"]).map_err(ProviderError::Unknown)?;
-        if payment.decline_code.is_none() {
-            payment.decline_code = error["decline_code"]
-                .as_str()
-                .or_else(|| error["code"].as_str())
-                .map(str::to_owned);
-        }
-        return Ok(payment);
+    if let Some(answer) = declined(status, error) {
+        return answer;
     }
     let error_type = error["type"].as_str();
     let code = error["code"]
@@ -366,6 +473,60 @@ pub fn parse_payment_intent(intent: &Value) -> Result<ProviderPayment, String> {
         operation_id,
         decline_code,
         next_action_url,
+    })
+}
+
+/// Maps a Stripe Refund status (`failure_reason` completes a failure).
+pub fn map_refund_status(status: &str, failure_reason: Option<&str>) -> Option<RefundStatus> {
+    Some(match status {
+        "pending" | "requires_action" => RefundStatus::Pending,
+        "succeeded" => RefundStatus::Succeeded,
+        "failed" => RefundStatus::Failed {
+            reason: failure_reason.unwrap_or("unknown").to_owned(),
+        },
+        "canceled" => RefundStatus::Canceled,
+        _ => return None,
+    })
+}
+
+/// Reads the fields boxoffice uses from a Stripe Refund object.
+pub fn parse_refund(refund: &Value) -> Result<ProviderRefund, String> {
+    let provider_refund_ref = refund["id"]
+        .as_str()
+        .ok_or("refund without an id")?
+        .to_owned();
+    let status_text = refund["status"].as_str().ok_or("refund without a status")?;
+    let status = map_refund_status(status_text, refund["failure_reason"].as_str())
+        .ok_or_else(|| format!("unknown refund status {status_text:?}"))?;
+    let amount_minor = refund["amount"]
+        .as_i64()
+        .ok_or("refund without an amount")?;
+    let currency = refund["currency"]
+        .as_str()
+        .ok_or("refund without a currency")?
+        .to_ascii_uppercase();
+    Ok(ProviderRefund {
+        provider_refund_ref,
+        provider_ref: refund["payment_intent"].as_str().map(str::to_owned),
+        refund_id: refund["metadata"]["refund_id"].as_str().map(str::to_owned),
+        amount_minor,
+        currency,
+        status,
+    })
+}
+
+/// One page of `GET /v1/refunds`.
+#[derive(Debug)]
+struct RefundPage {
+    refunds: Vec<ProviderRefund>,
+    has_more: bool,
+}
+
+fn parse_refund_list(list: &Value) -> Result<RefundPage, String> {
+    let data = list["data"].as_array().ok_or("refund list without data")?;
+    Ok(RefundPage {
+        refunds: data.iter().map(parse_refund).collect::<Result<_, _>>()?,
+        has_more: list["has_more"].as_bool().unwrap_or(false),
     })
 }
 
@@ -604,6 +765,70 @@ mod tests {
         ));
         assert!(matches!(
             classify(StatusCode::OK, b"<html>"),
+            Err(ProviderError::Unknown(_))
+        ));
+    }
+
+    #[test]
+    fn refunds_parse_and_map_like_stripe() {
+        let refund = serde_json::json!({
+            "id": "re_1", "object": "refund", "status": "failed", "amount": 1_500,
+            "currency": "eur", "payment_intent": "pi_1", "failure_reason": "lost_or_stolen_card",
+            "metadata": {"refund_id": "rf_1", "order_id": "ord_1"}
+        });
+        let parsed = parse_refund(&refund).expect("valid refund");
+        assert_eq!(parsed.provider_refund_ref, "re_1");
+        assert_eq!(parsed.provider_ref.as_deref(), Some("pi_1"));
+        assert_eq!(parsed.refund_id.as_deref(), Some("rf_1"));
+        assert_eq!(parsed.amount_minor, 1_500);
+        assert_eq!(parsed.currency, "EUR");
+        assert_eq!(
+            parsed.status,
+            RefundStatus::Failed {
+                reason: "lost_or_stolen_card".to_owned()
+            }
+        );
+        assert!(parsed.status.is_failed());
+        assert_eq!(
+            map_refund_status("failed", None),
+            Some(RefundStatus::Failed {
+                reason: "unknown".to_owned()
+            })
+        );
+        assert_eq!(
+            map_refund_status("succeeded", None),
+            Some(RefundStatus::Succeeded)
+        );
+        assert_eq!(
+            map_refund_status("pending", None),
+            Some(RefundStatus::Pending)
+        );
+        assert_eq!(
+            map_refund_status("requires_action", None),
+            Some(RefundStatus::Pending)
+        );
+        assert_eq!(
+            map_refund_status("canceled", None),
+            Some(RefundStatus::Canceled)
+        );
+        assert!(RefundStatus::Canceled.is_failed());
+        assert_eq!(map_refund_status("bogus", None), None);
+
+        // A refund refused for good keeps Stripe's code; a 402 is no decline for a refund.
+        let too_large = serde_json::to_vec(&serde_json::json!({"error": {
+            "type": "invalid_request_error", "code": "amount_too_large",
+            "message": "Refund amount is greater than unrefunded amount on charge"}}))
+        .expect("json");
+        assert!(matches!(
+            classify_refund(StatusCode::BAD_REQUEST, &too_large),
+            Err(ProviderError::Rejected { code, .. }) if code == "amount_too_large"
+        ));
+        assert!(matches!(
+            classify_refund(StatusCode::PAYMENT_REQUIRED, &too_large),
+            Err(ProviderError::Rejected { .. })
+        ));
+        assert!(matches!(
+            classify_refund(StatusCode::OK, br#"{"id": "re_1"}"#),
             Err(ProviderError::Unknown(_))
         ));
     }

@@ -6,8 +6,10 @@
 
 mod scenarios;
 
-use boxoffice_payments::{PaymentProvider, ProviderStatus};
-use scenarios::{Backend, Server, authorize_request, operation_id};
+use boxoffice_payments::{
+    PaymentProvider, ProviderError, ProviderStatus, RefundReason, RefundRequest, RefundStatus,
+};
+use scenarios::{Backend, Server, authorize_request, operation_id, refund_id, refund_request};
 
 scenarios!(
     crate::scenarios::Backend::localstripe;
@@ -17,6 +19,7 @@ scenarios!(
     a_declining_card_fails_with_its_code,
     an_unknown_payment_method_is_refused_for_good,
     a_capture_is_told_by_a_signed_webhook,
+    a_captured_payment_is_refunded_in_part_then_in_full,
 );
 
 fn base_url(backend: &Backend) -> &str {
@@ -102,4 +105,72 @@ async fn localstripe_accepts_any_secret_key() {
         .await
         .expect("authorize");
     assert_eq!(authorized.status, ProviderStatus::Authorized);
+}
+
+/// localstripe refunds without Stripe's checks: an authorization not yet captured is
+/// refunded (Stripe refuses; boxoffice voids it instead), refunds past the captured amount
+/// are made (Stripe: 400 `amount_too_large`), and the same refund id sent twice makes two
+/// refunds (it ignores `Idempotency-Key`). So refusals, replays and lost refund answers are
+/// tested on the simulator only.
+#[tokio::test]
+async fn localstripe_refunds_without_checking_what_was_captured() {
+    let backend = Backend::localstripe().await;
+    let operation_id = operation_id("refund_uncaptured");
+    let authorized = backend
+        .provider
+        .authorize(&authorize_request(&operation_id, "pm_card_visa"))
+        .await
+        .expect("authorize");
+    let uncaptured = backend
+        .provider
+        .refund(&refund_request(
+            &refund_id("uncaptured"),
+            &authorized.provider_ref,
+            1_000,
+        ))
+        .await
+        .expect("localstripe refunds an uncaptured authorization");
+    assert_eq!(
+        uncaptured.status,
+        RefundStatus::Succeeded,
+        "localstripe now refuses to refund an uncaptured payment: update ARCHITECTURE.md"
+    );
+
+    let payment = scenarios::captured_payment(&backend, "refund_over").await;
+    let request = refund_request(&refund_id("over"), &payment.provider_ref, 4_000);
+    let first = backend.provider.refund(&request).await.expect("first");
+    let second = backend.provider.refund(&request).await.expect("second");
+    assert_eq!(first.status, RefundStatus::Succeeded);
+    assert_eq!(
+        second.status,
+        RefundStatus::Succeeded,
+        "8,000 of a 4,500 payment: localstripe now checks the amount; update ARCHITECTURE.md"
+    );
+    assert_ne!(
+        first.provider_refund_ref, second.provider_refund_ref,
+        "localstripe now replays idempotency keys: update ARCHITECTURE.md"
+    );
+    assert_eq!(backend.proxy.refunds_sent(&request.refund_id), 2);
+}
+
+/// localstripe refuses Stripe's `reason` parameter (400 "Unexpected reason", so the adapter
+/// sends it only when asked) and answers an unknown refund 404 without a code.
+#[tokio::test]
+async fn localstripe_refuses_a_refund_reason() {
+    let backend = Backend::localstripe().await;
+    let payment = scenarios::captured_payment(&backend, "refund_reason").await;
+    let with_reason = RefundRequest {
+        reason: Some(RefundReason::RequestedByCustomer),
+        ..refund_request(&refund_id("reason"), &payment.provider_ref, 1_000)
+    };
+    let refused = backend.provider.refund(&with_reason).await;
+    assert!(
+        matches!(&refused, Err(ProviderError::Rejected { message, .. }) if message.contains("Unexpected reason")),
+        "{refused:?}"
+    );
+    let missing = backend.provider.retrieve_refund("re_does_not_exist").await;
+    assert!(
+        matches!(&missing, Err(ProviderError::Rejected { code, .. }) if code == "resource_missing"),
+        "{missing:?}"
+    );
 }

@@ -1,6 +1,7 @@
 //! The Stripe adapter against the in-process simulator: the scenarios shared with
 //! localstripe (`scenarios/mod.rs`), then every test card, every fault the simulator can
-//! inject, and webhook verification. Waiting for webhooks is a bounded poll, never a fixed
+//! inject, webhook verification, and refunds (parts adding up, refusals, replays, lost and
+//! slow answers, failures). Waiting for webhooks is a bounded poll, never a fixed
 //! sleep.
 
 mod scenarios;
@@ -13,6 +14,7 @@ scenarios!(
     a_declining_card_fails_with_its_code,
     an_unknown_payment_method_is_refused_for_good,
     a_capture_is_told_by_a_signed_webhook,
+    a_captured_payment_is_refunded_in_part_then_in_full,
 );
 
 use std::collections::HashMap;
@@ -24,11 +26,12 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
+use boxoffice_payments::counting::CountingProxy;
 use boxoffice_payments::simulator::{self, SimulatorConfig, SimulatorHandle};
 use boxoffice_payments::stripe::{SIGNATURE_HEADER, sign_webhook};
 use boxoffice_payments::{
-    AuthorizeRequest, PaymentProvider, ProviderError, ProviderStatus, StripeProvider,
-    WEBHOOK_TOLERANCE_S, WebhookError,
+    AuthorizeRequest, PaymentProvider, ProviderError, ProviderStatus, RefundReason, RefundRequest,
+    RefundStatus, StripeProvider, WEBHOOK_TOLERANCE_S, WebhookError,
 };
 
 /// Longest a test waits for something asynchronous (a webhook) before failing.
@@ -667,4 +670,400 @@ async fn conditions_set_over_http_change_how_the_provider_answers() {
         .expect("after recovery");
     assert_eq!(recovered.status, ProviderStatus::Authorized);
     assert_eq!(handle.sim.authorizations("op_cond"), 1);
+}
+
+fn refund_request(refund_id: &str, provider_ref: &str, amount_minor: i64) -> RefundRequest {
+    RefundRequest {
+        refund_id: refund_id.to_owned(),
+        order_id: format!("ord_{refund_id}"),
+        provider_ref: provider_ref.to_owned(),
+        amount_minor,
+        currency: "EUR".to_owned(),
+        reason: Some(RefundReason::RequestedByCustomer),
+    }
+}
+
+/// An authorized and captured payment of 4,500 made with `payment_method`.
+async fn captured(provider: &StripeProvider, operation_id: &str, payment_method: &str) -> String {
+    let authorized = provider
+        .authorize(&authorize_request(operation_id, payment_method))
+        .await
+        .expect("authorize");
+    let captured = provider
+        .capture(operation_id, &authorized.provider_ref)
+        .await
+        .expect("capture");
+    assert_eq!(captured.status, ProviderStatus::Captured);
+    captured.provider_ref
+}
+
+fn rejection_code<T: std::fmt::Debug>(result: &Result<T, ProviderError>) -> Option<&str> {
+    match result {
+        Err(ProviderError::Rejected { code, .. }) => Some(code),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn a_full_refund_succeeds_reads_back_and_leaves_nothing_to_refund() {
+    let (handle, provider) = start(SimulatorConfig::default()).await;
+    let payment = captured(&provider, "op_refund_full", "pm_card_visa").await;
+
+    let refund = provider
+        .refund(&refund_request("rf_full", &payment, 4_500))
+        .await
+        .expect("refund");
+    assert_eq!(refund.status, RefundStatus::Succeeded);
+    assert_eq!(refund.amount_minor, 4_500);
+    assert_eq!(refund.currency, "EUR");
+    assert_eq!(refund.refund_id.as_deref(), Some("rf_full"));
+    assert_eq!(refund.provider_ref.as_deref(), Some(payment.as_str()));
+    let stored = handle
+        .sim
+        .refund(&refund.provider_refund_ref)
+        .expect("refund stored");
+    assert_eq!(stored["metadata"]["order_id"], "ord_rf_full");
+    assert_eq!(stored["reason"], "requested_by_customer");
+
+    let retrieved = provider
+        .retrieve_refund(&refund.provider_refund_ref)
+        .await
+        .expect("retrieve refund");
+    assert_eq!(retrieved, refund);
+
+    let nothing_left = provider
+        .refund(&refund_request("rf_full_again", &payment, 1))
+        .await;
+    assert_eq!(
+        rejection_code(&nothing_left),
+        Some("charge_already_refunded"),
+        "{nothing_left:?}"
+    );
+    assert_eq!(handle.sim.refunds_made("rf_full_again"), 0);
+}
+
+#[tokio::test]
+async fn partial_refunds_add_up_and_one_past_the_captured_amount_is_refused() {
+    let (handle, provider) = start(SimulatorConfig::default()).await;
+    let payment = captured(&provider, "op_refund_parts", "pm_card_visa").await;
+
+    for (refund_id, amount_minor) in [("rf_part_1", 1_500), ("rf_part_2", 2_000)] {
+        let refund = provider
+            .refund(&refund_request(refund_id, &payment, amount_minor))
+            .await
+            .expect("partial refund");
+        assert_eq!(refund.status, RefundStatus::Succeeded);
+        assert_eq!(refund.amount_minor, amount_minor);
+    }
+    // 1,000 is left: 1,500 more is refused for good and moves nothing.
+    let too_much = provider
+        .refund(&refund_request("rf_part_3", &payment, 1_500))
+        .await;
+    assert_eq!(
+        rejection_code(&too_much),
+        Some("amount_too_large"),
+        "{too_much:?}"
+    );
+    assert_eq!(handle.sim.refunds_made("rf_part_3"), 0);
+    // The same key answers the same refusal.
+    let again = provider
+        .refund(&refund_request("rf_part_3", &payment, 1_500))
+        .await;
+    assert_eq!(again, too_much);
+
+    let rest = provider
+        .refund(&refund_request("rf_part_4", &payment, 1_000))
+        .await
+        .expect("the rest");
+    assert_eq!(rest.status, RefundStatus::Succeeded);
+    let one_more = provider
+        .refund(&refund_request("rf_part_5", &payment, 1))
+        .await;
+    assert_eq!(
+        rejection_code(&one_more),
+        Some("charge_already_refunded"),
+        "{one_more:?}"
+    );
+}
+
+/// The caller's rule: an authorization not yet captured is voided, never refunded; the
+/// provider refuses the refund for good.
+#[tokio::test]
+async fn an_uncaptured_payment_is_not_refunded_but_voided() {
+    let (handle, provider) = start(SimulatorConfig::default()).await;
+    let authorized = provider
+        .authorize(&authorize_request("op_refund_uncaptured", "pm_card_visa"))
+        .await
+        .expect("authorize");
+    let refused = provider
+        .refund(&refund_request(
+            "rf_uncaptured",
+            &authorized.provider_ref,
+            4_500,
+        ))
+        .await;
+    assert_eq!(
+        rejection_code(&refused),
+        Some("payment_intent_unexpected_state"),
+        "{refused:?}"
+    );
+    assert_eq!(handle.sim.refunds_made("rf_uncaptured"), 0);
+
+    let voided = provider
+        .void("op_refund_uncaptured", &authorized.provider_ref)
+        .await
+        .expect("void");
+    assert_eq!(voided.status, ProviderStatus::Voided);
+    let refused = provider
+        .refund(&refund_request(
+            "rf_voided",
+            &authorized.provider_ref,
+            4_500,
+        ))
+        .await;
+    assert_eq!(
+        rejection_code(&refused),
+        Some("payment_intent_unexpected_state"),
+        "{refused:?}"
+    );
+
+    let unknown = provider
+        .refund(&refund_request("rf_unknown_pi", "pi_does_not_exist", 100))
+        .await;
+    assert_eq!(
+        rejection_code(&unknown),
+        Some("resource_missing"),
+        "{unknown:?}"
+    );
+    let missing = provider.retrieve_refund("re_does_not_exist").await;
+    assert_eq!(
+        rejection_code(&missing),
+        Some("resource_missing"),
+        "{missing:?}"
+    );
+}
+
+/// The same refund id sent twice (through the counting proxy: two requests) makes one
+/// refund and answers it twice; the key reused with another amount is our bug and may have
+/// made a refund, so it is unknown, never a second refund.
+#[tokio::test]
+async fn the_same_refund_id_refunds_once() {
+    let (handle, direct) = start(SimulatorConfig::default()).await;
+    let proxy = CountingProxy::start(&handle.base_url)
+        .await
+        .expect("proxy starts");
+    let provider = StripeProvider::new(
+        proxy.base_url.clone(),
+        simulator::DEFAULT_SECRET_KEY.to_owned(),
+        simulator::DEFAULT_WEBHOOK_SECRET.to_owned(),
+    );
+    let payment = captured(&direct, "op_refund_twice", "pm_card_visa").await;
+    let request = refund_request("rf_twice", &payment, 2_000);
+
+    let first = provider.refund(&request).await.expect("first");
+    let second = provider.refund(&request).await.expect("second");
+    assert_eq!(first, second);
+    assert_eq!(proxy.refunds_sent("rf_twice"), 2);
+    assert_eq!(handle.sim.refunds_made("rf_twice"), 1);
+
+    let reused = provider
+        .refund(&RefundRequest {
+            amount_minor: 1_000,
+            ..request
+        })
+        .await;
+    assert!(
+        matches!(reused, Err(ProviderError::Unknown(ref message)) if message.contains("idempotency")),
+        "key reused with another amount: {reused:?}"
+    );
+    assert_eq!(handle.sim.refunds_made("rf_twice"), 1);
+    // 2,500 is still refundable: only one refund of 2,000 exists.
+    let rest = provider
+        .refund(&refund_request("rf_twice_rest", &payment, 2_500))
+        .await
+        .expect("the rest");
+    assert_eq!(rest.status, RefundStatus::Succeeded);
+}
+
+/// The refund is made and its answer lost: unknown, never failed. It is found by our refund
+/// id, and retrying with the same id answers that refund, never a second one.
+#[tokio::test]
+async fn a_lost_refund_answer_is_unknown_and_converges_on_retry() {
+    let (handle, provider) = start(SimulatorConfig::default()).await;
+    let payment = captured(&provider, "op_refund_lost", "pm_card_visa").await;
+    handle.sim.set_refund_lose_share(1.0);
+    let hasty = provider.clone().with_timeout_ms(300);
+    let request = refund_request("rf_lost", &payment, 4_500);
+
+    let lost = hasty.refund(&request).await;
+    assert!(
+        matches!(lost, Err(ProviderError::Unknown(_))),
+        "a lost refund answer is unknown: {lost:?}"
+    );
+    assert_eq!(handle.sim.refunds_made("rf_lost"), 1);
+
+    let found = provider
+        .find_refund(&payment, "rf_lost")
+        .await
+        .expect("find refund")
+        .expect("the lost refund exists");
+    assert_eq!(found.status, RefundStatus::Succeeded);
+    assert_eq!(found.amount_minor, 4_500);
+
+    let converged = hasty.refund(&request).await.expect("retry");
+    assert_eq!(converged, found);
+    assert_eq!(handle.sim.refunds_made("rf_lost"), 1);
+}
+
+/// A slow provider: a client that gives up first sees Unknown (then 409 while the refund is
+/// in flight, Unknown too), and retrying with the same refund id settles on one refund.
+#[tokio::test]
+async fn a_slow_refund_answers_late_and_a_hasty_client_converges() {
+    let (handle, provider) = start(SimulatorConfig {
+        refund_latency_ms: (400, 400),
+        ..SimulatorConfig::default()
+    })
+    .await;
+    let payment = captured(&provider, "op_refund_slow", "pm_card_visa").await;
+    let request = refund_request("rf_slow", &payment, 1_000);
+    let hasty = provider.clone().with_timeout_ms(100);
+    let first = hasty.refund(&request).await;
+    assert!(
+        matches!(first, Err(ProviderError::Unknown(_))),
+        "timed out: {first:?}"
+    );
+    let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
+    let settled = loop {
+        match provider.refund(&request).await {
+            Ok(refund) => break refund,
+            Err(ProviderError::Unknown(_)) => {
+                assert!(Instant::now() < deadline, "the slow refund never settled");
+                tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await;
+            }
+            Err(other) => panic!("unexpected error: {other:?}"),
+        }
+    };
+    assert_eq!(settled.status, RefundStatus::Succeeded);
+    assert_eq!(handle.sim.refunds_made("rf_slow"), 1);
+}
+
+/// A refund the provider made but that failed is an answer: `Failed` with its reason, the
+/// money still owed and still refundable.
+#[tokio::test]
+async fn a_failing_refund_comes_back_failed_and_the_money_is_still_owed() {
+    let (handle, provider) = start(SimulatorConfig::default()).await;
+    let payment = captured(&provider, "op_refund_fails", "pm_card_visa").await;
+    handle.sim.set_refund_fails(true);
+    let failed = provider
+        .refund(&refund_request("rf_fails", &payment, 4_500))
+        .await
+        .expect("a failed refund is an answer");
+    assert_eq!(
+        failed.status,
+        RefundStatus::Failed {
+            reason: "declined".to_owned()
+        }
+    );
+    assert!(failed.status.is_failed());
+    let retrieved = provider
+        .retrieve_refund(&failed.provider_refund_ref)
+        .await
+        .expect("retrieve refund");
+    assert_eq!(retrieved, failed);
+
+    handle.sim.set_refund_fails(false);
+    let retried = provider
+        .refund(&refund_request("rf_fails_retry", &payment, 4_500))
+        .await
+        .expect("a new refund of the money still owed");
+    assert_eq!(retried.status, RefundStatus::Succeeded);
+}
+
+/// `pm_card_refundFail` as at Stripe: the refund answers succeeded, then reads failed.
+#[tokio::test]
+async fn a_refund_fail_card_refund_succeeds_then_reads_failed() {
+    let (_handle, provider) = start(SimulatorConfig::default()).await;
+    let payment = captured(
+        &provider,
+        "op_refund_fail_card",
+        simulator::REFUND_FAIL_CARD,
+    )
+    .await;
+    let refund = provider
+        .refund(&refund_request("rf_fail_card", &payment, 4_500))
+        .await
+        .expect("refund");
+    assert_eq!(refund.status, RefundStatus::Succeeded);
+    let later = provider
+        .retrieve_refund(&refund.provider_refund_ref)
+        .await
+        .expect("retrieve refund");
+    assert_eq!(
+        later.status,
+        RefundStatus::Failed {
+            reason: "expired_or_canceled_card".to_owned()
+        }
+    );
+    let found = provider
+        .find_refund(&payment, "rf_fail_card")
+        .await
+        .expect("find refund");
+    assert_eq!(found, Some(later));
+}
+
+#[tokio::test]
+async fn a_failing_provider_refunds_nothing_and_is_unavailable() {
+    let (handle, provider) = start(SimulatorConfig::default()).await;
+    let payment = captured(&provider, "op_refund_outage", "pm_card_visa").await;
+    handle.sim.set_fail_5xx_share(1.0);
+    let request = refund_request("rf_outage", &payment, 4_500);
+    let outage = provider.refund(&request).await;
+    assert!(
+        matches!(outage, Err(ProviderError::Unavailable(_))),
+        "503: {outage:?}"
+    );
+    assert!(matches!(
+        provider.retrieve_refund("re_anything").await,
+        Err(ProviderError::Unavailable(_))
+    ));
+    assert!(matches!(
+        provider.find_refund(&payment, "rf_outage").await,
+        Err(ProviderError::Unavailable(_))
+    ));
+    assert_eq!(handle.sim.refunds_made("rf_outage"), 0);
+
+    handle.sim.set_fail_5xx_share(0.0);
+    let recovered = provider.refund(&request).await.expect("after the outage");
+    assert_eq!(recovered.status, RefundStatus::Succeeded);
+    assert_eq!(handle.sim.refunds_made("rf_outage"), 1);
+}
+
+/// `find_refund` reads every page: the oldest of more refunds than one page holds (lists
+/// are newest first) is found on the second page.
+#[tokio::test]
+async fn find_refund_reads_past_the_first_page() {
+    let (_handle, provider) = start(SimulatorConfig::default()).await;
+    let payment = captured(&provider, "op_refund_pages", "pm_card_visa").await;
+    let count = boxoffice_payments::stripe::REFUND_LIST_PAGE_LEN + 1;
+    for n in 0..count {
+        provider
+            .refund(&refund_request(&format!("rf_page_{n}"), &payment, 1))
+            .await
+            .expect("refund");
+    }
+    let oldest = provider
+        .find_refund(&payment, "rf_page_0")
+        .await
+        .expect("find refund")
+        .expect("the oldest refund");
+    assert_eq!(oldest.refund_id.as_deref(), Some("rf_page_0"));
+    let newest = provider
+        .find_refund(&payment, &format!("rf_page_{}", count - 1))
+        .await
+        .expect("find refund");
+    assert!(newest.is_some());
+    assert_eq!(
+        provider.find_refund(&payment, "rf_page_none").await,
+        Ok(None)
+    );
 }

@@ -1,8 +1,8 @@
 //! The Stripe adapter's scenarios that every Stripe-speaking backend must pass, written once
 //! and run against the in-process simulator (`stripe_against_simulator.rs`) and against
 //! localstripe (`stripe_against_localstripe.rs`): authorize and capture, authorize and void,
-//! retrieve, a declining card, a payment method the provider does not know, and the signed
-//! webhooks of a capture and a decline. Each backend sits behind a [`CountingProxy`], so a
+//! retrieve, a declining card, a payment method the provider does not know, the signed
+//! webhooks of a capture and a decline, and refunds in part and in full read back. Each backend sits behind a [`CountingProxy`], so a
 //! scenario can check what the adapter sent. Waiting for a webhook is a bounded poll.
 
 #![allow(dead_code)]
@@ -21,7 +21,7 @@ use boxoffice_payments::simulator::{self, SimulatorConfig, SimulatorHandle};
 use boxoffice_payments::stripe::SIGNATURE_HEADER;
 use boxoffice_payments::{
     AuthorizeRequest, PaymentProvider, ProviderError, ProviderPayment, ProviderStatus,
-    StripeProvider, WebhookEvent,
+    RefundRequest, RefundStatus, StripeProvider, WebhookEvent,
 };
 
 /// Longest a scenario waits for something asynchronous (a webhook) before failing.
@@ -387,6 +387,93 @@ pub async fn a_capture_is_told_by_a_signed_webhook(backend: &Backend) {
             .verify_webhook(webhook.signature.as_deref(), &tampered, now_unix_s())
             .is_err()
     );
+}
+
+/// A refund of `amount_minor` of payment `provider_ref` under our refund id `refund_id`.
+pub fn refund_request(refund_id: &str, provider_ref: &str, amount_minor: i64) -> RefundRequest {
+    RefundRequest {
+        refund_id: refund_id.to_owned(),
+        order_id: format!("ord_{refund_id}"),
+        provider_ref: provider_ref.to_owned(),
+        amount_minor,
+        currency: "EUR".to_owned(),
+        reason: None,
+    }
+}
+
+/// A unique refund id per run (localstripe keeps what every test created).
+pub fn refund_id(name: &str) -> String {
+    format!("rf_{name}_{}", std::process::id())
+}
+
+/// An authorized and captured `pm_card_visa` payment of 4,500.
+pub async fn captured_payment(backend: &Backend, name: &str) -> ProviderPayment {
+    let operation_id = operation_id(name);
+    let authorized = backend
+        .provider
+        .authorize(&authorize_request(&operation_id, "pm_card_visa"))
+        .await
+        .expect("authorize");
+    let captured = backend
+        .provider
+        .capture(&operation_id, &authorized.provider_ref)
+        .await
+        .expect("capture");
+    assert_eq!(captured.status, ProviderStatus::Captured);
+    captured
+}
+
+/// A captured payment is refunded in part, then the rest; each refund answers `succeeded`
+/// with our refund id, is sent once, and reads back the same by its provider id and by our
+/// refund id.
+pub async fn a_captured_payment_is_refunded_in_part_then_in_full(backend: &Backend) {
+    let payment = captured_payment(backend, "refund_parts").await;
+    let mut made = Vec::new();
+    for (name, amount_minor) in [("part", 1_500), ("rest", 3_000)] {
+        let refund_id = refund_id(name);
+        let refund = backend
+            .provider
+            .refund(&refund_request(
+                &refund_id,
+                &payment.provider_ref,
+                amount_minor,
+            ))
+            .await
+            .expect("refund");
+        assert_eq!(refund.status, RefundStatus::Succeeded);
+        assert!(refund.provider_refund_ref.starts_with("re_"), "{refund:?}");
+        assert_eq!(
+            refund.provider_ref.as_deref(),
+            Some(payment.provider_ref.as_str())
+        );
+        assert_eq!(refund.refund_id.as_deref(), Some(refund_id.as_str()));
+        assert_eq!(refund.amount_minor, amount_minor);
+        assert_eq!(refund.currency, "EUR");
+        assert_eq!(backend.proxy.refunds_sent(&refund_id), 1);
+        made.push((refund_id, refund));
+    }
+    for (refund_id, refund) in &made {
+        let retrieved = backend
+            .provider
+            .retrieve_refund(&refund.provider_refund_ref)
+            .await
+            .expect("retrieve refund");
+        assert_eq!(&retrieved, refund);
+        let found = backend
+            .provider
+            .find_refund(&payment.provider_ref, refund_id)
+            .await
+            .expect("find refund");
+        assert_eq!(found.as_ref(), Some(refund));
+    }
+    let refunded: i64 = made.iter().map(|(_, refund)| refund.amount_minor).sum();
+    assert_eq!(refunded, payment.amount_minor);
+    let none = backend
+        .provider
+        .find_refund(&payment.provider_ref, &refund_id("never_made"))
+        .await
+        .expect("find refund");
+    assert_eq!(none, None);
 }
 
 /// Declares one `#[tokio::test]` per scenario, each on a fresh backend from `$backend`.
