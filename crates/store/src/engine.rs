@@ -467,7 +467,7 @@ impl GroupWrite<'_> {
         let mut changes = EventChanges::default();
         for change in self.effects.map_seats() {
             changes.seats.insert(
-                change.seat_id,
+                change.seat_id.to_owned(),
                 MapSeat::new(change.status, change.hold_expires_at),
             );
         }

@@ -61,10 +61,10 @@ pub struct SeatTaken<'a> {
     pub hold_expires_at: OffsetDateTime,
 }
 
-/// A change the seat map shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MapSeatChange {
-    pub seat_id: String,
+/// A change the seat map shows (a view of [`Effects`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapSeatChange<'a> {
+    pub seat_id: &'a str,
     pub status: SeatStatus,
     pub hold_expires_at: Option<OffsetDateTime>,
 }
@@ -336,11 +336,11 @@ impl Effects {
     /// wins). An expiry shows nothing: the map shows what the store actually ended (the
     /// sweeper or a checkout may have got there first), which the store reports itself. A
     /// transfer changes who bought a seat, which the map does not show.
-    pub fn map_seats(&self) -> Vec<MapSeatChange> {
+    pub fn map_seats<'a>(&'a self) -> Vec<MapSeatChange<'a>> {
         let mut changes = Vec::new();
-        let mut change = |seat_id: &str, status: SeatStatus, until: Option<OffsetDateTime>| {
+        let mut change = |seat_id: &'a str, status: SeatStatus, until: Option<OffsetDateTime>| {
             changes.push(MapSeatChange {
-                seat_id: seat_id.to_owned(),
+                seat_id,
                 status,
                 hold_expires_at: until,
             });

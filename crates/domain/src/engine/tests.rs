@@ -267,7 +267,7 @@ fn a_group_lists_its_effects_in_command_order_and_its_map_ends_where_the_seats_a
     let created: Vec<&HoldCreated> = effects.holds_created().collect();
     assert_eq!((created[0].index, created[0].key.as_str()), (1, "1"));
     assert_eq!(effects.accounts_checked(), BTreeSet::from(["b", "c"]));
-    let mut shown: BTreeMap<String, (SeatStatus, Option<OffsetDateTime>)> = BTreeMap::new();
+    let mut shown: BTreeMap<&str, (SeatStatus, Option<OffsetDateTime>)> = BTreeMap::new();
     for change in effects.map_seats() {
         shown.insert(change.seat_id, (change.status, change.hold_expires_at));
     }
