@@ -39,6 +39,7 @@ use crate::settlement;
 mod effects;
 mod exchange;
 mod free_seats;
+mod refund;
 mod transfer;
 mod waitlist;
 
@@ -49,6 +50,7 @@ pub use exchange::{
     ExchangeDecision, ExchangeGivesUp, ExchangeRequest, ExchangeTaken, ExchangeTakes,
 };
 use free_seats::FreeSeats;
+pub use refund::{RefundDecision, RefundRequest, RefundTaken};
 pub use transfer::{TransferDecision, TransferRequest, TransferTaken};
 pub use waitlist::{
     WAITLIST_ENTRIES_MAX, WAITLIST_LOOKS_PER_GROUP_MAX, WAITLIST_OFFER_TTL_DEFAULT_S,
@@ -138,6 +140,7 @@ pub enum Command {
     Compensate(CompensationRequest),
     Exchange(ExchangeRequest),
     Transfer(TransferRequest),
+    Refund(RefundRequest),
     WaitlistJoin(WaitlistJoin),
     WaitlistLeave {
         account_id: String,
@@ -294,6 +297,7 @@ pub enum Decision {
     Compensate(CompensationDecision),
     Exchange(ExchangeDecision),
     Transfer(TransferDecision),
+    Refund(RefundDecision),
     Waitlist(WaitlistDecision),
 }
 
@@ -621,6 +625,7 @@ impl EventEngine {
                             | Command::Compensate(_)
                             | Command::Exchange(_)
                             | Command::Transfer(_)
+                            | Command::Refund(_)
                             | Command::WaitlistJoin(_)
                             | Command::WaitlistLeave { .. } => None,
                         })
@@ -669,6 +674,11 @@ impl EventEngine {
                 Command::Transfer(request) => {
                     let decision = self.decide_transfer(index, request, &mut effects);
                     decisions.push(Decision::Transfer(decision));
+                    index += 1;
+                }
+                Command::Refund(request) => {
+                    let decision = self.decide_refund(index, request, &mut effects);
+                    decisions.push(Decision::Refund(decision));
                     index += 1;
                 }
                 Command::WaitlistJoin(request) => {

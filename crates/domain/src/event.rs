@@ -146,6 +146,15 @@ pub struct SaleRules {
     pub currency: String,
 }
 
+/// When and for how much fans may refund their own tickets (absent: they may not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefundPolicy {
+    /// Refunds close this long before the event's start, by the store's clock.
+    pub fan_refund_cutoff_s: u32,
+    /// Kept from each ticket's price (a refund is never below nothing).
+    pub keep_fee_minor: i64,
+}
+
 /// A complete event definition, validated: what the store persists on creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventSpec {
@@ -163,6 +172,7 @@ pub struct EventSpec {
     pub transfer_cutoff_s: u32,
     /// How long a waiting-list offer's hold lasts.
     pub waitlist_offer_ttl_s: u32,
+    pub refund_policy: Option<RefundPolicy>,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -258,6 +268,15 @@ impl EventSpec {
             0,
             31_536_000,
         )?;
+        if let Some(policy) = &self.refund_policy {
+            check_range(
+                "refundPolicy.fanRefundCutoffSeconds",
+                policy.fan_refund_cutoff_s.into(),
+                0,
+                31_536_000,
+            )?;
+            check_price("refundPolicy.keepFeeMinor", policy.keep_fee_minor)?;
+        }
         check_range(
             "waitlistOfferTtlSeconds",
             self.waitlist_offer_ttl_s.into(),
@@ -413,6 +432,7 @@ mod tests {
             exchange_cutoff_s: 3600,
             transfer_cutoff_s: 0,
             waitlist_offer_ttl_s: 600,
+            refund_policy: None,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),

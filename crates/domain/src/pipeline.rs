@@ -39,7 +39,7 @@ use time::OffsetDateTime;
 
 use crate::engine::{
     CheckoutDecision, Command, CompensationDecision, Decision, Effects, EventEngine,
-    ExchangeDecision, ReleaseDecision, TransferDecision,
+    ExchangeDecision, RefundDecision, ReleaseDecision, TransferDecision,
 };
 
 /// Most commands decided in one group.
@@ -154,6 +154,7 @@ impl Lane {
             | Command::Compensate(_)
             | Command::Exchange(_)
             | Command::Transfer(_)
+            | Command::Refund(_)
             | Command::WaitlistJoin(_)
             | Command::WaitlistLeave { .. } => Self::Sale,
         }
@@ -566,6 +567,7 @@ fn not_kept(decision: &Decision) -> bool {
             | Decision::Compensate(CompensationDecision::NotKept)
             | Decision::Exchange(ExchangeDecision::NotKept)
             | Decision::Transfer(TransferDecision::NotKept)
+            | Decision::Refund(RefundDecision::NotKept)
     )
 }
 

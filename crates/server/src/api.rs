@@ -2,7 +2,9 @@
 //! store records. These types are also the OpenAPI schemas.
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::event::{EventSpec, QueuePolicy, Section, Tier, WaitingRoomSettings};
+use boxoffice_domain::event::{
+    EventSpec, QueuePolicy, RefundPolicy, Section, Tier, WaitingRoomSettings,
+};
 use boxoffice_store::{Counts, EventCounts, EventRecord, HeldSeat, HoldView};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -50,6 +52,9 @@ pub struct CreateEventBody {
     #[serde(default = "default_waitlist_offer_ttl")]
     #[schema(minimum = 1, maximum = 86_400, default = 600)]
     pub waitlist_offer_ttl_seconds: u32,
+    /// When fans may refund their own tickets; absent: they may not.
+    #[serde(default)]
+    pub refund_policy: Option<RefundPolicyBody>,
     #[serde(default)]
     pub waiting_room: Option<WaitingRoomBody>,
     /// Reserved seating: at most 200 sections with unique names and 200,000 seats in all;
@@ -65,6 +70,19 @@ pub struct CreateEventBody {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub idempotency_key: Option<String>,
+}
+
+/// An event's refund policy: a fan may refund until the start minus the cutoff (store
+/// clock), getting each ticket's price less the kept fee.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RefundPolicyBody {
+    #[schema(minimum = 0, maximum = 31_536_000, example = 86_400)]
+    pub fan_refund_cutoff_seconds: u32,
+    /// Kept from each ticket's price.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 100_000_000, default = 0)]
+    pub keep_fee_minor: i64,
 }
 
 fn default_hold_ttl() -> u32 {
@@ -219,6 +237,10 @@ impl CreateEventBody {
             exchange_cutoff_s: self.exchange_cutoff_seconds,
             transfer_cutoff_s: self.transfer_cutoff_seconds,
             waitlist_offer_ttl_s: self.waitlist_offer_ttl_seconds,
+            refund_policy: self.refund_policy.map(|p| RefundPolicy {
+                fan_refund_cutoff_s: p.fan_refund_cutoff_seconds,
+                keep_fee_minor: p.keep_fee_minor,
+            }),
             waiting_room,
             sections: self
                 .sections
@@ -265,6 +287,9 @@ pub struct EventView {
     pub exchange_cutoff_seconds: u32,
     pub transfer_cutoff_seconds: u32,
     pub waitlist_offer_ttl_seconds: u32,
+    /// When fans may refund their own tickets; absent: they may not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refund_policy: Option<RefundPolicyBody>,
     pub waiting_room: WaitingRoomView,
     pub sections: Vec<SectionView>,
     pub tiers: Vec<TierView>,
@@ -358,6 +383,10 @@ impl EventView {
             exchange_cutoff_seconds: event.exchange_cutoff_s,
             transfer_cutoff_seconds: event.transfer_cutoff_s,
             waitlist_offer_ttl_seconds: event.waitlist_offer_ttl_s,
+            refund_policy: event.refund_policy.map(|p| RefundPolicyBody {
+                fan_refund_cutoff_seconds: p.fan_refund_cutoff_s,
+                keep_fee_minor: p.keep_fee_minor,
+            }),
             waiting_room: WaitingRoomView {
                 enabled: event.waiting_room.enabled,
                 policy: event.waiting_room.policy,
@@ -554,6 +583,27 @@ pub mod status_names {
         CheckedIn,
         Voided,
         Exchanging,
+    }
+
+    /// An order's status: `REFUNDED` once no valid ticket is left and every refund settled.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum OrderStatus {
+        PendingPayment,
+        Confirmed,
+        Cancelled,
+        Refunded,
+    }
+
+    /// A refund's status: `FAILED` is money still owed (the operator's case).
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum RefundStatus {
+        Pending,
+        Succeeded,
+        Failed,
     }
 
     /// An exchange's status.

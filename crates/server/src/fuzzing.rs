@@ -76,6 +76,7 @@ impl Fixture {
             exchange_cutoff_s: 3600,
             transfer_cutoff_s: 0,
             waitlist_offer_ttl_s: 600,
+            refund_policy: None,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![
                 section("A", 10, 20, 4_500),
@@ -111,6 +112,7 @@ impl Fixture {
             cancel_reason: None,
             payment_failure_code: None,
             tickets: Vec::new(),
+            refunds: Vec::new(),
             created_at: at,
             updated_at: at,
         };

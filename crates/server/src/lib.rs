@@ -268,6 +268,8 @@ fn api_router() -> OpenApiRouter<AppState> {
             routes::transfers::withdraw_transfer
         ))
         .routes(routes!(routes::transfers::accept_transfer))
+        .routes(routes!(routes::refunds::create_refund))
+        .routes(routes!(routes::refunds::get_refund))
         .routes(routes!(routes::transfers::decline_transfer))
         .routes(routes!(routes::waitlist::join_waitlist))
         .routes(routes!(

@@ -325,6 +325,7 @@ arg_from! {
     i64 => Int,
     Option<i64> => OptInt,
     i32 => Int4,
+    Option<i32> => OptInt4,
     f64 => Float,
     bool => Bool,
     OffsetDateTime => Time,

@@ -2,7 +2,7 @@
 //! counts of an event's seats and units by the store's clock.
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::event::EventSpec;
+use boxoffice_domain::event::{EventSpec, RefundPolicy};
 use boxoffice_domain::event::{Section, Tier};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
 use boxoffice_store::{
@@ -27,7 +27,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<EventRecord>> {
     let Some(row) = query(
         "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
                 max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
-                transfer_cutoff_s, waitlist_offer_ttl_s,
+                transfer_cutoff_s, waitlist_offer_ttl_s, refund_cutoff_s, refund_keep_fee_minor,
                 CAST(waiting_room AS text) AS waiting_room, created_at
            FROM event WHERE event_id = $1",
     )
@@ -83,6 +83,15 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<EventRecord>> {
         exchange_cutoff_s: to_u32(row.get("exchange_cutoff_s")?),
         transfer_cutoff_s: to_u32(row.get("transfer_cutoff_s")?),
         waitlist_offer_ttl_s: to_u32(row.get("waitlist_offer_ttl_s")?),
+        refund_policy: row
+            .get::<Option<i32>, _>("refund_cutoff_s")?
+            .map(|cutoff_s| -> StoreResult<RefundPolicy> {
+                Ok(RefundPolicy {
+                    fan_refund_cutoff_s: to_u32(cutoff_s),
+                    keep_fee_minor: row.get("refund_keep_fee_minor")?,
+                })
+            })
+            .transpose()?,
         waiting_room: parse_waiting_room(&row.get::<String, _>("waiting_room")?),
         sections,
         tiers,
@@ -191,8 +200,9 @@ pub async fn create(
     query(format!(
         "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
                             max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
-                            transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, {}, $14)",
+                            transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at,
+                            refund_cutoff_s, refund_keep_fee_minor)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, {}, $14, $15, $16)",
         d.json("$13"),
     ))
     .bind(&record.event_id)
@@ -209,6 +219,12 @@ pub async fn create(
     .bind(record.waitlist_offer_ttl_s as i32)
     .bind(waiting_room_json(&record.waiting_room))
     .bind(now)
+    .bind(
+        record
+            .refund_policy
+            .map(|p| i32::try_from(p.fan_refund_cutoff_s).unwrap_or(i32::MAX)),
+    )
+    .bind(record.refund_policy.map_or(0, |p| p.keep_fee_minor))
     .execute(&mut tx.conn())
     .await?;
     if !spec.sections.is_empty() {

@@ -4,7 +4,7 @@
 //! The order is the store's lock order and the engine's: the lease and the clock first, then
 //! (on PostgreSQL) the seats by seat id and the tiers by tier id locked, then what the group
 //! frees (released seats, expired and released holds with their units, payment verdicts,
-//! compensations), then what it takes (exchanges, transfers, new holds, the waiting list,
+//! compensations, refunds), then what it takes (exchanges, transfers, new holds, the waiting list,
 //! seats, units, checkouts), the requests' answers, and last the map version, the writer
 //! sequence and the purchase limit. What the group frees is written before what it takes: the
 //! engine may give a seat or unit that one command frees to a later command of the same
@@ -26,7 +26,7 @@ use boxoffice_store::{
 };
 
 use crate::db::{Conn, Db, Dialect, Rows, query};
-use crate::{exchange, idempotency, outbox, seatmap, transfer, waitlist};
+use crate::{exchange, idempotency, outbox, refund, seatmap, transfer, waitlist};
 
 /// Persists `group` in one transaction (see the module's documentation for the order).
 pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
@@ -53,6 +53,8 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
     settle_checkouts(&mut tx.conn(), group, &mut map).await?;
     let compensations_refused = compensate_orders(&mut tx.conn(), group, &mut map).await?;
     group.unmap_refused(&mut map, &compensations_refused);
+    let refunds_refused = refund::write(&mut tx.conn(), group, &mut map).await?;
+    group.unmap_refused(&mut map, &refunds_refused);
     let exchanges_refused = exchange::write(&mut tx.conn(), group, &mut map).await?;
     group.unmap_refused(&mut map, &exchanges_refused);
     let transfers_refused = transfer::write(&mut tx.conn(), group).await?;
@@ -83,6 +85,7 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
         compensations_refused,
         exchanges_refused,
         transfers_refused,
+        refunds_refused,
     })
 }
 
@@ -368,7 +371,7 @@ async fn release_holds(
 
 /// A count of a tier: units `Available` to take, `Held` by live holds, or `Sold`.
 #[derive(Debug, Clone, Copy)]
-enum Units {
+pub(crate) enum Units {
     Available,
     Held,
     Sold,
@@ -386,7 +389,7 @@ impl Units {
 
 /// Units moved between two counts of their tiers in one statement, per tier only where
 /// `from` has that many, counted; the map gets each tier's available count.
-async fn move_units(
+pub(crate) async fn move_units(
     conn: &mut Conn<'_>,
     event_id: &str,
     per_tier: BTreeMap<String, i64>,

@@ -24,6 +24,7 @@ pub mod idempotency;
 pub mod inventory;
 pub mod lease;
 pub mod outbox;
+pub mod refund;
 pub mod report;
 pub mod seatmap;
 pub mod settle;
@@ -311,6 +312,16 @@ macro_rules! impl_store {
                     -> Vec<WebhookDelivery> = webhook::deliveries;
                 replay_webhook_delivery(endpoint_id: &str, delivery_id: i64)
                     -> Option<WebhookDelivery> = webhook::replay;
+            });
+
+            $crate::__forward!($store, ::boxoffice_store::refund::RefundStore {
+                get_refund(event_id: &str, refund_id: &str)
+                    -> Option<::boxoffice_store::refund::RefundView> = refund::get;
+                refund_by_key(event_id: &str, account_id: &str, key: &str)
+                    -> Option<(::boxoffice_store::refund::RefundView, String)> = refund::by_key;
+                settle_refund(event_id: &str, refund_id: &str,
+                              settled: &::boxoffice_store::refund::RefundSettled)
+                    -> Option<::boxoffice_store::refund::RefundView> = refund::settle;
             });
 
             $crate::__forward!($store, ::boxoffice_store::transfer::TransferStore {

@@ -39,6 +39,7 @@ fn spec(hold_ttl_s: u32, payment_grace_s: u32) -> EventSpec {
         exchange_cutoff_s: 0,
         transfer_cutoff_s: 0,
         waitlist_offer_ttl_s: 600,
+        refund_policy: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: vec![Section {
             name: "A".into(),

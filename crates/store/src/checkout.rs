@@ -38,6 +38,8 @@ pub struct OrderView {
     /// payment method it does not know); the operation's `last_error`.
     pub payment_failure_code: Option<String>,
     pub tickets: Vec<TicketView>,
+    /// The order's refunds, oldest first (read with the tickets).
+    pub refunds: Vec<crate::refund::RefundView>,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
 }
@@ -58,6 +60,8 @@ pub struct TicketView {
     pub status: String,
     /// The exchange that has the ticket (`EXCHANGING`) or replaced it (`VOIDED`).
     pub exchange_id: Option<String>,
+    /// The refund that voided it.
+    pub refund_id: Option<String>,
     pub issued_at: OffsetDateTime,
 }
 
@@ -109,6 +113,7 @@ impl CheckoutStart {
             cancel_reason: None,
             payment_failure_code: None,
             tickets: Vec::new(),
+            refunds: Vec::new(),
             created_at: now,
             updated_at: now,
         }

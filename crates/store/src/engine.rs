@@ -19,7 +19,8 @@ use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::engine::{
     CheckoutCancelled, CheckoutStarted, Effect, Effects, EngineRows, EngineSnapshot, ExchangeTaken,
-    ExchangeTakes, HoldConfirmed, HoldCreated, OrderCompensated, TransferTaken, WaitlistOffer,
+    ExchangeTakes, HoldConfirmed, HoldCreated, OrderCompensated, RefundTaken, TransferTaken,
+    WaitlistOffer,
 };
 use boxoffice_domain::hold::SeatStatus;
 
@@ -116,6 +117,7 @@ pub enum CommandWrite {
     Compensation(CompensationWrite),
     Exchange(ExchangeWrite),
     Transfer(crate::transfer::TransferWrite),
+    Refund(crate::refund::RefundWrite),
 }
 
 impl CommandWrite {
@@ -126,6 +128,7 @@ impl CommandWrite {
             Self::Compensation(_) => "compensation",
             Self::Exchange(_) => "exchange",
             Self::Transfer(_) => "transfer",
+            Self::Refund(_) => "refund",
         }
     }
 }
@@ -505,7 +508,8 @@ impl GroupWrite<'_> {
                 Effect::HoldExpired(hold)
                 | Effect::HoldReleased(hold)
                 | Effect::CheckoutCancelled(CheckoutCancelled { hold, .. })
-                | Effect::OrderCompensated(OrderCompensated { hold, .. }) => {
+                | Effect::OrderCompensated(OrderCompensated { hold, .. })
+                | Effect::Refunded(RefundTaken { given: hold, .. }) => {
                     tiers.extend(tier_of(&hold.tier));
                 }
                 Effect::HoldConfirmed(confirmed) => tiers.extend(tier_of(&confirmed.tier)),
@@ -541,7 +545,8 @@ impl GroupWrite<'_> {
                 Effect::HoldExpired(hold)
                 | Effect::HoldReleased(hold)
                 | Effect::CheckoutCancelled(CheckoutCancelled { hold, .. })
-                | Effect::OrderCompensated(OrderCompensated { hold, .. }) => {
+                | Effect::OrderCompensated(OrderCompensated { hold, .. })
+                | Effect::Refunded(RefundTaken { given: hold, .. }) => {
                     seat_ids.extend(hold.seat_ids.iter().map(String::as_str));
                 }
                 Effect::CheckoutStarted(started) => {
@@ -660,6 +665,25 @@ impl GroupWrite<'_> {
 
     /// The transfers the group accepts, each with its write (which must describe the same
     /// transfer).
+    pub fn refunds(&self) -> StoreResult<Vec<(&RefundTaken, &crate::refund::RefundWrite)>> {
+        self.effects
+            .refunds()
+            .map(|taken| {
+                let write = self.command_write(taken.index, "refund", |write| match write {
+                    CommandWrite::Refund(write) => Some(write),
+                    _ => None,
+                })?;
+                if write.refund.refund_id != taken.refund_id {
+                    return Err(StoreError::Internal(format!(
+                        "refund {} decided for command {}, refund {} described",
+                        taken.refund_id, taken.index, write.refund.refund_id
+                    )));
+                }
+                Ok((taken, write))
+            })
+            .collect()
+    }
+
     pub fn transfers(&self) -> StoreResult<Vec<(&TransferTaken, &crate::transfer::TransferWrite)>> {
         self.effects
             .transfers()
@@ -707,6 +731,10 @@ pub struct GroupCommitted {
     /// ticket changed since they were read): nothing of them was written, and the engine,
     /// which moved their seats, must be loaded again.
     pub transfers_refused: Vec<usize>,
+    /// Command indexes of refunds the store refused alone (the order, its payment or a
+    /// ticket changed since they were read): nothing of them was written, and the engine,
+    /// which freed their seats, must be loaded again.
+    pub refunds_refused: Vec<usize>,
 }
 
 impl GroupWrite<'_> {
@@ -726,6 +754,13 @@ impl GroupWrite<'_> {
         for exchange in self.effects.exchanges() {
             if refused.contains(&exchange.index) {
                 for seat_id in exchange_seats(exchange) {
+                    changes.seats.remove(seat_id);
+                }
+            }
+        }
+        for refund in self.effects.refunds() {
+            if refused.contains(&refund.index) {
+                for seat_id in &refund.given.seat_ids {
                     changes.seats.remove(seat_id);
                 }
             }
@@ -1219,6 +1254,7 @@ where
             | Decision::Compensate(_)
             | Decision::Exchange(_)
             | Decision::Transfer(_)
+            | Decision::Refund(_)
             | Decision::Waitlist(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
@@ -1307,6 +1343,7 @@ mod tests {
             exchange_cutoff_s: 0,
             transfer_cutoff_s: 0,
             waitlist_offer_ttl_s: 0,
+            refund_policy: None,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),

@@ -25,6 +25,7 @@ use futures_util::future::join_all;
 use crate::engine::{EngineStore, GroupCommitted, GroupWrite};
 use crate::gate::{CALLS_MIN, CALLS_PER_CONNECTION, Call, CallBound, Slot};
 use crate::lease::{Fence, Lease, LeaseStore, NodeRecord, Taken};
+use crate::refund::{RefundSettled, RefundStore, RefundView};
 use crate::report::{ReportRows, ReportStore, TimelineRows};
 use crate::shard::{OUTBOX_ID_SHARDS, Places, REMEMBERED_IDS_MAX};
 use crate::transfer::{
@@ -879,6 +880,34 @@ impl TransferStore for Front {
         };
         let via = self.at(Start, index)?;
         via.end_transfer(transfer_id, account_id, to).await
+    }
+}
+
+#[async_trait]
+impl RefundStore for Front {
+    async fn get_refund(&self, event_id: &str, refund_id: &str) -> StoreResult<Option<RefundView>> {
+        let via = self.event(Look, event_id).await?;
+        via.get_refund(event_id, refund_id).await
+    }
+
+    async fn refund_by_key(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        key: &str,
+    ) -> StoreResult<Option<(RefundView, String)>> {
+        let via = self.event(Start, event_id).await?;
+        via.refund_by_key(event_id, account_id, key).await
+    }
+
+    async fn settle_refund(
+        &self,
+        event_id: &str,
+        refund_id: &str,
+        settled: &RefundSettled,
+    ) -> StoreResult<Option<RefundView>> {
+        let via = self.event(Pass, event_id).await?;
+        via.settle_refund(event_id, refund_id, settled).await
     }
 }
 

@@ -16,6 +16,7 @@ pub mod exchange;
 pub mod front;
 pub mod gate;
 pub mod lease;
+pub mod refund;
 pub mod report;
 pub mod seatmap;
 pub mod shard;
@@ -82,6 +83,7 @@ pub struct EventRecord {
     pub exchange_cutoff_s: u32,
     pub transfer_cutoff_s: u32,
     pub waitlist_offer_ttl_s: u32,
+    pub refund_policy: Option<boxoffice_domain::event::RefundPolicy>,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -126,6 +128,7 @@ pub fn event_record(event_id: &str, spec: &EventSpec, now: OffsetDateTime) -> Ev
         exchange_cutoff_s: spec.exchange_cutoff_s,
         transfer_cutoff_s: spec.transfer_cutoff_s,
         waitlist_offer_ttl_s: spec.waitlist_offer_ttl_s,
+        refund_policy: spec.refund_policy,
         waiting_room: spec.waiting_room.clone(),
         sections: spec.sections.clone(),
         tiers: spec.tiers.clone(),
@@ -302,6 +305,7 @@ pub trait Store:
     + ReadStore
     + WorkerStore
     + transfer::TransferStore
+    + refund::RefundStore
     + waitlist::WaitlistStore
     + door::DoorStore
     + webhook::WebhookStore

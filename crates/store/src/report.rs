@@ -488,6 +488,7 @@ mod tests {
             exchange_cutoff_s: 0,
             transfer_cutoff_s: 0,
             waitlist_offer_ttl_s: 600,
+            refund_policy: None,
             waiting_room: Default::default(),
             sections: vec![
                 Section {

@@ -33,6 +33,7 @@ fn stadium(now: time::OffsetDateTime) -> EventSpec {
         exchange_cutoff_s: 3600,
         transfer_cutoff_s: 0,
         waitlist_offer_ttl_s: 600,
+        refund_policy: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: ('A'..='J')
             .enumerate()

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use time::OffsetDateTime;
 
 use super::{
-    CheckoutStarted, ExchangeTaken, HoldConfirmed, OrderCompensated, TransferTaken, WaitEntry,
-    WaitlistOffer,
+    CheckoutStarted, ExchangeTaken, HoldConfirmed, OrderCompensated, RefundTaken, TransferTaken,
+    WaitEntry, WaitlistOffer,
 };
 use crate::decide::NewHold;
 use crate::hold::SeatStatus;
@@ -89,6 +89,8 @@ pub enum Effect {
     ExchangeTaken(ExchangeTaken),
     /// A transfer accepted.
     TransferTaken(TransferTaken),
+    /// Tickets refunded: their seats and units back on sale.
+    Refunded(RefundTaken),
     WaitlistJoined(WaitEntry),
     WaitlistLeft {
         waitlist_id: String,
@@ -200,6 +202,13 @@ impl Effects {
         })
     }
 
+    pub fn refunds(&self) -> impl Iterator<Item = &RefundTaken> {
+        self.iter().filter_map(|effect| match effect {
+            Effect::Refunded(taken) => Some(taken),
+            _ => None,
+        })
+    }
+
     pub fn waitlist_joined(&self) -> impl Iterator<Item = &WaitEntry> {
         self.iter().filter_map(|effect| match effect {
             Effect::WaitlistJoined(entry) => Some(entry),
@@ -253,6 +262,7 @@ impl Effects {
             | Effect::OrderCompensated(_)
             | Effect::ExchangeTaken(_)
             | Effect::TransferTaken(_)
+            | Effect::Refunded(_)
             | Effect::WaitlistJoined(_)
             | Effect::WaitlistLeft { .. }
             | Effect::WaitlistLapsed { .. }
@@ -303,6 +313,7 @@ impl Effects {
                 | Effect::CheckoutCancelled(_)
                 | Effect::OrderCompensated(_)
                 | Effect::ExchangeTaken(_)
+                | Effect::Refunded(_)
                 | Effect::WaitlistJoined(_)
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
@@ -318,7 +329,8 @@ impl Effects {
             Effect::HoldExpired(_)
             | Effect::HoldReleased(_)
             | Effect::CheckoutCancelled(_)
-            | Effect::OrderCompensated(_) => true,
+            | Effect::OrderCompensated(_)
+            | Effect::Refunded(_) => true,
             Effect::ExchangeTaken(taken) => taken.freed.is_some(),
             Effect::HoldCreated(_)
             | Effect::CheckoutStarted(_)
@@ -355,7 +367,8 @@ impl Effects {
                 }
                 Effect::HoldReleased(hold)
                 | Effect::CheckoutCancelled(CheckoutCancelled { hold, .. })
-                | Effect::OrderCompensated(OrderCompensated { hold, .. }) => {
+                | Effect::OrderCompensated(OrderCompensated { hold, .. })
+                | Effect::Refunded(RefundTaken { given: hold, .. }) => {
                     for seat_id in &hold.seat_ids {
                         change(seat_id, SeatStatus::Available, None);
                     }

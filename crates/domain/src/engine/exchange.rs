@@ -334,7 +334,7 @@ impl EventEngine {
 
     /// The old hold gives up seats or units: the seats back on sale, the units returned from
     /// its tier's sold count, and the hold counts that many fewer against the limit.
-    fn give_up(&mut self, given: &ExchangeGivesUp) -> HoldReleased {
+    pub(super) fn give_up(&mut self, given: &ExchangeGivesUp) -> HoldReleased {
         for seat_id in &given.seat_ids {
             self.free_seat(seat_id);
         }

@@ -14,6 +14,7 @@ use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_domain::settlement::{self, Step};
 use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView};
+use boxoffice_store::refund::RefundStatus;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -86,6 +87,11 @@ pub struct TicketSummary {
     pub code: String,
     #[schema(value_type = crate::api::status_names::TicketStatus, example = "VALID")]
     pub status: String,
+    /// Why a `VOIDED` ticket is void: `REFUND` (its refund is in the order's `refunds`) or
+    /// `EXCHANGE` (replaced by an exchange's new ticket).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(REFUND|EXCHANGE)$")]
+    pub void_reason: Option<String>,
 }
 
 /// An order.
@@ -95,7 +101,8 @@ pub struct OrderResponse {
     pub order_id: String,
     pub event_id: String,
     pub hold_id: String,
-    #[schema(value_type = boxoffice_domain::order::OrderStatus)]
+    /// `REFUNDED` once no valid ticket is left and every refund settled.
+    #[schema(value_type = crate::api::status_names::OrderStatus)]
     pub order_status: String,
     #[schema(value_type = boxoffice_domain::order::PaymentStatus)]
     pub payment_status: String,
@@ -114,6 +121,10 @@ pub struct OrderResponse {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payment_failure_code: Option<String>,
     pub tickets: Vec<TicketSummary>,
+    /// The order's refunds, oldest first.
+    pub refunds: Vec<crate::routes::refunds::RefundResponse>,
+    /// What the order's refunds give back (pending ones included; failed ones not).
+    pub refunded_minor: i64,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub created_at: time::OffsetDateTime,
@@ -140,7 +151,7 @@ impl OrderResponse {
             order_id: order.order_id.clone(),
             event_id: order.event_id.clone(),
             hold_id: order.hold_id.clone(),
-            order_status: order.status.as_str().into(),
+            order_status: order_status(order).into(),
             payment_status: order.payment_status.as_str().into(),
             next_action: next_action(order),
             seats: order
@@ -168,14 +179,54 @@ impl OrderResponse {
                         tier_id: t.tier_id.clone(),
                         code: t.code.clone(),
                         status: t.status.clone(),
+                        void_reason: void_reason(t),
                     })
                     .collect()
             } else {
                 Vec::new()
             },
+            refunds: order
+                .refunds
+                .iter()
+                .map(crate::routes::refunds::RefundResponse::new)
+                .collect(),
+            refunded_minor: order
+                .refunds
+                .iter()
+                .filter(|r| r.status != RefundStatus::Failed)
+                .map(|r| r.amount_minor)
+                .sum(),
             created_at: order.created_at,
             updated_at: order.updated_at,
         }
+    }
+}
+
+/// The order's status as the API shows it: a confirmed order with refunds, no valid ticket
+/// left and every refund settled is `REFUNDED`.
+fn order_status(order: &OrderView) -> &'static str {
+    let refunded = order.status == boxoffice_domain::order::OrderStatus::Confirmed
+        && !order.refunds.is_empty()
+        && order
+            .refunds
+            .iter()
+            .all(|r| r.status != RefundStatus::Pending)
+        && order.tickets.iter().all(|t| t.status == "VOIDED");
+    if refunded {
+        "REFUNDED"
+    } else {
+        order.status.as_str()
+    }
+}
+
+fn void_reason(ticket: &boxoffice_store::checkout::TicketView) -> Option<String> {
+    if ticket.status != "VOIDED" {
+        return None;
+    }
+    if ticket.refund_id.is_some() {
+        Some("REFUND".into())
+    } else {
+        ticket.exchange_id.as_ref().map(|_| "EXCHANGE".into())
     }
 }
 

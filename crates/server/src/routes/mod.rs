@@ -9,6 +9,7 @@ pub mod exchanges;
 pub mod health;
 pub mod holds;
 pub mod queue;
+pub mod refunds;
 pub mod reports;
 pub mod seatmap;
 pub mod tickets;

@@ -39,8 +39,8 @@ use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
     CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
     Decision, Effects, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest,
-    PaymentDecision, PaymentOutcome, PaymentRequest, ReleaseDecision, TransferDecision,
-    TransferRequest, WaitlistDecision, WaitlistJoin,
+    PaymentDecision, PaymentOutcome, PaymentRequest, RefundDecision, RefundRequest,
+    ReleaseDecision, TransferDecision, TransferRequest, WaitlistDecision, WaitlistJoin,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -59,6 +59,7 @@ use boxoffice_store::engine::{
 use boxoffice_store::exchange::{
     ExchangeBegun, ExchangeRefused, ExchangeStart, ExchangeView, RenderExchange, Surrender,
 };
+use boxoffice_store::refund::RefundWrite;
 use boxoffice_store::transfer::TransferWrite;
 use boxoffice_store::{
     EventRecord, HoldView, NewRecord, ReleaseOutcome, Store, StoreError, StoreResult,
@@ -116,7 +117,20 @@ enum Answer {
     /// after the catch-up.
     ExchangeNotKept,
     Transfer(TransferAnswer),
+    Refund(RefundAnswer),
     Waitlist(WaitlistAnswer),
+}
+
+/// What a refund got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundAnswer {
+    /// Recorded `PENDING`: the tickets are void and their seats back on sale.
+    Refunded,
+    /// The order, its payment or a ticket changed since they were read (a check-in, an
+    /// exchange, a transfer, another refund): why.
+    Conflict(String),
+    /// The engine did not keep the order's hold confirmed: asked again after a catch-up.
+    NotKept,
 }
 
 /// What a waiting-list join or leave got: the engine's decision, and for a join offered
@@ -244,6 +258,8 @@ struct Job {
 struct Context {
     /// What an accepted transfer writes besides the engine's effect.
     transfer: Option<Box<TransferWrite>>,
+    /// What a refund writes besides the engine's effect.
+    refund: Option<Box<RefundWrite>>,
     checkout: Option<Box<CheckoutContext>>,
     settle: Option<Box<SettleContext>>,
     compensate: Option<Box<CompensateContext>>,
@@ -611,6 +627,38 @@ impl EventWriters {
         )))
     }
 
+    /// Refunds tickets on the event's writer: `request` is the engine's command, `write` what
+    /// the store writes besides (read by the caller: the order, its payment, the tickets). The
+    /// tickets are voided, their seats freed and the refund recorded `PENDING` in one group;
+    /// the group refuses it alone if the order or a ticket changed since they were read.
+    pub async fn refund(
+        &self,
+        event: Arc<EventRecord>,
+        request: RefundRequest,
+        write: RefundWrite,
+    ) -> Result<RefundAnswer, SubmitError> {
+        let command = Command::Refund(request);
+        // An order's hold the engine does not keep is asked about once more, after a catch-up.
+        for attempt in 0..2 {
+            let context = Box::new(write.clone());
+            let job = self.job(command.clone(), |job| job.context.refund = Some(context));
+            match self.submit_job(event.clone(), job).await? {
+                Answer::Refund(RefundAnswer::NotKept) if attempt == 0 => {}
+                Answer::Refund(RefundAnswer::NotKept) => {
+                    return Ok(RefundAnswer::Conflict(format!(
+                        "order {} is no longer confirmed",
+                        write.refund.order_id
+                    )));
+                }
+                Answer::Refund(answer) => return Ok(answer),
+                _ => break,
+            }
+        }
+        Err(SubmitError::Store(StoreError::Internal(
+            "a refund was answered as another command".into(),
+        )))
+    }
+
     /// Puts `join` on the event's waiting list (or answers the account's live entry); when
     /// freed seats wait already, the group offers them at once.
     pub async fn waitlist_join(
@@ -676,6 +724,7 @@ impl EventWriters {
                 compensate: None,
                 exchange: None,
                 transfer: None,
+                refund: None,
                 reply,
             },
         };
@@ -803,6 +852,8 @@ struct Delivery {
     exchanges_refused: Vec<usize>,
     /// Transfers the store refused alone (set once committed).
     transfers_refused: Vec<usize>,
+    /// Refunds the store refused alone (set once committed).
+    refunds_refused: Vec<usize>,
     /// Waiting-list offers the group made: entry id to (hold id, deadline).
     waitlist_offered: HashMap<String, (String, OffsetDateTime)>,
 }
@@ -1338,6 +1389,7 @@ impl Writer {
                 Decision::Compensate(d) => ("compensate", *d != CompensationDecision::NotKept),
                 Decision::Exchange(d) => ("exchange", *d != ExchangeDecision::NotKept),
                 Decision::Transfer(d) => ("transfer", *d != TransferDecision::NotKept),
+                Decision::Refund(d) => ("refund", *d != RefundDecision::NotKept),
                 Decision::Waitlist(_) => ("waitlist", true),
             };
             // Commands the engine decided, those asked again after a catch-up (a checkout or
@@ -1349,6 +1401,7 @@ impl Writer {
                 | Decision::Compensate(_)
                 | Decision::Exchange(_)
                 | Decision::Transfer(_)
+                | Decision::Refund(_)
                 | Decision::Waitlist(_) => "retry",
                 _ => "store",
             };
@@ -1489,6 +1542,11 @@ impl Writer {
                 commands.insert(taken.index, CommandWrite::Transfer(write.clone()));
             }
         }
+        for taken in effects.refunds() {
+            if let Some(write) = jobs[taken.index].context.refund.as_deref() {
+                commands.insert(taken.index, CommandWrite::Refund(write.clone()));
+            }
+        }
         let writer_seq = self.next_seq;
         self.next_seq += 1;
         let delivery = Delivery {
@@ -1497,6 +1555,7 @@ impl Writer {
             compensations_refused: Vec::new(),
             exchanges_refused: Vec::new(),
             transfers_refused: Vec::new(),
+            refunds_refused: Vec::new(),
             waitlist_offered: effects
                 .waitlist_offers()
                 .map(|o| {
@@ -1554,6 +1613,7 @@ impl Writer {
                 committed.compensations_refused.is_empty()
                     && committed.exchanges_refused.is_empty()
                     && committed.transfers_refused.is_empty()
+                    && committed.refunds_refused.is_empty()
                     && committed.expiries_skipped == 0
             });
             turn.mine.send_replace(if engine_was_right {
@@ -1601,6 +1661,7 @@ impl Writer {
                 delivery.compensations_refused = committed.compensations_refused;
                 delivery.exchanges_refused = committed.exchanges_refused;
                 delivery.transfers_refused = committed.transfers_refused;
+                delivery.refunds_refused = committed.refunds_refused;
                 self.delivering.push_back(delivery);
                 self.pipeline.committed(group, false);
             }
@@ -1659,6 +1720,14 @@ impl Writer {
                         .increment(committed.transfers_refused.len() as u64);
                     engine_was_right = false;
                     delivery.transfers_refused = committed.transfers_refused;
+                }
+                if !committed.refunds_refused.is_empty() {
+                    // The engine freed seats for refunds the store refused (the order or its
+                    // tickets changed since they were read): load it again.
+                    metrics::counter!("boxoffice_writer_refunds_refused_total")
+                        .increment(committed.refunds_refused.len() as u64);
+                    engine_was_right = false;
+                    delivery.refunds_refused = committed.refunds_refused;
                 }
                 self.delivering.push_back(delivery);
                 self.pipeline.committed(group, engine_was_right);
@@ -1788,6 +1857,13 @@ async fn deliver(
                 Ok(Answer::Transfer(transfer_answer(
                     decision,
                     pending.transfers_refused.contains(&index),
+                )))
+            }
+            (Command::Refund(_), Decision::Refund(decision)) => {
+                delivered.push(None);
+                Ok(Answer::Refund(refund_answer(
+                    decision,
+                    pending.refunds_refused.contains(&index),
                 )))
             }
             (Command::Checkout(_), Decision::Checkout(CheckoutDecision::NotKept)) => {
@@ -1986,6 +2062,25 @@ fn transfer_answer(decision: TransferDecision, refused: bool) -> TransferAnswer 
             TransferAnswer::Conflict(format!("{seat_id} is no longer sold to the giver's order"))
         }
         TransferDecision::NotKept => TransferAnswer::NotKept,
+    }
+}
+
+/// A refund's answer: as the group wrote it, or why it was refused.
+fn refund_answer(decision: RefundDecision, refused: bool) -> RefundAnswer {
+    match decision {
+        RefundDecision::Refunded if refused => RefundAnswer::Conflict(
+            "the order or a ticket changed meanwhile (checked in, exchanged, offered in a \
+             transfer or refunded)"
+                .into(),
+        ),
+        RefundDecision::Refunded => RefundAnswer::Refunded,
+        RefundDecision::TicketTaken(ticket_id) => {
+            RefundAnswer::Conflict(format!("ticket {ticket_id} is being exchanged"))
+        }
+        RefundDecision::NotSold(seat_id) => {
+            RefundAnswer::Conflict(format!("{seat_id} is no longer sold to this order"))
+        }
+        RefundDecision::NotKept => RefundAnswer::NotKept,
     }
 }
 

@@ -1,0 +1,372 @@
+//! Refunds (see `boxoffice_store::refund`): the group's write of the refunds the engine
+//! decided, the reads, and the relay's settlement.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use boxoffice_store::engine::{GroupWrite, LockedOrder, LockedTicket};
+use boxoffice_store::refund::{
+    RefundFacts, RefundSettled, RefundStatus, RefundView, refunds_refused, requested_message,
+    settled_message, topic,
+};
+use boxoffice_store::seatmap::MapChanges;
+use boxoffice_store::{StoreError, StoreResult};
+
+use crate::db::{Conn, Db, Row, Rows, query};
+use crate::group::{Units, move_units};
+use crate::outbox;
+
+const REFUND_COLUMNS: &str = "refund_id, event_id, order_id, account_id, operation_id,
+     CAST(ticket_ids AS text) AS ticket_ids, amount_minor, currency, status, reason,
+     provider_ref, last_error, created_at, settled_at";
+
+fn refund_from_row(row: &Row) -> StoreResult<RefundView> {
+    let status: String = row.get("status")?;
+    let ticket_ids: String = row.get("ticket_ids")?;
+    Ok(RefundView {
+        refund_id: row.get("refund_id")?,
+        event_id: row.get("event_id")?,
+        order_id: row.get("order_id")?,
+        account_id: row.get("account_id")?,
+        operation_id: row.get("operation_id")?,
+        ticket_ids: serde_json::from_str(&ticket_ids)
+            .map_err(|e| StoreError::Internal(format!("refund ticket_ids: {e}")))?,
+        amount_minor: row.get("amount_minor")?,
+        currency: row.get("currency")?,
+        status: RefundStatus::parse(&status)
+            .ok_or_else(|| StoreError::Internal(format!("unknown refund status {status:?}")))?,
+        reason: row.get("reason")?,
+        provider_ref: row.get("provider_ref")?,
+        last_error: row.get("last_error")?,
+        created_at: row.get("created_at")?,
+        settled_at: row.get("settled_at")?,
+    })
+}
+
+/// The refunds of `order_ids`, oldest first.
+pub async fn of_orders(conn: &mut Conn<'_>, order_ids: &[&str]) -> StoreResult<Vec<RefundView>> {
+    let d = conn.dialect();
+    query(format!(
+        "SELECT {REFUND_COLUMNS} FROM refund WHERE order_id {} ORDER BY created_at, refund_id",
+        d.in_list("$1"),
+    ))
+    .bind(order_ids.to_vec())
+    .fetch_all(conn)
+    .await?
+    .iter()
+    .map(refund_from_row)
+    .collect()
+}
+
+pub async fn get(db: &Db, event_id: &str, refund_id: &str) -> StoreResult<Option<RefundView>> {
+    query(format!(
+        "SELECT {REFUND_COLUMNS} FROM refund WHERE event_id = $1 AND refund_id = $2"
+    ))
+    .bind(event_id)
+    .bind(refund_id)
+    .fetch_optional(&mut db.read().await?.conn())
+    .await?
+    .as_ref()
+    .map(refund_from_row)
+    .transpose()
+}
+
+pub async fn by_key(
+    db: &Db,
+    event_id: &str,
+    account_id: &str,
+    key: &str,
+) -> StoreResult<Option<(RefundView, String)>> {
+    query(format!(
+        "SELECT {REFUND_COLUMNS}, request_digest FROM refund
+          WHERE account_id = $2 AND idempotency_key = $3 AND event_id = $1"
+    ))
+    .bind(event_id)
+    .bind(account_id)
+    .bind(key)
+    .fetch_optional(&mut db.read().await?.conn())
+    .await?
+    .as_ref()
+    .map(|row| Ok((refund_from_row(row)?, row.get("request_digest")?)))
+    .transpose()
+}
+
+/// A `PENDING` refund settles once, with its webhook message, by the store's clock.
+pub async fn settle(
+    db: &Db,
+    event_id: &str,
+    refund_id: &str,
+    settled: &RefundSettled,
+) -> StoreResult<Option<RefundView>> {
+    let mut tx = db.write().await?;
+    let now = outbox::store_now(&mut tx.conn()).await?;
+    let (status, provider_ref, error) = match settled {
+        RefundSettled::Succeeded { provider_ref } => (RefundStatus::Succeeded, provider_ref, None),
+        RefundSettled::Failed {
+            provider_ref,
+            reason,
+        } => (RefundStatus::Failed, provider_ref, Some(reason.as_str())),
+    };
+    let updated = query(
+        "UPDATE refund SET status = $3, provider_ref = coalesce($4, provider_ref),
+                last_error = $5, settled_at = $6
+          WHERE event_id = $1 AND refund_id = $2 AND status = 'PENDING'",
+    )
+    .bind(event_id)
+    .bind(refund_id)
+    .bind(status.as_str())
+    .bind(provider_ref.as_deref())
+    .bind(error)
+    .bind(now)
+    .execute(&mut tx.conn())
+    .await?;
+    let refund = query(format!(
+        "SELECT {REFUND_COLUMNS} FROM refund WHERE event_id = $1 AND refund_id = $2"
+    ))
+    .bind(event_id)
+    .bind(refund_id)
+    .fetch_optional(&mut tx.conn())
+    .await?
+    .as_ref()
+    .map(refund_from_row)
+    .transpose()?;
+    if updated == 1
+        && let Some(refund) = &refund
+    {
+        let topic = match status {
+            RefundStatus::Failed => topic::REFUND_FAILED,
+            RefundStatus::Pending | RefundStatus::Succeeded => topic::REFUND_SUCCEEDED,
+        };
+        outbox::insert(
+            &mut tx.conn(),
+            event_id,
+            topic,
+            settled_message(refund),
+            now,
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(refund)
+}
+
+/// The group's refunds: the orders, their payments, the tickets and the open offers of these
+/// orders read under lock (the orders first, as an offer locks them), and the keys used; the
+/// refunds [`refunds_refused`] leaves are written: the tickets `VOIDED` with the refund's id,
+/// each hold counting what left, the seats (each still `SOLD` by the hold) and units back on
+/// sale, the refund rows `PENDING` and their outbox messages. Returns the refused commands.
+pub async fn write(
+    conn: &mut Conn<'_>,
+    group: &GroupWrite<'_>,
+    map: &mut MapChanges,
+) -> StoreResult<Vec<usize>> {
+    let taken = group.refunds()?;
+    if taken.is_empty() {
+        return Ok(Vec::new());
+    }
+    let d = conn.dialect();
+    let now = group.now;
+    let event_id = group.event.event_id.as_str();
+    let order_ids: Vec<&str> = taken
+        .iter()
+        .map(|(_, w)| w.refund.order_id.as_str())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let ticket_ids: Vec<&str> = taken
+        .iter()
+        .flat_map(|(_, w)| w.refund.ticket_ids.iter().map(String::as_str))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut facts = RefundFacts::default();
+    let orders = query(format!(
+        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status FROM orders o
+           LEFT JOIN payment_operation p ON p.order_id = o.order_id
+          WHERE o.order_id {} ORDER BY o.order_id {}",
+        d.in_list("$1"),
+        d.lock("FOR UPDATE OF o")
+    ))
+    .bind(order_ids.clone())
+    .fetch_all(conn)
+    .await?;
+    for row in orders {
+        let order_id: String = row.get(0)?;
+        if matches!(
+            row.get::<Option<String>, _>(5)?.as_deref(),
+            Some("AUTHORIZED" | "CAPTURED")
+        ) {
+            facts.paid.insert(order_id.clone());
+        }
+        facts.orders.insert(
+            order_id,
+            LockedOrder {
+                status: row.get(1)?,
+                account_id: row.get(2)?,
+                event_id: row.get(3)?,
+                hold_id: row.get(4)?,
+            },
+        );
+    }
+    let tickets = query(format!(
+        "SELECT ticket_id, order_id, status, exchange_id FROM ticket
+          WHERE ticket_id {} ORDER BY ticket_id {}",
+        d.in_list("$1"),
+        d.lock("FOR UPDATE")
+    ))
+    .bind(ticket_ids)
+    .fetch_all(conn)
+    .await?;
+    for row in tickets {
+        facts.tickets.insert(
+            row.get(0)?,
+            LockedTicket {
+                order_id: row.get(1)?,
+                status: row.get(2)?,
+                exchange_id: row.get(3)?,
+            },
+        );
+    }
+    let open = query(format!(
+        "SELECT CAST(ticket_ids AS text) FROM transfer
+          WHERE order_id {} AND status = 'OFFERED' AND expires_at > $2",
+        d.in_list("$1"),
+    ))
+    .bind(order_ids)
+    .bind(now)
+    .fetch_all(conn)
+    .await?;
+    for row in open {
+        let ids: Vec<String> = serde_json::from_str(&row.get::<String, _>(0)?)
+            .map_err(|e| StoreError::Internal(format!("transfer ticket_ids: {e}")))?;
+        facts.offered.extend(ids);
+    }
+    let keys: Vec<&str> = taken
+        .iter()
+        .map(|(_, w)| w.idempotency_key.as_str())
+        .collect();
+    let used = query(format!(
+        "SELECT account_id, idempotency_key FROM refund WHERE idempotency_key {}",
+        d.in_list("$1"),
+    ))
+    .bind(keys)
+    .fetch_all(conn)
+    .await?;
+    for row in used {
+        facts.used_keys.insert((row.get(0)?, row.get(1)?));
+    }
+    let refused = refunds_refused(&taken, facts);
+    let accepted: Vec<_> = taken
+        .iter()
+        .filter(|(t, _)| !refused.contains(&t.index))
+        .collect();
+    if accepted.is_empty() {
+        return Ok(refused);
+    }
+    // The tickets void, each still valid and unmarked.
+    let (voided, by): (Vec<&str>, Vec<&str>) = accepted
+        .iter()
+        .flat_map(|(_, w)| {
+            w.refund
+                .ticket_ids
+                .iter()
+                .map(|t| (t.as_str(), w.refund.refund_id.as_str()))
+        })
+        .unzip();
+    let expected = voided.len();
+    let rows = Rows::new().texts("id", voided).texts("refund_id", by);
+    query(format!(
+        "UPDATE ticket SET status = 'VOIDED', refund_id = u.refund_id
+           FROM {} WHERE ticket.ticket_id = u.id AND ticket.status = 'VALID'
+            AND ticket.exchange_id IS NULL",
+        rows.table(d, 1, "u")
+    ))
+    .bind_rows(d, rows)
+    .execute_exactly(conn, expected, "refunded tickets still valid")
+    .await?;
+    // The holds count what left.
+    let mut left: BTreeMap<&str, i32> = BTreeMap::new();
+    for (taken, _) in &accepted {
+        let n = match &taken.given.tier {
+            Some((_, units)) => *units,
+            None => taken.given.seat_ids.len() as u32,
+        };
+        *left.entry(taken.given.hold_id.as_str()).or_default() +=
+            i32::try_from(n).unwrap_or(i32::MAX);
+    }
+    let expected = left.len();
+    let hold_ids: Vec<&str> = left.keys().copied().collect();
+    let rows = Rows::new()
+        .texts("id", left.keys().copied())
+        .int4s("n", left.values().copied());
+    query(format!(
+        "UPDATE hold SET exchanged_out = hold.exchanged_out + u.n, updated_at = $1
+           FROM {} WHERE hold.hold_id = u.id AND hold.status = 'CONFIRMED'
+            AND hold.quantity - hold.exchanged_out >= u.n",
+        rows.table(d, 2, "u")
+    ))
+    .bind(now)
+    .bind_rows(d, rows)
+    .execute_exactly(
+        conn,
+        expected,
+        "refunded holds still confirmed with the units",
+    )
+    .await?;
+    // Their seats and units back on sale.
+    let seat_ids: Vec<&str> = accepted
+        .iter()
+        .flat_map(|(t, _)| t.given.seat_ids.iter().map(String::as_str))
+        .collect();
+    if !seat_ids.is_empty() {
+        let expected = seat_ids.len();
+        query(format!(
+            "UPDATE seat SET status = 'AVAILABLE', order_id = NULL, hold_id = NULL,
+                    hold_expires_at = NULL, version = version + 1
+              WHERE event_id = $1 AND seat_id {} AND hold_id {} AND status = 'SOLD'",
+            d.in_list("$3"),
+            d.in_list("$2"),
+        ))
+        .bind(event_id)
+        .bind(hold_ids)
+        .bind(seat_ids)
+        .execute_exactly(conn, expected, "refunded seats still sold by their holds")
+        .await?;
+    }
+    let mut returned: BTreeMap<String, i64> = BTreeMap::new();
+    for (tier_id, n) in accepted.iter().filter_map(|(t, _)| t.given.tier.as_ref()) {
+        *returned.entry(tier_id.clone()).or_default() += i64::from(*n);
+    }
+    move_units(conn, event_id, returned, Units::Sold, Units::Available, map).await?;
+    // The refunds, and the relay's messages.
+    let mut messages = Vec::with_capacity(accepted.len());
+    for (_, write) in &accepted {
+        let refund = &write.refund;
+        query(
+            "INSERT INTO refund (event_id, refund_id, order_id, account_id, idempotency_key,
+                                 request_digest, operation_id, ticket_ids, amount_minor, currency,
+                                 status, reason, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'PENDING', $11, $12)",
+        )
+        .bind(event_id)
+        .bind(&refund.refund_id)
+        .bind(&refund.order_id)
+        .bind(&refund.account_id)
+        .bind(&write.idempotency_key)
+        .bind(&write.request_digest)
+        .bind(&refund.operation_id)
+        .bind(serde_json::json!(refund.ticket_ids))
+        .bind(refund.amount_minor)
+        .bind(&refund.currency)
+        .bind(&refund.reason)
+        .bind(now)
+        .execute(conn)
+        .await?;
+        messages.push((
+            event_id,
+            topic::REFUND_REQUESTED,
+            requested_message(refund).to_string(),
+        ));
+    }
+    outbox::insert_encoded(conn, &messages, now).await?;
+    Ok(refused)
+}
