@@ -21,8 +21,10 @@ use sqlx::Row;
 
 use crate::{PgStore, classify};
 
-/// The tables an event's rows are in, in the order they are written (parents first).
-/// `exchange` and `outbox` are handled on their own.
+/// The tables an event's rows are in, in the order they are written (parents first): every
+/// row with the event's id, the idempotency records included (their key is (account,
+/// endpoint, key); their `event_id` column names the event a record is about). `exchange`
+/// and `outbox` are handled on their own.
 const EVENT_TABLES: &[&str] = &[
     "event",
     "section",
@@ -36,6 +38,7 @@ const EVENT_TABLES: &[&str] = &[
     "waitlist",
     "seatmap",
     "seatmap_change",
+    "idempotency",
     "event_lease",
 ];
 
