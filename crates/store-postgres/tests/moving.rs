@@ -16,6 +16,7 @@ use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse
 use boxoffice_domain::order::OrderStatus;
 use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView, ProviderVerdict};
 use boxoffice_store::front::Front;
+use boxoffice_store::lease::{LeaseStore, Taken};
 use boxoffice_store::shard::{DirectoryStore, Places, ShardRecord};
 use boxoffice_store::{EventRecord, OneShot as _, ReadStore, ReleaseOutcome, Store, WorkerStore};
 use boxoffice_store_postgres::PgStore;
@@ -378,6 +379,79 @@ async fn a_moved_event_keeps_its_idempotency_records() {
             records_on_main,
             "the event's records are on s1, none added by the replays"
         );
+    })
+    .await;
+}
+
+/// The move's fence waits for the owner's group in flight: a group holds the lease row
+/// `FOR KEY SHARE` from its first statement to its commit (`boxoffice_store_sql::group`'s
+/// `open`, the statement below), and no group may commit on the old shard after the fence.
+/// The fence is seen waiting for that lock, and returns once the group commits.
+#[tokio::test]
+async fn the_move_fence_waits_for_the_owners_group_in_flight() {
+    with_shards(|shards| async move {
+        let store = shards.main();
+        store
+            .create_event(
+                &create_scope(),
+                "create-digest",
+                EVENT_ID,
+                &spec(),
+                &render_event,
+            )
+            .await
+            .expect("create the event");
+        let Taken::Mine(lease) = store
+            .take_lease(EVENT_ID, "node-a", 60_000)
+            .await
+            .expect("take the lease")
+        else {
+            panic!("node-a did not get the lease");
+        };
+
+        let mut group = store.pool().begin().await.expect("begin the group");
+        let group_epoch: i64 = sqlx::query_scalar(
+            "SELECT epoch FROM event_lease WHERE event_id = $1 AND node_id = $2 FOR KEY SHARE",
+        )
+        .bind(EVENT_ID)
+        .bind("node-a")
+        .fetch_one(&mut *group)
+        .await
+        .expect("the group reads its lease");
+        assert_eq!(u64::try_from(group_epoch).ok(), Some(lease.epoch));
+
+        let fence = tokio::spawn({
+            let store = shards.stores[0].clone();
+            async move { store.fence_for_move(EVENT_ID).await }
+        });
+        // The fence's connection waits for a row lock on event_lease; a fence that committed
+        // instead did not wait for the group.
+        let mut waiting = false;
+        while !fence.is_finished() {
+            waiting = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                                 WHERE datname = current_database() AND wait_event_type = 'Lock'
+                                   AND query LIKE '%event_lease%')",
+            )
+            .fetch_one(store.pool())
+            .await
+            .expect("read pg_stat_activity");
+            if waiting {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(
+            waiting,
+            "the fence committed while a group held the lease: {:?}",
+            fence.await
+        );
+        group.commit().await.expect("the group commits");
+        let fence_epoch = fence
+            .await
+            .expect("the fence task")
+            .expect("the fence, once the group committed");
+        assert_eq!(u64::try_from(fence_epoch).ok(), Some(lease.epoch + 1));
     })
     .await;
 }
