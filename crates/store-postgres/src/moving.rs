@@ -3,7 +3,10 @@
 //!
 //! 1. [`PgStore::fence_for_move`] on the source: the event's lease goes to `shard-move`
 //!    (epoch + 1, for a day) and is committed, so that no writer commits for the event there
-//!    any more (every group checks its fence).
+//!    any more (every group checks its fence). It locks the lease row `FOR UPDATE` first, as
+//!    a takeover does, so it waits for the owner's groups in flight: each holds the row
+//!    `FOR KEY SHARE` until it commits (`boxoffice_store_sql::group`), and the upsert alone
+//!    takes NO KEY UPDATE, which does not conflict with KEY SHARE.
 //! 2. [`PgStore::move_out`] on the source: one transaction that locks the event's tables
 //!    against writes (reads go on; every other event of the shard waits for the copy), reads
 //!    the event's rows, lets [`PgStore::move_in`] write them on the target (replacing a copy
@@ -21,8 +24,10 @@ use sqlx::Row;
 
 use crate::{PgStore, classify};
 
-/// The tables an event's rows are in, in the order they are written (parents first).
-/// `exchange` and `outbox` are handled on their own.
+/// The tables an event's rows are in, in the order they are written (parents first): every
+/// row with the event's id, the idempotency records included (their key is (account,
+/// endpoint, key); their `event_id` column names the event a record is about). `exchange`
+/// and `outbox` are handled on their own.
 const EVENT_TABLES: &[&str] = &[
     "event",
     "section",
@@ -36,6 +41,7 @@ const EVENT_TABLES: &[&str] = &[
     "waitlist",
     "seatmap",
     "seatmap_change",
+    "idempotency",
     "event_lease",
 ];
 
@@ -86,10 +92,16 @@ impl PgStore {
     }
 
     /// Step 1: the event's lease to `shard-move` for a day, epoch + 1; returns the epoch.
-    /// Refused while an exchange of the event waits for payment (its two sides would be
-    /// moved apart in the middle of its steps).
+    /// Waits for the owner's groups in flight (see the module's documentation), so that
+    /// none commits after it. Refused while an exchange of the event waits for payment (its
+    /// two sides would be moved apart in the middle of its steps).
     pub async fn fence_for_move(&self, event_id: &str) -> StoreResult<i64> {
         let mut tx = self.pool().begin().await.map_err(classify)?;
+        sqlx::query("SELECT 1 FROM event_lease WHERE event_id = $1 FOR UPDATE")
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(classify)?;
         let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT count(*) FROM exchange WHERE status = 'PAYMENT_REQUIRED' AND ({EVENT_EXCHANGES})"
         )))

@@ -298,7 +298,7 @@ pub async fn create(
         request_digest: request_digest.to_owned(),
         response: response.clone(),
     };
-    idempotency::insert(&mut tx.conn(), &scope.endpoint, &[answer], now).await?;
+    idempotency::insert(&mut tx.conn(), event_id, &scope.endpoint, &[answer], now).await?;
     tx.commit().await?;
     Ok(Idempotent::Fresh(response))
 }

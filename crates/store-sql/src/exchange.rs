@@ -460,7 +460,7 @@ pub async fn write(
             .iter()
             .map(|plan| (plan.write.start.scope.endpoint.as_str(), &plan.write.record))
             .collect();
-        idempotency::insert_each(conn, &records, group.now).await?;
+        idempotency::insert_each(conn, &group.event.event_id, &records, group.now).await?;
     }
     Ok(refused)
 }

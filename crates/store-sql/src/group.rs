@@ -63,7 +63,14 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
     take_seats(&mut tx.conn(), group).await?;
     take_tier_units(&mut tx.conn(), group, &mut map).await?;
     start_checkouts(&mut tx.conn(), group).await?;
-    idempotency::insert(&mut tx.conn(), group.endpoint, &group.records, group.now).await?;
+    idempotency::insert(
+        &mut tx.conn(),
+        &group.event.event_id,
+        group.endpoint,
+        &group.records,
+        group.now,
+    )
+    .await?;
     group.turn.locks_taken();
     if !group.turn.before_record().await {
         return Err(predecessor_failed());
@@ -1115,7 +1122,7 @@ async fn start_checkouts(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreRe
         .iter()
         .map(|(_, c)| (c.endpoint.as_str(), &c.record))
         .collect();
-    idempotency::insert_each(conn, &records, group.now).await
+    idempotency::insert_each(conn, event_id, &records, group.now).await
 }
 
 /// The first account of `accounts` (bound as `accounts`) over the event's purchase limit

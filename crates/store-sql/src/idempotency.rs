@@ -1,5 +1,10 @@
 //! Stored answers of idempotent requests: the one a key already has, and the records a
 //! transaction writes with the change they answer.
+//!
+//! Every record written here names the event it is about (`event_id`, migrations 0015 on
+//! PostgreSQL and 0013 on SQLite): a hold's, a checkout's, an exchange's, an event's
+//! creation. That is how `boxoffice shard move` finds the records to carry with the event:
+//! their key (account, endpoint, key) does not lead with the event like the inventory's.
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -33,20 +38,22 @@ pub async fn prior_answer(
     .transpose()
 }
 
-/// The records of one endpoint, in one statement.
+/// The records of one endpoint about event `event_id`, in one statement.
 pub async fn insert(
     conn: &mut Conn<'_>,
+    event_id: &str,
     endpoint: &str,
     records: &[NewRecord],
     now: OffsetDateTime,
 ) -> StoreResult<()> {
     let records: Vec<(&str, &NewRecord)> = records.iter().map(|r| (endpoint, r)).collect();
-    insert_each(conn, &records, now).await
+    insert_each(conn, event_id, &records, now).await
 }
 
-/// Records `(endpoint, record)`, in one statement.
+/// Records `(endpoint, record)` about event `event_id`, in one statement.
 pub async fn insert_each(
     conn: &mut Conn<'_>,
+    event_id: &str,
     records: &[(&str, &NewRecord)],
     now: OffsetDateTime,
 ) -> StoreResult<()> {
@@ -72,13 +79,14 @@ pub async fn insert_each(
         .bytes("body", records.iter().map(|(_, r)| r.response.body.clone()));
     query(format!(
         "INSERT INTO idempotency (account_id, endpoint, idem_key, request_digest, status_code,
-                                  response_body, created_at)
-         SELECT u.account_id, u.endpoint, u.idem_key, u.request_digest, u.status_code, {body}, $1
+                                  response_body, created_at, event_id)
+         SELECT u.account_id, u.endpoint, u.idem_key, u.request_digest, u.status_code, {body}, $1, $2
            FROM {rows}",
         body = d.bytes("u.body"),
-        rows = rows.table(d, 2, "u"),
+        rows = rows.table(d, 3, "u"),
     ))
     .bind(now)
+    .bind(event_id)
     .bind_rows(d, rows)
     .execute(conn)
     .await?;
