@@ -66,6 +66,8 @@ pub struct TicketRecord {
     pub exchange_status: Option<String>,
     /// The accepted transfer that voided the ticket (its seat went to the receiver's order).
     pub transfer_id: Option<String>,
+    /// The refund that voided the ticket (its seat went back on sale).
+    pub refund_id: Option<String>,
 }
 
 /// An exchange that gives up tickets of this event: its status, the tickets it names, and
@@ -308,13 +310,14 @@ impl Inventory {
             }
         }
 
-        // What each order gave up by completed exchanges and accepted transfers: those places
-        // are no longer its own.
+        // What each order gave up by completed exchanges, accepted transfers and refunds: those
+        // places are no longer its own.
         let mut gone_seats: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         let mut gone_units: BTreeMap<&str, u32> = BTreeMap::new();
         for ticket in &self.tickets {
             let exchanged = ticket.exchange_status.as_deref() == Some("COMPLETED");
-            if ticket.status == "VOIDED" && (exchanged || ticket.transfer_id.is_some()) {
+            let moved = exchanged || ticket.transfer_id.is_some() || ticket.refund_id.is_some();
+            if ticket.status == "VOIDED" && moved {
                 *gone_units.entry(ticket.order_id.as_str()).or_default() += 1;
                 if let Some(seat_id) = &ticket.seat_id {
                     gone_seats
@@ -711,6 +714,7 @@ mod tests {
                 exchange_id: None,
                 exchange_status: None,
                 transfer_id: None,
+                refund_id: None,
             }],
             exchanges: Vec::new(),
             waitlist: Vec::new(),

@@ -190,6 +190,9 @@ enum Verdict {
     /// A waiting-list join or leave (the model generates none yet: see the engine's unit
     /// tests and the server's stories).
     Waitlist,
+    /// A refund decided (the model generates none yet: see the engine's unit tests and the
+    /// server's stories).
+    Refund,
 }
 
 fn verdict_of(decision: &Decision) -> Verdict {
@@ -256,6 +259,7 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Transfer(TransferDecision::NotKept) => Verdict::NotKept,
         Decision::Transfer(TransferDecision::Closed) => Verdict::Closed,
         Decision::Waitlist(_) => Verdict::Waitlist,
+        Decision::Refund(_) => Verdict::Refund,
     }
 }
 

@@ -585,7 +585,7 @@ pub mod status_names {
         Exchanging,
     }
 
-    /// An order's status: `REFUNDED` once no valid ticket is left and every refund settled.
+    /// An order's status: `REFUNDED` once no valid ticket is left and every refund was paid back.
     #[derive(Debug, ToSchema)]
     #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
     #[allow(dead_code)] // schema only

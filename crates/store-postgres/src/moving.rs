@@ -38,6 +38,7 @@ const EVENT_TABLES: &[&str] = &[
     "payment_operation",
     "ticket",
     "transfer",
+    "refund",
     "waitlist",
     "seatmap",
     "seatmap_change",

@@ -114,6 +114,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
                 row.get(4)?,
                 row.get(5)?,
                 row.get(6)?,
+                row.get(7)?,
             )))
         })
         .collect::<StoreResult<Vec<_>>>()?;

@@ -179,8 +179,11 @@ pub async fn write(
         .into_iter()
         .collect();
     let mut facts = RefundFacts::default();
+    let mut operations: BTreeMap<String, String> = BTreeMap::new();
     let orders = query(format!(
-        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status FROM orders o
+        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status,
+                p.operation_id
+           FROM orders o
            LEFT JOIN payment_operation p ON p.order_id = o.order_id
           WHERE o.order_id {} ORDER BY o.order_id {}",
         d.in_list("$1"),
@@ -191,6 +194,9 @@ pub async fn write(
     .await?;
     for row in orders {
         let order_id: String = row.get(0)?;
+        if let Some(operation_id) = row.get::<Option<String>, _>(6)? {
+            operations.insert(order_id.clone(), operation_id);
+        }
         if matches!(
             row.get::<Option<String>, _>(5)?.as_deref(),
             Some("AUTHORIZED" | "CAPTURED")
@@ -353,7 +359,12 @@ pub async fn write(
         .bind(&refund.account_id)
         .bind(&write.idempotency_key)
         .bind(&write.request_digest)
-        .bind(&refund.operation_id)
+        .bind(
+            operations
+                .get(&refund.order_id)
+                .cloned()
+                .unwrap_or_default(),
+        )
         .bind(serde_json::json!(refund.ticket_ids))
         .bind(refund.amount_minor)
         .bind(&refund.currency)

@@ -760,7 +760,8 @@ pub const ORDER_RECORDS_SQL: &str =
 
 /// The SQL (`{p}` is the event id parameter) that reads [`TicketColumns`] for one event.
 pub const TICKET_RECORDS_SQL: &str =
-    "SELECT t.ticket_id, t.order_id, t.seat_id, t.status, t.exchange_id, x.status, t.transfer_id
+    "SELECT t.ticket_id, t.order_id, t.seat_id, t.status, t.exchange_id, x.status, t.transfer_id,
+        t.refund_id
    FROM ticket t LEFT JOIN exchange x ON x.exchange_id = t.exchange_id
   WHERE t.event_id = {p} ORDER BY t.ticket_id";
 
@@ -773,10 +774,20 @@ pub type TicketColumns = (
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 pub fn ticket_record(columns: TicketColumns) -> boxoffice_domain::inventory::TicketRecord {
-    let (ticket_id, order_id, seat_id, status, exchange_id, exchange_status, transfer_id) = columns;
+    let (
+        ticket_id,
+        order_id,
+        seat_id,
+        status,
+        exchange_id,
+        exchange_status,
+        transfer_id,
+        refund_id,
+    ) = columns;
     boxoffice_domain::inventory::TicketRecord {
         ticket_id,
         order_id,
@@ -785,6 +796,7 @@ pub fn ticket_record(columns: TicketColumns) -> boxoffice_domain::inventory::Tic
         exchange_id,
         exchange_status,
         transfer_id,
+        refund_id,
     }
 }
 

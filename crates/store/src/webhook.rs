@@ -34,15 +34,21 @@ pub mod event_type {
     pub const EXCHANGE_COMPLETED: &str = "exchange.completed";
     /// Money is owed back to an account (`refund.due`).
     pub const REFUND_DUE: &str = "refund.due";
+    /// A refund's money went back (`refund.succeeded`).
+    pub const REFUND_SUCCEEDED: &str = "refund.succeeded";
+    /// A refund was refused by the provider: the money is still owed (`refund.failed`).
+    pub const REFUND_FAILED: &str = "refund.failed";
 
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [&str; 6] = [
+    pub const ALL: [&str; 8] = [
         ORDER_CONFIRMED,
         ORDER_CANCELLED,
         TICKETS_ISSUED,
         TICKETS_TRANSFERRED,
         EXCHANGE_COMPLETED,
         REFUND_DUE,
+        REFUND_SUCCEEDED,
+        REFUND_FAILED,
     ];
 }
 
@@ -56,6 +62,8 @@ pub fn event_type_of(topic: &str) -> Option<&'static str> {
         crate::transfer::topic::TRANSFER_ACCEPTED => event_type::TICKETS_TRANSFERRED,
         crate::exchange::topic::EXCHANGE_COMPLETED => event_type::EXCHANGE_COMPLETED,
         crate::checkout::topic::REFUND_DUE => event_type::REFUND_DUE,
+        crate::refund::topic::REFUND_SUCCEEDED => event_type::REFUND_SUCCEEDED,
+        crate::refund::topic::REFUND_FAILED => event_type::REFUND_FAILED,
         _ => return None,
     })
 }
@@ -322,6 +330,8 @@ mod tests {
             "transfer.accepted",
             "exchange.completed",
             "refund.due",
+            "refund.succeeded",
+            "refund.failed",
         ]
         .iter()
         .filter_map(|topic| event_type_of(topic))

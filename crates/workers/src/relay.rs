@@ -15,10 +15,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use boxoffice_payments::{PaymentProvider, ProviderError};
+use boxoffice_domain::order::PaymentStatus;
+use boxoffice_payments::{
+    PaymentProvider, ProviderError, RefundReason, RefundRequest as ProviderRefundRequest,
+    RefundStatus as ProviderRefundStatus,
+};
 use boxoffice_store::checkout::{
     OutboxMessage, PaymentOperation, ProviderVerdict, TicketDraft, topic,
 };
+use boxoffice_store::refund::{RefundSettled, RefundStatus, RefundView, topic as refund_topic};
 use boxoffice_store::webhook::WebhookEvent;
 use boxoffice_store::{Store, StoreError};
 use boxoffice_tickets::{TicketClaims, TicketSigner};
@@ -261,6 +266,9 @@ impl OutboxRelay {
                 .pop()
                 .unwrap_or(Ok(())),
             topic::PAYMENT_VOID => self.void(&field("operationId")).await,
+            refund_topic::REFUND_REQUESTED => {
+                self.refund(&field("eventId"), &field("refundId")).await
+            }
             topic::TICKETS_ISSUE => self
                 .issue_tickets(std::slice::from_ref(message))
                 .await
@@ -439,7 +447,11 @@ impl OutboxRelay {
         let Some(operation) = operation else {
             return Ok(Captured::Nothing);
         };
-        if operation.status == boxoffice_domain::order::PaymentStatus::Captured {
+        // Captured already, or voided (a refund of the whole order before its capture).
+        if !operation
+            .status
+            .can_become(boxoffice_domain::order::PaymentStatus::Captured)
+        {
             return Ok(Captured::Nothing);
         }
         let operation_id = operation.operation_id.as_str();
@@ -475,6 +487,176 @@ impl OutboxRelay {
         } else {
             // A ticket was already used (or the order is not confirmed): an operator's case.
             Err(Delivery::Retry(format!("{refusal}; compensation refused")))
+        }
+    }
+
+    /// Pays a recorded refund back through its order's payment: a captured payment is
+    /// refunded (our refund id is the provider's idempotency key, so a redelivery never pays
+    /// twice); an authorization not captured yet is voided when nothing valid is left of the
+    /// order, else the refund waits for the capture; a payment never taken owes nothing. The
+    /// refund settles `SUCCEEDED`, or `FAILED` when the provider refuses (the money is still
+    /// owed: the operator's case); anything unknown is asked again later.
+    async fn refund(&self, event_id: &str, refund_id: &str) -> Result<(), Delivery> {
+        let store = |e: StoreError| Delivery::Store(e);
+        let Some(refund) = self
+            .store
+            .get_refund(event_id, refund_id)
+            .await
+            .map_err(store)?
+        else {
+            return Ok(());
+        };
+        if refund.status != RefundStatus::Pending {
+            return Ok(());
+        }
+        let settle = |settled: RefundSettled| async move {
+            self.store
+                .settle_refund(event_id, refund_id, &settled)
+                .await
+                .map(|_| ())
+                .map_err(Delivery::Store)
+        };
+        let Some(operation) = self
+            .store
+            .payment_operation(&refund.operation_id)
+            .await
+            .map_err(store)?
+        else {
+            return settle(RefundSettled::Failed {
+                provider_ref: None,
+                reason: "the order has no payment to refund".into(),
+            })
+            .await;
+        };
+        if refund.amount_minor == 0 {
+            // The kept fee took it all: nothing to pay back.
+            return settle(RefundSettled::Succeeded { provider_ref: None }).await;
+        }
+        match operation.status {
+            PaymentStatus::Captured => {}
+            PaymentStatus::Authorized => return self.refund_uncaptured(&refund, &operation).await,
+            // Never taken (declined, voided, compensated): nothing is owed.
+            PaymentStatus::Voided | PaymentStatus::Failed => {
+                return settle(RefundSettled::Succeeded { provider_ref: None }).await;
+            }
+            other => {
+                return Err(Delivery::Retry(format!(
+                    "the payment is {}: the refund waits for it",
+                    other.as_str()
+                )));
+            }
+        }
+        let Some(provider_ref) = operation.provider_ref.clone() else {
+            return Err(Delivery::Retry("no provider reference yet".into()));
+        };
+        let request = ProviderRefundRequest {
+            refund_id: refund.refund_id.clone(),
+            order_id: refund.order_id.clone(),
+            provider_ref,
+            amount_minor: refund.amount_minor,
+            currency: refund.currency.clone(),
+            reason: Some(RefundReason::RequestedByCustomer),
+        };
+        crate::crash::point("refund_sent");
+        let answered = self.provider.refund(&request).await;
+        crate::crash::point("refund_answered");
+        match answered {
+            Ok(done) => match done.status {
+                ProviderRefundStatus::Succeeded => {
+                    metrics::counter!("boxoffice_refunds_total", "status" => "SUCCEEDED")
+                        .increment(1);
+                    settle(RefundSettled::Succeeded {
+                        provider_ref: Some(done.provider_refund_ref),
+                    })
+                    .await
+                }
+                ProviderRefundStatus::Pending => Err(Delivery::Retry(format!(
+                    "refund {} pending at the provider",
+                    done.provider_refund_ref
+                ))),
+                ProviderRefundStatus::Failed { reason } => {
+                    metrics::counter!("boxoffice_refunds_total", "status" => "FAILED").increment(1);
+                    settle(RefundSettled::Failed {
+                        provider_ref: Some(done.provider_refund_ref),
+                        reason,
+                    })
+                    .await
+                }
+                ProviderRefundStatus::Canceled => {
+                    metrics::counter!("boxoffice_refunds_total", "status" => "FAILED").increment(1);
+                    settle(RefundSettled::Failed {
+                        provider_ref: Some(done.provider_refund_ref),
+                        reason: "canceled".into(),
+                    })
+                    .await
+                }
+            },
+            Err(ProviderError::Rejected { message, .. }) => {
+                metrics::counter!("boxoffice_refunds_total", "status" => "FAILED").increment(1);
+                settle(RefundSettled::Failed {
+                    provider_ref: None,
+                    reason: message,
+                })
+                .await
+            }
+            Err(error) => Err(Delivery::Retry(format!("refund: {error}"))),
+        }
+    }
+
+    /// A refund of an order whose payment is only authorized: when nothing valid is left of
+    /// the order the authorization is voided (the capture then finds it void and takes
+    /// nothing) and the refund succeeds; otherwise the rest is still to be captured, and the
+    /// refund waits for that capture, then refunds its part.
+    async fn refund_uncaptured(
+        &self,
+        refund: &RefundView,
+        operation: &PaymentOperation,
+    ) -> Result<(), Delivery> {
+        let order = self
+            .store
+            .get_order(&refund.order_id)
+            .await
+            .map_err(Delivery::Store)?;
+        let nothing_left = order
+            .as_ref()
+            .is_some_and(|o| o.tickets.iter().all(|t| t.status == "VOIDED"));
+        if !nothing_left {
+            return Err(Delivery::Retry(
+                "part of the order stays: the refund waits for the capture".into(),
+            ));
+        }
+        let Some(provider_ref) = operation.provider_ref.clone() else {
+            return Err(Delivery::Retry("no provider reference yet".into()));
+        };
+        match self
+            .provider
+            .void(&operation.operation_id, &provider_ref)
+            .await
+        {
+            Ok(payment) if payment.status == boxoffice_payments::ProviderStatus::Voided => {
+                self.store
+                    .settle_payment(&operation.operation_id, &verdict_of(&payment), None, None)
+                    .await
+                    .map_err(Delivery::Store)?;
+                metrics::counter!("boxoffice_refunds_total", "status" => "SUCCEEDED").increment(1);
+                self.store
+                    .settle_refund(
+                        &refund.event_id,
+                        &refund.refund_id,
+                        &RefundSettled::Succeeded {
+                            provider_ref: Some(provider_ref),
+                        },
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(Delivery::Store)
+            }
+            // Captured meanwhile (the capture won the race): refunded on the next delivery.
+            Ok(payment) => Err(Delivery::Retry(format!(
+                "the void found the payment {:?}; refunded once the capture is recorded",
+                payment.status
+            ))),
+            Err(error) => Err(Delivery::Retry(format!("void for a refund: {error}"))),
         }
     }
 

@@ -1374,3 +1374,83 @@ fn the_hold_ttl_follows_the_time_fans_take_to_pay() {
     assert_eq!(engine.rules().hold_ttl_s, 300);
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
+
+/// `a` refunds A-1-1 (sold by `h-old`, ticket `t-1`).
+fn refund(id: &str) -> Command {
+    Command::Refund(RefundRequest {
+        refund_id: format!("rf-{id}"),
+        account_id: "a".into(),
+        hold_id: "h-old".into(),
+        seat_ids: vec!["A-1-1".into()],
+        tier: None,
+        ticket_ids: vec!["t-1".into()],
+    })
+}
+
+#[test]
+fn a_refund_frees_the_seat_for_a_later_hold_of_the_same_group() {
+    let mut engine = engine_with_a_sale(3);
+    assert_eq!(engine.usage("a", NOW), 1);
+    let (decisions, effects) =
+        engine.decide(NOW, &[refund("1"), hold("b", "k", seats(&["A-1-1"]))]);
+    assert_eq!(decisions[0], Decision::Refund(RefundDecision::Refunded));
+    assert!(
+        matches!(decisions[1], Decision::Hold(HoldOutcome::Held(_))),
+        "the freed seat is on sale at once: {decisions:?}"
+    );
+    assert_eq!(
+        engine.usage("a", NOW),
+        0,
+        "a refunded ticket counts no more"
+    );
+    assert!(effects.frees_inventory());
+    let refunds: Vec<_> = effects.refunds().collect();
+    assert_eq!(refunds.len(), 1);
+    assert_eq!(refunds[0].given.hold_id, "h-old");
+    assert_eq!(refunds[0].given.seat_ids, ["A-1-1"]);
+    // The map shows the seat freed, then held by `b`.
+    let map: Vec<_> = effects
+        .map_seats()
+        .iter()
+        .map(|c| (c.seat_id.to_owned(), c.status))
+        .collect();
+    assert_eq!(
+        map,
+        [
+            ("A-1-1".to_owned(), SeatStatus::Available),
+            ("A-1-1".to_owned(), SeatStatus::Held)
+        ]
+    );
+    // Refunded once: a second refund of the seat finds it no longer sold by the hold.
+    let (decisions, _) = engine.decide(NOW, &[refund("2")]);
+    assert_eq!(
+        decisions,
+        [Decision::Refund(RefundDecision::NotSold("A-1-1".into()))]
+    );
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn a_refund_of_an_exchanged_ticket_or_an_unkept_hold_is_refused() {
+    let mut engine = engine_with_a_sale(6);
+    let (decisions, _) = engine.decide(NOW, &[exchange("1", "A-1-6", 1500), refund("1")]);
+    assert!(matches!(
+        decisions[0],
+        Decision::Exchange(ExchangeDecision::Granted { .. })
+    ));
+    assert_eq!(
+        decisions[1],
+        Decision::Refund(RefundDecision::TicketTaken("t-1".into()))
+    );
+    let unkept = Command::Refund(RefundRequest {
+        hold_id: "h-nobody".into(),
+        ticket_ids: vec!["t-other".into()],
+        ..match refund("2") {
+            Command::Refund(request) => request,
+            _ => unreachable!(),
+        }
+    });
+    let (decisions, _) = engine.decide(NOW, &[unkept]);
+    assert_eq!(decisions, [Decision::Refund(RefundDecision::NotKept)]);
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}

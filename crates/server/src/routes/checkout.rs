@@ -101,7 +101,7 @@ pub struct OrderResponse {
     pub order_id: String,
     pub event_id: String,
     pub hold_id: String,
-    /// `REFUNDED` once no valid ticket is left and every refund settled.
+    /// `REFUNDED` once no valid ticket is left and every refund was paid back.
     #[schema(value_type = crate::api::status_names::OrderStatus)]
     pub order_status: String,
     #[schema(value_type = boxoffice_domain::order::PaymentStatus)]
@@ -203,14 +203,14 @@ impl OrderResponse {
 }
 
 /// The order's status as the API shows it: a confirmed order with refunds, no valid ticket
-/// left and every refund settled is `REFUNDED`.
+/// left and every refund paid back is `REFUNDED` (a `FAILED` refund is money still owed).
 fn order_status(order: &OrderView) -> &'static str {
     let refunded = order.status == boxoffice_domain::order::OrderStatus::Confirmed
         && !order.refunds.is_empty()
         && order
             .refunds
             .iter()
-            .all(|r| r.status != RefundStatus::Pending)
+            .all(|r| r.status == RefundStatus::Succeeded)
         && order.tickets.iter().all(|t| t.status == "VOIDED");
     if refunded {
         "REFUNDED"

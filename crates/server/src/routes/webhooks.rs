@@ -51,6 +51,10 @@ pub enum WebhookEventType {
     ExchangeCompleted,
     #[serde(rename = "refund.due")]
     RefundDue,
+    #[serde(rename = "refund.succeeded")]
+    RefundSucceeded,
+    #[serde(rename = "refund.failed")]
+    RefundFailed,
 }
 
 impl WebhookEventType {
@@ -63,6 +67,8 @@ impl WebhookEventType {
             Self::TicketsTransferred => event_type::TICKETS_TRANSFERRED,
             Self::ExchangeCompleted => event_type::EXCHANGE_COMPLETED,
             Self::RefundDue => event_type::REFUND_DUE,
+            Self::RefundSucceeded => event_type::REFUND_SUCCEEDED,
+            Self::RefundFailed => event_type::REFUND_FAILED,
         }
     }
 }
@@ -562,6 +568,8 @@ mod tests {
             TicketsTransferred,
             ExchangeCompleted,
             RefundDue,
+            RefundSucceeded,
+            RefundFailed,
         ]
         .iter()
         .map(|t| t.as_str())

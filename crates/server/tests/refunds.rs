@@ -1,0 +1,526 @@
+//! A fan's refund over HTTP on both backends (issue 37, item 2): a whole order refunded and
+//! its seats sold again, a refund by ticket, replays and key reuse, someone else's order,
+//! the policy and its cutoff, a refund the provider refuses (`FAILED`, money still owed), and
+//! a refund racing a check-in, a transfer offer and an exchange of the same ticket (exactly
+//! one wins, 20 rounds each). Every story ends with every invariant checked.
+
+mod common;
+
+use common::{Backend, TestApp, token};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+stories!(
+    a_whole_order_is_refunded_and_its_seats_sell_again,
+    a_refund_by_ticket_keeps_the_rest_of_the_order,
+    refunds_outside_the_policy_are_refused,
+    a_refund_the_provider_refuses_reads_failed,
+    a_refund_and_a_check_in_of_one_ticket_at_once_one_wins,
+    a_refund_and_a_transfer_offer_of_one_ticket_at_once_one_wins,
+    a_refund_and_an_exchange_of_one_ticket_at_once_one_wins,
+);
+
+/// A policy fans can use now: refunds until an hour before the start, 100 kept per ticket.
+fn policy() -> Value {
+    json!({"refundPolicy": {"fanRefundCutoffSeconds": 3600, "keepFeeMinor": 100}})
+}
+
+async fn refund(
+    app: &TestApp,
+    account: &str,
+    order_id: &str,
+    key: &str,
+    body: Value,
+) -> common::Answer {
+    app.post(
+        &token(account),
+        &format!("/v1/orders/{order_id}/refunds"),
+        Some(key),
+        &body,
+    )
+    .await
+}
+
+fn ids(tickets: &[&Value]) -> Value {
+    json!(
+        tickets
+            .iter()
+            .map(|t| t["ticketId"].clone())
+            .collect::<Vec<_>>()
+    )
+}
+
+async fn check_in(app: &TestApp, ticket: &Value) -> common::Answer {
+    app.post(
+        &app.admin,
+        "/v1/admin/checkin",
+        None,
+        &json!({"code": ticket["code"]}),
+    )
+    .await
+}
+
+/// Whether `account` can hold `seat` now (and releases it at once).
+async fn holdable(app: &TestApp, account: &str, event_id: &str, seat: &str) -> bool {
+    let key = format!("probe-{}", uuid::Uuid::now_v7());
+    let hold = app
+        .hold(account, event_id, &key, json!({"seatIds": [seat]}))
+        .await;
+    if hold.status != StatusCode::CREATED {
+        return false;
+    }
+    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
+    app.delete(&token(account), &format!("/v1/holds/{hold_id}"))
+        .await;
+    true
+}
+
+/// Polls the order until its refund `refund_id` has settled.
+async fn settled(app: &TestApp, account: &str, order_id: &str, refund_id: &str) -> Value {
+    common::order_until(app, account, order_id, |o| {
+        o["refunds"].as_array().is_some_and(|refunds| {
+            refunds
+                .iter()
+                .any(|r| r["refundId"] == refund_id && r["status"] != "PENDING")
+        })
+    })
+    .await
+}
+
+async fn a_whole_order_is_refunded_and_its_seats_sell_again(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(policy()).await;
+    let event = app
+        .get(&token("ann"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
+    assert_eq!(
+        event["refundPolicy"],
+        json!({"fanRefundCutoffSeconds": 3600, "keepFeeMinor": 100})
+    );
+    let (order_id, tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-1-1", "A-1-2"]}),
+    )
+    .await;
+
+    // Someone else's order is not found, to refund or to read.
+    let eve = refund(&app, "eve", &order_id, "r-eve", json!({})).await;
+    assert_eq!(eve.status, StatusCode::NOT_FOUND, "{}", eve.json());
+
+    let asked = refund(&app, "ann", &order_id, "r-1", json!({})).await;
+    assert_eq!(asked.status, StatusCode::ACCEPTED, "{}", asked.json());
+    let r = asked.json();
+    let refund_id = r["refundId"].as_str().unwrap().to_owned();
+    assert_eq!(r["orderId"], json!(order_id));
+    assert_eq!(r["amountMinor"], 1_800, "two seats of 1,000 less 100 each");
+    assert_eq!(r["currency"], "EUR");
+    assert_eq!(r["reason"], "REQUESTED_BY_CUSTOMER");
+    let mut refunded: Vec<Value> = r["ticketIds"].as_array().unwrap().clone();
+    refunded.sort_by_key(|v| v.to_string());
+    let mut all: Vec<Value> = tickets.iter().map(|t| t["ticketId"].clone()).collect();
+    all.sort_by_key(|v| v.to_string());
+    assert_eq!(refunded, all, "no ticketIds: every valid ticket");
+
+    // The same key and body: the same refund, said to be a replay. Another body: refused.
+    let again = refund(&app, "ann", &order_id, "r-1", json!({})).await;
+    assert_eq!(again.status, StatusCode::ACCEPTED);
+    assert_eq!(again.json()["refundId"], json!(refund_id));
+    assert_eq!(
+        again
+            .headers
+            .get("idempotent-replayed")
+            .map(|v| v.to_str().unwrap()),
+        Some("true")
+    );
+    let other = refund(
+        &app,
+        "ann",
+        &order_id,
+        "r-1",
+        json!({"ticketIds": ids(&[&tickets[0]])}),
+    )
+    .await;
+    assert_eq!(other.code(), "IDEMPOTENCY_KEY_REUSED", "{}", other.json());
+    // Nothing valid is left to refund.
+    let twice = refund(&app, "ann", &order_id, "r-2", json!({})).await;
+    assert_eq!(
+        (twice.status, twice.code().as_str()),
+        (StatusCode::CONFLICT, "REFUND_CONFLICT"),
+        "{}",
+        twice.json()
+    );
+
+    // The tickets are void at once; the seats are on sale again.
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    for ticket in order["tickets"].as_array().unwrap() {
+        assert_eq!(ticket["status"], "VOIDED", "{order}");
+        assert_eq!(ticket["voidReason"], "REFUND", "{order}");
+    }
+    let at_door = check_in(&app, &tickets[0]).await;
+    assert_eq!(
+        at_door.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        at_door.json()
+    );
+    assert!(holdable(&app, "bob", &event_id, "A-1-1").await);
+
+    // The relay pays it back: the refund succeeds and the order reads REFUNDED.
+    let order = settled(&app, "ann", &order_id, &refund_id).await;
+    assert_eq!(order["refunds"][0]["status"], "SUCCEEDED", "{order}");
+    assert!(order["refunds"][0]["settledAt"].is_string(), "{order}");
+    assert_eq!(order["refundedMinor"], 1_800, "{order}");
+    let order =
+        common::order_until(&app, "ann", &order_id, |o| o["orderStatus"] == "REFUNDED").await;
+    assert_eq!(order["paymentStatus"], "CAPTURED");
+
+    // The owner and an admin read the refund; anyone else gets 404.
+    let path = format!("/v1/orders/{order_id}/refunds/{refund_id}");
+    let read = app.get(&token("ann"), &path).await;
+    assert_eq!(read.status, StatusCode::OK);
+    assert_eq!(read.json()["status"], "SUCCEEDED");
+    assert_eq!(app.get(&app.admin, &path).await.status, StatusCode::OK);
+    assert_eq!(
+        app.get(&token("eve"), &path).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let unknown = format!("/v1/orders/{order_id}/refunds/{}", uuid::Uuid::now_v7());
+    assert_eq!(
+        app.get(&token("ann"), &unknown).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    // The freed seat is sold again, to bob.
+    let (_, bobs) =
+        common::buy_captured(&app, "bob", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    assert_eq!(bobs[0]["seatId"], "A-1-1");
+    let settled_events = common::outbox_payloads(&app, "refund.succeeded").await;
+    assert_eq!(settled_events.len(), 1, "{settled_events:?}");
+    assert_eq!(settled_events[0]["refundId"], json!(refund_id));
+    app.finish().await;
+}
+
+async fn a_refund_by_ticket_keeps_the_rest_of_the_order(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(policy()).await;
+    let (order_id, tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-2-1", "A-2-2", "A-2-3"]}),
+    )
+    .await;
+    let one = tickets.iter().find(|t| t["seatId"] == "A-2-2").unwrap();
+    let asked = refund(
+        &app,
+        "ann",
+        &order_id,
+        "one",
+        json!({"ticketIds": ids(&[one])}),
+    )
+    .await;
+    assert_eq!(asked.status, StatusCode::ACCEPTED, "{}", asked.json());
+    assert_eq!(asked.json()["amountMinor"], 900);
+    let refund_id = asked.json()["refundId"].as_str().unwrap().to_owned();
+    let order = settled(&app, "ann", &order_id, &refund_id).await;
+    assert_eq!(
+        order["orderStatus"], "CONFIRMED",
+        "two tickets stay: {order}"
+    );
+    assert_eq!(order["refundedMinor"], 900);
+    for ticket in order["tickets"].as_array().unwrap() {
+        let expected = if ticket["seatId"] == "A-2-2" {
+            "VOIDED"
+        } else {
+            "VALID"
+        };
+        assert_eq!(ticket["status"], expected, "{order}");
+    }
+    assert!(holdable(&app, "bob", &event_id, "A-2-2").await);
+    assert!(!holdable(&app, "bob", &event_id, "A-2-1").await);
+    // The same ticket again: it is void.
+    let again = refund(
+        &app,
+        "ann",
+        &order_id,
+        "one-again",
+        json!({"ticketIds": ids(&[one])}),
+    )
+    .await;
+    assert_eq!(again.code(), "REFUND_CONFLICT", "{}", again.json());
+    // A ticket that is not the order's, a repeated one, an empty list: refused as invalid.
+    for (key, body) in [
+        ("bad-1", json!({"ticketIds": ["not-a-ticket"]})),
+        (
+            "bad-2",
+            json!({"ticketIds": [tickets[0]["ticketId"], tickets[0]["ticketId"]]}),
+        ),
+        ("bad-3", json!({"ticketIds": []})),
+        (
+            "bad-4",
+            json!({"ticketIds": ids(&[&tickets[0]]), "extra": 1}),
+        ),
+    ] {
+        let bad = refund(&app, "ann", &order_id, key, body).await;
+        assert_eq!(
+            bad.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{key}: {}",
+            bad.json()
+        );
+    }
+    // The rest is refunded too: REFUNDED once paid back; the hold counts nothing for the limit.
+    let rest = refund(&app, "ann", &order_id, "rest", json!({})).await;
+    assert_eq!(rest.json()["ticketIds"].as_array().unwrap().len(), 2);
+    assert_eq!(rest.json()["amountMinor"], 1_800);
+    let order =
+        common::order_until(&app, "ann", &order_id, |o| o["orderStatus"] == "REFUNDED").await;
+    assert_eq!(order["refundedMinor"], 2_700);
+    // General admission: units go back.
+    let (ga_order, ga_tickets) = common::buy_captured(
+        &app,
+        "cat",
+        &event_id,
+        json!({"tierId": "GA", "quantity": 2}),
+    )
+    .await;
+    let ga = refund(
+        &app,
+        "cat",
+        &ga_order,
+        "ga",
+        json!({"ticketIds": ids(&[&ga_tickets[0]])}),
+    )
+    .await;
+    assert_eq!(ga.status, StatusCode::ACCEPTED, "{}", ga.json());
+    assert_eq!(ga.json()["amountMinor"], 400);
+    let tiers = app
+        .get(&token("cat"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
+    let floor = tiers["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tierId"] == "GA")
+        .unwrap()
+        .clone();
+    if floor["sold"].is_number() {
+        assert_eq!(floor["sold"], 1, "{floor}");
+    }
+    app.finish().await;
+}
+
+async fn refunds_outside_the_policy_are_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    // No policy: fans cannot refund.
+    let plain = app.create_event(json!({})).await;
+    let (order_id, _) =
+        common::buy_captured(&app, "ann", &plain, json!({"seatIds": ["A-1-1"]})).await;
+    let none = refund(&app, "ann", &order_id, "n", json!({})).await;
+    assert_eq!(
+        (none.status, none.code().as_str()),
+        (StatusCode::CONFLICT, "REFUND_NOT_ALLOWED"),
+        "{}",
+        none.json()
+    );
+    // Past the cutoff by the store's clock: the start is a week away, the cutoff two weeks.
+    let starts = time::OffsetDateTime::now_utc() + time::Duration::days(7);
+    let late = app
+        .create_event(json!({
+            "startsAt": starts.format(&time::format_description::well_known::Rfc3339).unwrap(),
+            "refundPolicy": {"fanRefundCutoffSeconds": 14 * 86_400},
+        }))
+        .await;
+    let (order_id, _) =
+        common::buy_captured(&app, "ann", &late, json!({"seatIds": ["A-1-1"]})).await;
+    let closed = refund(&app, "ann", &order_id, "c", json!({})).await;
+    assert_eq!(closed.code(), "REFUND_NOT_ALLOWED", "{}", closed.json());
+    // A checked-in ticket is not refunded; a bad policy is refused at creation.
+    let open = app.create_event(policy()).await;
+    let (order_id, tickets) =
+        common::buy_captured(&app, "ann", &open, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
+    assert_eq!(check_in(&app, &tickets[0]).await.status, StatusCode::OK);
+    let used = refund(
+        &app,
+        "ann",
+        &order_id,
+        "u",
+        json!({"ticketIds": ids(&[&tickets[0]])}),
+    )
+    .await;
+    assert_eq!(used.code(), "REFUND_CONFLICT", "{}", used.json());
+    // Without ticketIds only the valid one goes.
+    let rest = refund(&app, "ann", &order_id, "v", json!({})).await;
+    assert_eq!(rest.status, StatusCode::ACCEPTED, "{}", rest.json());
+    assert_eq!(rest.json()["ticketIds"], ids(&[&tickets[1]]));
+    let key = uuid::Uuid::now_v7().to_string();
+    let bad = app
+        .post(
+            &app.admin,
+            "/v1/admin/events",
+            Some(&key),
+            &json!({
+                "name": "Bad policy", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+                "sections": [{"name": "A", "rows": 1, "seatsPerRow": 1, "priceMinor": 1000}],
+                "refundPolicy": {"fanRefundCutoffSeconds": 3600, "keepFeeMinor": -1},
+            }),
+        )
+        .await;
+    assert_eq!(
+        bad.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.json()
+    );
+    app.finish().await;
+}
+
+async fn a_refund_the_provider_refuses_reads_failed(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(policy()).await;
+    let (order_id, _) =
+        common::buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-3-1"]})).await;
+    app.sim.sim.set_refund_fails(true);
+    let asked = refund(&app, "ann", &order_id, "f", json!({})).await;
+    assert_eq!(asked.status, StatusCode::ACCEPTED, "{}", asked.json());
+    let refund_id = asked.json()["refundId"].as_str().unwrap().to_owned();
+    let order = settled(&app, "ann", &order_id, &refund_id).await;
+    let r = &order["refunds"][0];
+    assert_eq!(r["status"], "FAILED", "{order}");
+    assert!(r["failure"].is_string(), "the operator sees why: {order}");
+    // Money still owed is not shown as refunded.
+    assert_eq!(order["refundedMinor"], 0, "{order}");
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    let failed = common::outbox_payloads(&app, "refund.failed").await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    app.sim.sim.set_refund_fails(false);
+    app.finish().await;
+}
+
+const ROUNDS: usize = 20;
+
+async fn a_refund_and_a_check_in_of_one_ticket_at_once_one_wins(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(policy()).await;
+    let (mut refunds_won, mut check_ins_won) = (0, 0);
+    for round in 0..ROUNDS {
+        let seat = format!("A-{}-{}", round / 10 + 4, round % 10 + 1);
+        let fan = format!("fan-{round}");
+        let (order_id, tickets) =
+            common::buy_captured(&app, &fan, &event_id, json!({"seatIds": [seat]})).await;
+        let refund_key = format!("c{round}");
+        let (refunded, checked) = tokio::join!(
+            refund(&app, &fan, &order_id, &refund_key, json!({})),
+            check_in(&app, &tickets[0]),
+        );
+        let refund_won = refunded.status == StatusCode::ACCEPTED;
+        let check_in_won = checked.status == StatusCode::OK;
+        assert!(
+            refund_won != check_in_won,
+            "exactly one wins: refund {} {}, check-in {} {}",
+            refunded.status,
+            refunded.json(),
+            checked.status,
+            checked.json()
+        );
+        if refund_won {
+            refunds_won += 1;
+            assert!(holdable(&app, "cat", &event_id, &seat).await);
+        } else {
+            check_ins_won += 1;
+            assert_eq!(refunded.code(), "REFUND_CONFLICT", "{}", refunded.json());
+            assert!(!holdable(&app, "cat", &event_id, &seat).await);
+        }
+    }
+    eprintln!("refund won {refunds_won}, check-in won {check_ins_won} of {ROUNDS}");
+    app.finish().await;
+}
+
+async fn a_refund_and_a_transfer_offer_of_one_ticket_at_once_one_wins(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(policy()).await;
+    for round in 0..ROUNDS {
+        let seat = format!("A-{}-{}", round / 10 + 7, round % 10 + 1);
+        let fan = format!("fan-{round}");
+        let (order_id, tickets) =
+            common::buy_captured(&app, &fan, &event_id, json!({"seatIds": [seat]})).await;
+        let ann = token(&fan);
+        let offer_path = format!("/v1/orders/{order_id}/transfers");
+        let offer_body = json!({"ticketIds": ids(&[&tickets[0]]), "toAccountId": "bob"});
+        let offer_key = format!("o{round}");
+        let refund_key = format!("t{round}");
+        let (refunded, offered) = tokio::join!(
+            refund(&app, &fan, &order_id, &refund_key, json!({})),
+            app.post(&ann, &offer_path, Some(&offer_key), &offer_body),
+        );
+        let refund_won = refunded.status == StatusCode::ACCEPTED;
+        let offer_won = offered.status == StatusCode::CREATED;
+        assert!(
+            refund_won != offer_won,
+            "exactly one wins: refund {} {}, offer {} {}",
+            refunded.status,
+            refunded.json(),
+            offered.status,
+            offered.json()
+        );
+        if refund_won {
+            assert_eq!(offered.code(), "TRANSFER_CONFLICT", "{}", offered.json());
+        } else {
+            assert_eq!(refunded.code(), "REFUND_CONFLICT", "{}", refunded.json());
+        }
+    }
+    app.finish().await;
+}
+
+async fn a_refund_and_an_exchange_of_one_ticket_at_once_one_wins(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(policy()).await;
+    for round in 0..ROUNDS {
+        let seat = format!("A-{}-{}", round / 10 + 10, round % 10 + 1);
+        let to_seat = format!("A-{}-{}", round / 10 + 13, round % 10 + 1);
+        let fan = format!("fan-{round}");
+        let (order_id, _) =
+            common::buy_captured(&app, &fan, &event_id, json!({"seatIds": [seat]})).await;
+        let ann = token(&fan);
+        let exchange_path = format!("/v1/orders/{order_id}/exchanges");
+        let exchange_body = json!({"fromSeatIds": [seat], "toSeatIds": [to_seat]});
+        let exchange_key = format!("x{round}");
+        let refund_key = format!("x{round}");
+        let (refunded, exchanged) = tokio::join!(
+            refund(&app, &fan, &order_id, &refund_key, json!({})),
+            app.post(&ann, &exchange_path, Some(&exchange_key), &exchange_body),
+        );
+        let refund_won = refunded.status == StatusCode::ACCEPTED;
+        let exchange_won = exchanged.status == StatusCode::CREATED;
+        assert!(
+            refund_won != exchange_won,
+            "exactly one wins: refund {} {}, exchange {} {}",
+            refunded.status,
+            refunded.json(),
+            exchanged.status,
+            exchanged.json()
+        );
+        if refund_won {
+            assert_eq!(
+                exchanged.code(),
+                "EXCHANGE_CONFLICT",
+                "{}",
+                exchanged.json()
+            );
+            // The old seat is free again, the exchange's target never taken.
+            assert!(holdable(&app, "cat", &event_id, &seat).await);
+            assert!(holdable(&app, "cat", &event_id, &to_seat).await);
+        } else {
+            assert_eq!(refunded.code(), "REFUND_CONFLICT", "{}", refunded.json());
+            assert!(!holdable(&app, "cat", &event_id, &to_seat).await);
+        }
+    }
+    app.finish().await;
+}
