@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Backend, TestApp, token};
+use common::{Backend, TestApp, buy_captured, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -26,32 +26,6 @@ stories!(
     target_purchase_limit_applies,
     bad_exchange_requests_are_refused,
 );
-
-/// Buys `seats` for `account` and waits for the tickets: (order id, ticket per seat).
-async fn buy(app: &TestApp, account: &str, event_id: &str, body: Value) -> (String, Vec<Value>) {
-    let key = format!("hold-{}", uuid::Uuid::now_v7());
-    let hold = app.hold(account, event_id, &key, body).await;
-    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.json());
-    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
-    let n = hold.json()["quantity"]
-        .as_u64()
-        .unwrap_or_else(|| hold.json()["seats"].as_array().unwrap().len() as u64);
-    let paid = app
-        .post(
-            &token(account),
-            &format!("/v1/holds/{hold_id}/checkout"),
-            Some(&format!("pay-{key}")),
-            &json!({"paymentMethodToken": "pm_card_visa"}),
-        )
-        .await;
-    assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
-    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
-    let order = common::order_until(app, account, &order_id, |o| {
-        o["tickets"].as_array().is_some_and(|t| t.len() as u64 == n)
-    })
-    .await;
-    (order_id, order["tickets"].as_array().unwrap().clone())
-}
 
 async fn exchange(
     app: &TestApp,
@@ -115,7 +89,7 @@ async fn holdable(app: &TestApp, account: &str, event_id: &str, seat: &str) -> b
 async fn same_event_exchange_completes_at_once(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -254,7 +228,7 @@ async fn trips_exchange_across_trips_and_classes(backend: Backend) {
 
     // Two business seats on the first trip; one moves to the second trip's standard class:
     // a cheaper class, so it completes at once and records a refund due.
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = buy_captured(
         &app,
         "ann",
         &trip(0),
@@ -340,7 +314,7 @@ async fn trips_exchange_across_trips_and_classes(backend: Backend) {
 async fn a_taken_target_seat_changes_nothing(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -378,7 +352,7 @@ async fn two_exchanges_of_one_ticket_at_once(backend: Backend) {
     // 20 exchanges of one account at once: past its abuse limit, off here.
     let app = TestApp::spawn_unlimited(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, _) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, _) = buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let n = 20;
     let answers = futures::future::join_all((1..=n).map(|i| {
         let app = &app;
@@ -438,7 +412,8 @@ async fn two_exchanges_of_one_ticket_into_two_trips_at_once(backend: Backend) {
     assert_eq!(trips.status, StatusCode::CREATED, "{}", trips.json());
     let list = trips.json()["trips"].as_array().unwrap().clone();
     let trip = |i: usize| list[i]["eventId"].as_str().unwrap().to_owned();
-    let (order_id, tickets) = buy(&app, "ann", &trip(0), json!({"seatIds": ["C1-1-1"]})).await;
+    let (order_id, tickets) =
+        buy_captured(&app, "ann", &trip(0), json!({"seatIds": ["C1-1-1"]})).await;
     let n = 16;
     let answers = futures::future::join_all((0..n).map(|i| {
         let app = &app;
@@ -519,7 +494,7 @@ async fn two_exchanges_of_one_ticket_into_two_trips_at_once(backend: Backend) {
 async fn exchange_races_holds_for_its_target(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, _) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, _) = buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let target = "A-9-9";
     let racers = 100;
     let swap = exchange(
@@ -572,7 +547,7 @@ async fn cutoff_is_judged_by_the_store_clock(backend: Backend) {
         .create_event(json!({"startsAt": starts_at, "exchangeCutoffSeconds": 5}))
         .await;
     let later = app.create_event(json!({})).await;
-    let (order_id, _) = buy(
+    let (order_id, _) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -626,7 +601,8 @@ async fn two_price_event(app: &TestApp, hold_ttl_s: u32) -> String {
 async fn price_increase_declined_keeps_the_old_ticket(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = two_price_event(&app, 300).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, tickets) =
+        buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let old = &tickets[0];
 
     let up = exchange(
@@ -689,7 +665,7 @@ async fn price_increase_declined_keeps_the_old_ticket(backend: Backend) {
 async fn price_increase_paid_swaps_the_tickets(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = two_price_event(&app, 300).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -750,7 +726,8 @@ async fn price_increase_paid_swaps_the_tickets(backend: Backend) {
 async fn lapsed_exchange_gives_the_ticket_back(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = two_price_event(&app, 1).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, tickets) =
+        buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let up = exchange(
         &app,
         "ann",
@@ -812,8 +789,9 @@ async fn target_purchase_limit_applies(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let from = app.create_event(json!({})).await;
     let to = app.create_event(json!({"maxTicketsPerAccount": 2})).await;
-    let (order_id, _) = buy(&app, "ann", &from, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
-    buy(&app, "ann", &to, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, _) =
+        buy_captured(&app, "ann", &from, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
+    buy_captured(&app, "ann", &to, json!({"seatIds": ["A-1-1"]})).await;
     let over = exchange(
         &app,
         "ann",
@@ -833,7 +811,7 @@ async fn target_purchase_limit_applies(backend: Backend) {
     .await;
     assert_eq!(fits.json()["status"], "COMPLETED", "{}", fits.json());
     // Within one event, what is given up makes room: 2 owned, 2 swapped.
-    let (full_id, _) = buy(&app, "bob", &to, json!({"seatIds": ["A-5-1", "A-5-2"]})).await;
+    let (full_id, _) = buy_captured(&app, "bob", &to, json!({"seatIds": ["A-5-1", "A-5-2"]})).await;
     let swap = exchange(
         &app,
         "bob",
@@ -850,7 +828,7 @@ async fn bad_exchange_requests_are_refused(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
     let dollars = app.create_event(json!({"currency": "USD"})).await;
-    let (order_id, _) = buy(
+    let (order_id, _) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -924,7 +902,8 @@ async fn two_nodes_exchange_one_ticket() {
     )
     .await;
     let event_id = a.create_event(json!({})).await;
-    let (order_id, _) = buy(&a, "ann", &event_id, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
+    let (order_id, _) =
+        buy_captured(&a, "ann", &event_id, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
     for round in 0..3 {
         let answers = futures::future::join_all((0..8).map(|i| {
             let node = if i % 2 == 0 { &a } else { &b };
@@ -989,3 +968,4 @@ async fn two_nodes_exchange_one_ticket() {
     b_store.cleanup().await;
     a.finish().await;
 }
+
