@@ -25,6 +25,7 @@ stories!(
     lapsed_exchange_gives_the_ticket_back,
     target_purchase_limit_applies,
     bad_exchange_requests_are_refused,
+    an_exchange_waits_for_the_old_orders_capture,
 );
 
 async fn exchange(
@@ -41,6 +42,23 @@ async fn exchange(
         &body,
     )
     .await
+}
+
+/// The provider's reference (the PaymentIntent id) of an order's payment, read from the store.
+async fn provider_ref_of(app: &TestApp, order_id: &str) -> String {
+    if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT provider_ref FROM payment_operation WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT provider_ref FROM payment_operation WHERE order_id = ?1")
+            .bind(order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    }
 }
 
 async fn check_in(app: &TestApp, ticket: &Value) -> common::Answer {
@@ -969,3 +987,79 @@ async fn two_nodes_exchange_one_ticket() {
     a.finish().await;
 }
 
+/// An exchange needs the old order's payment captured: until then a capture refused for good
+/// can still cancel the order, and the exchange's new tickets would be paid by nothing. The
+/// simulator refuses the relay's captures, so the order is `CONFIRMED` and ticketed but its
+/// payment only `AUTHORIZED`: the exchange is refused and nothing changes. Then the provider
+/// captures it after all (as from its dashboard, under a key of its own: the relay's key
+/// replays its refusal) and its webhook settles the operation `CAPTURED`, long before the
+/// relay's last attempt would compensate the sale; the same exchange then completes.
+async fn an_exchange_waits_for_the_old_orders_capture(backend: Backend) {
+    let config = boxoffice_payments::SimulatorConfig {
+        capture_fails: true,
+        ..Default::default()
+    };
+    let app = TestApp::spawn_with(backend, config).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold = app
+        .hold("ann", &event_id, "h", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.json());
+    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
+    let paid = app
+        .post(
+            &token("ann"),
+            &format!("/v1/holds/{hold_id}/checkout"),
+            Some("pay"),
+            &json!({"paymentMethodToken": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
+    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
+    let order = common::order_until(&app, "ann", &order_id, |o| {
+        o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    assert_eq!(order["paymentStatus"], "AUTHORIZED", "{order}");
+    let old = order["tickets"][0].clone();
+
+    let body = json!({"fromSeatIds": ["A-1-1"], "toSeatIds": ["A-2-1"]});
+    let early = exchange(&app, "ann", &order_id, "early", body.clone()).await;
+    app.sim.sim.set_capture_fails(false);
+    let intent = provider_ref_of(&app, &order_id).await;
+    let captured = app
+        .http
+        .post(format!(
+            "{}/v1/payment_intents/{intent}/capture",
+            app.sim.base_url
+        ))
+        .bearer_auth(boxoffice_payments::simulator::DEFAULT_SECRET_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert!(captured.status().is_success(), "{}", captured.status());
+    assert_eq!(
+        (early.status, early.code().as_str()),
+        (StatusCode::CONFLICT, "EXCHANGE_CONFLICT"),
+        "{}",
+        early.json()
+    );
+    let detail = early.json()["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(detail.contains("not captured"), "{detail}");
+    // Nothing moved: the old ticket is still good, the target seat still free.
+    assert_eq!(ticket_status(&app, "ann", &old).await, "VALID");
+    assert!(holdable(&app, "bob", &event_id, "A-2-1").await);
+
+    let captured =
+        common::order_until(&app, "ann", &order_id, |o| o["paymentStatus"] == "CAPTURED").await;
+    assert_eq!(captured["orderStatus"], "CONFIRMED", "{captured}");
+    let done = exchange(&app, "ann", &order_id, "late", body).await;
+    assert_eq!(done.status, StatusCode::CREATED, "{}", done.json());
+    assert_eq!(done.json()["status"], "COMPLETED");
+    assert_eq!(ticket_status(&app, "ann", &old).await, "VOIDED");
+    app.finish().await;
+}
