@@ -359,13 +359,19 @@ async fn exchange_crash_case(database_url: &str, point: &str) {
     .await
     .unwrap();
     let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    // The ticket, and the payment captured: an exchange needs both.
     let started = Instant::now();
     let old_ticket = loop {
         let order = get(&http, &format!("{base}/v1/orders/{order_id}"), &fan).await;
-        if let Some(ticket) = order["tickets"].get(0) {
+        if let Some(ticket) = order["tickets"].get(0)
+            && order["paymentStatus"] == "CAPTURED"
+        {
             break ticket.clone();
         }
-        assert!(started.elapsed() < Duration::from_secs(CONVERGE_S));
+        assert!(
+            started.elapsed() < Duration::from_secs(CONVERGE_S),
+            "the order never got its ticket and its capture: {order}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     drop(server);

@@ -331,8 +331,11 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         .await
         .expect("checkout body");
     let order_id = paid["orderId"].as_str().expect("orderId").to_owned();
+    // An exchange needs the order's payment captured, not only the order confirmed.
     let order = order_when(&http, &balancer, &fan_token, &order_id, |o| {
-        o["orderStatus"] == "CONFIRMED" && o["tickets"].as_array().is_some_and(|t| !t.is_empty())
+        o["orderStatus"] == "CONFIRMED"
+            && o["paymentStatus"] == "CAPTURED"
+            && o["tickets"].as_array().is_some_and(|t| !t.is_empty())
     })
     .await;
     let from: Vec<Value> = order["tickets"]
@@ -473,8 +476,10 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         .unwrap();
     assert_eq!(read["status"], json!("COMPLETED"), "{read}");
     let floor_order_id = read["newOrderId"].as_str().expect("newOrderId").to_owned();
+    // Its difference captured too, before it is exchanged again.
     order_when(&http, &balancer, &fan_token, &floor_order_id, |o| {
         o["orderStatus"] == "CONFIRMED"
+            && o["paymentStatus"] == "CAPTURED"
             && o["tickets"].as_array().is_some_and(|t| t.len() == to.len())
     })
     .await;

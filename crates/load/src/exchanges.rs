@@ -3,7 +3,8 @@
 //! Setup: one event ("Hot trip") with one section of equal-priced seats, rows of 100, twice
 //! as many seats as owners. Each of N owners (an account each) buys one seat (hold, then
 //! checkout with `pm_card_visa`), [`SETUP_CONCURRENCY`] at once, and the scenario waits until
-//! every order's ticket is issued: only then can an order be exchanged.
+//! every order's ticket is issued and its payment captured: only then can an order be
+//! exchanged.
 //!
 //! Timed phase, the open loop of [`crate::micro`]: request `i` takes a ready ticket (order,
 //! seat, owner) and a free seat when it is due and exchanges one for the other with a fresh
@@ -11,8 +12,9 @@
 //!
 //! - `201 COMPLETED`: the old seat is free again; the new order (`newOrderId`, the target
 //!   seat, the same owner) is ready at once (an exchange that completes issues the new
-//!   ticket in its own transaction). Should an order answer `409 EXCHANGE_CONFLICT` "not
-//!   issued yet", it is counted as `not_ready` and waits [`REQUEUE_AFTER`].
+//!   ticket in its own transaction, its payment settled by the old one's). Should an order
+//!   answer `409 EXCHANGE_CONFLICT` "not issued yet" or "not captured yet", it is counted as
+//!   `not_ready` and waits [`REQUEUE_AFTER`].
 //! - Any other `409`: a refusal, counted by its `code`; ticket and seat go back at once.
 //! - No answer, `5xx`, `429` or `409 IDEMPOTENCY_IN_PROGRESS`: the exchange may or may not
 //!   have happened. Counted as an error, and sent again later as it was (same key, same
@@ -45,7 +47,7 @@ use crate::{SEATS_PER_ROW, section_name};
 pub const ORDERS_MAX: usize = 20_000;
 /// How long after a `not_ready` or unknown outcome the ticket is tried again.
 pub const REQUEUE_AFTER: Duration = Duration::from_secs(1);
-/// Setup waits this long at most for one order's ticket.
+/// Setup waits this long at most for one order's ticket and capture.
 const TICKET_WAIT_MAX: Duration = Duration::from_secs(60);
 const SEAT_PRICE_MINOR: i64 = 5_000;
 
@@ -81,7 +83,7 @@ impl ExchangesScenario {
 pub struct ExchangesReport {
     pub event_id: String,
     pub orders: usize,
-    /// Seconds spent buying the orders and waiting for their tickets.
+    /// Seconds spent buying the orders and waiting for their tickets and captures.
     pub setup_s: f64,
     /// Exchanges offered per second.
     pub rate: f64,
@@ -91,7 +93,8 @@ pub struct ExchangesReport {
     pub completed: u64,
     /// `409` refusals by `code` (`not_ready` and `IDEMPOTENCY_IN_PROGRESS` apart).
     pub conflicts: BTreeMap<String, u64>,
-    /// `409 EXCHANGE_CONFLICT` because the order's tickets were not issued yet.
+    /// `409 EXCHANGE_CONFLICT` because the order's tickets were not issued or its payment
+    /// not captured yet.
     pub not_ready: u64,
     /// Every other answer, transport failures included.
     pub errors: u64,
@@ -352,7 +355,8 @@ impl Pools {
 enum Outcome {
     /// `201 COMPLETED`: the new order's id.
     Completed(String),
-    /// `409 EXCHANGE_CONFLICT`: the order's tickets are not issued yet.
+    /// `409 EXCHANGE_CONFLICT`: the order's tickets are not issued or its payment not
+    /// captured yet.
     NotReady,
     /// Any other `409` with this `code`: nothing changed.
     Refused(String),
@@ -375,7 +379,7 @@ fn classify(status: u16, body: &Value) -> Outcome {
         409 if code == "EXCHANGE_CONFLICT"
             && body["detail"]
                 .as_str()
-                .is_some_and(|d| d.contains("not issued")) =>
+                .is_some_and(|d| d.contains("not issued") || d.contains("not captured")) =>
         {
             Outcome::NotReady
         }
@@ -487,8 +491,9 @@ async fn create_trip(
     }
 }
 
-/// Polls the order until its ticket is issued.
-async fn wait_for_ticket(
+/// Polls the order until its ticket is issued and its payment captured (an exchange needs
+/// both).
+async fn wait_until_exchangeable(
     http: &reqwest::Client,
     base: &str,
     order_id: &str,
@@ -499,14 +504,18 @@ async fn wait_for_ticket(
         let url = format!("{base}/v1/orders/{order_id}");
         let (status, order) = call_json(http.get(url).bearer_auth(fan_token)).await;
         match status {
-            200 if order["tickets"].as_array().is_some_and(|t| !t.is_empty()) => return Ok(()),
+            200 if order["paymentStatus"] == "CAPTURED"
+                && order["tickets"].as_array().is_some_and(|t| !t.is_empty()) =>
+            {
+                return Ok(());
+            }
             // Not yet, overload or a transport hiccup: poll again.
             200 | 0 | 429 | 503 => {}
             _ => bail!("reading order {order_id} answered {status}: {order}"),
         }
         if Instant::now() >= deadline {
             bail!(
-                "order {order_id} has no ticket after {}s: {order}",
+                "order {order_id} has no ticket or no capture after {}s: {order}",
                 TICKET_WAIT_MAX.as_secs()
             );
         }
@@ -514,8 +523,8 @@ async fn wait_for_ticket(
     }
 }
 
-/// Owner `i` buys seat `i` and waits for its ticket, [`SETUP_CONCURRENCY`] owners at once;
-/// prints progress to stderr every second.
+/// Owner `i` buys seat `i` and waits for its ticket and capture, [`SETUP_CONCURRENCY`]
+/// owners at once; prints progress to stderr every second (`ticketed`: both done).
 async fn buy_tickets(
     http: &reqwest::Client,
     base: &str,
@@ -557,7 +566,7 @@ async fn buy_tickets(
         async move {
             let order_id = paying.await?;
             paid.fetch_add(1, Ordering::Relaxed);
-            wait_for_ticket(&http, &base, &order_id, &fan).await?;
+            wait_until_exchangeable(&http, &base, &order_id, &fan).await?;
             ticketed.fetch_add(1, Ordering::Relaxed);
             Ok(Ticket::new(order_id, seat, owner))
         }
@@ -784,6 +793,9 @@ mod tests {
         let not_issued = json!({"code": "EXCHANGE_CONFLICT",
             "detail": "the order's tickets are not issued yet; try again in a moment"});
         assert_eq!(classify(409, &not_issued), Outcome::NotReady);
+        let not_captured = json!({"code": "EXCHANGE_CONFLICT",
+            "detail": "the payment of order o is not captured yet; try again in a moment"});
+        assert_eq!(classify(409, &not_captured), Outcome::NotReady);
         let void = json!({"code": "EXCHANGE_CONFLICT", "detail": "the ticket for S0-1-1 is void"});
         assert_eq!(
             classify(409, &void),

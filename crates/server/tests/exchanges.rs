@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Backend, TestApp, token};
+use common::{Backend, TestApp, buy_captured, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -25,33 +25,8 @@ stories!(
     lapsed_exchange_gives_the_ticket_back,
     target_purchase_limit_applies,
     bad_exchange_requests_are_refused,
+    an_exchange_waits_for_the_old_orders_capture,
 );
-
-/// Buys `seats` for `account` and waits for the tickets: (order id, ticket per seat).
-async fn buy(app: &TestApp, account: &str, event_id: &str, body: Value) -> (String, Vec<Value>) {
-    let key = format!("hold-{}", uuid::Uuid::now_v7());
-    let hold = app.hold(account, event_id, &key, body).await;
-    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.json());
-    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
-    let n = hold.json()["quantity"]
-        .as_u64()
-        .unwrap_or_else(|| hold.json()["seats"].as_array().unwrap().len() as u64);
-    let paid = app
-        .post(
-            &token(account),
-            &format!("/v1/holds/{hold_id}/checkout"),
-            Some(&format!("pay-{key}")),
-            &json!({"paymentMethodToken": "pm_card_visa"}),
-        )
-        .await;
-    assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
-    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
-    let order = common::order_until(app, account, &order_id, |o| {
-        o["tickets"].as_array().is_some_and(|t| t.len() as u64 == n)
-    })
-    .await;
-    (order_id, order["tickets"].as_array().unwrap().clone())
-}
 
 async fn exchange(
     app: &TestApp,
@@ -67,6 +42,23 @@ async fn exchange(
         &body,
     )
     .await
+}
+
+/// The provider's reference (the PaymentIntent id) of an order's payment, read from the store.
+async fn provider_ref_of(app: &TestApp, order_id: &str) -> String {
+    if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT provider_ref FROM payment_operation WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT provider_ref FROM payment_operation WHERE order_id = ?1")
+            .bind(order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    }
 }
 
 async fn check_in(app: &TestApp, ticket: &Value) -> common::Answer {
@@ -115,7 +107,7 @@ async fn holdable(app: &TestApp, account: &str, event_id: &str, seat: &str) -> b
 async fn same_event_exchange_completes_at_once(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -254,7 +246,7 @@ async fn trips_exchange_across_trips_and_classes(backend: Backend) {
 
     // Two business seats on the first trip; one moves to the second trip's standard class:
     // a cheaper class, so it completes at once and records a refund due.
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = buy_captured(
         &app,
         "ann",
         &trip(0),
@@ -340,7 +332,7 @@ async fn trips_exchange_across_trips_and_classes(backend: Backend) {
 async fn a_taken_target_seat_changes_nothing(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -378,7 +370,7 @@ async fn two_exchanges_of_one_ticket_at_once(backend: Backend) {
     // 20 exchanges of one account at once: past its abuse limit, off here.
     let app = TestApp::spawn_unlimited(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, _) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, _) = buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let n = 20;
     let answers = futures::future::join_all((1..=n).map(|i| {
         let app = &app;
@@ -438,7 +430,8 @@ async fn two_exchanges_of_one_ticket_into_two_trips_at_once(backend: Backend) {
     assert_eq!(trips.status, StatusCode::CREATED, "{}", trips.json());
     let list = trips.json()["trips"].as_array().unwrap().clone();
     let trip = |i: usize| list[i]["eventId"].as_str().unwrap().to_owned();
-    let (order_id, tickets) = buy(&app, "ann", &trip(0), json!({"seatIds": ["C1-1-1"]})).await;
+    let (order_id, tickets) =
+        buy_captured(&app, "ann", &trip(0), json!({"seatIds": ["C1-1-1"]})).await;
     let n = 16;
     let answers = futures::future::join_all((0..n).map(|i| {
         let app = &app;
@@ -519,7 +512,7 @@ async fn two_exchanges_of_one_ticket_into_two_trips_at_once(backend: Backend) {
 async fn exchange_races_holds_for_its_target(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, _) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, _) = buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let target = "A-9-9";
     let racers = 100;
     let swap = exchange(
@@ -572,7 +565,7 @@ async fn cutoff_is_judged_by_the_store_clock(backend: Backend) {
         .create_event(json!({"startsAt": starts_at, "exchangeCutoffSeconds": 5}))
         .await;
     let later = app.create_event(json!({})).await;
-    let (order_id, _) = buy(
+    let (order_id, _) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -626,7 +619,8 @@ async fn two_price_event(app: &TestApp, hold_ttl_s: u32) -> String {
 async fn price_increase_declined_keeps_the_old_ticket(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = two_price_event(&app, 300).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, tickets) =
+        buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let old = &tickets[0];
 
     let up = exchange(
@@ -689,7 +683,7 @@ async fn price_increase_declined_keeps_the_old_ticket(backend: Backend) {
 async fn price_increase_paid_swaps_the_tickets(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = two_price_event(&app, 300).await;
-    let (order_id, tickets) = buy(
+    let (order_id, tickets) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -750,7 +744,8 @@ async fn price_increase_paid_swaps_the_tickets(backend: Backend) {
 async fn lapsed_exchange_gives_the_ticket_back(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = two_price_event(&app, 1).await;
-    let (order_id, tickets) = buy(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, tickets) =
+        buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
     let up = exchange(
         &app,
         "ann",
@@ -812,8 +807,9 @@ async fn target_purchase_limit_applies(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let from = app.create_event(json!({})).await;
     let to = app.create_event(json!({"maxTicketsPerAccount": 2})).await;
-    let (order_id, _) = buy(&app, "ann", &from, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
-    buy(&app, "ann", &to, json!({"seatIds": ["A-1-1"]})).await;
+    let (order_id, _) =
+        buy_captured(&app, "ann", &from, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
+    buy_captured(&app, "ann", &to, json!({"seatIds": ["A-1-1"]})).await;
     let over = exchange(
         &app,
         "ann",
@@ -833,7 +829,7 @@ async fn target_purchase_limit_applies(backend: Backend) {
     .await;
     assert_eq!(fits.json()["status"], "COMPLETED", "{}", fits.json());
     // Within one event, what is given up makes room: 2 owned, 2 swapped.
-    let (full_id, _) = buy(&app, "bob", &to, json!({"seatIds": ["A-5-1", "A-5-2"]})).await;
+    let (full_id, _) = buy_captured(&app, "bob", &to, json!({"seatIds": ["A-5-1", "A-5-2"]})).await;
     let swap = exchange(
         &app,
         "bob",
@@ -850,7 +846,7 @@ async fn bad_exchange_requests_are_refused(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let event_id = app.create_event(json!({})).await;
     let dollars = app.create_event(json!({"currency": "USD"})).await;
-    let (order_id, _) = buy(
+    let (order_id, _) = buy_captured(
         &app,
         "ann",
         &event_id,
@@ -924,7 +920,8 @@ async fn two_nodes_exchange_one_ticket() {
     )
     .await;
     let event_id = a.create_event(json!({})).await;
-    let (order_id, _) = buy(&a, "ann", &event_id, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
+    let (order_id, _) =
+        buy_captured(&a, "ann", &event_id, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
     for round in 0..3 {
         let answers = futures::future::join_all((0..8).map(|i| {
             let node = if i % 2 == 0 { &a } else { &b };
@@ -988,4 +985,81 @@ async fn two_nodes_exchange_one_ticket() {
     let b_store = b.stop();
     b_store.cleanup().await;
     a.finish().await;
+}
+
+/// An exchange needs the old order's payment captured: until then a capture refused for good
+/// can still cancel the order, and the exchange's new tickets would be paid by nothing. The
+/// simulator refuses the relay's captures, so the order is `CONFIRMED` and ticketed but its
+/// payment only `AUTHORIZED`: the exchange is refused and nothing changes. Then the provider
+/// captures it after all (as from its dashboard, under a key of its own: the relay's key
+/// replays its refusal) and its webhook settles the operation `CAPTURED`, long before the
+/// relay's last attempt would compensate the sale; the same exchange then completes.
+async fn an_exchange_waits_for_the_old_orders_capture(backend: Backend) {
+    let config = boxoffice_payments::SimulatorConfig {
+        capture_fails: true,
+        ..Default::default()
+    };
+    let app = TestApp::spawn_with(backend, config).await;
+    let event_id = app.create_event(json!({})).await;
+    let hold = app
+        .hold("ann", &event_id, "h", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.json());
+    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
+    let paid = app
+        .post(
+            &token("ann"),
+            &format!("/v1/holds/{hold_id}/checkout"),
+            Some("pay"),
+            &json!({"paymentMethodToken": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
+    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
+    let order = common::order_until(&app, "ann", &order_id, |o| {
+        o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    assert_eq!(order["paymentStatus"], "AUTHORIZED", "{order}");
+    let old = order["tickets"][0].clone();
+
+    let body = json!({"fromSeatIds": ["A-1-1"], "toSeatIds": ["A-2-1"]});
+    let early = exchange(&app, "ann", &order_id, "early", body.clone()).await;
+    app.sim.sim.set_capture_fails(false);
+    let intent = provider_ref_of(&app, &order_id).await;
+    let captured = app
+        .http
+        .post(format!(
+            "{}/v1/payment_intents/{intent}/capture",
+            app.sim.base_url
+        ))
+        .bearer_auth(boxoffice_payments::simulator::DEFAULT_SECRET_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert!(captured.status().is_success(), "{}", captured.status());
+    assert_eq!(
+        (early.status, early.code().as_str()),
+        (StatusCode::CONFLICT, "EXCHANGE_CONFLICT"),
+        "{}",
+        early.json()
+    );
+    let detail = early.json()["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(detail.contains("not captured"), "{detail}");
+    // Nothing moved: the old ticket is still good, the target seat still free.
+    assert_eq!(ticket_status(&app, "ann", &old).await, "VALID");
+    assert!(holdable(&app, "bob", &event_id, "A-2-1").await);
+
+    let captured =
+        common::order_until(&app, "ann", &order_id, |o| o["paymentStatus"] == "CAPTURED").await;
+    assert_eq!(captured["orderStatus"], "CONFIRMED", "{captured}");
+    let done = exchange(&app, "ann", &order_id, "late", body).await;
+    assert_eq!(done.status, StatusCode::CREATED, "{}", done.json());
+    assert_eq!(done.json()["status"], "COMPLETED");
+    assert_eq!(ticket_status(&app, "ann", &old).await, "VOIDED");
+    app.finish().await;
 }

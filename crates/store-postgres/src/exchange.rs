@@ -4,7 +4,9 @@
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_store::engine::mismatch;
-use boxoffice_store::exchange::{ExchangeOut, ExchangeRefused, ExchangeStatus, InFate, LegRow};
+use boxoffice_store::exchange::{
+    ExchangeOut, ExchangeRefused, ExchangeStatus, InFate, LegRow, not_captured,
+};
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{StoreError, StoreResult};
 use sqlx::{Postgres, Row, Transaction};
@@ -98,9 +100,12 @@ impl crate::PgStore {
                 "exchanges of this event closed at {closes_at} (its start minus the exchange cutoff)"
             ))));
         }
-        // Orders, then tickets: the order a compensation locks them in.
-        let order = sqlx::query_as::<_, (String, String, String, String)>(
-            "SELECT status, account_id, event_id, hold_id FROM orders WHERE order_id = $1 FOR UPDATE",
+        // Orders, then tickets: the order a compensation locks them in. The payment's status
+        // too: an order not captured yet can still be compensated, so it is not exchanged.
+        let order = sqlx::query_as::<_, (String, String, String, String, Option<String>)>(
+            "SELECT o.status, o.account_id, o.event_id, o.hold_id, p.status FROM orders o
+               LEFT JOIN payment_operation p ON p.order_id = o.order_id
+              WHERE o.order_id = $1 FOR UPDATE OF o",
         )
         .bind(&out.order_id)
         .fetch_optional(&mut *tx)
@@ -108,7 +113,7 @@ impl crate::PgStore {
         .map_err(classify)?;
         let as_read = order
             .as_ref()
-            .is_some_and(|(status, account, event, hold)| {
+            .is_some_and(|(status, account, event, hold, _)| {
                 status == "CONFIRMED"
                     && *account == out.account_id
                     && *event == out.from_event_id
@@ -119,6 +124,12 @@ impl crate::PgStore {
                 "order {} is no longer CONFIRMED",
                 out.order_id
             ))));
+        }
+        let captured = order
+            .as_ref()
+            .is_some_and(|(.., payment)| payment.as_deref() == Some("CAPTURED"));
+        if !captured {
+            return Ok(Err(not_captured(&out.order_id)));
         }
         let mut ids = out.ticket_ids.clone();
         ids.sort_unstable();

@@ -377,23 +377,29 @@ pub async fn write(
     let d = conn.dialect();
     let (order_ids, ticket_ids) = exchange_rows(&exchanges);
     let mut facts = ExchangeFacts::default();
+    // The old orders with their payment's status: an order not captured yet is refused.
     let orders = query(format!(
-        "SELECT order_id, status, account_id, event_id, hold_id FROM orders
-          WHERE order_id {} ORDER BY order_id {}",
+        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status FROM orders o
+           LEFT JOIN payment_operation p ON p.order_id = o.order_id
+          WHERE o.order_id {} ORDER BY o.order_id {}",
         d.in_list("$1"),
-        d.lock("FOR UPDATE"),
+        d.lock("FOR UPDATE OF o"),
     ))
     .bind(order_ids)
     .fetch_all(conn)
     .await?;
     for row in &orders {
+        let order_id: String = row.get(0)?;
+        if row.get::<Option<String>, _>(5)?.as_deref() == Some("CAPTURED") {
+            facts.captured.insert(order_id.clone());
+        }
         let order = LockedOrder {
             status: row.get(1)?,
             account_id: row.get(2)?,
             event_id: row.get(3)?,
             hold_id: row.get(4)?,
         };
-        facts.orders.insert(row.get(0)?, order);
+        facts.orders.insert(order_id, order);
     }
     let tickets = query(format!(
         "SELECT ticket_id, order_id, status, exchange_id FROM ticket

@@ -138,8 +138,8 @@ impl CommandWrite {
 /// (marked until the difference is paid, or voided), and when nothing is due the old side of
 /// another event freed, the old hold's count of units that left, the new order, its payment
 /// and its tickets, the outbox messages and the stored answer. The order must still be
-/// `CONFIRMED` and every ticket picked still `VALID` and unmarked (locked, then judged): else
-/// the store writes nothing of this exchange and says so
+/// `CONFIRMED` with its payment captured and every ticket picked still `VALID` and unmarked
+/// (locked, then judged): else the store writes nothing of this exchange and says so
 /// ([`GroupCommitted::exchanges_refused`]).
 #[derive(Debug, Clone)]
 pub struct ExchangeWrite {
@@ -176,6 +176,9 @@ pub struct LockedTicket {
 #[derive(Debug, Clone, Default)]
 pub struct ExchangeFacts {
     pub orders: std::collections::BTreeMap<String, LockedOrder>,
+    /// Orders whose payment operation is `CAPTURED` (or settled by an exchange or a
+    /// transfer): until then a capture refused for good can still cancel the order.
+    pub captured: std::collections::BTreeSet<String>,
     pub tickets: std::collections::BTreeMap<String, LockedTicket>,
     /// `(account, endpoint, key)` of the keys already used.
     pub used_keys: std::collections::BTreeSet<(String, String, String)>,
@@ -185,9 +188,10 @@ pub struct ExchangeFacts {
 }
 
 /// The command indexes of the exchanges the store refuses alone, judged in order: a key
-/// already used (or by an earlier exchange of the group), an order no longer `CONFIRMED` or
-/// not the one read (account, event, hold), a ticket no longer `VALID` and unmarked (or
-/// taken by an earlier exchange of the group).
+/// already used (or by an earlier exchange of the group), an order no longer `CONFIRMED`,
+/// not the one read (account, event, hold) or whose payment is not captured, a ticket no
+/// longer `VALID` and unmarked (or taken by an earlier exchange of the group). An exchange
+/// across shards is judged on its old shard when its tickets are marked there.
 pub fn exchanges_refused(
     exchanges: &[(&ExchangeTaken, &ExchangeWrite)],
     mut facts: ExchangeFacts,
@@ -214,7 +218,8 @@ pub fn exchanges_refused(
                     && order.account_id == write.account_id
                     && order.event_id == write.start.from_event.event_id
                     && order.hold_id == write.old_hold_id
-            });
+            })
+            && facts.captured.contains(&write.start.order_id);
         let tickets_ok = write.gone.ticket_ids.iter().all(|ticket_id| {
             facts.tickets.get(ticket_id).is_some_and(|ticket| {
                 ticket.order_id == write.start.order_id
@@ -1439,5 +1444,98 @@ mod tests {
             matches!(other_kind.checkouts(), Err(StoreError::Internal(why)) if why.contains("compensation")),
             "a checkout whose write is a compensation's"
         );
+    }
+
+    /// An exchange of order `o-<index>`'s ticket `t-<index>`, the command at `index`.
+    fn exchange(
+        event: &std::sync::Arc<EventRecord>,
+        index: usize,
+    ) -> (ExchangeTaken, ExchangeWrite) {
+        let taken = ExchangeTaken {
+            index,
+            exchange_id: format!("x-{index}"),
+            hold_id: format!("new-h-{index}"),
+            account_id: "ann".into(),
+            takes: ExchangeTakes::Seats(vec![(format!("A-1-{}", index + 3), 1000)]),
+            sold: true,
+            expires_at: NOW,
+            freed: None,
+        };
+        let start = crate::exchange::ExchangeStart {
+            scope: boxoffice_domain::idempotency::IdempotencyScope {
+                account_id: "ann".into(),
+                endpoint: format!("POST /v1/orders/o-{index}/exchanges"),
+                key: format!("k-{index}"),
+            },
+            request_digest: String::new(),
+            order_id: format!("o-{index}"),
+            from_event: event.clone(),
+            from: crate::exchange::FromSide::Seats(vec![format!("A-1-{}", index + 1)]),
+            to_event: event.clone(),
+            to: crate::exchange::ToSide::Seats(vec![crate::HeldSeat {
+                seat_id: format!("A-1-{}", index + 3),
+                price_minor: 1000,
+            }]),
+            exchange_id: format!("x-{index}"),
+            new_hold_id: format!("new-h-{index}"),
+            new_order_id: format!("new-o-{index}"),
+            operation_id: format!("op-{index}"),
+            new_tickets: Vec::new(),
+            across_shards: false,
+        };
+        let write = ExchangeWrite {
+            start,
+            gone: crate::exchange::Surrender {
+                ticket_ids: vec![format!("t-{index}")],
+                seat_ids: vec![format!("A-1-{}", index + 1)],
+                tier: None,
+                value_minor: 1000,
+            },
+            account_id: "ann".into(),
+            old_hold_id: format!("h-{index}"),
+            record: NewRecord {
+                account_id: "ann".into(),
+                key: format!("k-{index}"),
+                request_digest: String::new(),
+                response: StoredResponse {
+                    status: 201,
+                    body: Vec::new(),
+                },
+            },
+        };
+        (taken, write)
+    }
+
+    #[test]
+    fn an_exchange_of_an_order_not_captured_is_refused_alone() {
+        let event = std::sync::Arc::new(event());
+        let (first, second) = (exchange(&event, 0), exchange(&event, 1));
+        let exchanges = [(&first.0, &first.1), (&second.0, &second.1)];
+        let mut facts = ExchangeFacts::default();
+        for index in 0..2 {
+            facts.orders.insert(
+                format!("o-{index}"),
+                LockedOrder {
+                    status: "CONFIRMED".into(),
+                    account_id: "ann".into(),
+                    event_id: event.event_id.clone(),
+                    hold_id: format!("h-{index}"),
+                },
+            );
+            facts.tickets.insert(
+                format!("t-{index}"),
+                LockedTicket {
+                    order_id: format!("o-{index}"),
+                    status: "VALID".into(),
+                    exchange_id: None,
+                },
+            );
+        }
+        // Order o-1 is confirmed, its payment only authorized: a capture refused for good
+        // could still cancel it.
+        facts.captured.insert("o-0".into());
+        assert_eq!(exchanges_refused(&exchanges, facts.clone()), [1]);
+        facts.captured.insert("o-1".into());
+        assert!(exchanges_refused(&exchanges, facts).is_empty());
     }
 }

@@ -21,7 +21,7 @@
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::idempotency::{IdempotencyScope, StoredResponse};
-use boxoffice_domain::order::OrderStatus;
+use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 
 use crate::checkout::OrderView;
 use boxoffice_domain::engine::ExchangeTakes;
@@ -240,7 +240,19 @@ impl Surrender {
     }
 }
 
-/// Picks the tickets `from` names among the order's `tickets`, or says why it cannot.
+/// The refusal of an exchange of an order whose payment is not captured yet. Until the
+/// capture the sale can still be compensated (a capture refused for good cancels the order):
+/// an exchange before it would leave new tickets paid by nothing, or a refund of money never
+/// taken. Judged by [`surrender`] on the order as read, then again under lock by the group
+/// ([`crate::engine::exchanges_refused`]) or the old shard's mark (across shards).
+pub fn not_captured(order_id: &str) -> ExchangeRefused {
+    ExchangeRefused::Conflict(format!(
+        "the payment of order {order_id} is not captured yet; try again in a moment"
+    ))
+}
+
+/// Picks the tickets `from` names among the order's `tickets`, or says why it cannot: the
+/// order must be `CONFIRMED` with its payment captured.
 pub fn surrender(
     order: &OrderView,
     tickets: &[OwnedTicket],
@@ -252,6 +264,9 @@ pub fn surrender(
             order.order_id,
             order.status.as_str()
         )));
+    }
+    if order.payment_status != PaymentStatus::Captured {
+        return Err(not_captured(&order.order_id));
     }
     let not_issued = || {
         ExchangeRefused::Conflict(
@@ -636,7 +651,6 @@ pub mod topic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use boxoffice_domain::order::PaymentStatus;
     use time::macros::datetime;
 
     fn order() -> OrderView {
@@ -763,5 +777,30 @@ mod tests {
         assert!(matches!(unissued, Err(ExchangeRefused::Conflict(d)) if d.contains("not issued")));
         let foreign = surrender(&order(), &[], &FromSide::Seats(vec!["B-1-1".into()]));
         assert!(matches!(foreign, Err(ExchangeRefused::Conflict(d)) if d.contains("not a seat")));
+    }
+
+    #[test]
+    fn an_order_whose_payment_is_not_captured_yet_conflicts() {
+        let tickets = [ticket("t1", "A-1-1", 1, "VALID", None)];
+        let from = FromSide::Seats(vec!["A-1-1".into()]);
+        for payment_status in [
+            PaymentStatus::Authorizing,
+            PaymentStatus::RequiresAction,
+            PaymentStatus::Authorized,
+            PaymentStatus::Unknown,
+            PaymentStatus::Voided,
+            PaymentStatus::Failed,
+        ] {
+            let order = OrderView {
+                payment_status,
+                ..order()
+            };
+            let refused = surrender(&order, &tickets, &from);
+            assert!(
+                matches!(&refused, Err(ExchangeRefused::Conflict(d)) if d.contains("not captured")),
+                "{payment_status:?}: {refused:?}"
+            );
+        }
+        assert!(surrender(&order(), &tickets, &from).is_ok());
     }
 }

@@ -355,10 +355,11 @@ pub trait Store:
     }
 
     /// An exchange across shards, step one, on the old event's shard (DESIGN §7): in one
-    /// transaction, the order must still be `CONFIRMED` (same account, event and hold), every
-    /// ticket given up still `VALID` and unmarked, and the store's clock before `closes_at`;
-    /// then the tickets are marked with the exchange and its `OUT` row written. Else nothing
-    /// is written and the refusal says why. Only PostgreSQL has shards (SQLite answers an error).
+    /// transaction, the order must still be `CONFIRMED` (same account, event and hold) with
+    /// its payment captured, every ticket given up still `VALID` and unmarked, and the store's
+    /// clock before `closes_at`; then the tickets are marked with the exchange and its `OUT`
+    /// row written. Else nothing is written and the refusal says why. Only PostgreSQL has
+    /// shards (SQLite answers an error).
     async fn mark_exchange_out(
         &self,
         out: &exchange::ExchangeOut,

@@ -400,7 +400,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
     }
 }
 
-/// Exchanges tickets of a confirmed order for other seats, all or nothing.
+/// Exchanges tickets of a confirmed, captured order for other seats, all or nothing.
 #[utoipa::path(
     post, path = "/v1/orders/{orderId}/exchanges", tag = "exchanges",
     params(
@@ -414,7 +414,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "ADMISSION_REQUIRED or ADMISSION_INVALID (target event's waiting room)", body = Problem),
         (status = 404, description = "No such order for this account, or no such target event", body = Problem),
-        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT (a ticket not the order's, checked in, void or being exchanged; the order not confirmed or its payment not captured yet), PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
@@ -481,10 +481,10 @@ pub async fn create_exchange(
     if let Some(seen) = state.lookup.stored_answer(&scope, &digest).await? {
         return Ok(crate::idempotency::answer(seen));
     }
-    // The tickets given up, picked from the order as read; the writer's group writes them
-    // only if they are still as read (and the key is new). A refusal answers what the key
-    // already has, if anything: a retry of an exchange that went through finds its tickets
-    // gone, and gets its first answer.
+    // The tickets given up, picked from the order as read (confirmed, its payment captured);
+    // the writer's group writes them only if they are still as read (and the key is new). A
+    // refusal answers what the key already has, if anything: a retry of an exchange that went
+    // through finds its tickets gone, and gets its first answer.
     let tickets: Vec<OwnedTicket> = order.tickets.iter().map(OwnedTicket::from_view).collect();
     let gone = match surrender(&order, &tickets, &from) {
         Ok(gone) => gone,

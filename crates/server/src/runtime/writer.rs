@@ -2088,7 +2088,7 @@ fn exchange_answer(context: &ExchangeContext, decision: ExchangeDecision, refuse
     let refused_for = |why: ExchangeRefused| Answer::Exchange(ExchangeBegun::Refused(why));
     match decision {
         ExchangeDecision::Granted { .. } if refused => refused_for(ExchangeRefused::Conflict(
-            "the order or its tickets changed while the exchange was decided".into(),
+            "the order (no longer CONFIRMED, or its payment not captured) or its tickets changed while the exchange was decided".into(),
         )),
         ExchangeDecision::Granted { .. } => match context.granted.clone() {
             Some((exchange, order)) => Answer::Exchange(ExchangeBegun::Done {
