@@ -360,6 +360,7 @@ async function main() {
     const opsToken = await devToken('ops-e2e', true);
     const small = await call(opsToken, 'POST', '/v1/admin/events', {
       name: `Club night ${run}`, startsAt: '2030-01-01T20:00:00Z', currency: 'EUR', waitlistOfferTtlSeconds: 300,
+      refundPolicy: { fanRefundCutoffSeconds: 3600, keepFeeMinor: 100 },
       sections: [{ name: 'A', rows: 1, seatsPerRow: 2, priceMinor: 2500 }],
     });
     check(small.status === 201, `small event: ${small.status} ${JSON.stringify(small.data)}`);
@@ -381,6 +382,21 @@ async function main() {
     await waitFor(b, 'B\'s waiting-list order to be confirmed', () =>
       document.querySelector('[data-testid="order-status"]')?.textContent === 'confirmed');
     log('B was offered two seats together from the waiting list and paid');
+
+    // 8b. B refunds one of the two tickets within the event's refund policy.
+    await b.getByTestId('refund-open').first().waitFor({ timeout: T });
+    await b.getByTestId('refund-open').first().click();
+    await b.getByTestId('refund-submit').first().click();
+    await waitFor(b, 'the refund to be answered', () =>
+      /Refund of|could not|not/.test(document.querySelector('[data-testid="refund-submit"]')?.parentElement
+        ?.querySelector('[role="status"]')?.textContent || ''));
+    const refundSaid = await b.getByTestId('refund-submit').first().locator('xpath=..').locator('[role="status"]').textContent();
+    check(/Refund of €24\.00 requested/.test(refundSaid), `B's refund: ${refundSaid}`);
+    await b.reload();
+    await waitFor(b, 'the refunded ticket to show void and the order its refund', () =>
+      [...document.querySelectorAll('[data-testid="ticket-void"]')].some((p) => /Refunded/.test(p.textContent))
+      && /€24\.00/.test(document.querySelector('[data-testid="order-refunds"]')?.textContent || ''));
+    log('B refunded one ticket: it shows void, the order shows the refund');
 
     // 9. The operator's report of the first event: what was sold, its chart, its CSV.
     const sale = await (await fetch(`${BASE}/v1/events/${eventId}`)).json();

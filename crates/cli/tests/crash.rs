@@ -1,8 +1,8 @@
 //! Crash points: the server process is killed with SIGKILL right after each named step of a
-//! purchase (and of an exchange with a price increase), is restarted on the same database with
+//! purchase (and of an exchange with a price increase, and of a fan's refund), is restarted on the same database with
 //! the same payment simulator (a separate `boxoffice paysim` process), and must converge
 //! without an operator: the order confirmed, captured and ticketed exactly once, and
-//! `boxoffice check` clean. Each point runs on PostgreSQL and SQLite, and the purchase points
+//! `boxoffice check` clean (a refund paid back exactly once). Each point runs on PostgreSQL and SQLite, and the purchase points
 //! once more on PostgreSQL with a second node beside the one that dies (it forwards the
 //! checkout to the owner, then takes the event over).
 
@@ -476,6 +476,153 @@ async fn exchange_crash_case(database_url: &str, point: &str) {
     let _ = std::fs::remove_dir_all(format!("{key_path}.crash-node.waitroom"));
 }
 
+/// A fan's refund whose server dies at `point`: after a restart and the client's retry with
+/// the same key, the refund has settled `SUCCEEDED`, the provider made exactly one refund of
+/// the right amount, the seat is free again, and `boxoffice check` is clean.
+async fn refund_crash_case(database_url: &str, point: &str) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let paysim = Paysim::start();
+    let key_path = std::env::temp_dir().join(format!(
+        "boxoffice-crash-key-{}.pem",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let key_path = key_path.to_str().unwrap().to_owned();
+    let (admin, fan) = (token("ops", true), token("ann", false));
+
+    // The event and the purchase, on a server without a crash point.
+    let server = Server::start(database_url, &paysim, &key_path, None);
+    let base = server.base.clone();
+    let (status, event) = post(
+        &http,
+        &format!("{base}/v1/admin/events"),
+        &admin,
+        "ev",
+        &json!({"name": "Crash Refund", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+                "refundPolicy": {"fanRefundCutoffSeconds": 3600, "keepFeeMinor": 100},
+                "sections": [{"name": "A", "rows": 1, "seatsPerRow": 5, "priceMinor": 1000}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap().to_owned();
+    let (_, hold) = post(
+        &http,
+        &format!("{base}/v1/events/{event_id}/holds"),
+        &fan,
+        "hold",
+        &json!({"seatIds": ["A-1-1"]}),
+    )
+    .await
+    .unwrap();
+    let hold_id = hold["holdId"].as_str().unwrap().to_owned();
+    let (_, paid) = post(
+        &http,
+        &format!("{base}/v1/holds/{hold_id}/checkout"),
+        &fan,
+        "pay",
+        &json!({"paymentMethodToken": "pm_card_visa"}),
+    )
+    .await
+    .unwrap();
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    loop {
+        let order = get(&http, &format!("{base}/v1/orders/{order_id}"), &fan).await;
+        if order["tickets"].get(0).is_some() && order["paymentStatus"] == "CAPTURED" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(CONVERGE_S),
+            "the order never got its ticket and its capture: {order}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(server);
+
+    // The refund, against a server that dies at `point`.
+    let refunds_url = |base: &str| format!("{base}/v1/orders/{order_id}/refunds");
+    let mut server = Server::start(database_url, &paysim, &key_path, Some(point));
+    let _ = post(&http, &refunds_url(&server.base), &fan, "rf", &json!({})).await;
+    server.wait_for_crash();
+
+    // Restart; the client retries with the same key.
+    let server = Server::start(database_url, &paysim, &key_path, None);
+    let base = server.base.clone();
+    let (status, refund) = post(&http, &refunds_url(&base), &fan, "rf", &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        status, 202,
+        "{point}: the refund answers after the crash: {refund}"
+    );
+    assert_eq!(refund["amountMinor"], 900, "{point}: {refund}");
+    let started = Instant::now();
+    let order = loop {
+        let order = get(&http, &format!("{base}/v1/orders/{order_id}"), &fan).await;
+        if order["orderStatus"] == "REFUNDED" {
+            break order;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(CONVERGE_S),
+            "{point}: the refund never settled: {order}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        order["refunds"].as_array().unwrap().len(),
+        1,
+        "{point}: {order}"
+    );
+    assert_eq!(
+        order["refunds"][0]["status"], "SUCCEEDED",
+        "{point}: {order}"
+    );
+    // The provider made one refund, of what the policy gives back.
+    let listed: Value = http
+        .get(format!("{}/v1/refunds?limit=100", paysim.base))
+        .bearer_auth(boxoffice_payments::simulator::DEFAULT_SECRET_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let made = listed["data"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        made.len(),
+        1,
+        "{point}: exactly one provider refund: {listed}"
+    );
+    assert_eq!(made[0]["amount"], 900, "{point}: {listed}");
+    // The seat is on sale again.
+    let (status, again) = post(
+        &http,
+        &format!("{base}/v1/events/{event_id}/holds"),
+        &token("bob", false),
+        "bob-hold",
+        &json!({"seatIds": ["A-1-1"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 201, "{point}: the refunded seat is free: {again}");
+    drop(server);
+
+    let check = Command::new(BIN)
+        .args(["check", "--database-url", database_url])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{point}: check fails after convergence: {report}"
+    );
+    let _ = std::fs::remove_file(&key_path);
+    let _ = std::fs::remove_dir_all(format!("{key_path}.crash-node.waitroom"));
+}
+
 async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
     for point in boxoffice_workers::crash::POINTS {
         let (url, cleanup) = database_url();
@@ -485,6 +632,11 @@ async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
     for point in boxoffice_workers::crash::EXCHANGE_POINTS {
         let (url, cleanup) = database_url();
         exchange_crash_case(&url, point).await;
+        cleanup();
+    }
+    for point in boxoffice_workers::crash::REFUND_POINTS {
+        let (url, cleanup) = database_url();
+        refund_crash_case(&url, point).await;
         cleanup();
     }
 }
@@ -522,6 +674,12 @@ async fn postgres_converges_after_every_crash_point() {
         let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
         let url = format!("{base}/{db}");
         exchange_crash_case(&url, point).await;
+        created.push(db);
+    }
+    for point in boxoffice_workers::crash::REFUND_POINTS {
+        let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
+        let url = format!("{base}/{db}");
+        refund_crash_case(&url, point).await;
         created.push(db);
     }
     let admin = sqlx::PgPool::connect(&format!("{base}/postgres"))

@@ -326,6 +326,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_refunds_total",
+        "Fans' refunds recorded (PENDING) and settled by the provider (SUCCEEDED, FAILED), by status",
+    ),
+    (
+        "counter",
+        "boxoffice_writer_refunds_refused_total",
+        "Refunds a writer group's store refused (order, payment or tickets changed)",
+    ),
+    (
+        "counter",
         "boxoffice_writer_expiries_skipped_total",
         "Hold expiries a writer skipped (the hold had already ended)",
     ),

@@ -2302,6 +2302,7 @@
         CONFIRMED: 'Your order is confirmed',
         PENDING_PAYMENT: 'Waiting for your payment',
         CANCELLED: 'Your order was cancelled',
+        REFUNDED: 'Your order was refunded',
       }[order.orderStatus] || order.orderStatus;
       if (heading.textContent !== title) {
         heading.textContent = title;
@@ -2315,7 +2316,10 @@
         h('dt', {}, 'Payment'), h('dd', {}, order.paymentStatus.replace('_', ' ').toLowerCase()),
         h('dt', {}, order.seats.length ? 'Seats' : 'Tickets'),
         h('dd', {}, order.seats.length ? order.seats.map((s) => s.seatId).join(', ') : `${order.quantity} × ${order.tierId}`),
-        h('dt', {}, 'Total'), h('dd', {}, money(order.totalMinor, order.currency))));
+        h('dt', {}, 'Total'), h('dd', {}, money(order.totalMinor, order.currency)),
+        ...((order.refunds || []).length ? [h('dt', {}, 'Refunds'), h('dd', { 'data-testid': 'order-refunds' },
+          order.refunds.map((r) => `${money(r.amountMinor, r.currency)} ${r.status.toLowerCase()}`
+            + (r.failure ? ` (${r.failure}: we still owe you this; contact the organiser)` : '')).join(', '))] : [])));
       if (order.orderStatus === 'CANCELLED') {
         notice.className = 'notice error';
         notice.textContent = 'The payment did not go through, so no tickets were issued and the seats went back on sale.';
@@ -2350,9 +2354,11 @@
           h('span', { class: 'muted' }, t.seatId ? seatLabel(t.seatId)
             : ((event.tiers || []).find((x) => x.tierId === t.tierId) || { name: 'Standing' }).name),
           usable ? qr : h('p', { class: 'notice info', 'data-testid': 'ticket-void' },
-            { VOIDED: 'No longer valid: given to someone else or exchanged.', CHECKED_IN: 'Used at the door.', EXCHANGING: 'Being exchanged.' }[t.status] || t.status),
+            t.voidReason === 'REFUND' ? 'Refunded: no longer valid.'
+              : ({ VOIDED: 'No longer valid: given to someone else or exchanged.', CHECKED_IN: 'Used at the door.', EXCHANGING: 'Being exchanged.' }[t.status] || t.status)),
           h('span', { class: 'code mono', title: t.code }, t.code),
-          usable && order.orderStatus === 'CONFIRMED' ? giveForm(order, t) : null));
+          usable && order.orderStatus === 'CONFIRMED' ? giveForm(order, t) : null,
+          usable && order.orderStatus === 'CONFIRMED' && event.refundPolicy ? refundForm(order, t, event.refundPolicy) : null));
         if (!usable) continue;
         const hint = h('span', { class: 'rotating-hint', 'data-testid': 'rotating-hint' });
         qr.after(hint);
@@ -2369,6 +2375,31 @@
       await scope.sleep(delay);
       delay = Date.now() - started > 60000 ? 5000 : Math.min(delay * 1.2, 2000);
     }
+  }
+
+  /** "Refund": gives one ticket back within the event's refund policy (the server judges the
+   * cutoff by its clock and says so when it has passed). */
+  function refundForm(order, ticket, policy) {
+    const result = h('p', { class: 'hint', role: 'status' });
+    const key = uuid();
+    const fee = policy.keepFeeMinor ? ` less a fee of ${money(policy.keepFeeMinor, order.currency)}` : '';
+    const button = h('button', { class: 'btn small', type: 'button', 'data-testid': 'refund-submit' }, 'Refund this ticket');
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      result.textContent = 'Asking for the refund…';
+      try {
+        const { data } = await api('POST', `/v1/orders/${encodeURIComponent(order.orderId)}/refunds`, {
+          body: { ticketIds: [ticket.ticketId] }, key,
+        });
+        result.textContent = `Refund of ${money(data.amountMinor, data.currency)} requested: this ticket is no longer valid, and the money goes back to your card.`;
+        announce(result.textContent);
+      } catch (e) {
+        button.disabled = false;
+        result.textContent = explain(e);
+      }
+    });
+    return h('details', { class: 'give-box' }, h('summary', { 'data-testid': 'refund-open' }, 'Refund'),
+      h('div', { class: 'stack' }, h('p', { class: 'hint' }, `You get the ticket's price back${fee}.`), button, result));
   }
 
   /** "Give to someone": offers one ticket of the order to another account. */

@@ -29,6 +29,16 @@ pub const EXCHANGE_POINTS: [&str; 5] = [
     "sold_committed",
 ];
 
+/// The points of a fan's refund, in the order they are passed: the group that records it,
+/// the provider asked, the provider's answer, the refund settled (before its outbox message
+/// is marked delivered).
+pub const REFUND_POINTS: [&str; 4] = [
+    "refund_committed",
+    "refund_sent",
+    "refund_answered",
+    "refund_settled",
+];
+
 /// Aborts the process if `BOXOFFICE_CRASH_AT` names `name`.
 pub fn point(name: &str) {
     static TARGET: OnceLock<Option<String>> = OnceLock::new();

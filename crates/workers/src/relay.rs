@@ -513,8 +513,9 @@ impl OutboxRelay {
             self.store
                 .settle_refund(event_id, refund_id, &settled)
                 .await
-                .map(|_| ())
-                .map_err(Delivery::Store)
+                .map_err(Delivery::Store)?;
+            crate::crash::point("refund_settled");
+            Ok(())
         };
         let Some(operation) = self
             .store

@@ -257,6 +257,7 @@ pub async fn create_refund(
     let event_id = order.event_id.clone();
     match state.writers.refund(event, command, write).await? {
         RefundAnswer::Refunded => {
+            boxoffice_workers::crash::point("refund_committed");
             metrics::counter!("boxoffice_refunds_total", "status" => "PENDING").increment(1);
             state.relay.poke();
             let refund = state
