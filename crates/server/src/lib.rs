@@ -270,6 +270,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::transfers::accept_transfer))
         .routes(routes!(routes::refunds::create_refund))
         .routes(routes!(routes::refunds::get_refund))
+        .routes(routes!(routes::refunds::admin_refund))
         .routes(routes!(routes::transfers::decline_transfer))
         .routes(routes!(routes::waitlist::join_waitlist))
         .routes(routes!(
@@ -489,6 +490,8 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
         ("CreateExchangeBody", "toSeatIds"),
         // Ids compared as the strings they are, as JSON Schema compares items.
         ("CreateTransferBody", "ticketIds"),
+        ("CreateRefundBody", "ticketIds"),
+        ("AdminRefundBody", "ticketIds"),
     ] {
         if let Some(property) = schemas[name]["properties"][field].as_object_mut() {
             property.insert("uniqueItems".into(), json!(true));

@@ -127,8 +127,9 @@ fn the_document_names_what_is_left() {
 
 /// The operations whose handlers refuse a request without a key (400
 /// `IDEMPOTENCY_KEY_REQUIRED`, `idempotency::request_key`).
-const KEYED: [&str; 11] = [
+const KEYED: [&str; 13] = [
     "POST /v1/admin/events",
+    "POST /v1/admin/orders/{}/refunds",
     "POST /v1/admin/trips",
     "POST /v1/admin/webhooks",
     "POST /v1/events/{}/holds",
@@ -136,6 +137,7 @@ const KEYED: [&str; 11] = [
     "POST /v1/exchanges/{}/checkout",
     "POST /v1/holds/{}/checkout",
     "POST /v1/orders/{}/exchanges",
+    "POST /v1/orders/{}/refunds",
     "POST /v1/orders/{}/transfers",
     "POST /v1/transfers/{}/accept",
     "POST /v1/transfers/{}/decline",

@@ -18,6 +18,7 @@ stories!(
     a_refund_and_a_check_in_of_one_ticket_at_once_one_wins,
     a_refund_and_a_transfer_offer_of_one_ticket_at_once_one_wins,
     a_refund_and_an_exchange_of_one_ticket_at_once_one_wins,
+    an_organiser_refunds_money_alone_and_chosen_tickets,
 );
 
 /// A policy fans can use now: refunds until an hour before the start, 100 kept per ticket.
@@ -522,5 +523,144 @@ async fn a_refund_and_an_exchange_of_one_ticket_at_once_one_wins(backend: Backen
             assert!(!holdable(&app, "cat", &event_id, &to_seat).await);
         }
     }
+    app.finish().await;
+}
+
+async fn an_organiser_refunds_money_alone_and_chosen_tickets(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    // No refund policy: an organiser refunds all the same.
+    let event_id = app.create_event(json!({})).await;
+    let (order_id, tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-5-1", "A-5-2"]}),
+    )
+    .await;
+    let path = format!("/v1/admin/orders/{order_id}/refunds");
+    // A fan's token is not enough.
+    let fan = app
+        .post(
+            &token("ann"),
+            &path,
+            Some("g0"),
+            &json!({"amountMinor": 100, "reason": "late"}),
+        )
+        .await;
+    assert_eq!(fan.status, StatusCode::FORBIDDEN, "{}", fan.json());
+    // Goodwill: money alone, the tickets stay valid.
+    let goodwill = app
+        .post(
+            &app.admin,
+            &path,
+            Some("g1"),
+            &json!({"amountMinor": 500, "reason": "the show started late"}),
+        )
+        .await;
+    assert_eq!(goodwill.status, StatusCode::ACCEPTED, "{}", goodwill.json());
+    let g = goodwill.json();
+    assert_eq!(g["amountMinor"], 500);
+    assert_eq!(g["ticketIds"], json!([]));
+    assert_eq!(g["reason"], "the show started late");
+    let goodwill_id = g["refundId"].as_str().unwrap().to_owned();
+    let replay = app
+        .post(
+            &app.admin,
+            &path,
+            Some("g1"),
+            &json!({"amountMinor": 500, "reason": "the show started late"}),
+        )
+        .await;
+    assert_eq!(replay.json()["refundId"], json!(goodwill_id));
+    // Never more than paid less refunded: 2,000 paid, 500 back, 1,501 is too much.
+    let too_much = app
+        .post(
+            &app.admin,
+            &path,
+            Some("g2"),
+            &json!({"amountMinor": 1_501, "reason": "x"}),
+        )
+        .await;
+    assert_eq!(
+        (too_much.status, too_much.code().as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION"),
+        "{}",
+        too_much.json()
+    );
+    for (key, body) in [
+        ("b1", json!({"reason": "nothing to refund"})),
+        ("b2", json!({"amountMinor": 100})),
+        ("b3", json!({"amountMinor": 100, "reason": "  "})),
+        (
+            "b4",
+            json!({"ticketIds": ids(&[&tickets[0]]), "releaseSeats": false, "reason": "kept off sale"}),
+        ),
+        ("b5", json!({"amountMinor": 0, "reason": "zero"})),
+    ] {
+        let bad = app.post(&app.admin, &path, Some(key), &body).await;
+        assert_eq!(
+            bad.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{key}: {}",
+            bad.json()
+        );
+    }
+    let order = settled(&app, "ann", &order_id, &goodwill_id).await;
+    assert_eq!(order["refunds"][0]["status"], "SUCCEEDED", "{order}");
+    assert_eq!(order["orderStatus"], "CONFIRMED");
+    assert!(
+        order["tickets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "VALID")
+    );
+    // One chosen ticket, its seat back on sale, for its price by default.
+    let one = tickets.iter().find(|t| t["seatId"] == "A-5-2").unwrap();
+    let chosen = app
+        .post(
+            &app.admin,
+            &path,
+            Some("t1"),
+            &json!({"ticketIds": ids(&[one]), "reason": "seat broken"}),
+        )
+        .await;
+    assert_eq!(chosen.status, StatusCode::ACCEPTED, "{}", chosen.json());
+    assert_eq!(chosen.json()["amountMinor"], 1_000);
+    let chosen_id = chosen.json()["refundId"].as_str().unwrap().to_owned();
+    assert!(holdable(&app, "bob", &event_id, "A-5-2").await);
+    let order = settled(&app, "ann", &order_id, &chosen_id).await;
+    assert_eq!(order["refundedMinor"], 1_500, "{order}");
+    // What is left to give back is 500: the last ticket for its full price is too much.
+    let last = tickets.iter().find(|t| t["seatId"] == "A-5-1").unwrap();
+    let over = app
+        .post(
+            &app.admin,
+            &path,
+            Some("t2"),
+            &json!({"ticketIds": ids(&[last]), "reason": "x"}),
+        )
+        .await;
+    assert_eq!(over.code(), "VALIDATION", "{}", over.json());
+    let rest = app
+        .post(
+            &app.admin,
+            &path,
+            Some("t3"),
+            &json!({"ticketIds": ids(&[last]), "amountMinor": 500, "reason": "the rest"}),
+        )
+        .await;
+    assert_eq!(rest.status, StatusCode::ACCEPTED, "{}", rest.json());
+    let order =
+        common::order_until(&app, "ann", &order_id, |o| o["orderStatus"] == "REFUNDED").await;
+    assert_eq!(order["refundedMinor"], 2_000, "{order}");
+    // The admin reads any order's refund.
+    let read = app
+        .get(
+            &app.admin,
+            &format!("/v1/orders/{order_id}/refunds/{chosen_id}"),
+        )
+        .await;
+    assert_eq!(read.json()["reason"], "seat broken");
     app.finish().await;
 }

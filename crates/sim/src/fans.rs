@@ -720,7 +720,10 @@ impl Sim {
             Decision::Payment(_) => Stage::VerdictSent,
             Decision::Release(_) => Stage::ReleaseSent,
             Decision::Waitlist(_) => Stage::JoinSent,
-            Decision::Compensate(_) | Decision::Exchange(_) | Decision::Transfer(_) => Stage::Done,
+            Decision::Compensate(_)
+            | Decision::Exchange(_)
+            | Decision::Transfer(_)
+            | Decision::Refund(_) => Stage::Done,
         };
         if stage != expected {
             self.violation(
@@ -800,7 +803,10 @@ impl Sim {
                     }
                 }
             }
-            Decision::Compensate(_) | Decision::Exchange(_) | Decision::Transfer(_) => {}
+            Decision::Compensate(_)
+            | Decision::Exchange(_)
+            | Decision::Transfer(_)
+            | Decision::Refund(_) => {}
         }
     }
 

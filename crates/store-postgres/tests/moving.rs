@@ -149,6 +149,7 @@ fn spec() -> EventSpec {
         exchange_cutoff_s: 0,
         transfer_cutoff_s: 0,
         waitlist_offer_ttl_s: 600,
+        refund_policy: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: vec![Section {
             name: "A".into(),

@@ -319,6 +319,8 @@ macro_rules! impl_store {
                     -> Option<::boxoffice_store::refund::RefundView> = refund::get;
                 refund_by_key(event_id: &str, account_id: &str, key: &str)
                     -> Option<(::boxoffice_store::refund::RefundView, String)> = refund::by_key;
+                refund_money(write: &::boxoffice_store::refund::RefundWrite)
+                    -> Result<::boxoffice_store::refund::RefundView, String> = refund::money;
                 settle_refund(event_id: &str, refund_id: &str,
                               settled: &::boxoffice_store::refund::RefundSettled)
                     -> Option<::boxoffice_store::refund::RefundView> = refund::settle;

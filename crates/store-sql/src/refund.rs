@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use boxoffice_domain::OffsetDateTime;
 use boxoffice_store::engine::{GroupWrite, LockedOrder, LockedTicket};
 use boxoffice_store::refund::{
-    RefundFacts, RefundSettled, RefundStatus, RefundView, refunds_refused, requested_message,
-    settled_message, topic,
+    RefundFacts, RefundSettled, RefundStatus, RefundView, RefundWrite, refunds_refused,
+    requested_message, settled_message, topic,
 };
 use boxoffice_store::seatmap::MapChanges;
 use boxoffice_store::{StoreError, StoreResult};
@@ -88,6 +89,116 @@ pub async fn by_key(
     .as_ref()
     .map(|row| Ok((refund_from_row(row)?, row.get("request_digest")?)))
     .transpose()
+}
+
+/// What the refunds of `order_ids` that did not fail give back, per order.
+async fn refunded_of(conn: &mut Conn<'_>, order_ids: &[&str]) -> StoreResult<Vec<(String, i64)>> {
+    let d = conn.dialect();
+    query(format!(
+        "SELECT order_id, CAST(sum(amount_minor) AS bigint) FROM refund
+          WHERE order_id {} AND status <> 'FAILED' GROUP BY order_id",
+        d.in_list("$1"),
+    ))
+    .bind(order_ids.to_vec())
+    .fetch_all(conn)
+    .await?
+    .iter()
+    .map(|row| Ok((row.get(0)?, row.get(1)?)))
+    .collect()
+}
+
+/// Inserts a refund row `PENDING` and its outbox message, at `now`.
+async fn insert_refund(
+    conn: &mut Conn<'_>,
+    write: &RefundWrite,
+    operation_id: &str,
+    now: OffsetDateTime,
+) -> StoreResult<()> {
+    let refund = &write.refund;
+    query(
+        "INSERT INTO refund (event_id, refund_id, order_id, account_id, idempotency_key,
+                             request_digest, operation_id, ticket_ids, amount_minor, currency,
+                             status, reason, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'PENDING', $11, $12)",
+    )
+    .bind(&refund.event_id)
+    .bind(&refund.refund_id)
+    .bind(&refund.order_id)
+    .bind(&refund.account_id)
+    .bind(&write.idempotency_key)
+    .bind(&write.request_digest)
+    .bind(operation_id)
+    .bind(serde_json::json!(refund.ticket_ids))
+    .bind(refund.amount_minor)
+    .bind(&refund.currency)
+    .bind(&refund.reason)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// An organiser's refund of money alone (see `RefundStore::refund_money`).
+pub async fn money(db: &Db, write: &RefundWrite) -> StoreResult<Result<RefundView, String>> {
+    let d = db.dialect();
+    let refund = &write.refund;
+    let mut tx = db.write().await?;
+    let row = query(format!(
+        "SELECT o.status, o.account_id, p.status, p.operation_id, p.amount_minor
+           FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
+          WHERE o.order_id = $1 AND o.event_id = $2 {}",
+        d.lock("FOR UPDATE OF o")
+    ))
+    .bind(&refund.order_id)
+    .bind(&refund.event_id)
+    .fetch_optional(&mut tx.conn())
+    .await?;
+    let Some(row) = row else {
+        return Ok(Err("no such order".into()));
+    };
+    let (status, owner, payment, operation_id, paid): (String, String, String, String, i64) = (
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+    );
+    if status != "CONFIRMED" || owner != write.owner_account_id {
+        return Ok(Err(format!("the order is {status}")));
+    }
+    if !matches!(payment.as_str(), "AUTHORIZED" | "CAPTURED") {
+        return Ok(Err(format!("the order's payment is {payment}")));
+    }
+    let refunded: i64 = refunded_of(&mut tx.conn(), &[refund.order_id.as_str()])
+        .await?
+        .first()
+        .map_or(0, |(_, n)| *n);
+    if refund.amount_minor > paid - refunded {
+        return Ok(Err(format!(
+            "at most {} can still go back (paid {paid}, refunded {refunded})",
+            paid - refunded
+        )));
+    }
+    let now = outbox::store_now(&mut tx.conn()).await?;
+    insert_refund(&mut tx.conn(), write, &operation_id, now).await?;
+    outbox::insert(
+        &mut tx.conn(),
+        &refund.event_id,
+        topic::REFUND_REQUESTED,
+        requested_message(refund),
+        now,
+    )
+    .await?;
+    let view = query(format!(
+        "SELECT {REFUND_COLUMNS} FROM refund WHERE event_id = $1 AND refund_id = $2"
+    ))
+    .bind(&refund.event_id)
+    .bind(&refund.refund_id)
+    .fetch_one(&mut tx.conn())
+    .await?;
+    let view = refund_from_row(&view)?;
+    tx.commit().await?;
+    Ok(Ok(view))
 }
 
 /// A `PENDING` refund settles once, with its webhook message, by the store's clock.
@@ -182,7 +293,7 @@ pub async fn write(
     let mut operations: BTreeMap<String, String> = BTreeMap::new();
     let orders = query(format!(
         "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status,
-                p.operation_id
+                p.operation_id, p.amount_minor
            FROM orders o
            LEFT JOIN payment_operation p ON p.order_id = o.order_id
           WHERE o.order_id {} ORDER BY o.order_id {}",
@@ -196,6 +307,9 @@ pub async fn write(
         let order_id: String = row.get(0)?;
         if let Some(operation_id) = row.get::<Option<String>, _>(6)? {
             operations.insert(order_id.clone(), operation_id);
+        }
+        if let Some(amount) = row.get::<Option<i64>, _>(7)? {
+            facts.refundable.insert(order_id.clone(), amount);
         }
         if matches!(
             row.get::<Option<String>, _>(5)?.as_deref(),
@@ -237,7 +351,7 @@ pub async fn write(
           WHERE order_id {} AND status = 'OFFERED' AND expires_at > $2",
         d.in_list("$1"),
     ))
-    .bind(order_ids)
+    .bind(order_ids.clone())
     .bind(now)
     .fetch_all(conn)
     .await?;
@@ -245,6 +359,11 @@ pub async fn write(
         let ids: Vec<String> = serde_json::from_str(&row.get::<String, _>(0)?)
             .map_err(|e| StoreError::Internal(format!("transfer ticket_ids: {e}")))?;
         facts.offered.extend(ids);
+    }
+    for (order_id, refunded) in refunded_of(conn, &order_ids).await? {
+        if let Some(left) = facts.refundable.get_mut(&order_id) {
+            *left -= refunded;
+        }
     }
     let keys: Vec<&str> = taken
         .iter()
@@ -347,31 +466,11 @@ pub async fn write(
     let mut messages = Vec::with_capacity(accepted.len());
     for (_, write) in &accepted {
         let refund = &write.refund;
-        query(
-            "INSERT INTO refund (event_id, refund_id, order_id, account_id, idempotency_key,
-                                 request_digest, operation_id, ticket_ids, amount_minor, currency,
-                                 status, reason, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'PENDING', $11, $12)",
-        )
-        .bind(event_id)
-        .bind(&refund.refund_id)
-        .bind(&refund.order_id)
-        .bind(&refund.account_id)
-        .bind(&write.idempotency_key)
-        .bind(&write.request_digest)
-        .bind(
-            operations
-                .get(&refund.order_id)
-                .cloned()
-                .unwrap_or_default(),
-        )
-        .bind(serde_json::json!(refund.ticket_ids))
-        .bind(refund.amount_minor)
-        .bind(&refund.currency)
-        .bind(&refund.reason)
-        .bind(now)
-        .execute(conn)
-        .await?;
+        let operation_id = operations
+            .get(&refund.order_id)
+            .cloned()
+            .unwrap_or_default();
+        insert_refund(conn, write, &operation_id, now).await?;
         messages.push((
             event_id,
             topic::REFUND_REQUESTED,

@@ -679,6 +679,7 @@ mod tests {
             cancel_reason: None,
             payment_failure_code: None,
             tickets: Vec::new(),
+            refunds: Vec::new(),
             created_at: datetime!(2026-12-01 10:00 UTC),
             updated_at: datetime!(2026-12-01 10:00 UTC),
         }

@@ -25,7 +25,7 @@ use futures_util::future::join_all;
 use crate::engine::{EngineStore, GroupCommitted, GroupWrite};
 use crate::gate::{CALLS_MIN, CALLS_PER_CONNECTION, Call, CallBound, Slot};
 use crate::lease::{Fence, Lease, LeaseStore, NodeRecord, Taken};
-use crate::refund::{RefundSettled, RefundStore, RefundView};
+use crate::refund::{RefundSettled, RefundStore, RefundView, RefundWrite};
 use crate::report::{ReportRows, ReportStore, TimelineRows};
 use crate::shard::{OUTBOX_ID_SHARDS, Places, REMEMBERED_IDS_MAX};
 use crate::transfer::{
@@ -898,6 +898,11 @@ impl RefundStore for Front {
     ) -> StoreResult<Option<(RefundView, String)>> {
         let via = self.event(Start, event_id).await?;
         via.refund_by_key(event_id, account_id, key).await
+    }
+
+    async fn refund_money(&self, write: &RefundWrite) -> StoreResult<Result<RefundView, String>> {
+        let via = self.event(Start, &write.refund.event_id).await?;
+        via.refund_money(write).await
     }
 
     async fn settle_refund(

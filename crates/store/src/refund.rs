@@ -98,8 +98,10 @@ pub struct RefundWrite {
     /// The request's key and digest (a retry answers the same refund).
     pub idempotency_key: String,
     pub request_digest: String,
-    /// The order's hold, as the route read it.
+    /// The order's hold and owner, as the route read them (the refund's `account_id` is who
+    /// asked: the owner, or an organiser).
     pub hold_id: String,
+    pub owner_account_id: String,
 }
 
 /// What a group's refunds are judged on, locked.
@@ -113,12 +115,16 @@ pub struct RefundFacts {
     pub offered: BTreeSet<String>,
     /// `(account, key)` of the refund keys already used.
     pub used_keys: BTreeSet<(String, String)>,
+    /// What may still go back per order: its payment's amount less its refunds that did not
+    /// fail.
+    pub refundable: BTreeMap<String, i64>,
 }
 
 /// The command indexes of the refunds the store refuses alone, judged in order: the key
 /// already used (or by an earlier refund of the group); the order no longer `CONFIRMED` with
-/// its payment authorized or captured, or not the one read; a ticket no longer `VALID`,
-/// unmarked and offered to nobody (or taken by an earlier refund of the group).
+/// its payment authorized or captured, or not the one read; more than its payment less its
+/// refunds; a ticket no longer `VALID`, unmarked and offered to nobody (or taken by an earlier
+/// refund of the group).
 pub fn refunds_refused(
     refunds: &[(&RefundTaken, &RefundWrite)],
     mut facts: RefundFacts,
@@ -135,10 +141,12 @@ pub fn refunds_refused(
         }
         let order_ok = facts.orders.get(&refund.order_id).is_some_and(|order| {
             order.status == "CONFIRMED"
-                && order.account_id == refund.account_id
+                && order.account_id == write.owner_account_id
                 && order.event_id == refund.event_id
                 && order.hold_id == write.hold_id
         }) && facts.paid.contains(&refund.order_id);
+        let left = facts.refundable.get(&refund.order_id).copied().unwrap_or(0);
+        let amount_ok = refund.amount_minor <= left;
         let tickets_ok = refund.ticket_ids.iter().all(|ticket_id| {
             !facts.offered.contains(ticket_id)
                 && facts.tickets.get(ticket_id).is_some_and(|ticket| {
@@ -147,10 +155,13 @@ pub fn refunds_refused(
                         && ticket.exchange_id.is_none()
                 })
         });
-        if !(order_ok && tickets_ok) {
+        if !(order_ok && amount_ok && tickets_ok) {
             refused.push(taken.index);
             continue;
         }
+        facts
+            .refundable
+            .insert(refund.order_id.clone(), left - refund.amount_minor);
         for ticket_id in &refund.ticket_ids {
             if let Some(ticket) = facts.tickets.get_mut(ticket_id) {
                 ticket.status = "VOIDED".into();
@@ -243,6 +254,12 @@ pub trait RefundStore: Send + Sync {
         account_id: &str,
         key: &str,
     ) -> StoreResult<Option<(RefundView, String)>>;
+
+    /// An organiser's refund of money alone (no ticket voided, nothing freed), in one
+    /// transaction: under the order's lock the order must be `CONFIRMED` and paid (authorized
+    /// or captured) and `write.refund.amount_minor` at most its payment less its refunds that
+    /// did not fail; the refund is written `PENDING` with its outbox message. `Err`: why not.
+    async fn refund_money(&self, write: &RefundWrite) -> StoreResult<Result<RefundView, String>>;
 
     /// A `PENDING` refund settles, once, with its webhook message; the refund as it is after
     /// (already settled: unchanged).

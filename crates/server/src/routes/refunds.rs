@@ -253,6 +253,7 @@ pub async fn create_refund(
         idempotency_key: key.clone(),
         request_digest: digest.clone(),
         hold_id: order.hold_id.clone(),
+        owner_account_id: order.account_id.clone(),
     };
     let event_id = order.event_id.clone();
     match state.writers.refund(event, command, write).await? {
@@ -403,4 +404,237 @@ pub async fn get_refund(
         .filter(|r| r.order_id == order.order_id)
         .ok_or_else(|| ApiError::not_found("refund"))?;
     Ok(axum::Json(RefundResponse::new(&refund)).into_response())
+}
+
+/// `POST /v1/admin/orders/{orderId}/refunds` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdminRefundBody {
+    /// What goes back (at most what the order paid less its refunds); with `ticketIds`, left
+    /// out: the tickets' prices.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100_000_000_000_i64)]
+    pub amount_minor: Option<i64>,
+    /// Tickets of the order to void (1-100, no duplicates); left out: money alone, the
+    /// tickets stay valid.
+    #[serde(default)]
+    #[schema(min_items = 1, max_items = 100, value_type = Option<Vec<TicketIdText>>)]
+    pub ticket_ids: Option<Vec<String>>,
+    /// Whether the voided tickets' seats go back on sale (only `true` is built).
+    #[serde(default = "default_release")]
+    #[schema(default = true)]
+    pub release_seats: bool,
+    /// Why, for the fan and the books (1-500 characters).
+    #[schema(
+        min_length = 1,
+        max_length = 500,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
+    pub reason: String,
+    /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
+    pub idempotency_key: Option<String>,
+}
+
+fn default_release() -> bool {
+    true
+}
+
+/// An organiser's refund of an order: chosen tickets voided (their seats back on sale), or
+/// money alone (a goodwill amount; the tickets stay valid), with a reason.
+#[utoipa::path(
+    post, path = "/v1/admin/orders/{orderId}/refunds", tag = "refunds",
+    params(
+        ("orderId" = String, Path),
+        ("Idempotency-Key" = String, Header, description = "1-255 characters; or body idempotencyKey"),
+    ),
+    request_body = AdminRefundBody,
+    responses(
+        (status = 202, description = "Recorded; the money goes back as the refund settles (or the key's earlier refund, as it stands, with Idempotent-Replayed)", body = RefundResponse),
+        (status = 400, description = "Idempotency key missing", body = Problem),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 403, description = "Not an admin token", body = Problem),
+        (status = 404, description = "No such order", body = Problem),
+        (status = 409, description = "REFUND_CONFLICT (a ticket checked in, being exchanged, offered in a transfer or void; the order not paid yet or cancelled)", body = Problem),
+        (status = 422, description = "VALIDATION (more than the order paid less its refunds, no amountMinor and no ticketIds, releaseSeats false, a ticket not of this order) or IDEMPOTENCY_KEY_REUSED", body = Problem),
+        (status = 429, description = "The store is busy; retry after Retry-After", body = Problem),
+        (status = 503, description = "Store unavailable", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn admin_refund(
+    State(state): State<AppState>,
+    crate::auth::Admin(account): crate::auth::Admin,
+    Path(order_id): Path<String>,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> ApiResult<Response> {
+    let key = request_key(&headers, &body)?;
+    let request = body.parse::<AdminRefundBody>()?;
+    if order_id.is_empty() || order_id.len() > 128 {
+        return Err(ApiError::not_found("order"));
+    }
+    let reason = request.reason.trim();
+    if reason.is_empty() || request.reason.chars().count() > 500 {
+        return Err(ApiError::validation(
+            "reason",
+            "must be 1-500 characters, not only white space",
+        ));
+    }
+    if request.reason.chars().any(char::is_control) {
+        return Err(ApiError::validation(
+            "reason",
+            "must not contain control characters",
+        ));
+    }
+    if !request.release_seats {
+        return Err(ApiError::validation(
+            "releaseSeats",
+            "false is not supported yet: refunded tickets' seats go back on sale",
+        ));
+    }
+    if let Some(ticket_ids) = &request.ticket_ids {
+        check_ticket_ids(ticket_ids)?;
+    }
+    if request.ticket_ids.is_none() && request.amount_minor.is_none() {
+        return Err(ApiError::validation(
+            "amountMinor",
+            "give amountMinor, ticketIds or both",
+        ));
+    }
+    if let Some(amount) = request.amount_minor
+        && !(1..=boxoffice_domain::event::PRICE_MINOR_MAX * 1_000).contains(&amount)
+    {
+        return Err(ApiError::validation(
+            "amountMinor",
+            "must be at least 1 and within the order's payment",
+        ));
+    }
+    let order = state
+        .store
+        .get_order(&order_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("order"))?;
+    let path = format!("/v1/admin/orders/{order_id}/refunds");
+    let digest = request_digest("POST", &path, &body.0);
+    let account_id = account.account_id.as_str();
+    if let Some(answered) = replay(&state, &order, account_id, &key, &digest).await? {
+        return Ok(answered);
+    }
+    let event = state.event(&order.event_id).await?;
+    let now = state.store.now().await?;
+    let too_much = |left: i64| {
+        ApiError::validation(
+            "amountMinor",
+            format!("at most {left} can still go back to this order"),
+        )
+    };
+    let refunded: i64 = order
+        .refunds
+        .iter()
+        .filter(|r| r.status != RefundStatus::Failed)
+        .map(|r| r.amount_minor)
+        .sum();
+    let left = order.total_minor - refunded;
+    let refund_id = uuid::Uuid::now_v7().to_string();
+    let mut refund = RefundView {
+        refund_id: refund_id.clone(),
+        event_id: order.event_id.clone(),
+        order_id: order.order_id.clone(),
+        account_id: account_id.to_owned(),
+        operation_id: String::new(),
+        ticket_ids: Vec::new(),
+        amount_minor: request.amount_minor.unwrap_or(0),
+        currency: order.currency.clone(),
+        status: RefundStatus::Pending,
+        reason: reason.to_owned(),
+        provider_ref: None,
+        last_error: None,
+        created_at: now,
+        settled_at: None,
+    };
+    let Some(named) = request.ticket_ids.as_deref() else {
+        // Money alone: one transaction of the store, no inventory.
+        if refund.amount_minor > left {
+            return Err(too_much(left));
+        }
+        let write = RefundWrite {
+            refund,
+            idempotency_key: key.clone(),
+            request_digest: digest.clone(),
+            hold_id: order.hold_id.clone(),
+            owner_account_id: order.account_id.clone(),
+        };
+        return match state.store.refund_money(&write).await? {
+            Ok(view) => {
+                metrics::counter!("boxoffice_refunds_total", "status" => "PENDING").increment(1);
+                state.relay.poke();
+                Ok(answer(&view, false))
+            }
+            Err(why) => {
+                if let Some(answered) = replay(&state, &order, account_id, &key, &digest).await? {
+                    return Ok(answered);
+                }
+                if why.starts_with("at most") {
+                    Err(ApiError::validation("amountMinor", why))
+                } else {
+                    Err(conflict(why))
+                }
+            }
+        };
+    };
+    let ticket_ids = refundable(&order, Some(named))?;
+    let prices: i64 = ticket_ids
+        .iter()
+        .map(|ticket_id| ticket_price(&order, ticket_id))
+        .sum();
+    refund.amount_minor = request.amount_minor.unwrap_or(prices);
+    if refund.amount_minor > left {
+        return Err(too_much(left));
+    }
+    refund.ticket_ids = ticket_ids.clone();
+    let command = RefundRequest {
+        refund_id: refund_id.clone(),
+        account_id: order.account_id.clone(),
+        hold_id: order.hold_id.clone(),
+        seat_ids: order
+            .tickets
+            .iter()
+            .filter(|t| ticket_ids.contains(&t.ticket_id))
+            .filter_map(|t| t.seat_id.clone())
+            .collect(),
+        tier: order
+            .tier_id
+            .clone()
+            .map(|tier_id| (tier_id, ticket_ids.len() as u32)),
+        ticket_ids,
+    };
+    let write = RefundWrite {
+        refund,
+        idempotency_key: key.clone(),
+        request_digest: digest.clone(),
+        hold_id: order.hold_id.clone(),
+        owner_account_id: order.account_id.clone(),
+    };
+    let event_id = order.event_id.clone();
+    match state.writers.refund(event, command, write).await? {
+        RefundAnswer::Refunded => {
+            metrics::counter!("boxoffice_refunds_total", "status" => "PENDING").increment(1);
+            state.relay.poke();
+            let refund = state
+                .store
+                .get_refund(&event_id, &refund_id)
+                .await?
+                .ok_or_else(ApiError::internal)?;
+            Ok(answer(&refund, false))
+        }
+        RefundAnswer::Conflict(why) => {
+            if let Some(answered) = replay(&state, &order, account_id, &key, &digest).await? {
+                return Ok(answered);
+            }
+            Err(conflict(why))
+        }
+        RefundAnswer::NotKept => Err(conflict("the order is no longer confirmed")),
+    }
 }

@@ -2070,7 +2070,8 @@ fn refund_answer(decision: RefundDecision, refused: bool) -> RefundAnswer {
     match decision {
         RefundDecision::Refunded if refused => RefundAnswer::Conflict(
             "the order or a ticket changed meanwhile (checked in, exchanged, offered in a \
-             transfer or refunded)"
+             transfer or refunded), or the refund is more than the order's payment less its \
+             refunds"
                 .into(),
         ),
         RefundDecision::Refunded => RefundAnswer::Refunded,
