@@ -94,6 +94,21 @@ pub struct Inventory {
     pub exchanges: Vec<ExchangeRecord>,
     /// The event's waiting list.
     pub waitlist: Vec<WaitlistRecord>,
+    /// The event's refunds.
+    pub refunds: Vec<RefundRecord>,
+}
+
+/// A refund as stored, with what its order's payment took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRecord {
+    pub refund_id: String,
+    pub order_id: String,
+    pub ticket_ids: Vec<String>,
+    pub amount_minor: i64,
+    /// `PENDING`, `SUCCEEDED` or `FAILED`.
+    pub status: String,
+    /// The amount of the order's payment operation.
+    pub paid_minor: i64,
 }
 
 /// A waiting-list entry as stored: its status (`WAITING`, `OFFERED`, `PURCHASED`, `LAPSED`,
@@ -593,6 +608,64 @@ impl Inventory {
             }
         }
 
+        // I10 (refunds): a ticket voided by a refund is one its refund names, of the same
+        // order; every ticket a refund names is void by it; an order's refunds that did not
+        // fail give back at most what its payment took.
+        let refunds: BTreeMap<&str, &RefundRecord> = self
+            .refunds
+            .iter()
+            .map(|r| (r.refund_id.as_str(), r))
+            .collect();
+        for ticket in &self.tickets {
+            let Some(rid) = ticket.refund_id.as_deref() else {
+                continue;
+            };
+            let named = refunds.get(rid).is_some_and(|r| {
+                r.order_id == ticket.order_id && r.ticket_ids.contains(&ticket.ticket_id)
+            });
+            if !named || ticket.status != "VOIDED" {
+                fail(
+                    "I10",
+                    format!(
+                        "ticket {} is {} by refund {rid}, which does not name it",
+                        ticket.ticket_id, ticket.status
+                    ),
+                );
+            }
+        }
+        let mut given_back: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        for refund in &self.refunds {
+            for ticket_id in &refund.ticket_ids {
+                let void_by_it = tickets.get(ticket_id.as_str()).is_some_and(|t| {
+                    t.status == "VOIDED"
+                        && t.refund_id.as_deref() == Some(refund.refund_id.as_str())
+                });
+                if !void_by_it {
+                    fail(
+                        "I10",
+                        format!(
+                            "refund {} names ticket {ticket_id}, which it did not void",
+                            refund.refund_id
+                        ),
+                    );
+                }
+            }
+            if refund.status != "FAILED" {
+                let entry = given_back
+                    .entry(refund.order_id.as_str())
+                    .or_insert((0, refund.paid_minor));
+                entry.0 += refund.amount_minor;
+            }
+        }
+        for (order_id, (back, paid)) in given_back {
+            if back > paid {
+                fail(
+                    "I10",
+                    format!("order {order_id}'s refunds give back {back}, its payment took {paid}"),
+                );
+            }
+        }
+
         let mut keys = BTreeSet::new();
         for hold in &self.holds {
             if !keys.insert((hold.account_id.as_str(), hold.idempotency_key.as_str())) {
@@ -718,7 +791,30 @@ mod tests {
             }],
             exchanges: Vec::new(),
             waitlist: Vec::new(),
+            refunds: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_refund_must_name_the_tickets_it_voided_and_stay_within_the_payment() {
+        let mut inventory = sold_inventory();
+        inventory.refunds.push(RefundRecord {
+            refund_id: "r".into(),
+            order_id: "o".into(),
+            ticket_ids: vec!["t".into()],
+            amount_minor: 5_000,
+            status: "PENDING".into(),
+            paid_minor: 1_000,
+        });
+        let found: Vec<String> = inventory
+            .invariants()
+            .into_iter()
+            .filter(|v| v.invariant == "I10")
+            .map(|v| v.detail)
+            .collect();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("which it did not void"), "{found:?}");
+        assert!(found[1].contains("give back 5000"), "{found:?}");
     }
 
     #[test]

@@ -101,6 +101,7 @@ impl Subject {
                 tickets: Vec::new(),
                 exchanges: Vec::new(),
                 waitlist: Vec::new(),
+                refunds: Vec::new(),
             },
             records: BTreeMap::new(),
             next_hold: 0,

@@ -2,7 +2,7 @@
 //! (`boxoffice_domain::inventory`).
 
 use boxoffice_domain::hold::SeatStatus;
-use boxoffice_domain::inventory::{HoldRecord, Inventory, SeatRecord};
+use boxoffice_domain::inventory::{HoldRecord, Inventory, RefundRecord, SeatRecord};
 use boxoffice_store::{
     EXCHANGE_RECORDS_SQL, ORDER_RECORDS_SQL, StoreError, StoreResult, TICKET_RECORDS_SQL,
     WAITLIST_RECORDS_SQL, exchange_record, order_record, ticket_record, waitlist_record,
@@ -143,6 +143,29 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
             )))
         })
         .collect::<StoreResult<Vec<_>>>()?;
+    let refunds = query(
+        "SELECT r.refund_id, r.order_id, CAST(r.ticket_ids AS text), r.amount_minor, r.status,
+                p.amount_minor
+           FROM refund r JOIN payment_operation p ON p.order_id = r.order_id
+          WHERE r.event_id = $1 ORDER BY r.refund_id",
+    )
+    .bind(event_id)
+    .fetch_all(&mut conn)
+    .await?
+    .iter()
+    .map(|row| {
+        let ticket_ids: String = row.get(2)?;
+        Ok(RefundRecord {
+            refund_id: row.get(0)?,
+            order_id: row.get(1)?,
+            ticket_ids: serde_json::from_str(&ticket_ids)
+                .map_err(|e| StoreError::Internal(format!("refund ticket_ids: {e}")))?,
+            amount_minor: row.get(3)?,
+            status: row.get(4)?,
+            paid_minor: row.get(5)?,
+        })
+    })
+    .collect::<StoreResult<Vec<_>>>()?;
     tx.commit().await?;
     Ok(Some(Inventory {
         event_id: event_id.to_owned(),
@@ -155,5 +178,6 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
         tickets,
         exchanges,
         waitlist,
+        refunds,
     }))
 }
