@@ -19,6 +19,7 @@ stories!(
     a_refund_and_a_transfer_offer_of_one_ticket_at_once_one_wins,
     a_refund_and_an_exchange_of_one_ticket_at_once_one_wins,
     an_organiser_refunds_money_alone_and_chosen_tickets,
+    on_localstripe_an_order_is_refunded_in_part_then_in_full,
 );
 
 /// A policy fans can use now: refunds until an hour before the start, 100 kept per ticket.
@@ -662,5 +663,78 @@ async fn an_organiser_refunds_money_alone_and_chosen_tickets(backend: Backend) {
         )
         .await;
     assert_eq!(read.json()["reason"], "seat broken");
+    app.finish().await;
+}
+
+/// The provider reference of an order's payment, as stored.
+async fn provider_ref_of(app: &TestApp, order_id: &str) -> String {
+    let sql = "SELECT provider_ref FROM payment_operation WHERE order_id = ";
+    if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{sql}$1")))
+            .bind(order_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("{sql}?1")))
+            .bind(order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    }
+}
+
+/// `serve --payments stripe` against localstripe: a captured order refunded one ticket, then
+/// the rest; both refunds are in localstripe, of the amounts the policy gives back.
+async fn on_localstripe_an_order_is_refunded_in_part_then_in_full(backend: Backend) {
+    let app = TestApp::spawn_counted(backend, common::Payments::LocalStripe).await;
+    let event_id = app.create_event(policy()).await;
+    let (order_id, tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-6-1", "A-6-2"]}),
+    )
+    .await;
+    let part = refund(
+        &app,
+        "ann",
+        &order_id,
+        "part",
+        json!({"ticketIds": ids(&[&tickets[0]])}),
+    )
+    .await;
+    assert_eq!(part.status, StatusCode::ACCEPTED, "{}", part.json());
+    let part_id = part.json()["refundId"].as_str().unwrap().to_owned();
+    let order = settled(&app, "ann", &order_id, &part_id).await;
+    assert_eq!(order["refunds"][0]["status"], "SUCCEEDED", "{order}");
+    let full = refund(&app, "ann", &order_id, "rest", json!({})).await;
+    assert_eq!(full.status, StatusCode::ACCEPTED, "{}", full.json());
+    let order =
+        common::order_until(&app, "ann", &order_id, |o| o["orderStatus"] == "REFUNDED").await;
+    assert_eq!(order["refundedMinor"], 1_800, "{order}");
+    let stripe = app.localstripe.as_ref().expect("localstripe");
+    let pi = provider_ref_of(&app, &order_id).await;
+    let listed: Value = app
+        .http
+        .get(format!(
+            "{}/v1/refunds?payment_intent={pi}",
+            stripe.base_url
+        ))
+        .bearer_auth(boxoffice_payments::localstripe::SECRET_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut amounts: Vec<i64> = listed["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|r| r["amount"].as_i64().unwrap())
+        .collect();
+    amounts.sort_unstable();
+    assert_eq!(amounts, [900, 900], "{listed}");
     app.finish().await;
 }
