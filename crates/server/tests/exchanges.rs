@@ -281,6 +281,18 @@ async fn trips_exchange_across_trips_and_classes(backend: Backend) {
     assert_eq!(refunds[0]["orderId"], x["order"]["orderId"]);
     assert_eq!(refunds[0]["amountMinor"], 2000);
     assert_eq!(refunds[0]["currency"], "EUR");
+    // The relay pays it back: the old order shows a refund of the difference, once.
+    let old = common::order_until(&app, "ann", &order_id, |o| {
+        o["refunds"]
+            .as_array()
+            .is_some_and(|r| r.len() == 1 && r[0]["status"] == "SUCCEEDED")
+    })
+    .await;
+    assert_eq!(old["refunds"][0]["amountMinor"], 2000, "{old}");
+    assert_eq!(old["refunds"][0]["reason"], "EXCHANGE_DIFFERENCE");
+    assert_eq!(old["refunds"][0]["ticketIds"], json!([]));
+    assert_eq!(old["refundedMinor"], 2000);
+    assert_eq!(old["orderStatus"], "CONFIRMED", "one ticket is still valid");
 
     // Inventory moved per trip and per class, nowhere else.
     let counts = |event: Value, tier: &str| {

@@ -321,6 +321,8 @@ macro_rules! impl_store {
                     -> Option<(::boxoffice_store::refund::RefundView, String)> = refund::by_key;
                 refund_money(write: &::boxoffice_store::refund::RefundWrite)
                     -> Result<::boxoffice_store::refund::RefundView, String> = refund::money;
+                record_refund_due(write: &::boxoffice_store::refund::RefundWrite)
+                    -> Result<::boxoffice_store::refund::RefundView, String> = refund::due;
                 settle_refund(event_id: &str, refund_id: &str,
                               settled: &::boxoffice_store::refund::RefundSettled)
                     -> Option<::boxoffice_store::refund::RefundView> = refund::settle;

@@ -140,9 +140,38 @@ async fn insert_refund(
 
 /// An organiser's refund of money alone (see `RefundStore::refund_money`).
 pub async fn money(db: &Db, write: &RefundWrite) -> StoreResult<Result<RefundView, String>> {
+    record_alone(db, write, false).await
+}
+
+/// Money owed back recorded as a refund (see `RefundStore::record_refund_due`).
+pub async fn due(db: &Db, write: &RefundWrite) -> StoreResult<Result<RefundView, String>> {
+    record_alone(db, write, true).await
+}
+
+/// A refund with no ticket, in one transaction: the key's refund when it has one (`owed`:
+/// money taken for an order that kept nothing, in any status), else the order locked,
+/// confirmed unless `owed`, its payment authorized or captured (captured when `owed`), the
+/// amount within what it took less its refunds; written `PENDING` with its outbox message.
+async fn record_alone(
+    db: &Db,
+    write: &RefundWrite,
+    owed: bool,
+) -> StoreResult<Result<RefundView, String>> {
     let d = db.dialect();
     let refund = &write.refund;
     let mut tx = db.write().await?;
+    if owed {
+        let earlier = query(format!(
+            "SELECT {REFUND_COLUMNS} FROM refund WHERE account_id = $1 AND idempotency_key = $2"
+        ))
+        .bind(&refund.account_id)
+        .bind(&write.idempotency_key)
+        .fetch_optional(&mut tx.conn())
+        .await?;
+        if let Some(row) = earlier {
+            return Ok(Ok(refund_from_row(&row)?));
+        }
+    }
     let row = query(format!(
         "SELECT o.status, o.account_id, p.status, p.operation_id, p.amount_minor
            FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
@@ -163,8 +192,13 @@ pub async fn money(db: &Db, write: &RefundWrite) -> StoreResult<Result<RefundVie
         row.get(3)?,
         row.get(4)?,
     );
-    if status != "CONFIRMED" || owner != write.owner_account_id {
+    if owner != write.owner_account_id || (!owed && status != "CONFIRMED") {
         return Ok(Err(format!("the order is {status}")));
+    }
+    if owed && payment != "CAPTURED" {
+        return Ok(Err(format!(
+            "the order's payment is {payment}: nothing was taken"
+        )));
     }
     if !matches!(payment.as_str(), "AUTHORIZED" | "CAPTURED") {
         return Ok(Err(format!("the order's payment is {payment}")));

@@ -905,6 +905,14 @@ impl RefundStore for Front {
         via.refund_money(write).await
     }
 
+    async fn record_refund_due(
+        &self,
+        write: &RefundWrite,
+    ) -> StoreResult<Result<RefundView, String>> {
+        let via = self.event(Pass, &write.refund.event_id).await?;
+        via.record_refund_due(write).await
+    }
+
     async fn settle_refund(
         &self,
         event_id: &str,

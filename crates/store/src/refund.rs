@@ -36,8 +36,11 @@ pub mod topic {
 /// At most this many tickets in one refund (an order has at most this many).
 pub const TICKETS_PER_REFUND_MAX: usize = 100;
 
-/// Why a fan's refund was asked for, as the provider is told.
+/// Why a fan's refund was asked for.
 pub const REASON_REQUESTED_BY_CUSTOMER: &str = "REQUESTED_BY_CUSTOMER";
+/// Why a refund of money owed back was made when its message gives no reason (a cheaper
+/// exchange's difference).
+pub const REASON_EXCHANGE_DIFFERENCE: &str = "EXCHANGE_DIFFERENCE";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefundStatus {
@@ -260,6 +263,16 @@ pub trait RefundStore: Send + Sync {
     /// or captured) and `write.refund.amount_minor` at most its payment less its refunds that
     /// did not fail; the refund is written `PENDING` with its outbox message. `Err`: why not.
     async fn refund_money(&self, write: &RefundWrite) -> StoreResult<Result<RefundView, String>>;
+
+    /// Money owed back (a `refund.due` message: a cheaper exchange's difference, a capture
+    /// of an order that kept nothing) recorded as a refund with no ticket, once per
+    /// `write.idempotency_key`: the key's refund when it has one; else under the order's lock,
+    /// in any status, its payment captured and the amount within what it took less its
+    /// refunds; written `PENDING` with its outbox message. `Err`: why not.
+    async fn record_refund_due(
+        &self,
+        write: &RefundWrite,
+    ) -> StoreResult<Result<RefundView, String>>;
 
     /// A `PENDING` refund settles, once, with its webhook message; the refund as it is after
     /// (already settled: unchanged).

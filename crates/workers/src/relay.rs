@@ -23,7 +23,10 @@ use boxoffice_payments::{
 use boxoffice_store::checkout::{
     OutboxMessage, PaymentOperation, ProviderVerdict, TicketDraft, topic,
 };
-use boxoffice_store::refund::{RefundSettled, RefundStatus, RefundView, topic as refund_topic};
+use boxoffice_store::refund::{
+    REASON_EXCHANGE_DIFFERENCE, RefundSettled, RefundStatus, RefundView, RefundWrite,
+    topic as refund_topic,
+};
 use boxoffice_store::webhook::WebhookEvent;
 use boxoffice_store::{Store, StoreError};
 use boxoffice_tickets::{TicketClaims, TicketSigner};
@@ -268,6 +271,13 @@ impl OutboxRelay {
             topic::PAYMENT_VOID => self.void(&field("operationId")).await,
             refund_topic::REFUND_REQUESTED => {
                 self.refund(&field("eventId"), &field("refundId")).await
+            }
+            topic::REFUND_DUE => {
+                self.refund_due(message, &payload).await?;
+                match &self.listener {
+                    Some(listener) => listener.delivered(message).await.map_err(Delivery::Retry),
+                    None => Ok(()),
+                }
             }
             topic::TICKETS_ISSUE => self
                 .issue_tickets(std::slice::from_ref(message))
@@ -603,6 +613,71 @@ impl OutboxRelay {
                 .await
             }
             Err(error) => Err(Delivery::Retry(format!("refund: {error}"))),
+        }
+    }
+
+    /// Money owed back (`refund.due`: a cheaper exchange's difference, or a capture of an
+    /// order that kept nothing) is recorded as a refund of the order, once per exchange or
+    /// payment operation (its idempotency key), and paid like any refund. One the store will
+    /// not record (more than the payment took, nothing captured) is logged and left: the
+    /// webhook still tells integrators.
+    async fn refund_due(
+        &self,
+        message: &OutboxMessage,
+        payload: &serde_json::Value,
+    ) -> Result<(), Delivery> {
+        let text = |name: &str| payload[name].as_str().map(str::to_owned);
+        let (Some(order_id), Some(amount)) = (text("orderId"), payload["amountMinor"].as_i64())
+        else {
+            tracing::warn!(id = message.id, payload = %message.payload, "refund.due without an order or amount");
+            return Ok(());
+        };
+        let owed_for = text("exchangeId")
+            .map(|id| format!("exchange:{id}"))
+            .or_else(|| text("operationId").map(|id| format!("operation:{id}")))
+            .unwrap_or_else(|| format!("message:{}", message.id));
+        let Some(order) = self
+            .store
+            .get_order(&order_id)
+            .await
+            .map_err(Delivery::Store)?
+        else {
+            return Ok(());
+        };
+        let now = self.store.now().await.map_err(Delivery::Store)?;
+        let write = RefundWrite {
+            refund: RefundView {
+                refund_id: uuid::Uuid::now_v7().to_string(),
+                event_id: order.event_id.clone(),
+                order_id: order.order_id.clone(),
+                account_id: order.account_id.clone(),
+                operation_id: String::new(),
+                ticket_ids: Vec::new(),
+                amount_minor: amount,
+                currency: text("currency").unwrap_or_else(|| order.currency.clone()),
+                status: RefundStatus::Pending,
+                reason: text("reason").unwrap_or_else(|| REASON_EXCHANGE_DIFFERENCE.into()),
+                provider_ref: None,
+                last_error: None,
+                created_at: now,
+                settled_at: None,
+            },
+            idempotency_key: format!("refund.due:{owed_for}"),
+            request_digest: String::new(),
+            hold_id: order.hold_id.clone(),
+            owner_account_id: order.account_id.clone(),
+        };
+        match self
+            .store
+            .record_refund_due(&write)
+            .await
+            .map_err(Delivery::Store)?
+        {
+            Ok(refund) => self.refund(&refund.event_id, &refund.refund_id).await,
+            Err(why) => {
+                tracing::warn!(id = message.id, %order_id, %why, "refund.due not recorded as a refund");
+                Ok(())
+            }
         }
     }
 

@@ -202,8 +202,9 @@ impl OrderResponse {
     }
 }
 
-/// The order's status as the API shows it: a confirmed order with refunds, no valid ticket
-/// left and every refund paid back is `REFUNDED` (a `FAILED` refund is money still owed).
+/// The order's status as the API shows it: a confirmed order whose every ticket a refund
+/// voided and whose every refund was paid back is `REFUNDED` (a `FAILED` refund is money
+/// still owed; an order exchanged away stays `CONFIRMED`, its difference refunded or not).
 fn order_status(order: &OrderView) -> &'static str {
     let refunded = order.status == boxoffice_domain::order::OrderStatus::Confirmed
         && !order.refunds.is_empty()
@@ -211,7 +212,10 @@ fn order_status(order: &OrderView) -> &'static str {
             .refunds
             .iter()
             .all(|r| r.status == RefundStatus::Succeeded)
-        && order.tickets.iter().all(|t| t.status == "VOIDED");
+        && order
+            .tickets
+            .iter()
+            .all(|t| t.status == "VOIDED" && t.refund_id.is_some());
     if refunded {
         "REFUNDED"
     } else {
