@@ -398,6 +398,21 @@ async function main() {
       && /€24\.00/.test(document.querySelector('[data-testid="order-refunds"]')?.textContent || ''));
     log('B refunded one ticket: it shows void, the order shows the refund');
 
+    // 8c. The operator refunds B's other ticket from the admin page, with a reason.
+    const bOrderId = decodeURIComponent(b.url().split('#/orders/')[1]);
+    const bOrder = await call(await devToken(`fan-b-${run}`), 'GET', `/v1/orders/${bOrderId}`);
+    const kept = bOrder.data.tickets.find((t) => t.status === 'VALID');
+    check(kept, `B keeps one valid ticket: ${JSON.stringify(bOrder.data)}`);
+    await admin.getByTestId('refund-order').fill(bOrderId);
+    await admin.getByTestId('refund-tickets').fill(kept.ticketId);
+    await admin.getByTestId('refund-reason').fill('the club closed early');
+    await admin.getByTestId('refund-submit').click();
+    await admin.getByTestId('refund-recorded').waitFor({ timeout: T });
+    await b.reload();
+    await waitFor(b, 'B\'s order to show both refunds', () =>
+      document.querySelectorAll('[data-testid="ticket-void"]').length === 2);
+    log('the operator refunded B\'s other ticket from the admin page');
+
     // 9. The operator's report of the first event: what was sold, its chart, its CSV.
     const sale = await (await fetch(`${BASE}/v1/events/${eventId}`)).json();
     const soldNow = [...sale.sections, ...sale.tiers].reduce((n, area) => n + (area.sold || 0), 0);

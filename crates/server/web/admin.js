@@ -599,6 +599,8 @@
     ['tickets.transferred', 'Tickets transferred'],
     ['exchange.completed', 'Exchange completed'],
     ['refund.due', 'Refund due'],
+    ['refund.succeeded', 'Refund paid back'],
+    ['refund.failed', 'Refund failed (money still owed)'],
   ];
   const PAGE = 20;
 
@@ -765,12 +767,51 @@
     }
   });
 
+  // Refund an order (issue 37, item 3): chosen tickets (their seats back on sale) or money
+  // alone, with a reason; the answer is the refund as recorded.
+  $('#refund-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const error = $('#refund-error');
+    const result = $('#refund-result');
+    error.textContent = '';
+    result.replaceChildren();
+    const orderId = $('#refund-order').value.trim();
+    const tickets = $('#refund-tickets').value.split(/[\s,]+/).filter(Boolean);
+    const amount = $('#refund-amount').value.trim();
+    const reason = $('#refund-reason').value.trim();
+    if (!orderId) { error.textContent = 'Give the order id.'; return; }
+    if (!tickets.length && !amount) { error.textContent = 'Give the tickets to refund, an amount, or both.'; return; }
+    if (!reason) { error.textContent = 'Say why (the fan sees it).'; return; }
+    const body = { reason };
+    if (tickets.length) body.ticketIds = tickets;
+    if (amount) {
+      const minor = Number(amount);
+      if (!/^[0-9]+$/.test(amount) || !Number.isSafeInteger(minor) || minor < 1) {
+        error.textContent = 'The amount is a whole number of minor units (cents), at least 1.';
+        return;
+      }
+      body.amountMinor = minor;
+    }
+    const key = crypto.randomUUID ? crypto.randomUUID() : String(Date.now());
+    try {
+      const refund = await call('POST', `/v1/admin/orders/${encodeURIComponent(orderId)}/refunds`, body, key);
+      result.replaceChildren(h('p', { class: 'notice ok', 'data-testid': 'refund-recorded' },
+        `Refund ${refund.refundId} of ${refund.amountMinor} (minor units, ${refund.currency}) recorded (${refund.status}); `
+        + `${refund.ticketIds.length} ticket(s) voided. The money goes back as the payment provider answers.`));
+      say('Refund recorded.');
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  });
+
   // Shown and loaded with the console (the block above shows it once an operator signs in).
   const panel = $('#webhooks');
+  const refunds = $('#refunds');
   const sync = () => {
     const shown = !$('#console').hidden;
     if (shown && panel.hidden) loadEndpoints();
     panel.hidden = !shown;
+    refunds.hidden = !shown;
   };
   new MutationObserver(sync).observe($('#console'), { attributes: true, attributeFilter: ['hidden'] });
   sync();
