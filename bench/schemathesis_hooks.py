@@ -70,6 +70,10 @@ RULES_BEYOND_A_SCHEMA = [
     ("maxPriceMinor", "must be at least the"),
     # A transfer goes to another account than the caller's.
     ("toAccountId", "the giver's own account"),
+    # An organiser's refund gives back at most what the stored order paid less its refunds
+    # (the contract's 422 VALIDATION), and names tickets of the stored order.
+    ("amountMinor", "can still go back to this order"),
+    ("ticketIds", "is not a ticket of this order"),
 ]
 
 

@@ -452,6 +452,13 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
             ]}]),
         ),
         (
+            "AdminRefundBody",
+            json!([{ "anyOf": [
+                shape(&[("amountMinor", "integer")], &[]),
+                shape(&[("ticketIds", "array")], &[]),
+            ]}]),
+        ),
+        (
             "CreateExchangeBody",
             json!([
                 { "oneOf": [
@@ -496,6 +503,11 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
         if let Some(property) = schemas[name]["properties"][field].as_object_mut() {
             property.insert("uniqueItems".into(), json!(true));
         }
+    }
+    // Only refunds that put their seats back on sale are built.
+    if let Some(property) = schemas["AdminRefundBody"]["properties"]["releaseSeats"].as_object_mut()
+    {
+        property.insert("enum".into(), json!([true]));
     }
     let mut exact: utoipa::openapi::OpenApi = match serde_json::from_value(value) {
         Ok(exact) => exact,

@@ -420,15 +420,17 @@ pub struct AdminRefundBody {
     #[serde(default)]
     #[schema(min_items = 1, max_items = 100, value_type = Option<Vec<TicketIdText>>)]
     pub ticket_ids: Option<Vec<String>>,
-    /// Whether the voided tickets' seats go back on sale (only `true` is built).
+    /// Whether the voided tickets' seats go back on sale (only `true` is built: `false` is
+    /// refused 422, and the document allows `true` alone).
     #[serde(default = "default_release")]
     #[schema(default = true)]
     pub release_seats: bool,
-    /// Why, for the fan and the books (1-500 characters).
+    /// Why, for the fan and the books (1-500 characters, not only white space, no control
+    /// character).
     #[schema(
         min_length = 1,
         max_length = 500,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\u0000-\\u0020\\u007F-\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000][^\\u0000-\\u001F\\u007F-\\u009F]*$"
     )]
     pub reason: String,
     /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
