@@ -326,54 +326,15 @@ async fn exchange_crash_case(database_url: &str, point: &str) {
     // The event and the first purchase, on a server without a crash point.
     let server = Server::start(database_url, &paysim, &key_path, None);
     let base = server.base.clone();
-    let (status, event) = post(
+    let (_, order_id, old_ticket) = bought_and_captured(
         &http,
-        &format!("{base}/v1/admin/events"),
-        &admin,
-        "ev",
+        &base,
+        (&admin, &fan),
         &json!({"name": "Crash Trip", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR", "paymentGraceSeconds": 600,
                 "sections": [{"name": "A", "rows": 1, "seatsPerRow": 5, "priceMinor": 100},
                              {"name": "B", "rows": 1, "seatsPerRow": 5, "priceMinor": 300}]}),
     )
-    .await
-    .unwrap();
-    assert_eq!(status, 201, "{event}");
-    let event_id = event["eventId"].as_str().unwrap().to_owned();
-    let (_, hold) = post(
-        &http,
-        &format!("{base}/v1/events/{event_id}/holds"),
-        &fan,
-        "hold",
-        &json!({"seatIds": ["A-1-1"]}),
-    )
-    .await
-    .unwrap();
-    let hold_id = hold["holdId"].as_str().unwrap().to_owned();
-    let (_, paid) = post(
-        &http,
-        &format!("{base}/v1/holds/{hold_id}/checkout"),
-        &fan,
-        "pay",
-        &json!({"paymentMethodToken": "pm_card_visa"}),
-    )
-    .await
-    .unwrap();
-    let order_id = paid["orderId"].as_str().unwrap().to_owned();
-    // The ticket, and the payment captured: an exchange needs both.
-    let started = Instant::now();
-    let old_ticket = loop {
-        let order = get(&http, &format!("{base}/v1/orders/{order_id}"), &fan).await;
-        if let Some(ticket) = order["tickets"].get(0)
-            && order["paymentStatus"] == "CAPTURED"
-        {
-            break ticket.clone();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(CONVERGE_S),
-            "the order never got its ticket and its capture: {order}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    .await;
     drop(server);
 
     // The exchange and its payment, against a server that dies at `point`.
@@ -476,6 +437,63 @@ async fn exchange_crash_case(database_url: &str, point: &str) {
     let _ = std::fs::remove_dir_all(format!("{key_path}.crash-node.waitroom"));
 }
 
+/// On a server without a crash point: creates the event `event_body` and buys A-1-1 for
+/// `fan` with `pm_card_visa`, waiting (bounded) for its ticket and its capture. Returns the
+/// event id, the order id and the ticket.
+async fn bought_and_captured(
+    http: &reqwest::Client,
+    base: &str,
+    (admin, fan): (&str, &str),
+    event_body: &Value,
+) -> (String, String, Value) {
+    let (status, event) = post(
+        http,
+        &format!("{base}/v1/admin/events"),
+        admin,
+        "ev",
+        event_body,
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap().to_owned();
+    let (_, hold) = post(
+        http,
+        &format!("{base}/v1/events/{event_id}/holds"),
+        fan,
+        "hold",
+        &json!({"seatIds": ["A-1-1"]}),
+    )
+    .await
+    .unwrap();
+    let hold_id = hold["holdId"].as_str().unwrap().to_owned();
+    let (_, paid) = post(
+        http,
+        &format!("{base}/v1/holds/{hold_id}/checkout"),
+        fan,
+        "pay",
+        &json!({"paymentMethodToken": "pm_card_visa"}),
+    )
+    .await
+    .unwrap();
+    let order_id = paid["orderId"].as_str().unwrap().to_owned();
+    // The ticket, and the payment captured: an exchange and a refund need both.
+    let started = Instant::now();
+    loop {
+        let order = get(http, &format!("{base}/v1/orders/{order_id}"), fan).await;
+        if let Some(ticket) = order["tickets"].get(0)
+            && order["paymentStatus"] == "CAPTURED"
+        {
+            return (event_id, order_id, ticket.clone());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(CONVERGE_S),
+            "the order never got its ticket and its capture: {order}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A fan's refund whose server dies at `point`: after a restart and the client's retry with
 /// the same key, the refund has settled `SUCCEEDED`, the provider made exactly one refund of
 /// the right amount, the seat is free again, and `boxoffice check` is clean.
@@ -495,51 +513,15 @@ async fn refund_crash_case(database_url: &str, point: &str) {
     // The event and the purchase, on a server without a crash point.
     let server = Server::start(database_url, &paysim, &key_path, None);
     let base = server.base.clone();
-    let (status, event) = post(
+    let (event_id, order_id, _) = bought_and_captured(
         &http,
-        &format!("{base}/v1/admin/events"),
-        &admin,
-        "ev",
+        &base,
+        (&admin, &fan),
         &json!({"name": "Crash Refund", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
                 "refundPolicy": {"fanRefundCutoffSeconds": 3600, "keepFeeMinor": 100},
                 "sections": [{"name": "A", "rows": 1, "seatsPerRow": 5, "priceMinor": 1000}]}),
     )
-    .await
-    .unwrap();
-    assert_eq!(status, 201, "{event}");
-    let event_id = event["eventId"].as_str().unwrap().to_owned();
-    let (_, hold) = post(
-        &http,
-        &format!("{base}/v1/events/{event_id}/holds"),
-        &fan,
-        "hold",
-        &json!({"seatIds": ["A-1-1"]}),
-    )
-    .await
-    .unwrap();
-    let hold_id = hold["holdId"].as_str().unwrap().to_owned();
-    let (_, paid) = post(
-        &http,
-        &format!("{base}/v1/holds/{hold_id}/checkout"),
-        &fan,
-        "pay",
-        &json!({"paymentMethodToken": "pm_card_visa"}),
-    )
-    .await
-    .unwrap();
-    let order_id = paid["orderId"].as_str().unwrap().to_owned();
-    let started = Instant::now();
-    loop {
-        let order = get(&http, &format!("{base}/v1/orders/{order_id}"), &fan).await;
-        if order["tickets"].get(0).is_some() && order["paymentStatus"] == "CAPTURED" {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(CONVERGE_S),
-            "the order never got its ticket and its capture: {order}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    .await;
     drop(server);
 
     // The refund, against a server that dies at `point`.

@@ -61,16 +61,6 @@ async fn provider_ref_of(app: &TestApp, order_id: &str) -> String {
     }
 }
 
-async fn check_in(app: &TestApp, ticket: &Value) -> common::Answer {
-    app.post(
-        &app.admin,
-        "/v1/admin/checkin",
-        None,
-        &json!({"code": ticket["code"]}),
-    )
-    .await
-}
-
 fn ticket_of<'a>(tickets: &'a [Value], seat: &str) -> &'a Value {
     tickets
         .iter()
@@ -87,21 +77,6 @@ async fn ticket_status(app: &TestApp, account: &str, ticket: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-/// Whether `account` can hold `seat` now (and releases it at once).
-async fn holdable(app: &TestApp, account: &str, event_id: &str, seat: &str) -> bool {
-    let key = format!("probe-{}", uuid::Uuid::now_v7());
-    let hold = app
-        .hold(account, event_id, &key, json!({"seatIds": [seat]}))
-        .await;
-    if hold.status != StatusCode::CREATED {
-        return false;
-    }
-    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
-    app.delete(&token(account), &format!("/v1/holds/{hold_id}"))
-        .await;
-    true
 }
 
 async fn same_event_exchange_completes_at_once(backend: Backend) {
@@ -128,13 +103,13 @@ async fn same_event_exchange_completes_at_once(backend: Backend) {
 
     // The old ticket is void at the door; the old seat is on sale again.
     assert_eq!(ticket_status(&app, "ann", &old).await, "VOIDED");
-    let at_door = check_in(&app, &old).await;
+    let at_door = app.check_in(&old).await;
     assert_eq!(
         (at_door.status, at_door.code().as_str()),
         (StatusCode::BAD_REQUEST, "INVALID_TICKET")
     );
-    assert!(holdable(&app, "bob", &event_id, "A-1-1").await);
-    assert!(!holdable(&app, "bob", &event_id, "A-2-1").await);
+    assert!(app.holdable("bob", &event_id, "A-1-1").await);
+    assert!(!app.holdable("bob", &event_id, "A-2-1").await);
     // The untouched ticket of the order is still good.
     assert_eq!(
         ticket_status(&app, "ann", ticket_of(&tickets, "A-1-2")).await,
@@ -149,7 +124,7 @@ async fn same_event_exchange_completes_at_once(backend: Backend) {
     assert_eq!(new_order["orderStatus"], "CONFIRMED");
     assert_eq!(new_order["seats"][0]["seatId"], "A-2-1");
     let new_ticket = &new_order["tickets"][0];
-    assert_eq!(check_in(&app, new_ticket).await.status, StatusCode::OK);
+    assert_eq!(app.check_in(new_ticket).await.status, StatusCode::OK);
 
     // Same key, same request: the stored answer, byte for byte. Another request: 422.
     let again = exchange(&app, "ann", &order_id, "x1", body).await;
@@ -370,11 +345,11 @@ async fn a_taken_target_seat_changes_nothing(backend: Backend) {
     );
     assert_eq!(refused.json()["unavailableSeatIds"], json!(["A-3-2"]));
     // Nothing moved: the free target is still free, the old tickets still good.
-    assert!(holdable(&app, "cat", &event_id, "A-3-1").await);
+    assert!(app.holdable("cat", &event_id, "A-3-1").await);
     for ticket in &tickets {
         assert_eq!(ticket_status(&app, "ann", ticket).await, "VALID");
     }
-    assert!(!holdable(&app, "cat", &event_id, "A-1-1").await);
+    assert!(!app.holdable("cat", &event_id, "A-1-1").await);
     app.finish().await;
 }
 
@@ -410,7 +385,7 @@ async fn two_exchanges_of_one_ticket_at_once(backend: Backend) {
     // Exactly one A-5-* seat is sold; the others are free.
     let mut sold = 0;
     for i in 1..=n {
-        if !holdable(&app, "bob", &event_id, &format!("A-5-{i}")).await {
+        if !app.holdable("bob", &event_id, &format!("A-5-{i}")).await {
             sold += 1;
         }
     }
@@ -477,14 +452,14 @@ async fn two_exchanges_of_one_ticket_into_two_trips_at_once(backend: Backend) {
     let mut sold = 0;
     for i in 0..n {
         let seat = format!("C1-{}-1", 2 + i / 2);
-        if !holdable(&app, "bob", &trip(1 + i % 2), &seat).await {
+        if !app.holdable("bob", &trip(1 + i % 2), &seat).await {
             sold += 1;
         }
     }
     assert_eq!(sold, 1);
     assert_eq!(ticket_status(&app, "ann", &tickets[0]).await, "VOIDED");
     // The seat given up is on sale on the first trip at once.
-    assert!(holdable(&app, "bob", &trip(0), "C1-1-1").await);
+    assert!(app.holdable("bob", &trip(0), "C1-1-1").await);
     // The winner's key answers as before; a loser's key, refused, may try again and finds
     // the ticket gone.
     let replay = exchange(
@@ -653,7 +628,7 @@ async fn price_increase_declined_keeps_the_old_ticket(backend: Backend) {
     // While the difference is unpaid the old ticket is marked: no check-in, no second
     // exchange; the new seat is held.
     assert_eq!(ticket_status(&app, "ann", old).await, "EXCHANGING");
-    let at_door = check_in(&app, old).await;
+    let at_door = app.check_in(old).await;
     assert_eq!(
         (at_door.status, at_door.code().as_str()),
         (StatusCode::CONFLICT, "TICKET_EXCHANGING")
@@ -667,7 +642,7 @@ async fn price_increase_declined_keeps_the_old_ticket(backend: Backend) {
     )
     .await;
     assert_eq!(second.code(), "EXCHANGE_CONFLICT");
-    assert!(!holdable(&app, "bob", &event_id, "B-1-1").await);
+    assert!(!app.holdable("bob", &event_id, "B-1-1").await);
 
     let declined = app
         .post(
@@ -686,9 +661,9 @@ async fn price_increase_declined_keeps_the_old_ticket(backend: Backend) {
         .json();
     assert_eq!(after["status"], "FAILED");
     assert_eq!(ticket_status(&app, "ann", old).await, "VALID");
-    assert!(holdable(&app, "bob", &event_id, "B-1-1").await);
-    assert!(!holdable(&app, "bob", &event_id, "A-1-1").await);
-    assert_eq!(check_in(&app, old).await.status, StatusCode::OK);
+    assert!(app.holdable("bob", &event_id, "B-1-1").await);
+    assert!(!app.holdable("bob", &event_id, "A-1-1").await);
+    assert_eq!(app.check_in(old).await.status, StatusCode::OK);
     app.finish().await;
 }
 
@@ -748,8 +723,8 @@ async fn price_increase_paid_swaps_the_tickets(backend: Backend) {
         .collect();
     assert!(amounts.contains(&4000), "{amounts:?}");
     assert!(!amounts.contains(&6000), "{amounts:?}");
-    assert!(holdable(&app, "bob", &event_id, "A-1-1").await);
-    assert!(holdable(&app, "bob", &event_id, "A-1-2").await);
+    assert!(app.holdable("bob", &event_id, "A-1-1").await);
+    assert!(app.holdable("bob", &event_id, "A-1-2").await);
     app.finish().await;
 }
 
@@ -801,7 +776,7 @@ async fn lapsed_exchange_gives_the_ticket_back(backend: Backend) {
     let again = app.state.store.expire_due_holds(100, 0).await.unwrap();
     assert_eq!(again.holds_expired, 0);
     assert_eq!(ticket_status(&app, "ann", &tickets[0]).await, "VALID");
-    assert!(holdable(&app, "bob", &event_id, "B-1-1").await);
+    assert!(app.holdable("bob", &event_id, "B-1-1").await);
     // The ticket can be exchanged again now.
     let retry = exchange(
         &app,
@@ -1064,7 +1039,7 @@ async fn an_exchange_waits_for_the_old_orders_capture(backend: Backend) {
     assert!(detail.contains("not captured"), "{detail}");
     // Nothing moved: the old ticket is still good, the target seat still free.
     assert_eq!(ticket_status(&app, "ann", &old).await, "VALID");
-    assert!(holdable(&app, "bob", &event_id, "A-2-1").await);
+    assert!(app.holdable("bob", &event_id, "A-2-1").await);
 
     let captured =
         common::order_until(&app, "ann", &order_id, |o| o["paymentStatus"] == "CAPTURED").await;

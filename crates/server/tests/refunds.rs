@@ -52,31 +52,6 @@ fn ids(tickets: &[&Value]) -> Value {
     )
 }
 
-async fn check_in(app: &TestApp, ticket: &Value) -> common::Answer {
-    app.post(
-        &app.admin,
-        "/v1/admin/checkin",
-        None,
-        &json!({"code": ticket["code"]}),
-    )
-    .await
-}
-
-/// Whether `account` can hold `seat` now (and releases it at once).
-async fn holdable(app: &TestApp, account: &str, event_id: &str, seat: &str) -> bool {
-    let key = format!("probe-{}", uuid::Uuid::now_v7());
-    let hold = app
-        .hold(account, event_id, &key, json!({"seatIds": [seat]}))
-        .await;
-    if hold.status != StatusCode::CREATED {
-        return false;
-    }
-    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
-    app.delete(&token(account), &format!("/v1/holds/{hold_id}"))
-        .await;
-    true
-}
-
 /// Polls the order until its refund `refund_id` has settled.
 async fn settled(app: &TestApp, account: &str, order_id: &str, refund_id: &str) -> Value {
     common::order_until(app, account, order_id, |o| {
@@ -164,14 +139,14 @@ async fn a_whole_order_is_refunded_and_its_seats_sell_again(backend: Backend) {
         assert_eq!(ticket["status"], "VOIDED", "{order}");
         assert_eq!(ticket["voidReason"], "REFUND", "{order}");
     }
-    let at_door = check_in(&app, &tickets[0]).await;
+    let at_door = app.check_in(&tickets[0]).await;
     assert_eq!(
         at_door.status,
         StatusCode::BAD_REQUEST,
         "{}",
         at_door.json()
     );
-    assert!(holdable(&app, "bob", &event_id, "A-1-1").await);
+    assert!(app.holdable("bob", &event_id, "A-1-1").await);
 
     // The relay pays it back: the refund succeeds and the order reads REFUNDED.
     let order = settled(&app, "ann", &order_id, &refund_id).await;
@@ -244,8 +219,8 @@ async fn a_refund_by_ticket_keeps_the_rest_of_the_order(backend: Backend) {
         };
         assert_eq!(ticket["status"], expected, "{order}");
     }
-    assert!(holdable(&app, "bob", &event_id, "A-2-2").await);
-    assert!(!holdable(&app, "bob", &event_id, "A-2-1").await);
+    assert!(app.holdable("bob", &event_id, "A-2-2").await);
+    assert!(!app.holdable("bob", &event_id, "A-2-1").await);
     // The same ticket again: it is void.
     let again = refund(
         &app,
@@ -348,7 +323,7 @@ async fn refunds_outside_the_policy_are_refused(backend: Backend) {
     let open = app.create_event(policy()).await;
     let (order_id, tickets) =
         common::buy_captured(&app, "ann", &open, json!({"seatIds": ["A-1-1", "A-1-2"]})).await;
-    assert_eq!(check_in(&app, &tickets[0]).await.status, StatusCode::OK);
+    assert_eq!(app.check_in(&tickets[0]).await.status, StatusCode::OK);
     let used = refund(
         &app,
         "ann",
@@ -420,7 +395,7 @@ async fn a_refund_and_a_check_in_of_one_ticket_at_once_one_wins(backend: Backend
         let refund_key = format!("c{round}");
         let (refunded, checked) = tokio::join!(
             refund(&app, &fan, &order_id, &refund_key, json!({})),
-            check_in(&app, &tickets[0]),
+            app.check_in(&tickets[0]),
         );
         let refund_won = refunded.status == StatusCode::ACCEPTED;
         let check_in_won = checked.status == StatusCode::OK;
@@ -434,11 +409,11 @@ async fn a_refund_and_a_check_in_of_one_ticket_at_once_one_wins(backend: Backend
         );
         if refund_won {
             refunds_won += 1;
-            assert!(holdable(&app, "cat", &event_id, &seat).await);
+            assert!(app.holdable("cat", &event_id, &seat).await);
         } else {
             check_ins_won += 1;
             assert_eq!(refunded.code(), "REFUND_CONFLICT", "{}", refunded.json());
-            assert!(!holdable(&app, "cat", &event_id, &seat).await);
+            assert!(!app.holdable("cat", &event_id, &seat).await);
         }
     }
     eprintln!("refund won {refunds_won}, check-in won {check_ins_won} of {ROUNDS}");
@@ -517,11 +492,11 @@ async fn a_refund_and_an_exchange_of_one_ticket_at_once_one_wins(backend: Backen
                 exchanged.json()
             );
             // The old seat is free again, the exchange's target never taken.
-            assert!(holdable(&app, "cat", &event_id, &seat).await);
-            assert!(holdable(&app, "cat", &event_id, &to_seat).await);
+            assert!(app.holdable("cat", &event_id, &seat).await);
+            assert!(app.holdable("cat", &event_id, &to_seat).await);
         } else {
             assert_eq!(refunded.code(), "REFUND_CONFLICT", "{}", refunded.json());
-            assert!(!holdable(&app, "cat", &event_id, &to_seat).await);
+            assert!(!app.holdable("cat", &event_id, &to_seat).await);
         }
     }
     app.finish().await;
@@ -629,7 +604,7 @@ async fn an_organiser_refunds_money_alone_and_chosen_tickets(backend: Backend) {
     assert_eq!(chosen.status, StatusCode::ACCEPTED, "{}", chosen.json());
     assert_eq!(chosen.json()["amountMinor"], 1_000);
     let chosen_id = chosen.json()["refundId"].as_str().unwrap().to_owned();
-    assert!(holdable(&app, "bob", &event_id, "A-5-2").await);
+    assert!(app.holdable("bob", &event_id, "A-5-2").await);
     let order = settled(&app, "ann", &order_id, &chosen_id).await;
     assert_eq!(order["refundedMinor"], 1_500, "{order}");
     // What is left to give back is 500: the last ticket for its full price is too much.

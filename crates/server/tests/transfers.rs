@@ -50,31 +50,6 @@ async fn act(app: &TestApp, account: &str, transfer_id: &str, verb: &str) -> com
     .await
 }
 
-async fn check_in(app: &TestApp, ticket: &Value) -> common::Answer {
-    app.post(
-        &app.admin,
-        "/v1/admin/checkin",
-        None,
-        &json!({"code": ticket["code"]}),
-    )
-    .await
-}
-
-/// Whether `account` can hold `seat` now (and releases it at once).
-async fn holdable(app: &TestApp, account: &str, event_id: &str, seat: &str) -> bool {
-    let key = format!("probe-{}", uuid::Uuid::now_v7());
-    let hold = app
-        .hold(account, event_id, &key, json!({"seatIds": [seat]}))
-        .await;
-    if hold.status != StatusCode::CREATED {
-        return false;
-    }
-    let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
-    app.delete(&token(account), &format!("/v1/holds/{hold_id}"))
-        .await;
-    true
-}
-
 /// The status of one ticket, read as `account`.
 async fn ticket_status(app: &TestApp, account: &str, ticket_id: &str) -> String {
     app.get(&token(account), &format!("/v1/tickets/{ticket_id}"))
@@ -185,7 +160,7 @@ async fn an_accepted_transfer_moves_the_tickets_without_taking_capacity(backend:
     // The old ticket is void at the door; bob's new one is good, in his new order.
     let given_id = given["ticketId"].as_str().unwrap();
     assert_eq!(ticket_status(&app, "ann", given_id).await, "VOIDED");
-    let at_door = check_in(&app, &given).await;
+    let at_door = app.check_in(&given).await;
     assert_eq!(
         (at_door.status, at_door.code().as_str()),
         (StatusCode::BAD_REQUEST, "INVALID_TICKET"),
@@ -207,9 +182,9 @@ async fn an_accepted_transfer_moves_the_tickets_without_taking_capacity(backend:
             .status,
         StatusCode::NOT_FOUND
     );
-    assert_eq!(check_in(&app, &new_ticket).await.status, StatusCode::OK);
+    assert_eq!(app.check_in(&new_ticket).await.status, StatusCode::OK);
     // No capacity moved: the seat is still sold, the kept ticket still ann's.
-    assert!(!holdable(&app, "cat", &event_id, "A-1-1").await);
+    assert!(!app.holdable("cat", &event_id, "A-1-1").await);
     assert_eq!(
         ticket_status(&app, "ann", kept["ticketId"].as_str().unwrap()).await,
         "VALID"
@@ -276,7 +251,7 @@ async fn declined_and_withdrawn_offers_change_nothing(backend: Backend) {
         "WITHDRAWN"
     );
     assert_eq!(ticket_status(&app, "ann", ticket_id).await, "VALID");
-    assert_eq!(check_in(&app, ticket).await.status, StatusCode::OK);
+    assert_eq!(app.check_in(ticket).await.status, StatusCode::OK);
     assert_eq!(
         common::outbox_payloads(&app, "transfer.declined")
             .await
@@ -441,12 +416,12 @@ async fn a_transfer_and_an_exchange_of_one_ticket_at_once_one_wins(backend: Back
                 exchanged.json()
             );
             // The seat is bob's; the exchange's target is free.
-            assert!(holdable(&app, "cat", &event_id, &to_seat).await);
+            assert!(app.holdable("cat", &event_id, &to_seat).await);
         } else {
             assert_eq!(accepted.code(), "TRANSFER_CONFLICT", "{}", accepted.json());
             assert_eq!(exchanged.json()["status"], "COMPLETED");
             // The old seat went back on sale; bob got nothing.
-            assert!(holdable(&app, "cat", &event_id, &seat).await);
+            assert!(app.holdable("cat", &event_id, &seat).await);
         }
         let id = ticket["ticketId"].as_str().unwrap();
         assert_eq!(ticket_status(&app, "ann", id).await, "VOIDED");
@@ -466,14 +441,14 @@ async fn a_checked_in_ticket_cannot_be_transferred(backend: Backend) {
     )
     .await;
     // Checked in before the offer: refused at once.
-    assert_eq!(check_in(&app, &tickets[0]).await.status, StatusCode::OK);
+    assert_eq!(app.check_in(&tickets[0]).await.status, StatusCode::OK);
     let used = offer(&app, "ann", &order_id, "o1", &[&tickets[0]], "bob").await;
     assert_eq!(used.code(), "TRANSFER_CONFLICT", "{}", used.json());
     // Checked in after the offer, before the acceptance: the acceptance is refused and the
     // ticket stays the one that went in.
     let offered = offer(&app, "ann", &order_id, "o2", &[&tickets[1]], "bob").await;
     let transfer_id = offered.json()["transferId"].as_str().unwrap().to_owned();
-    assert_eq!(check_in(&app, &tickets[1]).await.status, StatusCode::OK);
+    assert_eq!(app.check_in(&tickets[1]).await.status, StatusCode::OK);
     let late = act(&app, "bob", &transfer_id, "accept").await;
     assert_eq!(late.code(), "TRANSFER_CONFLICT", "{}", late.json());
     let id = tickets[1]["ticketId"].as_str().unwrap();

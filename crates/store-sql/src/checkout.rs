@@ -2,10 +2,13 @@
 //! the reconciler's queue, ticket issuance and check-in. The settlement of a verdict is still
 //! per backend.
 
+use std::collections::BTreeMap;
+
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
     OrderView, PaymentOperation, SignTicket, TicketView, ticket_drafts,
 };
+use boxoffice_store::engine::{LockedOrder, LockedTicket};
 use boxoffice_store::{StoreError, StoreResult, parse_held_seats};
 
 use crate::db::{Conn, Db, Dialect, Row, Rows, query};
@@ -430,4 +433,80 @@ pub async fn check_in(db: &Db, ticket_id: &str) -> StoreResult<Option<(bool, Str
     status
         .map(|row| Ok((updated == 1, ticket_status(row.get(0)?, row.get(1)?))))
         .transpose()
+}
+
+/// An order a group's command reads under its lock, with its payment operation.
+#[derive(Debug, Clone)]
+pub struct LockedPaidOrder {
+    pub order: LockedOrder,
+    /// The payment operation's status, id and amount (none without an operation).
+    pub payment_status: Option<String>,
+    pub operation_id: Option<String>,
+    pub paid_minor: Option<i64>,
+}
+
+/// The orders of `order_ids` with their payments, locked in order-id order (PostgreSQL `FOR
+/// UPDATE OF o`, as a transfer offer locks them; SQLite's write transaction holds the file):
+/// what an exchange, a transfer or a refund of their tickets is judged on.
+pub async fn lock_orders(
+    conn: &mut Conn<'_>,
+    order_ids: Vec<&str>,
+) -> StoreResult<BTreeMap<String, LockedPaidOrder>> {
+    let d = conn.dialect();
+    query(format!(
+        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status,
+                p.operation_id, p.amount_minor
+           FROM orders o LEFT JOIN payment_operation p ON p.order_id = o.order_id
+          WHERE o.order_id {} ORDER BY o.order_id {}",
+        d.in_list("$1"),
+        d.lock("FOR UPDATE OF o"),
+    ))
+    .bind(order_ids)
+    .fetch_all(conn)
+    .await?
+    .iter()
+    .map(|row| {
+        let order = LockedOrder {
+            status: row.get(1)?,
+            account_id: row.get(2)?,
+            event_id: row.get(3)?,
+            hold_id: row.get(4)?,
+        };
+        let locked = LockedPaidOrder {
+            order,
+            payment_status: row.get(5)?,
+            operation_id: row.get(6)?,
+            paid_minor: row.get(7)?,
+        };
+        Ok((row.get(0)?, locked))
+    })
+    .collect()
+}
+
+/// The tickets of `ticket_ids`, locked in ticket-id order (each is then judged: a filter
+/// beside the lock would skip one changed concurrently).
+pub async fn lock_tickets(
+    conn: &mut Conn<'_>,
+    ticket_ids: Vec<&str>,
+) -> StoreResult<BTreeMap<String, LockedTicket>> {
+    let d = conn.dialect();
+    query(format!(
+        "SELECT ticket_id, order_id, status, exchange_id FROM ticket
+          WHERE ticket_id {} ORDER BY ticket_id {}",
+        d.in_list("$1"),
+        d.lock("FOR UPDATE"),
+    ))
+    .bind(ticket_ids)
+    .fetch_all(conn)
+    .await?
+    .iter()
+    .map(|row| {
+        let ticket = LockedTicket {
+            order_id: row.get(1)?,
+            status: row.get(2)?,
+            exchange_id: row.get(3)?,
+        };
+        Ok((row.get(0)?, ticket))
+    })
+    .collect()
 }

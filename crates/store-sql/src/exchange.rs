@@ -14,8 +14,8 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::hold::SeatStatus;
 use boxoffice_store::checkout::OrderView;
 use boxoffice_store::engine::{
-    ExchangeFacts, ExchangePlan, ExchangeWrite, GroupWrite, LockedOrder, LockedTicket,
-    exchange_plans, exchange_rows, exchanges_refused,
+    ExchangeFacts, ExchangePlan, ExchangeWrite, GroupWrite, exchange_plans, exchange_rows,
+    exchanges_refused,
 };
 use boxoffice_store::exchange::topic::{EXCHANGE_COMPLETED, EXCHANGE_ENDED, REFUND_DUE};
 use boxoffice_store::exchange::{ExchangeStatus, ExchangeView, Surrender};
@@ -378,46 +378,13 @@ pub async fn write(
     let (order_ids, ticket_ids) = exchange_rows(&exchanges);
     let mut facts = ExchangeFacts::default();
     // The old orders with their payment's status: an order not captured yet is refused.
-    let orders = query(format!(
-        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status FROM orders o
-           LEFT JOIN payment_operation p ON p.order_id = o.order_id
-          WHERE o.order_id {} ORDER BY o.order_id {}",
-        d.in_list("$1"),
-        d.lock("FOR UPDATE OF o"),
-    ))
-    .bind(order_ids)
-    .fetch_all(conn)
-    .await?;
-    for row in &orders {
-        let order_id: String = row.get(0)?;
-        if row.get::<Option<String>, _>(5)?.as_deref() == Some("CAPTURED") {
+    for (order_id, locked) in crate::checkout::lock_orders(conn, order_ids).await? {
+        if locked.payment_status.as_deref() == Some("CAPTURED") {
             facts.captured.insert(order_id.clone());
         }
-        let order = LockedOrder {
-            status: row.get(1)?,
-            account_id: row.get(2)?,
-            event_id: row.get(3)?,
-            hold_id: row.get(4)?,
-        };
-        facts.orders.insert(order_id, order);
+        facts.orders.insert(order_id, locked.order);
     }
-    let tickets = query(format!(
-        "SELECT ticket_id, order_id, status, exchange_id FROM ticket
-          WHERE ticket_id {} ORDER BY ticket_id {}",
-        d.in_list("$1"),
-        d.lock("FOR UPDATE"),
-    ))
-    .bind(ticket_ids)
-    .fetch_all(conn)
-    .await?;
-    for row in &tickets {
-        let ticket = LockedTicket {
-            order_id: row.get(1)?,
-            status: row.get(2)?,
-            exchange_id: row.get(3)?,
-        };
-        facts.tickets.insert(row.get(0)?, ticket);
-    }
+    facts.tickets = crate::checkout::lock_tickets(conn, ticket_ids).await?;
     // A key already used (by a request that committed since the route looked).
     let scopes = |f: fn(&ExchangeWrite) -> &str| exchanges.iter().map(move |(_, x)| f(x));
     let rows = Rows::new()

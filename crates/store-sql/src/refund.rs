@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_store::engine::{GroupWrite, LockedOrder, LockedTicket};
+use boxoffice_store::engine::GroupWrite;
 use boxoffice_store::refund::{
     RefundFacts, RefundSettled, RefundStatus, RefundView, RefundWrite, refunds_refused,
     requested_message, settled_message, topic,
@@ -325,61 +325,22 @@ pub async fn write(
         .collect();
     let mut facts = RefundFacts::default();
     let mut operations: BTreeMap<String, String> = BTreeMap::new();
-    let orders = query(format!(
-        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status,
-                p.operation_id, p.amount_minor
-           FROM orders o
-           LEFT JOIN payment_operation p ON p.order_id = o.order_id
-          WHERE o.order_id {} ORDER BY o.order_id {}",
-        d.in_list("$1"),
-        d.lock("FOR UPDATE OF o")
-    ))
-    .bind(order_ids.clone())
-    .fetch_all(conn)
-    .await?;
-    for row in orders {
-        let order_id: String = row.get(0)?;
-        if let Some(operation_id) = row.get::<Option<String>, _>(6)? {
-            operations.insert(order_id.clone(), operation_id);
-        }
-        if let Some(amount) = row.get::<Option<i64>, _>(7)? {
-            facts.refundable.insert(order_id.clone(), amount);
-        }
+    for (order_id, locked) in crate::checkout::lock_orders(conn, order_ids.clone()).await? {
         if matches!(
-            row.get::<Option<String>, _>(5)?.as_deref(),
+            locked.payment_status.as_deref(),
             Some("AUTHORIZED" | "CAPTURED")
         ) {
             facts.paid.insert(order_id.clone());
         }
-        facts.orders.insert(
-            order_id,
-            LockedOrder {
-                status: row.get(1)?,
-                account_id: row.get(2)?,
-                event_id: row.get(3)?,
-                hold_id: row.get(4)?,
-            },
-        );
+        if let Some(operation_id) = locked.operation_id {
+            operations.insert(order_id.clone(), operation_id);
+        }
+        if let Some(amount) = locked.paid_minor {
+            facts.refundable.insert(order_id.clone(), amount);
+        }
+        facts.orders.insert(order_id, locked.order);
     }
-    let tickets = query(format!(
-        "SELECT ticket_id, order_id, status, exchange_id FROM ticket
-          WHERE ticket_id {} ORDER BY ticket_id {}",
-        d.in_list("$1"),
-        d.lock("FOR UPDATE")
-    ))
-    .bind(ticket_ids)
-    .fetch_all(conn)
-    .await?;
-    for row in tickets {
-        facts.tickets.insert(
-            row.get(0)?,
-            LockedTicket {
-                order_id: row.get(1)?,
-                status: row.get(2)?,
-                exchange_id: row.get(3)?,
-            },
-        );
-    }
+    facts.tickets = crate::checkout::lock_tickets(conn, ticket_ids).await?;
     let open = query(format!(
         "SELECT CAST(ticket_ids AS text) FROM transfer
           WHERE order_id {} AND status = 'OFFERED' AND expires_at > $2",

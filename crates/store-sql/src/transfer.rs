@@ -7,9 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_store::engine::{
-    GroupWrite, LockedOrder, LockedTicket, transfer_plans, transfer_rows,
-};
+use boxoffice_store::engine::{GroupWrite, LockedTicket, transfer_plans, transfer_rows};
 use boxoffice_store::transfer::{
     LockedTransfer, OfferRefused, Offered, TransferFacts, TransferOffer, TransferRole,
     TransferStatus, TransferView, accepted_message, ended_message, offer_conflict,
@@ -321,50 +319,13 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<V
             },
         );
     }
-    let orders = query(format!(
-        "SELECT o.order_id, o.status, o.account_id, o.event_id, o.hold_id, p.status FROM orders o
-           LEFT JOIN payment_operation p ON p.order_id = o.order_id
-          WHERE o.order_id {} ORDER BY o.order_id {}",
-        d.in_list("$1"),
-        d.lock("FOR UPDATE OF o")
-    ))
-    .bind(order_ids)
-    .fetch_all(conn)
-    .await?;
-    for row in orders {
-        let order_id: String = row.get(0)?;
-        if row.get::<Option<String>, _>(5)?.as_deref() == Some("CAPTURED") {
+    for (order_id, locked) in crate::checkout::lock_orders(conn, order_ids).await? {
+        if locked.payment_status.as_deref() == Some("CAPTURED") {
             facts.captured.insert(order_id.clone());
         }
-        facts.orders.insert(
-            order_id,
-            LockedOrder {
-                status: row.get(1)?,
-                account_id: row.get(2)?,
-                event_id: row.get(3)?,
-                hold_id: row.get(4)?,
-            },
-        );
+        facts.orders.insert(order_id, locked.order);
     }
-    let tickets = query(format!(
-        "SELECT ticket_id, order_id, status, exchange_id FROM ticket
-          WHERE ticket_id {} ORDER BY ticket_id {}",
-        d.in_list("$1"),
-        d.lock("FOR UPDATE")
-    ))
-    .bind(ticket_ids)
-    .fetch_all(conn)
-    .await?;
-    for row in tickets {
-        facts.tickets.insert(
-            row.get(0)?,
-            LockedTicket {
-                order_id: row.get(1)?,
-                status: row.get(2)?,
-                exchange_id: row.get(3)?,
-            },
-        );
-    }
+    facts.tickets = crate::checkout::lock_tickets(conn, ticket_ids).await?;
     let refused = transfers_refused(&taken, facts, group.now);
     let plans = transfer_plans(&taken, &refused);
     if plans.is_empty() {

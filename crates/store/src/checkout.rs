@@ -44,6 +44,17 @@ pub struct OrderView {
     pub updated_at: OffsetDateTime,
 }
 
+impl OrderView {
+    /// What the order's refunds give back, pending ones included, failed ones not.
+    pub fn refunded_minor(&self) -> i64 {
+        self.refunds
+            .iter()
+            .filter(|r| r.status != crate::refund::RefundStatus::Failed)
+            .map(|r| r.amount_minor)
+            .sum()
+    }
+}
+
 /// One issued ticket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TicketView {

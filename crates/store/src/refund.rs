@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::engine::RefundTaken;
+use boxoffice_domain::engine::{RefundRequest, RefundTaken};
 use boxoffice_domain::event::RefundPolicy;
 
 use crate::engine::{LockedOrder, LockedTicket};
@@ -105,6 +105,65 @@ pub struct RefundWrite {
     /// asked: the owner, or an organiser).
     pub hold_id: String,
     pub owner_account_id: String,
+}
+
+impl RefundWrite {
+    /// A refund of `order` asked by `account_id` with `key` (request `digest`), `PENDING` at
+    /// `now`; the store fills in the order's payment operation.
+    pub fn new(
+        order: &crate::checkout::OrderView,
+        account_id: &str,
+        ticket_ids: Vec<String>,
+        amount_minor: i64,
+        reason: &str,
+        (key, digest): (&str, &str),
+        now: OffsetDateTime,
+    ) -> Self {
+        Self {
+            refund: RefundView {
+                refund_id: uuid::Uuid::now_v7().to_string(),
+                event_id: order.event_id.clone(),
+                order_id: order.order_id.clone(),
+                account_id: account_id.to_owned(),
+                operation_id: String::new(),
+                ticket_ids,
+                amount_minor,
+                currency: order.currency.clone(),
+                status: RefundStatus::Pending,
+                reason: reason.to_owned(),
+                provider_ref: None,
+                last_error: None,
+                created_at: now,
+                settled_at: None,
+            },
+            idempotency_key: key.to_owned(),
+            request_digest: digest.to_owned(),
+            hold_id: order.hold_id.clone(),
+            owner_account_id: order.account_id.clone(),
+        }
+    }
+
+    /// The engine's command for this refund's tickets of `order`: their seats, or as many
+    /// units of its tier.
+    pub fn command(&self, order: &crate::checkout::OrderView) -> RefundRequest {
+        let ticket_ids = &self.refund.ticket_ids;
+        RefundRequest {
+            refund_id: self.refund.refund_id.clone(),
+            account_id: order.account_id.clone(),
+            hold_id: order.hold_id.clone(),
+            seat_ids: order
+                .tickets
+                .iter()
+                .filter(|t| ticket_ids.contains(&t.ticket_id))
+                .filter_map(|t| t.seat_id.clone())
+                .collect(),
+            tier: order
+                .tier_id
+                .clone()
+                .map(|tier_id| (tier_id, ticket_ids.len() as u32)),
+            ticket_ids: ticket_ids.clone(),
+        }
+    }
 }
 
 /// What a group's refunds are judged on, locked.

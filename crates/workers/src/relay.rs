@@ -645,28 +645,20 @@ impl OutboxRelay {
             return Ok(());
         };
         let now = self.store.now().await.map_err(Delivery::Store)?;
-        let write = RefundWrite {
-            refund: RefundView {
-                refund_id: uuid::Uuid::now_v7().to_string(),
-                event_id: order.event_id.clone(),
-                order_id: order.order_id.clone(),
-                account_id: order.account_id.clone(),
-                operation_id: String::new(),
-                ticket_ids: Vec::new(),
-                amount_minor: amount,
-                currency: text("currency").unwrap_or_else(|| order.currency.clone()),
-                status: RefundStatus::Pending,
-                reason: text("reason").unwrap_or_else(|| REASON_EXCHANGE_DIFFERENCE.into()),
-                provider_ref: None,
-                last_error: None,
-                created_at: now,
-                settled_at: None,
-            },
-            idempotency_key: format!("refund.due:{owed_for}"),
-            request_digest: String::new(),
-            hold_id: order.hold_id.clone(),
-            owner_account_id: order.account_id.clone(),
-        };
+        let reason = text("reason").unwrap_or_else(|| REASON_EXCHANGE_DIFFERENCE.into());
+        let key = format!("refund.due:{owed_for}");
+        let mut write = RefundWrite::new(
+            &order,
+            &order.account_id,
+            Vec::new(),
+            amount,
+            &reason,
+            (&key, ""),
+            now,
+        );
+        if let Some(currency) = text("currency") {
+            write.refund.currency = currency;
+        }
         match self
             .store
             .record_refund_due(&write)

@@ -190,12 +190,7 @@ impl OrderResponse {
                 .iter()
                 .map(crate::routes::refunds::RefundResponse::new)
                 .collect(),
-            refunded_minor: order
-                .refunds
-                .iter()
-                .filter(|r| r.status != RefundStatus::Failed)
-                .map(|r| r.amount_minor)
-                .sum(),
+            refunded_minor: order.refunded_minor(),
             created_at: order.created_at,
             updated_at: order.updated_at,
         }

@@ -18,7 +18,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use boxoffice_domain::OffsetDateTime;
-use boxoffice_domain::engine::RefundRequest;
 use boxoffice_domain::idempotency::request_digest;
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::OrderView;
@@ -213,54 +212,37 @@ pub async fn create_refund(
         .iter()
         .map(|ticket_id| ticket_price(&order, ticket_id))
         .collect();
-    let seat_ids: Vec<String> = order
-        .tickets
-        .iter()
-        .filter(|t| ticket_ids.contains(&t.ticket_id))
-        .filter_map(|t| t.seat_id.clone())
-        .collect();
-    let tier = order
-        .tier_id
-        .clone()
-        .map(|tier_id| (tier_id, ticket_ids.len() as u32));
-    let refund_id = uuid::Uuid::now_v7().to_string();
-    let command = RefundRequest {
-        refund_id: refund_id.clone(),
-        account_id: account_id.to_owned(),
-        hold_id: order.hold_id.clone(),
-        seat_ids,
-        tier,
-        ticket_ids: ticket_ids.clone(),
-    };
-    let write = RefundWrite {
-        refund: RefundView {
-            refund_id: refund_id.clone(),
-            event_id: order.event_id.clone(),
-            order_id: order.order_id.clone(),
-            account_id: account_id.to_owned(),
-            // The store writes the order's operation.
-            operation_id: String::new(),
-            ticket_ids,
-            amount_minor: fan_refund_amount(&policy, &prices),
-            currency: order.currency.clone(),
-            status: RefundStatus::Pending,
-            reason: REASON_REQUESTED_BY_CUSTOMER.into(),
-            provider_ref: None,
-            last_error: None,
-            created_at: now,
-            settled_at: None,
-        },
-        idempotency_key: key.clone(),
-        request_digest: digest.clone(),
-        hold_id: order.hold_id.clone(),
-        owner_account_id: order.account_id.clone(),
-    };
-    let event_id = order.event_id.clone();
+    let write = RefundWrite::new(
+        &order,
+        account_id,
+        ticket_ids,
+        fan_refund_amount(&policy, &prices),
+        REASON_REQUESTED_BY_CUSTOMER,
+        (&key, &digest),
+        now,
+    );
+    refund_tickets(&state, event, &order, write).await
+}
+
+/// Submits a refund of tickets to the event's writer and answers it: the refund as recorded,
+/// the key's refund when a retry raced its first request, or why it was refused.
+async fn refund_tickets(
+    state: &AppState,
+    event: std::sync::Arc<boxoffice_store::EventRecord>,
+    order: &OrderView,
+    write: RefundWrite,
+) -> ApiResult<Response> {
+    let command = write.command(order);
+    let (event_id, refund_id) = (order.event_id.clone(), write.refund.refund_id.clone());
+    let (account_id, key, digest) = (
+        write.refund.account_id.clone(),
+        write.idempotency_key.clone(),
+        write.request_digest.clone(),
+    );
     match state.writers.refund(event, command, write).await? {
         RefundAnswer::Refunded => {
             boxoffice_workers::crash::point("refund_committed");
-            metrics::counter!("boxoffice_refunds_total", "status" => "PENDING").increment(1);
-            state.relay.poke();
+            recorded(state);
             let refund = state
                 .store
                 .get_refund(&event_id, &refund_id)
@@ -270,13 +252,19 @@ pub async fn create_refund(
         }
         RefundAnswer::Conflict(why) => {
             // A retry racing its first request finds the refund the first one recorded.
-            if let Some(answered) = replay(&state, &order, account_id, &key, &digest).await? {
+            if let Some(answered) = replay(state, order, &account_id, &key, &digest).await? {
                 return Ok(answered);
             }
             Err(conflict(why))
         }
         RefundAnswer::NotKept => Err(conflict("the order is no longer confirmed")),
     }
+}
+
+/// A refund recorded: counted, and the relay woken to pay it.
+fn recorded(state: &AppState) {
+    metrics::counter!("boxoffice_refunds_total", "status" => "PENDING").increment(1);
+    state.relay.poke();
 }
 
 /// The key's earlier refund, answered again as it stands (or the key with another request
@@ -532,46 +520,25 @@ pub async fn admin_refund(
             format!("at most {left} can still go back to this order"),
         )
     };
-    let refunded: i64 = order
-        .refunds
-        .iter()
-        .filter(|r| r.status != RefundStatus::Failed)
-        .map(|r| r.amount_minor)
-        .sum();
-    let left = order.total_minor - refunded;
-    let refund_id = uuid::Uuid::now_v7().to_string();
-    let mut refund = RefundView {
-        refund_id: refund_id.clone(),
-        event_id: order.event_id.clone(),
-        order_id: order.order_id.clone(),
-        account_id: account_id.to_owned(),
-        operation_id: String::new(),
-        ticket_ids: Vec::new(),
-        amount_minor: request.amount_minor.unwrap_or(0),
-        currency: order.currency.clone(),
-        status: RefundStatus::Pending,
-        reason: reason.to_owned(),
-        provider_ref: None,
-        last_error: None,
-        created_at: now,
-        settled_at: None,
-    };
+    let left = order.total_minor - order.refunded_minor();
     let Some(named) = request.ticket_ids.as_deref() else {
         // Money alone: one transaction of the store, no inventory.
-        if refund.amount_minor > left {
+        let amount = request.amount_minor.unwrap_or(0);
+        if amount > left {
             return Err(too_much(left));
         }
-        let write = RefundWrite {
-            refund,
-            idempotency_key: key.clone(),
-            request_digest: digest.clone(),
-            hold_id: order.hold_id.clone(),
-            owner_account_id: order.account_id.clone(),
-        };
+        let write = RefundWrite::new(
+            &order,
+            account_id,
+            Vec::new(),
+            amount,
+            reason,
+            (&key, &digest),
+            now,
+        );
         return match state.store.refund_money(&write).await? {
             Ok(view) => {
-                metrics::counter!("boxoffice_refunds_total", "status" => "PENDING").increment(1);
-                state.relay.poke();
+                recorded(&state);
                 Ok(answer(&view, false))
             }
             Err(why) => {
@@ -591,52 +558,18 @@ pub async fn admin_refund(
         .iter()
         .map(|ticket_id| ticket_price(&order, ticket_id))
         .sum();
-    refund.amount_minor = request.amount_minor.unwrap_or(prices);
-    if refund.amount_minor > left {
+    let amount = request.amount_minor.unwrap_or(prices);
+    if amount > left {
         return Err(too_much(left));
     }
-    refund.ticket_ids = ticket_ids.clone();
-    let command = RefundRequest {
-        refund_id: refund_id.clone(),
-        account_id: order.account_id.clone(),
-        hold_id: order.hold_id.clone(),
-        seat_ids: order
-            .tickets
-            .iter()
-            .filter(|t| ticket_ids.contains(&t.ticket_id))
-            .filter_map(|t| t.seat_id.clone())
-            .collect(),
-        tier: order
-            .tier_id
-            .clone()
-            .map(|tier_id| (tier_id, ticket_ids.len() as u32)),
+    let write = RefundWrite::new(
+        &order,
+        account_id,
         ticket_ids,
-    };
-    let write = RefundWrite {
-        refund,
-        idempotency_key: key.clone(),
-        request_digest: digest.clone(),
-        hold_id: order.hold_id.clone(),
-        owner_account_id: order.account_id.clone(),
-    };
-    let event_id = order.event_id.clone();
-    match state.writers.refund(event, command, write).await? {
-        RefundAnswer::Refunded => {
-            metrics::counter!("boxoffice_refunds_total", "status" => "PENDING").increment(1);
-            state.relay.poke();
-            let refund = state
-                .store
-                .get_refund(&event_id, &refund_id)
-                .await?
-                .ok_or_else(ApiError::internal)?;
-            Ok(answer(&refund, false))
-        }
-        RefundAnswer::Conflict(why) => {
-            if let Some(answered) = replay(&state, &order, account_id, &key, &digest).await? {
-                return Ok(answered);
-            }
-            Err(conflict(why))
-        }
-        RefundAnswer::NotKept => Err(conflict("the order is no longer confirmed")),
-    }
+        amount,
+        reason,
+        (&key, &digest),
+        now,
+    );
+    refund_tickets(&state, event, &order, write).await
 }

@@ -555,6 +555,32 @@ impl TestApp {
         .await
     }
 
+    /// Checks `ticket` in at the door with its static code, as an admin.
+    pub async fn check_in(&self, ticket: &Value) -> Answer {
+        self.post(
+            &self.admin,
+            "/v1/admin/checkin",
+            None,
+            &json!({"code": ticket["code"]}),
+        )
+        .await
+    }
+
+    /// Whether `account` can hold `seat` now (and releases it at once).
+    pub async fn holdable(&self, account: &str, event_id: &str, seat: &str) -> bool {
+        let key = format!("probe-{}", uuid::Uuid::now_v7());
+        let hold = self
+            .hold(account, event_id, &key, json!({"seatIds": [seat]}))
+            .await;
+        if hold.status != StatusCode::CREATED {
+            return false;
+        }
+        let hold_id = hold.json()["holdId"].as_str().unwrap().to_owned();
+        self.delete(&token(account), &format!("/v1/holds/{hold_id}"))
+            .await;
+        true
+    }
+
     pub async fn finish(self) {
         self.db.assert_invariants().await;
         self.db.cleanup().await;
