@@ -122,6 +122,8 @@ pub enum HoldOutcome {
     SaleNotOpen {
         on_sale_at: OffsetDateTime,
     },
+    /// The event was cancelled: nothing sells any more.
+    EventCancelled,
     /// The request does not fit the event: unknown seat or tier, zero, too many, duplicates.
     Invalid {
         field: String,
@@ -144,6 +146,7 @@ impl HoldOutcome {
             | Self::ReplayOfEarlierInBatch { .. }
             | Self::KeyReusedWithOtherRequest
             | Self::SaleNotOpen { .. }
+            | Self::EventCancelled
             | Self::Invalid { .. } => false,
         }
     }

@@ -36,6 +36,7 @@ use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 use crate::hold_ttl::{HoldToPay, HoldTtlPolicy};
 use crate::settlement;
 
+mod cancel;
 mod effects;
 mod exchange;
 mod free_seats;
@@ -43,6 +44,7 @@ mod refund;
 mod transfer;
 mod waitlist;
 
+pub use cancel::{CancelDecision, CancelRequest, EventCancelled};
 pub use effects::{
     CheckoutCancelled, Effect, Effects, HoldCreated, HoldReleased, MapSeatChange, SeatTaken,
 };
@@ -116,6 +118,8 @@ pub struct EngineSnapshot {
     pub waitlist: Vec<WaitEntry>,
     /// The event's waiting-list offer TTL (0: the default).
     pub waitlist_offer_ttl_s: u32,
+    /// The event is cancelled (`engine::cancel`): nothing sells.
+    pub cancelled: bool,
 }
 
 /// Current rows of what changed elsewhere, for [`EventEngine::refresh`].
@@ -146,6 +150,8 @@ pub enum Command {
         account_id: String,
         waitlist_id: String,
     },
+    /// The organiser cancels the event (`engine::cancel`).
+    Cancel(CancelRequest),
 }
 
 /// A capture refused for good: the confirmed order is cancelled and its sale given back
@@ -299,6 +305,7 @@ pub enum Decision {
     Transfer(TransferDecision),
     Refund(RefundDecision),
     Waitlist(WaitlistDecision),
+    Cancel(CancelDecision),
 }
 
 /// An order the group gives back: the store cancels it only if it is still `CONFIRMED` and
@@ -371,6 +378,9 @@ pub struct EventEngine {
     /// Whether fans wait for seats (the waiting room's queue is not empty), as the writer's
     /// driver last said; without a room to ask, assumed.
     demand_waiting: bool,
+    /// The event is cancelled: holds are refused, payments cancel their checkouts, the
+    /// waiting list offers nothing (`engine::cancel`).
+    cancelled: bool,
 }
 
 impl EventEngine {
@@ -424,6 +434,7 @@ impl EventEngine {
             hold_to_pay: HoldToPay::default(),
             granted_at: BTreeMap::new(),
             demand_waiting: true,
+            cancelled: snapshot.cancelled,
         };
         for hold in snapshot.holds {
             engine.keep_hold(hold);
@@ -627,7 +638,8 @@ impl EventEngine {
                             | Command::Transfer(_)
                             | Command::Refund(_)
                             | Command::WaitlistJoin(_)
-                            | Command::WaitlistLeave { .. } => None,
+                            | Command::WaitlistLeave { .. }
+                            | Command::Cancel(_) => None,
                         })
                         .collect();
                     let outcomes = self.decide_holds(&run, index);
@@ -694,6 +706,11 @@ impl EventEngine {
                     decisions.push(Decision::Waitlist(decision));
                     index += 1;
                 }
+                Command::Cancel(request) => {
+                    let decision = self.decide_cancel(index, request, &mut effects);
+                    decisions.push(Decision::Cancel(decision));
+                    index += 1;
+                }
             }
         }
         self.offers_moved_on(&mut effects);
@@ -705,6 +722,9 @@ impl EventEngine {
     /// Decides a run of hold requests (the first at `first_index` in the group) and takes
     /// in the holds granted; the caller records each in the group's effects.
     fn decide_holds(&mut self, run: &[HoldRequest], first_index: usize) -> Vec<HoldOutcome> {
+        if self.cancelled {
+            return vec![HoldOutcome::EventCancelled; run.len()];
+        }
         let now = self.state.now;
         let accounts: BTreeSet<&str> = run.iter().map(|r| r.account_id.as_str()).collect();
         self.state.usage_by_account = accounts
@@ -785,6 +805,11 @@ impl EventEngine {
         request: &CheckoutRequest,
         effects: &mut Effects,
     ) -> CheckoutDecision {
+        // The cancellation ended every live hold but those granted earlier in its own group,
+        // which nothing may sell: they wait out their deadline.
+        if self.cancelled {
+            return CheckoutDecision::Expired;
+        }
         let now = self.latest;
         let Some(hold) = self.holds.get_mut(&request.hold_id) else {
             return CheckoutDecision::NotKept;
@@ -854,6 +879,7 @@ impl EventEngine {
         let reason = match request.outcome {
             PaymentOutcome::Failed => Some(settlement::reason::PAYMENT_FAILED),
             PaymentOutcome::Voided => Some(settlement::reason::PAYMENT_VOIDED),
+            PaymentOutcome::Paid if self.cancelled => Some(settlement::reason::EVENT_CANCELLED),
             PaymentOutcome::Paid => settlement::refusal(
                 &settlement::Confirmation {
                     hold_status: hold.status,

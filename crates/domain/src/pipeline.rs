@@ -156,7 +156,8 @@ impl Lane {
             | Command::Transfer(_)
             | Command::Refund(_)
             | Command::WaitlistJoin(_)
-            | Command::WaitlistLeave { .. } => Self::Sale,
+            | Command::WaitlistLeave { .. }
+            | Command::Cancel(_) => Self::Sale,
         }
     }
 }

@@ -23,6 +23,8 @@ pub mod reason {
     pub const EXCHANGE_ENDED: &str = "EXCHANGE_ENDED";
     /// Selling the hold would take the account past the event's limit.
     pub const PURCHASE_LIMIT: &str = "PURCHASE_LIMIT";
+    /// The event was cancelled while the payment was out: the authorization is voided.
+    pub const EVENT_CANCELLED: &str = "EVENT_CANCELLED";
 }
 
 /// What gives back money the provider took for an order that kept no seat.

@@ -193,6 +193,8 @@ enum Verdict {
     /// A refund decided (the model generates none yet: see the engine's unit tests and the
     /// server's stories).
     Refund,
+    /// (The model never cancels its event.)
+    Cancel,
 }
 
 fn verdict_of(decision: &Decision) -> Verdict {
@@ -220,9 +222,11 @@ fn verdict_of(decision: &Decision) -> Verdict {
         }) => Verdict::UnavailableBest(*largest),
         Decision::Hold(HoldOutcome::SoldOut { .. }) => Verdict::SoldOut,
         Decision::Hold(HoldOutcome::PurchaseLimit { .. }) => Verdict::Limit,
-        Decision::Hold(HoldOutcome::SaleNotOpen { .. } | HoldOutcome::Invalid { .. }) => {
-            Verdict::Invalid
-        }
+        Decision::Hold(
+            HoldOutcome::SaleNotOpen { .. }
+            | HoldOutcome::Invalid { .. }
+            | HoldOutcome::EventCancelled,
+        ) => Verdict::Invalid,
         Decision::Release(ReleaseDecision::Released { .. }) => Verdict::Released,
         Decision::Release(ReleaseDecision::InCheckout) => Verdict::InCheckout,
         Decision::Release(ReleaseDecision::AlreadyEnded) => Verdict::Ended,
@@ -250,7 +254,10 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Exchange(ExchangeDecision::TicketTaken(_)) => Verdict::TicketTaken,
         Decision::Exchange(ExchangeDecision::NotKept) => Verdict::NotKept,
         Decision::Exchange(
-            ExchangeDecision::Closed | ExchangeDecision::Started | ExchangeDecision::SaleNotOpen,
+            ExchangeDecision::Closed
+            | ExchangeDecision::Started
+            | ExchangeDecision::SaleNotOpen
+            | ExchangeDecision::EventCancelled,
         ) => Verdict::Closed,
         Decision::Transfer(TransferDecision::Accepted) => Verdict::Transferred,
         Decision::Transfer(TransferDecision::PurchaseLimit) => Verdict::Limit,
@@ -260,6 +267,7 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Transfer(TransferDecision::Closed) => Verdict::Closed,
         Decision::Waitlist(_) => Verdict::Waitlist,
         Decision::Refund(_) => Verdict::Refund,
+        Decision::Cancel(_) => Verdict::Cancel,
     }
 }
 

@@ -320,6 +320,7 @@ fn kind(outcome: &HoldOutcome) -> &'static str {
         HoldOutcome::SoldOut { .. } => "sold-out",
         HoldOutcome::PurchaseLimit { .. } => "limit",
         HoldOutcome::SaleNotOpen { .. } => "not-open",
+        HoldOutcome::EventCancelled => "cancelled",
         HoldOutcome::Invalid { .. } => "invalid",
     }
 }

@@ -280,6 +280,11 @@ pub struct EventView {
     #[schema(value_type = String, format = DateTime)]
     pub on_sale_at: OffsetDateTime,
     pub currency: String,
+    /// `ACTIVE`, or `CANCELLED` once an organiser cancelled it (shown with the counts: on one
+    /// event and its creation, not in the list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::api::status_names::EventStatus>)]
+    pub status: Option<&'static str>,
     pub hold_ttl_seconds: u32,
     pub payment_grace_seconds: u32,
     pub max_seats_per_hold: u32,
@@ -376,6 +381,7 @@ impl EventView {
             starts_at: event.starts_at,
             on_sale_at: event.on_sale_at,
             currency: event.currency.clone(),
+            status: counts.map(|c| if c.cancelled { "CANCELLED" } else { "ACTIVE" }),
             hold_ttl_seconds: event.hold_ttl_s,
             payment_grace_seconds: event.payment_grace_s,
             max_seats_per_hold: event.max_seats_per_hold,
@@ -474,6 +480,7 @@ impl EventView {
                 .iter()
                 .map(|t| (t.tier_id.clone(), all_available(t.capacity.into())))
                 .collect(),
+            cancelled: false,
         }
     }
 }
@@ -596,6 +603,25 @@ pub mod status_names {
         Refunded,
     }
 
+    /// An event's status.
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum EventStatus {
+        Active,
+        Cancelled,
+    }
+
+    /// A cancellation's status: `CANCELLED` once every paid order's money went back (or its
+    /// refund failed, for the operator).
+    #[derive(Debug, ToSchema)]
+    #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
+    #[allow(dead_code)] // schema only
+    pub enum CancellationStatus {
+        Cancelling,
+        Cancelled,
+    }
+
     /// A refund's status: `FAILED` is money still owed (the operator's case).
     #[derive(Debug, ToSchema)]
     #[schema(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -660,6 +686,7 @@ pub mod status_names {
         Admitted,
         Expired,
         SoldOut,
+        Cancelled,
     }
 }
 
@@ -876,7 +903,7 @@ mod tests {
         }
         assert_eq!(
             names::<status_names::QueueStatus>(),
-            ["WAITING", "ADMITTED", "EXPIRED", "SOLD_OUT"]
+            ["WAITING", "ADMITTED", "EXPIRED", "SOLD_OUT", "CANCELLED"]
         );
     }
 }

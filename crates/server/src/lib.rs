@@ -114,6 +114,8 @@ pub struct Shared {
     pub relay: OutboxRelay,
     /// Poked when a payment's outcome could not be recorded.
     pub reconciler: PaymentReconciler,
+    /// Records the refunds of cancelled events; poked by a cancellation.
+    pub cancellations: boxoffice_workers::cancellation::CancellationJob,
     /// Sends integrators' webhook deliveries; poked by the relay's fan-out and by a replay.
     pub webhooks: WebhookSender,
     pub waitroom: WaitingRoom,
@@ -271,6 +273,8 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::refunds::create_refund))
         .routes(routes!(routes::refunds::get_refund))
         .routes(routes!(routes::refunds::admin_refund))
+        .routes(routes!(routes::cancellation::cancel_event))
+        .routes(routes!(routes::cancellation::get_cancellation))
         .routes(routes!(routes::transfers::decline_transfer))
         .routes(routes!(routes::waitlist::join_waitlist))
         .routes(routes!(
@@ -682,6 +686,10 @@ impl AppState {
                     store: workers_store.clone(),
                 })),
             webhooks,
+            cancellations: boxoffice_workers::cancellation::CancellationJob::new(
+                workers_store.clone(),
+                config.limits.cancellation_refunds_per_second,
+            ),
             workers_store,
             provider: config.provider.clone(),
             ticket_signer: config.ticket_signer.clone(),
@@ -991,6 +999,7 @@ pub fn spawn_workers(state: &AppState) {
     tokio::spawn(state.relay.clone().run());
     tokio::spawn(state.reconciler.clone().run());
     tokio::spawn(state.webhooks.clone().run());
+    tokio::spawn(state.cancellations.clone().run());
     tokio::spawn(
         state
             .waitroom

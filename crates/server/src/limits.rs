@@ -79,6 +79,9 @@ pub struct LimitsConfig {
     /// Lapsed holds within ten minutes from which an account waits before its next hold (0:
     /// never; see [`crate::runtime::ledger`]).
     pub lapsed_holds_per_account: u32,
+    /// Refunds of cancelled events this node records a second (each is one provider call:
+    /// `boxoffice_workers::cancellation`).
+    pub cancellation_refunds_per_second: u32,
 }
 
 impl Default for LimitsConfig {
@@ -94,18 +97,29 @@ impl Default for LimitsConfig {
             signins_per_address: Rate::new(5.0, 20.0),
             live_holds_per_account: 8,
             lapsed_holds_per_account: 3,
+            cancellation_refunds_per_second:
+                boxoffice_workers::cancellation::REFUNDS_PER_SECOND_DEFAULT,
         }
     }
 }
 
 impl LimitsConfig {
-    /// `NAME=RATE` (`holds-per-account=10/s:40`, `joins-per-address=off`) or, for the two
-    /// counts, `NAME=COUNT` (`live-holds-per-account=8`, `lapsed-holds-per-account=off`) over
-    /// these limits.
+    /// `NAME=RATE` (`holds-per-account=10/s:40`, `joins-per-address=off`) or, for the
+    /// counts, `NAME=COUNT` (`live-holds-per-account=8`, `lapsed-holds-per-account=off`,
+    /// `cancellation-refunds-per-second=100`) over these limits.
     pub fn set(&mut self, assignment: &str) -> Result<(), String> {
         let (name, rate) = assignment
             .split_once('=')
             .ok_or_else(|| format!("{assignment:?} is not NAME=RATE"))?;
+        if name == "cancellation-refunds-per-second" {
+            let max = boxoffice_workers::cancellation::REFUNDS_PER_SECOND_MAX;
+            self.cancellation_refunds_per_second = rate
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| format!("{name}: {rate:?} is not a count (1-{max})"))?;
+            return Ok(());
+        }
         let count = match name {
             "live-holds-per-account" => Some(&mut self.live_holds_per_account),
             "lapsed-holds-per-account" => Some(&mut self.lapsed_holds_per_account),
@@ -150,6 +164,7 @@ impl LimitsConfig {
         signins_per_address: Rate::OFF,
         live_holds_per_account: 0,
         lapsed_holds_per_account: 0,
+        cancellation_refunds_per_second: boxoffice_workers::cancellation::REFUNDS_PER_SECOND_MAX,
     };
 }
 

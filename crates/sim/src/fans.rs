@@ -723,7 +723,8 @@ impl Sim {
             Decision::Compensate(_)
             | Decision::Exchange(_)
             | Decision::Transfer(_)
-            | Decision::Refund(_) => Stage::Done,
+            | Decision::Refund(_)
+            | Decision::Cancel(_) => Stage::Done,
         };
         if stage != expected {
             self.violation(
@@ -806,7 +807,8 @@ impl Sim {
             Decision::Compensate(_)
             | Decision::Exchange(_)
             | Decision::Transfer(_)
-            | Decision::Refund(_) => {}
+            | Decision::Refund(_)
+            | Decision::Cancel(_) => {}
         }
     }
 
@@ -844,7 +846,10 @@ impl Sim {
                     },
                 );
             }
-            HoldOutcome::KeyReusedWithOtherRequest | HoldOutcome::Invalid { .. } => {
+            // (The simulated sale is never cancelled.)
+            HoldOutcome::KeyReusedWithOtherRequest
+            | HoldOutcome::Invalid { .. }
+            | HoldOutcome::EventCancelled => {
                 self.violation(
                     ViolationKind::Unexpected,
                     format!("fan {fan}'s hold was refused as malformed: {outcome:?}"),
@@ -971,6 +976,7 @@ fn hold_word(outcome: &HoldOutcome) -> String {
         HoldOutcome::SoldOut { .. } => "sold-out".to_owned(),
         HoldOutcome::PurchaseLimit { .. } => "purchase-limit".to_owned(),
         HoldOutcome::SaleNotOpen { .. } => "not-open".to_owned(),
+        HoldOutcome::EventCancelled => "cancelled".to_owned(),
         HoldOutcome::Invalid { .. } => "invalid".to_owned(),
     }
 }

@@ -39,6 +39,7 @@ impl Recorded {
             | HoldOutcome::ReplayOfEarlierInBatch { .. }
             | HoldOutcome::KeyReusedWithOtherRequest
             | HoldOutcome::SaleNotOpen { .. }
+            | HoldOutcome::EventCancelled
             | HoldOutcome::Invalid { .. } => None,
         }
     }
@@ -162,6 +163,7 @@ impl SimStore {
     /// waiting list's entries still waiting or offered (in their order) and its offer TTL.
     pub(crate) fn snapshot(&self) -> EngineSnapshot {
         EngineSnapshot {
+            cancelled: false,
             version: self.version,
             writer_seq: self.writer_seq,
             seats: self.seats.clone(),

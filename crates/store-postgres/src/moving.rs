@@ -39,6 +39,7 @@ const EVENT_TABLES: &[&str] = &[
     "ticket",
     "transfer",
     "refund",
+    "event_cancellation",
     "waitlist",
     "seatmap",
     "seatmap_change",

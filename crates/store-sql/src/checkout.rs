@@ -30,7 +30,8 @@ pub fn order_columns(d: Dialect) -> String {
 pub const TICKET_COLUMNS_AS_T: &str = "t.ticket_id AS t_ticket_id, t.event_id AS t_event_id,
      t.order_id AS t_order_id, t.account_id AS t_account_id, t.seat_id AS t_seat_id,
      t.tier_id AS t_tier_id, t.unit AS t_unit, t.code AS t_code, t.status AS t_status,
-     t.exchange_id AS t_exchange_id, t.refund_id AS t_refund_id, t.issued_at AS t_issued_at";
+     t.exchange_id AS t_exchange_id, t.refund_id AS t_refund_id, t.void_reason AS t_void_reason,
+     t.issued_at AS t_issued_at";
 
 /// The columns [`operation_from_row`] reads.
 pub const OPERATION_COLUMNS: &str =
@@ -110,6 +111,7 @@ pub fn ticket_from_row_as(row: &Row, prefix: &str) -> StoreResult<TicketView> {
         status: ticket_status(row.get(column("status").as_str())?, exchange_id.clone()),
         exchange_id,
         refund_id: row.get(column("refund_id").as_str())?,
+        void_reason: row.get(column("void_reason").as_str())?,
         issued_at: row.get(column("issued_at").as_str())?,
     })
 }
@@ -356,6 +358,18 @@ pub async fn issue_tickets(db: &Db, order_ids: &[String], sign: &SignTicket) -> 
     .bind(order_ids.to_vec())
     .fetch_all(&mut tx.conn())
     .await?;
+    // An event's cancellation voids its tickets under the event row's lock: one committing
+    // now is waited for, and the tickets below are issued void after it.
+    if d.locks_rows() && !orders.is_empty() {
+        let event_ids: std::collections::BTreeSet<String> = orders
+            .iter()
+            .map(|row| row.get::<String, _>(1))
+            .collect::<StoreResult<_>>()?;
+        query("SELECT 1 FROM event WHERE event_id = ANY($1) ORDER BY event_id FOR SHARE")
+            .bind(event_ids.into_iter().collect::<Vec<_>>())
+            .execute(&mut tx.conn())
+            .await?;
+    }
     let mut drafts = Vec::new();
     for row in &orders {
         let (order_id, event_id, account_id): (String, String, String) =
@@ -388,11 +402,15 @@ pub async fn issue_tickets(db: &Db, order_ids: &[String], sign: &SignTicket) -> 
     // (`WHERE true`: SQLite would read `ON CONFLICT` as the join's `ON`.)
     let issued = query(format!(
         "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code,
-                             status, issued_at)
-         SELECT u.e, u.t, u.o, u.a, u.s, u.r, u.n, u.c, 'VALID', {now} FROM {u} WHERE true
+                             status, void_reason, issued_at)
+         SELECT u.e, u.t, u.o, u.a, u.s, u.r, u.n, u.c,
+                CASE WHEN c.event_id IS NULL THEN 'VALID' ELSE 'VOIDED' END,
+                CASE WHEN c.event_id IS NULL THEN NULL ELSE '{cancelled}' END, {now}
+           FROM {u} LEFT JOIN event_cancellation c ON c.event_id = u.e WHERE true
          ON CONFLICT (order_id, unit) DO NOTHING",
         now = d.now_ms(),
         u = rows.table(d, 1, "u"),
+        cancelled = boxoffice_store::cancellation::REASON_EVENT_CANCELLED,
     ))
     .bind_rows(d, rows)
     .execute(&mut tx.conn())

@@ -119,6 +119,7 @@ pub async fn load(
     .map(|row| Ok(((row.get(0)?, row.get(1)?), row.get(2)?)))
     .collect::<StoreResult<_>>()?;
     let waitlist = waitlist::load_entries(&mut conn, event_id).await?;
+    let cancelled = crate::cancellation::is_cancelled(&mut conn, event_id).await?;
     tx.commit().await?;
     let snapshot = EngineSnapshot {
         version: u64::try_from(version).unwrap_or(0),
@@ -129,6 +130,7 @@ pub async fn load(
         keys,
         waitlist,
         waitlist_offer_ttl_s: event.waitlist_offer_ttl_s,
+        cancelled,
     };
     Ok((snapshot, now))
 }

@@ -176,7 +176,9 @@ pub async fn counts(db: &Db, event: &EventRecord, now: OffsetDateTime) -> StoreR
     .iter()
     .map(four)
     .collect::<StoreResult<_>>()?;
-    Ok(EventCounts::assemble(event, section_rows, tier_rows))
+    let mut counts = EventCounts::assemble(event, section_rows, tier_rows);
+    counts.cancelled = crate::cancellation::is_cancelled(&mut conn, &event.event_id).await?;
+    Ok(counts)
 }
 
 /// Creates an event with its sections, tiers, seats and seat map, and stores the answer

@@ -4,7 +4,7 @@
 //! The order is the store's lock order and the engine's: the lease and the clock first, then
 //! (on PostgreSQL) the seats by seat id and the tiers by tier id locked, then what the group
 //! frees (released seats, expired and released holds with their units, payment verdicts,
-//! compensations, refunds), then what it takes (exchanges, transfers, new holds, the waiting list,
+//! compensations, refunds), then what it takes (exchanges, transfers, a cancellation, new holds, the waiting list,
 //! seats, units, checkouts), the requests' answers, and last the map version, the writer
 //! sequence and the purchase limit. What the group frees is written before what it takes: the
 //! engine may give a seat or unit that one command frees to a later command of the same
@@ -26,7 +26,7 @@ use boxoffice_store::{
 };
 
 use crate::db::{Conn, Db, Dialect, Rows, query};
-use crate::{exchange, idempotency, outbox, refund, seatmap, transfer, waitlist};
+use crate::{cancellation, exchange, idempotency, outbox, refund, seatmap, transfer, waitlist};
 
 /// Persists `group` in one transaction (see the module's documentation for the order).
 pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitted> {
@@ -58,6 +58,7 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
     let exchanges_refused = exchange::write(&mut tx.conn(), group, &mut map).await?;
     group.unmap_refused(&mut map, &exchanges_refused);
     let transfers_refused = transfer::write(&mut tx.conn(), group).await?;
+    cancellation::write(&mut tx.conn(), group).await?;
     insert_holds(&mut tx.conn(), group).await?;
     waitlist::write(&mut tx.conn(), group).await?;
     take_seats(&mut tx.conn(), group).await?;

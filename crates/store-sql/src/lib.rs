@@ -10,6 +10,7 @@
 //! transaction's writes, the decoding of a row) is written in this crate once; a backend
 //! crate may say how to connect, never what to write.
 
+pub mod cancellation;
 pub mod checkout;
 pub mod conformance;
 pub mod db;
@@ -326,6 +327,17 @@ macro_rules! impl_store {
                 settle_refund(event_id: &str, refund_id: &str,
                               settled: &::boxoffice_store::refund::RefundSettled)
                     -> Option<::boxoffice_store::refund::RefundView> = refund::settle;
+            });
+
+            $crate::__forward!($store, ::boxoffice_store::cancellation::CancellationStore {
+                get_cancellation(event_id: &str)
+                    -> Option<(::boxoffice_store::cancellation::CancellationView, String, String)>
+                    = cancellation::get;
+                event_cancelled(event_id: &str) -> bool = cancellation::cancelled;
+                cancellation_step(event_id: &str, limit: u32)
+                    -> ::boxoffice_store::cancellation::CancellationStep
+                    = cancellation::step, retrying;
+                cancellations_open() -> Vec<String> = cancellation::open;
             });
 
             $crate::__forward!($store, ::boxoffice_store::transfer::TransferStore {

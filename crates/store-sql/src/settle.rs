@@ -409,7 +409,12 @@ pub async fn settle(
         Step::Stale | Step::Record => {}
         Step::Confirm => {
             let confirmation = confirmation_of(&mut conn, &hold, now).await?;
-            match settlement::refusal(&confirmation, now) {
+            let refusal = if crate::cancellation::is_cancelled(&mut conn, &order.event_id).await? {
+                Some(settlement::reason::EVENT_CANCELLED)
+            } else {
+                settlement::refusal(&confirmation, now)
+            };
+            match refusal {
                 None => {
                     confirm_order(&mut conn, &order, &hold, operation_id, now, &mut map).await?;
                 }

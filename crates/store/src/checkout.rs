@@ -73,6 +73,8 @@ pub struct TicketView {
     pub exchange_id: Option<String>,
     /// The refund that voided it.
     pub refund_id: Option<String>,
+    /// Why it was voided when no refund or exchange says it (`EVENT_CANCELLED`).
+    pub void_reason: Option<String>,
     pub issued_at: OffsetDateTime,
 }
 

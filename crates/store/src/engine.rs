@@ -532,7 +532,8 @@ impl GroupWrite<'_> {
                 | Effect::WaitlistJoined(_)
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
-                | Effect::WaitlistPurchased { .. } => {}
+                | Effect::WaitlistPurchased { .. }
+                | Effect::EventCancelled(_) => {}
             }
         }
         tiers.into_iter().map(str::to_owned).collect()
@@ -567,7 +568,8 @@ impl GroupWrite<'_> {
                 Effect::WaitlistJoined(_)
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
-                | Effect::WaitlistPurchased { .. } => {}
+                | Effect::WaitlistPurchased { .. }
+                | Effect::EventCancelled(_) => {}
             }
         }
         seat_ids.sort_unstable();
@@ -1260,7 +1262,8 @@ where
             | Decision::Exchange(_)
             | Decision::Transfer(_)
             | Decision::Refund(_)
-            | Decision::Waitlist(_) => None,
+            | Decision::Waitlist(_)
+            | Decision::Cancel(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
                 if outcome.is_recorded() {

@@ -179,6 +179,8 @@ pub enum ExchangeRefused {
     Conflict(String),
     PurchaseLimit,
     SaleNotOpen,
+    /// The target event was cancelled.
+    EventCancelled,
 }
 
 /// How an exchange was answered by its event's writer.

@@ -22,6 +22,7 @@ use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse
 use boxoffice_domain::inventory::Inventory;
 use futures_util::future::join_all;
 
+use crate::cancellation;
 use crate::engine::{EngineStore, GroupCommitted, GroupWrite};
 use crate::gate::{CALLS_MIN, CALLS_PER_CONNECTION, Call, CallBound, Slot};
 use crate::lease::{Fence, Lease, LeaseStore, NodeRecord, Taken};
@@ -921,6 +922,35 @@ impl RefundStore for Front {
     ) -> StoreResult<Option<RefundView>> {
         let via = self.event(Pass, event_id).await?;
         via.settle_refund(event_id, refund_id, settled).await
+    }
+}
+
+#[async_trait]
+impl cancellation::CancellationStore for Front {
+    async fn get_cancellation(
+        &self,
+        event_id: &str,
+    ) -> StoreResult<Option<(cancellation::CancellationView, String, String)>> {
+        let via = self.event(Look, event_id).await?;
+        via.get_cancellation(event_id).await
+    }
+
+    async fn event_cancelled(&self, event_id: &str) -> StoreResult<bool> {
+        let via = self.event(Look, event_id).await?;
+        via.event_cancelled(event_id).await
+    }
+
+    async fn cancellation_step(
+        &self,
+        event_id: &str,
+        limit: u32,
+    ) -> StoreResult<cancellation::CancellationStep> {
+        let via = self.event(Pass, event_id).await?;
+        via.cancellation_step(event_id, limit).await
+    }
+
+    async fn cancellations_open(&self) -> StoreResult<Vec<String>> {
+        self.each_joined(Pass, |s| s.cancellations_open()).await
     }
 }
 

@@ -8,6 +8,7 @@
 //! repeated call finds nothing to do. Every idempotent write stores its response in the same
 //! transaction as the state it creates.
 
+pub mod cancellation;
 pub mod checkout;
 pub mod clock;
 pub mod door;
@@ -165,6 +166,8 @@ pub struct Counts {
 pub struct EventCounts {
     pub sections: Vec<(String, Counts)>,
     pub tiers: Vec<(String, Counts)>,
+    /// The event was cancelled (`cancellation`).
+    pub cancelled: bool,
 }
 
 impl EventCounts {
@@ -213,6 +216,7 @@ impl EventCounts {
                 .iter()
                 .map(|t| (t.tier_id.clone(), tier_counts(&t.tier_id)))
                 .collect(),
+            cancelled: false,
         }
     }
 }
@@ -306,6 +310,7 @@ pub trait Store:
     + WorkerStore
     + transfer::TransferStore
     + refund::RefundStore
+    + cancellation::CancellationStore
     + waitlist::WaitlistStore
     + door::DoorStore
     + webhook::WebhookStore

@@ -38,9 +38,12 @@ pub mod event_type {
     pub const REFUND_SUCCEEDED: &str = "refund.succeeded";
     /// A refund was refused by the provider: the money is still owed (`refund.failed`).
     pub const REFUND_FAILED: &str = "refund.failed";
+    /// An event was cancelled (and again when its refunds are done): the cancellation
+    /// (`event.cancelled`).
+    pub const EVENT_CANCELLED: &str = "event.cancelled";
 
     /// Every type, in the order the documentation lists them.
-    pub const ALL: [&str; 8] = [
+    pub const ALL: [&str; 9] = [
         ORDER_CONFIRMED,
         ORDER_CANCELLED,
         TICKETS_ISSUED,
@@ -49,6 +52,7 @@ pub mod event_type {
         REFUND_DUE,
         REFUND_SUCCEEDED,
         REFUND_FAILED,
+        EVENT_CANCELLED,
     ];
 }
 
@@ -64,6 +68,7 @@ pub fn event_type_of(topic: &str) -> Option<&'static str> {
         crate::checkout::topic::REFUND_DUE => event_type::REFUND_DUE,
         crate::refund::topic::REFUND_SUCCEEDED => event_type::REFUND_SUCCEEDED,
         crate::refund::topic::REFUND_FAILED => event_type::REFUND_FAILED,
+        crate::cancellation::topic::EVENT_CANCELLED => event_type::EVENT_CANCELLED,
         _ => return None,
     })
 }

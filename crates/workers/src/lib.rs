@@ -4,6 +4,7 @@
 //! left open), [`webhooks`] (integrators' webhook deliveries). [`payment`] holds the verdict
 //! mapping they share with checkout; [`crash`] the named crash points tests use.
 
+pub mod cancellation;
 pub mod crash;
 pub mod exchanges;
 pub mod expiry;

@@ -88,6 +88,7 @@ fn kinds(outcomes: &[HoldOutcome]) -> Vec<&'static str> {
             HoldOutcome::SoldOut { .. } => "sold-out",
             HoldOutcome::PurchaseLimit { .. } => "limit",
             HoldOutcome::SaleNotOpen { .. } => "not-open",
+            HoldOutcome::EventCancelled => "cancelled",
             HoldOutcome::Invalid { .. } => "invalid",
         })
         .collect()

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use time::OffsetDateTime;
 
 use super::{
-    CheckoutStarted, ExchangeTaken, HoldConfirmed, OrderCompensated, RefundTaken, TransferTaken,
-    WaitEntry, WaitlistOffer,
+    CheckoutStarted, EventCancelled, ExchangeTaken, HoldConfirmed, OrderCompensated, RefundTaken,
+    TransferTaken, WaitEntry, WaitlistOffer,
 };
 use crate::decide::NewHold;
 use crate::hold::SeatStatus;
@@ -107,6 +107,8 @@ pub enum Effect {
     WaitlistPurchased {
         hold_id: String,
     },
+    /// The event cancelled (`engine::cancel`): the store records it and voids every ticket.
+    EventCancelled(EventCancelled),
 }
 
 /// The rows a group writes: one list of [`Effect`]s in the order the engine decided them.
@@ -202,6 +204,14 @@ impl Effects {
         })
     }
 
+    /// The event's cancellation, when the group cancels it.
+    pub fn event_cancelled(&self) -> Option<&EventCancelled> {
+        self.iter().find_map(|effect| match effect {
+            Effect::EventCancelled(cancelled) => Some(cancelled),
+            _ => None,
+        })
+    }
+
     pub fn refunds(&self) -> impl Iterator<Item = &RefundTaken> {
         self.iter().filter_map(|effect| match effect {
             Effect::Refunded(taken) => Some(taken),
@@ -266,7 +276,8 @@ impl Effects {
             | Effect::WaitlistJoined(_)
             | Effect::WaitlistLeft { .. }
             | Effect::WaitlistLapsed { .. }
-            | Effect::WaitlistPurchased { .. } => None,
+            | Effect::WaitlistPurchased { .. }
+            | Effect::EventCancelled(_) => None,
         })
     }
 
@@ -317,7 +328,8 @@ impl Effects {
                 | Effect::WaitlistJoined(_)
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
-                | Effect::WaitlistPurchased { .. } => None,
+                | Effect::WaitlistPurchased { .. }
+                | Effect::EventCancelled(_) => None,
             })
             .collect()
     }
@@ -340,7 +352,8 @@ impl Effects {
             | Effect::WaitlistLeft { .. }
             | Effect::WaitlistOffered(_)
             | Effect::WaitlistLapsed { .. }
-            | Effect::WaitlistPurchased { .. } => false,
+            | Effect::WaitlistPurchased { .. }
+            | Effect::EventCancelled(_) => false,
         })
     }
 
@@ -402,7 +415,8 @@ impl Effects {
                 | Effect::WaitlistJoined(_)
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
-                | Effect::WaitlistPurchased { .. } => {}
+                | Effect::WaitlistPurchased { .. }
+                | Effect::EventCancelled(_) => {}
             }
         }
         changes

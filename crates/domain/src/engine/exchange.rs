@@ -121,6 +121,8 @@ pub enum ExchangeDecision {
     /// This event has started.
     Started,
     SaleNotOpen,
+    /// The event was cancelled: nothing sells.
+    EventCancelled,
     /// Seats taken (named), or too few units left in the tier (empty).
     SeatsUnavailable(Vec<String>),
     PurchaseLimit,
@@ -172,6 +174,9 @@ impl EventEngine {
         }
         if now < self.rules.on_sale_at {
             return ExchangeDecision::SaleNotOpen;
+        }
+        if self.cancelled {
+            return ExchangeDecision::EventCancelled;
         }
         // A ticket an exchange of this engine took while its new hold lives (an ended one
         // gave it back; the store judges the tickets in any case).

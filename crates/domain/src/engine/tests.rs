@@ -1454,3 +1454,123 @@ fn a_refund_of_an_exchanged_ticket_or_an_unkept_hold_is_refused() {
     assert_eq!(decisions, [Decision::Refund(RefundDecision::NotKept)]);
     assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }
+
+fn cancel() -> Command {
+    Command::Cancel(CancelRequest {
+        account_id: "admin".into(),
+        idempotency_key: "c-1".into(),
+        request_digest: "d".into(),
+        reason: "storm".into(),
+    })
+}
+
+#[test]
+fn a_cancellation_ends_live_holds_and_nothing_sells_after_it() {
+    let mut engine = engine(6);
+    engine.decide(
+        NOW,
+        &[
+            hold("a", "1", seats(&["A-1-1"])),
+            hold("b", "1", seats(&["A-1-2"])),
+        ],
+    );
+    engine.decide(
+        NOW,
+        &[Command::Checkout(CheckoutRequest {
+            account_id: "b".into(),
+            hold_id: "h-b-1".into(),
+            order_id: "o-b".into(),
+            grace_s: 60,
+        })],
+    );
+    // A hold granted earlier in the cancelling group is not in the store yet: it stays, and
+    // nothing may check it out.
+    let (decisions, effects) = engine.decide(NOW, &[hold("c", "1", seats(&["A-1-3"])), cancel()]);
+    assert!(matches!(decisions[0], Decision::Hold(HoldOutcome::Held(_))));
+    assert_eq!(
+        decisions[1],
+        Decision::Cancel(CancelDecision::Cancelled { holds_ended: 1 })
+    );
+    let released: Vec<&str> = effects
+        .holds_released()
+        .map(|h| h.hold_id.as_str())
+        .collect();
+    assert_eq!(
+        released,
+        ["h-a-1"],
+        "the live hold ends; the one in checkout waits"
+    );
+    assert!(effects.event_cancelled().is_some());
+    assert!(engine.cancelled());
+
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            hold("d", "1", seats(&["A-1-4"])),
+            Command::Checkout(CheckoutRequest {
+                account_id: "c".into(),
+                hold_id: "h-c-1".into(),
+                order_id: "o-c".into(),
+                grace_s: 60,
+            }),
+            // The payment out at the cancellation answers: the checkout is cancelled (the
+            // authorization is voided), nothing is sold.
+            Command::Payment(PaymentRequest {
+                account_id: "b".into(),
+                hold_id: "h-b-1".into(),
+                outcome: PaymentOutcome::Paid,
+            }),
+            join("e", 1, false),
+            cancel(),
+        ],
+    );
+    assert_eq!(decisions[0], Decision::Hold(HoldOutcome::EventCancelled));
+    assert_eq!(decisions[1], Decision::Checkout(CheckoutDecision::Expired));
+    assert_eq!(
+        decisions[2],
+        Decision::Payment(PaymentDecision::Cancelled {
+            reason: crate::settlement::reason::EVENT_CANCELLED
+        })
+    );
+    assert_eq!(
+        decisions[3],
+        Decision::Waitlist(WaitlistDecision::EventCancelled)
+    );
+    assert_eq!(
+        decisions[4],
+        Decision::Cancel(CancelDecision::AlreadyCancelled)
+    );
+    assert!(effects.holds_confirmed().next().is_none());
+    assert!(effects.new_holds().next().is_none());
+    assert!(effects.event_cancelled().is_none(), "cancelled once");
+    assert_eq!(engine.invariants(), Vec::<String>::new());
+}
+
+#[test]
+fn an_engine_loaded_after_the_cancellation_sells_nothing() {
+    let snapshot = EngineSnapshot {
+        seats: vec![SeatRow {
+            seat_id: "A-1-1".into(),
+            status: SeatStatus::Available,
+            hold_id: None,
+            hold_expires_at: None,
+            price_minor: 1000,
+        }],
+        cancelled: true,
+        ..EngineSnapshot::default()
+    };
+    let mut engine = EventEngine::load(rules(), snapshot, NOW);
+    let (decisions, effects) = engine.decide(
+        NOW,
+        &[
+            hold("a", "1", seats(&["A-1-1"])),
+            exchange("x", "A-1-1", 1000),
+        ],
+    );
+    assert_eq!(decisions[0], Decision::Hold(HoldOutcome::EventCancelled));
+    assert!(matches!(
+        decisions[1],
+        Decision::Exchange(ExchangeDecision::EventCancelled | ExchangeDecision::NotKept)
+    ));
+    assert!(effects.is_empty());
+}

@@ -110,6 +110,8 @@ pub enum WaitlistDecision {
     NotWaiting,
     /// The list is full.
     Full,
+    /// The event is cancelled: nothing is offered any more.
+    EventCancelled,
 }
 
 /// The largest waiting list of one event.
@@ -236,6 +238,9 @@ impl EventEngine {
         request: &WaitlistJoin,
         effects: &mut Effects,
     ) -> WaitlistDecision {
+        if self.cancelled {
+            return WaitlistDecision::EventCancelled;
+        }
         if let Some(waitlist_id) = self.live_entry_of(&request.account_id) {
             return WaitlistDecision::AlreadyListed { waitlist_id };
         }
@@ -330,6 +335,10 @@ impl EventEngine {
     /// entries (then only the joined entries' classes can have become satisfiable), and the
     /// first group after a load.
     pub(super) fn offer_to_waitlist(&mut self, effects: &mut Effects) {
+        if self.cancelled {
+            self.waitlist_joined_classes.clear();
+            return;
+        }
         let freed = effects.frees_inventory();
         let joined = std::mem::take(&mut self.waitlist_joined_classes);
         let every_class = freed || self.waitlist_dirty;
@@ -443,6 +452,7 @@ impl EventEngine {
                     HoldOutcome::SeatsUnavailable { .. }
                     | HoldOutcome::SoldOut { .. }
                     | HoldOutcome::SaleNotOpen { .. }
+                    | HoldOutcome::EventCancelled
                     | HoldOutcome::Invalid { .. },
                 )
                 | None => {

@@ -197,8 +197,9 @@ impl OrderResponse {
     }
 }
 
-/// The order's status as the API shows it: a confirmed order whose every ticket a refund
-/// voided and whose every refund was paid back is `REFUNDED` (a `FAILED` refund is money
+/// The order's status as the API shows it: a confirmed order whose every ticket a refund (or
+/// the event's cancellation) voided and whose every refund was paid back is `REFUNDED` (a
+/// `FAILED` refund is money
 /// still owed; an order exchanged away stays `CONFIRMED`, its difference refunded or not).
 fn order_status(order: &OrderView) -> &'static str {
     let refunded = order.status == boxoffice_domain::order::OrderStatus::Confirmed
@@ -207,10 +208,12 @@ fn order_status(order: &OrderView) -> &'static str {
             .refunds
             .iter()
             .all(|r| r.status == RefundStatus::Succeeded)
-        && order
-            .tickets
-            .iter()
-            .all(|t| t.status == "VOIDED" && t.refund_id.is_some());
+        && order.tickets.iter().all(|t| {
+            t.status == "VOIDED"
+                && (t.refund_id.is_some()
+                    || t.void_reason.as_deref()
+                        == Some(boxoffice_store::cancellation::REASON_EVENT_CANCELLED))
+        });
     if refunded {
         "REFUNDED"
     } else {
@@ -222,7 +225,9 @@ fn void_reason(ticket: &boxoffice_store::checkout::TicketView) -> Option<String>
     if ticket.status != "VOIDED" {
         return None;
     }
-    if ticket.refund_id.is_some() {
+    if let Some(reason) = &ticket.void_reason {
+        Some(reason.clone())
+    } else if ticket.refund_id.is_some() {
         Some("REFUND".into())
     } else {
         ticket.exchange_id.as_ref().map(|_| "EXCHANGE".into())

@@ -397,6 +397,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
             "SALE_NOT_OPEN",
             "the target event's sale is not open yet",
         ),
+        ExchangeRefused::EventCancelled => crate::routes::cancellation::event_cancelled(),
     }
 }
 
@@ -414,7 +415,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "ADMISSION_REQUIRED or ADMISSION_INVALID (target event's waiting room)", body = Problem),
         (status = 404, description = "No such order for this account, or no such target event", body = Problem),
-        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT (a ticket not the order's, checked in, void or being exchanged; the order not confirmed or its payment not captured yet), PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT (a ticket not the order's, checked in, void or being exchanged; the order not confirmed or its payment not captured yet), PURCHASE_LIMIT, SALE_NOT_OPEN, EVENT_CANCELLED or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),

@@ -35,7 +35,7 @@ use crate::runtime::writer::SubmitError;
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "Admission token missing or invalid", body = Problem),
         (status = 404, description = "No such event", body = Problem),
-        (status = 409, description = "SEATS_UNAVAILABLE (for best available with `largestBlock`: the most seats still free together in the asked sections), SOLD_OUT, PURCHASE_LIMIT, SALE_NOT_OPEN or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "SEATS_UNAVAILABLE (for best available with `largestBlock`: the most seats still free together in the asked sections), SOLD_OUT, PURCHASE_LIMIT, SALE_NOT_OPEN, EVENT_CANCELLED or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 413, description = "Body over 64 KiB", body = Problem),
         (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_KEY_MISMATCH", body = Problem),
         (status = 429, description = "RATE_LIMITED: holds-per-account, holds-per-address, live-holds-per-account or lapsed-holds-per-account (the problem's `limit`), too many queued requests for this event, or the store is busy; retry after Retry-After", body = Problem),
@@ -316,6 +316,7 @@ pub fn render_hold_outcome(event: &EventRecord, outcome: &HoldOutcome) -> Stored
             "onSaleAt",
             on_sale_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
         ),
+        HoldOutcome::EventCancelled => crate::routes::cancellation::event_cancelled(),
         HoldOutcome::Invalid { field, reason } => ApiError::validation(field, reason),
         HoldOutcome::Replayed | HoldOutcome::ReplayOfEarlierInBatch { .. } | HoldOutcome::KeyReusedWithOtherRequest => {
             // Never rendered: replays answer with stored bytes (see boxoffice_store::answer_batch).

@@ -276,6 +276,7 @@ pub async fn join_queue(
             ..
         } => ("WAITING", estimated_wait_s, retry_after_s),
         PollAnswer::SoldOut { .. } => ("SOLD_OUT", 0, SOLD_OUT_RETRY_AFTER_S),
+        PollAnswer::Cancelled { .. } => ("CANCELLED", 0, CANCELLED_RETRY_AFTER_S),
         PollAnswer::Admitted { .. } | PollAnswer::Expired { .. } => {
             return Err(ApiError::internal());
         }
@@ -344,7 +345,7 @@ pub async fn leave_queue(
         ("Queue-Ticket" = String, Header, description = "the queueTicket from joining"),
     ),
     responses(
-        (status = 200, description = "WAITING, ADMITTED (with the admission token), EXPIRED, or SOLD_OUT (nothing left to sell; the place is kept)", body = QueueStatusResponse),
+        (status = 200, description = "WAITING, ADMITTED (with the admission token), EXPIRED, SOLD_OUT (nothing left to sell; the place is kept), or CANCELLED (the event was cancelled)", body = QueueStatusResponse),
         (status = 400, description = "QUEUE_TICKET_INVALID: the Queue-Ticket is forged", body = Problem),
         (status = 422, description = "VALIDATION: the Queue-Ticket header is missing", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
@@ -446,6 +447,9 @@ pub async fn queue_status(
             },
             Some(SOLD_OUT_RETRY_AFTER_S),
         ),
+        PollAnswer::Cancelled { position } => {
+            (cancelled_status(position), Some(CANCELLED_RETRY_AFTER_S))
+        }
     };
     let mut response = axum::Json(body).into_response();
     if let Some(seconds) = retry_after_s {
@@ -454,6 +458,24 @@ pub async fn queue_status(
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     Ok(response)
+}
+
+/// Seconds a fan of a cancelled event is told to wait before asking again.
+const CANCELLED_RETRY_AFTER_S: u64 = 3600;
+
+/// What every fan still in the queue of a cancelled event is told.
+fn cancelled_status(position: u64) -> QueueStatusResponse {
+    QueueStatusResponse {
+        status: "CANCELLED",
+        position,
+        ahead_of_you: 0,
+        estimated_wait_seconds: None,
+        admission_token: None,
+        admission_expires_at: None,
+        waitlist: None,
+        reason: None,
+        largest_block: None,
+    }
 }
 
 /// The status poll's hot path, before the router and its middleware: a GET of
@@ -525,6 +547,7 @@ pub fn status_from_memory(state: &AppState, path: &str, headers: &HeaderMap) -> 
             },
             SOLD_OUT_RETRY_AFTER_S,
         ),
+        PollAnswer::Cancelled { position } => (cancelled_status(position), CANCELLED_RETRY_AFTER_S),
         PollAnswer::Admitted { .. } | PollAnswer::Expired { .. } => return None,
     };
     let json = serde_json::to_vec(&body).ok()?;

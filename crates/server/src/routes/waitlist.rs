@@ -249,6 +249,7 @@ pub async fn join_waitlist(
             )
         }
         WaitlistDecision::Full => Err(conflict("the event's waiting list is full")),
+        WaitlistDecision::EventCancelled => Err(crate::routes::cancellation::event_cancelled()),
         WaitlistDecision::Left | WaitlistDecision::NotWaiting => Err(ApiError::internal()),
     }
 }

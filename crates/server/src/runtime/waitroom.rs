@@ -294,6 +294,9 @@ pub struct RoomHandle {
     event: std::sync::OnceLock<Arc<EventRecord>>,
     /// Nothing is left to sell (see [`WaitingRoom::sold_out_now`]); polls read it.
     sold_out: std::sync::atomic::AtomicBool,
+    /// The event was cancelled: every poll and join answers `CANCELLED` (set on the node that
+    /// cancelled at once, on the others by the next decision tick's look at the store).
+    cancelled: std::sync::atomic::AtomicBool,
     /// When the store last confirmed that no tier unit is held (unix ms), so that the check
     /// runs at most once a second.
     tiers_checked_ms: std::sync::atomic::AtomicI64,
@@ -379,6 +382,10 @@ impl RoomHandle {
     pub fn sold_out(&self) -> bool {
         self.sold_out.load(Ordering::Relaxed)
     }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
 }
 
 /// What a status poll answers.
@@ -406,6 +413,10 @@ pub enum PollAnswer {
     SoldOut {
         position: u64,
         ahead_of_you: u64,
+    },
+    /// The event was cancelled: nothing will be sold.
+    Cancelled {
+        position: u64,
     },
 }
 
@@ -606,6 +617,7 @@ impl WaitingRoom {
             released_per_s: AtomicU64::new(u64::MAX),
             event: std::sync::OnceLock::new(),
             sold_out: std::sync::atomic::AtomicBool::new(false),
+            cancelled: std::sync::atomic::AtomicBool::new(false),
             tiers_checked_ms: std::sync::atomic::AtomicI64::new(0),
             left_free: AtomicU64::new(u64::MAX),
             left_held: AtomicU64::new(0),
@@ -651,7 +663,11 @@ impl WaitingRoom {
             .map_err(|e| RoomError::Signing(e.to_string()))?;
         let view = room.view();
         let ahead = place.position.saturating_sub(view.serving + 1);
-        let answer = if room.sold_out() {
+        let answer = if room.cancelled() {
+            PollAnswer::Cancelled {
+                position: place.position,
+            }
+        } else if room.sold_out() {
             PollAnswer::SoldOut {
                 position: place.position,
                 ahead_of_you: ahead,
@@ -710,7 +726,9 @@ impl WaitingRoom {
                 ..
             } => {
                 room.polls.fetch_add(1, Ordering::Relaxed);
-                Some(if room.sold_out() {
+                Some(if room.cancelled() {
+                    PollAnswer::Cancelled { position }
+                } else if room.sold_out() {
                     PollAnswer::SoldOut {
                         position,
                         ahead_of_you,
@@ -732,6 +750,12 @@ impl WaitingRoom {
         room.polls.fetch_add(1, Ordering::Relaxed);
         let now_ms = self.now_ms();
         let view = room.view();
+        if room.cancelled() {
+            let (Status::Waiting { position, .. }
+            | Status::Released { position }
+            | Status::Expired { position }) = view.status(claims.idx, now_ms);
+            return Ok(PollAnswer::Cancelled { position });
+        }
         match view.status(claims.idx, now_ms) {
             Status::Waiting {
                 position,
@@ -981,6 +1005,9 @@ impl WaitingRoom {
                 .cloned()
                 .collect();
             for room in rooms {
+                if decide && !room.cancelled() {
+                    self.mark_cancelled_from(&room, store.as_ref()).await;
+                }
                 self.mark_sold_out(&room, store.as_ref(), &maps).await;
                 if let Some(event) = room.event.get()
                     && let Ok(map) = maps.get(event).await
@@ -1139,6 +1166,27 @@ impl WaitingRoom {
 }
 
 impl WaitingRoom {
+    /// Marks the event's room cancelled, on this node (the cancel route does it at once).
+    pub fn mark_cancelled(&self, event_id: &str) {
+        if let Some(room) = self.cached(event_id) {
+            room.cancelled.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Looks at the store for the room's event's cancellation (a failed look changes nothing).
+    async fn mark_cancelled_from(&self, room: &RoomHandle, store: &dyn Store) {
+        match store.event_cancelled(&room.event_id).await {
+            Ok(true) => {
+                tracing::info!(event_id = %room.event_id, "cancelled: queued fans are told");
+                room.cancelled.store(true, Ordering::Relaxed);
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::debug!(event_id = %room.event_id, %error, "cancellation check failed");
+            }
+        }
+    }
+
     /// Updates the room's sold-out flag; a failed check keeps the last one.
     async fn mark_sold_out(
         &self,

@@ -37,10 +37,11 @@ use std::time::{Duration as StdDuration, Instant};
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
-    CheckoutDecision, CheckoutRequest, Command, CompensationDecision, CompensationRequest,
-    Decision, Effects, EventEngine, ExchangeDecision, ExchangeGivesUp, ExchangeRequest,
-    PaymentDecision, PaymentOutcome, PaymentRequest, RefundDecision, RefundRequest,
-    ReleaseDecision, TransferDecision, TransferRequest, WaitlistDecision, WaitlistJoin,
+    CancelDecision, CancelRequest, CheckoutDecision, CheckoutRequest, Command,
+    CompensationDecision, CompensationRequest, Decision, Effects, EventEngine, ExchangeDecision,
+    ExchangeGivesUp, ExchangeRequest, PaymentDecision, PaymentOutcome, PaymentRequest,
+    RefundDecision, RefundRequest, ReleaseDecision, TransferDecision, TransferRequest,
+    WaitlistDecision, WaitlistJoin,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -119,6 +120,7 @@ enum Answer {
     Transfer(TransferAnswer),
     Refund(RefundAnswer),
     Waitlist(WaitlistAnswer),
+    Cancel(CancelDecision),
 }
 
 /// What a refund got.
@@ -657,6 +659,23 @@ impl EventWriters {
         Err(SubmitError::Store(StoreError::Internal(
             "a refund was answered as another command".into(),
         )))
+    }
+
+    /// Cancels the event on its writer: from the group that commits it on, nothing sells, every
+    /// live hold has ended and every ticket is void (`engine::cancel`); the refunds follow
+    /// (`boxoffice_workers::cancellation`).
+    pub async fn cancel(
+        &self,
+        event: Arc<EventRecord>,
+        request: CancelRequest,
+    ) -> Result<CancelDecision, SubmitError> {
+        let job = self.job(Command::Cancel(request), |_| {});
+        match self.submit_job(event, job).await? {
+            Answer::Cancel(decision) => Ok(decision),
+            _ => Err(SubmitError::Store(StoreError::Internal(
+                "a cancellation was answered as another command".into(),
+            ))),
+        }
     }
 
     /// Puts `join` on the event's waiting list (or answers the account's live entry); when
@@ -1391,6 +1410,7 @@ impl Writer {
                 Decision::Transfer(d) => ("transfer", *d != TransferDecision::NotKept),
                 Decision::Refund(d) => ("refund", *d != RefundDecision::NotKept),
                 Decision::Waitlist(_) => ("waitlist", true),
+                Decision::Cancel(_) => ("cancel", true),
             };
             // Commands the engine decided, those asked again after a catch-up (a checkout or
             // release of a hold it does not keep), and payments for the store's settlement.
@@ -1866,6 +1886,10 @@ async fn deliver(
                     pending.refunds_refused.contains(&index),
                 )))
             }
+            (Command::Cancel(_), Decision::Cancel(decision)) => {
+                delivered.push(None);
+                Ok(Answer::Cancel(decision.clone()))
+            }
             (Command::Checkout(_), Decision::Checkout(CheckoutDecision::NotKept)) => {
                 delivered.push(None);
                 Ok(Answer::CheckoutNotKept)
@@ -2108,6 +2132,7 @@ fn exchange_answer(context: &ExchangeContext, decision: ExchangeDecision, refuse
             "the target event has already started".into(),
         )),
         ExchangeDecision::SaleNotOpen => refused_for(ExchangeRefused::SaleNotOpen),
+        ExchangeDecision::EventCancelled => refused_for(ExchangeRefused::EventCancelled),
         ExchangeDecision::SeatsUnavailable(seats) => {
             refused_for(ExchangeRefused::SeatsUnavailable(seats))
         }

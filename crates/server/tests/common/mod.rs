@@ -276,7 +276,8 @@ impl TestApp {
     }
 
     /// The app over a fresh store, with the payment simulator in process (webhooks to this
-    /// app), the outbox relay and the payment reconciler running. The expiry sweeper does
+    /// app), the outbox relay, the payment reconciler and the cancellations' refunds job
+    /// running. The expiry sweeper does
     /// not run: tests drive expiry themselves.
     pub async fn spawn_with(backend: Backend, sim_config: SimulatorConfig) -> Self {
         Self::spawn_full(
@@ -430,6 +431,7 @@ impl TestApp {
             tokio::spawn(state.relay.clone().run()),
             tokio::spawn(state.reconciler.clone().run()),
             tokio::spawn(state.seatmaps.clone().run()),
+            tokio::spawn(state.cancellations.clone().run()),
         ];
         if waitroom_running {
             tasks.push(tokio::spawn(
