@@ -413,6 +413,29 @@ async function main() {
       document.querySelectorAll('[data-testid="ticket-void"]').length === 2);
     log('the operator refunded B\'s other ticket from the admin page');
 
+    // 8d. The operator cancels the small event from the admin page: the sale stops, and B gets
+    // back what the refunds left (the kept fee), the progress shown until CANCELLED.
+    await admin.getByTestId('cancel-event').fill(small.data.eventId);
+    await admin.getByTestId('cancel-reason').fill('the club lost its licence');
+    await admin.getByTestId('cancel-submit').click();
+    await waitFor(admin, 'the admin page to ask for the confirmation', () =>
+      /cannot be undone/.test(document.querySelector('[data-testid="cancel-error"]')?.textContent || ''));
+    await admin.getByTestId('cancel-confirm').check();
+    await admin.getByTestId('cancel-submit').click();
+    await waitFor(admin, 'the cancellation to finish with B refunded', () => {
+      const p = document.querySelector('[data-testid="cancel-progress"]');
+      return p?.dataset.status === 'CANCELLED' && /1 of 1 paid orders refunded/.test(p.textContent);
+    });
+    const cancelledEvent = await (await fetch(`${BASE}/v1/events/${small.data.eventId}`)).json();
+    check(cancelledEvent.status === 'CANCELLED', `the event reads CANCELLED: ${JSON.stringify(cancelledEvent.status)}`);
+    const afterCancel = await call(holder, 'POST', `/v1/events/${small.data.eventId}/holds`, { seatIds: ['A-1-1'] });
+    check(afterCancel.status === 409 && afterCancel.data.code === 'EVENT_CANCELLED',
+      `a hold after the cancellation: ${afterCancel.status} ${JSON.stringify(afterCancel.data)}`);
+    const refundedB = await call(await devToken(`fan-b-${run}`), 'GET', `/v1/orders/${bOrderId}`);
+    check(refundedB.data.refunds.some((r) => r.reason === 'EVENT_CANCELLED' && r.amountMinor === 100),
+      `B got the kept fee back: ${JSON.stringify(refundedB.data.refunds)}`);
+    log('the operator cancelled the small event from the admin page; B got the rest back');
+
     // 9. The operator's report of the first event: what was sold, its chart, its CSV.
     const sale = await (await fetch(`${BASE}/v1/events/${eventId}`)).json();
     const soldNow = [...sale.sections, ...sale.tiers].reduce((n, area) => n + (area.sold || 0), 0);

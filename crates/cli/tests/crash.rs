@@ -1,5 +1,6 @@
 //! Crash points: the server process is killed with SIGKILL right after each named step of a
-//! purchase (and of an exchange with a price increase, and of a fan's refund), is restarted on the same database with
+//! purchase (and of an exchange with a price increase, of a fan's refund, and of an event's
+//! cancellation with its refunds' job), is restarted on the same database with
 //! the same payment simulator (a separate `boxoffice paysim` process), and must converge
 //! without an operator: the order confirmed, captured and ticketed exactly once, and
 //! `boxoffice check` clean (a refund paid back exactly once). Each point runs on PostgreSQL and SQLite, and the purchase points
@@ -42,6 +43,18 @@ impl Server {
         crash_at: Option<&str>,
         node_id: &str,
     ) -> Self {
+        Self::start_with(database_url, paysim, ticket_key, crash_at, node_id, &[])
+    }
+
+    /// A server named `node_id` with `extra` arguments.
+    fn start_with(
+        database_url: &str,
+        paysim: &Paysim,
+        ticket_key: &str,
+        crash_at: Option<&str>,
+        node_id: &str,
+        extra: &[&str],
+    ) -> Self {
         let mut command = Command::new(BIN);
         command
             .args([
@@ -65,6 +78,7 @@ impl Server {
                 "--waitroom-state",
                 &format!("{ticket_key}.{node_id}.waitroom"),
             ])
+            .args(extra)
             .env("BOXOFFICE_JWT_SECRET", SECRET)
             .env(
                 "STRIPE_SECRET_KEY",
@@ -605,6 +619,166 @@ async fn refund_crash_case(database_url: &str, point: &str) {
     let _ = std::fs::remove_dir_all(format!("{key_path}.crash-node.waitroom"));
 }
 
+/// Orders bought before an event's cancellation whose server dies at `point`.
+const CANCELLED_ORDERS: usize = 5;
+
+/// An event's cancellation whose server dies at `point` (its refunds' job recording two a
+/// second, so that a step leaves orders for later): after a restart and the client's retry
+/// with the same key, every paid order has exactly one cancellation refund, `SUCCEEDED`, the
+/// provider made exactly one refund per order, and `boxoffice check` is clean.
+async fn cancellation_crash_case(database_url: &str, point: &str) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let paysim = Paysim::start();
+    let key_path = std::env::temp_dir().join(format!(
+        "boxoffice-crash-key-{}.pem",
+        uuid::Uuid::now_v7().simple()
+    ));
+    let key_path = key_path.to_str().unwrap().to_owned();
+    let admin = token("ops", true);
+    let slow = ["--limit", "cancellation-refunds-per-second=2"];
+
+    // The event and its orders, on a server without a crash point.
+    let server = Server::start(database_url, &paysim, &key_path, None);
+    let base = server.base.clone();
+    let (status, event) = post(
+        &http,
+        &format!("{base}/v1/admin/events"),
+        &admin,
+        "ev",
+        &json!({"name": "Crash Cancel", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+                "sections": [{"name": "A", "rows": 1, "seatsPerRow": 10, "priceMinor": 1000}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 201, "{event}");
+    let event_id = event["eventId"].as_str().unwrap().to_owned();
+    let mut orders = Vec::new();
+    for n in 1..=CANCELLED_ORDERS {
+        let fan = token(&format!("fan-{n}"), false);
+        let (_, hold) = post(
+            &http,
+            &format!("{base}/v1/events/{event_id}/holds"),
+            &fan,
+            "hold",
+            &json!({"seatIds": [format!("A-1-{n}")]}),
+        )
+        .await
+        .unwrap();
+        let hold_id = hold["holdId"].as_str().unwrap().to_owned();
+        let (_, paid) = post(
+            &http,
+            &format!("{base}/v1/holds/{hold_id}/checkout"),
+            &fan,
+            "pay",
+            &json!({"paymentMethodToken": "pm_card_visa"}),
+        )
+        .await
+        .unwrap();
+        orders.push((fan, paid["orderId"].as_str().unwrap().to_owned()));
+    }
+    for (fan, order_id) in &orders {
+        let started = Instant::now();
+        while get(&http, &format!("{base}/v1/orders/{order_id}"), fan).await["paymentStatus"]
+            != "CAPTURED"
+        {
+            assert!(started.elapsed() < Duration::from_secs(CONVERGE_S));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    drop(server);
+
+    // The cancellation, against a server that dies at `point`.
+    let cancel_url = |base: &str| format!("{base}/v1/admin/events/{event_id}/cancel");
+    let body = json!({"reason": "crash test"});
+    let mut server = Server::start_with(
+        database_url,
+        &paysim,
+        &key_path,
+        Some(point),
+        "crash-node",
+        &slow,
+    );
+    let _ = post(&http, &cancel_url(&server.base), &admin, "cancel", &body).await;
+    server.wait_for_crash();
+
+    // Restart; the client retries with the same key.
+    let server = Server::start_with(database_url, &paysim, &key_path, None, "crash-node", &slow);
+    let base = server.base.clone();
+    let (status, answered) = post(&http, &cancel_url(&base), &admin, "cancel", &body)
+        .await
+        .unwrap();
+    assert_eq!(status, 202, "{point}: the cancellation answers: {answered}");
+    assert_eq!(answered["orders"], CANCELLED_ORDERS, "{point}: {answered}");
+    let started = Instant::now();
+    let done = loop {
+        let done = get(
+            &http,
+            &format!("{base}/v1/admin/events/{event_id}/cancellation"),
+            &admin,
+        )
+        .await;
+        if done["status"] == "CANCELLED" {
+            break done;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(CONVERGE_S),
+            "{point}: the cancellation never finished: {done}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(done["refunded"], CANCELLED_ORDERS, "{point}: {done}");
+    assert_eq!(
+        done["amountRefundedMinor"],
+        1000 * CANCELLED_ORDERS,
+        "{point}: {done}"
+    );
+    for (fan, order_id) in &orders {
+        let order = get(&http, &format!("{base}/v1/orders/{order_id}"), fan).await;
+        assert_eq!(order["orderStatus"], "REFUNDED", "{point}: {order}");
+        assert_eq!(
+            order["refunds"].as_array().unwrap().len(),
+            1,
+            "{point}: one refund per order: {order}"
+        );
+    }
+    // The provider made one refund per order, each of the whole payment.
+    let listed: Value = http
+        .get(format!("{}/v1/refunds?limit=100", paysim.base))
+        .bearer_auth(boxoffice_payments::simulator::DEFAULT_SECRET_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let made = listed["data"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        made.len(),
+        CANCELLED_ORDERS,
+        "{point}: exactly one provider refund per order: {listed}"
+    );
+    assert!(
+        made.iter().all(|r| r["amount"] == 1000),
+        "{point}: {listed}"
+    );
+    drop(server);
+
+    let check = Command::new(BIN)
+        .args(["check", "--database-url", database_url])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{point}: check fails after convergence: {report}"
+    );
+    let _ = std::fs::remove_file(&key_path);
+    let _ = std::fs::remove_dir_all(format!("{key_path}.crash-node.waitroom"));
+}
+
 async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
     for point in boxoffice_workers::crash::POINTS {
         let (url, cleanup) = database_url();
@@ -619,6 +793,11 @@ async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
     for point in boxoffice_workers::crash::REFUND_POINTS {
         let (url, cleanup) = database_url();
         refund_crash_case(&url, point).await;
+        cleanup();
+    }
+    for point in boxoffice_workers::crash::CANCELLATION_POINTS {
+        let (url, cleanup) = database_url();
+        cancellation_crash_case(&url, point).await;
         cleanup();
     }
 }
@@ -662,6 +841,12 @@ async fn postgres_converges_after_every_crash_point() {
         let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
         let url = format!("{base}/{db}");
         refund_crash_case(&url, point).await;
+        created.push(db);
+    }
+    for point in boxoffice_workers::crash::CANCELLATION_POINTS {
+        let db = format!("boxoffice_test_{}", uuid::Uuid::now_v7().simple());
+        let url = format!("{base}/{db}");
+        cancellation_crash_case(&url, point).await;
         created.push(db);
     }
     let admin = sqlx::PgPool::connect(&format!("{base}/postgres"))

@@ -96,6 +96,15 @@ pub struct Inventory {
     pub waitlist: Vec<WaitlistRecord>,
     /// The event's refunds.
     pub refunds: Vec<RefundRecord>,
+    /// The event's cancellation, when it was cancelled.
+    pub cancellation: Option<CancellationRecord>,
+}
+
+/// An event's cancellation as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancellationRecord {
+    /// Its job found nothing more to refund, no payment out and no refund pending.
+    pub finished: bool,
 }
 
 /// A refund as stored, with what its order's payment took.
@@ -733,6 +742,71 @@ impl Inventory {
                 );
             }
         }
+
+        // I11 (a cancelled event): every ticket is void; once the cancellation is finished,
+        // no payment is out and every paid order's money went back, its refunds settled,
+        // or a refund of it failed (money still owed, the operator's to see).
+        if let Some(cancellation) = &self.cancellation {
+            for ticket in &self.tickets {
+                if ticket.status != "VOIDED" {
+                    fail(
+                        "I11",
+                        format!(
+                            "ticket {} of the cancelled event is {}",
+                            ticket.ticket_id, ticket.status
+                        ),
+                    );
+                }
+            }
+            if cancellation.finished {
+                let mut refunds_of: BTreeMap<&str, Vec<&RefundRecord>> = BTreeMap::new();
+                for refund in &self.refunds {
+                    refunds_of
+                        .entry(refund.order_id.as_str())
+                        .or_default()
+                        .push(refund);
+                }
+                for order in &self.orders {
+                    let oid = &order.order_id;
+                    if order.status == OrderStatus::PendingPayment {
+                        fail(
+                            "I11",
+                            format!("order {oid} is still out after the cancellation finished"),
+                        );
+                        continue;
+                    }
+                    let paid = order.status == OrderStatus::Confirmed
+                        && matches!(
+                            order.payment_status,
+                            PaymentStatus::Authorized | PaymentStatus::Captured
+                        );
+                    if !paid {
+                        continue;
+                    }
+                    let refunds = refunds_of.get(oid.as_str()).map_or(&[][..], Vec::as_slice);
+                    let failed = refunds.iter().any(|r| r.status == "FAILED");
+                    let pending = refunds.iter().any(|r| r.status == "PENDING");
+                    let back: i64 = refunds
+                        .iter()
+                        .filter(|r| r.status == "SUCCEEDED")
+                        .map(|r| r.amount_minor)
+                        .sum();
+                    let took = refunds.first().map(|r| r.paid_minor);
+                    let whole = took.is_some_and(|took| back >= took);
+                    if pending || !(whole || failed) {
+                        fail(
+                            "I11",
+                            format!(
+                                "paid order {oid} of the finished cancellation got {back} back \
+                                 ({} refunds, none failed{})",
+                                refunds.len(),
+                                if pending { ", one pending" } else { "" }
+                            ),
+                        );
+                    }
+                }
+            }
+        }
         out
     }
 }
@@ -744,6 +818,7 @@ mod tests {
 
     fn sold_inventory() -> Inventory {
         Inventory {
+            cancellation: None,
             event_id: "e".into(),
             now: datetime!(2026-12-01 10:00 UTC),
             max_tickets_per_account: 6,
@@ -920,5 +995,46 @@ mod tests {
                 inventory.waitlist
             );
         }
+    }
+
+    #[test]
+    fn a_cancelled_event_voids_every_ticket_and_a_finished_one_paid_everyone_back() {
+        let mut inventory = sold_inventory();
+        inventory.cancellation = Some(CancellationRecord { finished: false });
+        let i11 = |inventory: &Inventory| {
+            inventory
+                .invariants()
+                .into_iter()
+                .filter(|v| v.invariant == "I11")
+                .count()
+        };
+        assert_eq!(i11(&inventory), 1, "a valid ticket of a cancelled event");
+        inventory.tickets[0].status = "VOIDED".into();
+        inventory.orders[0].live_tickets = 0;
+        assert_eq!(i11(&inventory), 0, "refunds may still be under way");
+        inventory.cancellation = Some(CancellationRecord { finished: true });
+        assert_eq!(
+            i11(&inventory),
+            1,
+            "finished, yet the paid order got nothing back"
+        );
+        let refund = |status: &str, amount_minor| RefundRecord {
+            refund_id: format!("r-{status}"),
+            order_id: "o".into(),
+            ticket_ids: Vec::new(),
+            amount_minor,
+            status: status.into(),
+            paid_minor: 1_000,
+        };
+        inventory.refunds = vec![refund("PENDING", 1_000)];
+        assert_eq!(i11(&inventory), 1, "finished with a refund pending");
+        inventory.refunds = vec![refund("FAILED", 1_000)];
+        assert_eq!(
+            i11(&inventory),
+            0,
+            "a failed refund is the operator's to see"
+        );
+        inventory.refunds = vec![refund("SUCCEEDED", 400), refund("SUCCEEDED", 600)];
+        assert_eq!(i11(&inventory), 0, "paid back in full");
     }
 }

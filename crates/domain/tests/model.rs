@@ -91,6 +91,7 @@ impl Subject {
         };
         Self {
             inv: Inventory {
+                cancellation: None,
                 event_id: "e".into(),
                 now: START,
                 max_tickets_per_account: 4,

@@ -601,6 +601,7 @@
     ['refund.due', 'Refund due'],
     ['refund.succeeded', 'Refund paid back'],
     ['refund.failed', 'Refund failed (money still owed)'],
+    ['event.cancelled', 'Event cancelled (and its refunds done)'],
   ];
   const PAGE = 20;
 
@@ -804,14 +805,67 @@
     }
   });
 
+  // Cancel an event (issue 37, item 4), then follow its refunds: the answer and
+  // GET .../cancellation, polled every two seconds until the cancellation is CANCELLED.
+  let following = null;
+  const showCancellation = (c) => {
+    $('#cancel-result').replaceChildren(h('p', {
+      class: c.status === 'CANCELLED' ? 'notice ok' : 'notice',
+      'data-testid': 'cancel-progress',
+      'data-status': c.status,
+    }, `${c.status}: ${c.refunded} of ${c.orders} paid orders refunded`
+      + (c.failed ? `, ${c.failed} refused by the provider (money still owed)` : '')
+      + `; ${c.amountRefundedMinor} minor units given back.`));
+  };
+  const follow = (eventId) => {
+    clearTimeout(following);
+    const tick = async () => {
+      try {
+        const c = await call('GET', `/v1/admin/events/${encodeURIComponent(eventId)}/cancellation`);
+        showCancellation(c);
+        if (c.status !== 'CANCELLED') following = setTimeout(tick, 2000);
+      } catch (err) {
+        $('#cancel-error').textContent = err.message;
+      }
+    };
+    tick();
+  };
+  $('#cancel-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const error = $('#cancel-error');
+    error.textContent = '';
+    const eventId = $('#cancel-event').value.trim();
+    const reason = $('#cancel-reason').value.trim();
+    if (!eventId) { error.textContent = 'Give the event id.'; return; }
+    if (!reason) { error.textContent = 'Say why (buyers see it).'; return; }
+    if (!$('#cancel-confirm').checked) { error.textContent = 'Tick the box: a cancellation cannot be undone.'; return; }
+    const key = crypto.randomUUID ? crypto.randomUUID() : String(Date.now());
+    try {
+      const c = await call('POST', `/v1/admin/events/${encodeURIComponent(eventId)}/cancel`, { reason }, key);
+      showCancellation(c);
+      say('Event cancelled; refunds under way.');
+      follow(eventId);
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  });
+  $('#cancel-follow').addEventListener('click', () => {
+    $('#cancel-error').textContent = '';
+    const eventId = $('#cancel-event').value.trim();
+    if (!eventId) { $('#cancel-error').textContent = 'Give the event id.'; return; }
+    follow(eventId);
+  });
+
   // Shown and loaded with the console (the block above shows it once an operator signs in).
   const panel = $('#webhooks');
   const refunds = $('#refunds');
+  const cancellation = $('#cancellation');
   const sync = () => {
     const shown = !$('#console').hidden;
     if (shown && panel.hidden) loadEndpoints();
     panel.hidden = !shown;
     refunds.hidden = !shown;
+    cancellation.hidden = !shown;
   };
   new MutationObserver(sync).observe($('#console'), { attributes: true, attributeFilter: ['hidden'] });
   sync();

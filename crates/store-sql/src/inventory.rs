@@ -166,8 +166,21 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
         })
     })
     .collect::<StoreResult<Vec<_>>>()?;
+    let cancellation = query("SELECT finished_at FROM event_cancellation WHERE event_id = $1")
+        .bind(event_id)
+        .fetch_optional(&mut conn)
+        .await?
+        .map(|row| {
+            Ok::<_, StoreError>(boxoffice_domain::inventory::CancellationRecord {
+                finished: row
+                    .get::<Option<boxoffice_domain::OffsetDateTime>, _>(0)?
+                    .is_some(),
+            })
+        })
+        .transpose()?;
     tx.commit().await?;
     Ok(Some(Inventory {
+        cancellation,
         event_id: event_id.to_owned(),
         now,
         max_tickets_per_account: event.max_tickets_per_account,

@@ -39,6 +39,11 @@ pub const REFUND_POINTS: [&str; 4] = [
     "refund_settled",
 ];
 
+/// The points of an event's cancellation, in the order they are passed: the group that
+/// cancels it (before the answer), then a step of its refunds' job (committed: some refunds
+/// recorded, none paid yet).
+pub const CANCELLATION_POINTS: [&str; 2] = ["cancel_committed", "cancellation_step"];
+
 /// Aborts the process if `BOXOFFICE_CRASH_AT` names `name`.
 pub fn point(name: &str) {
     static TARGET: OnceLock<Option<String>> = OnceLock::new();

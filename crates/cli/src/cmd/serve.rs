@@ -49,9 +49,10 @@ pub(crate) struct ServeArgs {
     /// An abuse limit, `NAME=RATE/s:BURST` or `NAME=off` (holds-per-account,
     /// holds-per-address, joins-per-account, joins-per-address, checkouts-per-account,
     /// signins-per-address; `all=off`), or `NAME=COUNT` (live-holds-per-account,
-    /// lapsed-holds-per-account); repeat or separate with commas. Defaults: holds
-    /// 10/s:40, joins 2/s:10, checkouts 5/s:20 per account, sign-ins 5/s:20 per address,
-    /// per-address holds and joins off, 8 live holds per account, a wait after 3 lapses.
+    /// lapsed-holds-per-account, cancellation-refunds-per-second); repeat or separate with
+    /// commas. Defaults: holds 10/s:40, joins 2/s:10, checkouts 5/s:20 per account, sign-ins
+    /// 5/s:20 per address, per-address holds and joins off, 8 live holds per account, a wait
+    /// after 3 lapses, 100 refunds of cancelled events a second (each one provider call).
     #[arg(long, env = "BOXOFFICE_LIMITS", value_delimiter = ',')]
     limit: Vec<String>,
     #[command(flatten)]
