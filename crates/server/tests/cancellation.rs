@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 stories!(
     a_cancelled_event_stops_selling_and_refunds_every_buyer_once,
     a_cancellation_refunds_what_is_left_and_shows_what_failed,
+    an_exchange_out_of_a_cancelled_event_ends_and_one_into_it_is_refused,
 );
 
 async fn cancel(
@@ -329,6 +330,75 @@ async fn a_cancellation_refunds_what_is_left_and_shows_what_failed(backend: Back
     assert_eq!(
         common::outbox_payloads(&app, "refund.failed").await.len(),
         2
+    );
+    app.finish().await;
+}
+
+async fn an_exchange_out_of_a_cancelled_event_ends_and_one_into_it_is_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let target = app
+        .create_event(json!({
+            "sections": [{"name": "B", "rows": 2, "seatsPerRow": 5, "priceMinor": 3000}],
+        }))
+        .await;
+    let (order_id, _) =
+        common::buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    // ann starts an exchange to a dearer seat of the other event, then the event is cancelled
+    // before she pays the difference.
+    let up = app
+        .post(
+            &token("ann"),
+            &format!("/v1/orders/{order_id}/exchanges"),
+            Some("up"),
+            &json!({"fromSeatIds": ["A-1-1"], "toEventId": target, "toSeatIds": ["B-1-1"]}),
+        )
+        .await;
+    assert_eq!(up.json()["status"], "PAYMENT_REQUIRED", "{}", up.json());
+    let exchange_id = up.json()["exchangeId"].as_str().unwrap().to_owned();
+    let (bob_order, _) =
+        common::buy_captured(&app, "bob", &target, json!({"seatIds": ["B-2-1"]})).await;
+    let cancelled = cancel(&app, &app.admin, &event_id, "c", json!({"reason": "Rain"})).await;
+    assert_eq!(
+        cancelled.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        cancelled.json()
+    );
+    let ended = app
+        .get(&token("ann"), &format!("/v1/exchanges/{exchange_id}"))
+        .await
+        .json();
+    assert_eq!(ended["status"], "FAILED", "{ended}");
+    // Paying the difference now sells nothing: the new seat stays on sale.
+    let paid = app
+        .post(
+            &token("ann"),
+            &format!("/v1/exchanges/{exchange_id}/checkout"),
+            Some("pay"),
+            &json!({"paymentMethodToken": "pm_card_visa"}),
+        )
+        .await;
+    assert_ne!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
+    // ann's order is refunded in full; the seat she wanted is free.
+    let done = cancellation_until(&app, &event_id, |c| c["status"] == "CANCELLED").await;
+    assert_eq!(done["refunded"], 1, "{done}");
+    common::order_until(&app, "ann", &order_id, |o| o["orderStatus"] == "REFUNDED").await;
+    assert!(app.holdable("zed", &target, "B-1-1").await);
+    // An exchange from the other event into the cancelled one is refused.
+    let into = app
+        .post(
+            &token("bob"),
+            &format!("/v1/orders/{bob_order}/exchanges"),
+            Some("into"),
+            &json!({"fromSeatIds": ["B-2-1"], "toEventId": event_id, "toSeatIds": ["A-3-3"]}),
+        )
+        .await;
+    assert_eq!(
+        (into.status, into.code().as_str()),
+        (StatusCode::CONFLICT, "EVENT_CANCELLED"),
+        "{}",
+        into.json()
     );
     app.finish().await;
 }

@@ -8,6 +8,7 @@
 
 mod common;
 
+use boxoffice_store::OneShot as _;
 use common::{Backend, TestApp, buy_captured, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -26,6 +27,7 @@ stories!(
     target_purchase_limit_applies,
     bad_exchange_requests_are_refused,
     an_exchange_waits_for_the_old_orders_capture,
+    a_compensation_never_undoes_an_exchanged_order,
 );
 
 async fn exchange(
@@ -1048,5 +1050,95 @@ async fn an_exchange_waits_for_the_old_orders_capture(backend: Backend) {
     assert_eq!(done.status, StatusCode::CREATED, "{}", done.json());
     assert_eq!(done.json()["status"], "COMPLETED");
     assert_eq!(ticket_status(&app, "ann", &old).await, "VOIDED");
+    app.finish().await;
+}
+
+/// The payment operation of an order, read from the store.
+async fn operation_of(app: &TestApp, order_id: &str) -> String {
+    if let Some(pg) = app.db.pg.as_ref() {
+        sqlx::query_scalar("SELECT operation_id FROM payment_operation WHERE order_id = $1")
+            .bind(order_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap()
+    } else {
+        sqlx::query_scalar("SELECT operation_id FROM payment_operation WHERE order_id = ?1")
+            .bind(order_id)
+            .fetch_one(app.db.sqlite.as_ref().unwrap().pool())
+            .await
+            .unwrap()
+    }
+}
+
+/// Issue 37, item 5: a compensation of an order an exchange took tickets from (waiting for
+/// its difference, or completed) is refused: on main it cancelled the old order alone and
+/// left the exchange's new seats paid by the difference only. (The capture rule keeps the two
+/// apart in production; the compensation is asked for directly here.)
+async fn a_compensation_never_undoes_an_exchanged_order(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = two_price_event(&app, 300).await;
+    let (order_id, _) = buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-1-1", "A-1-2"]}),
+    )
+    .await;
+    let up = exchange(
+        &app,
+        "ann",
+        &order_id,
+        "up",
+        json!({"fromSeatIds": ["A-1-1"], "toSeatIds": ["B-2-1"]}),
+    )
+    .await;
+    assert_eq!(up.json()["status"], "PAYMENT_REQUIRED", "{}", up.json());
+    let exchange_id = up.json()["exchangeId"].as_str().unwrap().to_owned();
+    let operation_id = operation_of(&app, &order_id).await;
+    let compensated = app
+        .db
+        .store
+        .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+        .await
+        .unwrap();
+    assert!(
+        !compensated,
+        "an exchange waits for its difference: refused"
+    );
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    // The exchange goes on: paid, it completes.
+    let paid = app
+        .post(
+            &token("ann"),
+            &format!("/v1/exchanges/{exchange_id}/checkout"),
+            Some("pay"),
+            &json!({"paymentMethodToken": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
+    let done = app
+        .get(&token("ann"), &format!("/v1/exchanges/{exchange_id}"))
+        .await
+        .json();
+    assert_eq!(done["status"], "COMPLETED", "{done}");
+    // Completed: still refused, the old order keeps its other ticket and the new one stands.
+    let compensated = app
+        .db
+        .store
+        .compensate_failed_capture(&operation_id, "CAPTURE_FAILED")
+        .await
+        .unwrap();
+    assert!(!compensated, "a completed exchange: refused");
+    let order = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(order["orderStatus"], "CONFIRMED", "{order}");
+    assert!(!app.holdable("bob", &event_id, "A-1-2").await);
+    assert!(!app.holdable("bob", &event_id, "B-2-1").await);
     app.finish().await;
 }

@@ -299,6 +299,7 @@ on_both_states!(
     slots_follow_the_shopper_and_release_follows_the_seats,
     the_hold_ttl_follows_the_sale_while_fans_wait,
     a_waiting_list_offer_is_paid_without_an_admission,
+    a_cancelled_event_tells_every_queued_fan,
 );
 
 /// FIFO order for sequential joins; one place per account; holds need the account's own live
@@ -1649,4 +1650,53 @@ async fn a_waiting_list_offer_is_paid_without_an_admission(state: State) {
         app.finish().await;
         rooms.cleanup().await;
     }
+}
+
+/// Issue 37: once the event is cancelled, every queued fan's poll (from memory or through the
+/// router) and every new join answers `CANCELLED`, and an admitted fan's hold is refused.
+async fn a_cancelled_event_tells_every_queued_fan(state: State) {
+    let (app, rooms) = spawn(state, fast()).await;
+    let event_id = room_event(&app, "fifo", 1, 0).await;
+    let ann = join(&app, "ann", &event_id).await;
+    let ann_ticket = ann["queueTicket"].as_str().unwrap().to_owned();
+    let admission = admitted(&app, "ann", &event_id, &ann_ticket).await;
+    let bob = join(&app, "bob", &event_id).await;
+    let bob_ticket = bob["queueTicket"].as_str().unwrap().to_owned();
+    assert_eq!(
+        status(&app, "bob", &event_id, &bob_ticket).await.json()["status"],
+        "WAITING"
+    );
+    let cancelled = app
+        .post(
+            &app.admin,
+            &format!("/v1/admin/events/{event_id}/cancel"),
+            Some("c"),
+            &json!({"reason": "Snow"}),
+        )
+        .await;
+    assert_eq!(
+        cancelled.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        cancelled.json()
+    );
+    // At once on this node: the waiting fan, the admitted one and a new joiner.
+    let bob_now = status(&app, "bob", &event_id, &bob_ticket).await;
+    assert_eq!(bob_now.json()["status"], "CANCELLED", "{}", bob_now.json());
+    assert!(bob_now.headers.contains_key("retry-after"));
+    assert_eq!(
+        status(&app, "ann", &event_id, &ann_ticket).await.json()["status"],
+        "CANCELLED"
+    );
+    let cat = join(&app, "cat", &event_id).await;
+    assert_eq!(cat["status"], "CANCELLED", "{cat}");
+    let held = hold_with(&app, "ann", &event_id, Some(&admission), "A-1-1").await;
+    assert_eq!(
+        (held.status, held.code().as_str()),
+        (StatusCode::CONFLICT, "EVENT_CANCELLED"),
+        "{}",
+        held.json()
+    );
+    app.finish().await;
+    rooms.cleanup().await;
 }

@@ -6,6 +6,7 @@ use boxoffice_store::cancellation::{
     CANCELLATION_ACCOUNT, CancellationStep, CancellationView, REASON_EVENT_CANCELLED, topic,
 };
 use boxoffice_store::engine::GroupWrite;
+use boxoffice_store::exchange::ExchangeStatus;
 use boxoffice_store::refund::{RefundStatus, RefundView, requested_message, topic as refund_topic};
 use boxoffice_store::{StoreError, StoreResult};
 
@@ -45,6 +46,21 @@ pub async fn write(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<(
     .bind(now)
     .execute_exactly(conn, 1, "the event not cancelled before")
     .await?;
+    // An exchange out of the event waiting for its difference ends first (its marks go, and
+    // its new hold's sale is refused as for any ended exchange): the old tickets it would
+    // give up are void now, and their money comes back with the order's refund.
+    let waiting: Vec<String> = query(
+        "SELECT new_hold_id FROM exchange
+          WHERE from_event_id = $1 AND status = 'PAYMENT_REQUIRED' AND leg IN ('BOTH', 'OUT')",
+    )
+    .bind(event_id)
+    .fetch_all(conn)
+    .await?
+    .iter()
+    .map(|row| row.get(0))
+    .collect::<StoreResult<_>>()?;
+    let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
+    crate::exchange::end_exchanges_of(conn, &waiting, ExchangeStatus::Failed, now).await?;
     query(
         "UPDATE ticket SET status = 'VOIDED', void_reason = $2
           WHERE event_id = $1 AND status IN ('VALID', 'CHECKED_IN')",

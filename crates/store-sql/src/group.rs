@@ -718,11 +718,18 @@ async fn compensate_orders(
     }
     // Every ticket of the orders is locked and then judged: a filter on the status outside
     // the locking subquery would be pushed below its lock (PostgreSQL's planner does), and a
-    // ticket checked in concurrently would then be neither locked nor counted.
+    // ticket checked in concurrently would then be neither locked nor counted. A ticket
+    // checked in, or one an exchange has (waiting for its difference) or replaced, refuses
+    // the compensation: the sale was used, or its seats moved to the exchange's new order,
+    // on this shard or another, which a compensation here would leave paid by nothing. (An
+    // exchange needs the old payment captured, and only a capture refused for good is
+    // compensated, so this stays a guard: neither meets the other.)
     let used: Vec<String> = query(format!(
         "SELECT order_id
-           FROM (SELECT order_id, status FROM ticket WHERE order_id {} ORDER BY ticket_id {}) AS locked
-          GROUP BY order_id HAVING sum(CASE WHEN status = 'CHECKED_IN' THEN 1 ELSE 0 END) > 0",
+           FROM (SELECT order_id, status, exchange_id FROM ticket
+                  WHERE order_id {} ORDER BY ticket_id {}) AS locked
+          GROUP BY order_id
+         HAVING sum(CASE WHEN status = 'CHECKED_IN' OR exchange_id IS NOT NULL THEN 1 ELSE 0 END) > 0",
         d.in_list("$1"),
         d.lock("FOR UPDATE"),
     ))

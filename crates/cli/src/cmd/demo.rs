@@ -131,6 +131,7 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
         stripe_secret_key: None,
         stripe_webhook_secret: None,
         sim_auth_latency_ms: (0, 0),
+        sim_refund_latency_ms: (0, 0),
     };
     println!(
         "payments: the built-in simulator (cards pm_card_visa, pm_card_chargeDeclined, pm_card_threeDSecure2Required)"

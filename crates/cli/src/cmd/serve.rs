@@ -136,6 +136,9 @@ pub(crate) struct PaymentsArgs {
     /// real provider has (e.g. `150-400`).
     #[arg(long, default_value = "0-0", value_parser = parse_latency_ms)]
     pub(crate) sim_auth_latency_ms: (u64, u64),
+    /// With `--payments sim`: latency of every refund (and void of a refund), `MIN-MAX` ms.
+    #[arg(long, default_value = "0-0", value_parser = parse_latency_ms)]
+    pub(crate) sim_refund_latency_ms: (u64, u64),
 }
 
 /// Parses `MIN-MAX` (or a single value) milliseconds.
@@ -320,6 +323,7 @@ async fn payment_provider(
     let config = SimulatorConfig {
         webhook_url: Some(format!("http://{listen_addr}/v1/payments/webhooks/stripe")),
         auth_latency_ms: args.sim_auth_latency_ms,
+        refund_latency_ms: args.sim_refund_latency_ms,
         ..SimulatorConfig::default()
     };
     let sim = spawn(config)
