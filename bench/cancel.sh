@@ -17,6 +17,8 @@
 #
 # Usage: bash bench/cancel.sh
 #   RATE                  cancellation-refunds-per-second (default 100, the server's default)
+#   CONTROL               1: the same three on-sales, nothing cancelled (what a third on-sale
+#                         on the same store takes anyway)
 #   SIM_LATENCY           the simulator's latency, MIN-MAX ms (default 100-300)
 #   BOXOFFICE_BENCH_PORT  private cluster port (default 25443)
 #   BOXOFFICE             the boxoffice binary (default: this checkout's release build, built)
@@ -80,7 +82,8 @@ URL=$(sed -n 's/^listening on \(.*\)$/\1/p' "$WORK/serve.out" | head -1)
 onsale() {
   local name=$1
   "$BOXOFFICE" load onsale --base-url "$URL" --no-waiting-room --accounts 20000 --arrival-s 5 \
-    --abandon 0 --cards visa=100 --max-in-flight 20000 --hold-ttl-s 120 > "$WORK/$name.out" 2> "$WORK/$name.err" || true
+    --abandon 0 --cards visa=100 --max-in-flight 20000 --hold-ttl-s 120 \
+    --report "$WORK/$name.json" --html-report "$WORK/$name.html" > "$WORK/$name.out" 2> "$WORK/$name.err" || true
   local event n t span
   event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/$name.out")
   for _ in $(seq 1 300); do
@@ -104,6 +107,10 @@ orders=$(q "SELECT count(*) FROM orders o JOIN payment_operation p ON p.order_id
 echo "event A: $orders captured orders"
 onsale B; drain
 
+if [ "${CONTROL:-0}" = 1 ]; then
+  onsale C
+  exit 0
+fi
 ADMIN=$("$BOXOFFICE" token --account ops --admin --ttl 2h)
 t0=$(ms_now)
 answer=$(curl -s -X POST "$URL/v1/admin/events/$A/cancel" -H "authorization: Bearer $ADMIN" \
@@ -114,7 +121,9 @@ echo "cancel answered in $((t1 - t0)) ms: $answer"
 C_PID=$!
 while :; do
   now=$(ms_now)
-  c=$(curl -s "$URL/v1/admin/events/$A/cancellation" -H "authorization: Bearer $ADMIN")
+  c=$(curl -s -w '\n%{http_code}' "$URL/v1/admin/events/$A/cancellation" -H "authorization: Bearer $ADMIN")
+  code=$(tail -1 <<<"$c"); c=$(sed '$d' <<<"$c")
+  if [ "$code" != 200 ]; then echo "poll answered $code: $c" >> "$WORK/poll-errors.txt"; sleep 1; continue; fi
   recorded=$(q "SELECT count(*) FROM refund WHERE event_id = '$A' AND account_id = 'boxoffice:cancellation'")
   settled=$(q "SELECT count(*) FROM refund WHERE event_id = '$A' AND account_id = 'boxoffice:cancellation' AND status <> 'PENDING'")
   echo "$(( (now - t0) / 1000 )) s recorded=$recorded settled=$settled $(echo "$c" | python3 -c 'import json,sys; c=json.load(sys.stdin); print("status=%s refunded=%s failed=%s" % (c["status"], c["refunded"], c["failed"]))')" >> "$WORK/progress.txt"
@@ -132,6 +141,7 @@ last=$(q "SELECT round(extract(epoch FROM max(settled_at) - (SELECT created_at F
 n=$(q "SELECT count(*) FROM refund WHERE event_id = '$A' AND account_id = 'boxoffice:cancellation' AND status = 'SUCCEEDED'")
 read -r rec_c set_c at_c < "$WORK/during-c.txt" || true
 echo "cancellation: $n refunds succeeded, last refund settled ${last} s after the cancellation ($(python3 -c "print(round($last/60, 1))") min): $(python3 -c "print(round($n/$last, 1))") refunds/s overall; until C's last ticket: ${rec_c:-?} recorded, ${set_c:-?} settled in $(( (${at_c:-$t0} - t0) / 1000 )) s; finished after $(( (t2 - t0) / 1000 )) s"
+[ -f "$WORK/poll-errors.txt" ] && { echo "polls of the cancellation not answered 200: $(wc -l < "$WORK/poll-errors.txt")"; sort "$WORK/poll-errors.txt" | uniq -c | sort -rn | head -3; }
 kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
 "$BOXOFFICE" check --database-url "$DB" > "$WORK/check.txt" || true
 tail -1 "$WORK/check.txt" | sed 's/^/check: /'

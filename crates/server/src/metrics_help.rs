@@ -331,6 +331,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_events_cancelled_total",
+        "Events cancelled by an organiser (the group that stopped their sale committed)",
+    ),
+    (
+        "counter",
+        "boxoffice_cancellation_refunds_recorded_total",
+        "Refunds the cancellations' job recorded for paid orders of cancelled events",
+    ),
+    (
+        "counter",
+        "boxoffice_cancellation_errors_total",
+        "Steps of the cancellations' job that failed (retried on its next round)",
+    ),
+    (
+        "counter",
         "boxoffice_writer_refunds_refused_total",
         "Refunds a writer group's store refused (order, payment or tickets changed)",
     ),

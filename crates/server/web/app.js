@@ -236,6 +236,7 @@
         return `You have reached the limit of ${event ? event.maxTicketsPerAccount : 'the'} tickets per account for this event.`;
       case 'SALE_NOT_OPEN':
         return event ? `The sale opens ${when(event.onSaleAt)}.` : 'The sale has not opened yet.';
+      case 'EVENT_CANCELLED': return 'This event was cancelled: nothing is on sale, and every buyer is refunded in full.';
       case 'ADMISSION_REQUIRED':
       case 'ADMISSION_INVALID': return 'Your shopping session has ended. You are back in the waiting room.';
       case 'HOLD_EXPIRED': return 'Your hold expired and the seats went back on sale.';
@@ -492,6 +493,11 @@
         h('h1', { 'data-testid': 'event-name' }, ev.name),
         h('span', { class: 'muted' }, when(ev.startsAt)),
         ev.waitingRoom.enabled ? h('span', { class: 'badge queue' }, 'Waiting room') : null);
+      if (ev.status === 'CANCELLED') {
+        clear(this.body, h('p', { class: 'notice error', 'data-testid': 'event-cancelled' },
+          'This event was cancelled: nothing is on sale. Everyone who bought a ticket is refunded in full.'));
+        return;
+      }
       if (!session.token) {
         needSignin(this.body, 'Sign in to join the queue and choose your seats.');
         return;
@@ -583,6 +589,11 @@
           problem.className = notes.length ? 'notice info' : 'notice error';
           problem.setAttribute('data-testid', 'queue-left');
         }
+        if (s.status === 'CANCELLED') {
+          problem.className = 'notice error';
+          wait.textContent = '—';
+          clear(problem, 'This event was cancelled: nothing is on sale any more. Everyone who bought a ticket is refunded in full.');
+        }
         if (s.status === 'SOLD_OUT') {
           problem.className = 'notice error';
           wait.textContent = '—';
@@ -625,6 +636,10 @@
             announce('Sold out. Every ticket is taken.');
           } else if (s.status !== 'SOLD_OUT') {
             soldOutAnnounced = false;
+          }
+          if (s.status === 'CANCELLED') {
+            announce('This event was cancelled.');
+            return;
           }
           if (s.status === 'ADMITTED') {
             store.set(session.key('admission', this.eventId), { token: s.admissionToken, expiresAt: s.admissionExpiresAt });
@@ -2355,6 +2370,7 @@
             : ((event.tiers || []).find((x) => x.tierId === t.tierId) || { name: 'Standing' }).name),
           usable ? qr : h('p', { class: 'notice info', 'data-testid': 'ticket-void' },
             t.voidReason === 'REFUND' ? 'Refunded: no longer valid.'
+              : t.voidReason === 'EVENT_CANCELLED' ? 'The event was cancelled: this ticket is void and your money goes back.'
               : ({ VOIDED: 'No longer valid: given to someone else or exchanged.', CHECKED_IN: 'Used at the door.', EXCHANGING: 'Being exchanged.' }[t.status] || t.status)),
           h('span', { class: 'code mono', title: t.code }, t.code),
           usable && order.orderStatus === 'CONFIRMED' ? giveForm(order, t) : null,

@@ -337,6 +337,7 @@ mod tests {
             "refund.due",
             "refund.succeeded",
             "refund.failed",
+            "event.cancelled",
         ]
         .iter()
         .filter_map(|topic| event_type_of(topic))

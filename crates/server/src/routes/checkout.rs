@@ -87,10 +87,10 @@ pub struct TicketSummary {
     pub code: String,
     #[schema(value_type = crate::api::status_names::TicketStatus, example = "VALID")]
     pub status: String,
-    /// Why a `VOIDED` ticket is void: `REFUND` (its refund is in the order's `refunds`) or
-    /// `EXCHANGE` (replaced by an exchange's new ticket).
+    /// Why a `VOIDED` ticket is void: `REFUND` (its refund is in the order's `refunds`),
+    /// `EXCHANGE` (replaced by an exchange's new ticket) or `EVENT_CANCELLED`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(pattern = "^(REFUND|EXCHANGE)$")]
+    #[schema(pattern = "^(REFUND|EXCHANGE|EVENT_CANCELLED)$")]
     pub void_reason: Option<String>,
 }
 

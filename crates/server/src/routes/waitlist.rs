@@ -148,7 +148,7 @@ async fn entry_of(
         (status = 400, description = "Idempotency key missing", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such event", body = Problem),
-        (status = 409, description = "WAITLIST_CONFLICT: the account has another live entry on this event (its waitlistId), or the list is full", body = Problem),
+        (status = 409, description = "WAITLIST_CONFLICT: the account has another live entry on this event (its waitlistId), or the list is full; EVENT_CANCELLED", body = Problem),
         (status = 422, description = "VALIDATION (also a maxPriceMinor below the cheapest seat of the section, or of the event) or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "The event's writer or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),

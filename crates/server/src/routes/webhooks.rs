@@ -55,6 +55,8 @@ pub enum WebhookEventType {
     RefundSucceeded,
     #[serde(rename = "refund.failed")]
     RefundFailed,
+    #[serde(rename = "event.cancelled")]
+    EventCancelled,
 }
 
 impl WebhookEventType {
@@ -69,6 +71,7 @@ impl WebhookEventType {
             Self::RefundDue => event_type::REFUND_DUE,
             Self::RefundSucceeded => event_type::REFUND_SUCCEEDED,
             Self::RefundFailed => event_type::REFUND_FAILED,
+            Self::EventCancelled => event_type::EVENT_CANCELLED,
         }
     }
 }
@@ -570,6 +573,7 @@ mod tests {
             RefundDue,
             RefundSucceeded,
             RefundFailed,
+            EventCancelled,
         ]
         .iter()
         .map(|t| t.as_str())
