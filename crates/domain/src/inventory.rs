@@ -118,6 +118,8 @@ pub struct RefundRecord {
     pub status: String,
     /// The amount of the order's payment operation.
     pub paid_minor: i64,
+    /// Its tickets' seats (or units) went back on sale; `false`: kept sold to the order.
+    pub seats_released: bool,
 }
 
 /// A waiting-list entry as stored: its status (`WAITING`, `OFFERED`, `PURCHASED`, `LAPSED`,
@@ -336,11 +338,22 @@ impl Inventory {
 
         // What each order gave up by completed exchanges, accepted transfers and refunds: those
         // places are no longer its own.
+        // (A refund that kept its seats off sale gave nothing up: they stay the order's.)
+        let kept: BTreeSet<&str> = self
+            .refunds
+            .iter()
+            .filter(|r| !r.seats_released)
+            .map(|r| r.refund_id.as_str())
+            .collect();
         let mut gone_seats: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         let mut gone_units: BTreeMap<&str, u32> = BTreeMap::new();
         for ticket in &self.tickets {
             let exchanged = ticket.exchange_status.as_deref() == Some("COMPLETED");
-            let moved = exchanged || ticket.transfer_id.is_some() || ticket.refund_id.is_some();
+            let refunded = ticket
+                .refund_id
+                .as_deref()
+                .is_some_and(|rid| !kept.contains(rid));
+            let moved = exchanged || ticket.transfer_id.is_some() || refunded;
             if ticket.status == "VOIDED" && moved {
                 *gone_units.entry(ticket.order_id.as_str()).or_default() += 1;
                 if let Some(seat_id) = &ticket.seat_id {
@@ -880,6 +893,7 @@ mod tests {
             amount_minor: 5_000,
             status: "PENDING".into(),
             paid_minor: 1_000,
+            seats_released: true,
         });
         let found: Vec<String> = inventory
             .invariants()
@@ -1025,6 +1039,7 @@ mod tests {
             amount_minor,
             status: status.into(),
             paid_minor: 1_000,
+            seats_released: true,
         };
         inventory.refunds = vec![refund("PENDING", 1_000)];
         assert_eq!(i11(&inventory), 1, "finished with a refund pending");

@@ -508,11 +508,6 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
             property.insert("uniqueItems".into(), json!(true));
         }
     }
-    // Only refunds that put their seats back on sale are built.
-    if let Some(property) = schemas["AdminRefundBody"]["properties"]["releaseSeats"].as_object_mut()
-    {
-        property.insert("enum".into(), json!([true]));
-    }
     let mut exact: utoipa::openapi::OpenApi = match serde_json::from_value(value) {
         Ok(exact) => exact,
         Err(error) => {

@@ -567,10 +567,6 @@ async fn an_organiser_refunds_money_alone_and_chosen_tickets(backend: Backend) {
         ("b1", json!({"reason": "nothing to refund"})),
         ("b2", json!({"amountMinor": 100})),
         ("b3", json!({"amountMinor": 100, "reason": "  "})),
-        (
-            "b4",
-            json!({"ticketIds": ids(&[&tickets[0]]), "releaseSeats": false, "reason": "kept off sale"}),
-        ),
         ("b5", json!({"amountMinor": 0, "reason": "zero"})),
     ] {
         let bad = app.post(&app.admin, &path, Some(key), &body).await;
@@ -630,6 +626,60 @@ async fn an_organiser_refunds_money_alone_and_chosen_tickets(backend: Backend) {
     let order =
         common::order_until(&app, "ann", &order_id, |o| o["orderStatus"] == "REFUNDED").await;
     assert_eq!(order["refundedMinor"], 2_000, "{order}");
+    // A ticket refunded with its seat kept off sale (a broken seat): the ticket is void and
+    // the money goes back, but the seat stays sold to the order, so nobody can hold it.
+    let (kept_order, kept_tickets) = common::buy_captured(
+        &app,
+        "cat",
+        &event_id,
+        json!({"seatIds": ["A-6-1", "A-6-2"]}),
+    )
+    .await;
+    let broken = kept_tickets
+        .iter()
+        .find(|t| t["seatId"] == "A-6-1")
+        .unwrap();
+    let kept = app
+        .post(
+            &app.admin,
+            &format!("/v1/admin/orders/{kept_order}/refunds"),
+            Some("k1"),
+            &json!({"ticketIds": ids(&[broken]), "releaseSeats": false, "reason": "seat broken"}),
+        )
+        .await;
+    assert_eq!(kept.status, StatusCode::ACCEPTED, "{}", kept.json());
+    assert_eq!(kept.json()["amountMinor"], 1_000);
+    let kept_id = kept.json()["refundId"].as_str().unwrap().to_owned();
+    let kept_now = settled(&app, "cat", &kept_order, &kept_id).await;
+    let void: Vec<&Value> = kept_now["tickets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] == "VOIDED")
+        .collect();
+    assert_eq!(void.len(), 1, "{kept_now}");
+    assert_eq!(void[0]["seatId"], "A-6-1", "{kept_now}");
+    assert_eq!(void[0]["voidReason"], "REFUND", "{kept_now}");
+    assert!(
+        !app.holdable("bob", &event_id, "A-6-1").await,
+        "kept off sale"
+    );
+    // The other ticket refunded with its seat released: that seat sells again.
+    let other = kept_tickets
+        .iter()
+        .find(|t| t["seatId"] == "A-6-2")
+        .unwrap();
+    let released = app
+        .post(
+            &app.admin,
+            &format!("/v1/admin/orders/{kept_order}/refunds"),
+            Some("k2"),
+            &json!({"ticketIds": ids(&[other]), "releaseSeats": true, "reason": "moved"}),
+        )
+        .await;
+    assert_eq!(released.status, StatusCode::ACCEPTED, "{}", released.json());
+    assert!(app.holdable("bob", &event_id, "A-6-2").await);
+    assert!(!app.holdable("bob", &event_id, "A-6-1").await);
     // The admin reads any order's refund.
     let read = app
         .get(

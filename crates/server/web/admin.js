@@ -784,7 +784,10 @@
     if (!tickets.length && !amount) { error.textContent = 'Give the tickets to refund, an amount, or both.'; return; }
     if (!reason) { error.textContent = 'Say why (the fan sees it).'; return; }
     const body = { reason };
-    if (tickets.length) body.ticketIds = tickets;
+    if (tickets.length) {
+      body.ticketIds = tickets;
+      body.releaseSeats = $('#refund-release').checked;
+    }
     if (amount) {
       const minor = Number(amount);
       if (!/^[0-9]+$/.test(amount) || !Number.isSafeInteger(minor) || minor < 1) {
@@ -798,7 +801,8 @@
       const refund = await call('POST', `/v1/admin/orders/${encodeURIComponent(orderId)}/refunds`, body, key);
       result.replaceChildren(h('p', { class: 'notice ok', 'data-testid': 'refund-recorded' },
         `Refund ${refund.refundId} of ${refund.amountMinor} (minor units, ${refund.currency}) recorded (${refund.status}); `
-        + `${refund.ticketIds.length} ticket(s) voided. The money goes back as the payment provider answers.`));
+        + `${refund.ticketIds.length} ticket(s) voided${tickets.length && !body.releaseSeats ? ', their seats kept off sale' : ''}. `
+        + 'The money goes back as the payment provider answers.'));
       say('Refund recorded.');
     } catch (err) {
       error.textContent = err.message;

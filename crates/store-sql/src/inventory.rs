@@ -145,7 +145,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
         .collect::<StoreResult<Vec<_>>>()?;
     let refunds = query(
         "SELECT r.refund_id, r.order_id, CAST(r.ticket_ids AS text), r.amount_minor, r.status,
-                p.amount_minor
+                p.amount_minor, r.seats_released
            FROM refund r JOIN payment_operation p ON p.order_id = r.order_id
           WHERE r.event_id = $1 ORDER BY r.refund_id",
     )
@@ -163,6 +163,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
             amount_minor: row.get(3)?,
             status: row.get(4)?,
             paid_minor: row.get(5)?,
+            seats_released: row.get(6)?,
         })
     })
     .collect::<StoreResult<Vec<_>>>()?;

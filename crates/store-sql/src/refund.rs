@@ -118,8 +118,8 @@ async fn insert_refund(
     query(
         "INSERT INTO refund (event_id, refund_id, order_id, account_id, idempotency_key,
                              request_digest, operation_id, ticket_ids, amount_minor, currency,
-                             status, reason, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'PENDING', $11, $12)",
+                             status, reason, created_at, seats_released)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'PENDING', $11, $12, $13)",
     )
     .bind(&refund.event_id)
     .bind(&refund.refund_id)
@@ -133,6 +133,7 @@ async fn insert_refund(
     .bind(&refund.currency)
     .bind(&refund.reason)
     .bind(now)
+    .bind(write.release_seats)
     .execute(conn)
     .await?;
     Ok(())

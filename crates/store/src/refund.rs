@@ -105,6 +105,9 @@ pub struct RefundWrite {
     /// asked: the owner, or an organiser).
     pub hold_id: String,
     pub owner_account_id: String,
+    /// The tickets' seats (or units) go back on sale; `false` (an organiser's choice) keeps
+    /// them sold to the order's hold, off sale.
+    pub release_seats: bool,
 }
 
 impl RefundWrite {
@@ -140,13 +143,31 @@ impl RefundWrite {
             request_digest: digest.to_owned(),
             hold_id: order.hold_id.clone(),
             owner_account_id: order.account_id.clone(),
+            release_seats: true,
         }
     }
 
+    /// The same refund, keeping its tickets' seats (or units) off sale.
+    pub fn keeping_seats(mut self) -> Self {
+        self.release_seats = false;
+        self
+    }
+
     /// The engine's command for this refund's tickets of `order`: their seats, or as many
-    /// units of its tier.
+    /// units of its tier (none when the seats are kept off sale: the engine then only judges
+    /// the hold and the tickets, and frees nothing).
     pub fn command(&self, order: &crate::checkout::OrderView) -> RefundRequest {
         let ticket_ids = &self.refund.ticket_ids;
+        if !self.release_seats {
+            return RefundRequest {
+                refund_id: self.refund.refund_id.clone(),
+                account_id: order.account_id.clone(),
+                hold_id: order.hold_id.clone(),
+                seat_ids: Vec::new(),
+                tier: None,
+                ticket_ids: ticket_ids.clone(),
+            };
+        }
         RefundRequest {
             refund_id: self.refund.refund_id.clone(),
             account_id: order.account_id.clone(),

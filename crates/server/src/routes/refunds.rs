@@ -408,8 +408,8 @@ pub struct AdminRefundBody {
     #[serde(default)]
     #[schema(min_items = 1, max_items = 100, value_type = Option<Vec<TicketIdText>>)]
     pub ticket_ids: Option<Vec<String>>,
-    /// Whether the voided tickets' seats go back on sale (only `true` is built: `false` is
-    /// refused 422, and the document allows `true` alone).
+    /// Whether the voided tickets' seats (or units) go back on sale; `false` keeps them sold
+    /// to the order, off sale (a broken seat, a blocked view). Only with `ticketIds`.
     #[serde(default = "default_release")]
     #[schema(default = true)]
     pub release_seats: bool,
@@ -447,7 +447,7 @@ fn default_release() -> bool {
         (status = 403, description = "Not an admin token", body = Problem),
         (status = 404, description = "No such order", body = Problem),
         (status = 409, description = "REFUND_CONFLICT (a ticket checked in, being exchanged, offered in a transfer or void; the order not paid yet or cancelled)", body = Problem),
-        (status = 422, description = "VALIDATION (more than the order paid less its refunds, no amountMinor and no ticketIds, releaseSeats false, a ticket not of this order) or IDEMPOTENCY_KEY_REUSED", body = Problem),
+        (status = 422, description = "VALIDATION (more than the order paid less its refunds, no amountMinor and no ticketIds, a ticket not of this order) or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "The store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
@@ -476,12 +476,6 @@ pub async fn admin_refund(
         return Err(ApiError::validation(
             "reason",
             "must not contain control characters",
-        ));
-    }
-    if !request.release_seats {
-        return Err(ApiError::validation(
-            "releaseSeats",
-            "false is not supported yet: refunded tickets' seats go back on sale",
         ));
     }
     if let Some(ticket_ids) = &request.ticket_ids {
@@ -571,5 +565,10 @@ pub async fn admin_refund(
         (&key, &digest),
         now,
     );
+    let write = if request.release_seats {
+        write
+    } else {
+        write.keeping_seats()
+    };
     refund_tickets(&state, event, &order, write).await
 }
