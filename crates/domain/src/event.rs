@@ -29,6 +29,8 @@ pub const PAYMENT_GRACE_S_MAX: u32 = 3_600;
 pub const SEATS_PER_HOLD_MAX: u32 = 100;
 /// Highest price of one seat or tier unit, in minor units.
 pub const PRICE_MINOR_MAX: i64 = 100_000_000;
+/// The longest refund cutoff of a policy, seconds (a year).
+pub const REFUND_CUTOFF_MAX_S: u32 = 31_536_000;
 
 /// A section of reserved seats: `rows` x `seats_per_row`, one price.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,7 +275,7 @@ impl EventSpec {
                 "refundPolicy.fanRefundCutoffSeconds",
                 policy.fan_refund_cutoff_s.into(),
                 0,
-                31_536_000,
+                REFUND_CUTOFF_MAX_S.into(),
             )?;
             check_price("refundPolicy.keepFeeMinor", policy.keep_fee_minor)?;
         }

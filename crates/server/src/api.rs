@@ -442,6 +442,16 @@ impl EventView {
         }
     }
 
+    /// Shows `policy` as the event's refund policy (read from the store now: the cached event
+    /// may be older than a `PATCH`).
+    pub fn with_refund_policy(mut self, policy: Option<RefundPolicy>) -> Self {
+        self.refund_policy = policy.map(|p| RefundPolicyBody {
+            fan_refund_cutoff_seconds: p.fan_refund_cutoff_s,
+            keep_fee_minor: p.keep_fee_minor,
+        });
+        self
+    }
+
     /// Sets each section's `largestBlock` (by section name; a section not named keeps none).
     pub fn with_largest_blocks(mut self, blocks: &[(String, u32)]) -> Self {
         for section in &mut self.sections {

@@ -20,6 +20,7 @@ stories!(
     a_refund_and_an_exchange_of_one_ticket_at_once_one_wins,
     an_organiser_refunds_money_alone_and_chosen_tickets,
     on_localstripe_an_order_is_refunded_in_part_then_in_full,
+    a_refund_policy_is_set_and_removed_after_creation,
 );
 
 /// A policy fans can use now: refunds until an hour before the start, 100 kept per ticket.
@@ -761,5 +762,94 @@ async fn on_localstripe_an_order_is_refunded_in_part_then_in_full(backend: Backe
         .collect();
     amounts.sort_unstable();
     assert_eq!(amounts, [900, 900], "{listed}");
+    app.finish().await;
+}
+
+/// `PATCH /v1/admin/events/{eventId}` sets the refund policy of an event created without one
+/// (fans may then refund), and `null` removes it again; only an admin, only that field.
+async fn a_refund_policy_is_set_and_removed_after_creation(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let (order_id, tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-7-1", "A-7-2"]}),
+    )
+    .await;
+    let none = refund(&app, "ann", &order_id, "p0", json!({})).await;
+    assert_eq!(none.code(), "REFUND_NOT_ALLOWED", "{}", none.json());
+    let path = format!("/v1/admin/events/{event_id}");
+    let patch = |who: String, body: Value| {
+        let app = &app;
+        let path = path.clone();
+        async move {
+            app.send(
+                app.http
+                    .patch(format!("{}{path}", app.base))
+                    .bearer_auth(who)
+                    .json(&body),
+            )
+            .await
+        }
+    };
+    let policy = json!({"refundPolicy": {"fanRefundCutoffSeconds": 3600, "keepFeeMinor": 50}});
+    let fan = patch(token("ann"), policy.clone()).await;
+    assert_eq!(fan.status, StatusCode::FORBIDDEN, "{}", fan.json());
+    for bad in [
+        json!({}),
+        json!({"name": "renamed"}),
+        json!({"refundPolicy": {"fanRefundCutoffSeconds": 31_536_001}}),
+        json!({"refundPolicy": {"fanRefundCutoffSeconds": 60, "keepFeeMinor": -1}}),
+    ] {
+        let refused = patch(app.admin.clone(), bad.clone()).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{bad}: {}",
+            refused.json()
+        );
+    }
+    let unknown = app
+        .send(
+            app.http
+                .patch(format!("{}/v1/admin/events/no-such-event", app.base))
+                .bearer_auth(&app.admin)
+                .json(&policy),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.json());
+    let set = patch(app.admin.clone(), policy).await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.json());
+    assert_eq!(
+        set.json()["refundPolicy"],
+        json!({"fanRefundCutoffSeconds": 3600, "keepFeeMinor": 50})
+    );
+    let read = app
+        .get(&token("ann"), &path.replace("/admin", ""))
+        .await
+        .json();
+    assert_eq!(read["refundPolicy"]["keepFeeMinor"], 50, "{read}");
+    // A fan refunds within the new policy, less its fee.
+    let one = refund(
+        &app,
+        "ann",
+        &order_id,
+        "p1",
+        json!({"ticketIds": ids(&[&tickets[0]])}),
+    )
+    .await;
+    assert_eq!(one.status, StatusCode::ACCEPTED, "{}", one.json());
+    assert_eq!(one.json()["amountMinor"], 950);
+    // Removed: fans cannot refund on their own again.
+    let removed = patch(app.admin.clone(), json!({"refundPolicy": null})).await;
+    assert_eq!(removed.status, StatusCode::OK, "{}", removed.json());
+    assert!(
+        removed.json().get("refundPolicy").is_none(),
+        "{}",
+        removed.json()
+    );
+    let closed = refund(&app, "ann", &order_id, "p2", json!({})).await;
+    assert_eq!(closed.code(), "REFUND_NOT_ALLOWED", "{}", closed.json());
     app.finish().await;
 }

@@ -327,6 +327,11 @@ macro_rules! impl_store {
                 settle_refund(event_id: &str, refund_id: &str,
                               settled: &::boxoffice_store::refund::RefundSettled)
                     -> Option<::boxoffice_store::refund::RefundView> = refund::settle;
+                event_refund_policy(event_id: &str)
+                    -> Option<Option<::boxoffice_domain::event::RefundPolicy>> = refund::policy;
+                set_refund_policy(event_id: &str,
+                                  policy: Option<::boxoffice_domain::event::RefundPolicy>)
+                    -> bool = refund::set_policy;
             });
 
             $crate::__forward!($store, ::boxoffice_store::cancellation::CancellationStore {

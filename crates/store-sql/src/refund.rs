@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use boxoffice_domain::OffsetDateTime;
+use boxoffice_domain::event::RefundPolicy;
 use boxoffice_store::engine::GroupWrite;
 use boxoffice_store::refund::{
     RefundFacts, RefundSettled, RefundStatus, RefundView, RefundWrite, refunds_refused,
@@ -137,6 +138,42 @@ async fn insert_refund(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The event's refund policy as stored (see `RefundStore::event_refund_policy`).
+pub async fn policy(db: &Db, event_id: &str) -> StoreResult<Option<Option<RefundPolicy>>> {
+    let Some(row) =
+        query("SELECT refund_cutoff_s, refund_keep_fee_minor FROM event WHERE event_id = $1")
+            .bind(event_id)
+            .fetch_optional(&mut db.read().await?.conn())
+            .await?
+    else {
+        return Ok(None);
+    };
+    let cutoff: Option<i32> = row.get(0)?;
+    Ok(Some(cutoff.map(|cutoff_s| RefundPolicy {
+        fan_refund_cutoff_s: u32::try_from(cutoff_s).unwrap_or(0),
+        keep_fee_minor: row.get(1).unwrap_or(0),
+    })))
+}
+
+/// Sets or removes the event's refund policy (see `RefundStore::set_refund_policy`).
+pub async fn set_policy(
+    db: &Db,
+    event_id: &str,
+    policy: Option<RefundPolicy>,
+) -> StoreResult<bool> {
+    let mut tx = db.write().await?;
+    let updated = query(
+        "UPDATE event SET refund_cutoff_s = $2, refund_keep_fee_minor = $3 WHERE event_id = $1",
+    )
+    .bind(event_id)
+    .bind(policy.map(|p| i32::try_from(p.fan_refund_cutoff_s).unwrap_or(i32::MAX)))
+    .bind(policy.map_or(0, |p| p.keep_fee_minor))
+    .execute(&mut tx.conn())
+    .await?;
+    tx.commit().await?;
+    Ok(updated == 1)
 }
 
 /// An organiser's refund of money alone (see `RefundStore::refund_money`).

@@ -923,6 +923,23 @@ impl RefundStore for Front {
         let via = self.event(Pass, event_id).await?;
         via.settle_refund(event_id, refund_id, settled).await
     }
+
+    async fn event_refund_policy(
+        &self,
+        event_id: &str,
+    ) -> StoreResult<Option<Option<boxoffice_domain::event::RefundPolicy>>> {
+        let via = self.event(Look, event_id).await?;
+        via.event_refund_policy(event_id).await
+    }
+
+    async fn set_refund_policy(
+        &self,
+        event_id: &str,
+        policy: Option<boxoffice_domain::event::RefundPolicy>,
+    ) -> StoreResult<bool> {
+        let via = self.event(Start, event_id).await?;
+        via.set_refund_policy(event_id, policy).await
+    }
 }
 
 #[async_trait]

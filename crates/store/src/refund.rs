@@ -354,6 +354,20 @@ pub trait RefundStore: Send + Sync {
         write: &RefundWrite,
     ) -> StoreResult<Result<RefundView, String>>;
 
+    /// The event's refund policy as stored now (`None`: no such event; `Some(None)`: fans
+    /// cannot refund). The server caches events; the policy alone may change after creation.
+    async fn event_refund_policy(
+        &self,
+        event_id: &str,
+    ) -> StoreResult<Option<Option<RefundPolicy>>>;
+
+    /// Sets (or, with `None`, removes) the event's refund policy; `false`: no such event.
+    async fn set_refund_policy(
+        &self,
+        event_id: &str,
+        policy: Option<RefundPolicy>,
+    ) -> StoreResult<bool>;
+
     /// A `PENDING` refund settles, once, with its webhook message; the refund as it is after
     /// (already settled: unchanged).
     async fn settle_refund(

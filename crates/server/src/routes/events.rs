@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use boxoffice_domain::event::{EventSpec, SEATS_PER_EVENT_MAX};
+use boxoffice_domain::event::{EventSpec, RefundPolicy, SEATS_PER_EVENT_MAX};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_store::EventRecord;
 use serde::{Deserialize, Serialize};
@@ -292,7 +292,7 @@ pub async fn get_event(
     State(state): State<AppState>,
     Path(event_id): Path<String>,
 ) -> ApiResult<Response> {
-    let event = state.event(&event_id).await?;
+    let event = state.current_event(&event_id).await?;
     let counts = state.store.event_counts(&event).await?;
     // The largest blocks come from the live seat map, brought up to the store's latest
     // change first, so they agree with every hold answered before this read.
@@ -307,7 +307,104 @@ pub async fn get_event(
     )
 }
 
+/// `PATCH /v1/admin/events/{eventId}` body: what may change after creation.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateEventBody {
+    /// The new refund policy; `null` removes it (fans can no longer refund on their own).
+    /// Required: the only field an event changes.
+    #[schema(required = true, value_type = Option<crate::api::RefundPolicyBody>)]
+    pub refund_policy: Option<crate::api::RefundPolicyBody>,
+}
+
+/// Changes an event after its creation: its refund policy (the only thing that may change).
+#[utoipa::path(
+    patch, path = "/v1/admin/events/{eventId}", tag = "events",
+    params(("eventId" = String, Path)),
+    request_body = UpdateEventBody,
+    responses(
+        (status = 200, description = "The event as it is now", body = EventView),
+        (status = 401, description = "No valid token", body = Problem),
+        (status = 403, description = "Not an admin token", body = Problem),
+        (status = 404, description = "No such event", body = Problem),
+        (status = 422, description = "VALIDATION: refundPolicy missing or out of bounds, or another field", body = Problem),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn update_event(
+    State(state): State<AppState>,
+    crate::auth::Admin(_account): crate::auth::Admin,
+    Path(event_id): Path<String>,
+    body: crate::body::JsonBody,
+) -> ApiResult<Response> {
+    let request = body.parse::<UpdateEventBody>()?;
+    // `{}` would read as "no policy": the field must be there, `null` or a policy.
+    let given = body.0.get("refundPolicy").is_some();
+    if !given {
+        return Err(ApiError::validation(
+            "refundPolicy",
+            "required: a policy, or null to remove it",
+        ));
+    }
+    let policy = request.refund_policy.map(|p| RefundPolicy {
+        fan_refund_cutoff_s: p.fan_refund_cutoff_seconds,
+        keep_fee_minor: p.keep_fee_minor,
+    });
+    if let Some(policy) = &policy {
+        if policy.fan_refund_cutoff_s > boxoffice_domain::event::REFUND_CUTOFF_MAX_S {
+            return Err(ApiError::validation(
+                "refundPolicy.fanRefundCutoffSeconds",
+                format!(
+                    "must be at most {}",
+                    boxoffice_domain::event::REFUND_CUTOFF_MAX_S
+                ),
+            ));
+        }
+        if !(0..=boxoffice_domain::event::PRICE_MINOR_MAX).contains(&policy.keep_fee_minor) {
+            return Err(ApiError::validation(
+                "refundPolicy.keepFeeMinor",
+                format!("must be 0-{}", boxoffice_domain::event::PRICE_MINOR_MAX),
+            ));
+        }
+    }
+    let event = state.event(&event_id).await?;
+    if !state
+        .store
+        .set_refund_policy(&event.event_id, policy)
+        .await?
+    {
+        return Err(ApiError::not_found("event"));
+    }
+    // This node's cache shows the new policy at once; every node's reads that depend on it
+    // (the event's body, a fan's refund) read it from the store.
+    let mut changed = (*event).clone();
+    changed.refund_policy = policy;
+    state
+        .events
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(event.event_id.clone(), Arc::new(changed));
+    let event = state.current_event(&event_id).await?;
+    let counts = state.store.event_counts(&event).await?;
+    Ok(axum::Json(EventView::new(&event, Some(&counts))).into_response())
+}
+
 impl AppState {
+    /// The event with its refund policy as stored now (the one thing that changes after
+    /// creation): the cached record, its policy read again.
+    pub async fn current_event(&self, event_id: &str) -> ApiResult<Arc<EventRecord>> {
+        let event = self.event(event_id).await?;
+        let Some(policy) = self.store.event_refund_policy(&event.event_id).await? else {
+            return Err(ApiError::not_found("event"));
+        };
+        if policy == event.refund_policy {
+            return Ok(event);
+        }
+        let mut current = (*event).clone();
+        current.refund_policy = policy;
+        Ok(Arc::new(current))
+    }
+
     /// The event, from the in-memory cache (events are immutable) or the store.
     pub async fn event(&self, event_id: &str) -> ApiResult<Arc<EventRecord>> {
         if event_id.is_empty() || event_id.len() > CURSOR_LEN_MAX {

@@ -195,7 +195,7 @@ pub async fn create_refund(
     if let Some(answered) = replay(&state, &order, account_id, &key, &digest).await? {
         return Ok(answered);
     }
-    let event = state.event(&order.event_id).await?;
+    let event = state.current_event(&order.event_id).await?;
     let now = state.store.now().await?;
     if let Some(why) = fan_refund_closed(&event, now) {
         return Err(ApiError::new(
