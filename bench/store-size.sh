@@ -18,7 +18,8 @@ printf '%-15s %6d lines\n' total "$(cat $sql crates/store-postgres/src/*.rs crat
 python3 - <<'PY'
 import glob, re
 traits = ["Store", "ReadStore", "WorkerStore", "EngineStore", "LeaseStore", "ReportStore",
-          "TransferStore", "RefundStore", "WaitlistStore", "DoorStore", "WebhookStore"]
+          "TransferStore", "RefundStore", "CancellationStore", "WaitlistStore", "DoorStore",
+          "WebhookStore"]
 total = required = 0
 for path in sorted(glob.glob("crates/store/src/*.rs")):
     text = open(path).read()
