@@ -1212,3 +1212,71 @@ async fn a_takeover_waits_for_the_group_in_flight_and_a_renewal_does_not() {
     );
     app.finish().await;
 }
+
+/// A lease is good only on the server it was taken on (issue 38). After a failover the
+/// shard's rows are on another server (the promoted standby), whose generation differs: the
+/// owner's groups are fenced, its renewal finds nothing, and its next take bumps the epoch,
+/// after which its groups commit again. The promotion is stood in for by the lease row
+/// naming another generation, which is what the promoted standby reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lease_taken_before_a_failover_is_stale_on_the_new_primary() {
+    use boxoffice_store::lease::Taken;
+
+    let app = TestApp::spawn(Backend::Postgres).await;
+    let event_id = app.create_event(json!({})).await;
+    let store = app.db.store.clone();
+    let event = store.get_event(&event_id).await.unwrap().expect("event");
+    let Taken::Mine(first) = store.take_lease(&event_id, "node-a", 60_000).await.unwrap() else {
+        panic!("a free lease is taken");
+    };
+    fenced_hold(&store, &event, "fan-1", "A-1-1", Some(first.fence()))
+        .await
+        .expect("the owner's group commits on the server it took the lease on");
+    let pool = app.db.pg.as_ref().unwrap().pool().clone();
+    let generation: i64 =
+        sqlx::query_scalar("SELECT server_generation FROM event_lease WHERE event_id = $1")
+            .bind(&event_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let postmaster: i64 = sqlx::query_scalar(
+        "SELECT (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(generation, postmaster, "the lease names its server");
+    sqlx::query(
+        "UPDATE event_lease SET server_generation = server_generation - 1 WHERE event_id = $1",
+    )
+    .bind(&event_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    match fenced_hold(&store, &event, "fan-2", "A-1-2", Some(first.fence())).await {
+        Err(StoreError::Fenced(why)) => assert!(why.contains("node-a"), "{why}"),
+        other => panic!("a group under a lease of another server must be fenced: {other:?}"),
+    }
+    assert_eq!(
+        store
+            .renew_leases("node-a", &[(event_id.clone(), first.epoch)], 60_000)
+            .await
+            .unwrap(),
+        Vec::<String>::new(),
+        "a lease of another server is not renewed"
+    );
+    let Taken::Mine(again) = store.take_lease(&event_id, "node-a", 60_000).await.unwrap() else {
+        panic!("the owner takes its lease again");
+    };
+    assert_eq!(again.epoch, first.epoch + 1);
+    fenced_hold(&store, &event, "fan-3", "A-1-3", Some(again.fence()))
+        .await
+        .expect("under the lease taken again, the group commits");
+    assert!(matches!(
+        fenced_hold(&store, &event, "fan-4", "A-1-4", Some(first.fence())).await,
+        Err(StoreError::Fenced(_))
+    ));
+    app.db.assert_invariants().await;
+    app.finish().await;
+}

@@ -43,6 +43,17 @@ impl Dialect {
         }
     }
 
+    /// The generation of the server a statement runs on: PostgreSQL's postmaster start time
+    /// in microseconds (a promoted standby, or a primary restarted after a crash, has another
+    /// one); 0 on SQLite (one file). An event lease is good only on the generation it was
+    /// taken on (`lease.rs`, `group.rs`).
+    pub fn server_generation(self) -> &'static str {
+        match self {
+            Self::Postgres => "(extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint",
+            Self::Sqlite => "0",
+        }
+    }
+
     /// The store's clock to the millisecond, as both dialects read it back.
     pub fn now_ms(self) -> &'static str {
         match self {

@@ -124,8 +124,10 @@ async fn open(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResult<Offset
     let row = query(format!(
         "SELECT {now} AS now,
                 (SELECT epoch FROM event_lease
-                  WHERE event_id = $1 AND node_id = $2 AND $2 IS NOT NULL {lock}) AS epoch{settings}",
+                  WHERE event_id = $1 AND node_id = $2 AND $2 IS NOT NULL
+                    AND server_generation = {generation} {lock}) AS epoch{settings}",
         now = d.now_ms(),
+        generation = d.server_generation(),
         lock = d.lock("FOR KEY SHARE"),
     ))
     .bind(&group.event.event_id)

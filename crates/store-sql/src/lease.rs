@@ -89,15 +89,17 @@ pub async fn take(db: &Db, event_id: &str, node_id: &str, ttl_ms: u64) -> StoreR
             .await?;
     }
     let taken = query(format!(
-        "INSERT INTO event_lease (event_id, node_id, epoch, since, expires_at)
-         VALUES ($1, $2, 1, {now}, {until})
+        "INSERT INTO event_lease (event_id, node_id, epoch, since, expires_at, server_generation)
+         VALUES ($1, $2, 1, {now}, {until}, {generation})
          ON CONFLICT (event_id) DO UPDATE
             SET node_id = excluded.node_id, epoch = event_lease.epoch + 1,
-                since = excluded.since, expires_at = excluded.expires_at
+                since = excluded.since, expires_at = excluded.expires_at,
+                server_generation = excluded.server_generation
           WHERE event_lease.expires_at <= excluded.since
              OR event_lease.node_id = excluded.node_id",
         now = d.now(),
         until = d.now_plus_ms("$3"),
+        generation = d.server_generation(),
     ))
     .bind(event_id)
     .bind(node_id)
@@ -117,7 +119,8 @@ pub async fn take(db: &Db, event_id: &str, node_id: &str, ttl_ms: u64) -> StoreR
 }
 
 /// Extends the leases this node holds at the epochs it holds them; the events renewed. A
-/// lease taken over since (another epoch or node) is left alone.
+/// lease taken over since (another epoch or node), or taken on another server generation
+/// (before a failover), is left alone: its writer stops and the next one takes it again.
 pub async fn renew(
     db: &Db,
     node_id: &str,
@@ -142,8 +145,10 @@ pub async fn renew(
     let renewed = query(format!(
         "UPDATE event_lease SET expires_at = {until}
           WHERE node_id = $1 AND (event_id, epoch) IN ({held_pairs})
+            AND server_generation = {generation}
          RETURNING event_id",
         until = d.now_plus_ms("$4"),
+        generation = d.server_generation(),
     ))
     .bind(node_id)
     .bind(event_ids)

@@ -18,9 +18,17 @@
 //! Nodes register their internal address here too (with a heartbeat), so a node that gets a
 //! request for an event owned elsewhere can forward it to the owner.
 //!
+//! A lease is good only on the database server it was taken on: the row keeps that server's
+//! generation (PostgreSQL's postmaster start time), and a group or a renewal that runs on
+//! another server finds no lease. After a failover (whoever promoted the standby: the
+//! shard's pg_auto_failover monitor, or an operator) every lease of the shard is stale at
+//! once, so every writer of its events takes its lease again (epoch + 1) and reloads its
+//! event from the new primary, which may lack what the old one committed without the
+//! standby's acknowledgement. Nothing has to bump the epochs at the promotion.
+//!
 //! Architecture invariant: a group that names a fence commits only if the event's lease row
-//! still has that node and epoch when the group commits; the epoch of an event never goes
-//! down.
+//! still has that node and epoch, taken on the same server generation, when the group
+//! commits; the epoch of an event never goes down.
 
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
