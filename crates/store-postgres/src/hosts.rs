@@ -196,12 +196,18 @@ async fn connect(options: &PgConnectOptions) -> Option<PgConnection> {
         .ok()
 }
 
-/// Whether `connection` reaches a primary that answers within [`PROBE_TIMEOUT`].
+/// Whether `connection` reaches a primary that takes writes and answers within
+/// [`PROBE_TIMEOUT`] (libpq's `target_session_attrs=read-write`: not in recovery, and not
+/// read-only, as pg_auto_failover holds a primary while it promotes or demotes it).
 pub async fn writable(connection: &mut PgConnection) -> bool {
     matches!(
         tokio::time::timeout(
             PROBE_TIMEOUT,
-            sqlx::query_scalar::<_, bool>("SELECT NOT pg_is_in_recovery()").fetch_one(connection),
+            sqlx::query_scalar::<_, bool>(
+                "SELECT NOT pg_is_in_recovery()
+                    AND NOT current_setting('transaction_read_only')::bool"
+            )
+            .fetch_one(connection),
         )
         .await,
         Ok(Ok(true))

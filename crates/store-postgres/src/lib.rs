@@ -109,6 +109,16 @@ pub(crate) use boxoffice_store_sql::db::classify_pg as classify;
 /// How long the server lets a session sit idle inside a transaction before ending it (ms).
 pub const IDLE_IN_TRANSACTION_TIMEOUT_MS: &str = "3000";
 
+/// The longest a statement may run on any connection of the service before the server
+/// cancels it (ms). The longest the service sends (a report over a 50,000-seat event, a
+/// cancellation's step) take well under a second; a statement stuck behind a lock that a
+/// vanished client holds, or on a server that is being demoted, fails instead of holding a
+/// request and its connection for ever. It never cuts a COMMIT short: PostgreSQL disarms it
+/// before the commit (a commit waiting for a synchronous standby that is gone waits until
+/// pg_auto_failover demotes the server, which ends the session; `docs/DEPLOY.md`).
+/// Migrations run without it.
+pub const STATEMENT_TIMEOUT_MS: &str = "30000";
+
 /// The session settings of every connection.
 ///
 /// Generic plans for every prepared statement: each statement here finds its rows by key,
@@ -120,9 +130,11 @@ pub const IDLE_IN_TRANSACTION_TIMEOUT_MS: &str = "3000";
 /// A transaction left open by a client that stopped (a node paused with SIGSTOP mid-group)
 /// is ended by the server after IDLE_IN_TRANSACTION_TIMEOUT_MS, so its locks (the event
 /// lease's shared lock among them) never keep a takeover waiting longer than that.
+/// No statement runs longer than [`STATEMENT_TIMEOUT_MS`].
 pub(crate) fn configure(options: PgConnectOptions) -> PgConnectOptions {
     options.options([
         ("plan_cache_mode", "force_generic_plan"),
+        ("statement_timeout", STATEMENT_TIMEOUT_MS),
         (
             "idle_in_transaction_session_timeout",
             IDLE_IN_TRANSACTION_TIMEOUT_MS,
@@ -308,10 +320,21 @@ boxoffice_store_sql::impl_store!(PgStore, "postgres");
 
 impl PgStore {
     async fn run_migrations(&self) -> StoreResult<()> {
-        sqlx::migrate!("./migrations")
-            .run(&self.pool)
+        // A migration may rewrite a large table: no statement timeout for it.
+        let mut connection = self.pool.acquire().await.map_err(classify)?;
+        sqlx::query("SET statement_timeout = 0")
+            .execute(&mut *connection)
             .await
-            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
+            .map_err(classify)?;
+        let migrated = sqlx::migrate!("./migrations")
+            .run_direct(None, &mut *connection, false)
+            .await
+            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")));
+        // The connection goes back to the pool with the service's timeout.
+        let _ = sqlx::query("RESET statement_timeout")
+            .execute(&mut *connection)
+            .await;
+        migrated
     }
 
     /// A large event changes the seat table's statistics at once: without a fresh `ANALYZE`

@@ -699,6 +699,10 @@ pub fn classify_pg(error: sqlx::Error) -> StoreError {
                 // 25P03: the server ended a session left idle inside a transaction (a node
                 // paused mid-group); nothing of the transaction was written.
                 || code == "25P03"
+                // 25006: a server that takes no write now (a secondary, or a primary that
+                // pg_auto_failover holds read-only while it promotes or demotes it): the
+                // nodes' pools move to the writable host; the request is sent again.
+                || code == "25006"
             {
                 StoreError::Unavailable(error.to_string())
             } else {
