@@ -1,5 +1,5 @@
-//! `boxoffice load onsale --cluster DIR --chaos` (issue 17): the on-sale on a cluster that
-//! `boxoffice cluster up` started, with its parts breaking under it.
+//! `boxoffice load onsale --cluster DIR --chaos` (issues 17 and 38): the on-sale on a
+//! cluster that `boxoffice cluster up` started, with its parts breaking under it.
 //!
 //! Two events are sold at once through the balancer (each load creates its own; the
 //! directory places them, on a fresh cluster one on each of two shards). While the fans
@@ -8,22 +8,28 @@
 //! 1. the payment provider (the cluster's simulator) turns slow and lossy;
 //! 2. the node that owns the first event is SIGKILLed (its events move to another node once
 //!    their leases lapse; HAProxy stops sending to it);
-//! 3. the primary of the second event's shard is SIGKILLed with its backends (the cluster's
-//!    watcher fails the shard over to its standby), and the killed node is started again;
+//! 3. the primary of the second event's shard dies with its keeper (the whole process
+//!    group: postmaster, backends and `pg_autoctl`, as when its machine dies): the monitor
+//!    promotes the secondary; the killed node is started again;
 //! 4. the node that owns the second event is frozen with SIGSTOP past its lease, then resumed
 //!    with SIGCONT (another node takes the event over; the frozen one's next group is
 //!    fenced);
-//! 5. the provider recovers.
+//! 5. the first event's shard loses its secondary (killed with its keeper): its primary
+//!    goes on committing alone (`wait_primary`); the keeper killed in 3 is started again and
+//!    rejoins as the secondary (`pg_rewind`);
+//! 6. the monitor is frozen (SIGSTOP) for an interval, then resumed: no failover happens
+//!    and no commit waits for it; then the secondary killed in 5 is started again;
+//! 7. the second event's shard's primary is frozen (SIGSTOP, keeper and PostgreSQL) past the
+//!    monitor's health checks, then resumed: when its secondary was streaming, the monitor
+//!    promoted it and the frozen one rejoins as the secondary;
+//! 8. the provider recovers.
 //!
 //! The nodes' cluster counters (takeovers, leases lost, fenced groups and answers) are
-//! read at the end and reported.
+//! read at the end and reported, with each shard's members as the monitor sees them.
 //!
 //! Then: both events converge (no hold `HELD` or `PAYMENT_PENDING`, no order
 //! `PENDING_PAYMENT`), and `boxoffice check` runs on every shard. The run fails on any
 //! violation, on no convergence, or on an answer the contract does not allow.
-//!
-//! The watcher builds a new standby after a failover; if a run comes before it streams, the
-//! step that kills a primary says that no standby is left and does nothing.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -41,6 +47,9 @@ const HEALTHY: &str = r#"{"authLatencyMs": [20, 80], "fail5xxShare": 0.0, "loseS
 /// How long a frozen node stays stopped beyond the nodes' lease TTL (3 s by default).
 const FREEZE_PAST_LEASE: Duration = Duration::from_secs(2);
 const LEASE_TTL: Duration = Duration::from_millis(3_000);
+/// How long a frozen primary stays stopped: past the monitor's health checks, its unhealthy
+/// timeout and its wait for the primary to demote itself (`autofailover::MONITOR_SETTINGS`).
+const FREEZE_PRIMARY: Duration = Duration::from_secs(15);
 
 /// Settings of a cluster chaos run.
 #[derive(Debug, Clone)]
@@ -181,7 +190,12 @@ pub async fn run(
     let mut marks: Vec<(f64, String)> = Vec::new();
     let interval = Duration::from_secs_f64(options.interval_s);
     let mut killed: Option<Value> = None;
-    for step in 1..=5u32 {
+    // The keepers killed, to start again later (shard, member), and the watch of the
+    // promotion that follows the primary's death.
+    let mut rejoin: Vec<(usize, String)> = Vec::new();
+    let mut secondary_killed: Option<(usize, String)> = None;
+    let mut failover: Option<tokio::task::JoinHandle<Value>> = None;
+    for step in 1..=8u32 {
         tokio::time::sleep_until((started + interval * step).into()).await;
         let at_s = started.elapsed().as_secs_f64();
         let action = match step {
@@ -205,23 +219,25 @@ pub async fn run(
             }
             3 => {
                 let state = local_cluster::load(dir)?;
-                let shard = &state["shards"][shards[1]];
-                let primary = match (
-                    shard["standby"]["port"].as_u64(),
-                    shard["primary"]["data"].as_str(),
-                ) {
-                    (Some(_), Some(data)) => {
-                        let killed = crate::failover::kill_postmaster(Path::new(data));
+                let name = local_cluster::shard_name(shards[1]);
+                let primary = match local_cluster::primary_of(&state, shards[1])? {
+                    Some(member) => {
+                        local_cluster::signal_group(
+                            member["pid"].as_u64().unwrap_or(0) as u32,
+                            "KILL",
+                        );
+                        let killed_name = member["name"].as_str().unwrap_or("?").to_owned();
+                        failover = Some(tokio::spawn(watch_promotion(
+                            state.clone(),
+                            shards[1],
+                            killed_name.clone(),
+                        )));
+                        rejoin.push((shards[1], killed_name.clone()));
                         format!(
-                            "shard {}'s primary SIGKILLed ({} processes); the watcher fails it over",
-                            local_cluster::shard_name(shards[1]),
-                            killed.len()
+                            "shard {name}'s primary {killed_name} SIGKILLed with its keeper; the monitor fails it over"
                         )
                     }
-                    _ => format!(
-                        "shard {} has no standby left: its primary is not killed",
-                        local_cluster::shard_name(shards[1])
-                    ),
+                    None => format!("shard {name} has no primary now: none killed"),
                 };
                 // The killed node comes back (its events have moved by now: the interval
                 // is longer than the lease), so that the frozen node of the next step has
@@ -267,6 +283,71 @@ pub async fn run(
                     None => "no node left to freeze".to_owned(),
                 }
             }
+            5 => {
+                let state = local_cluster::load(dir)?;
+                let name = local_cluster::shard_name(shards[0]);
+                let mut said = match local_cluster::secondary_of(&state, shards[0])? {
+                    Some(member) => {
+                        local_cluster::signal_group(
+                            member["pid"].as_u64().unwrap_or(0) as u32,
+                            "KILL",
+                        );
+                        let killed_name = member["name"].as_str().unwrap_or("?").to_owned();
+                        secondary_killed = Some((shards[0], killed_name.clone()));
+                        format!(
+                            "shard {name}'s secondary {killed_name} SIGKILLed with its keeper; its primary commits alone"
+                        )
+                    }
+                    None => format!("shard {name} has no streaming secondary now: none killed"),
+                };
+                for (shard, member) in rejoin.drain(..) {
+                    local_cluster::restart_member(dir, shard, &member)?;
+                    said.push_str(&format!(
+                        "; {member}'s keeper started again (it rejoins as the secondary)"
+                    ));
+                }
+                said
+            }
+            6 => {
+                let state = local_cluster::load(dir)?;
+                let monitor = state["monitor"]["pid"].as_u64().unwrap_or(0) as u32;
+                local_cluster::signal_group(monitor, "STOP");
+                tokio::time::sleep(interval).await;
+                local_cluster::signal_group(monitor, "CONT");
+                let mut said = format!(
+                    "the monitor frozen (SIGSTOP) for {:.1} s, then resumed",
+                    interval.as_secs_f64()
+                );
+                if let Some((shard, member)) = secondary_killed.take() {
+                    local_cluster::restart_member(dir, shard, &member)?;
+                    said.push_str(&format!("; {member}'s keeper started again"));
+                }
+                said
+            }
+            7 => {
+                let state = local_cluster::load(dir)?;
+                let name = local_cluster::shard_name(shards[1]);
+                let streaming = local_cluster::secondary_of(&state, shards[1])?.is_some();
+                match local_cluster::primary_of(&state, shards[1])? {
+                    Some(member) => {
+                        let group = member["pid"].as_u64().unwrap_or(0) as u32;
+                        local_cluster::signal_group(group, "STOP");
+                        tokio::time::sleep(FREEZE_PRIMARY).await;
+                        local_cluster::signal_group(group, "CONT");
+                        format!(
+                            "shard {name}'s primary {} frozen (SIGSTOP, keeper and PostgreSQL) for {:.0} s, then resumed ({})",
+                            member["name"].as_str().unwrap_or("?"),
+                            FREEZE_PRIMARY.as_secs_f64(),
+                            if streaming {
+                                "its secondary streamed: the monitor promotes it"
+                            } else {
+                                "no secondary streamed yet: nothing to promote"
+                            }
+                        )
+                    }
+                    None => format!("shard {name} has no primary now: none frozen"),
+                }
+            }
             _ => {
                 conditions(HEALTHY).await?;
                 "payment provider recovered".to_owned()
@@ -291,8 +372,28 @@ pub async fn run(
     let converge_s = converge_started.elapsed().as_secs_f64();
     let (check_ok, check_output) = crate::chaos::check(&options.boxoffice, &home_url).await?;
     print!("{check_output}");
+    let failover = match failover {
+        Some(watch) => watch.await.unwrap_or(Value::Null),
+        None => Value::Null,
+    };
+    // Every shard back to a primary and a streaming secondary (the keepers started again
+    // rejoin), at most a minute.
     let state = local_cluster::load(dir)?;
-    let failover = state["shards"][shards[1]]["failover"].clone();
+    let healed_started = Instant::now();
+    let mut members = local_cluster::shard_states(&state)?;
+    while !healed(&members) && healed_started.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        members = local_cluster::shard_states(&state)?;
+    }
+    eprintln!(
+        "cluster chaos: shards {} after {:.1} s: {members}",
+        if healed(&members) {
+            "healed"
+        } else {
+            "NOT healed"
+        },
+        healed_started.elapsed().as_secs_f64()
+    );
     let counters = cluster_counters(&http, &state).await;
     eprintln!("cluster chaos: the nodes' counters {counters}");
     for (mut report, pending) in reports.into_iter().zip(pendings) {
@@ -310,6 +411,7 @@ pub async fn run(
             "converged": converged,
             "pendingAtEnd": pending,
             "failover": failover,
+            "shardMembers": members,
             "nodeCounters": counters,
         });
         report.json["chaos"] = Value::Array(
@@ -343,6 +445,57 @@ pub async fn run(
         events: outcomes,
         check_output,
     })
+}
+
+/// Whether every shard has a primary and a streaming secondary (`shard_states`).
+fn healed(shards: &Value) -> bool {
+    shards.as_array().is_some_and(|shards| {
+        shards.iter().all(|shard| {
+            let members = shard["members"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            members.iter().any(|m| m["primary"] == json!(true))
+                && members
+                    .iter()
+                    .any(|m| m["currentState"] == "secondary" && m["assignedState"] == "secondary")
+        })
+    })
+}
+
+/// Waits (at most two minutes) until a member of shard `index` other than `killed` is its
+/// primary: the promotion's timeline from the kill, in ms.
+async fn watch_promotion(state: Value, index: usize, killed: String) -> Value {
+    let started = Instant::now();
+    let mut unhealthy_ms = None;
+    while started.elapsed() < Duration::from_secs(120) {
+        if let Ok(shards) = local_cluster::shard_states(&state) {
+            let members = shards[index]["members"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if unhealthy_ms.is_none()
+                && members
+                    .iter()
+                    .any(|m| m["name"] == json!(killed) && m["healthy"] == json!(false))
+            {
+                unhealthy_ms = Some(started.elapsed().as_millis() as u64);
+            }
+            if let Some(promoted) = members
+                .iter()
+                .find(|m| m["name"] != json!(killed) && m["primary"] == json!(true))
+            {
+                return json!({
+                    "killed": killed,
+                    "promoted": promoted["name"],
+                    "unhealthyMs": unhealthy_ms,
+                    "promotedMs": started.elapsed().as_millis() as u64,
+                });
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    json!({"killed": killed, "unhealthyMs": unhealthy_ms, "promotedMs": null})
 }
 
 /// The cluster counters of every node, summed (a node restarted during the run counts from

@@ -1,26 +1,27 @@
-//! `boxoffice cluster up` / `cluster down` (issue 17, first step): a cluster on one machine
+//! `boxoffice cluster up` / `cluster down` (issues 17 and 38): a cluster on one machine
 //! for a newcomer and for the tests, every part a real server started as its own process
 //! on a free port below 32768:
 //!
-//! - `--shards` shards, each a PostgreSQL primary streaming to a **synchronous** standby
-//!   (`synchronous_standby_names`, `synchronous_commit = on`: no commit is acknowledged
-//!   before the standby has it on disk), both initdb'd under `DIR/shard-N`; the first is the
-//!   home shard (the shard directory, `main`), the others are added to it as `s1`, `s2`, …
-//!   (`boxoffice shard add`), so new events are placed on the shard with the fewest;
+//! - a pg_auto_failover monitor (`DIR/monitor`) and, per shard, a formation of two
+//!   PostgreSQL servers under `DIR/shard-N/{a,b}`, each run by its `pg_autoctl run` keeper:
+//!   a primary and a **synchronous** secondary (no commit is acknowledged before the
+//!   secondary has it). The monitor fails a shard over on its own ([`crate::autofailover`]);
+//!   the first shard is the home shard (the shard directory, `main`), the others are added
+//!   to it as `s1`, `s2`, … (`boxoffice shard add`), so new events are placed on the shard
+//!   with the fewest;
 //! - a private Redis (nothing kept on disk) for the shared waiting rooms;
-//! - `--nodes` `boxoffice serve` processes on the home shard (each connects to every shard
-//!   the directory names) and that Redis, each with its node
-//!   id and advertised address (the event leases decide which node writes an event; the
-//!   others forward);
+//! - `--nodes` `boxoffice serve` processes on the home shard's multi-host URL (each
+//!   connects to every shard the directory names, and follows each shard's writable host)
+//!   and that Redis, each with its node id and advertised address (the event leases decide
+//!   which node writes an event; the others forward);
 //! - HAProxy in front, round robin, each node health-checked on `/readyz`, no stickiness,
 //!   long tunnels for SSE.
 //!
-//! `up` writes what it started to `DIR/cluster.json`, prints `balancer http://HOST:PORT` and
-//! `admin-token TOKEN`, and returns; `down` stops everything listed there (nodes with
-//! SIGTERM, then SIGKILL after 10 s), and checks that no port is left bound. The JWT secret
-//! is `BOXOFFICE_JWT_SECRET` when set, otherwise a random one kept in `DIR/jwt-secret`.
-//!
-//! Not yet: failover, the chaos on-sale on the cluster (issue 17's other items).
+//! `up` writes what it started to `DIR/cluster.json`, prints `balancer http://HOST:PORT`,
+//! `admin-token TOKEN` and `database-url URL`, and returns; `down` stops everything listed
+//! there (each process group with SIGTERM, then SIGKILL after 10 s), and checks that no
+//! port is left bound and no process of the cluster runs. The JWT secret is
+//! `BOXOFFICE_JWT_SECRET` when set, otherwise a random one kept in `DIR/jwt-secret`.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
+use crate::autofailover::{Autoctl, Member};
 use crate::chaos::{as_postgres, find_pg_bin, free_fixed_port, run_command, running_as_root};
 
 /// Most nodes `cluster up` starts.
@@ -40,7 +42,6 @@ pub const SHARDS_MAX: u32 = 4;
 const START_MAX: Duration = Duration::from_secs(60);
 /// How long a node has to stop after SIGTERM before SIGKILL.
 const STOP_MAX: Duration = Duration::from_secs(10);
-pub(crate) const STANDBY_NAME: &str = "standby1";
 const STATE_FILE: &str = "cluster.json";
 /// HAProxy's connection limit: it needs two descriptors a connection, under the
 /// container's 20,000.
@@ -95,9 +96,14 @@ pub async fn up(options: &UpOptions) -> anyhow::Result<Value> {
             options.dir.display()
         );
     }
-    for tool in ["haproxy", "redis-server"] {
+    for tool in ["haproxy", "redis-server", "pg_autoctl"] {
         if which(tool).is_none() {
-            bail!("{tool} is not installed (Debian: apt-get install {tool})");
+            let package = match tool {
+                "pg_autoctl" => "pg-auto-failover-cli postgresql-15-auto-failover",
+                "redis-server" => "redis-server",
+                other => other,
+            };
+            bail!("{tool} is not installed (Debian: apt-get install {package})");
         }
     }
     std::fs::create_dir_all(&options.dir)
@@ -178,15 +184,17 @@ pub fn shard_name(index: usize) -> String {
     }
 }
 
-/// Starts shard `index`: a primary and its synchronous standby under `DIR/shard-INDEX`, and
-/// its `boxoffice` database; its URL.
+/// Starts shard `index`: a pg_auto_failover formation named after the shard, its primary
+/// and then its synchronous secondary under `DIR/shard-INDEX/{a,b}`, each run by its keeper;
+/// the formation's URL for the nodes.
 async fn start_shard(
-    bin: &Path,
+    autoctl: &Autoctl,
     dir: &Path,
     ports: &mut Ports,
     index: u32,
     state: &mut Value,
 ) -> anyhow::Result<String> {
+    let name = shard_name(index as usize);
     let shard = dir.join(format!("shard-{index}"));
     std::fs::create_dir_all(&shard)?;
     if running_as_root() {
@@ -196,70 +204,138 @@ async fn start_shard(
                 .arg(&shard),
         )?;
     }
-    let primary_port = ports.take()?;
-    let primary = shard.join("primary");
-    run_command(
-        as_postgres(&bin.join("initdb"))
-            .arg("-D")
-            .arg(&primary)
-            .args(["-A", "trust", "-U", "postgres", "--no-sync"]),
-    )?;
-    append_conf(
-        &primary,
-        &format!(
-            "listen_addresses = '127.0.0.1'\nport = {primary_port}\nunix_socket_directories = '{}'\n\
-             max_connections = 400\nshared_buffers = 128MB\nfsync = on\nsynchronous_commit = on\n\
-             wal_level = replica\nmax_wal_senders = 5\nwal_keep_size = '256MB'\nhot_standby = on\n\
-             synchronous_standby_names = '{STANDBY_NAME}'\n",
-            shard.display()
-        ),
-    )?;
+    let monitor = monitor_data(state)?;
+    let monitor_port = state["monitor"]["port"]
+        .as_u64()
+        .and_then(|port| u16::try_from(port).ok())
+        .context("the monitor's port")?;
+    autoctl.create_formation(&monitor, &name)?;
     let at = index as usize;
     state["shards"]
         .as_array_mut()
         .context("shards")?
-        .push(json!({
-            "name": shard_name(at),
-            "primary": {"data": primary.display().to_string(), "port": primary_port},
-        }));
+        .push(json!({"name": name, "formation": name, "members": []}));
     save(dir, state)?;
-    pg_ctl(bin, &primary, "start")?;
-    let standby_port = ports.take()?;
-    let standby = shard.join("standby");
-    run_command(
-        as_postgres(&bin.join("pg_basebackup"))
-            .args(["-h", "127.0.0.1", "-p", &primary_port.to_string()])
-            .args(["-U", "postgres", "-X", "stream", "-R", "-D"])
-            .arg(&standby),
-    )?;
-    append_conf(
-        &standby,
-        &format!("port = {standby_port}\ncluster_name = '{STANDBY_NAME}'\n"),
-    )?;
-    state["shards"][at]["standby"] =
-        json!({"data": standby.display().to_string(), "port": standby_port});
-    save(dir, state)?;
-    pg_ctl(bin, &standby, "start")?;
-    wait_for(START_MAX, "the standby to stream synchronously", || {
-        psql(
-            bin,
-            primary_port,
-            "SELECT sync_state FROM pg_stat_replication",
-        )
-        .is_ok_and(|out| out.trim() == "sync")
-    })
-    .await?;
-    run_command(
-        as_postgres(&bin.join("createdb"))
-            .args(["-h", "127.0.0.1", "-p", &primary_port.to_string()])
-            .args(["-U", "postgres", "boxoffice"]),
-    )?;
-    // Both hosts: the nodes follow whichever is the writable primary (a failover).
-    let database_url =
-        format!("postgres://postgres@127.0.0.1:{primary_port},127.0.0.1:{standby_port}/boxoffice");
+    for (n, suffix) in ["a", "b"].into_iter().enumerate() {
+        let port = ports.take()?;
+        let data = shard.join(suffix);
+        let member = format!("{name}-{suffix}");
+        autoctl.create_member(&data, port, &name, &member, monitor_port, n == 0)?;
+        let log = shard.join(format!("{suffix}.log"));
+        let pid = autoctl.spawn_run(&data, &log)?;
+        state["shards"][at]["members"]
+            .as_array_mut()
+            .context("members")?
+            .push(
+                json!({"name": member, "data": data.display().to_string(), "port": port,
+                         "pid": pid, "log": log.display().to_string()}),
+            );
+        save(dir, state)?;
+        let (what, wanted) = if n == 0 {
+            ("the primary to run", 1)
+        } else {
+            ("the secondary to stream synchronously", 2)
+        };
+        wait_for(START_MAX, &format!("shard {name}: {what}"), || {
+            autoctl.members(&monitor, &name).is_ok_and(|members| {
+                members
+                    .iter()
+                    .filter(|m| m.is_primary() || m.is_secondary())
+                    .count()
+                    == wanted
+                    && members.iter().any(Member::is_primary)
+            })
+        })
+        .await
+        .with_context(|| tail(&log))?;
+    }
+    let database_url = autoctl.uri(&monitor, &name)?;
     state["shards"][at]["databaseUrl"] = json!(database_url);
     save(dir, state)?;
     Ok(database_url)
+}
+
+/// The monitor's data directory, as `cluster.json` names it.
+pub fn monitor_data(state: &Value) -> anyhow::Result<PathBuf> {
+    state["monitor"]["data"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("the cluster has no pg_auto_failover monitor")
+}
+
+/// pg_autoctl as this cluster runs it.
+pub fn autoctl(state: &Value) -> anyhow::Result<Autoctl> {
+    let bin = match state["pgBin"].as_str() {
+        Some(bin) => PathBuf::from(bin),
+        None => find_pg_bin()?,
+    };
+    let dir = state["dir"].as_str().context("the cluster's directory")?;
+    Autoctl::new(&bin, &Path::new(dir).join("pg_autoctl"))
+}
+
+/// Each shard's members as the monitor sees them now: `[{"name", "members": [...]}]`.
+pub fn shard_states(state: &Value) -> anyhow::Result<Value> {
+    let autoctl = autoctl(state)?;
+    let monitor = monitor_data(state)?;
+    let mut shards = Vec::new();
+    for shard in state["shards"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        let formation = shard["formation"].as_str().context("a shard's formation")?;
+        let members = autoctl.members(&monitor, formation)?;
+        shards.push(json!({
+            "name": shard["name"],
+            "members": members.iter().map(|m| json!({
+                "name": m.name, "port": m.port, "currentState": m.current,
+                "assignedState": m.assigned, "healthy": m.healthy,
+                "primary": m.is_primary(),
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    Ok(json!(shards))
+}
+
+/// The member of shard `index` that is its primary now, as `cluster.json` lists it (its
+/// `name`, `data`, `port`, `pid`), or `None` while the monitor has none.
+pub fn primary_of(state: &Value, index: usize) -> anyhow::Result<Option<Value>> {
+    role_of(state, index, Member::is_primary)
+}
+
+/// The member of shard `index` that is its streaming secondary now, or `None`.
+pub fn secondary_of(state: &Value, index: usize) -> anyhow::Result<Option<Value>> {
+    role_of(state, index, Member::is_secondary)
+}
+
+fn role_of(
+    state: &Value,
+    index: usize,
+    role: impl Fn(&Member) -> bool,
+) -> anyhow::Result<Option<Value>> {
+    let shard = &state["shards"][index];
+    let formation = shard["formation"].as_str().context("a shard's formation")?;
+    let members = autoctl(state)?.members(&monitor_data(state)?, formation)?;
+    Ok(members.iter().find(|m| role(m)).and_then(|found| {
+        shard["members"]
+            .as_array()?
+            .iter()
+            .find(|member| member["name"] == json!(found.name))
+            .cloned()
+    }))
+}
+
+/// Starts the keeper of `member` of shard `index` again (after a chaos run killed it) and
+/// records its new process group.
+pub fn restart_member(dir: &Path, index: usize, member: &str) -> anyhow::Result<u32> {
+    let mut state = load(dir)?;
+    let autoctl = autoctl(&state)?;
+    let entry = state["shards"][index]["members"]
+        .as_array_mut()
+        .and_then(|members| members.iter_mut().find(|m| m["name"] == json!(member)))
+        .with_context(|| format!("no member {member} in shard {index}"))?;
+    let data = PathBuf::from(entry["data"].as_str().context("the member's data")?);
+    let log = PathBuf::from(entry["log"].as_str().context("the member's log")?);
+    let pid = autoctl.spawn_run(&data, &log)?;
+    entry["pid"] = json!(pid);
+    save(dir, &state)?;
+    Ok(pid)
 }
 
 async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow::Result<()> {
@@ -280,12 +356,48 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
         }
     };
 
-    // The shards, each a primary and its synchronous standby; the first is the home shard
-    // (the directory), the others are added to its directory as s1, s2, ...
+    // The pg_auto_failover monitor, then the shards, each a formation of a primary and its
+    // synchronous secondary; the first is the home shard (the directory), the others are
+    // added to its directory as s1, s2, ...
+    state["pgBin"] = json!(bin.display().to_string());
+    let autoctl = Autoctl::new(&bin, &dir.join("pg_autoctl"))?;
+    if running_as_root() {
+        run_command(
+            std::process::Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.join("pg_autoctl")),
+        )?;
+    }
+    let monitor_port = ports.take()?;
+    let monitor = dir.join("monitor");
+    std::fs::create_dir_all(&monitor)?;
+    if running_as_root() {
+        // pg_autoctl runs initdb in it as postgres.
+        run_command(
+            std::process::Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&monitor),
+        )?;
+    }
+    autoctl.create_monitor(&monitor, monitor_port)?;
+    let monitor_log = dir.join("monitor.log");
+    let pid = autoctl.spawn_run(&monitor, &monitor_log)?;
+    state["monitor"] = json!({
+        "data": monitor.display().to_string(), "port": monitor_port, "pid": pid,
+        "log": monitor_log.display().to_string(),
+        "uri": Autoctl::monitor_uri(monitor_port),
+    });
+    save(dir, state)?;
+    wait_for(START_MAX, "the monitor to answer", || {
+        psql(&bin, monitor_port, "SELECT 1").is_ok()
+    })
+    .await
+    .with_context(|| tail(&monitor_log))?;
+    autoctl.tune_monitor(&bin, monitor_port)?;
     state["shards"] = json!([]);
     let mut shard_urls = Vec::new();
     for index in 0..options.shards {
-        shard_urls.push(start_shard(&bin, dir, &mut ports, index, state).await?);
+        shard_urls.push(start_shard(&autoctl, dir, &mut ports, index, state).await?);
     }
     let database_url = shard_urls[0].clone();
     for (index, url) in shard_urls.iter().enumerate().skip(1) {
@@ -420,20 +532,6 @@ async fn start_all(options: &UpOptions, dir: &Path, state: &mut Value) -> anyhow
     state["adminToken"] = json!(admin);
     save(dir, state)?;
 
-    // The failover watcher: checks every shard's primary, promotes its standby when it fails.
-    let log = std::fs::File::create(dir.join("watch.log"))?;
-    let watcher = std::process::Command::new(&options.boxoffice)
-        .args(["cluster", "watch", "--dir"])
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .process_group(0)
-        .spawn()
-        .context("starting the failover watcher")?;
-    state["watcher"] =
-        json!({"pid": watcher.id(), "log": dir.join("watch.log").display().to_string()});
-    save(dir, state)?;
     Ok(())
 }
 
@@ -471,47 +569,56 @@ pub fn load(dir: &Path) -> anyhow::Result<Value> {
 
 pub async fn down(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join(STATE_FILE);
-    // The watcher first, so that it never takes the stopping primaries for dead ones; then
-    // the state again (a failover it made moved the roles).
-    stop_watcher(&load(dir)?);
     let state = load(dir)?;
     stop_all(&state);
     let ports = ports_of(&state);
+    let groups = groups_of(&state);
     let deadline = Instant::now() + STOP_MAX;
     let mut bound: Vec<u16> = ports.clone();
-    while !bound.is_empty() && Instant::now() < deadline {
+    let mut running: Vec<u32> = groups.clone();
+    while (!bound.is_empty() || !running.is_empty()) && Instant::now() < deadline {
         bound.retain(|port| std::net::TcpListener::bind(("127.0.0.1", *port)).is_err());
-        if !bound.is_empty() {
+        running.retain(|group| group_alive(*group));
+        if !bound.is_empty() || !running.is_empty() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
     if !bound.is_empty() {
         bail!("stopped the cluster, but ports {bound:?} are still bound");
     }
+    if !running.is_empty() {
+        bail!("stopped the cluster, but process groups {running:?} still run");
+    }
     std::fs::remove_file(&path)?;
     Ok(format!(
-        "stopped {} node(s), HAProxy, the payment simulator, Redis, the watcher and every shard's PostgreSQL; ports {ports:?} free",
+        "stopped {} node(s), HAProxy, the payment simulator, Redis, every shard's keepers and PostgreSQL, and the monitor; ports {ports:?} free",
         state["nodes"].as_array().map_or(0, Vec::len)
     ))
 }
 
-/// Stops the failover watcher `state` names, if it runs.
-fn stop_watcher(state: &Value) {
-    if let Some(pid) = state["watcher"]["pid"].as_u64().map(|p| p as u32) {
-        signal(pid, "TERM");
-        let deadline = Instant::now() + STOP_MAX;
-        while alive(pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if alive(pid) {
-            signal(pid, "KILL");
+/// The process groups of the pg_autoctl keepers (each with its PostgreSQL), the monitor's
+/// last.
+fn groups_of(state: &Value) -> Vec<u32> {
+    let mut groups = Vec::new();
+    for shard in state["shards"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        for member in shard["members"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            if let Some(pid) = member["pid"].as_u64() {
+                groups.push(pid as u32);
+            }
         }
     }
+    if let Some(pid) = state["monitor"]["pid"].as_u64() {
+        groups.push(pid as u32);
+    }
+    groups
 }
 
 /// Stops whatever `state` lists; never fails (each part is tried).
 fn stop_all(state: &Value) {
-    stop_watcher(state);
     let mut pids: Vec<u32> = Vec::new();
     if let Some(file) = state["balancer"]["pidFile"].as_str()
         && let Some(pid) = read_pid(Path::new(file))
@@ -541,14 +648,53 @@ fn stop_all(state: &Value) {
     for pid in pids.iter().filter(|pid| alive(**pid)) {
         signal(*pid, "KILL");
     }
+    // The keepers (each stops its PostgreSQL, fast), then the monitor; a group still there
+    // after STOP_MAX (a frozen one among them) is killed whole.
+    let groups = groups_of(state);
+    let (members, monitor) = groups.split_at(
+        groups
+            .len()
+            .saturating_sub(usize::from(state["monitor"]["pid"].is_u64())),
+    );
+    for part in [members, monitor] {
+        for group in part {
+            signal_group(*group, "CONT");
+            signal_group(*group, "TERM");
+        }
+        let deadline = Instant::now() + STOP_MAX;
+        while part.iter().any(|group| group_alive(*group)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for group in part.iter().filter(|group| group_alive(**group)) {
+            signal_group(*group, "KILL");
+        }
+    }
+    // A PostgreSQL whose keeper was killed (a chaos run) is not in a group any more that
+    // was signalled: stopped by its data directory.
     let bin = find_pg_bin().ok();
+    let mut datas: Vec<&str> = Vec::new();
     for shard in state["shards"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-        for role in ["standby", "primary", "former"] {
-            if let (Some(bin), Some(data)) = (&bin, shard[role]["data"].as_str())
-                && Path::new(data).join("postmaster.pid").exists()
-            {
-                let _ = pg_ctl(bin, Path::new(data), "stop");
-            }
+        for member in shard["members"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            datas.extend(member["data"].as_str());
+        }
+    }
+    datas.extend(state["monitor"]["data"].as_str());
+    for data in datas {
+        if let Some(bin) = &bin
+            && let Some(postmaster) = read_pid(&Path::new(data).join("postmaster.pid"))
+            && alive(postmaster)
+        {
+            let _ = as_postgres(&bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(data)
+                .args(["-w", "-t", "10", "stop", "-m", "immediate"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
@@ -567,10 +713,15 @@ fn ports_of(state: &Value) -> Vec<u16> {
         add(&node["port"]);
     }
     for shard in state["shards"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-        add(&shard["primary"]["port"]);
-        add(&shard["standby"]["port"]);
-        add(&shard["former"]["port"]);
+        for member in shard["members"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            add(&member["port"]);
+        }
     }
+    add(&state["monitor"]["port"]);
     ports
 }
 
@@ -590,20 +741,6 @@ pub(crate) fn append_conf(data: &Path, lines: &str) -> anyhow::Result<()> {
     text.push_str(lines);
     std::fs::write(&path, text)?;
     Ok(())
-}
-
-pub(crate) fn pg_ctl(bin: &Path, data: &Path, action: &str) -> anyhow::Result<()> {
-    let mut command = as_postgres(&bin.join("pg_ctl"));
-    command
-        .arg("-D")
-        .arg(data)
-        .arg("-l")
-        .arg(data.join("server.log"))
-        .arg("-w");
-    if action == "stop" {
-        command.args(["-m", "fast"]);
-    }
-    run_command(command.arg(action))
 }
 
 pub(crate) fn psql(bin: &Path, port: u16, sql: &str) -> anyhow::Result<String> {
@@ -664,6 +801,36 @@ fn alive(pid: u32) -> bool {
     })
 }
 
+/// Whether any process of process group `group` is alive (not a zombie).
+pub(crate) fn group_alive(group: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .any(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')').is_some_and(|(_, rest)| {
+                    let fields: Vec<&str> = rest.split_whitespace().collect();
+                    // state, ppid, pgrp
+                    fields.first().is_some_and(|state| *state != "Z")
+                        && fields.get(2).and_then(|pgrp| pgrp.parse::<u32>().ok()) == Some(group)
+                })
+            })
+        })
+}
+
+/// Sends signal `name` to every process of process group `group`.
+pub(crate) fn signal_group(group: u32, name: &str) {
+    let _ = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg("--")
+        .arg(format!("-{group}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
 fn signal(pid: u32, name: &str) {
     let _ = std::process::Command::new("kill")
         .arg(format!("-{name}"))
@@ -673,7 +840,7 @@ fn signal(pid: u32, name: &str) {
         .status();
 }
 
-fn which(tool: &str) -> Option<PathBuf> {
+pub(crate) fn which(tool: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')
@@ -712,8 +879,10 @@ mod tests {
         let state = json!({
             "balancer": {"port": 1}, "redis": {"port": 2},
             "nodes": [{"port": 3}, {"port": 4}],
-            "shards": [{"primary": {"port": 5}, "standby": {"port": 6}}],
+            "shards": [{"members": [{"port": 5, "pid": 50}, {"port": 6, "pid": 60}]}],
+            "monitor": {"port": 7, "pid": 70},
         });
-        assert_eq!(ports_of(&state), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(ports_of(&state), vec![1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(groups_of(&state), vec![50, 60, 70], "the monitor last");
     }
 }

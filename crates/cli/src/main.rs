@@ -9,10 +9,10 @@
 //! [`local_cluster`] and [`failover`] (`cluster`), [`shards`] (`shard`, and every store
 //! opened on a sharded database).
 
+mod autofailover;
 mod chaos;
 mod cluster_chaos;
 mod cmd;
-mod failover;
 mod local_cluster;
 mod shards;
 mod stores;

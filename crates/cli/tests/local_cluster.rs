@@ -1,5 +1,5 @@
-//! `boxoffice cluster up` / `down` (issue 17): two shards, each a primary with a synchronous
-//! standby, a Redis, two nodes and HAProxy come up on free ports below 32768; two events are
+//! `boxoffice cluster up` / `down` (issues 17 and 38): two shards, each a pg_auto_failover
+//! formation of a primary and a synchronous secondary under one monitor, a Redis, two nodes and HAProxy come up on free ports below 32768; two events are
 //! placed one on each shard; holds sent through the balancer are decided by each event's one
 //! owner whichever node HAProxy picked, committed on its shard's primary (none on the other)
 //! and present on that shard's standby; exchanges between the two events cross the shards in
@@ -117,6 +117,56 @@ async fn legs(port: u64, leg: &str) -> i64 {
         .expect("counting exchange rows")
 }
 
+/// Each shard's members as the monitor sees them (`boxoffice cluster status`).
+fn shard_states(dir: &str) -> Value {
+    let status = boxoffice(&["cluster", "status", "--dir", dir]);
+    assert!(
+        status.status.success(),
+        "cluster status: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    serde_json::from_slice(&status.stdout).expect("cluster status prints JSON")
+}
+
+/// The port of shard `index`'s member that is (`primary`) or is not its primary now.
+fn port_of(states: &Value, index: usize, primary: bool) -> u64 {
+    states[index]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["primary"] == json!(primary))
+        .unwrap_or_else(|| panic!("shard {index} has no such member: {states}"))["port"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Every test that starts a cluster needs HAProxy and pg_auto_failover.
+fn ensure_cluster_tools() {
+    support::ensure_debian_package("/usr/sbin/haproxy", "haproxy");
+    support::ensure_debian_package("/usr/bin/pg_autoctl", "pg-auto-failover-cli");
+    support::ensure_debian_package(
+        "/usr/share/postgresql/15/extension/pgautofailover.control",
+        "postgresql-15-auto-failover",
+    );
+}
+
+/// Every process whose command line names `dir` (a keeper, a PostgreSQL, a node).
+fn processes_under(dir: &std::path::Path) -> Vec<String> {
+    let needle = dir.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| alive(u64::from(*pid)))
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline
+                .contains(&needle)
+                .then(|| format!("{pid} {cmdline}"))
+        })
+        .collect()
+}
+
 fn alive(pid: u64) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         stat.rsplit_once(')')
@@ -126,7 +176,7 @@ fn alive(pid: u64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
-    support::ensure_debian_package("/usr/sbin/haproxy", "haproxy");
+    ensure_cluster_tools();
     let dir = std::env::temp_dir().join(format!("boxoffice-cluster-{}", uuid::Uuid::now_v7()));
     let dir_arg = dir.display().to_string();
     let _down = Down(dir.clone());
@@ -147,17 +197,20 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).expect("cluster.json"))
             .expect("cluster state");
 
+    let states = shard_states(&dir_arg);
+
     // Every part on a port below the client range.
     let mut ports = vec![state["balancer"]["port"].as_u64().unwrap()];
     ports.push(state["redis"]["port"].as_u64().unwrap());
+    ports.push(state["monitor"]["port"].as_u64().unwrap());
     for shard in 0..2 {
-        ports.push(state["shards"][shard]["primary"]["port"].as_u64().unwrap());
-        ports.push(state["shards"][shard]["standby"]["port"].as_u64().unwrap());
+        ports.push(port_of(&states, shard, true));
+        ports.push(port_of(&states, shard, false));
     }
     for node in state["nodes"].as_array().unwrap() {
         ports.push(node["port"].as_u64().unwrap());
     }
-    assert_eq!(ports.len(), 8);
+    assert_eq!(ports.len(), 9);
     assert!(ports.iter().all(|p| *p < 32_768), "{ports:?}");
 
     let http = reqwest::Client::new();
@@ -258,9 +311,7 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
     }
 
     // Each event's holds are on its own shard's primary, none on the other.
-    let primaries: Vec<u64> = (0..2)
-        .map(|shard| state["shards"][shard]["primary"]["port"].as_u64().unwrap())
-        .collect();
+    let primaries: Vec<u64> = (0..2).map(|shard| port_of(&states, shard, true)).collect();
     for (n, event_id) in events.iter().enumerate() {
         assert_eq!(holds_on(primaries[n], event_id).await, 10, "event {n}");
         assert_eq!(holds_on(primaries[1 - n], event_id).await, 0, "event {n}");
@@ -295,7 +346,7 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
 
     // Committed on the primaries, streamed synchronously to the standbys.
     for (n, event_id) in events.iter().enumerate() {
-        let standby = state["shards"][n]["standby"]["port"].as_u64().unwrap();
+        let standby = port_of(&states, n, false);
         let url = format!("postgres://postgres@127.0.0.1:{}/postgres", primaries[n]);
         let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
             .await
@@ -304,7 +355,8 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
             .fetch_one(&mut connection)
             .await
             .expect("a standby streams");
-        assert_eq!(sync, "sync");
+        // pg_auto_failover names its standbys `ANY 1 (…)`: a quorum of one, synchronous.
+        assert!(matches!(sync.as_str(), "sync" | "quorum"), "{sync}");
         // The standby has flushed every commit before it was acknowledged; replaying it for
         // reads may take a moment.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -779,10 +831,23 @@ async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
             assert!(!alive(pid.trim().parse().unwrap()), "{file}: still runs");
         }
     }
-    for shard in ["shard-0", "shard-1"] {
-        assert!(!dir.join(format!("{shard}/primary/postmaster.pid")).exists());
-        assert!(!dir.join(format!("{shard}/standby/postmaster.pid")).exists());
+    for data in [
+        "shard-0/a",
+        "shard-0/b",
+        "shard-1/a",
+        "shard-1/b",
+        "monitor",
+    ] {
+        assert!(
+            !dir.join(format!("{data}/postmaster.pid")).exists(),
+            "{data} still runs"
+        );
     }
+    assert_eq!(
+        processes_under(&dir),
+        Vec::<String>::new(),
+        "no process left"
+    );
     // Down twice: nothing to stop, said plainly.
     assert!(
         !boxoffice(&["cluster", "down", "--dir", &dir_arg])
@@ -800,7 +865,7 @@ async fn post_until_answered(
     token: &str,
     key: &str,
     body: &Value,
-    seen: &std::sync::Mutex<Vec<u16>>,
+    seen: &std::sync::Mutex<Vec<(Instant, u16)>>,
 ) -> (u16, Value) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -813,7 +878,7 @@ async fn post_until_answered(
             .send()
             .await;
         let status = answer.as_ref().map_or(0, |a| a.status().as_u16());
-        seen.lock().unwrap().push(status);
+        seen.lock().unwrap().push((Instant::now(), status));
         if let Ok(answer) = answer
             && !matches!(status, 503 | 429 | 502 | 504)
         {
@@ -851,7 +916,7 @@ fn postmaster_pid(data: &str) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing_a_sale() {
-    support::ensure_debian_package("/usr/sbin/haproxy", "haproxy");
+    ensure_cluster_tools();
     let dir = std::env::temp_dir().join(format!("boxoffice-failover-{}", uuid::Uuid::now_v7()));
     let dir_arg = dir.display().to_string();
     let _down = Down(dir.clone());
@@ -869,8 +934,16 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
     let database_url = line_value(&stdout, "database-url");
     let state: Value =
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
-    let old_primary = state["shards"][0]["primary"].clone();
-    let standby_port = state["shards"][0]["standby"]["port"].as_u64().unwrap();
+    let states = shard_states(&dir_arg);
+    let old_primary_port = port_of(&states, 0, true);
+    let standby_port = port_of(&states, 0, false);
+    let old_primary = state["shards"][0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["port"] == json!(old_primary_port))
+        .expect("the primary in cluster.json")
+        .clone();
     let http = reqwest::Client::new();
 
     // The event lands on the home shard (the first placed), the one that fails.
@@ -950,16 +1023,47 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
     while done.load(std::sync::atomic::Ordering::SeqCst) < 10 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The primary's machine dies: the postmaster and every backend at once.
+    // The lease the event's writer holds now, on the primary that is about to die.
+    let old_url = format!("postgres://postgres@127.0.0.1:{old_primary_port}/boxoffice");
+    let epoch_before: i64 = {
+        let mut old = <sqlx::PgConnection as sqlx::Connection>::connect(&old_url)
+            .await
+            .unwrap();
+        sqlx::query_scalar("SELECT epoch FROM event_lease WHERE event_id = $1")
+            .bind(&event_id)
+            .fetch_one(&mut old)
+            .await
+            .expect("the event's lease")
+    };
+    // The primary's machine dies: its keeper, the postmaster and every backend at once
+    // (they are one process group).
     let postmaster = postmaster_pid(old_primary["data"].as_str().unwrap());
-    // (A backend may end between pgrep and kill: kill's status says nothing.)
-    let _ = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "kill -KILL $(pgrep -P {postmaster}) {postmaster} 2>/dev/null"
-        ))
+    let group = old_primary["pid"].as_u64().unwrap();
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{group}")])
         .status();
     let killed_at = Instant::now();
+    // The monitor's view, every 200 ms: when it marks the old primary unhealthy, and when
+    // the secondary is the primary.
+    let watch = {
+        let (dir_arg, old_port) = (dir_arg.clone(), old_primary_port);
+        tokio::task::spawn_blocking(move || {
+            let (mut unhealthy, mut promoted) = (None, None);
+            while promoted.is_none() && killed_at.elapsed() < Duration::from_secs(90) {
+                let states = shard_states(&dir_arg);
+                for member in states[0]["members"].as_array().unwrap() {
+                    if member["port"] == json!(old_port) && member["healthy"] == json!(false) {
+                        unhealthy.get_or_insert(killed_at.elapsed());
+                    }
+                    if member["port"] != json!(old_port) && member["primary"] == json!(true) {
+                        promoted = Some(killed_at.elapsed());
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            (unhealthy, promoted)
+        })
+    };
 
     let mut sold = Vec::new();
     for task in tasks {
@@ -968,21 +1072,17 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
     let finished_in = killed_at.elapsed();
     assert_eq!(sold.len(), FANS);
 
-    // The watcher failed the shard over: the standby is the primary now, the old one dead.
-    let state: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
-    let timeline = &state["shards"][0]["failover"];
-    assert!(timeline.is_object(), "no failover recorded: {state}");
-    assert_eq!(
-        state["shards"][0]["primary"]["port"].as_u64(),
-        Some(standby_port)
-    );
-    assert!(
-        timeline["leasesFenced"].as_u64().unwrap() >= 1,
-        "{timeline}"
-    );
+    // The monitor failed the shard over: the secondary is the primary now, the old one dead.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while port_of(&shard_states(&dir_arg), 0, true) != standby_port {
+        assert!(
+            Instant::now() < deadline,
+            "no failover: {}",
+            shard_states(&dir_arg)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert!(!alive(u64::from(postmaster)), "the old primary still runs");
-    // (Its port is taken again by the standby the watcher rebuilds: checked below.)
 
     // Every sale answered is confirmed, once, on the new primary.
     for (token, _, order_id) in &sold {
@@ -1023,10 +1123,47 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
     );
     assert_eq!(confirmed, FANS as i64);
     assert_eq!(sold_seats, FANS as i64);
-    let statuses = seen.lock().unwrap().clone();
+    // The writer's lease from the old primary was stale on the new one: it took it again.
+    let epoch_after: i64 = sqlx::query_scalar("SELECT epoch FROM event_lease WHERE event_id = $1")
+        .bind(&event_id)
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
+    assert!(
+        epoch_after > epoch_before,
+        "the lease was taken again on the new primary ({epoch_before} -> {epoch_after})"
+    );
+    let (unhealthy, promoted) = watch.await.unwrap();
+    let seen_all = seen.lock().unwrap().clone();
+    let since_kill = |at: &Instant| at.saturating_duration_since(killed_at);
+    // The first write the new primary accepted, and the last answer that asked to retry.
+    let first_write = seen_all
+        .iter()
+        .filter(|(at, status)| {
+            matches!(status, 201 | 202) && promoted.is_some_and(|p| since_kill(at) >= p)
+        })
+        .map(|(at, _)| since_kill(at))
+        .min();
+    let last_refused = seen_all
+        .iter()
+        .filter(|(at, status)| *at > killed_at && !matches!(status, 201 | 202))
+        .map(|(at, _)| since_kill(at))
+        .max();
+    let statuses: Vec<u16> = seen_all
+        .iter()
+        .filter(|(at, _)| *at > killed_at)
+        .map(|(_, status)| *status)
+        .collect();
     let refused = statuses.iter().filter(|s| **s != 201 && **s != 202).count();
     println!(
-        "failover timeline {timeline}; all {FANS} sales answered {:.1} s after the kill; {refused} answers meanwhile were not 201/202: {:?}",
+        "failover timeline (s after the kill): unhealthy {:.1}, promoted {:.1}, first write accepted after it {:.1}, last 503/429 {:.1}",
+        unhealthy.map_or(f64::NAN, |d| d.as_secs_f64()),
+        promoted.map_or(f64::NAN, |d| d.as_secs_f64()),
+        first_write.map_or(f64::NAN, |d| d.as_secs_f64()),
+        last_refused.map_or(f64::NAN, |d| d.as_secs_f64()),
+    );
+    println!(
+        "failover: all {FANS} sales answered {:.1} s after the kill; {refused} answers meanwhile were not 201/202: {:?}",
         finished_in.as_secs_f64(),
         statuses.iter().filter(|s| **s != 201 && **s != 202).fold(
             std::collections::BTreeMap::<u16, u32>::new(),
@@ -1037,33 +1174,36 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
         )
     );
     assert!(
-        statuses.iter().all(|s| matches!(s, 201 | 202 | 503 | 429)),
-        "only 201/202, or 503/429 to send again: {statuses:?}"
+        seen_all
+            .iter()
+            .all(|(_, s)| matches!(s, 201 | 202 | 503 | 429)),
+        "only 201/202, or 503/429 to send again: {seen_all:?}"
     );
 
-    // The watcher builds a new synchronous standby where the old primary was, so that the
-    // shard can fail over again.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let state: Value =
-            serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
-        if state["shards"][0]["failover"]["standbyRebuiltMs"].is_u64() {
-            assert_eq!(state["shards"][0]["standby"]["port"], old_primary["port"]);
-            break;
-        }
-        assert!(Instant::now() < deadline, "no standby rebuilt: {state}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let sync: String = sqlx::query_scalar("SELECT sync_state FROM pg_stat_replication")
-        .fetch_one(&mut connection)
-        .await
-        .expect("the rebuilt standby streams");
-    assert_eq!(sync, "sync");
-    // What answers at the old primary's address now is a standby: it takes no write.
-    let old_url = format!(
-        "postgres://postgres@127.0.0.1:{}/boxoffice",
-        old_primary["port"].as_u64().unwrap()
+    // The old primary's machine comes back: its keeper rejoins it as the secondary
+    // (pg_rewind), so that the shard can fail over again; it takes no write.
+    let old_name = old_primary["name"].as_str().unwrap();
+    let rejoined = boxoffice(&["cluster", "rejoin", "--dir", &dir_arg, "--member", old_name]);
+    assert!(
+        rejoined.status.success(),
+        "cluster rejoin: {}",
+        String::from_utf8_lossy(&rejoined.stderr)
     );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while port_of(&shard_states(&dir_arg), 0, false) != old_primary_port
+        || shard_states(&dir_arg)[0]["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["currentState"] != "secondary")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the old primary never rejoined: {}",
+            shard_states(&dir_arg)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let mut old = <sqlx::PgConnection as sqlx::Connection>::connect(&old_url)
         .await
         .unwrap();
@@ -1076,6 +1216,59 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
         .execute(&mut old)
         .await;
     assert!(write.is_err(), "a write at the old address was accepted");
+    drop(old);
+
+    // Its secondary dies: the primary commits alone (wait_primary), holds go on.
+    let rejoined_group =
+        serde_json::from_slice::<Value>(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap()
+            ["shards"][0]["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == json!(old_name))
+            .unwrap()["pid"]
+            .as_u64()
+            .unwrap();
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{rejoined_group}")])
+        .status();
+    for fan in 0..5 {
+        let token = boxoffice_server::auth::mint_token(
+            SECRET,
+            &boxoffice_domain::ids::AccountId::parse(&format!("fo-late-{fan}")).unwrap(),
+            false,
+            3600,
+        )
+        .unwrap();
+        let (status, hold) = post_until_answered(
+            &http,
+            &format!("{balancer}/v1/events/{event_id}/holds"),
+            &token,
+            &format!("fo-late-{fan}"),
+            &json!({"bestAvailable": {"quantity": 1}}),
+            &seen,
+        )
+        .await;
+        assert_eq!(status, 201, "a hold with the secondary dead: {hold}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let states = shard_states(&dir_arg);
+        let primary = states[0]["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["primary"] == json!(true))
+            .cloned();
+        if primary
+            .as_ref()
+            .is_some_and(|p| p["currentState"] == "wait_primary")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never wait_primary: {states}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 
     let check = boxoffice(&["check", "--database-url", &database_url]);
     let said = String::from_utf8_lossy(&check.stdout).into_owned();
@@ -1092,16 +1285,23 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
         String::from_utf8_lossy(&down.stdout),
         String::from_utf8_lossy(&down.stderr)
     );
+    assert_eq!(
+        processes_under(&dir),
+        Vec::<String>::new(),
+        "no process left after a failover"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `boxoffice load onsale --cluster DIR --chaos`: two events on two shards sold through the
-/// balancer while a node is SIGKILLed, a shard's primary is killed (the watcher fails it
-/// over), a node is frozen past its lease and the provider is slow; both converge and
-/// `boxoffice check` is clean on every shard.
+/// balancer while a node is SIGKILLed, a shard's primary is killed with its keeper (the
+/// monitor fails it over), a node is frozen past its lease, the other shard's secondary is
+/// killed, the monitor is frozen, a primary is frozen past the health checks and the
+/// provider is slow; both converge, every shard heals, and `boxoffice check` is clean on
+/// every shard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chaos_on_sale_on_the_cluster_passes_check() {
-    support::ensure_debian_package("/usr/sbin/haproxy", "haproxy");
+    ensure_cluster_tools();
     let dir = std::env::temp_dir().join(format!("boxoffice-cchaos-{}", uuid::Uuid::now_v7()));
     let dir_arg = dir.display().to_string();
     let _down = Down(dir.clone());
@@ -1148,10 +1348,16 @@ async fn the_chaos_on_sale_on_the_cluster_passes_check() {
             .iter()
             .filter_map(|m| m["action"].as_str())
             .collect();
-        assert_eq!(actions.len(), 5, "{actions:?}");
+        assert_eq!(actions.len(), 8, "{actions:?}");
         assert!(actions[1].contains("SIGKILLed"), "{actions:?}");
-        assert!(actions[2].contains("primary SIGKILLed"), "{actions:?}");
+        assert!(
+            actions[2].contains("primary") && actions[2].contains("SIGKILLed with its keeper"),
+            "{actions:?}"
+        );
         assert!(actions[3].contains("SIGSTOP"), "{actions:?}");
+        assert!(actions[4].contains("secondary"), "{actions:?}");
+        assert!(actions[5].contains("monitor frozen"), "{actions:?}");
+        assert!(actions[6].contains("primary"), "{actions:?}");
         let chaos = &report["scenario"]["chaos"];
         assert_eq!(chaos["converged"], json!(true), "{chaos}");
         assert!(

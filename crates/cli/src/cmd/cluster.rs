@@ -1,10 +1,10 @@
-//! `boxoffice cluster up|down|failover`: a cluster on this machine (`local_cluster.rs`,
-//! `failover.rs` do the work).
+//! `boxoffice cluster up|down|status|failover`: a cluster on this machine
+//! (`local_cluster.rs` and `autofailover.rs` do the work).
 
 use anyhow::Context;
 use clap::Subcommand;
 
-use crate::{failover, local_cluster};
+use crate::local_cluster;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ClusterAction {
@@ -34,22 +34,31 @@ pub(crate) enum ClusterAction {
         #[arg(long)]
         dir: std::path::PathBuf,
     },
-    /// Fail a shard over to its standby now: kill the old primary, promote the standby, fence
-    /// the shard's event leases (prints the timeline as JSON), then build a new synchronous
-    /// standby where the old primary was.
+    /// Each shard's PostgreSQL servers as the pg_auto_failover monitor sees them (JSON):
+    /// which one is the primary, their states, their health.
+    Status {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
+    /// Start a shard member's keeper again (after its machine died, or a chaos run killed
+    /// it): it rejoins its formation, as the secondary when another member was promoted
+    /// meanwhile (pg_rewind).
+    Rejoin {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// The member's name (`main-a`, `s1-b`, …; `cluster status` lists them).
+        #[arg(long)]
+        member: String,
+    },
+    /// Fail a shard over now (`pg_autoctl perform failover`): the monitor promotes its
+    /// secondary once it has caught up, and the former primary rejoins as the secondary.
+    /// Prints the shard's members afterwards.
     Failover {
         #[arg(long)]
         dir: std::path::PathBuf,
         /// The shard's name (`main`, `s1`, …).
         #[arg(long, default_value = "main")]
         shard: String,
-    },
-    /// The failover watcher `up` starts: checks every shard's primary twice a second and
-    /// fails a shard over after three failed checks in a row.
-    #[command(hide = true)]
-    Watch {
-        #[arg(long)]
-        dir: std::path::PathBuf,
     },
 }
 
@@ -90,13 +99,49 @@ impl ClusterAction {
                 println!("{}", local_cluster::down(&dir).await?);
                 Ok(())
             }
-            ClusterAction::Failover { dir, shard } => {
-                println!("{}", failover::failover(&dir, &shard, None).await?);
-                let ms = failover::rebuild_standby(&dir, &shard).await?;
-                println!("a new synchronous standby streams ({ms} ms)");
+            ClusterAction::Status { dir } => {
+                let state = local_cluster::load(&dir)?;
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&local_cluster::shard_states(&state)?)?
+                );
                 Ok(())
             }
-            ClusterAction::Watch { dir } => failover::watch(&dir).await,
+            ClusterAction::Rejoin { dir, member } => {
+                let state = local_cluster::load(&dir)?;
+                let index = state["shards"]
+                    .as_array()
+                    .and_then(|shards| {
+                        shards.iter().position(|shard| {
+                            shard["members"].as_array().is_some_and(|members| {
+                                members.iter().any(|m| m["name"] == member.as_str())
+                            })
+                        })
+                    })
+                    .with_context(|| format!("no member {member:?} in this cluster"))?;
+                let pid = local_cluster::restart_member(&dir, index, &member)?;
+                println!("{member}: keeper started again (process group {pid})");
+                Ok(())
+            }
+            ClusterAction::Failover { dir, shard } => {
+                let state = local_cluster::load(&dir)?;
+                let known = state["shards"]
+                    .as_array()
+                    .is_some_and(|shards| shards.iter().any(|s| s["name"] == shard.as_str()));
+                if !known {
+                    anyhow::bail!("no shard {shard:?} in this cluster");
+                }
+                local_cluster::autoctl(&state)?.perform_failover(
+                    &local_cluster::monitor_data(&state)?,
+                    &shard,
+                    std::time::Duration::from_secs(60),
+                )?;
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&local_cluster::shard_states(&state)?)?
+                );
+                Ok(())
+            }
         }
     }
 }
