@@ -80,6 +80,11 @@ impl Member {
         WRITABLE_STATES.contains(&self.current.as_str()) && self.current == self.assigned
     }
 
+    /// The member runs as a primary now, whatever the monitor assigned it next.
+    pub fn takes_writes(&self) -> bool {
+        WRITABLE_STATES.contains(&self.current.as_str())
+    }
+
     /// A secondary that streams and could be promoted.
     pub fn is_secondary(&self) -> bool {
         self.current == "secondary" && self.assigned == "secondary"

@@ -327,7 +327,15 @@ pub async fn run(
             7 => {
                 let state = local_cluster::load(dir)?;
                 let name = local_cluster::shard_name(shards[1]);
-                let streaming = local_cluster::secondary_of(&state, shards[1])?.is_some();
+                // The shard failed over in step 3 and its old primary rejoins: freeze the
+                // primary once a secondary streams again (at most a minute), so that the
+                // monitor has one to promote.
+                let waited = Instant::now();
+                let mut streaming = local_cluster::secondary_of(&state, shards[1])?.is_some();
+                while !streaming && waited.elapsed() < Duration::from_secs(60) {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    streaming = local_cluster::secondary_of(&state, shards[1])?.is_some();
+                }
                 match local_cluster::primary_of(&state, shards[1])? {
                     Some(member) => {
                         let group = member["pid"].as_u64().unwrap_or(0) as u32;

@@ -293,10 +293,10 @@ pub fn shard_states(state: &Value) -> anyhow::Result<Value> {
     Ok(json!(shards))
 }
 
-/// The member of shard `index` that is its primary now, as `cluster.json` lists it (its
-/// `name`, `data`, `port`, `pid`), or `None` while the monitor has none.
+/// The member of shard `index` that runs as its primary now, as `cluster.json` lists it (its
+/// `name`, `data`, `port`, `pid`), or `None` while none does.
 pub fn primary_of(state: &Value, index: usize) -> anyhow::Result<Option<Value>> {
-    role_of(state, index, Member::is_primary)
+    role_of(state, index, Member::takes_writes)
 }
 
 /// The member of shard `index` that is its streaming secondary now, or `None`.

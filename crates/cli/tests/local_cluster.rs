@@ -1326,6 +1326,7 @@ async fn the_chaos_on_sale_on_the_cluster_passes_check() {
         .arg(&html)
         .env("BOXOFFICE_JWT_SECRET", SECRET)
         .env("RUST_LOG", "warn")
+        .env("RUST_BACKTRACE", "0")
         .output()
         .expect("running the chaos on-sale");
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();

@@ -1274,33 +1274,54 @@ async fn create_event(
             room[name] = json!(value);
         }
     }
-    let created = http
-        .post(format!("{base}/v1/admin/events"))
-        .bearer_auth(&admin)
-        .header("idempotency-key", key())
-        .json(&json!({
-            "name": "On-sale simulation stadium",
-            "startsAt": "2030-01-01T20:00:00Z",
-            "currency": "EUR",
-            "holdTtlSeconds": hold_ttl_s,
-            // An offer from the waiting list lasts as long as a hold: one to a fan who walked
-            // away comes back as soon.
-            "waitlistOfferTtlSeconds": hold_ttl_s,
-            "maxSeatsPerHold": 6,
-            "maxTicketsPerAccount": 6,
-            "onSaleAt": rfc3339(std::time::SystemTime::now() + on_sale_in)?,
-            "waitingRoom": room,
-            "sections": sections,
-        }))
-        .send()
-        .await
-        .context("creating the on-sale event")?;
-    let status = created.status();
-    let body: Value = created.json().await.unwrap_or_default();
-    if status.as_u16() != 201 {
-        bail!("creating the event answered {status}: {body}");
+    let request = json!({
+        "name": "On-sale simulation stadium",
+        "startsAt": "2030-01-01T20:00:00Z",
+        "currency": "EUR",
+        "holdTtlSeconds": hold_ttl_s,
+        // An offer from the waiting list lasts as long as a hold: one to a fan who walked
+        // away comes back as soon.
+        "waitlistOfferTtlSeconds": hold_ttl_s,
+        "maxSeatsPerHold": 6,
+        "maxTicketsPerAccount": 6,
+        "onSaleAt": rfc3339(std::time::SystemTime::now() + on_sale_in)?,
+        "waitingRoom": room,
+        "sections": sections,
+    });
+    // The same key each time: a request whose node died before answering (a chaos run on a
+    // cluster, 502 from the balancer) is sent again and answered as the first was.
+    let key = key();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let created = http
+            .post(format!("{base}/v1/admin/events"))
+            .bearer_auth(&admin)
+            .header("idempotency-key", &key)
+            .json(&request)
+            .send()
+            .await;
+        let created = match created {
+            Ok(created) => created,
+            Err(error) if attempts < 10 => {
+                eprintln!("creating the event: {error}; sending it again");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+            Err(error) => return Err(error).context("creating the on-sale event"),
+        };
+        let status = created.status();
+        let body: Value = created.json().await.unwrap_or_default();
+        if matches!(status.as_u16(), 429 | 502 | 503 | 504) && attempts < 10 {
+            eprintln!("creating the event answered {status}; sending it again");
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            continue;
+        }
+        if status.as_u16() != 201 {
+            bail!("creating the event answered {status}: {body}");
+        }
+        return Ok(body["eventId"].as_str().context("eventId")?.to_owned());
     }
-    Ok(body["eventId"].as_str().context("eventId")?.to_owned())
 }
 
 fn admin_token(secret: &str) -> anyhow::Result<String> {
@@ -1446,15 +1467,29 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
             .await?
         }
     };
-    let event: Value = http
-        .get(format!("{base}/v1/events/{event_id}"))
-        .send()
-        .await
-        .context("reading the event")?
-        .error_for_status()
-        .context("reading the event")?
-        .json()
-        .await?;
+    // Sent again while the answer is lost or a 5xx (a node killed by a chaos run on a
+    // cluster while it answered).
+    let mut attempts = 0;
+    let event: Value = loop {
+        attempts += 1;
+        let read = async {
+            http.get(format!("{base}/v1/events/{event_id}"))
+                .send()
+                .await?
+                .error_for_status()?
+                .json::<Value>()
+                .await
+        }
+        .await;
+        match read {
+            Ok(event) => break event,
+            Err(error) if attempts < 10 && error.status().is_none_or(|s| s.is_server_error()) => {
+                eprintln!("reading the event: {error}; sending it again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(error) => return Err(error).context("reading the event"),
+        }
+    };
     let sections: Vec<String> = event["sections"]
         .as_array()
         .map(|s| {

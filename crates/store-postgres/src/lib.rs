@@ -119,6 +119,10 @@ pub const IDLE_IN_TRANSACTION_TIMEOUT_MS: &str = "3000";
 /// Migrations run without it.
 pub const STATEMENT_TIMEOUT_MS: &str = "30000";
 
+/// How long opening a store whose URL names several hosts waits for one of them to be a
+/// writable primary (a node started during its shard's failover) before it gives up.
+pub const PRIMARY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The session settings of every connection.
 ///
 /// Generic plans for every prepared statement: each statement here finds its rows by key,
@@ -242,13 +246,27 @@ impl PgStore {
     pub async fn create_database_if_missing(url: &str) -> StoreResult<()> {
         use sqlx::migrate::MigrateDatabase;
         use sqlx::{Connection, Executor};
-        // Several hosts: on the primary (the standbys follow it).
+        // Several hosts: on the primary (the standbys follow it). A node that starts while
+        // its shard fails over waits for the promotion (at most PRIMARY_WAIT).
         let primary;
         let url = match hosts::Hosts::of(url)? {
             Some(hosts) => {
-                let (index, connection) = hosts.find_primary().await.ok_or_else(|| {
-                    StoreError::Unavailable("no host of the URL is a writable primary".into())
-                })?;
+                let deadline = std::time::Instant::now() + PRIMARY_WAIT;
+                let (index, connection) = loop {
+                    if let Some(found) = hosts.find_primary().await {
+                        break found;
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        return Err(StoreError::Unavailable(format!(
+                            "no host of the URL was a writable primary for {} s",
+                            PRIMARY_WAIT.as_secs()
+                        )));
+                    }
+                    tracing::warn!(
+                        "no host of the URL is a writable primary yet (a failover?): waiting"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                };
                 let _ = connection.close().await;
                 primary = hosts::split(url).unwrap_or_default().swap_remove(index);
                 primary.as_str()

@@ -202,10 +202,17 @@ impl Db {
         Ok(match self {
             Self::Postgres(pool) => {
                 let mut tx = pool.begin().await.map_err(classify_pg)?;
-                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(classify_pg)?;
+                // A read-only snapshot holds no lock a takeover waits for: the server's 3 s
+                // limit on a session idle inside a transaction (`store-postgres`'s
+                // `configure`) is for writers, and ended `boxoffice check`'s read of a
+                // 50,000-seat event on a loaded machine between two statements.
+                sqlx::raw_sql(
+                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY;
+                     SET LOCAL idle_in_transaction_session_timeout = '60s'",
+                )
+                .execute(&mut *tx)
+                .await
+                .map_err(classify_pg)?;
                 Tx::Postgres(tx)
             }
             Self::Sqlite { reader, .. } => {
