@@ -12,9 +12,17 @@
 //! safe.
 //!
 //! The node renews what it holds every third of the TTL and refreshes its registration (a
-//! heartbeat) at the same time; a lease found taken over is dropped at once, and the writer
-//! whose group the store fenced stops writing the event. A graceful stop hands every lease
-//! back. Reads (seat map, orders, queue status) never forward.
+//! heartbeat) at the same time, on a small pool of its own (`with_lease_store`: a crowd that
+//! takes every connection of the requests' pool cannot make the node lose a lease mid-sale);
+//! a lease found taken over is dropped at once, and the writer whose group the store fenced
+//! stops writing the event. A writer idle for a while hands its lease back
+//! ([`Cluster::let_go`], [`Cluster::hand_back`]), and a graceful stop hands every lease back. Reads (seat map,
+//! orders, queue status) never forward.
+//!
+//! The lease row is only ever locked (`take_lease`, `SELECT … FOR UPDATE`, which waits for
+//! the owner's groups in flight) after a plain read found it free, expired or this node's:
+//! a lease live on another node is routed to (or refused to a writer) from that read, without
+//! the event's turn, so this node's forwarding of an event never waits behind a take.
 //!
 //! Architecture invariant: a node forwards a request at most once (a forwarded request is
 //! served where it lands, or refused 503), so two nodes that disagree about an owner never
@@ -121,7 +129,11 @@ pub struct Cluster(Arc<Inner>);
 
 struct Inner {
     config: ClusterConfig,
+    /// The requests' store: lease reads and takes (on a request's way).
     store: Arc<dyn Store>,
+    /// Where the node's registration, its renewals and its hand-backs go: a pool of their
+    /// own in `serve` (the requests' store in tests).
+    leases: Arc<dyn Store>,
     held: Mutex<HashMap<String, Held>>,
     remote: Mutex<HashMap<String, Remote>>,
     /// Hold, order and exchange ids to their event (immutable).
@@ -141,6 +153,16 @@ impl std::fmt::Debug for Cluster {
 
 impl Cluster {
     pub fn new(config: ClusterConfig, store: Arc<dyn Store>) -> Result<Self, String> {
+        Self::with_lease_store(config, store.clone(), store)
+    }
+
+    /// A node whose registration, renewals and hand-backs go through `leases` (a small pool
+    /// of their own), its lease reads and takes through `store`.
+    pub fn with_lease_store(
+        config: ClusterConfig,
+        store: Arc<dyn Store>,
+        leases: Arc<dyn Store>,
+    ) -> Result<Self, String> {
         let config = config.checked()?;
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(FORWARD_IDLE_PER_HOST)
@@ -151,6 +173,7 @@ impl Cluster {
         Ok(Self(Arc::new(Inner {
             config,
             store,
+            leases,
             held: Mutex::default(),
             remote: Mutex::default(),
             event_of: Mutex::default(),
@@ -166,7 +189,7 @@ impl Cluster {
     /// Registers this node's address (and heartbeat) in the store.
     pub async fn register(&self) -> StoreResult<()> {
         self.0
-            .store
+            .leases
             .register_node(&self.0.config.node_id, &self.0.config.advertise_url)
             .await
     }
@@ -189,9 +212,18 @@ impl Cluster {
         if let Some(route) = self.known_route(event_id) {
             return Ok(route);
         }
-        // One look-up per event at a time: the requests that arrive meanwhile wait for its
-        // answer instead of each reading (or taking) the lease — at most
+        // A plain read first, without the event's turn: a lease live on another node is
+        // routed to at once, however long a take of this node waits for the row's lock.
+        if let Some(lease) = self.0.store.lease(event_id).await?
+            && lease.live()
+            && lease.node_id != self.0.config.node_id
+        {
+            return self.remote_route(&lease);
+        }
+        // Free, expired or this node's own: one take per event at a time, the requests that
+        // arrive meanwhile waiting for its answer instead of each taking the lease — at most
         // LEASE_TURN_WAIT_MS, then 503 with Retry-After (a store that stopped answering).
+        // No request for the event can be forwarded meanwhile: it has no live owner.
         let turn = self.turn(event_id);
         let wait = Duration::from_millis(LEASE_TURN_WAIT_MS);
         let Ok(_turn) = tokio::time::timeout(wait, turn.lock()).await else {
@@ -264,9 +296,20 @@ impl Cluster {
 
     /// The lease of `event_id` for this node: the one it holds, or taken now. `Err(lease)`:
     /// another node holds it.
+    /// A writer started here for an event another node owns (a provider's webhook or the
+    /// reconciler's verdict landed here) learns it from a plain read and stops, without
+    /// locking the lease row or taking the event's turn.
     pub async fn acquire(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
         if let Some(fence) = self.held(event_id) {
             return Ok(Ok(fence));
+        }
+        if let Some(lease) = self.0.store.lease(event_id).await?
+            && lease.live()
+            && lease.node_id != self.0.config.node_id
+        {
+            // Remembered for this node's forwarding too.
+            let _ = self.remote_route(&lease);
+            return Ok(Err(lease));
         }
         // Taking a lease this node holds again bumps its epoch (a restarted node fences its
         // former self), so two takes of one process must never race: one at a time, and the
@@ -344,7 +387,7 @@ impl Cluster {
         }
         match self
             .0
-            .store
+            .leases
             .renew_leases(&self.0.config.node_id, &held, self.0.config.lease_ttl_ms)
             .await
         {
@@ -365,6 +408,35 @@ impl Cluster {
         }
     }
 
+    /// Stops holding `event_id`'s lease at `fence`'s epoch (the writer of an idle event
+    /// unloads): no longer renewed, and the next command for the event takes it again (a new
+    /// epoch). `false`: this node did not hold it at that epoch.
+    pub fn let_go(&self, event_id: &str, fence: &Fence) -> bool {
+        let mut held = lock(&self.0.held);
+        if !held.get(event_id).is_some_and(|h| h.epoch == fence.epoch) {
+            return false;
+        }
+        held.remove(event_id);
+        metrics::gauge!("boxoffice_cluster_leases_held").set(held.len() as f64);
+        true
+    }
+
+    /// Hands the lease row of `event_id` back (expired now) only if it is still this node's
+    /// at `fence`'s epoch: a hand-back that comes after a takeover, or after this node took
+    /// the lease again, finds nothing to do. Call [`Cluster::let_go`] first. `true`: handed
+    /// back.
+    pub async fn hand_back(&self, event_id: &str, fence: &Fence) -> StoreResult<bool> {
+        let released = self.0.leases.release_lease(event_id, fence).await?;
+        if released {
+            tracing::debug!(
+                event_id,
+                epoch = fence.epoch,
+                "handed the idle event's lease back"
+            );
+        }
+        Ok(released)
+    }
+
     /// Hands every lease back (a graceful stop): another node takes each at once.
     pub async fn release_all(&self) {
         let held: Vec<(String, u64)> = lock(&self.0.held)
@@ -377,7 +449,7 @@ impl Cluster {
                 node_id: self.0.config.node_id.clone(),
                 epoch,
             };
-            match self.0.store.release_lease(&event_id, &fence).await {
+            match self.0.leases.release_lease(&event_id, &fence).await {
                 Ok(_) => tracing::info!(%event_id, epoch, "handed the event's lease back"),
                 Err(error) => tracing::warn!(%error, %event_id, "could not hand the lease back"),
             }
