@@ -19,10 +19,14 @@
 //! ([`Cluster::let_go`], [`Cluster::hand_back`]), and a graceful stop hands every lease back. Reads (seat map,
 //! orders, queue status) never forward.
 //!
-//! The lease row is only ever locked (`take_lease`, `SELECT … FOR UPDATE`, which waits for
-//! the owner's groups in flight) after a plain read found it free, expired or this node's:
-//! a lease live on another node is routed to (or refused to a writer) from that read, without
-//! the event's turn, so this node's forwarding of an event never waits behind a take.
+//! A node looks an event's lease up (a plain read) and takes it once per event at a time,
+//! shared by every request and writer that asks meanwhile (`crate::coalesce`: the look-up
+//! runs on its own task, each caller waits for it at most `LEASE_TURN_WAIT_MS`, no lock is
+//! held across it). The lease row is only ever locked (`take_lease`, `SELECT … FOR UPDATE`,
+//! which waits for the owner's groups in flight) after that read found it free, expired or
+//! this node's: a lease live on another node is routed to (or stops a writer started here by
+//! a webhook or the reconciler) from the read alone, so a non-owner never takes it and its
+//! forwarding never waits behind a take.
 //!
 //! Architecture invariant: a node forwards a request at most once (a forwarded request is
 //! served where it lands, or refused 503), so two nodes that disagree about an owner never
@@ -138,8 +142,9 @@ struct Inner {
     remote: Mutex<HashMap<String, Remote>>,
     /// Hold, order and exchange ids to their event (immutable).
     event_of: Mutex<HashMap<String, String>>,
-    /// Per event: this node's look-ups and takes of the lease, one at a time.
-    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per event: this node's look-up (and take) of the lease, one in flight, shared by the
+    /// callers that ask meanwhile.
+    lookups: crate::coalesce::Coalesced<Result<Fence, Lease>>,
     client: reqwest::Client,
 }
 
@@ -177,7 +182,10 @@ impl Cluster {
             held: Mutex::default(),
             remote: Mutex::default(),
             event_of: Mutex::default(),
-            turns: Mutex::default(),
+            lookups: crate::coalesce::Coalesced::new(
+                "event lease",
+                Duration::from_millis(LEASE_TURN_WAIT_MS),
+            ),
             client,
         })))
     }
@@ -212,41 +220,36 @@ impl Cluster {
         if let Some(route) = self.known_route(event_id) {
             return Ok(route);
         }
-        // A plain read first, without the event's turn: a lease live on another node is
-        // routed to at once, however long a take of this node waits for the row's lock.
-        if let Some(lease) = self.0.store.lease(event_id).await?
-            && lease.live()
-            && lease.node_id != self.0.config.node_id
-        {
-            return self.remote_route(&lease);
+        match self.look_up(event_id).await? {
+            Ok(fence) => Ok(Route::Local(fence)),
+            Err(lease) => self.remote_route(&lease),
         }
-        // Free, expired or this node's own: one take per event at a time, the requests that
-        // arrive meanwhile waiting for its answer instead of each taking the lease — at most
-        // LEASE_TURN_WAIT_MS, then 503 with Retry-After (a store that stopped answering).
-        // No request for the event can be forwarded meanwhile: it has no live owner.
-        let turn = self.turn(event_id);
-        let wait = Duration::from_millis(LEASE_TURN_WAIT_MS);
-        let Ok(_turn) = tokio::time::timeout(wait, turn.lock()).await else {
-            metrics::counter!("boxoffice_coalesced_timeouts_total", "what" => "event lease")
-                .increment(1);
-            return Err(StoreError::Unavailable(format!(
-                "the lease of event {event_id} is being looked up or taken for longer than \
-                 {LEASE_TURN_WAIT_MS} ms"
-            )));
-        };
-        if let Some(route) = self.known_route(event_id) {
-            return Ok(route);
-        }
-        match self.0.store.lease(event_id).await? {
-            Some(lease) if lease.live() && lease.node_id != self.0.config.node_id => {
-                self.remote_route(&lease)
-            }
-            // This node already has its turn: take the lease without asking for it again.
-            _ => match self.take(event_id).await? {
-                Ok(fence) => Ok(Route::Local(fence)),
-                Err(lease) => self.remote_route(&lease),
-            },
-        }
+    }
+
+    /// The lease of `event_id` for this node, or the live lease of its owner: one look-up per
+    /// event in flight, shared by the requests and writers that ask meanwhile (a crowd
+    /// arriving at once waits for the first, at most LEASE_TURN_WAIT_MS, then 503 with
+    /// Retry-After: two takes by one node would each bump the epoch). A plain read first: a
+    /// lease live on another node is answered from it; only one read free, expired or this
+    /// node's own is taken.
+    async fn look_up(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
+        let cluster = self.clone();
+        let key = event_id.to_owned();
+        self.0
+            .lookups
+            .load(event_id, move || async move {
+                // A look-up that finished just before this one started may have taken it.
+                if let Some(fence) = cluster.held(&key) {
+                    return Ok(Ok(fence));
+                }
+                match cluster.0.store.lease(&key).await? {
+                    Some(lease) if lease.live() && lease.node_id != cluster.0.config.node_id => {
+                        Ok(Err(lease))
+                    }
+                    _ => cluster.take(&key).await,
+                }
+            })
+            .await
     }
 
     /// The route this node knows without the store: its own lease, or the owner as last read
@@ -261,15 +264,6 @@ impl Cluster {
             node_id: remote.node_id.clone(),
             url: remote.url.clone(),
         })
-    }
-
-    /// The lock that makes this node's look-ups and takes of `event_id`'s lease one at a time.
-    fn turn(&self, event_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut turns = lock(&self.0.turns);
-        if turns.len() >= EVENT_OF_CACHE_MAX {
-            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
-        }
-        turns.entry(event_id.to_owned()).or_default().clone()
     }
 
     fn remote_route(&self, lease: &Lease) -> StoreResult<Route> {
@@ -295,34 +289,22 @@ impl Cluster {
     }
 
     /// The lease of `event_id` for this node: the one it holds, or taken now. `Err(lease)`:
-    /// another node holds it.
-    /// A writer started here for an event another node owns (a provider's webhook or the
-    /// reconciler's verdict landed here) learns it from a plain read and stops, without
-    /// locking the lease row or taking the event's turn.
+    /// another node holds it. A writer started here for an event another node owns (a
+    /// provider's webhook or the reconciler's verdict landed here) learns it from the plain
+    /// read and stops, without locking the lease row.
     pub async fn acquire(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
         if let Some(fence) = self.held(event_id) {
             return Ok(Ok(fence));
         }
-        if let Some(lease) = self.0.store.lease(event_id).await?
-            && lease.live()
-            && lease.node_id != self.0.config.node_id
-        {
+        let looked_up = self.look_up(event_id).await?;
+        if let Err(lease) = &looked_up {
             // Remembered for this node's forwarding too.
-            let _ = self.remote_route(&lease);
-            return Ok(Err(lease));
+            let _ = self.remote_route(lease);
         }
-        // Taking a lease this node holds again bumps its epoch (a restarted node fences its
-        // former self), so two takes of one process must never race: one at a time, and the
-        // second finds the first's.
-        let turn = self.turn(event_id);
-        let _turn = turn.lock().await;
-        if let Some(fence) = self.held(event_id) {
-            return Ok(Ok(fence));
-        }
-        self.take(event_id).await
+        Ok(looked_up)
     }
 
-    /// Takes the lease (the caller has the event's turn).
+    /// Takes the lease (the caller is this node's one look-up of the event in flight).
     async fn take(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
         let taken = self
             .0
