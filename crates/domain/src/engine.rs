@@ -609,14 +609,17 @@ impl EventEngine {
     }
 
     /// Whether something of the event waits on this engine alone: a hold in `HELD` (its
-    /// deadline ends it in the writer's next group; a deadline of a hold that ended
-    /// otherwise, or was extended, may still count until it passes) or a waiting-list entry (a seat freed is
+    /// deadline ends it in the writer's next group) or a waiting-list entry (a seat freed is
     /// offered to it in the group that frees it). The writer of an idle event unloads its
-    /// engine only when nothing does (`server/src/runtime/writer.rs`).
+    /// engine only when nothing does (`server/src/runtime/writer.rs`). It looks at every hold
+    /// the engine keeps: the writer asks once its idle time is up, not per group.
     pub fn has_timers_or_waiters(&self) -> bool {
-        !self.hold_deadlines.is_empty()
-            || !self.waitlist.is_empty()
+        !self.waitlist.is_empty()
             || !self.offered_by_account.is_empty()
+            || self
+                .holds
+                .values()
+                .any(|hold| hold.status == HoldStatus::Held)
     }
 
     /// How many hold keys the engine remembers (at most those of the last
@@ -1143,9 +1146,6 @@ impl EventEngine {
     fn forget_hold(&mut self, hold_id: &str) -> Option<EngineHold> {
         self.granted_at.remove(hold_id);
         let hold = self.holds.remove(hold_id)?;
-        // Its deadline no longer arms the timer (nor keeps an idle writer loaded).
-        self.hold_deadlines
-            .remove(&(hold.expires_at, hold_id.to_owned()));
         if let Some(ids) = self.holds_by_account.get_mut(&hold.account_id) {
             ids.remove(hold_id);
             if ids.is_empty() {

@@ -224,7 +224,7 @@ impl NodeArgs {
 pub(crate) struct WriterArgs {
     /// An event's writer with no command for this long hands the event's lease back and
     /// drops its engine (the next command loads it again); it stays while a hold it granted
-    /// is still HELD or the event has a waiting list. 0: never.
+    /// is still HELD or the event has a waiting list. 0: never; at most 604800 (a week).
     #[arg(long, env = "BOXOFFICE_WRITER_IDLE_UNLOAD_S", default_value_t = boxoffice_server::runtime::writer::WRITER_IDLE_UNLOAD_S_DEFAULT)]
     writer_idle_unload_s: u64,
     /// Engine loads this node runs at once (1-64): after a failover the events' writers
@@ -233,8 +233,17 @@ pub(crate) struct WriterArgs {
     writer_loads_max: usize,
 }
 
+/// The longest idle time accepted: a week.
+const WRITER_IDLE_UNLOAD_S_MAX: u64 = 7 * 24 * 3600;
+
 impl WriterArgs {
     fn limits(&self) -> anyhow::Result<boxoffice_server::runtime::writer::WriterLimits> {
+        if self.writer_idle_unload_s > WRITER_IDLE_UNLOAD_S_MAX {
+            bail!(
+                "--writer-idle-unload-s must be 0-{WRITER_IDLE_UNLOAD_S_MAX}, not {}",
+                self.writer_idle_unload_s
+            );
+        }
         if !(1..=64).contains(&self.writer_loads_max) {
             bail!(
                 "--writer-loads-max must be 1-64, not {}",

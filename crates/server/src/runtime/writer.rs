@@ -1225,21 +1225,17 @@ impl Writer {
                 StdDuration::try_from(wait).unwrap_or(StdDuration::ZERO)
             });
             let expiry = tokio::time::sleep(expiry_in.unwrap_or(StdDuration::from_secs(3600)));
-            // Idle: nothing in flight, queued or to answer, and nothing the engine runs on its
-            // own timer or keeps for a waiting list.
+            // Idle: nothing in flight, queued or to answer (whether the engine still keeps a
+            // HELD hold or a waiting list is asked when the idle time is up).
             let quiet = in_flight.is_empty()
                 && self.pipeline.queued_len() == 0
                 && self.pipeline.in_flight_len() == 0
                 && self.delivering.is_empty()
-                && self.stopped.is_none()
-                && !self
-                    .pipeline
-                    .engine()
-                    .is_some_and(EventEngine::has_timers_or_waiters);
+                && self.stopped.is_none();
             let unload_at = self
                 .idle_unload
                 .filter(|_| quiet && open)
-                .map(|idle| self.last_command + idle);
+                .and_then(|idle| self.last_command.checked_add(idle));
             let unload = tokio::time::sleep_until(
                 unload_at
                     .unwrap_or_else(|| tokio::time::Instant::now() + StdDuration::from_secs(3600)),
@@ -1281,6 +1277,16 @@ impl Writer {
                     }
                 }
                 () = unload, if unload_at.is_some() => {
+                    if self
+                        .pipeline
+                        .engine()
+                        .is_some_and(EventEngine::has_timers_or_waiters)
+                    {
+                        // A HELD hold (its deadline ends it here) or a waiting list keeps
+                        // the engine: asked again after another idle time.
+                        self.last_command = tokio::time::Instant::now();
+                        continue;
+                    }
                     self.unload(&mut sale, &mut holds).await;
                     return;
                 }
