@@ -395,7 +395,7 @@ impl Cluster {
     /// epoch). `false`: this node did not hold it at that epoch.
     pub fn let_go(&self, event_id: &str, fence: &Fence) -> bool {
         let mut held = lock(&self.0.held);
-        if !held.get(event_id).is_some_and(|h| h.epoch == fence.epoch) {
+        if held.get(event_id).is_none_or(|h| h.epoch != fence.epoch) {
             return false;
         }
         held.remove(event_id);
