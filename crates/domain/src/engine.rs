@@ -24,7 +24,7 @@
 //! used); the engine adds what a long-lived state needs: holds by account for the purchase
 //! limit, the keys already used, the best-available index kept current, deadlines, releases.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use time::OffsetDateTime;
 
@@ -63,6 +63,14 @@ pub use waitlist::{
 /// Holds one group ends at most; a lapse of thousands at once spreads over several groups,
 /// so that no group holds its locks for long.
 pub const EXPIRIES_PER_GROUP_MAX: usize = 500;
+
+/// How long past the event's hold TTL (the longest a hold it grants lives unless a checkout
+/// extends it) the engine remembers a hold request's key and digest. A client retries a hold
+/// within seconds; a retry later than this is decided as new, and the store, whose
+/// idempotency records are unique by key, refuses its group (a conflict): the writer loads
+/// the event again, which reads every key back, and decides it as the replay it is. Without
+/// a bound the keys of every hold ever made on the event stayed in memory.
+pub const HOLD_KEYS_KEPT_PAST_TTL_S: u32 = 300;
 
 /// A hold the engine keeps: live (`HELD`, `PAYMENT_PENDING`) or `CONFIRMED` (it counts
 /// against the account's purchase limit).
@@ -338,6 +346,10 @@ pub struct EventEngine {
     /// Free seats by section and price, kept current with `rows`: the waiting list asks it
     /// how many seats a class of entries could take, and which.
     free: FreeSeats,
+    /// The keys of `state.prior_digests` in the order they were remembered (by the engine's
+    /// clock, which never goes back): the oldest are forgotten first
+    /// ([`HOLD_KEYS_KEPT_PAST_TTL_S`]).
+    key_times: VecDeque<(OffsetDateTime, (String, String))>,
     /// Tickets given up by exchanges this engine granted, with the exchange's new hold: while
     /// that hold is kept, another exchange of the ticket is refused here.
     exchanged_tickets: BTreeMap<String, String>,
@@ -396,13 +408,19 @@ impl EventEngine {
             .into_iter()
             .map(|tier| (tier.tier_id.clone(), tier))
             .collect();
-        let state = BatchState {
+        let mut state = BatchState {
             now,
             seats,
             tiers,
             usage_by_account: BTreeMap::new(),
-            prior_digests: snapshot.keys.into_iter().collect(),
+            prior_digests: BTreeMap::new(),
         };
+        // The keys read at load are remembered from the load on, like the ones decided after.
+        let mut key_times = VecDeque::with_capacity(snapshot.keys.len());
+        for (key, digest) in snapshot.keys {
+            key_times.push_back((now, key.clone()));
+            state.prior_digests.insert(key, digest);
+        }
         let ceiling_s = rules.hold_ttl_s;
         let mut engine = Self {
             rules,
@@ -413,6 +431,7 @@ impl EventEngine {
             hold_deadlines: BTreeSet::new(),
             rows: None,
             free: FreeSeats::default(),
+            key_times,
             exchanged_tickets: BTreeMap::new(),
             version: snapshot.version,
             writer_seq: snapshot.writer_seq,
@@ -589,6 +608,41 @@ impl EventEngine {
         self.hold_deadlines.first().map(|(deadline, _)| *deadline)
     }
 
+    /// Whether something of the event waits on this engine alone: a hold in `HELD` (its
+    /// deadline ends it in the writer's next group) or a waiting-list entry (a seat freed is
+    /// offered to it in the group that frees it). The writer of an idle event unloads its
+    /// engine only when nothing does (`server/src/runtime/writer.rs`). It looks at every hold
+    /// the engine keeps: the writer asks once its idle time is up, not per group.
+    pub fn has_timers_or_waiters(&self) -> bool {
+        !self.waitlist.is_empty()
+            || !self.offered_by_account.is_empty()
+            || self
+                .holds
+                .values()
+                .any(|hold| hold.status == HoldStatus::Held)
+    }
+
+    /// How many hold keys the engine remembers (at most those of the last
+    /// hold TTL + [`HOLD_KEYS_KEPT_PAST_TTL_S`], and those it was loaded with until then).
+    pub fn keys_remembered(&self) -> usize {
+        self.state.prior_digests.len()
+    }
+
+    /// Forgets the hold keys remembered longer than the event's hold TTL +
+    /// [`HOLD_KEYS_KEPT_PAST_TTL_S`] ago (the TTL as the event sets it: the longest a hold
+    /// gets, also when the TTL follows the sale).
+    fn forget_old_keys(&mut self) {
+        let kept_s = i64::from(self.rules.hold_ttl_s) + i64::from(HOLD_KEYS_KEPT_PAST_TTL_S);
+        let Some(cutoff) = self.state.now.checked_sub(time::Duration::seconds(kept_s)) else {
+            return;
+        };
+        while self.key_times.front().is_some_and(|(at, _)| *at <= cutoff) {
+            if let Some((_, key)) = self.key_times.pop_front() {
+                self.state.prior_digests.remove(&key);
+            }
+        }
+    }
+
     /// Decides `commands` in arrival order at `now` (the store's clock, as the writer
     /// estimates it from below) and applies the result to the engine.
     pub fn decide(
@@ -611,6 +665,7 @@ impl EventEngine {
         commands: &[Command],
     ) -> (Vec<Decision>, Effects) {
         self.advance(now);
+        self.forget_old_keys();
         self.latest = latest.max(self.state.now);
         // The group's holds get the TTL the rule gives now; the event's is restored after.
         let ttl_s = self.hold_ttl_s();
@@ -742,10 +797,11 @@ impl EventEngine {
         }
         for (request, outcome) in run.iter().zip(&outcomes) {
             if outcome.is_recorded() {
-                self.state.prior_digests.insert(
-                    (request.account_id.clone(), request.idempotency_key.clone()),
-                    request.request_digest.clone(),
-                );
+                let key = (request.account_id.clone(), request.idempotency_key.clone());
+                self.key_times.push_back((now, key.clone()));
+                self.state
+                    .prior_digests
+                    .insert(key, request.request_digest.clone());
             }
             let HoldOutcome::Held(hold) = outcome else {
                 continue;

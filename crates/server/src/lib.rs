@@ -158,6 +158,14 @@ pub struct ServerConfig {
     /// thread of their own (`EventWriters::on_own_thread`), so the pool must open its
     /// connections lazily, there. `None`: the requests' store, on the requests' runtime.
     pub writer_store: Option<Arc<dyn EngineStore>>,
+    /// The same store on a pool of its own (two connections) for this node's lease
+    /// renewals, its registration and its hand-backs, so that a crowd holding every
+    /// connection of the requests' pool cannot make the node lose a lease mid-sale. `None`:
+    /// the requests' store.
+    pub lease_store: Option<Arc<dyn Store>>,
+    /// How long an event's writer stays loaded without commands, and how many engines the
+    /// node loads at once.
+    pub writer_limits: runtime::writer::WriterLimits,
     /// Connections `serve` accepts at once (see [`listener`]); 0: from the descriptor limit.
     pub max_connections: usize,
     /// One owner per event across the nodes of one store (`boxoffice serve` always sets
@@ -633,7 +641,13 @@ impl AppState {
         let cluster = config
             .cluster
             .clone()
-            .map(|cluster| runtime::cluster::Cluster::new(cluster, store.clone()))
+            .map(|cluster| {
+                runtime::cluster::Cluster::with_lease_store(
+                    cluster,
+                    store.clone(),
+                    config.lease_store.clone().unwrap_or_else(|| store.clone()),
+                )
+            })
             .transpose()?;
         let writers = match &config.writer_store {
             Some(writer_store) => {
@@ -641,7 +655,8 @@ impl AppState {
                     .on_own_thread()
             }
             None => EventWriters::new(store.clone(), render),
-        };
+        }
+        .with_limits(config.writer_limits);
         let writers = match &cluster {
             Some(cluster) => writers.with_cluster(cluster.clone()),
             None => writers,

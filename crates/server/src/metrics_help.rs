@@ -365,6 +365,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Writer groups whose commit failed",
     ),
     (
+        "histogram",
+        "boxoffice_writer_load_wait_seconds",
+        "Time a writer waited for one of the node's turns to load its event (--writer-loads-max)",
+    ),
+    (
         "counter",
         "boxoffice_writer_loads_total",
         "Events loaded by a writer from the store",
@@ -373,6 +378,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "gauge",
         "boxoffice_writer_queue_depth",
         "Commands waiting in an event writer's queue",
+    ),
+    (
+        "counter",
+        "boxoffice_writer_unloads_total",
+        "Idle event writers that handed their lease back and dropped their engine",
+    ),
+    (
+        "gauge",
+        "boxoffice_writers_running",
+        "Event writers running on this node (loaded, loading or unloading)",
     ),
 ];
 

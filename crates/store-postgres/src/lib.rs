@@ -29,7 +29,7 @@ pub const POOL_CONNECTIONS_MAX: u32 = 16;
 /// their own). Under a crowd a read holds its connection far longer than its query takes
 /// (the task waits its turn between round trips among thousands), so reads get more
 /// connections than the database has cores: 16 were all taken in the on-sale while
-/// PostgreSQL sat idle. With the two side pools a node opens at most 70 connections.
+/// PostgreSQL sat idle. With the three side pools a node opens at most 72 connections.
 pub const SERVE_POOL_CONNECTIONS_MAX: u32 = 48;
 /// Connections of the background workers' own pool (outbox relay, payment reconciler,
 /// sweeper): however busy they get, they never take a connection a request is waiting for.
@@ -37,6 +37,11 @@ pub const WORKERS_POOL_CONNECTIONS_MAX: u32 = 16;
 /// Connections of the event writers' own pool: two groups in flight per event writer, its
 /// loads and catch-up reads; never behind a crowd of reads.
 pub const WRITER_POOL_CONNECTIONS_MAX: u32 = 6;
+/// Connections of a node's lease pool: its lease renewals (one statement for every lease
+/// it holds, every third of the TTL), its registration and its hand-backs. A crowd that
+/// holds every connection of the requests' pool must not make a node miss a renewal and
+/// lose an event mid-sale.
+pub const LEASE_POOL_CONNECTIONS_MAX: u32 = 2;
 /// How long a request waits for a pooled connection before the store counts as busy.
 pub const POOL_ACQUIRE_TIMEOUT_MS: u64 = 3_000;
 /// A pooled connection idle this long is pinged before it is handed out (one busy is not).

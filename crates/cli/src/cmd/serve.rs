@@ -38,6 +38,8 @@ pub(crate) struct ServeArgs {
     waitroom: WaitroomArgs,
     #[command(flatten)]
     node: NodeArgs,
+    #[command(flatten)]
+    writer: WriterArgs,
     /// Connections accepted at once; more wait in the accept queue. 0: three quarters
     /// of the process's open-file limit.
     #[arg(long, env = "BOXOFFICE_MAX_CONNECTIONS", default_value_t = 0)]
@@ -75,6 +77,7 @@ impl ServeArgs {
             ticket_key,
             waitroom,
             node,
+            writer,
             max_connections,
             cors_allow_origin,
             limit,
@@ -96,6 +99,7 @@ impl ServeArgs {
         let side = SideStores {
             max_connections,
             node,
+            writer_limits: writer.limits()?,
             cors_origins: cors_allow_origin,
             limits: limits_of(&limit)?,
             rollover,
@@ -211,6 +215,45 @@ impl NodeArgs {
                 self.lease_ttl_ms
             },
         }
+    }
+}
+
+/// How long an event's writer stays loaded without commands, and how many engines a node
+/// loads at once.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct WriterArgs {
+    /// An event's writer with no command for this long hands the event's lease back and
+    /// drops its engine (the next command loads it again); it stays while a hold it granted
+    /// is still HELD or the event has a waiting list. 0: never; at most 604800 (a week).
+    #[arg(long, env = "BOXOFFICE_WRITER_IDLE_UNLOAD_S", default_value_t = boxoffice_server::runtime::writer::WRITER_IDLE_UNLOAD_S_DEFAULT)]
+    writer_idle_unload_s: u64,
+    /// Engine loads this node runs at once (1-64): after a failover the events' writers
+    /// load again in turns of this many, not all at once.
+    #[arg(long, env = "BOXOFFICE_WRITER_LOADS_MAX", default_value_t = boxoffice_server::runtime::writer::WRITER_LOADS_MAX_DEFAULT)]
+    writer_loads_max: usize,
+}
+
+/// The longest idle time accepted: a week.
+const WRITER_IDLE_UNLOAD_S_MAX: u64 = 7 * 24 * 3600;
+
+impl WriterArgs {
+    fn limits(&self) -> anyhow::Result<boxoffice_server::runtime::writer::WriterLimits> {
+        if self.writer_idle_unload_s > WRITER_IDLE_UNLOAD_S_MAX {
+            bail!(
+                "--writer-idle-unload-s must be 0-{WRITER_IDLE_UNLOAD_S_MAX}, not {}",
+                self.writer_idle_unload_s
+            );
+        }
+        if !(1..=64).contains(&self.writer_loads_max) {
+            bail!(
+                "--writer-loads-max must be 1-64, not {}",
+                self.writer_loads_max
+            );
+        }
+        Ok(boxoffice_server::runtime::writer::WriterLimits {
+            idle_unload_s: self.writer_idle_unload_s,
+            loads_max: self.writer_loads_max,
+        })
     }
 }
 
@@ -380,6 +423,8 @@ pub(crate) async fn serve_with(
         waitroom_options: boxoffice_server::runtime::waitroom::WaitingRoomOptions::default(),
         workers_store: side.workers,
         writer_store: side.writers,
+        lease_store: side.leases,
+        writer_limits: side.writer_limits,
         max_connections: side.max_connections,
         cluster: Some(
             side.node
@@ -402,8 +447,8 @@ pub(crate) async fn serve_with(
     Ok(())
 }
 
-/// The pools beside the requests' on PostgreSQL: the background workers' small one and the
-/// event writers' (both `None` on SQLite: one writer connection is shared by design); with
+/// The pools beside the requests' on PostgreSQL: the background workers' small one, the
+/// event writers' and the lease renewals' (all `None` on SQLite: one writer connection is shared by design); with
 /// shards, one of each per shard, routed by `places`.
 async fn open_side_stores(
     url: &str,
@@ -412,9 +457,16 @@ async fn open_side_stores(
     if let Some(places) = places {
         let shards = shards::directory(url).await?;
         let (workers, writers) = shards::open_side(&shards, places).await?;
+        let (leases, _) = shards::open(
+            &shards,
+            boxoffice_store_postgres::LEASE_POOL_CONNECTIONS_MAX,
+        )
+        .await
+        .context("the lease renewals' pools")?;
         return Ok(SideStores {
             workers: Some(workers),
             writers: Some(writers),
+            leases: Some(Arc::new(leases)),
             ..SideStores::default()
         });
     }
@@ -431,9 +483,16 @@ async fn open_side_stores(
             boxoffice_store_postgres::WRITER_POOL_CONNECTIONS_MAX,
         )
         .context("the event writers' pool")?;
+        let leases = boxoffice_store_postgres::PgStore::connect_with(
+            url,
+            boxoffice_store_postgres::LEASE_POOL_CONNECTIONS_MAX,
+        )
+        .await
+        .context("connecting the lease renewals' pool to PostgreSQL")?;
         Ok(SideStores {
             workers: Some(Arc::new(workers)),
             writers: Some(Arc::new(writers)),
+            leases: Some(Arc::new(leases)),
             ..SideStores::default()
         })
     } else {
@@ -447,6 +506,10 @@ async fn open_side_stores(
 pub(crate) struct SideStores {
     pub(crate) workers: Option<Arc<dyn Store>>,
     pub(crate) writers: Option<Arc<dyn boxoffice_store::engine::EngineStore>>,
+    /// The lease renewals' own small pool (and the registration's, the hand-backs').
+    pub(crate) leases: Option<Arc<dyn Store>>,
+    /// How long writers stay loaded idle, and how many load at once.
+    pub(crate) writer_limits: boxoffice_server::runtime::writer::WriterLimits,
     pub(crate) max_connections: usize,
     /// How the server takes part in a cluster (its id, address and lease TTL).
     pub(crate) node: NodeArgs,

@@ -1574,3 +1574,92 @@ fn an_engine_loaded_after_the_cancellation_sells_nothing() {
     ));
     assert!(effects.is_empty());
 }
+
+/// The keys of holds are remembered for the event's hold TTL + `HOLD_KEYS_KEPT_PAST_TTL_S`,
+/// then forgotten: an event selling for days keeps only its recent keys. A retry inside the
+/// window is a replay; the keys loaded with the engine age the same way.
+#[test]
+fn hold_keys_are_forgotten_after_the_hold_ttl_and_a_margin() {
+    let kept = Duration::seconds(i64::from(rules().hold_ttl_s + HOLD_KEYS_KEPT_PAST_TTL_S));
+    let snapshot = EngineSnapshot {
+        seats: (1..=40)
+            .map(|n| SeatRow {
+                seat_id: format!("A-1-{n}"),
+                status: SeatStatus::Available,
+                hold_id: None,
+                hold_expires_at: None,
+                price_minor: 1000,
+            })
+            .collect(),
+        keys: vec![(("old".into(), "k".into()), "digest".into())],
+        ..EngineSnapshot::default()
+    };
+    let mut engine = EventEngine::load(rules(), snapshot, NOW);
+    assert_eq!(engine.keys_remembered(), 1);
+    // One hold a minute for ten minutes, each with its own key.
+    for minute in 0..10 {
+        let at = NOW + Duration::minutes(minute);
+        let seat = format!("A-1-{}", minute + 1);
+        let (decisions, _) =
+            engine.decide(at, &[hold(&format!("fan{minute}"), "k", seats(&[&seat]))]);
+        assert!(matches!(decisions[0], Decision::Hold(HoldOutcome::Held(_))));
+    }
+    // The TTL is 300 s and the margin 300 s: at minute 9 the key loaded at minute 0 and
+    // those of minutes 0-9 are all within ten minutes.
+    assert_eq!(engine.keys_remembered(), 11);
+    // A retry within the window is a replay.
+    let (decisions, _) = engine.decide(
+        NOW + Duration::minutes(9),
+        &[hold("fan5", "k", seats(&["A-1-6"]))],
+    );
+    assert_eq!(decisions[0], Decision::Hold(HoldOutcome::Replayed));
+    // Ten minutes and a second after minute 4: the loaded key and those of minutes 0-4 are
+    // gone, those of minutes 5-9 are kept.
+    let later = NOW + Duration::minutes(4) + kept + Duration::seconds(1);
+    engine.decide(later, &[]);
+    assert_eq!(engine.keys_remembered(), 5);
+    let (decisions, _) = engine.decide(later, &[hold("fan9", "k", seats(&["A-1-10"]))]);
+    assert_eq!(decisions[0], Decision::Hold(HoldOutcome::Replayed));
+    // Long after, with a hold a minute going on, the engine never keeps more than the
+    // window's worth of keys.
+    for minute in 0..120 {
+        let at = later + Duration::hours(1) + Duration::minutes(minute);
+        let seat = format!("A-1-{}", 11 + minute % 30);
+        engine.decide(at, &[hold(&format!("late{minute}"), "k", seats(&[&seat]))]);
+        assert!(
+            engine.keys_remembered() <= 11,
+            "{}",
+            engine.keys_remembered()
+        );
+    }
+}
+
+/// A writer unloads an idle engine only when nothing waits on it: a `HELD` hold keeps it
+/// (its deadline ends the hold there), a released one no longer does.
+#[test]
+fn a_held_hold_keeps_the_engine_and_a_released_one_does_not() {
+    let mut engine = engine(4);
+    assert!(!engine.has_timers_or_waiters());
+    let (decisions, _) = engine.decide(NOW, &[hold("ann", "1", seats(&["A-1-1"]))]);
+    assert!(matches!(decisions[0], Decision::Hold(HoldOutcome::Held(_))));
+    assert!(engine.has_timers_or_waiters());
+    let (decisions, _) = engine.decide(
+        NOW,
+        &[Command::Release {
+            account_id: "ann".into(),
+            hold_id: "h-ann-1".into(),
+        }],
+    );
+    assert_eq!(
+        decisions[0],
+        Decision::Release(ReleaseDecision::Released {
+            hold_id: "h-ann-1".into()
+        })
+    );
+    assert!(!engine.has_timers_or_waiters());
+    // A hold that lapses is ended by the engine's own group; then nothing waits either.
+    engine.decide(NOW, &[hold("bob", "1", seats(&["A-1-2"]))]);
+    assert!(engine.has_timers_or_waiters());
+    engine.decide(NOW + Duration::seconds(301), &[]);
+    assert!(!engine.has_timers_or_waiters());
+}

@@ -12,9 +12,21 @@
 //! safe.
 //!
 //! The node renews what it holds every third of the TTL and refreshes its registration (a
-//! heartbeat) at the same time; a lease found taken over is dropped at once, and the writer
-//! whose group the store fenced stops writing the event. A graceful stop hands every lease
-//! back. Reads (seat map, orders, queue status) never forward.
+//! heartbeat) at the same time, on a small pool of its own (`with_lease_store`: a crowd that
+//! takes every connection of the requests' pool cannot make the node lose a lease mid-sale);
+//! a lease found taken over is dropped at once, and the writer whose group the store fenced
+//! stops writing the event. A writer idle for a while hands its lease back
+//! ([`Cluster::let_go`], [`Cluster::hand_back`]), and a graceful stop hands every lease back. Reads (seat map,
+//! orders, queue status) never forward.
+//!
+//! A node looks an event's lease up (a plain read) and takes it once per event at a time,
+//! shared by every request and writer that asks meanwhile (`crate::coalesce`: the look-up
+//! runs on its own task, each caller waits for it at most `LEASE_TURN_WAIT_MS`, no lock is
+//! held across it). The lease row is only ever locked (`take_lease`, `SELECT … FOR UPDATE`,
+//! which waits for the owner's groups in flight) after that read found it free, expired or
+//! this node's: a lease live on another node is routed to (or stops a writer started here by
+//! a webhook or the reconciler) from the read alone, so a non-owner never takes it and its
+//! forwarding never waits behind a take.
 //!
 //! Architecture invariant: a node forwards a request at most once (a forwarded request is
 //! served where it lands, or refused 503), so two nodes that disagree about an owner never
@@ -121,13 +133,18 @@ pub struct Cluster(Arc<Inner>);
 
 struct Inner {
     config: ClusterConfig,
+    /// The requests' store: lease reads and takes (on a request's way).
     store: Arc<dyn Store>,
+    /// Where the node's registration, its renewals and its hand-backs go: a pool of their
+    /// own in `serve` (the requests' store in tests).
+    leases: Arc<dyn Store>,
     held: Mutex<HashMap<String, Held>>,
     remote: Mutex<HashMap<String, Remote>>,
     /// Hold, order and exchange ids to their event (immutable).
     event_of: Mutex<HashMap<String, String>>,
-    /// Per event: this node's look-ups and takes of the lease, one at a time.
-    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per event: this node's look-up (and take) of the lease, one in flight, shared by the
+    /// callers that ask meanwhile.
+    lookups: crate::coalesce::Coalesced<Result<Fence, Lease>>,
     client: reqwest::Client,
 }
 
@@ -141,6 +158,16 @@ impl std::fmt::Debug for Cluster {
 
 impl Cluster {
     pub fn new(config: ClusterConfig, store: Arc<dyn Store>) -> Result<Self, String> {
+        Self::with_lease_store(config, store.clone(), store)
+    }
+
+    /// A node whose registration, renewals and hand-backs go through `leases` (a small pool
+    /// of their own), its lease reads and takes through `store`.
+    pub fn with_lease_store(
+        config: ClusterConfig,
+        store: Arc<dyn Store>,
+        leases: Arc<dyn Store>,
+    ) -> Result<Self, String> {
         let config = config.checked()?;
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(FORWARD_IDLE_PER_HOST)
@@ -151,10 +178,14 @@ impl Cluster {
         Ok(Self(Arc::new(Inner {
             config,
             store,
+            leases,
             held: Mutex::default(),
             remote: Mutex::default(),
             event_of: Mutex::default(),
-            turns: Mutex::default(),
+            lookups: crate::coalesce::Coalesced::new(
+                "event lease",
+                Duration::from_millis(LEASE_TURN_WAIT_MS),
+            ),
             client,
         })))
     }
@@ -166,7 +197,7 @@ impl Cluster {
     /// Registers this node's address (and heartbeat) in the store.
     pub async fn register(&self) -> StoreResult<()> {
         self.0
-            .store
+            .leases
             .register_node(&self.0.config.node_id, &self.0.config.advertise_url)
             .await
     }
@@ -189,32 +220,36 @@ impl Cluster {
         if let Some(route) = self.known_route(event_id) {
             return Ok(route);
         }
-        // One look-up per event at a time: the requests that arrive meanwhile wait for its
-        // answer instead of each reading (or taking) the lease — at most
-        // LEASE_TURN_WAIT_MS, then 503 with Retry-After (a store that stopped answering).
-        let turn = self.turn(event_id);
-        let wait = Duration::from_millis(LEASE_TURN_WAIT_MS);
-        let Ok(_turn) = tokio::time::timeout(wait, turn.lock()).await else {
-            metrics::counter!("boxoffice_coalesced_timeouts_total", "what" => "event lease")
-                .increment(1);
-            return Err(StoreError::Unavailable(format!(
-                "the lease of event {event_id} is being looked up or taken for longer than \
-                 {LEASE_TURN_WAIT_MS} ms"
-            )));
-        };
-        if let Some(route) = self.known_route(event_id) {
-            return Ok(route);
+        match self.look_up(event_id).await? {
+            Ok(fence) => Ok(Route::Local(fence)),
+            Err(lease) => self.remote_route(&lease),
         }
-        match self.0.store.lease(event_id).await? {
-            Some(lease) if lease.live() && lease.node_id != self.0.config.node_id => {
-                self.remote_route(&lease)
-            }
-            // This node already has its turn: take the lease without asking for it again.
-            _ => match self.take(event_id).await? {
-                Ok(fence) => Ok(Route::Local(fence)),
-                Err(lease) => self.remote_route(&lease),
-            },
-        }
+    }
+
+    /// The lease of `event_id` for this node, or the live lease of its owner: one look-up per
+    /// event in flight, shared by the requests and writers that ask meanwhile (a crowd
+    /// arriving at once waits for the first, at most LEASE_TURN_WAIT_MS, then 503 with
+    /// Retry-After: two takes by one node would each bump the epoch). A plain read first: a
+    /// lease live on another node is answered from it; only one read free, expired or this
+    /// node's own is taken.
+    async fn look_up(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
+        let cluster = self.clone();
+        let key = event_id.to_owned();
+        self.0
+            .lookups
+            .load(event_id, move || async move {
+                // A look-up that finished just before this one started may have taken it.
+                if let Some(fence) = cluster.held(&key) {
+                    return Ok(Ok(fence));
+                }
+                match cluster.0.store.lease(&key).await? {
+                    Some(lease) if lease.live() && lease.node_id != cluster.0.config.node_id => {
+                        Ok(Err(lease))
+                    }
+                    _ => cluster.take(&key).await,
+                }
+            })
+            .await
     }
 
     /// The route this node knows without the store: its own lease, or the owner as last read
@@ -229,15 +264,6 @@ impl Cluster {
             node_id: remote.node_id.clone(),
             url: remote.url.clone(),
         })
-    }
-
-    /// The lock that makes this node's look-ups and takes of `event_id`'s lease one at a time.
-    fn turn(&self, event_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut turns = lock(&self.0.turns);
-        if turns.len() >= EVENT_OF_CACHE_MAX {
-            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
-        }
-        turns.entry(event_id.to_owned()).or_default().clone()
     }
 
     fn remote_route(&self, lease: &Lease) -> StoreResult<Route> {
@@ -263,23 +289,22 @@ impl Cluster {
     }
 
     /// The lease of `event_id` for this node: the one it holds, or taken now. `Err(lease)`:
-    /// another node holds it.
+    /// another node holds it. A writer started here for an event another node owns (a
+    /// provider's webhook or the reconciler's verdict landed here) learns it from the plain
+    /// read and stops, without locking the lease row.
     pub async fn acquire(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
         if let Some(fence) = self.held(event_id) {
             return Ok(Ok(fence));
         }
-        // Taking a lease this node holds again bumps its epoch (a restarted node fences its
-        // former self), so two takes of one process must never race: one at a time, and the
-        // second finds the first's.
-        let turn = self.turn(event_id);
-        let _turn = turn.lock().await;
-        if let Some(fence) = self.held(event_id) {
-            return Ok(Ok(fence));
+        let looked_up = self.look_up(event_id).await?;
+        if let Err(lease) = &looked_up {
+            // Remembered for this node's forwarding too.
+            let _ = self.remote_route(lease);
         }
-        self.take(event_id).await
+        Ok(looked_up)
     }
 
-    /// Takes the lease (the caller has the event's turn).
+    /// Takes the lease (the caller is this node's one look-up of the event in flight).
     async fn take(&self, event_id: &str) -> StoreResult<Result<Fence, Lease>> {
         let taken = self
             .0
@@ -344,7 +369,7 @@ impl Cluster {
         }
         match self
             .0
-            .store
+            .leases
             .renew_leases(&self.0.config.node_id, &held, self.0.config.lease_ttl_ms)
             .await
         {
@@ -365,6 +390,35 @@ impl Cluster {
         }
     }
 
+    /// Stops holding `event_id`'s lease at `fence`'s epoch (the writer of an idle event
+    /// unloads): no longer renewed, and the next command for the event takes it again (a new
+    /// epoch). `false`: this node did not hold it at that epoch.
+    pub fn let_go(&self, event_id: &str, fence: &Fence) -> bool {
+        let mut held = lock(&self.0.held);
+        if held.get(event_id).is_none_or(|h| h.epoch != fence.epoch) {
+            return false;
+        }
+        held.remove(event_id);
+        metrics::gauge!("boxoffice_cluster_leases_held").set(held.len() as f64);
+        true
+    }
+
+    /// Hands the lease row of `event_id` back (expired now) only if it is still this node's
+    /// at `fence`'s epoch: a hand-back that comes after a takeover, or after this node took
+    /// the lease again, finds nothing to do. Call [`Cluster::let_go`] first. `true`: handed
+    /// back.
+    pub async fn hand_back(&self, event_id: &str, fence: &Fence) -> StoreResult<bool> {
+        let released = self.0.leases.release_lease(event_id, fence).await?;
+        if released {
+            tracing::debug!(
+                event_id,
+                epoch = fence.epoch,
+                "handed the idle event's lease back"
+            );
+        }
+        Ok(released)
+    }
+
     /// Hands every lease back (a graceful stop): another node takes each at once.
     pub async fn release_all(&self) {
         let held: Vec<(String, u64)> = lock(&self.0.held)
@@ -377,7 +431,7 @@ impl Cluster {
                 node_id: self.0.config.node_id.clone(),
                 epoch,
             };
-            match self.0.store.release_lease(&event_id, &fence).await {
+            match self.0.leases.release_lease(&event_id, &fence).await {
                 Ok(_) => tracing::info!(%event_id, epoch, "handed the event's lease back"),
                 Err(error) => tracing::warn!(%error, %event_id, "could not hand the lease back"),
             }

@@ -22,6 +22,14 @@
 //! The writer also expires its event's holds: when the earliest deadline passes it runs a
 //! group without commands, in which the engine ends every `HELD` hold past its deadline.
 //!
+//! A writer with no command for `idle_unload` (`boxoffice serve --writer-idle-unload-s`)
+//! and nothing left to do on its own (no hold in `HELD`, no waiting-list entry) unloads: it
+//! closes its lanes, hands the commands that came in meanwhile to a new writer, leaves the
+//! writer map, hands the event's lease back and ends, dropping its engine. The next command
+//! starts a new writer, which takes the lease and loads again. Loads (a failover's reloads
+//! of every event at once, a sale opening many) take turns: at most `loads_max` at once per
+//! node.
+//!
 //! Changes made elsewhere (the store's own settlement, the sweeper, an exchange out of the
 //! event decided by another event's writer, another node)
 //! reach the engine through the seat-map change feed: when a commit shows versions the
@@ -82,6 +90,34 @@ const CATCH_UP_ROWS_MAX: u32 = 1_000;
 /// `StoreError::Unavailable` (503 with `Retry-After`: every write carries its idempotency key,
 /// so sending it again is safe) and the next command loads again.
 pub const ENGINE_LOAD_WAIT_MS: u64 = 10_000;
+/// How long a writer waits for a command before it unloads, unless configured
+/// (`boxoffice serve --writer-idle-unload-s`): long enough that a sale's writers stay
+/// loaded between fans, short enough that a node serving thousands of small events keeps
+/// only the ones selling now.
+pub const WRITER_IDLE_UNLOAD_S_DEFAULT: u64 = 300;
+/// Engine loads one node runs at once, unless configured (`boxoffice serve
+/// --writer-loads-max`): fewer than the writers' pool has connections
+/// (`WRITER_POOL_CONNECTIONS_MAX` = 6 on PostgreSQL), so that the groups of the events
+/// already loaded still find one while a failover reloads every other event.
+pub const WRITER_LOADS_MAX_DEFAULT: usize = 4;
+
+/// How long writers stay loaded without commands and how many may load at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterLimits {
+    /// A writer with no command for this long unloads; 0: never.
+    pub idle_unload_s: u64,
+    /// Engine loads at once on this node (at least 1).
+    pub loads_max: usize,
+}
+
+impl Default for WriterLimits {
+    fn default() -> Self {
+        Self {
+            idle_unload_s: WRITER_IDLE_UNLOAD_S_DEFAULT,
+            loads_max: WRITER_LOADS_MAX_DEFAULT,
+        }
+    }
+}
 
 /// Renders the stored response of a decided hold (the HTTP layer's choice of bytes).
 pub type HoldRenderer = Arc<dyn Fn(&EventRecord, &HoldOutcome) -> StoredResponse + Send + Sync>;
@@ -310,6 +346,10 @@ pub struct EventWriters {
     ledger: Option<Arc<crate::runtime::ledger::HoldLedger>>,
     /// How long a writer waits for its lease and engine load ([`ENGINE_LOAD_WAIT_MS`]).
     load_wait: StdDuration,
+    /// A writer with no command for this long unloads (`None`: never).
+    idle_unload: Option<StdDuration>,
+    /// Turns to load an engine: at most [`WriterLimits::loads_max`] loads at once.
+    loads: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for EventWriters {
@@ -341,7 +381,35 @@ impl EventWriters {
             meter: None,
             ledger: None,
             load_wait: StdDuration::from_millis(ENGINE_LOAD_WAIT_MS),
+            idle_unload: None,
+            loads: Arc::new(tokio::sync::Semaphore::new(WRITER_LOADS_MAX_DEFAULT)),
         }
+    }
+
+    /// The same writers, unloading after `limits.idle_unload_s` without a command and
+    /// loading at most `limits.loads_max` engines at once.
+    pub fn with_limits(mut self, limits: WriterLimits) -> Self {
+        self.idle_unload =
+            (limits.idle_unload_s > 0).then(|| StdDuration::from_secs(limits.idle_unload_s));
+        self.loads = Arc::new(tokio::sync::Semaphore::new(limits.loads_max.max(1)));
+        self
+    }
+
+    /// The same writers, unloading after `idle` without a command (tests: less than a
+    /// second); `None`: never.
+    pub fn with_idle_unload(mut self, idle: Option<StdDuration>) -> Self {
+        self.idle_unload = idle;
+        self
+    }
+
+    /// The events whose writer runs on this node now (loaded, loading, or unloading: a writer
+    /// that unloads leaves the map after it handed its lease back).
+    pub fn running(&self) -> Vec<String> {
+        let queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        queues.keys().cloned().collect()
     }
 
     /// The same writers, waiting at most `wait` for a lease and an engine load (tests).
@@ -757,8 +825,8 @@ impl EventWriters {
         (job, answer): (Job, oneshot::Receiver<StoreResult<Answer>>),
     ) -> Result<Answer, SubmitError> {
         let mut job = job;
-        // A writer that just stopped (its event's lease went to another node) is replaced
-        // once: the new one takes the lease again or answers who holds it.
+        // A writer that just stopped (its event's lease went to another node, or it unloaded
+        // idle) is replaced once: the new one takes the lease again or answers who holds it.
         for attempt in 0..2 {
             let lanes = self.queue_for(&event);
             // New holds wait in their own lane: what completes a sale (a checkout, a payment
@@ -803,6 +871,7 @@ impl EventWriters {
         let (holds, holds_rx) = mpsc::channel(QUEUE_COMMANDS_MAX);
         let lanes = Lanes { sale, holds };
         queues.insert(event.event_id.clone(), lanes.clone());
+        metrics::gauge!("boxoffice_writers_running").set(queues.len() as f64);
         let mut writer = Writer::new(
             self.store.clone(),
             self.engine_store.clone(),
@@ -813,12 +882,55 @@ impl EventWriters {
         writer.meter = self.meter.clone();
         writer.ledger = self.ledger.clone();
         writer.load_wait = self.load_wait;
+        writer.idle_unload = self.idle_unload;
+        writer.loads = self.loads.clone();
+        // Only a writer that may unload needs the map (to hand over what arrives as it
+        // closes); one that never does must not keep its own lanes open through it.
+        writer.respawn = self.idle_unload.map(|_| self.clone());
         if self.own_thread {
             crate::runtime::threads::writers().spawn(writer.run(sale_rx, holds_rx));
         } else {
             tokio::spawn(writer.run(sale_rx, holds_rx));
         }
         lanes
+    }
+}
+
+impl EventWriters {
+    /// Queues `job`, which came in as its writer unloaded, on the event's new writer.
+    fn hand_over(&self, event: &Arc<EventRecord>, job: Job) {
+        let lanes = self.queue_for(event);
+        let lane = match Lane::of(&job.command) {
+            Lane::Holds => &lanes.holds,
+            Lane::Sale => &lanes.sale,
+        };
+        if let Err(error) = lane.try_send(job) {
+            let job = match error {
+                mpsc::error::TrySendError::Full(job) | mpsc::error::TrySendError::Closed(job) => {
+                    job
+                }
+            };
+            let _ = job
+                .context
+                .reply
+                .send(Err(StoreError::Busy("the event's writer is full".into())));
+        }
+    }
+
+    /// Removes `event_id`'s entry if its writer closed its lanes (a writer started since
+    /// has open ones, and stays).
+    fn forget_closed(&self, event_id: &str) {
+        let mut queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if queues
+            .get(event_id)
+            .is_some_and(|lanes| lanes.sale.is_closed() || lanes.holds.is_closed())
+        {
+            queues.remove(event_id);
+        }
+        metrics::gauge!("boxoffice_writers_running").set(queues.len() as f64);
     }
 }
 
@@ -1018,6 +1130,15 @@ struct Writer {
     /// How long a load (lease and engine) may take before the commands waiting for it are
     /// answered unavailable.
     load_wait: StdDuration,
+    /// With no command for this long (and nothing of its own to do) the writer unloads.
+    idle_unload: Option<StdDuration>,
+    /// This node's turns to load an engine.
+    loads: Arc<tokio::sync::Semaphore>,
+    /// The writer map, to hand over what arrives while the writer unloads (set with
+    /// `idle_unload`).
+    respawn: Option<EventWriters>,
+    /// When the last command arrived.
+    last_command: tokio::time::Instant,
 }
 
 impl Writer {
@@ -1052,6 +1173,10 @@ impl Writer {
             meter: None,
             ledger: None,
             load_wait: StdDuration::from_millis(ENGINE_LOAD_WAIT_MS),
+            idle_unload: None,
+            loads: Arc::new(tokio::sync::Semaphore::new(WRITER_LOADS_MAX_DEFAULT)),
+            respawn: None,
+            last_command: tokio::time::Instant::now(),
         }
     }
 
@@ -1082,6 +1207,9 @@ impl Writer {
                 while let Ok(job) = sale.try_recv().or_else(|_| holds.try_recv()) {
                     let _ = job.context.reply.send(Err(copy_of(error)));
                 }
+                if let Some(writers) = &self.respawn {
+                    writers.forget_closed(&self.event.event_id);
+                }
                 return;
             }
             if !open && in_flight.is_empty() && self.pipeline.queued_len() == 0 {
@@ -1097,6 +1225,21 @@ impl Writer {
                 StdDuration::try_from(wait).unwrap_or(StdDuration::ZERO)
             });
             let expiry = tokio::time::sleep(expiry_in.unwrap_or(StdDuration::from_secs(3600)));
+            // Idle: nothing in flight, queued or to answer (whether the engine still keeps a
+            // HELD hold or a waiting list is asked when the idle time is up).
+            let quiet = in_flight.is_empty()
+                && self.pipeline.queued_len() == 0
+                && self.pipeline.in_flight_len() == 0
+                && self.delivering.is_empty()
+                && self.stopped.is_none();
+            let unload_at = self
+                .idle_unload
+                .filter(|_| quiet && open)
+                .and_then(|idle| self.last_command.checked_add(idle));
+            let unload = tokio::time::sleep_until(
+                unload_at
+                    .unwrap_or_else(|| tokio::time::Instant::now() + StdDuration::from_secs(3600)),
+            );
             tokio::select! {
                 biased;
                 Some((pending, result)) = in_flight.next(), if !in_flight.is_empty() => {
@@ -1110,6 +1253,7 @@ impl Writer {
                         open = false;
                         continue;
                     }
+                    self.last_command = tokio::time::Instant::now();
                     top_up(&mut incoming, &mut holds, room);
                     self.queue_depth(sale.len() + holds.len());
                     self.take(&mut incoming);
@@ -1119,6 +1263,7 @@ impl Writer {
                         open = false;
                         continue;
                     }
+                    self.last_command = tokio::time::Instant::now();
                     self.queue_depth(sale.len() + holds.len());
                     self.take(&mut incoming_holds);
                 }
@@ -1131,6 +1276,20 @@ impl Writer {
                         self.pipeline.tick(at.max(self.clock.now()));
                     }
                 }
+                () = unload, if unload_at.is_some() => {
+                    if self
+                        .pipeline
+                        .engine()
+                        .is_some_and(EventEngine::has_timers_or_waiters)
+                    {
+                        // A HELD hold (its deadline ends it here) or a waiting list keeps
+                        // the engine: asked again after another idle time.
+                        self.last_command = tokio::time::Instant::now();
+                        continue;
+                    }
+                    self.unload(&mut sale, &mut holds).await;
+                    return;
+                }
                 else => {
                     if !open && in_flight.is_empty() {
                         self.pipeline.stop(&Refused(StoreError::Unavailable(
@@ -1142,6 +1301,51 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// Unloads the idle writer: the node stops holding the event's lease at this writer's
+    /// epoch, the lanes close (a command sent from now on starts a new writer:
+    /// `EventWriters::submit_job` replaces a writer whose lanes closed, once), what was sent
+    /// before they closed goes to that new writer; else the lease row is handed back — only
+    /// if it is still this node's at this epoch: a hand-back that comes late (the lease taken
+    /// over, or taken again by a newer writer) finds nothing to do — and the writer leaves
+    /// the map. The caller then ends, dropping the engine.
+    async fn unload(&mut self, sale: &mut mpsc::Receiver<Job>, holds: &mut mpsc::Receiver<Job>) {
+        let Some(writers) = self.respawn.take() else {
+            return;
+        };
+        metrics::counter!("boxoffice_writer_unloads_total").increment(1);
+        // First the node stops holding the lease at this epoch: a writer started from here on
+        // takes it again (a new epoch), so none ever writes under the epoch handed back.
+        let fence = self.fence.take();
+        let let_go = match (&self.cluster, &fence) {
+            (Some(cluster), Some(fence)) => cluster.let_go(&self.event.event_id, fence),
+            _ => false,
+        };
+        sale.close();
+        holds.close();
+        let mut late = Vec::new();
+        while let Ok(job) = sale.try_recv().or_else(|_| holds.try_recv()) {
+            late.push(job);
+        }
+        if !late.is_empty() {
+            // Sent before the lanes closed: a new writer serves them (it takes the lease,
+            // still this node's, again).
+            tracing::debug!(event_id = %self.event.event_id, commands = late.len(), "commands came in as the writer unloaded: handed to a new writer");
+            for job in late {
+                writers.hand_over(&self.event, job);
+            }
+            return;
+        }
+        if let (true, Some(cluster), Some(fence)) = (let_go, &self.cluster, &fence)
+            && let Err(error) = cluster.hand_back(&self.event.event_id, fence).await
+        {
+            // It lapses within its TTL anyway: it is no longer renewed.
+            tracing::warn!(%error, event_id = %self.event.event_id, "could not hand the idle event's lease back");
+        }
+        // Last: a writer that left the map has handed its lease back.
+        writers.forget_closed(&self.event.event_id);
+        tracing::debug!(event_id = %self.event.event_id, "idle event writer unloaded");
     }
 
     /// Hands commands just received to the pipeline (which, with nothing in flight, has the
@@ -1270,6 +1474,21 @@ impl Writer {
                 }
             }
         }
+        // One of this node's turns to load: after a failover every event's writer reloads,
+        // and at most `loads_max` of them read their event at once.
+        let waited = Instant::now();
+        let permit = tokio::time::timeout_at(deadline, self.loads.clone().acquire_owned()).await;
+        metrics::histogram!("boxoffice_writer_load_wait_seconds")
+            .record(waited.elapsed().as_secs_f64());
+        let _permit = match permit {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => {
+                return Err(StoreError::Internal(
+                    "the writers' load turns were closed".into(),
+                ));
+            }
+            Err(_) => return Err(too_long("waiting for a turn to load")),
+        };
         metrics::counter!("boxoffice_writer_loads_total").increment(1);
         let sent = Instant::now();
         let loaded = tokio::time::timeout_at(

@@ -415,6 +415,8 @@ impl TestApp {
             waitroom_options: rooms.options,
             workers_store: None,
             writer_store: None,
+            lease_store: None,
+            writer_limits: Default::default(),
             max_connections: 0,
             cluster: None,
             web: boxoffice_server::policy::WebPolicy {
