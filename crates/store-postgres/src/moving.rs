@@ -161,10 +161,15 @@ impl PgStore {
     /// deletes them here, the tables locked against writes from the read to the commit.
     pub async fn move_out(&self, event_id: &str, target: &PgStore) -> StoreResult<MovedOut> {
         let mut tx = self.pool().begin().await.map_err(classify)?;
-        sqlx::query("SET LOCAL lock_timeout = '10s'")
-            .execute(&mut *tx)
-            .await
-            .map_err(classify)?;
+        // The transaction sits idle while the target writes the copy: longer than the 3 s
+        // every connection is allowed (`IDLE_IN_TRANSACTION_TIMEOUT_MS`) for ~100,000 rows.
+        sqlx::query(
+            "SELECT set_config('lock_timeout', '10s', true),
+                    set_config('idle_in_transaction_session_timeout', '600s', true)",
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
         let started = std::time::Instant::now();
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "LOCK TABLE {}, exchange, outbox IN SHARE ROW EXCLUSIVE MODE",
