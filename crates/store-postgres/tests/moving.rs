@@ -986,3 +986,61 @@ async fn a_stopped_move_converges_when_run_again() {
     })
     .await;
 }
+
+/// A copy the target refuses (here a hold id taken there by another event) stops the
+/// subscription (`disable_on_error`) instead of retrying forever: the move fails with the
+/// reason, drops its subscription, slot and publication and the target's partial copy, and
+/// the event sells on where it was.
+#[tokio::test]
+async fn a_failed_copy_is_undone() {
+    with_shards(|shards| async move {
+        let before = shards.front();
+        let moved = create(&before, EVENT_ID, &spec()).await;
+        let alice = seat_request("alice", "alice-k", "h-alice", "A-1-1");
+        let Idempotent::Fresh(alice_held) = hold(&before, &moved, alice.clone()).await else {
+            panic!("alice's hold was not granted");
+        };
+        sqlx::query(
+            "INSERT INTO hold (event_id, hold_id, account_id, status, quantity, seats, total_minor,
+                               currency, idempotency_key, created_at, expires_at, updated_at)
+             VALUES ('ev-elsewhere', 'h-alice', 'zed', 'RELEASED', 1, '[]', 0, 'EUR', 'zed-k',
+                     now(), now(), now())",
+        )
+        .execute(shards.s1().pool())
+        .await
+        .expect("plant a hold id on s1");
+
+        let failed = shards
+            .move_event("main", "s1", &mut Steps::default())
+            .await
+            .expect_err("a copy that breaks a unique index on the target");
+        assert!(
+            failed.to_string().contains("stopped on an error"),
+            "{failed}"
+        );
+        assert_eq!(replication_left(shards.main()).await, (0, 0, 0));
+        assert_eq!(event_rows(shards.s1(), EVENT_ID).await, 0, "{failed}");
+        assert_eq!(
+            shards
+                .main()
+                .event_shard(EVENT_ID)
+                .await
+                .expect("directory"),
+            Some("main".into())
+        );
+        assert_ne!(
+            lease_node(shards.main(), EVENT_ID).await.as_deref(),
+            Some("shard-move")
+        );
+        assert_eq!(
+            hold(&before, &moved, alice).await,
+            Idempotent::Replayed(alice_held)
+        );
+        let bob = seat_request("bob", "bob-k", "h-bob", "A-1-2");
+        assert!(matches!(
+            hold(&before, &moved, bob).await,
+            Idempotent::Fresh(_)
+        ));
+    })
+    .await;
+}

@@ -12,18 +12,22 @@
 //!    the rows and streams their changes; waits until every table is copied and streaming
 //!    ([`MOVE_COPY_TIMEOUT_S`]).
 //! 4. The event's lease is fenced ([`PgStore::fence_for_move`]): its writer stops.
-//! 5. The cut-over, one source transaction: the event's seat-map row locked `FOR UPDATE`
-//!    (every group and every one-shot write of the event ends by updating it, an exchange out
-//!    of the event written by another event's writer too, so none commits past the lock) and
-//!    the `exchange` table locked against writes (a few rows; only a group that writes an
-//!    exchange waits). The source's WAL position then bounds every change of the event; the
-//!    target applies up to it ([`MOVE_CATCH_UP_TIMEOUT_S`]), and shows the fence's lease row.
-//!    The event's exchanges and undelivered outbox messages are copied (JSON, as the locked
-//!    copy does: they have no `event_id` key, and the outbox's ids are each shard's own);
-//!    the subscription and its slot go; the target's lease is expired (any node takes it,
-//!    epoch + 1); the directory names the target; then the transaction lets go of the
-//!    exchanges and outbox messages and deletes the seat-map row, and commits: a write of the
-//!    event that waited for the lock finds no seat-map row and is refused.
+//! 5. The cut-over, one source transaction: the `exchange` table locked against writes (a
+//!    few rows; only a group that writes an exchange waits), the event's rows of the tables
+//!    written beside the seat map (`WRITTEN_BESIDE_THE_SEATMAP`: tickets, payment
+//!    operations, refunds, its cancellation) and its undelivered outbox messages locked, then
+//!    its seat-map row `FOR UPDATE` (every group and every one-shot write of the event ends by
+//!    updating it, an exchange out of the event written by another event's writer too, so
+//!    none commits past the lock). The source's WAL position then bounds every change of the
+//!    event; the target applies up to it ([`MOVE_CATCH_UP_TIMEOUT_S`]), and shows the
+//!    fence's lease row. The event's exchanges and undelivered outbox messages are copied
+//!    (JSON, as the locked copy does: they have no `event_id` key, and the outbox's ids are
+//!    each shard's own); the subscription and its slot go; the target's lease is expired
+//!    (any node takes it, epoch + 1); the directory names the target; then the transaction
+//!    lets go of the exchanges and outbox messages, deletes the locked rows and the seat-map
+//!    row, and commits: a write of the event that waited for a lock finds no row and is
+//!    refused (a check-in sent to the source by a node that has not re-read the directory
+//!    finds no ticket, as after a locked copy).
 //! 6. The publication goes and the event's rows are deleted on the source,
 //!    [`MOVE_DELETE_BATCH_ROWS`] per transaction ([`clean_after_move`]).
 //!
@@ -33,10 +37,14 @@
 //! once. Stopped after the flip, the event sells on the target; the next run (or `shard move`
 //! to where it is) removes the source's rows and leftovers.
 //!
-//! What the cut-over does not carry: a write to the event's rows that neither goes through the
-//! seat-map row nor is replicated before the subscription goes (the payment reconciler's
-//! attempt counters, the idempotency purge, the cancellation job's cursor) — each is redone
-//! by the target's workers.
+//! The replicated tables have no serial column (the outbox's `bigserial` ids are why it is
+//! copied apart) and no trigger: the subscription writes with `session_replication_role =
+//! replica`, which skips triggers and foreign-key checks, and loses nothing here.
+//!
+//! What the cut-over does not carry: tickets the outbox relay inserts on the source after
+//! the WAL position (the `order.confirmed` message is copied undelivered, and the target's
+//! relay issues them again: issuing is idempotent), and the idempotency purge's deletes
+//! (the target purges by age too).
 //!
 //! Needs on the source: `wal_level = logical`, a free replication slot and WAL sender per
 //! move (plus one of each per table being copied, `max_sync_workers_per_subscription`), a
@@ -65,6 +73,18 @@ pub const MOVE_CATCH_UP_TIMEOUT_S: u64 = 60;
 /// Rows of one table deleted per transaction on the source after the move: each batch locks
 /// only its rows, and no other event's write waits on them.
 pub const MOVE_DELETE_BATCH_ROWS: i64 = 5_000;
+/// The event's tables written by more than its groups and one-shot writes, which all end
+/// on the seat-map row: a ticket's check-in and issue, a payment's capture and retry
+/// counters, a refund's settlement, the cancellation job's cursor. The cut-over locks their
+/// rows before it takes the WAL position (in key order, as the writers do) and deletes them
+/// before it commits, so that such a write either is replicated or finds no row; the other
+/// tables' rows go after the flip, in batches. (Table, key.)
+const WRITTEN_BESIDE_THE_SEATMAP: [(&str, &str); 4] = [
+    ("ticket", "ticket_id"),
+    ("payment_operation", "operation_id"),
+    ("refund", "refund_id"),
+    ("event_cancellation", "event_id"),
+];
 /// How often the copy and the catch-up are looked at.
 const MOVE_POLL_INTERVAL_MS: u64 = 20;
 /// How often the copy's progress is told.
@@ -208,9 +228,7 @@ pub async fn move_by_replication(
     let name = replication_name(event_id);
 
     let cleaned = drop_replication(source.store, target.store, &name).await?;
-    let mut tx = target.store.pool().begin().await.map_err(classify)?;
-    delete_copy(&mut tx, event_id).await?;
-    tx.commit().await.map_err(classify)?;
+    delete_target_copy(target.store, event_id).await?;
     observer
         .step(&MoveStep::Cleaned(if cleaned.is_empty() {
             "nothing left by an earlier run".to_owned()
@@ -251,6 +269,11 @@ pub async fn move_by_replication(
         .is_ok()
     {
         undone.push("the subscription, slot and publication dropped");
+        // Only once nothing streams into it: the copy, its outbox messages among them,
+        // which the target's relay would otherwise deliver a second time.
+        if delete_target_copy(target.store, event_id).await.is_ok() {
+            undone.push("the target's copy deleted");
+        }
     }
     Err(StoreError::Internal(format!(
         "moving event {event_id} from {} to {}: {error}; {}",
@@ -310,6 +333,26 @@ async fn copy_and_cut_over(
     .await
     .map_err(classify)?;
     let cut_started = Instant::now();
+    sqlx::query("LOCK TABLE exchange IN SHARE ROW EXCLUSIVE MODE")
+        .execute(&mut *cut)
+        .await
+        .map_err(classify)?;
+    for (table, key) in WRITTEN_BESIDE_THE_SEATMAP {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT 1 FROM {table} WHERE event_id = $1 ORDER BY {key} FOR UPDATE"
+        )))
+        .bind(event_id)
+        .execute(&mut *cut)
+        .await
+        .map_err(classify)?;
+    }
+    sqlx::query(
+        "SELECT 1 FROM outbox WHERE event_id = $1 AND published_at IS NULL ORDER BY id FOR UPDATE",
+    )
+    .bind(event_id)
+    .execute(&mut *cut)
+    .await
+    .map_err(classify)?;
     let locked = sqlx::query("SELECT 1 FROM seatmap WHERE event_id = $1 FOR UPDATE")
         .bind(event_id)
         .execute(&mut *cut)
@@ -322,10 +365,6 @@ async fn copy_and_cut_over(
             source.name
         )));
     }
-    sqlx::query("LOCK TABLE exchange IN SHARE ROW EXCLUSIVE MODE")
-        .execute(&mut *cut)
-        .await
-        .map_err(classify)?;
     let lsn: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
         .fetch_one(&mut *cut)
         .await
@@ -351,20 +390,32 @@ async fn copy_and_cut_over(
     observer.step(&MoveStep::Flipped { fenced_ms }).await;
 
     leave_exchanges_and_outbox(&mut cut, event_id).await?;
-    let seatmap_rows = sqlx::query("DELETE FROM seatmap WHERE event_id = $1")
+    let mut deleted_in_cut_over: Vec<(&str, u64)> = Vec::new();
+    for table in WRITTEN_BESIDE_THE_SEATMAP
+        .iter()
+        .map(|(table, _)| *table)
+        .chain(["seatmap"])
+    {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE event_id = $1"
+        )))
         .bind(event_id)
         .execute(&mut *cut)
         .await
         .map_err(classify)?
         .rows_affected();
+        deleted_in_cut_over.push((table, rows));
+    }
     cut.commit().await.map_err(classify)?;
     let cut_over_ms = elapsed_ms(cut_started);
 
     let delete_started = Instant::now();
     let mut moved_rows = clean_after_move(source.store, target.store, event_id, observer).await?;
     for (table, rows) in &mut moved_rows {
-        if *table == "seatmap" {
-            *rows += seatmap_rows;
+        for (deleted_table, deleted) in &deleted_in_cut_over {
+            if table == deleted_table {
+                *rows += deleted;
+            }
         }
     }
     let n = |v: &serde_json::Value| v.as_array().map_or(0, |a| a.len() as u64);
@@ -378,6 +429,14 @@ async fn copy_and_cut_over(
         catch_up_ms,
         delete_ms: elapsed_ms(delete_started),
     })
+}
+
+/// The target's copy of the event, from an earlier run or a failed one (the directory still
+/// names the source), in one transaction.
+async fn delete_target_copy(target: &PgStore, event_id: &str) -> StoreResult<()> {
+    let mut tx = target.pool().begin().await.map_err(classify)?;
+    delete_copy(&mut tx, event_id).await?;
+    tx.commit().await.map_err(classify)
 }
 
 /// After the directory names another shard: removes what a move left of `event_id` on
