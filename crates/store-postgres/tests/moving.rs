@@ -1044,3 +1044,92 @@ async fn a_failed_copy_is_undone() {
     })
     .await;
 }
+
+/// Looks at the target's copy while the target streams it (the move goes from s1 to main,
+/// whose index comes first in a `Front`).
+struct LookAtTheCopy {
+    shards: Arc<Shards>,
+    account_read: Option<String>,
+    expired_on_target: Option<u64>,
+}
+
+#[async_trait::async_trait]
+impl MoveObserver for LookAtTheCopy {
+    async fn step(&mut self, step: &MoveStep) {
+        if !matches!(step, MoveStep::Streaming { .. }) {
+            return;
+        }
+        let target = self.shards.main();
+        // The copy made different for a moment, to see which shard a read by id takes.
+        for account in ["the-copy", "alice"] {
+            sqlx::query("UPDATE hold SET account_id = $1 WHERE hold_id = 'h-alice'")
+                .bind(account)
+                .execute(target.pool())
+                .await
+                .expect("mark the copy");
+            if account == "the-copy" {
+                let read = self
+                    .shards
+                    .front()
+                    .get_hold("h-alice")
+                    .await
+                    .expect("read alice's hold")
+                    .expect("alice's hold");
+                self.account_read = Some(read.account_id);
+            }
+        }
+        // Alice's hold is due by the target's clock: its sweeper leaves it alone.
+        target
+            .advance_clock(Duration::from_secs(700))
+            .await
+            .expect("move the target's clock");
+        let swept = target
+            .expire_due_holds(100, 0)
+            .await
+            .expect("the target's sweep");
+        self.expired_on_target = Some(swept.holds_expired);
+    }
+}
+
+/// While a move's target streams the event's rows, the copy is nobody's but the mover's: a
+/// read by id through a `Front` takes the shard the directory names (not the first shard
+/// that has the id), and the target's sweeper does not expire a due hold of the copy. Once
+/// the directory names the target, its sweeper does.
+#[tokio::test]
+async fn the_targets_copy_is_left_alone_until_the_cut_over() {
+    with_shards(|shards| async move {
+        shards
+            .main()
+            .set_placement_rule(&PlacementRule::Pinned("s1".into()))
+            .await
+            .expect("pin new events to s1");
+        let before = shards.front();
+        let moved = create(&before, EVENT_ID, &spec()).await;
+        assert!(shards.s1().has_event(EVENT_ID).await.expect("s1"));
+        let alice = seat_request("alice", "alice-k", "h-alice", "A-1-1");
+        assert!(matches!(
+            hold(&before, &moved, alice).await,
+            Idempotent::Fresh(_)
+        ));
+
+        let mut look = LookAtTheCopy {
+            shards: shards.clone(),
+            account_read: None,
+            expired_on_target: None,
+        };
+        shards
+            .move_event("s1", "main", &mut look)
+            .await
+            .expect("move the event to main");
+        assert_eq!(look.account_read.as_deref(), Some("alice"), "read from s1");
+        assert_eq!(look.expired_on_target, Some(0), "the copy was swept");
+
+        let swept = shards
+            .main()
+            .expire_due_holds(100, 0)
+            .await
+            .expect("main's sweep after the move");
+        assert_eq!(swept.holds_expired, 1, "the event is main's now");
+    })
+    .await;
+}

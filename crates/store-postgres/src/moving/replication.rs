@@ -5,7 +5,11 @@
 //! one left: its subscription, slot, publication and the target's copy):
 //!
 //! 1. Checks: the source has `wal_level = logical`, the target can run a subscription.
-//! 2. Leftovers of an earlier run go; the target's stale copy of the event is deleted.
+//! 2. Leftovers of an earlier run go; the target's stale copy of the event is deleted. The
+//!    event is marked moving in on the target (`event_moving_in`, migration 0018): until the
+//!    flip, the target's workers leave its rows alone (no expiry, no payment retried, no
+//!    cancellation's refunds there), and a `Front` that finds an object on both shards takes
+//!    the one the directory names.
 //! 3. On the source, a publication of [`EVENT_TABLES`], each `WHERE (event_id = '…')`, then
 //!    a logical slot (created apart: a subscription to a database of the same server hangs
 //!    when it creates its own slot). On the target, a subscription on that slot that copies
@@ -23,7 +27,8 @@
 //!    fence's lease row. The event's exchanges and undelivered outbox messages are copied
 //!    (JSON, as the locked copy does: they have no `event_id` key, and the outbox's ids are
 //!    each shard's own); the subscription and its slot go; the target's lease is expired
-//!    (any node takes it, epoch + 1); the directory names the target; then the transaction
+//!    (any node takes it, epoch + 1); the directory names the target, and the target's
+//!    mark goes (its workers take the event's due work); then the transaction
 //!    lets go of the exchanges and outbox messages, deletes the locked rows and the seat-map
 //!    row, and commits: a write of the event that waited for a lock finds no row and is
 //!    refused (a check-in sent to the source by a node that has not re-read the directory
@@ -229,6 +234,12 @@ pub async fn move_by_replication(
 
     let cleaned = drop_replication(source.store, target.store, &name).await?;
     delete_target_copy(target.store, event_id).await?;
+    // Before any row arrives: the target's workers leave the copy alone until the flip.
+    sqlx::query("INSERT INTO event_moving_in (event_id) VALUES ($1) ON CONFLICT DO NOTHING")
+        .bind(event_id)
+        .execute(target.store.pool())
+        .await
+        .map_err(classify)?;
     observer
         .step(&MoveStep::Cleaned(if cleaned.is_empty() {
             "nothing left by an earlier run".to_owned()
@@ -386,6 +397,7 @@ async fn copy_and_cut_over(
     target.store.unfence_after_move(event_id).await?;
     home.move_event(event_id, target.name).await?;
     reached.flipped = true;
+    target.store.moved_in(event_id).await?;
     let fenced_ms = elapsed_ms(fenced_at);
     observer.step(&MoveStep::Flipped { fenced_ms }).await;
 
@@ -436,6 +448,11 @@ async fn copy_and_cut_over(
 async fn delete_target_copy(target: &PgStore, event_id: &str) -> StoreResult<()> {
     let mut tx = target.pool().begin().await.map_err(classify)?;
     delete_copy(&mut tx, event_id).await?;
+    sqlx::query("DELETE FROM event_moving_in WHERE event_id = $1")
+        .bind(event_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(classify)?;
     tx.commit().await.map_err(classify)
 }
 
@@ -451,6 +468,7 @@ pub async fn clean_after_move(
     observer: &mut dyn MoveObserver,
 ) -> StoreResult<Vec<(&'static str, u64)>> {
     drop_replication(source, target, &replication_name(event_id)).await?;
+    target.moved_in(event_id).await?;
     let mut tx = source.pool().begin().await.map_err(classify)?;
     leave_exchanges_and_outbox(&mut tx, event_id).await?;
     tx.commit().await.map_err(classify)?;
@@ -780,6 +798,16 @@ impl PgStore {
         .await
         .map_err(classify)?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+            .execute(self.pool())
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    /// The event is this shard's: its workers take its due work from now on.
+    async fn moved_in(&self, event_id: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM event_moving_in WHERE event_id = $1")
+            .bind(event_id)
             .execute(self.pool())
             .await
             .map_err(classify)?;

@@ -13,3 +13,14 @@
 -- checkout's answer rewritten, the purge of records past 24 hours); inserts, the bulk of the
 -- table's writes, write the same as before. With wal_level = replica nothing changes.
 ALTER TABLE idempotency REPLICA IDENTITY FULL;
+
+-- The events a move is copying into this shard (issue 38): their rows arrive here while the
+-- directory still names the source, where they are written. Until the cut-over this shard's
+-- workers leave them alone (the sweeper's due holds, the reconciler's due payments, the open
+-- cancellations): acting on the copy would call the payment provider a second time and write
+-- rows the source's changes then collide with. Written by the mover before it subscribes,
+-- deleted once the directory names this shard.
+CREATE TABLE event_moving_in (
+    event_id  text PRIMARY KEY,
+    since     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
