@@ -38,8 +38,8 @@
 //!
 //! Stopped before the flip in 5, the directory names the source: the event is fenced (its
 //! lease is the mover's for a day) until the move runs again, which starts over; a failure
-//! the mover sees expires the fence and removes the subscription, slot and publication at
-//! once. Stopped after the flip, the event sells on the target; the next run (or `shard move`
+//! the mover sees expires the fence and removes the subscription, slot, publication, the
+//! target's copy and its mark at once. Stopped after the flip, the event sells on the target; the next run (or `shard move`
 //! to where it is) removes the source's rows and leftovers.
 //!
 //! The replicated tables have no serial column (the outbox's `bigserial` ids are why it is
@@ -52,7 +52,7 @@
 //! (the target purges by age too).
 //!
 //! Needs on the source: `wal_level = logical`, a free replication slot and WAL sender per
-//! move (plus one of each per table being copied, `max_sync_workers_per_subscription`), a
+//! move (plus up to `max_sync_workers_per_subscription`, 2 by default, while it copies), a
 //! superuser (or REPLICATION) role in the shard's URL, and the target server able to connect
 //! to the source's URL. On the target: `max_logical_replication_workers` ≥ 3 and a superuser
 //! (PostgreSQL 15 creates subscriptions only as one).
