@@ -459,8 +459,9 @@ async fn delete_target_copy(target: &PgStore, event_id: &str) -> StoreResult<()>
 /// After the directory names another shard: removes what a move left of `event_id` on
 /// `source` — its replication (the subscription on `target`, the slot and the publication),
 /// its exchanges and outbox messages (as the cut-over would have), its seat-map row, then
-/// every row, [`MOVE_DELETE_BATCH_ROWS`] per transaction, children first. Returns the rows
-/// deleted by table. Safe to run again; a run that finds nothing deletes nothing.
+/// every row, [`MOVE_DELETE_BATCH_ROWS`] per transaction, children first, the event's row
+/// last. Returns the rows deleted by table. Safe to run again; on a shard without the
+/// event's row it only drops the replication.
 pub async fn clean_after_move(
     source: &PgStore,
     target: &PgStore,
@@ -469,6 +470,11 @@ pub async fn clean_after_move(
 ) -> StoreResult<Vec<(&'static str, u64)>> {
     drop_replication(source, target, &replication_name(event_id)).await?;
     target.moved_in(event_id).await?;
+    // The event's row goes last: without it nothing of the event is left here, and the
+    // exchange and outbox rows that name it belong to the other sides of its exchanges.
+    if !source.has_event(event_id).await? {
+        return Ok(EVENT_TABLES.iter().map(|table| (*table, 0)).collect());
+    }
     let mut tx = source.pool().begin().await.map_err(classify)?;
     leave_exchanges_and_outbox(&mut tx, event_id).await?;
     tx.commit().await.map_err(classify)?;
