@@ -6,11 +6,16 @@
 # writes, and the rows moved; then `boxoffice check`. A benchmark, not a test: it reports and
 # asserts nothing.
 #
-# Usage: bash bench/move.sh [sold (500 per second of checkouts)] [runs]
+# The move is by logical replication (issue 38): `cluster up` must give every shard
+# wal_level = logical; pass --locked-copy as the third argument for issue 17's way. The
+# store-level comparison of both ways is `cargo run -p boxoffice-store-postgres --example
+# move_pause`.
+#
+# Usage: bash bench/move.sh [sold (500 per second of checkouts)] [runs] [--locked-copy]
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
-SOLD="${1:-10000}"; RUNS="${2:-3}"
+SOLD="${1:-10000}"; RUNS="${2:-3}"; WAY="${3:-}"
 cargo build --release -q -p boxoffice-cli --manifest-path "$REPO/Cargo.toml"
 BOXOFFICE="$REPO/target/release/boxoffice"
 export BOXOFFICE_JWT_SECRET="move-bench-secret-0123456789abcdef"
@@ -32,7 +37,7 @@ done
 echo "event $event: $(psql_home "SELECT count(*) FROM seat WHERE event_id = '$event'") seats, $(psql_home "SELECT count(*) FROM orders WHERE event_id = '$event'") orders, $n tickets"
 for run in $(seq 1 "$RUNS"); do
   for to in s1 main; do
-    echo "run $run -> $to: $("$BOXOFFICE" shard move --database-url "$home" --event "$event" --to "$to" | tr '\n' ' ')"
+    echo "run $run -> $to: $("$BOXOFFICE" shard move --database-url "$home" --event "$event" --to "$to" $WAY | tr '\n' ' ')"
   done
 done
 "$BOXOFFICE" check --database-url "$home" | tail -4

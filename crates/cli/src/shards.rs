@@ -11,6 +11,7 @@ use boxoffice_store::shard::{
     DirectoryStore, HOME_SHARD, PlacementRule, Places, ShardRecord, ShardedEngines,
 };
 use boxoffice_store_postgres::PgStore;
+use boxoffice_store_postgres::moving::{self, PrintSteps};
 
 /// The shards a home database's directory names, the home one first (as `main`, at `url`).
 /// Creates and migrates the home database when needed.
@@ -165,10 +166,17 @@ pub async fn place(home_url: &str, rule: &str) -> anyhow::Result<String> {
     Ok(format!("new events are placed by {rule}"))
 }
 
-/// `boxoffice shard move --event ID --to NAME`: moves an event's rows to another shard (see
-/// `boxoffice_store_postgres::moving` for the steps and what stopping between them leaves).
-/// Safe to run again after it stopped; prints each step as it goes.
-pub async fn move_event(home_url: &str, event_id: &str, to: &str) -> anyhow::Result<String> {
+/// `boxoffice shard move --event ID --to NAME [--locked-copy]`: moves an event's rows to
+/// another shard (see `boxoffice_store_postgres::moving` for the two ways, their steps and
+/// what stopping between them leaves). Safe to run again after it stopped; prints each step
+/// as it goes. Run to the shard the directory already names, it removes what a stopped move
+/// left on the other shards.
+pub async fn move_event(
+    home_url: &str,
+    event_id: &str,
+    to: &str,
+    locked_copy: bool,
+) -> anyhow::Result<String> {
     let shards = directory(home_url).await?;
     let home = open_home(home_url).await?;
     let from = home
@@ -185,7 +193,26 @@ pub async fn move_event(home_url: &str, event_id: &str, to: &str) -> anyhow::Res
     let source_store = connect(source, 2).await?;
     let target_store = connect(target, 2).await?;
     let said = if from == to {
-        format!("event {event_id} is on shard {to} already")
+        let mut cleaned = Vec::new();
+        for other in shards.iter().filter(|s| s.name != to) {
+            let other_store = connect(other, 2).await?;
+            let deleted =
+                moving::clean_after_move(&other_store, &target_store, event_id, &mut PrintSteps)
+                    .await?;
+            let n: u64 = deleted.iter().map(|(_, n)| n).sum();
+            if n > 0 {
+                cleaned.push(format!("{n} rows left on {} deleted", other.name));
+            }
+            other_store.pool().close().await;
+        }
+        if cleaned.is_empty() {
+            format!("event {event_id} is on shard {to} already")
+        } else {
+            format!(
+                "event {event_id} is on shard {to} already; {}",
+                cleaned.join(", ")
+            )
+        }
     } else if !source_store.has_event(event_id).await? {
         anyhow::ensure!(
             target_store.has_event(event_id).await?,
@@ -193,8 +220,9 @@ pub async fn move_event(home_url: &str, event_id: &str, to: &str) -> anyhow::Res
         );
         // An earlier run moved the rows and stopped before the directory.
         home.move_event(event_id, to).await?;
+        moving::clean_after_move(&source_store, &target_store, event_id, &mut PrintSteps).await?;
         format!("event {event_id} was on shard {to} already; the directory now says so")
-    } else {
+    } else if locked_copy {
         let started = std::time::Instant::now();
         let epoch = source_store.fence_for_move(event_id).await?;
         println!("fenced: the event's lease on {from} is the mover's (epoch {epoch})");
@@ -204,16 +232,37 @@ pub async fn move_event(home_url: &str, event_id: &str, to: &str) -> anyhow::Res
             moved.locked_ms
         );
         home.move_event(event_id, to).await?;
-        let rows: Vec<String> = moved
-            .rows
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(table, n)| format!("{table} {n}"))
-            .collect();
         format!(
             "event {event_id} moved from {from} to {to} in {} ms ({}); nodes follow within {} s",
             started.elapsed().as_millis(),
-            rows.join(", "),
+            rows_said(moved.rows.iter().map(|(t, n)| (*t, *n as u64))),
+            boxoffice_store::shard::PLACE_TTL.as_secs()
+        )
+    } else {
+        let started = std::time::Instant::now();
+        let moved = moving::move_by_replication(
+            &home,
+            event_id,
+            moving::ShardRef {
+                name: &from,
+                url: &source.url,
+                store: &source_store,
+            },
+            moving::ShardRef {
+                name: to,
+                url: &target.url,
+                store: &target_store,
+            },
+            &mut PrintSteps,
+        )
+        .await?;
+        format!(
+            "event {event_id} moved from {from} to {to} in {} ms ({}); its writes stopped for {} ms \
+             (cut-over {} ms), {from}'s other events' never; nodes follow within {} s",
+            started.elapsed().as_millis(),
+            rows_said(moved.rows.iter().copied()),
+            moved.fenced_ms,
+            moved.cut_over_ms,
             boxoffice_store::shard::PLACE_TTL.as_secs()
         )
     };
@@ -221,6 +270,15 @@ pub async fn move_event(home_url: &str, event_id: &str, to: &str) -> anyhow::Res
         store.pool().close().await;
     }
     Ok(said)
+}
+
+/// `table n, …` for the tables with rows.
+fn rows_said(rows: impl Iterator<Item = (&'static str, u64)>) -> String {
+    let rows: Vec<String> = rows
+        .filter(|(_, n)| *n > 0)
+        .map(|(table, n)| format!("{table} {n}"))
+        .collect();
+    rows.join(", ")
 }
 
 /// A URL without its password.

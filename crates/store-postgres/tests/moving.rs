@@ -1,13 +1,18 @@
 //! `boxoffice shard move` at the store's level (`boxoffice_store_postgres::moving`), the steps
-//! `crates/cli/src/shards.rs` runs, over two databases of their own at `BOXOFFICE_TEST_PG_URL`
-//! (default `postgres://postgres@127.0.0.1:5432`): the home shard `main`, which holds the
-//! directory, and `s1`. Both are dropped afterwards.
+//! `crates/cli/src/shards.rs` runs, over a PostgreSQL server of the test's own with
+//! `wal_level = logical` (`support`: the machine's shared server has `replica`, and a move by
+//! logical replication needs `logical`): its databases are the home shard `main`, which holds
+//! the directory, and `s1`. The server goes when the test ends, also when it fails.
 //!
 //! Requests go through a [`Front`] over both shards, as a node's do. A node that read the
 //! event's place before the move follows it within `PLACE_TTL`; here a second `Front`, which
 //! reads the directory afresh, stands for a node after that.
 
+mod support;
+
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
@@ -17,49 +22,57 @@ use boxoffice_domain::order::OrderStatus;
 use boxoffice_store::checkout::{CheckoutBegun, CheckoutStart, OrderView, ProviderVerdict};
 use boxoffice_store::front::Front;
 use boxoffice_store::lease::{LeaseStore, Taken};
-use boxoffice_store::shard::{DirectoryStore, Places, ShardRecord};
-use boxoffice_store::{EventRecord, OneShot as _, ReadStore, ReleaseOutcome, Store, WorkerStore};
+use boxoffice_store::shard::{DirectoryStore, PlacementRule, Places, ShardRecord};
+use boxoffice_store::{
+    EventRecord, OneShot as _, ReadStore, ReleaseOutcome, Store, StoreResult, WorkerStore,
+};
 use boxoffice_store_postgres::PgStore;
+use boxoffice_store_postgres::moving::{self, MoveObserver, MoveStep, Moved, ShardRef};
+use support::TestServer;
 
 const EVENT_ID: &str = "ev-moved";
+/// An event that stays on `main` while [`EVENT_ID`] moves.
+const OTHER_EVENT_ID: &str = "ev-stays";
+/// How long a write may wait in a test before it is taken for blocked (a failure, not a
+/// measurement: a write blocked by the move would wait for the move, which waits for it).
+const WRITE_BLOCKED_AFTER_S: u64 = 30;
 
-fn base_url() -> String {
-    std::env::var("BOXOFFICE_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
-}
-
-/// The test's databases, by name, and their stores (`main` first).
+/// The test's server, its databases by shard name and their stores (`main` first).
 struct Shards {
-    names: Vec<String>,
+    server: TestServer,
+    names: Vec<&'static str>,
+    urls: Vec<String>,
     stores: Vec<Arc<PgStore>>,
 }
 
 impl Shards {
-    /// `main` with `s1` in its directory, both migrated.
-    async fn create() -> Self {
-        let run = uuid::Uuid::now_v7().simple().to_string();
-        let names = vec![
-            format!("boxoffice_moving_main_{run}"),
-            format!("boxoffice_moving_s1_{run}"),
-        ];
+    /// A server with `settings`; `main` with `s1` in its directory, both migrated.
+    async fn create(settings: &str) -> Self {
+        let server = TestServer::start(settings);
+        let names = vec!["main", "s1"];
+        let urls: Vec<String> = names.iter().map(|name| server.url(name)).collect();
         let mut stores = Vec::new();
-        for name in &names {
-            let url = format!("{}/{name}", base_url());
-            PgStore::create_database_if_missing(&url)
+        for url in &urls {
+            PgStore::create_database_if_missing(url)
                 .await
                 .expect("create the test database");
-            let store = PgStore::connect(&url).await.expect("connect");
+            let store = PgStore::connect(url).await.expect("connect");
             store.migrate().await.expect("migrate");
             stores.push(Arc::new(store));
         }
         stores[0]
             .add_shard(&ShardRecord {
                 name: "s1".into(),
-                url: format!("{}/{}", base_url(), names[1]),
+                url: urls[1].clone(),
             })
             .await
             .expect("add shard s1");
-        Self { names, stores }
+        Self {
+            server,
+            names,
+            urls,
+            stores,
+        }
     }
 
     fn main(&self) -> &PgStore {
@@ -68,6 +81,19 @@ impl Shards {
 
     fn s1(&self) -> &PgStore {
         &self.stores[1]
+    }
+
+    fn shard(&self, name: &str) -> ShardRef<'_> {
+        let at = self
+            .names
+            .iter()
+            .position(|n| *n == name)
+            .expect("a shard of the test");
+        ShardRef {
+            name: self.names[at],
+            url: &self.urls[at],
+            store: &self.stores[at],
+        }
     }
 
     /// A store over both shards that has read nothing of the directory yet.
@@ -84,55 +110,72 @@ impl Shards {
         Front::sharded(stores, places)
     }
 
-    /// `boxoffice shard move --event EVENT_ID --to s1`'s steps: fence, copy and delete,
-    /// directory.
-    async fn move_to_s1(&self) {
-        self.main()
-            .fence_for_move(EVENT_ID)
-            .await
-            .expect("fence the event on main");
-        self.main()
-            .move_out(EVENT_ID, self.s1())
-            .await
-            .expect("move the event's rows to s1");
-        self.main()
-            .move_event(EVENT_ID, "s1")
-            .await
-            .expect("the directory names s1");
+    /// `boxoffice shard move --event EVENT_ID --to TO`: by logical replication.
+    async fn move_event(
+        &self,
+        from: &str,
+        to: &str,
+        observer: &mut dyn MoveObserver,
+    ) -> StoreResult<Moved> {
+        moving::move_by_replication(
+            self.main(),
+            EVENT_ID,
+            self.shard(from),
+            self.shard(to),
+            observer,
+        )
+        .await
     }
 
-    async fn drop_all(self) {
+    async fn move_to_s1(&self) -> Moved {
+        self.move_event("main", "s1", &mut Steps::default())
+            .await
+            .expect("move the event to s1")
+    }
+
+    async fn close(self) {
         for store in &self.stores {
             store.pool().close().await;
         }
-        let admin = PgStore::connect(&format!("{}/postgres", base_url()))
-            .await
-            .expect("connect to the postgres database");
-        for name in &self.names {
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-            )))
-            .execute(admin.pool())
-            .await
-            .expect("drop a test database");
-        }
-        admin.pool().close().await;
+        // The server stops and its directory goes with it.
+        drop(self.server);
     }
 }
 
-/// Runs `test` over fresh shards, then drops their databases, also when `test` panics (its
-/// panic goes on afterwards).
+/// Runs `test` over fresh shards on a server with `settings`, then stops the server, also
+/// when `test` panics (its panic goes on afterwards).
+async fn with_shards_on<F, Fut>(settings: &str, test: F)
+where
+    F: FnOnce(Arc<Shards>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let shards = Arc::new(Shards::create(settings).await);
+    let ran = tokio::spawn(test(shards.clone())).await;
+    let shards = Arc::into_inner(shards).expect("the test let go of its shards");
+    shards.close().await;
+    if let Err(failed) = ran {
+        std::panic::resume_unwind(failed.into_panic());
+    }
+}
+
 async fn with_shards<F, Fut>(test: F)
 where
     F: FnOnce(Arc<Shards>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let shards = Arc::new(Shards::create().await);
-    let ran = tokio::spawn(test(shards.clone())).await;
-    let shards = Arc::into_inner(shards).expect("the test let go of its shards");
-    shards.drop_all().await;
-    if let Err(failed) = ran {
-        std::panic::resume_unwind(failed.into_panic());
+    with_shards_on(support::LOGICAL, test).await;
+}
+
+/// Keeps the steps a move told.
+#[derive(Default)]
+struct Steps {
+    told: Vec<MoveStep>,
+}
+
+#[async_trait::async_trait]
+impl MoveObserver for Steps {
+    async fn step(&mut self, step: &MoveStep) {
+        self.told.push(step.clone());
     }
 }
 
@@ -196,10 +239,6 @@ fn create_scope() -> IdempotencyScope {
     }
 }
 
-fn hold_endpoint() -> String {
-    boxoffice_store::engine::hold_endpoint(EVENT_ID)
-}
-
 fn seat_request(account: &str, key: &str, hold_id: &str, seat_id: &str) -> HoldRequest {
     let shape = HoldShape::Seats {
         seat_ids: vec![seat_id.into()],
@@ -224,7 +263,12 @@ fn checkout_scope() -> IdempotencyScope {
 /// One hold request through `store`; its answer.
 async fn hold(store: &Front, event: &EventRecord, request: HoldRequest) -> Idempotent {
     let answers = store
-        .hold_batch(event, &hold_endpoint(), &[request], &render_hold)
+        .hold_batch(
+            event,
+            &boxoffice_store::engine::hold_endpoint(&event.event_id),
+            &[request],
+            &render_hold,
+        )
         .await
         .expect("hold batch");
     let [answer] = <[Idempotent; 1]>::try_from(answers).expect("one answer");
@@ -453,6 +497,639 @@ async fn the_move_fence_waits_for_the_owners_group_in_flight() {
             .expect("the fence task")
             .expect("the fence, once the group committed");
         assert_eq!(u64::try_from(fence_epoch).ok(), Some(lease.epoch + 1));
+    })
+    .await;
+}
+
+/// An event of `rows` rows of `seats_per_row` seats.
+fn spec_of(name: &str, rows: u32, seats_per_row: u32) -> EventSpec {
+    let mut spec = spec();
+    spec.name = name.into();
+    spec.sections[0].rows = rows;
+    spec.sections[0].seats_per_row = seats_per_row;
+    spec
+}
+
+fn create_scope_of(event_id: &str) -> IdempotencyScope {
+    IdempotencyScope {
+        account_id: "op".into(),
+        endpoint: "POST /v1/admin/events".into(),
+        key: format!("create-{event_id}"),
+    }
+}
+
+/// Creates `event_id` through `front`; the event as stored.
+async fn create(front: &Front, event_id: &str, spec: &EventSpec) -> EventRecord {
+    let created = front
+        .create_event(
+            &create_scope_of(event_id),
+            "create-digest",
+            event_id,
+            spec,
+            &render_event,
+        )
+        .await
+        .expect("create the event");
+    assert!(matches!(created, Idempotent::Fresh(_)), "{created:?}");
+    front
+        .get_event(event_id)
+        .await
+        .expect("get the event")
+        .expect("the event")
+}
+
+/// The `n`-th seat of a section of 50 seats a row.
+fn seat_number(n: u32) -> String {
+    format!("A-{}-{}", n / 50 + 1, n % 50 + 1)
+}
+
+/// Rows of `event_id` in every table a move carries.
+async fn event_rows(store: &PgStore, event_id: &str) -> i64 {
+    let mut n = 0;
+    for table in moving::EVENT_TABLES {
+        let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {table} WHERE event_id = $1"
+        )))
+        .bind(event_id)
+        .fetch_one(store.pool())
+        .await
+        .expect("count an event's rows");
+        n += rows;
+    }
+    n
+}
+
+/// Publications of `store`'s database, and the server's replication slots and subscriptions
+/// (the test's server: nothing else makes them).
+async fn replication_left(store: &PgStore) -> (i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM pg_publication), (SELECT count(*) FROM pg_replication_slots),
+                (SELECT count(*) FROM pg_subscription)",
+    )
+    .fetch_one(store.pool())
+    .await
+    .expect("count publications, slots and subscriptions")
+}
+
+async fn lease_node(store: &PgStore, event_id: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT node_id FROM event_lease WHERE event_id = $1")
+        .bind(event_id)
+        .fetch_optional(store.pool())
+        .await
+        .expect("read the lease")
+}
+
+/// Sells `event` one seat at a time through `front` until `stop` (or out of seats), each hold
+/// a new account's, `pace` apart: each answer's latency and whether the hold was granted.
+async fn sell_until(
+    front: Arc<Front>,
+    event: EventRecord,
+    stop: Arc<AtomicBool>,
+    seats: u32,
+    pace: Duration,
+) -> Vec<(Duration, Result<u16, String>)> {
+    let mut answers = Vec::new();
+    for n in 0..seats {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let account = format!("fan-{n}");
+        let request = seat_request(
+            &account,
+            &format!("{account}-k"),
+            &format!("h-{account}"),
+            &seat_number(n),
+        );
+        let started = Instant::now();
+        let answer = front
+            .hold_batch(
+                &event,
+                &boxoffice_store::engine::hold_endpoint(&event.event_id),
+                &[request],
+                &render_hold,
+            )
+            .await;
+        let latency = started.elapsed();
+        answers.push((
+            latency,
+            match answer.as_deref() {
+                Ok([Idempotent::Fresh(stored)]) => Ok(stored.status),
+                other => Err(format!("{other:?}")),
+            },
+        ));
+        tokio::time::sleep(pace).await;
+    }
+    answers
+}
+
+/// Writes while a move runs, at its steps: the moved event's hold while the target streams,
+/// the other event's hold while the cut-over holds its locks, and the moved event's hold
+/// through a node that still sends it to the source.
+struct SellDuring {
+    shards: Arc<Shards>,
+    before: Arc<Front>,
+    moved: EventRecord,
+    other: EventRecord,
+    during_copy: Option<Idempotent>,
+    other_during_cut_over: Option<(Duration, Idempotent)>,
+    stale_during_cut_over: Option<tokio::task::JoinHandle<StoreResult<Vec<Idempotent>>>>,
+}
+
+#[async_trait::async_trait]
+impl MoveObserver for SellDuring {
+    async fn step(&mut self, step: &MoveStep) {
+        match step {
+            MoveStep::Streaming { .. } => {
+                let request = seat_request("dora", "dora-k", "h-dora", "A-1-2");
+                self.during_copy = Some(hold(&self.before, &self.moved, request).await);
+                // A stored answer rewritten and a record purged, of another event, while the
+                // publication filters the idempotency table on event_id: refused for every
+                // event without its replica identity FULL (migration 0018).
+                for statement in [
+                    "UPDATE idempotency SET created_at = created_at WHERE event_id = $1",
+                    "DELETE FROM idempotency WHERE event_id = $1 AND created_at < 'epoch'",
+                ] {
+                    sqlx::query(statement)
+                        .bind(OTHER_EVENT_ID)
+                        .execute(self.shards.main().pool())
+                        .await
+                        .expect("another event's idempotency records change during a move");
+                }
+            }
+            MoveStep::CatchingUp { .. } => {
+                // A node that reads the directory afresh; the write must not wait for the move,
+                // which waits here for it.
+                let front = self.shards.front();
+                let request = seat_request("olga", "olga-k", "h-olga", "B-olga");
+                let request = HoldRequest {
+                    shape: HoldShape::Seats {
+                        seat_ids: vec![seat_number(999)],
+                    },
+                    ..request
+                };
+                let started = Instant::now();
+                let answer = tokio::time::timeout(
+                    Duration::from_secs(WRITE_BLOCKED_AFTER_S),
+                    hold(&front, &self.other, request),
+                )
+                .await
+                .expect("the other event's write waited for the move's cut-over");
+                self.other_during_cut_over = Some((started.elapsed(), answer));
+                // The moved event's write on the source waits for the cut-over's lock.
+                let (before, moved) = (self.before.clone(), self.moved.clone());
+                self.stale_during_cut_over = Some(tokio::spawn(async move {
+                    let request = seat_request("eve", "eve-k", "h-eve", "A-1-3");
+                    before
+                        .hold_batch(
+                            &moved,
+                            &boxoffice_store::engine::hold_endpoint(&moved.event_id),
+                            &[request],
+                            &render_hold,
+                        )
+                        .await
+                }));
+                // Let it reach the lock (it is not required to: either way it must not be lost).
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Issue 38's move: an event moves while it and another event of its shard sell. The other
+/// event's writes all succeed, one of them while the cut-over holds its locks (a write that
+/// waited for the move would wait forever: the move waits for it); the moved event's holds
+/// made before the move and while it was copied replay from the target with their stored
+/// answers; a write sent to the source during the cut-over is refused or lands on the target,
+/// never lost; the moved event sells on the target; nothing of it, nor of the replication,
+/// is left on the source. The other event's latencies are printed (a measurement).
+#[tokio::test]
+async fn the_other_events_of_the_shard_sell_throughout_a_move() {
+    with_shards(|shards| async move {
+        let before = Arc::new(shards.front());
+        shards
+            .main()
+            .set_placement_rule(&PlacementRule::Pinned("main".into()))
+            .await
+            .expect("pin new events to main");
+        let moved = create(&before, EVENT_ID, &spec_of("Moved", 4, 50)).await;
+        let other = create(&before, OTHER_EVENT_ID, &spec_of("Stays", 20, 50)).await;
+        let alice = seat_request("alice", "alice-k", "h-alice", "A-1-1");
+        let Idempotent::Fresh(alice_held) = hold(&before, &moved, alice.clone()).await else {
+            panic!("alice's hold was not granted");
+        };
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let seller = tokio::spawn(sell_until(
+            before.clone(),
+            other.clone(),
+            stop.clone(),
+            900,
+            Duration::from_millis(10),
+        ));
+        let mut during = SellDuring {
+            shards: shards.clone(),
+            before: before.clone(),
+            moved: moved.clone(),
+            other: other.clone(),
+            during_copy: None,
+            other_during_cut_over: None,
+            stale_during_cut_over: None,
+        };
+        let started = Instant::now();
+        let report = shards
+            .move_event("main", "s1", &mut during)
+            .await
+            .expect("move the event to s1");
+        let move_ms = started.elapsed().as_millis();
+        // The other event sells on a little after the move.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::Relaxed);
+        let sold = seller.await.expect("the seller");
+
+        let refused: Vec<_> = sold.iter().filter(|(_, answer)| answer != &Ok(201)).collect();
+        assert!(refused.is_empty(), "the other event's holds refused: {refused:?}");
+        let (cut_over_latency, answer) = during
+            .other_during_cut_over
+            .expect("the cut-over was reached");
+        assert!(
+            matches!(&answer, Idempotent::Fresh(stored) if stored.status == 201),
+            "{answer:?}"
+        );
+        let other_holds: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM hold WHERE event_id = $1")
+                .bind(OTHER_EVENT_ID)
+                .fetch_one(shards.main().pool())
+                .await
+                .expect("count the other event's holds");
+        assert_eq!(other_holds, sold.len() as i64 + 1, "every granted hold on main");
+        let mut latencies: Vec<Duration> = sold.iter().map(|(latency, _)| *latency).collect();
+        latencies.sort();
+        println!(
+            "move {move_ms} ms ({report:?}); other event: {} holds, median {:?}, max {:?}, during the cut-over {:?}",
+            latencies.len(),
+            latencies[latencies.len() / 2],
+            latencies.last(),
+            cut_over_latency
+        );
+
+        let after = shards.front();
+        assert_eq!(
+            hold(&after, &moved, alice).await,
+            Idempotent::Replayed(alice_held),
+            "a hold made before the move replays"
+        );
+        let Some(Idempotent::Fresh(dora_held)) = during.during_copy else {
+            panic!("the hold during the copy: {:?}", during.during_copy);
+        };
+        assert_eq!(
+            hold(
+                &after,
+                &moved,
+                seat_request("dora", "dora-k", "h-dora", "A-1-2")
+            )
+            .await,
+            Idempotent::Replayed(dora_held),
+            "a hold made while the target streamed replays"
+        );
+        let stale = during
+            .stale_during_cut_over
+            .expect("the stale write was sent")
+            .await
+            .expect("the stale write's task");
+        let eve_on_s1 = after.get_hold("h-eve").await.expect("read eve's hold");
+        match stale.as_deref() {
+            Ok([Idempotent::Fresh(stored)]) if stored.status == 201 => {
+                assert!(eve_on_s1.is_some(), "a granted hold is on the target")
+            }
+            _ => assert!(eve_on_s1.is_none(), "{stale:?} left a hold: {eve_on_s1:?}"),
+        }
+        let frank = seat_request("frank", "frank-k", "h-frank", "A-2-1");
+        let Idempotent::Fresh(frank_held) = hold(&after, &moved, frank).await else {
+            panic!("no hold after the move");
+        };
+        assert_eq!(frank_held.status, 201);
+        assert!(shards.s1().has_event(EVENT_ID).await.expect("s1"));
+
+        assert_eq!(event_rows(shards.main(), EVENT_ID).await, 0, "nothing left on main");
+        assert!(event_rows(shards.main(), OTHER_EVENT_ID).await > 0);
+        assert_eq!(event_rows(shards.s1(), OTHER_EVENT_ID).await, 0);
+        assert_eq!(replication_left(shards.main()).await, (0, 0, 0));
+        assert_eq!(replication_left(shards.s1()).await, (0, 0, 0));
+    })
+    .await;
+}
+
+/// Without `wal_level = logical` on the source the move is refused at once, with the reason,
+/// and changes nothing: no fence, no publication, the directory as it was. The locked copy
+/// still moves it.
+#[tokio::test]
+async fn a_move_needs_wal_level_logical() {
+    with_shards_on(support::REPLICA, |shards| async move {
+        let front = shards.front();
+        create(&front, EVENT_ID, &spec()).await;
+        let refused = shards
+            .move_event("main", "s1", &mut Steps::default())
+            .await
+            .expect_err("a move without wal_level = logical");
+        assert!(
+            refused.to_string().contains("wal_level = replica")
+                && refused.to_string().contains("--locked-copy"),
+            "{refused}"
+        );
+        assert!(shards.main().has_event(EVENT_ID).await.expect("main"));
+        assert_ne!(
+            lease_node(shards.main(), EVENT_ID).await.as_deref(),
+            Some("shard-move")
+        );
+        assert_eq!(
+            shards
+                .main()
+                .event_shard(EVENT_ID)
+                .await
+                .expect("directory"),
+            Some("main".into())
+        );
+        assert_eq!(replication_left(shards.main()).await.0, 0);
+
+        shards.main().fence_for_move(EVENT_ID).await.expect("fence");
+        shards
+            .main()
+            .move_out(EVENT_ID, shards.s1())
+            .await
+            .expect("the locked copy");
+        assert!(shards.s1().has_event(EVENT_ID).await.expect("s1"));
+        assert_eq!(event_rows(shards.main(), EVENT_ID).await, 0);
+    })
+    .await;
+}
+
+/// Stops a move at the first step `at` accepts: tells `reached`, then never returns (the
+/// caller drops the move, as a mover killed there would stop).
+struct StopAt {
+    at: fn(&MoveStep) -> bool,
+    reached: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+#[async_trait::async_trait]
+impl MoveObserver for StopAt {
+    async fn step(&mut self, step: &MoveStep) {
+        if (self.at)(step) {
+            if let Some(reached) = self.reached.take() {
+                let _ = reached.send(());
+            }
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+async fn move_stopped_at(shards: &Shards, from: &str, to: &str, at: fn(&MoveStep) -> bool) {
+    let (reached, stopped) = tokio::sync::oneshot::channel();
+    let mut stop = StopAt {
+        at,
+        reached: Some(reached),
+    };
+    tokio::select! {
+        moved = shards.move_event(from, to, &mut stop) => panic!("the move did not stop: {moved:?}"),
+        _ = stopped => {}
+    }
+}
+
+/// A move stopped in its cut-over (fenced, the target caught up, the directory not flipped)
+/// leaves its subscription, slot and publication; run again, it starts over and converges.
+/// A move stopped right after the flip leaves the event's rows and publication on the
+/// source; `clean_after_move` (what `shard move` to where the event is runs) removes them.
+/// Each time the event's records replay and it sells where the directory says.
+#[tokio::test]
+async fn a_stopped_move_converges_when_run_again() {
+    with_shards(|shards| async move {
+        let before = shards.front();
+        let moved = create(&before, EVENT_ID, &spec_of("Moved", 2, 50)).await;
+        let alice = seat_request("alice", "alice-k", "h-alice", "A-1-1");
+        let Idempotent::Fresh(alice_held) = hold(&before, &moved, alice.clone()).await else {
+            panic!("alice's hold was not granted");
+        };
+
+        move_stopped_at(&shards, "main", "s1", |s| {
+            matches!(s, MoveStep::CaughtUp { .. })
+        })
+        .await;
+        assert_eq!(replication_left(shards.main()).await, (1, 1, 1));
+        assert_eq!(
+            lease_node(shards.main(), EVENT_ID).await.as_deref(),
+            Some("shard-move")
+        );
+        assert_eq!(
+            shards
+                .main()
+                .event_shard(EVENT_ID)
+                .await
+                .expect("directory"),
+            Some("main".into())
+        );
+        let rerun = shards.move_to_s1().await;
+        println!("run again: {rerun:?}");
+        assert_eq!(replication_left(shards.main()).await, (0, 0, 0));
+        assert_eq!(replication_left(shards.s1()).await, (0, 0, 0));
+        assert_eq!(event_rows(shards.main(), EVENT_ID).await, 0);
+        let on_s1 = shards.front();
+        assert_eq!(
+            hold(&on_s1, &moved, alice.clone()).await,
+            Idempotent::Replayed(alice_held.clone())
+        );
+        let bob = seat_request("bob", "bob-k", "h-bob", "A-1-2");
+        assert!(matches!(
+            hold(&on_s1, &moved, bob).await,
+            Idempotent::Fresh(_)
+        ));
+
+        move_stopped_at(&shards, "s1", "main", |s| {
+            matches!(s, MoveStep::Flipped { .. })
+        })
+        .await;
+        assert_eq!(
+            shards
+                .main()
+                .event_shard(EVENT_ID)
+                .await
+                .expect("directory"),
+            Some("main".into())
+        );
+        assert!(event_rows(shards.s1(), EVENT_ID).await > 0, "left on s1");
+        assert_eq!(
+            replication_left(shards.s1()).await.0,
+            1,
+            "s1's publication left"
+        );
+        moving::clean_after_move(shards.s1(), shards.main(), EVENT_ID, &mut Steps::default())
+            .await
+            .expect("clean s1");
+        assert_eq!(event_rows(shards.s1(), EVENT_ID).await, 0);
+        assert_eq!(replication_left(shards.s1()).await, (0, 0, 0));
+        let on_main = shards.front();
+        assert_eq!(
+            hold(&on_main, &moved, alice).await,
+            Idempotent::Replayed(alice_held)
+        );
+        let carol = seat_request("carol", "carol-k", "h-carol", "A-1-3");
+        assert!(matches!(
+            hold(&on_main, &moved, carol).await,
+            Idempotent::Fresh(_)
+        ));
+        assert!(
+            on_main
+                .get_hold("h-bob")
+                .await
+                .expect("bob's hold")
+                .is_some()
+        );
+    })
+    .await;
+}
+
+/// A copy the target refuses (here a hold id taken there by another event) stops the
+/// subscription (`disable_on_error`) instead of retrying forever: the move fails with the
+/// reason, drops its subscription, slot and publication and the target's partial copy, and
+/// the event sells on where it was.
+#[tokio::test]
+async fn a_failed_copy_is_undone() {
+    with_shards(|shards| async move {
+        let before = shards.front();
+        let moved = create(&before, EVENT_ID, &spec()).await;
+        let alice = seat_request("alice", "alice-k", "h-alice", "A-1-1");
+        let Idempotent::Fresh(alice_held) = hold(&before, &moved, alice.clone()).await else {
+            panic!("alice's hold was not granted");
+        };
+        sqlx::query(
+            "INSERT INTO hold (event_id, hold_id, account_id, status, quantity, seats, total_minor,
+                               currency, idempotency_key, created_at, expires_at, updated_at)
+             VALUES ('ev-elsewhere', 'h-alice', 'zed', 'RELEASED', 1, '[]', 0, 'EUR', 'zed-k',
+                     now(), now(), now())",
+        )
+        .execute(shards.s1().pool())
+        .await
+        .expect("plant a hold id on s1");
+
+        let failed = shards
+            .move_event("main", "s1", &mut Steps::default())
+            .await
+            .expect_err("a copy that breaks a unique index on the target");
+        assert!(
+            failed.to_string().contains("stopped on an error"),
+            "{failed}"
+        );
+        assert_eq!(replication_left(shards.main()).await, (0, 0, 0));
+        assert_eq!(event_rows(shards.s1(), EVENT_ID).await, 0, "{failed}");
+        assert_eq!(
+            shards
+                .main()
+                .event_shard(EVENT_ID)
+                .await
+                .expect("directory"),
+            Some("main".into())
+        );
+        assert_ne!(
+            lease_node(shards.main(), EVENT_ID).await.as_deref(),
+            Some("shard-move")
+        );
+        assert_eq!(
+            hold(&before, &moved, alice).await,
+            Idempotent::Replayed(alice_held)
+        );
+        let bob = seat_request("bob", "bob-k", "h-bob", "A-1-2");
+        assert!(matches!(
+            hold(&before, &moved, bob).await,
+            Idempotent::Fresh(_)
+        ));
+    })
+    .await;
+}
+
+/// Looks at the target's copy while the target streams it (the move goes from s1 to main,
+/// whose index comes first in a `Front`).
+struct LookAtTheCopy {
+    shards: Arc<Shards>,
+    account_read: Option<String>,
+    expired_on_target: Option<u64>,
+}
+
+#[async_trait::async_trait]
+impl MoveObserver for LookAtTheCopy {
+    async fn step(&mut self, step: &MoveStep) {
+        if !matches!(step, MoveStep::Streaming { .. }) {
+            return;
+        }
+        let target = self.shards.main();
+        // The copy made different for a moment, to see which shard a read by id takes.
+        for account in ["the-copy", "alice"] {
+            sqlx::query("UPDATE hold SET account_id = $1 WHERE hold_id = 'h-alice'")
+                .bind(account)
+                .execute(target.pool())
+                .await
+                .expect("mark the copy");
+            if account == "the-copy" {
+                let read = self
+                    .shards
+                    .front()
+                    .get_hold("h-alice")
+                    .await
+                    .expect("read alice's hold")
+                    .expect("alice's hold");
+                self.account_read = Some(read.account_id);
+            }
+        }
+        // Alice's hold is due by the target's clock: its sweeper leaves it alone.
+        target
+            .advance_clock(Duration::from_secs(700))
+            .await
+            .expect("move the target's clock");
+        let swept = target
+            .expire_due_holds(100, 0)
+            .await
+            .expect("the target's sweep");
+        self.expired_on_target = Some(swept.holds_expired);
+    }
+}
+
+/// While a move's target streams the event's rows, the copy is nobody's but the mover's: a
+/// read by id through a `Front` takes the shard the directory names (not the first shard
+/// that has the id), and the target's sweeper does not expire a due hold of the copy. Once
+/// the directory names the target, its sweeper does.
+#[tokio::test]
+async fn the_targets_copy_is_left_alone_until_the_cut_over() {
+    with_shards(|shards| async move {
+        shards
+            .main()
+            .set_placement_rule(&PlacementRule::Pinned("s1".into()))
+            .await
+            .expect("pin new events to s1");
+        let before = shards.front();
+        let moved = create(&before, EVENT_ID, &spec()).await;
+        assert!(shards.s1().has_event(EVENT_ID).await.expect("s1"));
+        let alice = seat_request("alice", "alice-k", "h-alice", "A-1-1");
+        assert!(matches!(
+            hold(&before, &moved, alice).await,
+            Idempotent::Fresh(_)
+        ));
+
+        let mut look = LookAtTheCopy {
+            shards: shards.clone(),
+            account_read: None,
+            expired_on_target: None,
+        };
+        shards
+            .move_event("s1", "main", &mut look)
+            .await
+            .expect("move the event to main");
+        assert_eq!(look.account_read.as_deref(), Some("alice"), "read from s1");
+        assert_eq!(look.expired_on_target, Some(0), "the copy was swept");
+
+        let swept = shards
+            .main()
+            .expire_due_holds(100, 0)
+            .await
+            .expect("main's sweep after the move");
+        assert_eq!(swept.holds_expired, 1, "the event is main's now");
     })
     .await;
 }

@@ -344,10 +344,14 @@ async fn owed_orders(
 
 /// The events whose cancellation is not finished.
 pub async fn open(db: &Db) -> StoreResult<Vec<String>> {
-    query("SELECT event_id FROM event_cancellation WHERE finished_at IS NULL ORDER BY created_at")
-        .fetch_all(&mut db.read().await?.conn())
-        .await?
-        .iter()
-        .map(|row| row.get(0))
-        .collect()
+    query(format!(
+        "SELECT event_id FROM event_cancellation WHERE finished_at IS NULL AND {}
+          ORDER BY created_at",
+        db.dialect().not_moving_in("event_id")
+    ))
+    .fetch_all(&mut db.read().await?.conn())
+    .await?
+    .iter()
+    .map(|row| row.get(0))
+    .collect()
 }

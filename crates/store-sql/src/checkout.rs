@@ -302,8 +302,10 @@ pub async fn due_operations(db: &Db, limit: u32) -> StoreResult<Vec<PaymentOpera
             AND (p.status IN ('AUTHORIZING', 'REQUIRES_ACTION', 'UNKNOWN')
                  OR (p.status = 'AUTHORIZED'
                      AND EXISTS (SELECT 1 FROM orders o WHERE o.order_id = p.order_id AND o.status = 'CANCELLED')))
+            AND {not_moving_in}
           ORDER BY p.next_attempt_at LIMIT $1",
         now = db.dialect().now(),
+        not_moving_in = db.dialect().not_moving_in("p.event_id"),
     ))
     .bind(limit)
     .fetch_all(&mut db.read().await?.conn())

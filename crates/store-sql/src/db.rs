@@ -82,6 +82,16 @@ impl Dialect {
         }
     }
 
+    /// A condition that leaves out the rows of the events a shard move is copying into this
+    /// database (`event_moving_in`, PostgreSQL migration 0018), for the workers' queries of
+    /// due work: `column` names a row's event. True on SQLite, which has no shards.
+    pub fn not_moving_in(self, column: &str) -> String {
+        match self {
+            Self::Postgres => format!("{column} NOT IN (SELECT event_id FROM event_moving_in)"),
+            Self::Sqlite => "1 = 1".to_owned(),
+        }
+    }
+
     /// A row lock (`clause`, e.g. `"FOR UPDATE OF o"`) where the dialect has them
     /// (PostgreSQL); SQLite's write transaction holds the whole file already.
     pub fn lock(self, clause: &'static str) -> &'static str {

@@ -19,10 +19,12 @@ pub async fn due_holds(db: &Db, limit: u32, held_grace_ms: u32) -> StoreResult<V
     let now = db.dialect().now();
     query(format!(
         "SELECT hold_id FROM hold
-          WHERE (status = 'HELD' AND expires_at <= {grace_ago})
-             OR (status = 'PAYMENT_PENDING' AND expires_at <= {now})
+          WHERE ((status = 'HELD' AND expires_at <= {grace_ago})
+                 OR (status = 'PAYMENT_PENDING' AND expires_at <= {now}))
+            AND {not_moving_in}
           ORDER BY expires_at LIMIT $1",
         grace_ago = db.dialect().plus_secs(now, "-($2 / 1000.0)"),
+        not_moving_in = db.dialect().not_moving_in("event_id"),
     ))
     .bind(limit)
     .bind(f64::from(held_grace_ms))

@@ -233,7 +233,10 @@ impl Front {
             None if self.stores.len() == 1 => 0,
             None => {
                 let answers = join_all(self.stores.iter().map(|s| Self::probe(s, kind, id))).await;
-                let found = first_found(answers)?.map(|(index, ())| index);
+                let found = self
+                    .chosen(answers, String::as_str)
+                    .await?
+                    .map(|(index, _)| index);
                 if let Some(index) = found {
                     self.remember(id, index);
                 }
@@ -246,18 +249,57 @@ impl Front {
         })
     }
 
-    async fn probe(store: &Arc<dyn Store>, kind: Kind, id: &str) -> StoreResult<Option<()>> {
+    /// Whether `store` has the object, and its event's id.
+    async fn probe(store: &Arc<dyn Store>, kind: Kind, id: &str) -> StoreResult<Option<String>> {
         Ok(match kind {
-            Kind::Order => store.order_head(id).await?.map(drop),
-            Kind::Ticket => store.get_ticket(id).await?.map(drop),
-            Kind::Operation => store.payment_operation(id).await?.map(drop),
+            Kind::Order => store.order_head(id).await?.map(|o| o.event_id),
+            Kind::Ticket => store.get_ticket(id).await?.map(|t| t.event_id),
+            Kind::Operation => store.payment_operation(id).await?.map(|p| p.event_id),
         })
     }
 
+    /// Of every shard's answer for one object, in shard order, the shard and object to use:
+    /// the only shard that has it; when several have it, the one the directory names for its
+    /// event (`event_of`): a shard move's target holds a copy of the event's rows from the
+    /// move's start to its cut-over, and the source keeps them until they are deleted after
+    /// it, while only the directory's shard is written. Errors as [`first_found`].
+    async fn chosen<T>(
+        &self,
+        answers: Vec<StoreResult<Option<T>>>,
+        event_of: fn(&T) -> &str,
+    ) -> StoreResult<Option<(usize, T)>> {
+        let mut found: Vec<(usize, T)> = Vec::new();
+        let mut error = None;
+        for (index, answer) in answers.into_iter().enumerate() {
+            match answer {
+                Ok(Some(object)) => found.push((index, object)),
+                Ok(None) => {}
+                Err(e) => error = Some(e),
+            }
+        }
+        if found.len() > 1 {
+            let placed = self.shard_of_event(event_of(&found[0].1)).await?;
+            if let Some(at) = found.iter().position(|(index, _)| *index == placed) {
+                return Ok(Some(found.swap_remove(at)));
+            }
+        }
+        match (found.into_iter().next(), error) {
+            (Some(first), _) => Ok(Some(first)),
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// A read by id: on the shard remembered for `id`, and if it is not there any more (its
-    /// event was moved) or none is remembered, on every shard at once; where it was found is
-    /// remembered.
-    async fn find<'a, T, F, Fut>(&'a self, call: Call, id: &str, read: F) -> StoreResult<Option<T>>
+    /// event was moved) or none is remembered, on every shard at once ([`Front::chosen`]
+    /// with `event_of`); where it was found is remembered.
+    async fn find<'a, T, F, Fut>(
+        &'a self,
+        call: Call,
+        id: &str,
+        event_of: fn(&T) -> &str,
+        read: F,
+    ) -> StoreResult<Option<T>>
     where
         F: Fn(&'a Arc<dyn Store>) -> Fut,
         Fut: Future<Output = StoreResult<Option<T>>>,
@@ -273,7 +315,7 @@ impl Front {
             self.ids.lock().expect("ids lock").remove(id);
         }
         let answers = join_all(self.stores.iter().map(&read)).await;
-        Ok(first_found(answers)?.map(|(index, found)| {
+        Ok(self.chosen(answers, event_of).await?.map(|(index, found)| {
             self.remember(id, index);
             found
         }))
@@ -527,7 +569,13 @@ impl ReadStore for Front {
     }
 
     async fn get_hold(&self, hold_id: &str) -> StoreResult<Option<HoldView>> {
-        self.find(Start, hold_id, |s| s.get_hold(hold_id)).await
+        self.find(
+            Start,
+            hold_id,
+            |h: &HoldView| &h.event_id,
+            |s| s.get_hold(hold_id),
+        )
+        .await
     }
 
     async fn stored_answers(
@@ -560,16 +608,33 @@ impl ReadStore for Front {
     }
 
     async fn get_order(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        self.find(Look, order_id, |s| s.get_order(order_id)).await
+        self.find(
+            Look,
+            order_id,
+            |o: &checkout::OrderView| &o.event_id,
+            |s| s.get_order(order_id),
+        )
+        .await
     }
 
     async fn order_head(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        self.find(Pass, order_id, |s| s.order_head(order_id)).await
+        self.find(
+            Pass,
+            order_id,
+            |o: &checkout::OrderView| &o.event_id,
+            |s| s.order_head(order_id),
+        )
+        .await
     }
 
     async fn order_to_exchange(&self, order_id: &str) -> StoreResult<Option<checkout::OrderView>> {
-        self.find(Start, order_id, |s| s.order_to_exchange(order_id))
-            .await
+        self.find(
+            Start,
+            order_id,
+            |o: &checkout::OrderView| &o.event_id,
+            |s| s.order_to_exchange(order_id),
+        )
+        .await
     }
 
     async fn list_orders(
@@ -585,13 +650,23 @@ impl ReadStore for Front {
     }
 
     async fn get_ticket(&self, ticket_id: &str) -> StoreResult<Option<checkout::TicketView>> {
-        self.find(Look, ticket_id, |s| s.get_ticket(ticket_id))
-            .await
+        self.find(
+            Look,
+            ticket_id,
+            |t: &checkout::TicketView| &t.event_id,
+            |s| s.get_ticket(ticket_id),
+        )
+        .await
     }
 
     async fn get_exchange(&self, exchange_id: &str) -> StoreResult<Option<exchange::ExchangeView>> {
-        self.find(Look, exchange_id, |s| s.get_exchange(exchange_id))
-            .await
+        self.find(
+            Look,
+            exchange_id,
+            |x: &exchange::ExchangeView| &x.from_event_id,
+            |s| s.get_exchange(exchange_id),
+        )
+        .await
     }
 
     async fn seat_map(&self, event_id: &str) -> StoreResult<Option<seatmap::MapSnapshot>> {
@@ -647,8 +722,13 @@ impl WorkerStore for Front {
         &self,
         operation_id: &str,
     ) -> StoreResult<Option<checkout::PaymentOperation>> {
-        self.find(Pass, operation_id, |s| s.payment_operation(operation_id))
-            .await
+        self.find(
+            Pass,
+            operation_id,
+            |p: &checkout::PaymentOperation| &p.event_id,
+            |s| s.payment_operation(operation_id),
+        )
+        .await
     }
 
     async fn payment_operations(
@@ -850,8 +930,13 @@ impl TransferStore for Front {
     }
 
     async fn get_transfer(&self, transfer_id: &str) -> StoreResult<Option<TransferView>> {
-        self.find(Start, transfer_id, |s| s.get_transfer(transfer_id))
-            .await
+        self.find(
+            Start,
+            transfer_id,
+            |t: &TransferView| &t.event_id,
+            |s| s.get_transfer(transfer_id),
+        )
+        .await
     }
 
     async fn list_transfers(
@@ -977,8 +1062,13 @@ impl waitlist::WaitlistStore for Front {
         &self,
         waitlist_id: &str,
     ) -> StoreResult<Option<waitlist::WaitlistView>> {
-        self.find(Look, waitlist_id, |s| s.get_waitlist_entry(waitlist_id))
-            .await
+        self.find(
+            Look,
+            waitlist_id,
+            |w: &waitlist::WaitlistView| &w.event_id,
+            |s| s.get_waitlist_entry(waitlist_id),
+        )
+        .await
     }
 }
 

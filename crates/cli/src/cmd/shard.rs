@@ -31,9 +31,13 @@ pub(crate) enum ShardAction {
         #[arg(long)]
         rule: String,
     },
-    /// Move an event's rows to another shard: its writes stop (the lease is fenced), the
-    /// source shard's writes wait for the copy, then the directory names the new shard and
-    /// the nodes follow within seconds. Safe to run again if it stopped.
+    /// Move an event's rows to another shard by logical replication: the target copies the
+    /// event's rows and streams their changes while it keeps selling; then only its writes
+    /// stop (its lease fenced) until the target caught up and the directory names it; the
+    /// nodes follow within seconds. The source shard's other events sell throughout. Needs
+    /// `wal_level = logical` on the source (refused otherwise) and lets the target's server
+    /// connect to the source's URL. Safe to run again if it stopped; run to the shard the
+    /// event is on, it cleans what a stopped move left elsewhere.
     Move {
         #[arg(long, env = "DATABASE_URL")]
         database_url: String,
@@ -43,6 +47,11 @@ pub(crate) enum ShardAction {
         /// The shard to move it to (`main` is the home shard).
         #[arg(long)]
         to: String,
+        /// Copy in one transaction instead (issue 17's way, no `wal_level = logical`
+        /// needed): every write of the source shard waits for the copy (~3 s per 100,000
+        /// rows).
+        #[arg(long)]
+        locked_copy: bool,
     },
 }
 
@@ -62,7 +71,8 @@ impl ShardAction {
                 database_url,
                 event,
                 to,
-            } => shards::move_event(&database_url, &event, &to).await?,
+                locked_copy,
+            } => shards::move_event(&database_url, &event, &to, locked_copy).await?,
         };
         println!("{said}");
         Ok(())
