@@ -299,6 +299,19 @@ pub fn primary_of(state: &Value, index: usize) -> anyhow::Result<Option<Value>> 
     role_of(state, index, Member::takes_writes)
 }
 
+/// Whether shard `index` commits synchronously again: one member agreed `primary` (not
+/// `wait_primary`, which commits alone) and one agreed `secondary`.
+pub fn synchronous(state: &Value, index: usize) -> anyhow::Result<bool> {
+    let formation = state["shards"][index]["formation"]
+        .as_str()
+        .context("a shard's formation")?;
+    let members = autoctl(state)?.members(&monitor_data(state)?, formation)?;
+    Ok(members
+        .iter()
+        .any(|m| m.current == "primary" && m.assigned == "primary")
+        && members.iter().any(Member::is_secondary))
+}
+
 /// The member of shard `index` that is its streaming secondary now, or `None`.
 pub fn secondary_of(state: &Value, index: usize) -> anyhow::Result<Option<Value>> {
     role_of(state, index, Member::is_secondary)
