@@ -1,0 +1,34 @@
+//! Compiles every catalogue under `locales/<locale>/<file>.ftl` into the binary: writes
+//! `catalogues.rs`, a list of (locale, file, text) with `include_str!` of each file, so that a
+//! new file needs no code.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("locales");
+    println!("cargo:rerun-if-changed={}", root.display());
+    let mut entries = Vec::new();
+    for locale in std::fs::read_dir(&root).expect("locales/ is readable") {
+        let locale = locale.expect("a locale folder");
+        println!("cargo:rerun-if-changed={}", locale.path().display());
+        for file in std::fs::read_dir(locale.path()).expect("a locale folder is readable") {
+            let path = file.expect("a catalogue").path();
+            if path.extension().is_some_and(|ext| ext == "ftl") {
+                entries.push((
+                    locale.file_name().to_string_lossy().into_owned(),
+                    path.file_stem().unwrap_or_default().to_string_lossy().into_owned(),
+                    path.display().to_string(),
+                ));
+            }
+        }
+    }
+    entries.sort();
+    let mut out = String::from("pub(crate) static CATALOGUES: &[(&str, &str, &str)] = &[\n");
+    for (locale, file, path) in entries {
+        writeln!(out, "    ({locale:?}, {file:?}, include_str!({path:?})),").unwrap();
+    }
+    out.push_str("];\n");
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("catalogues.rs");
+    std::fs::write(dest, out).expect("OUT_DIR is writable");
+}

@@ -1,0 +1,3 @@
+common-seat = Platz { $seat }
+common-holder = Inhaber: { $name }
+common-order = Bestellung { $order }

@@ -1,0 +1,3 @@
+common-seat = Asiento { $seat }
+common-holder = Titular: { $name }
+common-order = Pedido { $order }

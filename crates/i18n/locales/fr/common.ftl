@@ -1,0 +1,3 @@
+common-seat = Place { $seat }
+common-holder = Titulaire : { $name }
+common-order = Commande { $order }
