@@ -17,7 +17,10 @@ fn main() {
             if path.extension().is_some_and(|ext| ext == "ftl") {
                 entries.push((
                     locale.file_name().to_string_lossy().into_owned(),
-                    path.file_stem().unwrap_or_default().to_string_lossy().into_owned(),
+                    path.file_stem()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
                     path.display().to_string(),
                 ));
             }

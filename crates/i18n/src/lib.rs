@@ -209,7 +209,10 @@ fn floor_char_boundary(s: &str, max: usize) -> usize {
     if s.len() <= max {
         return s.len();
     }
-    (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -276,12 +279,24 @@ mod tests {
 
     #[test]
     fn a_message_is_formatted_with_its_arguments_and_falls_back_to_english() {
-        assert_eq!(message("de", "common-seat", &[("seat", "A-1-2")]), "Platz A-1-2");
-        assert_eq!(message("en", "common-seat", &[("seat", "A-1-2")]), "Seat A-1-2");
-        assert_eq!(message("xx", "common-seat", &[("seat", "A-1-2")]), "Seat A-1-2");
+        assert_eq!(
+            message("de", "common-seat", &[("seat", "A-1-2")]),
+            "Platz A-1-2"
+        );
+        assert_eq!(
+            message("en", "common-seat", &[("seat", "A-1-2")]),
+            "Seat A-1-2"
+        );
+        assert_eq!(
+            message("xx", "common-seat", &[("seat", "A-1-2")]),
+            "Seat A-1-2"
+        );
         assert_eq!(message("de", "no-such-message", &[]), "no-such-message");
         let json = catalogue_json("zh", "common").unwrap();
-        assert!(json.contains("\"common-seat\":\"座位 { $seat }\""), "{json}");
+        assert!(
+            json.contains("\"common-seat\":\"座位 { $seat }\""),
+            "{json}"
+        );
         assert!(catalogue_json("de", "no-such-file").is_none());
     }
 }
