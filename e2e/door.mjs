@@ -15,6 +15,9 @@
 //  4. door device 2, also offline, admits the same live code (it cannot know); both come back
 //     online and sync: device 1's scan checked the ticket in, device 2's is reported as a
 //     duplicate by the box office.
+// The devices' browsers speak German (issue 39): the app is in German from set-up to scan
+// results, offline too (its catalogue is kept); device 2, back online, switches to French in
+// the page and its last result and report are said again in French.
 // Screenshot: door.png in SCREENSHOT_DIR. Exits non-zero with a message on any failure.
 
 import crypto from 'node:crypto';
@@ -73,12 +76,28 @@ function qrPicture(text) {
 
 const scan = (page, text) => page.evaluate((url) => window.door.scanImage(url), qrPicture(text));
 
+/** The app has its catalogue and its handlers (it starts once its language is loaded). */
+const started_ = (page) => page.waitForFunction(() => window.door !== undefined, null, { timeout: T });
+
+/** Waits until `testId`'s text matches `pattern`; fails naming what it saw. */
+async function expectText(page, testId, pattern) {
+  try {
+    await page.waitForFunction(([id, source]) => new RegExp(source).test(document.querySelector(`[data-testid="${id}"]`)?.textContent || ''),
+      [testId, pattern.source], { timeout: T, polling: 200 });
+  } catch {
+    throw new Failure(`${testId} never read ${pattern}: it reads ${JSON.stringify(await page.getByTestId(testId).textContent())}`);
+  }
+}
+
 async function setUp(browser, name, eventId) {
-  const context = await browser.newContext({ viewport: { width: 480, height: 900 } });
+  const context = await browser.newContext({ locale: 'de-DE', viewport: { width: 480, height: 900 } });
   const page = await context.newPage();
   page.setDefaultTimeout(T);
   page.on('pageerror', (error) => { throw new Failure(`${name}: ${error.message}`); });
   await page.goto(`${BASE}/door/`);
+  await started_(page);
+  await expectText(page, 'door-setup', /Dieses Gerät einrichten/);
+  check(await page.getByTestId('door-language').inputValue() === 'de', `${name}: the language switch does not show Deutsch`);
   await page.getByTestId('door-account').fill(`staff-${name}`);
   await page.getByTestId('door-event').fill(eventId);
   await page.getByTestId('door-load').click();
@@ -87,6 +106,7 @@ async function setUp(browser, name, eventId) {
   await page.evaluate(() => navigator.serviceWorker.ready);
   await page.reload();
   await page.waitForFunction(() => navigator.serviceWorker.controller !== null, null, { timeout: T });
+  await started_(page);
   log(`${name}: set up, service worker controlling the page`);
   return { context, page };
 }
@@ -134,8 +154,11 @@ async function main() {
     await one.context.setOffline(true);
     await two.context.setOffline(true);
     await one.page.reload();
+    await started_(one.page);
     check(await one.page.evaluate(() => window.door.ready()), 'device 1 did not reopen on its saved list offline');
     check(await one.page.getByTestId('door-online').textContent() === 'Offline', 'device 1 does not say it is offline');
+    await expectText(one.page, 'door-bundle-info', /^Einlassliste vom .*: 1 gesperrt, 0 eingelassen\.$/);
+    await expectText(one.page, 'door-result', /^Bereit zum Scannen$/);
     log('gate-1 reloaded offline: the page and its door list are there');
 
     // 3. Offline scans.
@@ -143,21 +166,27 @@ async function main() {
     const code1 = rotatingCode(live1.secret, live1.staticCode, now);
     check(await scan(one.page, code1) === 'VALID', 'the live code was not admitted');
     check((await one.page.getByTestId('door-result').getAttribute('data-result')) === 'VALID', 'no green light');
+    await expectText(one.page, 'door-result', /^Willkommen! — Platz A-1-\d+$/);
     await one.page.screenshot({ path: path.join(SHOTS, 'door.png') });
     log(`screenshot ${path.join(SHOTS, 'door.png')}`);
     check(await scan(one.page, rotatingCode(live1.secret, live1.staticCode, now + 1)) === 'DUPLICATE', 'a second scan was not a duplicate');
+    await expectText(one.page, 'door-result', /^Schon drin — bereits eingelassen$/);
     check(await scan(one.page, t3.code) === 'REVOKED', 'the given-away ticket was not refused as revoked');
+    await expectText(one.page, 'door-result', /^Ungültig — dieses Ticket wurde weitergegeben/);
     const parts = code1.split('.');
     const forged = `BR1.${parts[1]}.${Buffer.alloc(12).toString('base64url')}.${live1.staticCode}`;
     check(await scan(one.page, forged) === 'INVALID', 'a forged code was not refused');
     const live2 = (await call(fan, 'GET', `/v1/tickets/${t2.ticketId}/rotating`)).data;
     check(await scan(one.page, rotatingCode(live2.secret, live2.staticCode, now - 45)) === 'INVALID', 'a 45 s old code was not refused');
     check(await scan(one.page, t2.code) === 'STATIC', 'a static code was not refused as not live');
+    await expectText(one.page, 'door-result', /^Live-Code nötig — /);
+    await expectText(one.page, 'door-counts', /^1 hier gescannt, 1 noch abzugleichen\.$/);
     check(await one.page.evaluate(() => window.door.pending()) === 1, 'device 1 should have one scan to sync');
     log('gate-1 offline: live code admitted, duplicate, revoked, forged, old and static refused');
 
     // 4. Device 2 admits the same ticket offline; both sync once online.
     check(await scan(two.page, rotatingCode(live1.secret, live1.staticCode, Date.now() / 1000)) === 'VALID', 'device 2 did not admit the live code offline');
+
     await one.context.setOffline(false);
     await one.page.evaluate(() => window.door.sync());
     const report1 = await one.page.evaluate(() => window.door.report());
@@ -167,6 +196,13 @@ async function main() {
     const report2 = await two.page.evaluate(() => window.door.report());
     check(report2.length === 1 && report2[0].result === 'DUPLICATE', `device 2's sync: ${JSON.stringify(report2)}`);
     await two.page.getByTestId('door-sync-report').getByText('DUPLICATE').waitFor();
+    await expectText(two.page, 'door-sync-report', /^Von der Kasse gemeldet: DUPLICATE /);
+    await two.page.getByTestId('door-language').selectOption('fr');
+    await expectText(two.page, 'door-result', /^Bienvenue ! — place A-1-\d+$/);
+    await expectText(two.page, 'door-online', /^En ligne$/);
+    await expectText(two.page, 'door-sync-report', /^Signalé par la billetterie : DUPLICATE /);
+    check(await two.page.evaluate(() => localStorage.getItem('bo.locale')) === 'fr', 'device 2 did not remember French');
+    log('gate-2 switched to French: its last result and the report are said again in French');
     const ticket = await call(fan, 'GET', `/v1/tickets/${t1.ticketId}`);
     check(ticket.data.status === 'CHECKED_IN', `the ticket is ${ticket.data.status}`);
     log('synced: first scan checked in, the other device\'s reported as a duplicate');

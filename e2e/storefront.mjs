@@ -159,7 +159,7 @@ async function main() {
   const run = Math.random().toString(36).slice(2, 7);
   try {
     // 1. The operator creates the stadium and pauses the door.
-    const adminCtx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const adminCtx = await browser.newContext({ locale: 'en-US', viewport: { width: 1280, height: 900 } });
     const admin = watch(await adminCtx.newPage(), 'admin');
     await admin.goto(`${BASE}/admin`);
     await admin.getByTestId('admin-account').fill('ops');
@@ -177,7 +177,7 @@ async function main() {
     log('release paused');
 
     // 2. Fans A and B wait in line.
-    const ctxA = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const ctxA = await browser.newContext({ locale: 'en-US', viewport: { width: 1280, height: 800 } });
     const a = watch(await ctxA.newPage(), 'A');
     await a.goto(`${BASE}/`);
     await signIn(a, `fan-a-${run}`);
@@ -187,7 +187,7 @@ async function main() {
       () => /#\d/.test(document.querySelector('[data-testid="queue-position"]')?.textContent || ''));
     log(`A waits at ${await a.getByTestId('queue-position').textContent()}`);
 
-    const ctxB = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const ctxB = await browser.newContext({ locale: 'en-US', viewport: { width: 1280, height: 800 } });
     const b = watch(await ctxB.newPage(), 'B');
     await b.goto(`${BASE}/#/events/${eventId}`);
     await b.getByTestId('need-signin').waitFor();
@@ -281,7 +281,7 @@ async function main() {
     log(`${crowd.length} more fans bought or held ${crowd.flat().length} seats through the API`);
 
     const ctxC = await browser.newContext({
-      viewport: { width: 375, height: 667 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true,
+      locale: 'en-US', viewport: { width: 375, height: 667 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true,
     });
     const c = watch(await ctxC.newPage(), 'C');
     await c.goto(`${BASE}/#/events/${eventId}`);

@@ -6,7 +6,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("locales");
+    // Read when the script runs, not baked in when it was compiled: a target directory copied
+    // from another checkout keeps its compiled build script, which must read this checkout's
+    // catalogues.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest_dir).join("locales");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut entries = Vec::new();
     for locale in std::fs::read_dir(&root).expect("locales/ is readable") {

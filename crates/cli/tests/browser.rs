@@ -3,7 +3,8 @@
 //! `playwright-core`) through the admin page, the waiting room, the canvas seat map, a hold,
 //! a card payment and a 3-D Secure payment, the order page with QR codes, and a second
 //! browser that sees the seats turn SOLD live, then the operator's report of the sale.
-//! Screenshots land in `docs/screenshots/`.
+//! Screenshots land in `docs/screenshots/`. `e2e/languages.mjs` shows the storefront in German
+//! and in Chinese (issue 39), and the door app's story runs in German.
 //!
 //! Missing tools are installed when that is possible (`npm ci` in `e2e/`; `apt-get install
 //! chromium` as root), otherwise the test fails saying what to install. It never skips.
@@ -81,6 +82,23 @@ fn ensure_node_modules(e2e: &Path) {
 /// Debian's `chromium` at /usr/bin/chromium; installed with apt-get when running as root.
 fn ensure_chromium() {
     support::ensure_debian_package(CHROMIUM, "chromium");
+}
+
+/// A font with Chinese glyphs, or the Chinese storefront renders as empty boxes in the
+/// screenshot: any that fontconfig lists for `zh`, else Debian's `fonts-droid-fallback` (small,
+/// and enough for the pages).
+fn ensure_cjk_font() {
+    let listed = Command::new("fc-list").arg(":lang=zh").output();
+    if listed
+        .as_ref()
+        .is_ok_and(|o| o.status.success() && !o.stdout.trim_ascii().is_empty())
+    {
+        return;
+    }
+    support::ensure_debian_package(
+        "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+        "fonts-droid-fallback",
+    );
 }
 
 /// A running `boxoffice serve --dev-auth`, its files in a temporary directory; killed and
@@ -186,10 +204,20 @@ fn storefront_end_to_end_in_headless_chromium() {
 /// The door app (issue 19): set up online, installed by its service worker, reloaded and
 /// scanning offline (a live code admitted, again a duplicate, a given-away ticket revoked, a
 /// forged and an old code refused), two devices syncing, the second's scan reported as a
-/// duplicate.
+/// duplicate. The devices' browsers speak German, and the app with them (issue 39).
 #[test]
 fn door_app_offline_in_headless_chromium() {
     story("door.mjs", &["door.png"]);
+}
+
+/// The storefront in five languages (issue 39): the server's `<html lang>` from
+/// Accept-Language and its catalogues, a German browser's sale in German (money and dates the
+/// German way), an English browser switching to Chinese in the page (no reload, remembered),
+/// a Chinese browser's page in Chinese at once.
+#[test]
+fn storefront_in_german_and_chinese_in_headless_chromium() {
+    ensure_cjk_font();
+    story("languages.mjs", &["storefront-de.png", "storefront-zh.png"]);
 }
 
 /// Runs `node e2e/<script>` against a fresh `serve --dev-auth`; each of `shots` must be

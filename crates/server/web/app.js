@@ -6,6 +6,8 @@
 // #/transfers (tickets offered to me and by me), #/events/{id}/waitlist (the group waiting list).
 // The seat map is one <canvas> of every seat, kept live from the server's Server-Sent Events
 // without refetching the snapshot. Test hooks live on window.boxoffice.
+// Every text it shows is a message of the `storefront` catalogue (i18n.js: `t(id, args)`),
+// and numbers, money, dates and times are written as the page's language writes them.
 'use strict';
 
 (() => {
@@ -13,6 +15,7 @@
   // Small helpers
 
   const $ = (selector, root = document) => root.querySelector(selector);
+  const { t } = window.i18n;
 
   /** Builds an element: h('button', {class: 'btn', onclick}, 'text', child, ...). */
   function h(tag, attrs, ...children) {
@@ -64,46 +67,25 @@
 
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-  const moneyFormats = new Map();
-  /** Minor units → "€129.00" in the event's currency. */
-  function money(minor, currency) {
-    let fmt = moneyFormats.get(currency);
-    if (!fmt) {
-      try {
-        fmt = new Intl.NumberFormat(undefined, { style: 'currency', currency });
-      } catch {
-        fmt = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-      }
-      moneyFormats.set(currency, fmt);
-    }
-    const digits = fmt.resolvedOptions().maximumFractionDigits;
-    return fmt.format(minor / 10 ** digits);
-  }
-
-  const dateFormat = new Intl.DateTimeFormat(undefined, {
-    weekday: 'short', year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit',
-  });
-  const when = (iso) => {
-    const d = new Date(iso);
-    return Number.isNaN(d.getTime()) ? iso : dateFormat.format(d);
-  };
+  /** Minor units → "€129.00" / "129,00 €" in the event's currency. */
+  const money = (minor, currency) => window.i18n.money(minor, currency);
+  const when = (iso) => window.i18n.dateTime(iso);
+  const number = (n) => window.i18n.number(Number(n));
 
   function duration(seconds) {
     seconds = Math.max(0, Math.round(seconds));
-    if (seconds < 60) return seconds <= 5 ? 'a few seconds' : `about ${seconds} seconds`;
+    if (seconds < 60) return seconds <= 5 ? t('storefront-duration-few-seconds') : t('storefront-duration-seconds', { count: seconds });
     const minutes = Math.round(seconds / 60);
-    if (minutes < 60) return `about ${minutes} minute${minutes === 1 ? '' : 's'}`;
+    if (minutes < 60) return t('storefront-duration-minutes', { count: minutes });
     const hours = Math.floor(minutes / 60);
     const rest = minutes % 60;
-    return `about ${hours} h${rest ? ` ${rest} min` : ''}`;
+    return rest ? t('storefront-duration-hours-minutes', { hours, minutes: rest }) : t('storefront-duration-hours', { hours });
   }
 
   const clock = (ms) => {
     const s = Math.max(0, Math.ceil(ms / 1000));
     return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
   };
-
-  const plural = (n, one, many = `${one}s`) => `${n.toLocaleString()} ${n === 1 ? one : many}`;
 
   function announce(text) {
     const el = $('#announce');
@@ -172,7 +154,7 @@
 
   class ApiError extends Error {
     constructor(status, problem, headers) {
-      super((problem && (problem.detail || problem.title)) || `HTTP ${status}`);
+      super((problem && (problem.detail || problem.title)) || t('storefront-error-http', { status }));
       this.status = status;
       this.problem = problem || {};
       this.code = this.problem.code || (status === 0 ? 'NETWORK' : `HTTP_${status}`);
@@ -195,7 +177,7 @@
         cache: 'no-store',
       });
     } catch {
-      throw new ApiError(0, { code: 'NETWORK', detail: 'The box office cannot be reached.' });
+      throw new ApiError(0, { code: 'NETWORK', detail: t('storefront-error-network') });
     }
     const text = await response.text();
     let data = null;
@@ -215,43 +197,46 @@
   function explain(error, event) {
     const p = (error && error.problem) || {};
     switch (error && error.code) {
-      case 'NETWORK': return 'We cannot reach the box office right now. Check your connection and try again.';
+      case 'NETWORK': return t('storefront-error-network');
       case 'SEATS_UNAVAILABLE': {
         const ids = p.unavailableSeatIds || [];
         // Best available: say what would succeed rather than "try again".
         if (typeof p.largestBlock === 'number') {
           return p.largestBlock === 0
-            ? 'Sorry, no seats are left there. Try another section.'
-            : `Sorry, at most ${plural(p.largestBlock, 'seat')} together ${p.largestBlock === 1 ? 'is' : 'are'} left there. Ask for ${p.largestBlock}, or let us split your party.`;
+            ? t('storefront-error-none-left-there')
+            : t('storefront-error-largest-block', { count: p.largestBlock });
         }
         return ids.length
-          ? `Sorry, ${ids.join(', ')} ${ids.length === 1 ? 'was' : 'were'} just taken by someone else. Please pick other seats.`
-          : 'Sorry, those seats are no longer available. Please pick other seats.';
+          ? t('storefront-error-seats-taken', { count: ids.length, seats: ids.join(', ') })
+          : t('storefront-error-seats-unavailable');
       }
-      case 'SOLD_OUT': return 'Sorry, there are not enough places left.';
-      case 'TRANSFER_CONFLICT': return p.detail ? `This transfer cannot go ahead: ${p.detail}.` : 'This transfer cannot go ahead.';
-      case 'TRANSFER_CLOSED': return 'Transfers for this event have closed.';
-      case 'WAITLIST_CONFLICT': return p.detail ? `${p.detail[0].toUpperCase()}${p.detail.slice(1)}.` : 'You are already on this waiting list.';
+      case 'SOLD_OUT': return t('storefront-error-sold-out');
+      case 'TRANSFER_CONFLICT': return p.detail ? t('storefront-error-transfer-conflict-because', { detail: p.detail }) : t('storefront-error-transfer-conflict');
+      case 'TRANSFER_CLOSED': return t('storefront-error-transfer-closed');
+      case 'WAITLIST_CONFLICT': return t('storefront-error-waitlist-conflict');
       case 'PURCHASE_LIMIT':
-        return `You have reached the limit of ${event ? event.maxTicketsPerAccount : 'the'} tickets per account for this event.`;
+        return event ? t('storefront-error-purchase-limit', { count: event.maxTicketsPerAccount }) : t('storefront-error-purchase-limit-reached');
       case 'SALE_NOT_OPEN':
-        return event ? `The sale opens ${when(event.onSaleAt)}.` : 'The sale has not opened yet.';
-      case 'EVENT_CANCELLED': return 'This event was cancelled: nothing is on sale, and every buyer is refunded in full.';
+        return event ? t('storefront-error-sale-opens', { when: when(event.onSaleAt) }) : t('storefront-error-sale-not-open');
+      case 'EVENT_CANCELLED': return t('storefront-error-event-cancelled');
       case 'ADMISSION_REQUIRED':
-      case 'ADMISSION_INVALID': return 'Your shopping session has ended. You are back in the waiting room.';
-      case 'HOLD_EXPIRED': return 'Your hold expired and the seats went back on sale.';
-      case 'HOLD_IN_CHECKOUT': return 'This hold is already being paid for.';
+      case 'ADMISSION_INVALID': return t('storefront-error-admission');
+      case 'HOLD_EXPIRED': return t('storefront-error-hold-expired');
+      case 'HOLD_IN_CHECKOUT': return t('storefront-error-hold-in-checkout');
+      case 'HOLDERS_REQUIRED': return t('storefront-error-holders-required');
+      case 'HOLDER_CHANGE_CLOSED': return t('storefront-error-holder-change-closed');
+      case 'WALLET_NOT_CONFIGURED': return t('storefront-error-wallet-not-configured');
       case 'RATE_LIMITED':
       case 'UNAVAILABLE':
-      case 'PAYMENTS_UNAVAILABLE': return 'We are very busy right now. Please try again in a moment.';
-      case 'UNAUTHENTICATED': return 'Please sign in again.';
-      case 'NOT_FOUND': return 'We could not find that. It may belong to another account.';
-      case 'QUEUE_FULL': return 'The waiting room is full. Please try again later.';
-      case 'IDEMPOTENCY_IN_PROGRESS': return 'We are still working on your previous request. One moment…';
-      case 'VALIDATION': return p.detail ? `Please check your request: ${p.detail}.` : 'Please check your request.';
+      case 'PAYMENTS_UNAVAILABLE': return t('storefront-error-busy');
+      case 'UNAUTHENTICATED': return t('storefront-error-sign-in-again');
+      case 'NOT_FOUND': return t('storefront-error-not-found');
+      case 'QUEUE_FULL': return t('storefront-error-queue-full');
+      case 'IDEMPOTENCY_IN_PROGRESS': return t('storefront-error-in-progress');
+      case 'VALIDATION': return p.detail ? t('storefront-error-validation-because', { detail: p.detail }) : t('storefront-error-validation');
       default:
-        if (error && error.status >= 500) return 'Something went wrong on our side. Please try again.';
-        return (error && error.message) || 'Something went wrong. Please try again.';
+        if (error && error.status >= 500) return t('storefront-error-server');
+        return (error && error.message) || t('storefront-error-unknown');
     }
   }
 
@@ -264,14 +249,14 @@
     const box = $('#account');
     if (session.token) {
       clear(box,
-        h('span', { class: 'who', 'data-testid': 'signed-in-as' }, 'Signed in as ', h('strong', {}, session.account)),
-        h('button', { class: 'btn small', type: 'button', onclick: () => { session.signOut(); route(); } }, 'Sign out'));
+        h('span', { class: 'who', 'data-testid': 'signed-in-as' }, t('storefront-signed-in-as'), ' ', h('strong', {}, session.account)),
+        h('button', { class: 'btn small', type: 'button', onclick: () => { session.signOut(); route(); } }, t('storefront-sign-out')));
       $('#signin-panel').hidden = true;
     } else {
       clear(box, h('button', {
         class: 'btn small', type: 'button', 'data-testid': 'open-signin',
         onclick: () => showSignin(true),
-      }, 'Sign in'));
+      }, t('storefront-sign-in')));
     }
   }
 
@@ -295,11 +280,11 @@
       try {
         const { data } = await api('POST', '/v1/dev/token', { body: { accountId, admin: false }, auth: false });
         session.signIn(data.token, data.accountId);
-        announce(`Signed in as ${data.accountId}`);
+        announce(t('storefront-announce-signed-in', { account: data.accountId }));
         route();
       } catch (e) {
         error.textContent = e.status === 404
-          ? 'This server does not offer demo sign-in. Paste an access token below instead.'
+          ? t('storefront-signin-no-demo')
           : explain(e);
         if (e.status === 404) form.querySelector('details').open = true;
       } finally {
@@ -311,7 +296,7 @@
       const token = $('#signin-token').value.trim();
       const claims = jwtClaims(token);
       if (!claims || !claims.sub) {
-        error.textContent = 'That does not look like an access token.';
+        error.textContent = t('storefront-signin-bad-token');
         return;
       }
       session.signIn(token, claims.sub);
@@ -386,26 +371,26 @@
   }
 
   function pageTitle(text) {
-    document.title = `${text} — boxoffice`;
+    document.title = t('storefront-page-title', { page: text });
   }
 
   function needSignin(container, what) {
     showSignin(false);
     clear(container, h('div', { class: 'card', 'data-testid': 'need-signin' },
-      h('h2', {}, 'Sign in to continue'),
+      h('h2', {}, t('storefront-sign-in-to-continue')),
       h('p', {}, what),
-      h('button', { class: 'btn primary', type: 'button', onclick: () => showSignin(true) }, 'Sign in')));
+      h('button', { class: 'btn primary', type: 'button', onclick: () => showSignin(true) }, t('storefront-sign-in'))));
   }
 
   // ---------------------------------------------------------------------------------------
   // #/ — the event list
 
   async function eventsPage(scope) {
-    pageTitle('Events');
-    const root = clear(view(), h('h1', {}, 'Upcoming events'));
+    pageTitle(t('storefront-events-title'));
+    const root = clear(view(), h('h1', { 'data-testid': 'events-heading' }, t('storefront-events-heading')));
     const list = h('ul', { class: 'events', 'data-testid': 'event-list', 'aria-busy': 'true' });
-    const status = h('p', { class: 'muted' }, 'Loading events…');
-    const more = h('button', { class: 'btn', type: 'button', hidden: true }, 'Show more events');
+    const status = h('p', { class: 'muted' }, t('storefront-events-loading'));
+    const more = h('button', { class: 'btn', type: 'button', hidden: true }, t('storefront-events-more'));
     append(root, status, list, h('div', { class: 'actions' }, more));
     let cursor = null;
     async function load() {
@@ -417,7 +402,7 @@
         for (const event of data.events) list.append(eventCard(event));
         cursor = data.nextCursor || null;
         more.hidden = !cursor;
-        status.textContent = list.children.length ? '' : 'No events yet. An operator can create one on the admin page.';
+        status.textContent = list.children.length ? '' : t('storefront-events-none');
         status.hidden = !status.textContent;
       } catch (e) {
         status.hidden = false;
@@ -441,21 +426,22 @@
     return h('li', { class: 'card event-card', 'data-testid': 'event-card', 'data-event-id': event.eventId },
       h('h2', {}, h('a', { href }, event.name)),
       h('p', { class: 'meta' }, when(event.startsAt)),
-      h('p', { class: 'meta' }, `${plural(seats, 'place')} · from ${money(from, event.currency)}`),
-      event.waitingRoom && event.waitingRoom.enabled ? h('p', {}, h('span', { class: 'badge queue' }, 'Waiting room')) : null,
+      h('p', { class: 'meta', 'data-testid': 'event-places' }, t('storefront-event-places', { count: seats, price: money(from, event.currency) })),
+      event.waitingRoom && event.waitingRoom.enabled ? h('p', {}, h('span', { class: 'badge queue' }, t('storefront-waiting-room-badge'))) : null,
       h('div', { class: 'actions' },
-        h('a', { class: 'btn primary', href, 'data-testid': 'choose-seats' }, 'Choose seats',
-          h('span', { class: 'visually-hidden' }, ` for ${event.name}`))));
+        h('a', { class: 'btn primary', href, 'data-testid': 'choose-seats' }, t('storefront-choose-seats'),
+          h('span', { class: 'visually-hidden' }, ' ', t('storefront-choose-seats-for', { event: event.name })))));
   }
 
   // ---------------------------------------------------------------------------------------
   // #/events/{id} — waiting room, seat map, hold, checkout
 
+  // The simulator's test cards; `name` and `note` are message ids.
   const CARDS = [
-    { token: 'pm_card_visa', name: 'Visa •••• 4242', note: 'Approved at once' },
-    { token: 'pm_card_threeDSecure2Required', name: 'Visa with 3-D Secure', note: 'Your bank asks you to confirm' },
-    { token: 'pm_card_chargeDeclined', name: 'Declined card', note: 'The bank declines the payment' },
-    { token: 'pm_sim_slow', name: 'Slow bank', note: 'Approved after a short wait' },
+    { token: 'pm_card_visa', name: () => t('storefront-card-visa'), note: () => t('storefront-card-visa-note') },
+    { token: 'pm_card_threeDSecure2Required', name: () => t('storefront-card-3ds'), note: () => t('storefront-card-3ds-note') },
+    { token: 'pm_card_chargeDeclined', name: () => t('storefront-card-declined'), note: () => t('storefront-card-declined-note') },
+    { token: 'pm_sim_slow', name: () => t('storefront-card-slow'), note: () => t('storefront-card-slow-note') },
   ];
 
   class EventPage {
@@ -472,17 +458,17 @@
     }
 
     async start() {
-      pageTitle('Event');
+      pageTitle(t('storefront-event-title'));
       const root = clear(view(),
-        h('p', { class: 'crumbs' }, h('a', { href: '#/' }, '← All events')));
-      this.head = h('div', { class: 'event-head' }, h('h1', {}, 'Loading…'));
+        h('p', { class: 'crumbs' }, h('a', { href: '#/' }, t('storefront-back-to-events'))));
+      this.head = h('div', { class: 'event-head' }, h('h1', {}, t('storefront-loading')));
       this.body = h('div', {});
       append(root, this.head, this.body);
       try {
         const { data } = await api('GET', `/v1/events/${encodeURIComponent(this.eventId)}`, { auth: false });
         this.event = data;
       } catch (e) {
-        clear(this.head, h('h1', {}, 'Event not found'));
+        clear(this.head, h('h1', {}, t('storefront-event-not-found')));
         clear(this.body, h('p', { class: 'notice error' }, explain(e)));
         return;
       }
@@ -492,14 +478,14 @@
       clear(this.head,
         h('h1', { 'data-testid': 'event-name' }, ev.name),
         h('span', { class: 'muted' }, when(ev.startsAt)),
-        ev.waitingRoom.enabled ? h('span', { class: 'badge queue' }, 'Waiting room') : null);
+        ev.waitingRoom.enabled ? h('span', { class: 'badge queue' }, t('storefront-waiting-room-badge')) : null);
       if (ev.status === 'CANCELLED') {
         clear(this.body, h('p', { class: 'notice error', 'data-testid': 'event-cancelled' },
-          'This event was cancelled: nothing is on sale. Everyone who bought a ticket is refunded in full.'));
+          t('storefront-event-cancelled')));
         return;
       }
       if (!session.token) {
-        needSignin(this.body, 'Sign in to join the queue and choose your seats.');
+        needSignin(this.body, t('storefront-sign-in-for-seats'));
         return;
       }
       this.queueBox = h('div', { hidden: true });
@@ -549,24 +535,24 @@
       const position = h('p', { class: 'big', 'data-testid': 'queue-position' }, '…');
       const ahead = h('dd', { 'data-testid': 'queue-ahead' }, '…');
       const wait = h('dd', { 'data-testid': 'queue-wait' }, '…');
-      const state = h('dd', { 'data-testid': 'queue-state' }, 'Joining');
+      const state = h('dd', { 'data-testid': 'queue-state' }, t('storefront-queue-joining'));
       const bar = h('span', { style: 'width: 0%' });
-      const progress = h('div', { class: 'progress', role: 'progressbar', 'aria-label': 'Progress to the front of the line', 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': '0' }, bar);
+      const progress = h('div', { class: 'progress', role: 'progressbar', 'aria-label': t('storefront-queue-progress'), 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': '0' }, bar);
       const updated = h('p', { class: 'hint' }, '');
       const problem = h('p', { class: 'notice error', role: 'alert' });
       const action = h('div', { class: 'actions' });
       clear(box, h('section', { class: 'card waiting', 'data-testid': 'waiting-room', 'aria-labelledby': 'wr-title' },
-        h('h2', { id: 'wr-title' }, 'You are in the waiting room'),
+        h('h2', { id: 'wr-title' }, t('storefront-queue-title')),
         reason ? h('p', { class: 'notice info' }, reason) : null,
-        h('p', {}, 'So many fans want tickets that we let people in a few at a time, in order. Keep this page open: we take you to the seats automatically.'),
-        h('p', { class: 'muted', style: 'margin: 0' }, 'Your place in line'),
+        h('p', {}, t('storefront-queue-explain')),
+        h('p', { class: 'muted', style: 'margin: 0' }, t('storefront-queue-place')),
         position,
         progress,
         h('dl', {},
-          h('div', {}, h('dt', {}, 'People ahead of you'), ahead),
-          h('div', {}, h('dt', {}, 'Estimated wait'), wait),
-          h('div', {}, h('dt', {}, 'Status'), state)),
-        h('p', { class: 'hint' }, h('span', { class: 'pulse', 'aria-hidden': 'true' }), 'Updating live'),
+          h('div', {}, h('dt', {}, t('storefront-queue-ahead')), ahead),
+          h('div', {}, h('dt', {}, t('storefront-queue-wait')), wait),
+          h('div', {}, h('dt', {}, t('storefront-queue-status')), state)),
+        h('p', { class: 'hint' }, h('span', { class: 'pulse', 'aria-hidden': 'true' }), t('storefront-queue-live')),
         updated, problem, action));
       const ticketKey = session.key('queue', this.eventId);
       let firstAhead = null;
@@ -574,16 +560,21 @@
       const show = (s) => {
         const aheadOfYou = s.aheadOfYou !== undefined ? s.aheadOfYou : Math.max(0, (s.position || 1) - 1);
         if (firstAhead === null || aheadOfYou > firstAhead) firstAhead = aheadOfYou;
-        position.textContent = s.position ? `#${Number(s.position).toLocaleString()}` : '—';
-        ahead.textContent = Number(aheadOfYou).toLocaleString();
-        wait.textContent = s.status === 'ADMITTED' ? 'None' : (s.estimatedWaitSeconds !== undefined ? duration(s.estimatedWaitSeconds) : '…');
-        state.textContent = { WAITING: 'Waiting', ADMITTED: 'Your turn!', EXPIRED: 'Place expired', SOLD_OUT: 'Sold out' }[s.status] || s.status;
+        position.textContent = s.position ? `#${number(s.position)}` : '—';
+        ahead.textContent = number(aheadOfYou);
+        wait.textContent = s.status === 'ADMITTED' ? t('storefront-queue-wait-none') : (s.estimatedWaitSeconds !== undefined ? duration(s.estimatedWaitSeconds) : '…');
+        state.textContent = {
+          WAITING: () => t('storefront-queue-state-waiting'),
+          ADMITTED: () => t('storefront-queue-state-admitted'),
+          EXPIRED: () => t('storefront-queue-state-expired'),
+          SOLD_OUT: () => t('storefront-queue-state-sold-out'),
+        }[s.status]?.() || s.status;
         if (s.status === 'WAITING') {
           // What is left, told before admission (issue 35): everything held, or only small
           // blocks left together.
           const notes = [];
-          if (s.reason === 'ALL_HELD') notes.push('Every seat left is held by other fans right now. Some usually come back when holds lapse or payments fail; you will be let in as they do.');
-          if (s.largestBlock !== undefined) notes.push(s.largestBlock > 0 ? `At most ${s.largestBlock} seat${s.largestBlock > 1 ? 's are' : ' is'} still free side by side in one row.` : 'No seats are free side by side right now.');
+          if (s.reason === 'ALL_HELD') notes.push(t('storefront-queue-all-held'));
+          if (s.largestBlock !== undefined) notes.push(s.largestBlock > 0 ? t('storefront-queue-largest-block', { count: s.largestBlock }) : t('storefront-queue-no-block'));
           if (notes.length) clear(problem, notes.join(' '));
           else clear(problem);
           problem.className = notes.length ? 'notice info' : 'notice error';
@@ -592,23 +583,22 @@
         if (s.status === 'CANCELLED') {
           problem.className = 'notice error';
           wait.textContent = '—';
-          clear(problem, 'This event was cancelled: nothing is on sale any more. Everyone who bought a ticket is refunded in full.');
+          clear(problem, t('storefront-queue-cancelled'));
         }
         if (s.status === 'SOLD_OUT') {
           problem.className = 'notice error';
           wait.textContent = '—';
-          clear(problem, 'Sold out: every ticket is taken. We keep your place and check now and then; if tickets come back, you continue from here. Coming as a group? ',
-            h('a', { href: `#/events/${encodeURIComponent(this.eventId)}/waitlist`, 'data-testid': 'join-waitlist-link' }, 'Join the waiting list'),
-            ' to be offered seats together when they come back.');
+          clear(problem, t('storefront-queue-sold-out'), ' ',
+            h('a', { href: `#/events/${encodeURIComponent(this.eventId)}/waitlist`, 'data-testid': 'join-waitlist-link' }, t('storefront-queue-waitlist-link')));
         }
         const pct = s.status === 'ADMITTED' ? 100 : firstAhead ? Math.round(100 * (1 - aheadOfYou / firstAhead)) : 0;
         bar.style.width = `${pct}%`;
         progress.setAttribute('aria-valuenow', String(pct));
-        updated.textContent = `Last updated ${new Date().toLocaleTimeString()}`;
+        updated.textContent = t('storefront-queue-updated', { time: window.i18n.time(new Date()) });
         const now = Date.now();
         if (now - lastAnnounced > 30000 && s.status === 'WAITING') {
           lastAnnounced = now;
-          announce(`Waiting room: ${plural(aheadOfYou, 'person', 'people')} ahead of you.`);
+          announce(t('storefront-announce-queue', { count: aheadOfYou }));
         }
       };
       const join = async () => {
@@ -633,25 +623,25 @@
           show(s);
           if (s.status === 'SOLD_OUT' && soldOutAnnounced === false) {
             soldOutAnnounced = true;
-            announce('Sold out. Every ticket is taken.');
+            announce(t('storefront-announce-sold-out'));
           } else if (s.status !== 'SOLD_OUT') {
             soldOutAnnounced = false;
           }
           if (s.status === 'CANCELLED') {
-            announce('This event was cancelled.');
+            announce(t('storefront-announce-cancelled'));
             return;
           }
           if (s.status === 'ADMITTED') {
             store.set(session.key('admission', this.eventId), { token: s.admissionToken, expiresAt: s.admissionExpiresAt });
-            announce('It is your turn! Choose your seats.');
+            announce(t('storefront-announce-your-turn'));
             box.hidden = true;
             return;
           }
           if (s.status === 'EXPIRED') {
             problem.className = 'notice error';
-            problem.textContent = 'Your place in line expired because you did not come back in time.';
+            problem.textContent = t('storefront-queue-expired');
             await new Promise((resolve) => {
-              clear(action, h('button', { class: 'btn primary', type: 'button', onclick: resolve }, 'Join the line again'));
+              clear(action, h('button', { class: 'btn primary', type: 'button', onclick: resolve }, t('storefront-queue-join-again')));
             });
             action.replaceChildren();
             store.del(ticketKey);
@@ -664,7 +654,7 @@
         } catch (e) {
           if (!scope.alive) return;
           if (e.code === 'UNAUTHENTICATED') {
-            needSignin(this.body, 'Your sign-in expired. Sign in again to keep your place.');
+            needSignin(this.body, t('storefront-queue-sign-in-expired'));
             return new Promise(() => {});
           }
           if (e.code === 'QUEUE_TICKET_INVALID' || (e.status === 404 && ticket)) {
@@ -678,7 +668,7 @@
             return;
           }
           problem.className = 'notice error';
-          problem.textContent = `${explain(e)} We keep trying.`;
+          problem.textContent = t('storefront-queue-retrying', { error: explain(e) });
           const hint = e.headers ? Number(e.headers.get('Retry-After')) : NaN;
           retryMs = (Number.isFinite(hint) && hint > 0 ? hint : 3) * 1000;
         }
@@ -692,35 +682,35 @@
       this.shopBox.hidden = false;
       const canvas = h('canvas', {
         tabindex: '0', role: 'application', 'data-testid': 'seatmap',
-        'aria-roledescription': 'seat map',
-        'aria-label': `Seat map of ${ev.name}. Arrow keys move between seats, Enter or Space selects.`,
+        'aria-roledescription': t('storefront-map-role'),
+        'aria-label': t('storefront-map-label', { event: ev.name }),
         'aria-describedby': 'map-keys',
       });
-      const liveStatus = h('div', { class: 'map-status', 'data-testid': 'map-status', 'aria-hidden': 'true' }, 'Loading…');
-      const loading = h('div', { class: 'map-loading', 'data-testid': 'map-loading' }, 'Loading seats…');
-      const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' });
-      const zoomIn = h('button', { class: 'btn small', type: 'button', 'aria-label': 'Zoom in', 'data-testid': 'zoom-in' }, '+');
-      const zoomOut = h('button', { class: 'btn small', type: 'button', 'aria-label': 'Zoom out', 'data-testid': 'zoom-out' }, '−');
-      const fit = h('button', { class: 'btn small', type: 'button', 'data-testid': 'zoom-fit' }, 'Show all');
+      const liveStatus = h('div', { class: 'map-status', 'data-testid': 'map-status', 'aria-hidden': 'true' }, t('storefront-loading'));
+      const loading = h('div', { class: 'map-loading', 'data-testid': 'map-loading' }, t('storefront-map-loading'));
+      const legend = h('ul', { class: 'legend', 'aria-label': t('storefront-legend') });
+      const zoomIn = h('button', { class: 'btn small', type: 'button', 'aria-label': t('storefront-zoom-in'), 'data-testid': 'zoom-in' }, '+');
+      const zoomOut = h('button', { class: 'btn small', type: 'button', 'aria-label': t('storefront-zoom-out'), 'data-testid': 'zoom-out' }, '−');
+      const fit = h('button', { class: 'btn small', type: 'button', 'data-testid': 'zoom-fit' }, t('storefront-zoom-fit'));
       const hasSeats = ev.sections.length > 0;
       this.pick = h('section', { class: 'card', 'aria-labelledby': 'pick-title', 'data-testid': 'pick-panel' });
       this.best = h('section', { class: 'card', 'aria-labelledby': 'best-title' });
       this.tierBox = h('section', { class: 'card', 'aria-labelledby': 'tier-title' });
       this.sessionBox = h('p', { class: 'hint', 'data-testid': 'admission-info' });
       this.message = h('div', { class: 'notice', role: 'alert', 'data-testid': 'shop-message' });
-      const side = h('aside', { class: 'side', 'aria-label': 'Your tickets' }, this.message, this.pick,
+      const side = h('aside', { class: 'side', 'aria-label': t('storefront-side-label') }, this.message, this.pick,
         hasSeats ? this.best : null, ev.tiers.length ? this.tierBox : null, this.sessionBox);
       const mapCard = hasSeats ? h('section', { class: 'card map-card', 'aria-labelledby': 'map-title' },
         h('div', { class: 'map-tools' },
-          h('h2', { id: 'map-title', class: 'h-small', style: 'margin: 0 .4rem 0 0' }, 'Seat map'),
+          h('h2', { id: 'map-title', class: 'h-small', style: 'margin: 0 .4rem 0 0' }, t('storefront-map-title')),
           zoomOut, zoomIn, fit, h('span', { class: 'spacer' })),
         h('div', { class: 'map-wrap' }, canvas, liveStatus, loading),
         legend,
         h('p', { class: 'keys', id: 'map-keys' },
-          'Click or tap seats to select them; drag to move, scroll or pinch to zoom. Keyboard: ',
-          h('kbd', {}, '←'), h('kbd', {}, '↑'), h('kbd', {}, '→'), h('kbd', {}, '↓'), ' move, ',
-          h('kbd', {}, 'Enter'), ' select, ', h('kbd', {}, '+'), ' ', h('kbd', {}, '−'), ' zoom, ',
-          h('kbd', {}, 'Page Up'), ' ', h('kbd', {}, 'Page Down'), ' change section.')) : null;
+          t('storefront-map-keys-pointer'), ' ',
+          h('kbd', {}, '←'), h('kbd', {}, '↑'), h('kbd', {}, '→'), h('kbd', {}, '↓'), ' ', t('storefront-map-keys-move'), ' ',
+          h('kbd', {}, 'Enter'), ' ', t('storefront-map-keys-select'), ' ', h('kbd', {}, '+'), ' ', h('kbd', {}, '−'), ' ', t('storefront-map-keys-zoom'), ' ',
+          h('kbd', {}, 'Page Up'), ' ', h('kbd', {}, 'Page Down'), ' ', t('storefront-map-keys-section'))) : null;
       clear(this.shopBox, h('div', { class: hasSeats ? 'shop' : '' }, mapCard, side));
       this.renderSession();
       this.scope.interval(() => this.renderSession(), 15000);
@@ -731,7 +721,7 @@
           status: liveStatus,
           loading,
           onSelection: () => this.renderPick(),
-          onTaken: (ids) => this.say(`Sorry, ${ids.join(', ')} ${ids.length === 1 ? 'was' : 'were'} just taken by someone else.`, 'warn'),
+          onTaken: (ids) => this.say(t('storefront-selection-taken', { count: ids.length, seats: ids.join(', ') }), 'warn'),
           onTiers: () => this.renderTiers(),
         });
         zoomIn.addEventListener('click', () => this.map.zoomBy(1.6));
@@ -757,7 +747,7 @@
       if (!this.sessionBox) return;
       const a = this.event.waitingRoom.enabled ? this.admission() : null;
       this.sessionBox.textContent = a && a.expiresAt
-        ? `Your shopping session lasts until ${new Date(a.expiresAt).toLocaleTimeString()}.`
+        ? t('storefront-session-until', { time: window.i18n.time(a.expiresAt) })
         : '';
     }
 
@@ -765,11 +755,11 @@
       const bands = this.map.bands;
       clear(legend,
         bands.map((b) => h('li', {}, h('span', { class: 'swatch', style: `background:${b.color}` }),
-          `${money(b.price, this.event.currency)} (${b.sections.join(', ')})`)),
-        h('li', {}, h('span', { class: 'swatch held', style: `background:${COLORS.held}` }), 'Held'),
-        h('li', {}, h('span', { class: 'swatch', style: `background:${COLORS.sold}` }), 'Sold'),
-        h('li', {}, h('span', { class: 'swatch selected' }), 'Your selection'),
-        h('li', {}, h('span', { class: 'swatch mine' }), 'Held for you'));
+          t('storefront-legend-band', { price: money(b.price, this.event.currency), sections: b.sections.join(', ') }))),
+        h('li', {}, h('span', { class: 'swatch held', style: `background:${COLORS.held}` }), t('storefront-legend-held')),
+        h('li', {}, h('span', { class: 'swatch', style: `background:${COLORS.sold}` }), t('storefront-legend-sold')),
+        h('li', {}, h('span', { class: 'swatch selected' }), t('storefront-legend-selection')),
+        h('li', {}, h('span', { class: 'swatch mine' }), t('storefront-legend-mine')));
     }
 
     renderBest() {
@@ -778,24 +768,24 @@
       const qty = h('select', { id: 'best-qty', 'data-testid': 'best-qty' },
         Array.from({ length: max }, (_, i) => h('option', { value: String(i + 1), selected: i === 1 }, String(i + 1))));
       const section = h('select', { id: 'best-section', 'data-testid': 'best-section' },
-        h('option', { value: '' }, 'Any section'),
-        ev.sections.map((s) => h('option', { value: s.name }, `Section ${s.name} · ${money(s.priceMinor, ev.currency)}`)));
+        h('option', { value: '' }, t('storefront-best-any-section')),
+        ev.sections.map((s) => h('option', { value: s.name }, t('storefront-section-price', { section: s.name, price: money(s.priceMinor, ev.currency) }))));
       // What the party accepts when no block of its size is left (the API's `together`).
       const together = h('select', { id: 'best-together', 'data-testid': 'best-together' },
-        h('option', { value: 'prefer' }, 'Side by side if possible'),
-        h('option', { value: 'required' }, 'Only side by side'),
-        h('option', { value: 'no' }, 'Anywhere in the sections'));
-      const submit = h('button', { class: 'btn', type: 'submit', 'data-testid': 'best-submit' }, 'Find seats');
+        h('option', { value: 'prefer' }, t('storefront-best-together-prefer')),
+        h('option', { value: 'required' }, t('storefront-best-together-required')),
+        h('option', { value: 'no' }, t('storefront-best-together-no')));
+      const submit = h('button', { class: 'btn', type: 'submit', 'data-testid': 'best-submit' }, t('storefront-best-submit'));
       this.leftList = h('ul', { class: 'left-list', 'data-testid': 'best-left', 'aria-live': 'polite' });
       const form = h('form', { 'aria-labelledby': 'best-title' },
-        h('h2', { id: 'best-title' }, 'Best available'),
-        h('p', { class: 'hint' }, 'Let us pick adjacent seats in the best row for you.'),
+        h('h2', { id: 'best-title' }, t('storefront-best-title')),
+        h('p', { class: 'hint' }, t('storefront-best-hint')),
         h('div', { class: 'form-grid' },
-          h('div', {}, h('label', { for: 'best-qty' }, 'Seats'), qty),
-          h('div', {}, h('label', { for: 'best-section' }, 'Section'), section),
-          h('div', { class: 'full' }, h('label', { for: 'best-together' }, 'Seating'), together),
+          h('div', {}, h('label', { for: 'best-qty' }, t('storefront-best-seats')), qty),
+          h('div', {}, h('label', { for: 'best-section' }, t('storefront-best-section')), section),
+          h('div', { class: 'full' }, h('label', { for: 'best-together' }, t('storefront-best-seating')), together),
           h('div', { class: 'full' }, submit)),
-        h('h3', { class: 'h-small left-title' }, 'Most seats still side by side'),
+        h('h3', { class: 'h-small left-title' }, t('storefront-best-left-title')),
         this.leftList);
       form.addEventListener('submit', (e) => {
         e.preventDefault();
@@ -815,8 +805,7 @@
       if (text === this.leftText) return;
       this.leftText = text;
       clear(this.leftList, blocks.map((b) => h('li', { 'data-section': b.name, 'data-largest': String(b.largest) },
-        `Section ${b.name}: `,
-        b.largest === 0 ? 'none left' : plural(b.largest, 'seat'))));
+        b.largest === 0 ? t('storefront-left-none', { section: b.name }) : t('storefront-left-seats', { section: b.name, count: b.largest }))));
     }
 
     renderTiers() {
@@ -824,10 +813,11 @@
       if (!ev.tiers.length) return;
       const max = ev.maxSeatsPerHold || 6;
       const avail = this.map ? this.map.tierAvailable : new Map();
-      const tier = h('select', { id: 'tier-id' }, ev.tiers.map((t) => {
-        const left = avail.has(t.tierId) ? avail.get(t.tierId) : t.available;
-        return h('option', { value: t.tierId },
-          `${t.name} · ${money(t.priceMinor, ev.currency)}${left !== undefined ? ` · ${Number(left).toLocaleString()} left` : ''}`);
+      const tier = h('select', { id: 'tier-id' }, ev.tiers.map((area) => {
+        const left = avail.has(area.tierId) ? avail.get(area.tierId) : area.available;
+        return h('option', { value: area.tierId }, left !== undefined
+          ? t('storefront-tier-option-left', { tier: area.name, price: money(area.priceMinor, ev.currency), count: left })
+          : t('storefront-tier-option', { tier: area.name, price: money(area.priceMinor, ev.currency) }));
       }));
       const qty = h('select', { id: 'tier-qty' }, Array.from({ length: max }, (_, i) => h('option', { value: String(i + 1) }, String(i + 1))));
       const old = this.tierBox.querySelector('form');
@@ -838,11 +828,11 @@
         if (old.contains(document.activeElement)) return;
       }
       const form = h('form', {},
-        h('h2', { id: 'tier-title' }, 'Standing tickets'),
+        h('h2', { id: 'tier-title' }, t('storefront-tier-title')),
         h('div', { class: 'form-grid' },
-          h('div', { class: 'full' }, h('label', { for: 'tier-id' }, 'Area'), tier),
-          h('div', {}, h('label', { for: 'tier-qty' }, 'Tickets'), qty),
-          h('div', {}, h('button', { class: 'btn', type: 'submit' }, 'Hold tickets'))));
+          h('div', { class: 'full' }, h('label', { for: 'tier-id' }, t('storefront-tier-area')), tier),
+          h('div', {}, h('label', { for: 'tier-qty' }, t('storefront-tier-tickets')), qty),
+          h('div', {}, h('button', { class: 'btn', type: 'submit' }, t('storefront-tier-hold')))));
       form.addEventListener('submit', (e) => {
         e.preventDefault();
         this.placeHold({ tierId: tier.value, quantity: Number(qty.value) });
@@ -861,27 +851,27 @@
         class: 'btn primary wide', type: 'button', 'data-testid': 'hold-button',
         disabled: selected.length === 0 || this.busy,
         onclick: () => this.placeHold({ seatIds: this.map.selectedIds() }),
-      }, selected.length ? `Hold ${plural(selected.length, 'seat')}` : 'Hold seats');
+      }, selected.length ? t('storefront-hold-seats-count', { count: selected.length }) : t('storefront-hold-seats'));
       clear(this.pick,
-        h('h2', { id: 'pick-title' }, 'Your selection'),
+        h('h2', { id: 'pick-title' }, t('storefront-selection-title')),
         selected.length === 0
           ? h('p', { class: 'muted', 'data-testid': 'selection-empty' }, this.map
-            ? `Pick up to ${max} seats on the map, or let us find the best available.`
-            : 'Choose your tickets below.')
+            ? t('storefront-selection-empty', { count: max })
+            : t('storefront-selection-tiers'))
           : [
             h('ul', { class: 'seat-list', 'data-testid': 'selection' }, selected.map((id) => h('li', { 'data-seat-id': id },
               h('span', {}, seatLabel(id)),
               h('span', { class: 'price' }, money(this.map.priceOf(id), ev.currency)),
               h('button', {
-                class: 'btn small', type: 'button', 'aria-label': `Remove ${seatLabel(id)}`,
+                class: 'btn small', type: 'button', 'aria-label': t('storefront-selection-remove', { seat: seatLabel(id) }),
                 onclick: () => this.map.toggle(this.map.indexOf(id)),
               }, '✕')))),
-            h('p', { class: 'total' }, h('span', {}, 'Total'), h('span', { 'data-testid': 'selection-total' }, money(total, ev.currency))),
+            h('p', { class: 'total' }, h('span', {}, t('storefront-total')), h('span', { 'data-testid': 'selection-total' }, money(total, ev.currency))),
           ],
         this.map ? holdBtn : null,
         selected.length ? h('div', { class: 'actions' }, h('button', {
           class: 'btn small', type: 'button', onclick: () => this.map.clearSelection(),
-        }, 'Clear selection')) : null);
+        }, t('storefront-selection-clear'))) : null);
     }
 
     async placeHold(body) {
@@ -901,12 +891,12 @@
         if (!this.scope.alive) return;
         this.busy = false;
         this.setHold(res.data, res.headers);
-        announce(`Held ${plural(res.data.seats.length || res.data.quantity || 0, 'ticket')} for you. Complete payment before the timer runs out.`);
+        announce(t('storefront-announce-held', { count: res.data.seats.length || res.data.quantity || 0 }));
         if (body.bestAvailable && this.map && res.data.seats.length) {
           this.map.showSeat(res.data.seats[0].seatId, Math.max(this.map.scale(), 10));
         }
         if (res.data.split) {
-          this.say(`No ${res.data.seats.length} seats were left side by side, so we split your party as close together as the house allows.`, 'info');
+          this.say(t('storefront-hold-split', { count: res.data.seats.length }), 'info');
         }
       } catch (e) {
         this.busy = false;
@@ -983,12 +973,12 @@
       this.timerEl.classList.toggle('low', left < 60000);
       if (left < 60000 && !this.warned && left > 0) {
         this.warned = true;
-        announce('One minute left to pay for your seats.');
+        announce(t('storefront-announce-one-minute'));
       }
       if (left <= 0 && !this.paying) {
         this.clearHold();
-        this.say('Your hold expired and the seats went back on sale. You can pick seats again.', 'warn');
-        announce('Your hold expired.');
+        this.say(t('storefront-hold-expired'), 'warn');
+        announce(t('storefront-announce-hold-expired'));
       }
     }
 
@@ -998,22 +988,23 @@
       this.timerEl = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off', 'data-testid': 'hold-countdown' }, '');
       const items = hold.seats.length
         ? hold.seats.map((s) => h('li', { 'data-seat-id': s.seatId }, h('span', {}, seatLabel(s.seatId)), h('span', { class: 'price' }, money(s.priceMinor, ev.currency))))
-        : [h('li', {}, h('span', {}, `${hold.quantity} × ${(ev.tiers.find((t) => t.tierId === hold.tierId) || {}).name || hold.tierId}`),
+        : [h('li', {}, h('span', {}, t('storefront-tier-quantity', { count: hold.quantity, tier: tierName(ev, hold.tierId) })),
           h('span', { class: 'price' }, money(hold.totalMinor, hold.currency)))];
       const cards = h('fieldset', { class: 'cards' },
-        h('legend', {}, 'Pay with a test card'),
+        h('legend', {}, t('storefront-pay-test-card')),
         CARDS.map((c, i) => h('label', {},
           h('input', { type: 'radio', name: 'card', value: c.token, checked: i === 0, 'data-testid': `card-${c.token}` }),
-          h('span', {}, h('span', { class: 'card-name' }, c.name), h('span', { class: 'card-note' }, `${c.note} · `, h('code', {}, c.token))))));
-      this.payBtn = h('button', { class: 'btn primary wide', type: 'submit', 'data-testid': 'pay-button' }, `Pay ${money(hold.totalMinor, hold.currency)}`);
+          h('span', {}, h('span', { class: 'card-name' }, c.name()), h('span', { class: 'card-note' }, c.note(), ' · ', h('code', {}, c.token))))));
+      this.payBtn = h('button', { class: 'btn primary wide', type: 'submit', 'data-testid': 'pay-button' }, t('storefront-pay', { amount: money(hold.totalMinor, hold.currency) }));
       this.payStatus = h('p', { class: 'notice info', role: 'status', 'data-testid': 'pay-status' });
-      const release = h('button', { class: 'btn danger', type: 'button', 'data-testid': 'release-button' }, 'Release seats');
+      const release = h('button', { class: 'btn danger', type: 'button', 'data-testid': 'release-button' }, t('storefront-release'));
       const form = h('form', {},
-        h('h2', { id: 'pick-title' }, 'Seats held for you'),
-        h('p', { style: 'margin:0' }, 'Time left to pay'),
+        h('h2', { id: 'pick-title' }, t('storefront-held-title')),
+        h('p', { style: 'margin:0' }, t('storefront-time-left')),
         this.timerEl,
         h('ul', { class: 'seat-list', 'data-testid': 'hold-seats' }, items),
-        h('p', { class: 'total' }, h('span', {}, 'Total'), h('span', { 'data-testid': 'hold-total' }, money(hold.totalMinor, hold.currency))),
+        h('p', { class: 'total' }, h('span', {}, t('storefront-total')), h('span', { 'data-testid': 'hold-total' }, money(hold.totalMinor, hold.currency))),
+        this.renderHolders(hold),
         cards, this.payBtn, this.payStatus,
         h('div', { class: 'actions' }, release));
       form.addEventListener('submit', (e) => {
@@ -1024,6 +1015,57 @@
       release.addEventListener('click', () => this.release());
       clear(this.pick, form);
       this.tick();
+    }
+
+    /** Before payment: a holder's name per ticket, and the event's own questions
+     *  (`holderPolicy`; without one, names are optional and there are no questions). */
+    renderHolders(hold) {
+      const policy = holderPolicy(this.event);
+      const tickets = hold.seats.length
+        ? hold.seats.map((s) => ({ key: { seatId: s.seatId }, label: seatLabel(s.seatId) }))
+        : Array.from({ length: hold.quantity || 0 }, (_, i) => ({
+          key: { unit: i + 1 },
+          label: t('storefront-holder-unit', { unit: i + 1, tier: tierName(this.event, hold.tierId) }),
+        }));
+      this.holderFields = tickets.map((ticket, i) => {
+        const nameId = `holder-${i}-name`;
+        const name = h('input', {
+          id: nameId, required: policy.nameRequired, maxlength: String(HOLDER_NAME_CHARS_MAX),
+          autocomplete: i === 0 ? 'name' : 'off', 'data-testid': 'holder-name',
+        });
+        const answers = policy.questions.map((question, k) => {
+          const id = `holder-${i}-q${k}`;
+          const input = questionInput(question, id);
+          return { question, input, row: h('div', {}, h('label', { for: id }, question.label), input) };
+        });
+        return {
+          key: ticket.key, name, answers,
+          box: h('div', { class: 'holder-ticket', 'data-testid': 'holder-ticket' },
+            h('strong', {}, ticket.label),
+            h('div', {}, h('label', { for: nameId }, policy.nameRequired ? t('storefront-holder-name') : t('storefront-holder-name-optional')), name),
+            answers.map((a) => a.row)),
+        };
+      });
+      if (!this.holderFields.length) return null;
+      return h('fieldset', { class: 'holders', 'data-testid': 'holders' },
+        h('legend', {}, t('storefront-holders-title')),
+        h('p', { class: 'hint', style: 'margin:0' }, policy.nameRequired ? t('storefront-holders-hint-required') : t('storefront-holders-hint-optional')),
+        this.holderFields.map((f) => f.box));
+    }
+
+    /** The holders typed in, as `PUT /v1/holds/{id}/holders` takes them; null when none was. */
+    holdersTyped() {
+      const holders = [];
+      for (const field of this.holderFields || []) {
+        const name = field.name.value.trim();
+        const answers = {};
+        for (const { question, input } of field.answers) {
+          if (input.value.trim()) answers[question.questionId] = input.value.trim();
+        }
+        if (!name && !Object.keys(answers).length) continue;
+        holders.push({ ...field.key, name, ...(Object.keys(answers).length ? { answers } : {}) });
+      }
+      return holders.length ? holders : null;
     }
 
     async release() {
@@ -1039,8 +1081,8 @@
       }
       if (!this.scope.alive) return;
       this.clearHold();
-      this.say('Your seats were released.', 'info');
-      announce('Your seats were released.');
+      this.say(t('storefront-released'), 'info');
+      announce(t('storefront-released'));
     }
 
     async pay(card) {
@@ -1049,7 +1091,21 @@
       this.paying = true;
       this.payBtn.disabled = true;
       this.say('');
-      this.payStatus.textContent = card === 'pm_sim_slow' ? 'Contacting your bank (this one is slow)…' : 'Contacting your bank…';
+      const holders = this.holdersTyped();
+      if (holders) {
+        this.payStatus.textContent = t('storefront-holders-saving');
+        try {
+          await api('PUT', `/v1/holds/${encodeURIComponent(hold.holdId)}/holders`, { body: { holders } });
+        } catch (e) {
+          this.paying = false;
+          if (!this.scope.alive) return;
+          if (this.payBtn) this.payBtn.disabled = false;
+          if (this.payStatus) this.payStatus.textContent = '';
+          this.say(explain(e, this.event));
+          return;
+        }
+      }
+      this.payStatus.textContent = card === 'pm_sim_slow' ? t('storefront-pay-contacting-slow') : t('storefront-pay-contacting');
       const keyName = `${hold.holdId}/${card}`;
       if (!this.payKeys.has(keyName)) this.payKeys.set(keyName, uuid());
       let order;
@@ -1069,6 +1125,9 @@
         }
         if (e.code === 'HOLD_EXPIRED') {
           this.clearHold();
+        } else if (e.code === 'HOLDERS_REQUIRED') {
+          const missing = (this.holderFields || []).find((f) => !f.name.value.trim());
+          if (missing) missing.name.focus();
         } else if (e.code === 'HOLD_IN_CHECKOUT') {
           const existing = await findOrderOfHold(hold.holdId);
           if (existing) {
@@ -1095,7 +1154,7 @@
           this.dropAdmission();
           this.paying = false;
           this.clearHold();
-          announce('Payment confirmed. Here are your tickets.');
+          announce(t('storefront-announce-paid'));
           location.hash = `#/orders/${encodeURIComponent(order.orderId)}`;
           return;
         }
@@ -1103,27 +1162,27 @@
           this.paying = false;
           this.clearHold();
           const why = order.paymentStatus === 'FAILED' || order.paymentStatus === 'VOIDED'
-            ? 'Your payment was not approved, so the seats went back on sale. Please try again with another card.'
-            : 'The order was cancelled and the seats went back on sale.';
+            ? t('storefront-pay-declined')
+            : t('storefront-pay-cancelled');
           this.say(why);
           announce(why);
           return;
         }
         if (order.nextAction && order.nextAction.url && !asked3ds) {
           asked3ds = true;
-          if (this.payStatus) this.payStatus.textContent = 'Waiting for your bank’s confirmation…';
+          if (this.payStatus) this.payStatus.textContent = t('storefront-pay-waiting-bank');
           const url = order.nextAction.url;
           const amount = money(hold.totalMinor, hold.currency);
           const how = await bankChallenge(url, amount);
           if (!this.payStatus) continue;
           if (how === 'dismissed') {
-            clear(this.payStatus, 'Your bank is waiting for your confirmation. ',
-              h('button', { class: 'btn small', type: 'button', onclick: () => bankChallenge(url, amount) }, 'Open the confirmation'));
+            clear(this.payStatus, t('storefront-pay-bank-waiting'), ' ',
+              h('button', { class: 'btn small', type: 'button', onclick: () => bankChallenge(url, amount) }, t('storefront-pay-open-confirmation')));
           } else {
-            this.payStatus.textContent = 'Checking the payment…';
+            this.payStatus.textContent = t('storefront-pay-checking');
           }
         } else if (this.payStatus && order.paymentStatus !== 'REQUIRES_ACTION') {
-          this.payStatus.textContent = 'Confirming your payment…';
+          this.payStatus.textContent = t('storefront-pay-confirming');
         }
         await scope.sleep(delay);
         delay = Math.min(delay * 1.3, 3000);
@@ -1131,7 +1190,7 @@
           const res = await api('GET', `/v1/orders/${encodeURIComponent(order.orderId)}`);
           order = res.data;
         } catch (e) {
-          if (this.payStatus) this.payStatus.textContent = `${explain(e)} Still checking…`;
+          if (this.payStatus) this.payStatus.textContent = t('storefront-pay-still-checking', { error: explain(e) });
         }
       }
     }
@@ -1148,7 +1207,36 @@
 
   function seatLabel(seatId) {
     const m = /^(.*)-(\d+)-(\d+)$/.exec(seatId);
-    return m ? `Section ${m[1]} · Row ${m[2]} · Seat ${m[3]}` : seatId;
+    return m ? t('storefront-seat-label', { section: m[1], row: m[2], seat: m[3] }) : seatId;
+  }
+
+  /** The name of a standing area (its id when the event does not list it). */
+  function tierName(event, tierId) {
+    return ((event && event.tiers) || []).find((area) => area.tierId === tierId)?.name || tierId;
+  }
+
+  /** Longest holder name and answer the page lets one type, in characters (the server
+   *  judges too). */
+  const HOLDER_NAME_CHARS_MAX = 200;
+  const HOLDER_ANSWER_CHARS_MAX = 200;
+
+  /** The event's rules for ticket holders; absent = names optional, no questions. */
+  function holderPolicy(event) {
+    const policy = (event && event.holderPolicy) || {};
+    return {
+      nameRequired: policy.nameRequired === true,
+      questions: Array.isArray(policy.questions) ? policy.questions : [],
+      changeCutoffSeconds: policy.changeCutoffSeconds,
+    };
+  }
+
+  /** An input for one of the event's questions (`kind` TEXT or DATE). */
+  function questionInput(question, id, value) {
+    return h('input', {
+      id, type: question.kind === 'DATE' ? 'date' : 'text', required: question.required === true,
+      maxlength: question.kind === 'DATE' ? undefined : String(HOLDER_ANSWER_CHARS_MAX),
+      value: value || undefined, 'data-testid': 'holder-answer', 'data-question-id': question.questionId,
+    });
   }
 
   // ---------------------------------------------------------------------------------------
@@ -1178,7 +1266,7 @@
           await fetch(target, { method: 'GET', mode: 'no-cors', cache: 'no-store', credentials: 'omit' });
           done(ok ? 'confirmed' : 'failed');
         } catch {
-          error.textContent = 'We could not reach your bank. Please try again.';
+          error.textContent = t('storefront-bank-unreachable');
         } finally {
           confirm.disabled = false;
           fail.disabled = false;
@@ -1367,7 +1455,7 @@
       this.loaded = false;
       this.closeStream();
       this.opts.loading.hidden = false;
-      this.setLive('Loading…');
+      this.setLive(t('storefront-loading'));
       for (let attempt = 0; this.scope.alive; attempt++) {
         try {
           const { data } = await api('GET', `/v1/events/${encodeURIComponent(this.event.eventId)}/seatmap`, { auth: false });
@@ -1375,7 +1463,7 @@
           this.applySnapshot(data);
           break;
         } catch (e) {
-          this.opts.loading.textContent = `Could not load the seat map (${explain(e)}). Retrying…`;
+          this.opts.loading.textContent = t('storefront-map-load-failed', { error: explain(e) });
           await this.scope.sleep(Math.min(10000, 1000 * 2 ** attempt));
         }
       }
@@ -1462,7 +1550,7 @@
           this.closeStream();
           this.poll();
         } else {
-          this.setLive('Reconnecting…');
+          this.setLive(t('storefront-map-reconnecting'));
         }
       };
     }
@@ -1479,7 +1567,7 @@
 
     /** Fallback when Server-Sent Events are unavailable: the changes endpoint every 2 s. */
     poll() {
-      this.setLive('Updating every few seconds');
+      this.setLive(t('storefront-map-polling'));
       const step = () => {
         this.pollTimer = setTimeout(() => this.enqueue(async () => {
           if (!this.scope.alive) return;
@@ -1563,7 +1651,8 @@
       const now = Date.now();
       for (let i = 0; i < this.count; i++) if (this.effective(i, now) === AVAILABLE) available++;
       this.available = available;
-      this.opts.status.textContent = `${this.streaming ? '● Live' : 'Updating'} · ${available.toLocaleString()} of ${this.count.toLocaleString()} seats available`;
+      const counts = { available, count: this.count };
+      this.opts.status.textContent = this.streaming ? t('storefront-map-status-live', counts) : t('storefront-map-status-updating', counts);
     }
 
     // -- Selection --
@@ -1576,31 +1665,33 @@
       if (i < 0 || i >= this.count) return false;
       const id = this.idOf(i);
       if (this.locked) {
-        announce('Pay for or release the seats you hold before picking more.');
-        toast('Pay for or release the seats you hold before picking more.');
+        announce(t('storefront-map-locked'));
+        toast(t('storefront-map-locked'));
         return false;
       }
       if (this.selected.has(i)) {
         this.selected.delete(i);
-        if (!quiet) announce(`${seatLabel(id)} removed. ${plural(this.selected.size, 'seat')} selected.`);
+        if (!quiet) announce(t('storefront-announce-seat-removed', { seat: seatLabel(id), count: this.selected.size }));
       } else {
         const st = this.effective(i);
         if (st !== AVAILABLE) {
-          const msg = `${seatLabel(id)} is ${st === SOLD ? 'sold' : 'held by someone else'}.`;
+          const msg = st === SOLD ? t('storefront-seat-is-sold', { seat: seatLabel(id) }) : t('storefront-seat-is-held', { seat: seatLabel(id) });
           announce(msg);
           if (!quiet) toast(msg);
           return false;
         }
         const max = this.event.maxSeatsPerHold || 6;
         if (this.selected.size >= max) {
-          const msg = `You can pick up to ${max} seats at a time.`;
+          const msg = t('storefront-selection-max', { count: max });
           announce(msg);
           toast(msg);
           return false;
         }
         this.selected.add(i);
         if (!quiet) {
-          announce(`${seatLabel(id)} selected, ${money(this.sections[this.sectionOf[i]].price, this.event.currency)}. ${plural(this.selected.size, 'seat')} selected.`);
+          announce(t('storefront-announce-seat-selected', {
+            seat: seatLabel(id), price: money(this.sections[this.sectionOf[i]].price, this.event.currency), count: this.selected.size,
+          }));
         }
       }
       this.cursor = i;
@@ -1619,7 +1710,7 @@
 
     clearSelection(quiet) {
       this.selected.clear();
-      if (!quiet) announce('Selection cleared.');
+      if (!quiet) announce(t('storefront-announce-selection-cleared'));
       if (this.opts.onSelection) this.opts.onSelection();
       this.requestDraw();
     }
@@ -1892,7 +1983,7 @@
         this.focused = true;
         // The seat cursor shows for keyboard users (focus by Tab), not after a click or tap.
         this.keyboardMode = c.matches(':focus-visible');
-        this.announceCursor('Seat map. ');
+        this.announceCursor(t('storefront-cursor-map'));
         this.requestDraw();
       });
       on('blur', () => {
@@ -1968,7 +2059,7 @@
       const s = this.sections[si];
       this.cursor = s.offset + Math.min(row, s.rows - 1) * s.perRow + Math.min(col, s.perRow - 1);
       this.revealCursor();
-      this.announceCursor(`Section ${s.name}. `);
+      this.announceCursor(t('storefront-cursor-section', { section: s.name }));
     }
 
     revealCursor() {
@@ -1989,10 +2080,11 @@
       const i = this.cursor;
       const id = this.idOf(i);
       const st = this.effective(i);
-      const state = this.mine.has(i) ? 'held for you'
-        : this.selected.has(i) ? 'selected'
-          : st === SOLD ? 'sold' : st === HELD ? 'held' : 'available';
-      announce(`${prefix}${seatLabel(id)}, ${money(this.sections[this.sectionOf[i]].price, this.event.currency)}, ${state}.`);
+      const state = this.mine.has(i) ? t('storefront-seat-state-mine')
+        : this.selected.has(i) ? t('storefront-seat-state-selected')
+          : st === SOLD ? t('storefront-seat-state-sold') : st === HELD ? t('storefront-seat-state-held') : t('storefront-seat-state-available');
+      const line = t('storefront-announce-cursor', { seat: seatLabel(id), price: money(this.sections[this.sectionOf[i]].price, this.event.currency), state });
+      announce(prefix ? `${prefix} ${line}` : line);
     }
 
     // -- Drawing --
@@ -2030,7 +2122,7 @@
           ctx.font = `700 ${stageFont}px system-ui, sans-serif`;
           ctx.textAlign = 'center';
           ctx.textBaseline = 'middle';
-          ctx.fillText('STAGE', (left + right) / 2, ty + (st.y + st.h / 2) * s);
+          ctx.fillText(t('storefront-map-stage'), (left + right) / 2, ty + (st.y + st.h / 2) * s);
         }
       }
 
@@ -2047,7 +2139,7 @@
           const left = Math.max(tx + sec.x * s, 0);
           const right = Math.min(tx + (sec.x + sec.perRow) * s, this.width);
           if (right - left < 40 || y < -40 || y > this.height + 40) continue;
-          const text = `Section ${sec.name} · ${money(sec.price, this.event.currency)}`;
+          const text = t('storefront-section-price', { section: sec.name, price: money(sec.price, this.event.currency) });
           // Centred on the visible part of the section, so it stays in view when zoomed in.
           const half = ctx.measureText(text).width / 2 + 4;
           const centre = tx + (sec.x + sec.perRow / 2) * s;
@@ -2237,7 +2329,7 @@
     const draw = async () => {
       const now = Date.now() / 1000;
       const step = Math.floor(now / data.periodSeconds);
-      hint.textContent = `Live code: changes in ${Math.ceil((step + 1) * data.periodSeconds - now)} s`;
+      hint.textContent = t('storefront-ticket-live-code', { seconds: Math.ceil((step + 1) * data.periodSeconds - now) });
       if (step === shown) return;
       shown = step;
       const mac = new Uint8Array(await crypto.subtle.sign('HMAC', key, new TextEncoder().encode(`BR1.${step}`)));
@@ -2266,19 +2358,21 @@
   }
 
   async function orderPage(scope, orderId) {
-    pageTitle('Your order');
-    const root = clear(view(), h('p', { class: 'crumbs' }, h('a', { href: '#/orders' }, '← My orders')));
+    pageTitle(t('storefront-order-title'));
+    const root = clear(view(), h('p', { class: 'crumbs' }, h('a', { href: '#/orders' }, t('storefront-back-to-orders'))));
     if (!session.token) {
-      needSignin(root.appendChild(h('div')), 'Sign in to see your order and tickets.');
+      needSignin(root.appendChild(h('div')), t('storefront-sign-in-for-order'));
       return;
     }
-    const heading = h('h1', { 'data-testid': 'order-heading', tabindex: '-1' }, 'Loading your order…');
+    const heading = h('h1', { 'data-testid': 'order-heading', tabindex: '-1' }, t('storefront-order-loading'));
     const summary = h('div', {});
     const notice = h('div', { class: 'notice info', role: 'status', 'data-testid': 'order-notice' });
-    const ticketsTitle = h('h2', { hidden: true }, 'Your tickets');
+    const delivery = h('div', { class: 'delivery', 'data-testid': 'order-delivery', hidden: true });
+    const ticketsTitle = h('h2', { hidden: true }, t('storefront-order-tickets'));
     const tickets = h('ul', { class: 'tickets', 'data-testid': 'tickets' });
     const back = h('p', { class: 'actions' });
-    append(root, h('section', { class: 'card stack' }, heading, notice, summary), h('section', { class: 'stack', style: 'margin-top:1rem' }, ticketsTitle, tickets), back);
+    append(root, h('section', { class: 'card stack' }, heading, notice, summary, delivery), h('section', { class: 'stack', style: 'margin-top:1rem' }, ticketsTitle, tickets), back);
+    const wallets = new Wallets(scope);
     let event = null;
     const shown = new Set();
     let delay = 800;
@@ -2292,12 +2386,12 @@
       } catch (e) {
         if (!scope.alive) return;
         if (e.status === 404) {
-          heading.textContent = 'Order not found';
+          heading.textContent = t('storefront-order-not-found');
           notice.className = 'notice error';
           notice.textContent = explain(e);
           return;
         }
-        notice.textContent = `${explain(e)} Retrying…`;
+        notice.textContent = t('storefront-retrying', { error: explain(e) });
         await scope.sleep(3000);
         continue;
       }
@@ -2306,85 +2400,90 @@
         try {
           ({ data: event } = await api('GET', `/v1/events/${encodeURIComponent(order.eventId)}`, { auth: false }));
         } catch {
-          event = { name: 'Event', eventId: order.eventId };
+          event = { name: t('storefront-event-title'), eventId: order.eventId };
         }
         clear(back,
-          h('a', { class: 'btn', href: `#/events/${encodeURIComponent(order.eventId)}`, 'data-testid': 'back-to-event' }, 'Back to the seat map'),
-          h('a', { class: 'btn', href: '#/' }, 'All events'));
+          h('a', { class: 'btn', href: `#/events/${encodeURIComponent(order.eventId)}`, 'data-testid': 'back-to-event' }, t('storefront-back-to-map')),
+          h('a', { class: 'btn', href: '#/' }, t('storefront-all-events')));
       }
       const expected = order.seats.length || order.quantity || 0;
       const title = {
-        CONFIRMED: 'Your order is confirmed',
-        PENDING_PAYMENT: 'Waiting for your payment',
-        CANCELLED: 'Your order was cancelled',
-        REFUNDED: 'Your order was refunded',
-      }[order.orderStatus] || order.orderStatus;
+        CONFIRMED: () => t('storefront-order-confirmed'),
+        PENDING_PAYMENT: () => t('storefront-order-pending'),
+        CANCELLED: () => t('storefront-order-cancelled'),
+        REFUNDED: () => t('storefront-order-refunded'),
+      }[order.orderStatus]?.() || order.orderStatus;
       if (heading.textContent !== title) {
         heading.textContent = title;
         pageTitle(title);
         if (order.orderStatus !== 'PENDING_PAYMENT') announce(title);
       }
       clear(summary, h('dl', { class: 'order-summary' },
-        h('dt', {}, 'Event'), h('dd', {}, event.name, event.startsAt ? ` · ${when(event.startsAt)}` : ''),
-        h('dt', {}, 'Order'), h('dd', { class: 'mono', 'data-testid': 'order-id' }, order.orderId),
-        h('dt', {}, 'Status'), h('dd', {}, h('span', { class: `status-pill ${order.orderStatus}`, 'data-testid': 'order-status' }, order.orderStatus.replace('_', ' ').toLowerCase())),
-        h('dt', {}, 'Payment'), h('dd', {}, order.paymentStatus.replace('_', ' ').toLowerCase()),
-        h('dt', {}, order.seats.length ? 'Seats' : 'Tickets'),
-        h('dd', {}, order.seats.length ? order.seats.map((s) => s.seatId).join(', ') : `${order.quantity} × ${order.tierId}`),
-        h('dt', {}, 'Total'), h('dd', {}, money(order.totalMinor, order.currency)),
-        ...((order.refunds || []).length ? [h('dt', {}, 'Refunds'), h('dd', { 'data-testid': 'order-refunds' },
-          order.refunds.map((r) => `${money(r.amountMinor, r.currency)} ${r.status.toLowerCase()}`
-            + (r.failure ? ` (${r.failure}: we still owe you this; contact the organiser)` : '')).join(', '))] : [])));
+        h('dt', {}, t('storefront-order-event')), h('dd', {}, event.name, event.startsAt ? ` · ${when(event.startsAt)}` : ''),
+        h('dt', {}, t('storefront-order-order')), h('dd', { class: 'mono', 'data-testid': 'order-id' }, order.orderId),
+        h('dt', {}, t('storefront-order-status')), h('dd', {}, h('span', { class: `status-pill ${order.orderStatus}`, 'data-testid': 'order-status' }, orderStatusText(order.orderStatus))),
+        h('dt', {}, t('storefront-order-payment')), h('dd', {}, paymentStatusText(order.paymentStatus)),
+        h('dt', {}, order.seats.length ? t('storefront-order-seats') : t('storefront-order-tickets-count')),
+        h('dd', {}, order.seats.length ? order.seats.map((s) => s.seatId).join(', ') : t('storefront-tier-quantity', { count: order.quantity, tier: tierName(event, order.tierId) })),
+        h('dt', {}, t('storefront-total')), h('dd', {}, money(order.totalMinor, order.currency)),
+        ...((order.refunds || []).length ? [h('dt', {}, t('storefront-order-refunds')), h('dd', { 'data-testid': 'order-refunds' },
+          order.refunds.map((r) => (r.failure
+            ? t('storefront-refund-line-failed', { amount: money(r.amountMinor, r.currency), status: refundStatusText(r.status), failure: r.failure })
+            : t('storefront-refund-line', { amount: money(r.amountMinor, r.currency), status: refundStatusText(r.status) }))).join(', '))] : [])));
       if (order.orderStatus === 'CANCELLED') {
         notice.className = 'notice error';
-        notice.textContent = 'The payment did not go through, so no tickets were issued and the seats went back on sale.';
+        notice.textContent = t('storefront-order-payment-failed');
         return;
       }
       if (order.orderStatus === 'PENDING_PAYMENT') {
         notice.className = 'notice info';
         if (order.nextAction && order.nextAction.url) {
-          notice.textContent = 'Your bank needs you to confirm this payment.';
+          notice.textContent = t('storefront-order-bank-confirm');
           if (!challenged) {
             challenged = true;
-            clear(notice, 'Your bank needs you to confirm this payment. ',
-              h('button', { class: 'btn small', type: 'button', onclick: () => bankChallenge(order.nextAction.url, money(order.totalMinor, order.currency)) }, 'Confirm with your bank'));
+            clear(notice, t('storefront-order-bank-confirm'), ' ',
+              h('button', { class: 'btn small', type: 'button', onclick: () => bankChallenge(order.nextAction.url, money(order.totalMinor, order.currency)) }, t('storefront-order-bank-button')));
           }
         } else {
-          notice.textContent = 'We are confirming your payment with the bank…';
+          notice.textContent = t('storefront-order-confirming');
         }
       } else {
         notice.className = 'notice ok';
         notice.textContent = order.tickets.length >= expected
-          ? 'Show the QR codes at the entrance. Each code works once.'
-          : 'Payment confirmed. Your tickets are being issued…';
+          ? t('storefront-order-show-qr')
+          : t('storefront-order-issuing');
       }
-      for (const t of order.tickets) {
-        if (shown.has(t.ticketId)) continue;
-        shown.add(t.ticketId);
+      if (order.orderStatus === 'CONFIRMED' && order.tickets.length >= expected && delivery.hidden) {
+        delivery.hidden = false;
+        clear(delivery, pdfButton(scope, order), wallets.note);
+      }
+      for (const ticket of order.tickets) {
+        if (shown.has(ticket.ticketId)) continue;
+        shown.add(ticket.ticketId);
         ticketsTitle.hidden = false;
-        const qr = h('div', { class: 'qr', 'data-testid': 'ticket-qr', role: 'img', 'aria-label': `QR code of the ticket for ${t.seatId ? seatLabel(t.seatId) : order.tierId}` }, 'Loading QR code…');
-        const usable = t.status === 'VALID';
-        tickets.append(h('li', { class: `card ticket${usable ? '' : ' void'}`, 'data-testid': 'ticket', 'data-ticket-id': t.ticketId },
-          h('span', { class: 'seat' }, t.seatId || t.tierId || 'Ticket'),
-          h('span', { class: 'muted' }, t.seatId ? seatLabel(t.seatId)
-            : ((event.tiers || []).find((x) => x.tierId === t.tierId) || { name: 'Standing' }).name),
-          usable ? qr : h('p', { class: 'notice info', 'data-testid': 'ticket-void' },
-            t.voidReason === 'REFUND' ? 'Refunded: no longer valid.'
-              : t.voidReason === 'EVENT_CANCELLED' ? 'The event was cancelled: this ticket is void and your money goes back.'
-              : ({ VOIDED: 'No longer valid: given to someone else or exchanged.', CHECKED_IN: 'Used at the door.', EXCHANGING: 'Being exchanged.' }[t.status] || t.status)),
-          h('span', { class: 'code mono', title: t.code }, t.code),
-          usable && order.orderStatus === 'CONFIRMED' ? giveForm(order, t) : null,
-          usable && order.orderStatus === 'CONFIRMED' && event.refundPolicy ? refundForm(order, t, event.refundPolicy) : null));
+        const qr = h('div', { class: 'qr', 'data-testid': 'ticket-qr', role: 'img', 'aria-label': t('storefront-ticket-qr-label', { ticket: ticket.seatId ? seatLabel(ticket.seatId) : tierName(event, order.tierId) }) }, t('storefront-ticket-qr-loading'));
+        const usable = ticket.status === 'VALID';
+        const owned = usable && order.orderStatus === 'CONFIRMED';
+        tickets.append(h('li', { class: `card ticket${usable ? '' : ' void'}`, 'data-testid': 'ticket', 'data-ticket-id': ticket.ticketId },
+          h('span', { class: 'seat' }, ticket.seatId || ticket.tierId || t('storefront-ticket')),
+          h('span', { class: 'muted' }, ticket.seatId ? seatLabel(ticket.seatId)
+            : ((event.tiers || []).find((x) => x.tierId === ticket.tierId) || { name: t('storefront-ticket-standing') }).name),
+          usable ? qr : h('p', { class: 'notice info', 'data-testid': 'ticket-void' }, voidText(ticket)),
+          h('span', { class: 'code mono', title: ticket.code }, ticket.code),
+          holderBox(event, ticket, owned),
+          owned ? wallets.buttons(ticket) : null,
+          owned ? giveForm(order, ticket) : null,
+          owned && event.refundPolicy ? refundForm(order, ticket, event.refundPolicy) : null));
         if (!usable) continue;
         const hint = h('span', { class: 'rotating-hint', 'data-testid': 'rotating-hint' });
         qr.after(hint);
-        rotatingQr(scope, t, qr, hint).catch(() => loadQr(t.ticketId).then((svg) => {
+        rotatingQr(scope, ticket, qr, hint).catch(() => loadQr(ticket.ticketId).then((svg) => {
           const copy = svg.cloneNode(true);
           copy.setAttribute('aria-hidden', 'true');
           copy.setAttribute('focusable', 'false');
           clear(qr, copy);
           hint.textContent = '';
-        }).catch(() => { qr.textContent = 'QR code unavailable; show the code below.'; }));
+        }).catch(() => { qr.textContent = t('storefront-ticket-qr-unavailable'); }));
       }
       if (order.orderStatus === 'CONFIRMED' && order.tickets.length >= expected) return;
       // Tickets are issued shortly after confirmation; keep looking for a while, then slower.
@@ -2393,29 +2492,239 @@
     }
   }
 
+  const orderStatusText = (status) => ({
+    CONFIRMED: () => t('storefront-status-confirmed'),
+    PENDING_PAYMENT: () => t('storefront-status-pending-payment'),
+    CANCELLED: () => t('storefront-status-cancelled'),
+    REFUNDED: () => t('storefront-status-refunded'),
+  }[status]?.() || status.replace('_', ' ').toLowerCase());
+
+  const paymentStatusText = (status) => ({
+    AUTHORIZING: () => t('storefront-payment-authorizing'),
+    REQUIRES_ACTION: () => t('storefront-payment-requires-action'),
+    AUTHORIZED: () => t('storefront-payment-authorized'),
+    UNKNOWN: () => t('storefront-payment-unknown'),
+    CAPTURED: () => t('storefront-payment-captured'),
+    VOIDED: () => t('storefront-payment-voided'),
+    FAILED: () => t('storefront-payment-failed'),
+  }[status]?.() || String(status).replace('_', ' ').toLowerCase());
+
+  const refundStatusText = (status) => ({
+    PENDING: () => t('storefront-refund-pending'),
+    SUCCEEDED: () => t('storefront-refund-succeeded'),
+    FAILED: () => t('storefront-refund-failed'),
+  }[status]?.() || String(status).toLowerCase());
+
+  /** Why a ticket shown on the order page no longer gets in. */
+  function voidText(ticket) {
+    if (ticket.voidReason === 'REFUND') return t('storefront-ticket-refunded');
+    if (ticket.voidReason === 'EVENT_CANCELLED') return t('storefront-ticket-event-cancelled');
+    return {
+      VOIDED: () => t('storefront-ticket-voided'),
+      CHECKED_IN: () => t('storefront-ticket-checked-in'),
+      EXCHANGING: () => t('storefront-ticket-exchanging'),
+    }[ticket.status]?.() || ticket.status;
+  }
+
+  /** A file the API serves to the signed-in account (a PDF, a wallet pass), as a blob. */
+  async function fetchBlob(path) {
+    let response;
+    try {
+      response = await fetch(path, { headers: { Authorization: `Bearer ${session.token}` }, cache: 'no-store' });
+    } catch {
+      throw new ApiError(0, { code: 'NETWORK' });
+    }
+    if (!response.ok) {
+      let problem = null;
+      try { problem = await response.json(); } catch { problem = null; }
+      throw new ApiError(response.status, problem, response.headers);
+    }
+    return response.blob();
+  }
+
+  /** Offers `blob` as a download named `filename`: the link is clicked once and stays on the
+   *  page (the object URL is freed when the page goes). */
+  function offerDownload(scope, link, blob, filename) {
+    const url = URL.createObjectURL(blob);
+    scope.add(() => URL.revokeObjectURL(url));
+    link.href = url;
+    link.download = filename;
+    link.hidden = false;
+    link.click();
+  }
+
+  /** "PDF tickets": every ticket of the order in one PDF. */
+  function pdfButton(scope, order) {
+    const link = h('a', { class: 'btn small', hidden: true, 'data-testid': 'pdf-link' }, t('storefront-pdf-save'));
+    const status = h('span', { class: 'hint', role: 'status', 'data-testid': 'pdf-status' });
+    const button = h('button', { class: 'btn', type: 'button', 'data-testid': 'pdf-tickets' }, t('storefront-pdf-tickets'));
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      status.textContent = t('storefront-pdf-preparing');
+      try {
+        const blob = await fetchBlob(`/v1/orders/${encodeURIComponent(order.orderId)}/tickets.pdf`);
+        if (!scope.alive) return;
+        offerDownload(scope, link, blob, `tickets-${order.orderId}.pdf`);
+        status.textContent = '';
+      } catch (e) {
+        status.textContent = explain(e);
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return [button, link, status];
+  }
+
+  /** The wallet buttons of an order's tickets: Apple Wallet (a .pkpass file) and Google
+   *  Wallet (a "save" link opened in a new tab). When the server says a wallet is not set up
+   *  (409 WALLET_NOT_CONFIGURED), that wallet's buttons are disabled on every ticket and the
+   *  order says why. */
+  class Wallets {
+    constructor(scope) {
+      this.scope = scope;
+      this.off = { apple: false, google: false };
+      this.all = { apple: [], google: [] };
+      this.note = h('p', { class: 'hint', 'data-testid': 'wallet-note', hidden: true });
+    }
+
+    disable(kind) {
+      this.off[kind] = true;
+      for (const button of this.all[kind]) button.disabled = true;
+      this.note.hidden = false;
+      this.note.textContent = this.off.apple && this.off.google ? t('storefront-wallet-none') : this.off.apple ? t('storefront-wallet-no-apple') : t('storefront-wallet-no-google');
+    }
+
+    buttons(ticket) {
+      const status = h('span', { class: 'hint', role: 'status', 'data-testid': 'wallet-status' });
+      const passLink = h('a', { class: 'btn small', hidden: true, 'data-testid': 'apple-wallet-link' }, t('storefront-wallet-apple-save'));
+      const googleLink = h('a', { class: 'btn small', hidden: true, target: '_blank', rel: 'noopener', 'data-testid': 'google-wallet-link' }, t('storefront-wallet-google-open'));
+      const apple = h('button', { class: 'btn small', type: 'button', 'data-testid': 'apple-wallet', disabled: this.off.apple }, t('storefront-wallet-apple'));
+      const google = h('button', { class: 'btn small', type: 'button', 'data-testid': 'google-wallet', disabled: this.off.google }, t('storefront-wallet-google'));
+      this.all.apple.push(apple);
+      this.all.google.push(google);
+      const failed = (kind, e) => {
+        if (e.code === 'WALLET_NOT_CONFIGURED') {
+          this.disable(kind);
+          status.textContent = '';
+        } else {
+          status.textContent = explain(e);
+        }
+      };
+      apple.addEventListener('click', async () => {
+        apple.disabled = true;
+        status.textContent = t('storefront-wallet-preparing');
+        try {
+          const blob = await fetchBlob(`/v1/tickets/${encodeURIComponent(ticket.ticketId)}/wallet/apple`);
+          if (!this.scope.alive) return;
+          offerDownload(this.scope, passLink, new Blob([blob], { type: 'application/vnd.apple.pkpass' }), `${ticket.ticketId}.pkpass`);
+          status.textContent = '';
+        } catch (e) {
+          failed('apple', e);
+        } finally {
+          apple.disabled = this.off.apple;
+        }
+      });
+      google.addEventListener('click', async () => {
+        google.disabled = true;
+        status.textContent = t('storefront-wallet-preparing');
+        try {
+          const { data } = await api('GET', `/v1/tickets/${encodeURIComponent(ticket.ticketId)}/wallet/google`);
+          if (!this.scope.alive) return;
+          // Only a web address: a "javascript:" link must never be opened from here.
+          const saveUrl = data && typeof data.saveUrl === 'string' && /^https:\/\//i.test(data.saveUrl) ? data.saveUrl : null;
+          if (!saveUrl) throw new ApiError(502, { detail: t('storefront-wallet-bad-link') });
+          googleLink.href = saveUrl;
+          googleLink.hidden = false;
+          window.open(saveUrl, '_blank', 'noopener');
+          status.textContent = '';
+        } catch (e) {
+          failed('google', e);
+        } finally {
+          google.disabled = this.off.google;
+        }
+      });
+      return h('div', { class: 'delivery', 'data-testid': 'wallets' }, apple, passLink, google, googleLink, status);
+    }
+  }
+
+  /** The ticket's holder, and for its owner a form to change it (the event's questions
+   *  again); the server refuses once changes have closed (409 HOLDER_CHANGE_CLOSED). */
+  function holderBox(event, ticket, owned) {
+    const policy = holderPolicy(event);
+    const shown = h('p', { class: 'holder', 'data-testid': 'ticket-holder' });
+    const show = (holder) => {
+      shown.textContent = holder && holder.name ? t('storefront-ticket-holder', { name: holder.name }) : t('storefront-ticket-no-holder');
+    };
+    show(ticket.holder);
+    if (!owned) return ticket.holder ? shown : null;
+    const nameId = `holder-change-${ticket.ticketId}`;
+    const name = h('input', {
+      id: nameId, required: true, maxlength: String(HOLDER_NAME_CHARS_MAX), autocomplete: 'off',
+      value: (ticket.holder && ticket.holder.name) || undefined, 'data-testid': 'holder-change-name',
+    });
+    const given = (ticket.holder && ticket.holder.answers) || {};
+    const answers = policy.questions.map((question, k) => {
+      const id = `${nameId}-q${k}`;
+      const input = questionInput(question, id, given[question.questionId]);
+      return { question, input, row: h('div', { class: 'field-row' }, h('label', { for: id }, question.label), input) };
+    });
+    const result = h('p', { class: 'hint', role: 'status' });
+    const submit = h('button', { class: 'btn small', type: 'submit', 'data-testid': 'holder-change-submit' }, t('storefront-holder-change-submit'));
+    const form = h('form', { class: 'give stack', 'data-testid': 'holder-change-form' },
+      h('div', { class: 'field-row' }, h('label', { for: nameId }, t('storefront-holder-name')), name),
+      answers.map((a) => a.row),
+      h('div', {}, submit),
+      result);
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      submit.disabled = true;
+      result.textContent = t('storefront-holder-change-saving');
+      const body = { name: name.value.trim() };
+      if (answers.length) {
+        body.answers = {};
+        for (const { question, input } of answers) if (input.value.trim()) body.answers[question.questionId] = input.value.trim();
+      }
+      try {
+        const { data } = await api('PUT', `/v1/tickets/${encodeURIComponent(ticket.ticketId)}/holder`, { body });
+        const holder = (data && data.holder) || { name: body.name, answers: body.answers };
+        show(holder);
+        result.textContent = t('storefront-holder-changed', { name: holder.name });
+        announce(result.textContent);
+        submit.disabled = false;
+      } catch (e) {
+        result.textContent = explain(e);
+        // Closed for good: nothing more to try here.
+        submit.disabled = e.code === 'HOLDER_CHANGE_CLOSED';
+      }
+    });
+    return h('div', {}, shown,
+      h('details', { class: 'give-box' }, h('summary', { 'data-testid': 'holder-change-open' }, ticket.holder ? t('storefront-holder-change') : t('storefront-holder-add')), form));
+  }
+
   /** "Refund": gives one ticket back within the event's refund policy (the server judges the
    * cutoff by its clock and says so when it has passed). */
   function refundForm(order, ticket, policy) {
     const result = h('p', { class: 'hint', role: 'status' });
     const key = uuid();
-    const fee = policy.keepFeeMinor ? ` less a fee of ${money(policy.keepFeeMinor, order.currency)}` : '';
-    const button = h('button', { class: 'btn small', type: 'button', 'data-testid': 'refund-submit' }, 'Refund this ticket');
+    const button = h('button', { class: 'btn small', type: 'button', 'data-testid': 'refund-submit' }, t('storefront-refund-submit'));
     button.addEventListener('click', async () => {
       button.disabled = true;
-      result.textContent = 'Asking for the refund…';
+      result.textContent = t('storefront-refund-asking');
       try {
         const { data } = await api('POST', `/v1/orders/${encodeURIComponent(order.orderId)}/refunds`, {
           body: { ticketIds: [ticket.ticketId] }, key,
         });
-        result.textContent = `Refund of ${money(data.amountMinor, data.currency)} requested: this ticket is no longer valid, and the money goes back to your card.`;
+        result.textContent = t('storefront-refund-requested', { amount: money(data.amountMinor, data.currency) });
         announce(result.textContent);
       } catch (e) {
         button.disabled = false;
         result.textContent = explain(e);
       }
     });
-    return h('details', { class: 'give-box' }, h('summary', { 'data-testid': 'refund-open' }, 'Refund'),
-      h('div', { class: 'stack' }, h('p', { class: 'hint' }, `You get the ticket's price back${fee}.`), button, result));
+    return h('details', { class: 'give-box' }, h('summary', { 'data-testid': 'refund-open' }, t('storefront-refund')),
+      h('div', { class: 'stack' }, h('p', { class: 'hint' }, policy.keepFeeMinor
+        ? t('storefront-refund-hint-fee', { fee: money(policy.keepFeeMinor, order.currency) })
+        : t('storefront-refund-hint')), button, result));
   }
 
   /** "Give to someone": offers one ticket of the order to another account. */
@@ -2425,59 +2734,59 @@
     const result = h('p', { class: 'hint', role: 'status' });
     const key = uuid();
     const form = h('form', { class: 'give stack', 'data-testid': 'give-form' },
-      h('label', { for: `give-${ticket.ticketId}` }, 'Give this ticket to (account name)'),
+      h('label', { for: `give-${ticket.ticketId}` }, t('storefront-give-label')),
       h('div', { class: 'field-row' }, input,
-        h('button', { class: 'btn small', type: 'submit', 'data-testid': 'give-submit' }, 'Offer')),
+        h('button', { class: 'btn small', type: 'submit', 'data-testid': 'give-submit' }, t('storefront-give-submit'))),
       result);
     form.addEventListener('submit', async (ev) => {
       ev.preventDefault();
-      result.textContent = 'Offering…';
+      result.textContent = t('storefront-give-offering');
       try {
         await api('POST', `/v1/orders/${encodeURIComponent(order.orderId)}/transfers`, {
           body: { ticketIds: [ticket.ticketId], toAccountId: input.value.trim() }, key,
         });
-        result.textContent = `Offered to ${input.value.trim()}. The ticket stays yours until they accept.`;
+        result.textContent = t('storefront-give-offered', { account: input.value.trim() });
         announce(result.textContent);
       } catch (e) {
         result.textContent = explain(e);
       }
     });
-    return h('details', { class: 'give-box' }, h('summary', { 'data-testid': 'give-open' }, 'Give to someone'), form);
+    return h('details', { class: 'give-box' }, h('summary', { 'data-testid': 'give-open' }, t('storefront-give')), form);
   }
 
   // ---------------------------------------------------------------------------------------
   // #/transfers — tickets offered to me, and by me
 
   async function transfersPage(scope) {
-    pageTitle('Transfers');
-    const root = clear(view(), h('h1', {}, 'Transfers'));
+    pageTitle(t('storefront-transfers-title'));
+    const root = clear(view(), h('h1', {}, t('storefront-transfers-title')));
     if (!session.token) {
-      needSignin(root.appendChild(h('div')), 'Sign in to see tickets offered to you.');
+      needSignin(root.appendChild(h('div')), t('storefront-sign-in-for-transfers'));
       return;
     }
-    const received = h('div', { class: 'card', 'data-testid': 'transfers-received' }, h('p', { class: 'muted' }, 'Loading…'));
-    const given = h('div', { class: 'card', 'data-testid': 'transfers-given' }, h('p', { class: 'muted' }, 'Loading…'));
-    append(root, h('h2', {}, 'Offered to you'), received, h('h2', {}, 'You offered'), given);
+    const received = h('div', { class: 'card', 'data-testid': 'transfers-received' }, h('p', { class: 'muted' }, t('storefront-loading')));
+    const given = h('div', { class: 'card', 'data-testid': 'transfers-given' }, h('p', { class: 'muted' }, t('storefront-loading')));
+    append(root, h('h2', {}, t('storefront-transfers-received')), received, h('h2', {}, t('storefront-transfers-given')), given);
     const table = (list, actions) => h('table', { class: 'data' },
-      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Offered'), h('th', { scope: 'col' }, 'From / to'),
-        h('th', { scope: 'col' }, 'Tickets'), h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col' }, ''))),
-      h('tbody', {}, list.map((t) => h('tr', { 'data-testid': 'transfer-row', 'data-transfer-id': t.transferId },
-        h('td', {}, when(t.createdAt)),
-        h('td', {}, `${t.fromAccountId} → ${t.toAccountId}`),
-        h('td', {}, String(t.ticketIds.length)),
-        h('td', {}, h('span', { class: `status-pill ${t.status}`, 'data-testid': 'transfer-status' }, t.status.toLowerCase())),
-        h('td', {}, t.status === 'OFFERED' ? actions(t) : (t.newOrderId && t.toAccountId === session.account
-          ? h('a', { href: `#/orders/${encodeURIComponent(t.newOrderId)}`, 'data-testid': 'transfer-order' }, 'Your tickets') : null))))));
-    const act = async (t, verb, method, path) => {
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, t('storefront-transfers-offered')), h('th', { scope: 'col' }, t('storefront-transfers-from-to')),
+        h('th', { scope: 'col' }, t('storefront-transfers-tickets')), h('th', { scope: 'col' }, t('storefront-transfers-status')), h('th', { scope: 'col' }, ''))),
+      h('tbody', {}, list.map((transfer) => h('tr', { 'data-testid': 'transfer-row', 'data-transfer-id': transfer.transferId },
+        h('td', {}, when(transfer.createdAt)),
+        h('td', {}, `${transfer.fromAccountId} → ${transfer.toAccountId}`),
+        h('td', {}, number(transfer.ticketIds.length)),
+        h('td', {}, h('span', { class: `status-pill ${transfer.status}`, 'data-testid': 'transfer-status' }, transferStatusText(transfer.status))),
+        h('td', {}, transfer.status === 'OFFERED' ? actions(transfer) : (transfer.newOrderId && transfer.toAccountId === session.account
+          ? h('a', { href: `#/orders/${encodeURIComponent(transfer.newOrderId)}`, 'data-testid': 'transfer-order' }, t('storefront-transfers-your-tickets')) : null))))));
+    const act = async (transfer, verb, method, path) => {
       try {
         const { data } = await api(method, path, { key: uuid() });
         if (!scope.alive) return;
         if (verb === 'accept') {
-          announce('Accepted. The tickets are yours.');
+          announce(t('storefront-transfers-accepted'));
           location.hash = `#/orders/${encodeURIComponent(data.newOrderId)}`;
           return;
         }
-        toast(verb === 'decline' ? 'Offer declined.' : 'Offer withdrawn.');
+        toast(verb === 'decline' ? t('storefront-transfers-declined') : t('storefront-transfers-withdrawn'));
         load();
       } catch (e) {
         toast(explain(e), 'error');
@@ -2488,15 +2797,15 @@
         const [{ data: r }, { data: g }] = await Promise.all([
           api('GET', '/v1/transfers?role=received'), api('GET', '/v1/transfers?role=given')]);
         if (!scope.alive) return;
-        clear(received, r.transfers.length ? table(r.transfers, (t) => h('span', { class: 'actions' },
+        clear(received, r.transfers.length ? table(r.transfers, (transfer) => h('span', { class: 'actions' },
           h('button', { class: 'btn primary small', type: 'button', 'data-testid': 'transfer-accept',
-            onclick: () => act(t, 'accept', 'POST', `/v1/transfers/${encodeURIComponent(t.transferId)}/accept`) }, 'Accept'),
+            onclick: () => act(transfer, 'accept', 'POST', `/v1/transfers/${encodeURIComponent(transfer.transferId)}/accept`) }, t('storefront-transfers-accept')),
           h('button', { class: 'btn small', type: 'button', 'data-testid': 'transfer-decline',
-            onclick: () => act(t, 'decline', 'POST', `/v1/transfers/${encodeURIComponent(t.transferId)}/decline`) }, 'Decline')))
-          : h('p', {}, 'Nobody has offered you tickets.'));
-        clear(given, g.transfers.length ? table(g.transfers, (t) => h('button', { class: 'btn small', type: 'button', 'data-testid': 'transfer-withdraw',
-          onclick: () => act(t, 'withdraw', 'DELETE', `/v1/transfers/${encodeURIComponent(t.transferId)}`) }, 'Withdraw'))
-          : h('p', {}, 'You have not offered tickets to anyone. Open an order to give a ticket.'));
+            onclick: () => act(transfer, 'decline', 'POST', `/v1/transfers/${encodeURIComponent(transfer.transferId)}/decline`) }, t('storefront-transfers-decline'))))
+          : h('p', {}, t('storefront-transfers-none-received')));
+        clear(given, g.transfers.length ? table(g.transfers, (transfer) => h('button', { class: 'btn small', type: 'button', 'data-testid': 'transfer-withdraw',
+          onclick: () => act(transfer, 'withdraw', 'DELETE', `/v1/transfers/${encodeURIComponent(transfer.transferId)}`) }, t('storefront-transfers-withdraw')))
+          : h('p', {}, t('storefront-transfers-none-given')));
       } catch (e) {
         clear(received, h('p', { class: 'notice error' }, explain(e)));
       }
@@ -2504,15 +2813,24 @@
     await load();
   }
 
+  const transferStatusText = (status) => ({
+    OFFERED: () => t('storefront-transfer-status-offered'),
+    ACCEPTED: () => t('storefront-transfer-status-accepted'),
+    DECLINED: () => t('storefront-transfer-status-declined'),
+    WITHDRAWN: () => t('storefront-transfer-status-withdrawn'),
+    EXPIRED: () => t('storefront-transfer-status-expired'),
+    CANCELLED: () => t('storefront-transfer-status-cancelled'),
+  }[status]?.() || String(status).toLowerCase());
+
   // ---------------------------------------------------------------------------------------
   // #/events/{id}/waitlist — the group waiting list
 
   async function waitlistPage(scope, eventId) {
-    pageTitle('Waiting list');
-    const root = clear(view(), h('p', { class: 'crumbs' }, h('a', { href: `#/events/${encodeURIComponent(eventId)}` }, '← Back to the event')),
-      h('h1', {}, 'Waiting list'));
+    pageTitle(t('storefront-waitlist-title'));
+    const root = clear(view(), h('p', { class: 'crumbs' }, h('a', { href: `#/events/${encodeURIComponent(eventId)}` }, t('storefront-back-to-event'))),
+      h('h1', {}, t('storefront-waitlist-title')));
     if (!session.token) {
-      needSignin(root.appendChild(h('div')), 'Sign in to join the waiting list.');
+      needSignin(root.appendChild(h('div')), t('storefront-sign-in-for-waitlist'));
       return;
     }
     let event;
@@ -2529,22 +2847,22 @@
     const together = h('input', { id: 'wl-together', type: 'checkbox', checked: true, 'data-testid': 'waitlist-together' });
     const key = uuid();
     const form = h('form', { class: 'card stack', 'data-testid': 'waitlist-form' },
-      h('p', {}, `${event.name} is sold out. Tell us how many seats your party needs: when enough come back, we hold them for you for ${duration(event.waitlistOfferTtlSeconds || 600)}, all or nothing, in the order people joined.`),
-      h('div', { class: 'field-row' }, h('label', { for: 'wl-quantity' }, 'Seats'), quantity),
-      h('div', { class: 'field-row' }, together, h('label', { for: 'wl-together' }, 'Seats together in one row')),
-      h('button', { class: 'btn primary', type: 'submit', 'data-testid': 'waitlist-join' }, 'Join the waiting list'));
+      h('p', {}, t('storefront-waitlist-explain', { event: event.name, duration: duration(event.waitlistOfferTtlSeconds || 600) })),
+      h('div', { class: 'field-row' }, h('label', { for: 'wl-quantity' }, t('storefront-waitlist-seats')), quantity),
+      h('div', { class: 'field-row' }, together, h('label', { for: 'wl-together' }, t('storefront-waitlist-together'))),
+      h('button', { class: 'btn primary', type: 'submit', 'data-testid': 'waitlist-join' }, t('storefront-queue-waitlist-link')));
     append(root, form, status);
     status.hidden = true;
     const show = (entry) => {
       status.hidden = false;
       form.hidden = entry.status === 'WAITING' || entry.status === 'OFFERED' || entry.status === 'PURCHASED';
       const text = {
-        WAITING: `You are number ${entry.position} on the waiting list for ${entry.quantity} seat${entry.quantity > 1 ? 's' : ''}.`,
-        OFFERED: `Seats came back for you! They are held until ${when(entry.expiresAt)}.`,
-        PURCHASED: 'You bought your seats. Enjoy the show!',
-        LAPSED: 'Your offer ran out and the seats went to the next party. You can join again.',
-        LEFT: 'You left the waiting list.',
-      }[entry.status] || entry.status;
+        WAITING: () => t('storefront-waitlist-waiting', { position: entry.position, count: entry.quantity }),
+        OFFERED: () => t('storefront-waitlist-offered', { until: when(entry.expiresAt) }),
+        PURCHASED: () => t('storefront-waitlist-purchased'),
+        LAPSED: () => t('storefront-waitlist-lapsed'),
+        LEFT: () => t('storefront-waitlist-left'),
+      }[entry.status]?.() || entry.status;
       clear(status, h('p', { 'data-testid': 'waitlist-state', 'data-status': entry.status }, text));
       if (entry.status === 'OFFERED') {
         const payKey = uuid();
@@ -2555,7 +2873,7 @@
                 { body: { paymentMethodToken: 'pm_card_visa' }, key: payKey });
               location.hash = `#/orders/${encodeURIComponent(order.orderId)}`;
             } catch (e) { toast(explain(e), 'error'); }
-          } }, 'Pay with the test card')));
+          } }, t('storefront-waitlist-pay'))));
       }
       if (entry.status === 'WAITING') {
         status.append(h('p', { class: 'actions' }, h('button', { class: 'btn', type: 'button', 'data-testid': 'waitlist-leave',
@@ -2564,7 +2882,7 @@
               const { data } = await api('DELETE', `/v1/events/${encodeURIComponent(eventId)}/waitlist/${encodeURIComponent(entry.waitlistId)}`);
               show(data);
             } catch (e) { toast(explain(e), 'error'); }
-          } }, 'Leave the waiting list')));
+          } }, t('storefront-waitlist-leave'))));
       }
     };
     form.addEventListener('submit', async (ev) => {
@@ -2575,7 +2893,7 @@
         });
         store.set(saved, data.waitlistId);
         show(data);
-        announce('You joined the waiting list.');
+        announce(t('storefront-waitlist-joined'));
       } catch (e) {
         toast(explain(e), 'error');
       }
@@ -2602,28 +2920,28 @@
   // #/orders — my orders
 
   async function ordersPage(scope) {
-    pageTitle('My orders');
-    const root = clear(view(), h('h1', {}, 'My orders'));
+    pageTitle(t('storefront-orders-title'));
+    const root = clear(view(), h('h1', {}, t('storefront-orders-title')));
     if (!session.token) {
-      needSignin(root.appendChild(h('div')), 'Sign in to see your orders.');
+      needSignin(root.appendChild(h('div')), t('storefront-sign-in-for-orders'));
       return;
     }
-    const body = h('div', { class: 'card' }, h('p', { class: 'muted' }, 'Loading…'));
+    const body = h('div', { class: 'card' }, h('p', { class: 'muted' }, t('storefront-loading')));
     root.append(body);
     try {
       const { data } = await api('GET', '/v1/orders?limit=50');
       if (!scope.alive) return;
       if (!data.orders.length) {
-        clear(body, h('p', {}, 'No orders yet. ', h('a', { href: '#/' }, 'Find an event')));
+        clear(body, h('p', {}, t('storefront-orders-none'), ' ', h('a', { href: '#/' }, t('storefront-orders-find-event'))));
         return;
       }
       clear(body, h('table', { class: 'data' },
-        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Placed'), h('th', { scope: 'col' }, 'Seats'),
-          h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col', class: 'num' }, 'Total'))),
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, t('storefront-orders-placed')), h('th', { scope: 'col' }, t('storefront-order-seats')),
+          h('th', { scope: 'col' }, t('storefront-order-status')), h('th', { scope: 'col', class: 'num' }, t('storefront-total')))),
         h('tbody', {}, data.orders.map((o) => h('tr', {},
           h('td', {}, h('a', { href: `#/orders/${encodeURIComponent(o.orderId)}` }, when(o.createdAt))),
-          h('td', {}, o.seats.length ? o.seats.map((s) => s.seatId).join(', ') : `${o.quantity} × ${o.tierId}`),
-          h('td', {}, h('span', { class: `status-pill ${o.orderStatus}` }, o.orderStatus.replace('_', ' ').toLowerCase())),
+          h('td', {}, o.seats.length ? o.seats.map((s) => s.seatId).join(', ') : t('storefront-tier-quantity', { count: o.quantity, tier: o.tierId })),
+          h('td', {}, h('span', { class: `status-pill ${o.orderStatus}` }, orderStatusText(o.orderStatus))),
           h('td', { class: 'num' }, money(o.totalMinor, o.currency)))))));
     } catch (e) {
       clear(body, h('p', { class: 'notice error' }, explain(e)));
@@ -2632,11 +2950,25 @@
 
   // ---------------------------------------------------------------------------------------
 
-  setupSignin();
-  renderAccount();
-  window.addEventListener('hashchange', () => {
+  /** The language switch in the header; a choice renders the header and the page again. */
+  function setupLanguage() {
+    const box = $('#language');
+    const label = h('label', { for: 'language-select', 'data-i18n': 'storefront-language' }, t('storefront-language'));
+    clear(box, label, window.i18n.switcher({ id: 'language-select', 'data-testid': 'language-select' }));
+    window.i18n.onChange(() => {
+      renderAccount();
+      route();
+    });
+  }
+
+  window.i18n.init('storefront').then(() => {
+    setupLanguage();
+    setupSignin();
+    renderAccount();
+    window.addEventListener('hashchange', () => {
+      route();
+      $('#main').focus({ preventScroll: true });
+    });
     route();
-    $('#main').focus({ preventScroll: true });
   });
-  route();
 })();

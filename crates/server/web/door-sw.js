@@ -1,8 +1,9 @@
 // The door app's service worker: keeps the page and its scripts so that the app opens and
 // scans with no network. Network first (a new version is picked up when online), the cache
 // when offline. The API is never cached: the app keeps its own door list and scans.
-const CACHE = 'boxoffice-door-v1';
-const SHELL = ['/door/', '/door/door.js', '/door/jsqr.js', '/door/manifest.webmanifest', '/door/icon.svg', '/assets/style.css'];
+// The catalogue of the language in use is kept as it is fetched (and by i18n.js itself).
+const CACHE = 'boxoffice-door-v2';
+const SHELL = ['/door/', '/door/door.js', '/door/jsqr.js', '/door/manifest.webmanifest', '/door/icon.svg', '/assets/style.css', '/assets/i18n.js'];
 
 self.addEventListener('install', (event) => {
   event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll(SHELL)).then(() => self.skipWaiting()));

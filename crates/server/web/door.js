@@ -9,11 +9,16 @@
 // device's own scans (first scan wins). Scans queue and are synced when the network is back
 // (POST /v1/admin/events/{id}/door/checkins); the server reports duplicates from other
 // devices. The page, its scripts and the style are kept by a service worker (door-sw.js).
+// Its texts are the `door` catalogue (i18n.js), in the device's language or the one chosen in
+// its switch; a scan result names the ticket's holder when the bundle has one (`holders`).
 
-(() => {
+(async () => {
   'use strict';
 
+  await window.i18n.init('door');
+
   const $ = (id) => document.getElementById(id);
+  const { t } = window.i18n;
   const enc = new TextEncoder();
   const dec = new TextDecoder();
   const PREFIX_STATIC = 'BO1.';
@@ -51,6 +56,7 @@
     rotatingKey: null,
     revoked: new Set(),
     checkedIn: new Set(),
+    holders: new Map(),
     scanned: {},
     pending: [],
     report: [],
@@ -68,17 +74,27 @@
       { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
     door.revoked = new Set(bundle.revokedTicketIds);
     door.checkedIn = new Set(bundle.checkedInTicketIds);
+    door.holders = new Map((bundle.holders || []).map((holder) => [holder.ticketId, holder.name]));
     const saved = store.get(`door.state.${bundle.eventId}`) || {};
     door.scanned = saved.scanned || {};
     door.pending = saved.pending || [];
     door.report = saved.report || [];
-    $('door-event-name').textContent = bundle.name;
-    $('door-bundle-info').textContent = `Door list of ${new Date(bundle.generatedAt).toLocaleString()}: `
-      + `${bundle.revokedTicketIds.length} revoked, ${bundle.checkedInTicketIds.length} checked in.`;
+    showBundle();
     $('door-setup').hidden = true;
     $('door-scan').hidden = false;
     showCounts();
     showReport();
+  }
+
+  function showBundle() {
+    const bundle = door.bundle;
+    if (!bundle) return;
+    $('door-event-name').textContent = bundle.name;
+    $('door-bundle-info').textContent = t('door-bundle-info', {
+      generated: window.i18n.shortDateTime(bundle.generatedAt),
+      revoked: bundle.revokedTicketIds.length,
+      checkedIn: bundle.checkedInTicketIds.length,
+    });
   }
 
   async function api(method, path, body) {
@@ -88,7 +104,7 @@
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const data = await res.json().catch(() => null);
-    if (!res.ok) throw new Error((data && (data.detail || data.title)) || `HTTP ${res.status}`);
+    if (!res.ok) throw new Error((data && (data.detail || data.title)) || t('door-http-error', { status: res.status }));
     return data;
   }
 
@@ -133,32 +149,34 @@
     return diff === 0 ? 'OK' : 'BAD_TAG';
   }
 
-  /** Decides one scanned text: VALID, DUPLICATE, STATIC, REVOKED, OTHER_EVENT or INVALID. */
+  /** Decides one scanned text: VALID, DUPLICATE, STATIC, REVOKED, OTHER_EVENT or INVALID, and
+   *  why (a function of the ticket's seat or area, so it is said in the language of the
+   *  moment). */
   async function decide(text) {
     const code = text.trim();
     let staticCode = code;
     let rotating = null;
     if (code.startsWith(PREFIX_ROTATING)) {
       const m = code.match(/^BR1\.(\d{1,12})\.([A-Za-z0-9_-]{1,64})\.(BO1\..+)$/);
-      if (!m) return { result: 'INVALID', why: 'not a ticket code' };
+      if (!m) return { result: 'INVALID', why: (args) => t('door-why-not-a-code', args) };
       rotating = { step: Number(m[1]), tag: m[2] };
       staticCode = m[3];
     }
     const claims = await verifyStatic(staticCode);
-    if (!claims) return { result: 'INVALID', why: 'the code is not signed by the box office' };
-    if (claims.eventId !== door.bundle.eventId) return { result: 'OTHER_EVENT', why: 'a ticket of another event', claims };
-    if (door.revoked.has(claims.ticketId)) return { result: 'REVOKED', why: 'this ticket was given away, exchanged or cancelled', claims };
+    if (!claims) return { result: 'INVALID', why: (args) => t('door-why-not-signed', args) };
+    if (claims.eventId !== door.bundle.eventId) return { result: 'OTHER_EVENT', why: (args) => t('door-why-other-event', args), claims };
+    if (door.revoked.has(claims.ticketId)) return { result: 'REVOKED', why: (args) => t('door-why-revoked', args), claims };
     if (rotating) {
       const verdict = await verifyRotating(rotating.step, rotating.tag, claims.ticketId);
-      if (verdict === 'OUT_OF_WINDOW') return { result: 'INVALID', why: 'an old code (a screenshot?): ask for the live one in the app', claims };
-      if (verdict !== 'OK') return { result: 'INVALID', why: 'the changing part of the code is wrong', claims };
+      if (verdict === 'OUT_OF_WINDOW') return { result: 'INVALID', why: (args) => t('door-why-old-code', args), claims };
+      if (verdict !== 'OK') return { result: 'INVALID', why: (args) => t('door-why-bad-tag', args), claims };
     } else if (!door.acceptStatic) {
-      return { result: 'STATIC', why: 'a printed or screenshot code: ask for the live code in the app', claims };
+      return { result: 'STATIC', why: (args) => t('door-why-static', args), claims };
     }
     if (door.checkedIn.has(claims.ticketId) || door.scanned[claims.ticketId]) {
-      return { result: 'DUPLICATE', why: 'already checked in', claims };
+      return { result: 'DUPLICATE', why: (args) => t('door-why-duplicate', args), claims };
     }
-    return { result: 'VALID', why: claims.seatId ? `seat ${claims.seatId}` : `${claims.tierId || 'entry'}`, claims };
+    return { result: 'VALID', why: (args) => (claims.seatId ? t('door-why-seat', args) : t('door-why-tier', args)), claims };
   }
 
   const TONES = { VALID: [880, 0.12], DUPLICATE: [440, 0.25], STATIC: [440, 0.25], REVOKED: [220, 0.45], OTHER_EVENT: [220, 0.45], INVALID: [220, 0.45] };
@@ -188,21 +206,50 @@
       door.pending.push({ ticketId: verdict.claims.ticketId, scannedAt: door.scanned[verdict.claims.ticketId], deviceId });
       saveState();
     }
-    const box = $('door-result');
-    box.dataset.result = verdict.result;
-    box.className = `door-result ${verdict.result}`;
-    box.textContent = `${{ VALID: 'Welcome!', DUPLICATE: 'Already in', STATIC: 'Live code needed', REVOKED: 'Not valid', OTHER_EVENT: 'Wrong event', INVALID: 'Not valid' }[verdict.result]} — ${verdict.why}`;
+    lastVerdict = verdict;
+    showVerdict();
     beep(verdict.result);
     const item = document.createElement('li');
-    item.textContent = `${new Date().toLocaleTimeString()} ${verdict.result} ${verdict.claims ? verdict.claims.ticketId : ''}`;
+    item.textContent = `${window.i18n.time(new Date())} ${verdict.result} ${verdict.claims ? verdict.claims.ticketId : ''}`;
     $('door-log').prepend(item);
     showCounts();
     if (navigator.onLine) sync();
     return verdict.result;
   }
 
+  const HEADLINES = {
+    VALID: () => t('door-result-valid'),
+    DUPLICATE: () => t('door-result-duplicate'),
+    STATIC: () => t('door-result-static'),
+    REVOKED: () => t('door-result-invalid'),
+    OTHER_EVENT: () => t('door-result-other-event'),
+    INVALID: () => t('door-result-invalid'),
+  };
+
+  /** The last scan's result, in the page's language (shown again when it changes). */
+  let lastVerdict = null;
+  function showVerdict() {
+    const box = $('door-result');
+    if (!lastVerdict) return;
+    delete box.dataset.i18n;
+    const verdict = lastVerdict;
+    box.dataset.result = verdict.result;
+    box.className = `door-result ${verdict.result}`;
+    const claims = verdict.claims || {};
+    const why = verdict.why({ seat: claims.seatId, tier: claims.tierId || t('door-entry') });
+    const holder = claims.ticketId ? door.holders.get(claims.ticketId) : null;
+    box.textContent = t('door-result-line', { headline: HEADLINES[verdict.result](), why });
+    if (holder) {
+      const name = document.createElement('strong');
+      name.className = 'door-holder';
+      name.dataset.testid = 'door-holder';
+      name.textContent = t('door-holder', { name: holder });
+      box.append(document.createElement('br'), name);
+    }
+  }
+
   function showCounts() {
-    $('door-counts').textContent = `${Object.keys(door.scanned).length} scanned here, ${door.pending.length} to sync.`;
+    $('door-counts').textContent = t('door-counts', { scanned: Object.keys(door.scanned).length, pending: door.pending.length });
   }
 
   function showReport() {
@@ -212,7 +259,7 @@
     if (!duplicates.length) return;
     const title = document.createElement('p');
     title.className = 'notice info';
-    title.textContent = `Reported by the box office: ${duplicates.map((r) => `${r.result} ${r.ticketId}`).join(', ')}`;
+    title.textContent = t('door-reported', { list: duplicates.map((r) => `${r.result} ${r.ticketId}`).join(', ') });
     box.append(title);
   }
 
@@ -264,8 +311,10 @@
     await img.decode();
     const text = await decodeFrom(img, img.naturalWidth, img.naturalHeight);
     if (!text) {
+      lastVerdict = null;
+      delete $('door-result').dataset.i18n;
       $('door-result').dataset.result = 'NO_CODE';
-      $('door-result').textContent = 'No QR code found in that picture.';
+      $('door-result').textContent = t('door-no-code');
       return 'NO_CODE';
     }
     last = { text: '', at: 0 };
@@ -290,12 +339,26 @@
 
   function showOnline() {
     const badge = $('door-online');
-    badge.textContent = navigator.onLine ? 'Online' : 'Offline';
+    badge.textContent = navigator.onLine ? t('door-online') : t('door-offline');
     badge.dataset.online = String(navigator.onLine);
     if (navigator.onLine && door.bundle) sync();
   }
 
   // -- Wiring.
+
+  /** Everything this script wrote, again in the language just chosen. */
+  function renderLanguage() {
+    showOnline();
+    showBundle();
+    showCounts();
+    showReport();
+    showVerdict();
+  }
+  $('door-language').append(window.i18n.switcher({ 'aria-label': t('door-language'), 'data-testid': 'door-language' }));
+  window.i18n.onChange(() => {
+    $('door-language').querySelector('select').setAttribute('aria-label', t('door-language'));
+    renderLanguage();
+  });
 
   $('door-event').value = door.eventId || '';
   $('door-static').checked = door.acceptStatic;
@@ -310,7 +373,7 @@
         const res = await fetch('/v1/dev/token', {
           method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId: account, admin: true }),
         });
-        if (!res.ok) throw new Error('this server does not hand out staff tokens: paste one');
+        if (!res.ok) throw new Error(t('door-no-dev-token'));
         door.token = (await res.json()).token;
       }
       door.eventId = $('door-event').value.trim();
@@ -324,7 +387,8 @@
     }
   });
   $('door-camera').addEventListener('click', () => startCamera().catch((e) => {
-    $('door-result').textContent = `No camera: ${e.message}. Type the code or scan a picture.`;
+    delete $('door-result').dataset.i18n;
+    $('door-result').textContent = t('door-no-camera', { reason: e.message });
   }));
   $('door-file').addEventListener('change', (ev) => {
     const file = ev.target.files[0];
