@@ -83,12 +83,14 @@ async function signIn(page, account) {
   await page.getByTestId('signed-in-as').waitFor();
 }
 
-/** Opens the event, picks `seats` on the map and holds them. */
-async function hold(page, eventId, seats) {
+/** Opens the event, picks `seats` on the map and holds them; after each pick the hold button
+ *  must read the pattern of `buttons` at its place (the language's plural forms). */
+async function hold(page, eventId, seats, buttons) {
   await page.goto(`${BASE}/#/events/${encodeURIComponent(eventId)}`);
   await page.waitForFunction(() => window.boxoffice && window.boxoffice.ready(), null, { timeout: T });
-  for (const seat of seats) {
+  for (const [i, seat] of seats.entries()) {
     check(await page.evaluate((id) => window.boxoffice.selectSeat(id), seat), `could not select ${seat}`);
+    await expectText(page, 'hold-button', buttons[i]);
   }
   await page.getByTestId('hold-button').click();
   await page.getByTestId('hold-seats').waitFor();
@@ -138,7 +140,7 @@ async function main() {
     check(/1\. März 2030|01\.03\.2030|1\. Mär/.test(cardText), `a German date: ${cardText}`);
     await signIn(de, 'fan-de');
     await expectText(de, 'signed-in-as', /^Angemeldet als fan-de$/);
-    await hold(de, eventId, ['A-1-8', 'A-1-9']);
+    await hold(de, eventId, ['A-1-8', 'A-1-9'], [/^Einen Platz reservieren$/, /^2 Plätze reservieren$/]);
     await expectText(de, 'map-status', /Plätzen frei/);
     await expectText(de, 'hold-seats', /Block A · Reihe 1 · Platz 8/);
     await expectText(de, 'pay-button', /^90,00\s€ bezahlen$/);
@@ -167,7 +169,7 @@ async function main() {
     await expectText(en, 'nav-orders', /^我的订单$/);
     await signIn(en, 'fan-zh');
     await expectText(en, 'signed-in-as', /当前账号/);
-    await hold(en, eventId, ['B-2-6', 'B-2-7', 'B-2-8']);
+    await hold(en, eventId, ['B-2-6', 'B-2-7', 'B-2-8'], [/^保留 1 个座位$/, /^保留 2 个座位$/, /^保留 3 个座位$/]);
     await expectText(en, 'hold-seats', /B 区 · 2 排 · 6 号/);
     await expectText(en, 'pay-button', /^支付 €87\.00$/);
     await expectText(en, 'holders', /持票人/);
