@@ -175,6 +175,9 @@ pub struct EventSpec {
     /// How long a waiting-list offer's hold lasts.
     pub waitlist_offer_ttl_s: u32,
     pub refund_policy: Option<RefundPolicy>,
+    /// What each ticket's holder must give before payment (absent: a name may be given,
+    /// nothing is asked).
+    pub holder_policy: Option<crate::holder::HolderPolicy>,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -278,6 +281,9 @@ impl EventSpec {
                 REFUND_CUTOFF_MAX_S.into(),
             )?;
             check_price("refundPolicy.keepFeeMinor", policy.keep_fee_minor)?;
+        }
+        if let Some(policy) = &self.holder_policy {
+            policy.validate()?;
         }
         check_range(
             "waitlistOfferTtlSeconds",
@@ -435,6 +441,7 @@ mod tests {
             transfer_cutoff_s: 0,
             waitlist_offer_ttl_s: 600,
             refund_policy: None,
+            holder_policy: None,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),

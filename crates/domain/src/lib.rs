@@ -23,6 +23,7 @@ pub mod engine;
 pub mod event;
 pub mod hold;
 pub mod hold_ttl;
+pub mod holder;
 pub mod idempotency;
 pub mod ids;
 pub mod inventory;

@@ -55,6 +55,10 @@ pub struct CreateEventBody {
     /// When fans may refund their own tickets; absent: they may not.
     #[serde(default)]
     pub refund_policy: Option<RefundPolicyBody>,
+    /// What each ticket's holder gives before payment; absent: a name may be given, nothing
+    /// is asked.
+    #[serde(default)]
+    pub holder_policy: Option<HolderPolicyBody>,
     #[serde(default)]
     pub waiting_room: Option<WaitingRoomBody>,
     /// Reserved seating: at most 200 sections with unique names and 200,000 seats in all;
@@ -83,6 +87,126 @@ pub struct RefundPolicyBody {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 100_000_000, default = 0)]
     pub keep_fee_minor: i64,
+}
+
+/// What an event asks of each ticket's holder before payment (issue 39).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HolderPolicyBody {
+    /// Every ticket needs a holder's name before the checkout.
+    #[serde(default)]
+    pub name_required: bool,
+    /// The event's own questions, asked per ticket (at most 20, ids unique).
+    #[serde(default)]
+    #[schema(max_items = 20)]
+    pub questions: Vec<HolderQuestionBody>,
+    /// The owner may change a ticket's holder until this long before the start, by the
+    /// store's clock (0: until the start).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 31_536_000, default = 0)]
+    pub change_cutoff_seconds: u32,
+}
+
+/// One question an event asks of each holder.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HolderQuestionBody {
+    /// The answer's key in `answers`.
+    #[schema(
+        min_length = 1,
+        max_length = 40,
+        pattern = "^[A-Za-z0-9_-]{1,40}$",
+        example = "dob"
+    )]
+    pub question_id: String,
+    #[schema(min_length = 1, max_length = 200, example = "Date of birth")]
+    pub label: String,
+    pub kind: QuestionKindName,
+    /// The checkout is refused until every ticket has an answer.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// Who will use a ticket: a name and the answers to the event's questions (issue 39).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HolderView {
+    /// The holder's name (at most 200 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200, example = "Ada Lovelace")]
+    pub name: Option<String>,
+    /// Answers by question id: text, or a date as `YYYY-MM-DD`.
+    #[serde(default)]
+    #[schema(example = json!({"dob": "1990-01-31"}))]
+    pub answers: std::collections::BTreeMap<String, String>,
+}
+
+impl HolderView {
+    pub fn of(details: &boxoffice_domain::holder::HolderDetails) -> Self {
+        Self {
+            name: details.name.clone(),
+            answers: details.answers.clone(),
+        }
+    }
+
+    pub fn into_details(self) -> boxoffice_domain::holder::HolderDetails {
+        boxoffice_domain::holder::HolderDetails {
+            name: self.name,
+            answers: self.answers,
+        }
+    }
+}
+
+/// What a question's answer is: free text (at most 200 characters) or a date (`YYYY-MM-DD`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum QuestionKindName {
+    Text,
+    Date,
+}
+
+impl HolderPolicyBody {
+    pub fn into_policy(self) -> boxoffice_domain::holder::HolderPolicy {
+        use boxoffice_domain::holder::{HolderPolicy, HolderQuestion, QuestionKind};
+        HolderPolicy {
+            name_required: self.name_required,
+            questions: self
+                .questions
+                .into_iter()
+                .map(|q| HolderQuestion {
+                    question_id: q.question_id,
+                    label: q.label,
+                    kind: match q.kind {
+                        QuestionKindName::Text => QuestionKind::Text,
+                        QuestionKindName::Date => QuestionKind::Date,
+                    },
+                    required: q.required,
+                })
+                .collect(),
+            change_cutoff_s: self.change_cutoff_seconds,
+        }
+    }
+
+    pub fn of(policy: &boxoffice_domain::holder::HolderPolicy) -> Self {
+        use boxoffice_domain::holder::QuestionKind;
+        Self {
+            name_required: policy.name_required,
+            questions: policy
+                .questions
+                .iter()
+                .map(|q| HolderQuestionBody {
+                    question_id: q.question_id.clone(),
+                    label: q.label.clone(),
+                    kind: match q.kind {
+                        QuestionKind::Text => QuestionKindName::Text,
+                        QuestionKind::Date => QuestionKindName::Date,
+                    },
+                    required: q.required,
+                })
+                .collect(),
+            change_cutoff_seconds: policy.change_cutoff_s,
+        }
+    }
 }
 
 fn default_hold_ttl() -> u32 {
@@ -241,6 +365,7 @@ impl CreateEventBody {
                 fan_refund_cutoff_s: p.fan_refund_cutoff_seconds,
                 keep_fee_minor: p.keep_fee_minor,
             }),
+            holder_policy: self.holder_policy.map(HolderPolicyBody::into_policy),
             waiting_room,
             sections: self
                 .sections
@@ -295,6 +420,10 @@ pub struct EventView {
     /// When fans may refund their own tickets; absent: they may not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refund_policy: Option<RefundPolicyBody>,
+    /// What each ticket's holder gives before payment; absent: a name may be given, nothing
+    /// is asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder_policy: Option<HolderPolicyBody>,
     pub waiting_room: WaitingRoomView,
     pub sections: Vec<SectionView>,
     pub tiers: Vec<TierView>,
@@ -393,6 +522,7 @@ impl EventView {
                 fan_refund_cutoff_seconds: p.fan_refund_cutoff_s,
                 keep_fee_minor: p.keep_fee_minor,
             }),
+            holder_policy: event.holder_policy.as_ref().map(HolderPolicyBody::of),
             waiting_room: WaitingRoomView {
                 enabled: event.waiting_room.enabled,
                 policy: event.waiting_room.policy,

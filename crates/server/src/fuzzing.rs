@@ -77,6 +77,7 @@ impl Fixture {
             transfer_cutoff_s: 0,
             waitlist_offer_ttl_s: 600,
             refund_policy: None,
+            holder_policy: None,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![
                 section("A", 10, 20, 4_500),

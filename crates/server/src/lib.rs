@@ -263,6 +263,11 @@ fn api_router() -> OpenApiRouter<AppState> {
             routes::holds::get_hold,
             routes::holds::release_hold
         ))
+        .routes(routes!(
+            routes::holders::get_hold_holders,
+            routes::holders::put_hold_holders
+        ))
+        .routes(routes!(routes::holders::put_ticket_holder))
         .routes(routes!(routes::checkout::checkout))
         .routes(routes!(routes::checkout::get_order))
         .routes(routes!(routes::checkout::list_orders))

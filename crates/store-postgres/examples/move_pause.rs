@@ -69,6 +69,7 @@ fn spec(name: &str, sections: u32, rows: u32, seats_per_row: u32) -> EventSpec {
         transfer_cutoff_s: 0,
         waitlist_offer_ttl_s: 600,
         refund_policy: None,
+        holder_policy: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: (0..sections)
             .map(|n| Section {

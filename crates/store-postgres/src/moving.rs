@@ -59,6 +59,7 @@ pub const EVENT_TABLES: &[&str] = &[
     "tier",
     "seat",
     "hold",
+    "hold_holder",
     "orders",
     "payment_operation",
     "ticket",

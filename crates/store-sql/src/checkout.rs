@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use boxoffice_domain::order::{OrderStatus, PaymentStatus};
 use boxoffice_store::checkout::{
-    OrderView, PaymentOperation, SignTicket, TicketView, ticket_drafts,
+    OrderView, PaymentOperation, SignTicket, TicketDraft, TicketView, ticket_drafts,
 };
 use boxoffice_store::engine::{LockedOrder, LockedTicket};
+use boxoffice_store::holder::HolderSlot;
 use boxoffice_store::{StoreError, StoreResult, parse_held_seats};
 
 use crate::db::{Conn, Db, Dialect, Row, Rows, query};
@@ -31,7 +32,8 @@ pub const TICKET_COLUMNS_AS_T: &str = "t.ticket_id AS t_ticket_id, t.event_id AS
      t.order_id AS t_order_id, t.account_id AS t_account_id, t.seat_id AS t_seat_id,
      t.tier_id AS t_tier_id, t.unit AS t_unit, t.code AS t_code, t.status AS t_status,
      t.exchange_id AS t_exchange_id, t.refund_id AS t_refund_id, t.void_reason AS t_void_reason,
-     t.issued_at AS t_issued_at";
+     t.issued_at AS t_issued_at, t.holder_name AS t_holder_name,
+     t.holder_answers AS t_holder_answers";
 
 /// The columns [`operation_from_row`] reads.
 pub const OPERATION_COLUMNS: &str =
@@ -112,6 +114,11 @@ pub fn ticket_from_row_as(row: &Row, prefix: &str) -> StoreResult<TicketView> {
         exchange_id,
         refund_id: row.get(column("refund_id").as_str())?,
         void_reason: row.get(column("void_reason").as_str())?,
+        holder: boxoffice_store::holder::details_of(
+            row.get(column("holder_name").as_str())?,
+            row.get::<Option<String>, _>(column("holder_answers").as_str())?
+                .as_deref(),
+        ),
         issued_at: row.get(column("issued_at").as_str())?,
     })
 }
@@ -372,6 +379,20 @@ pub async fn issue_tickets(db: &Db, order_ids: &[String], sign: &SignTicket) -> 
             .execute(&mut tx.conn())
             .await?;
     }
+    // The holders given before the checkout, by (order, slot): copied onto the tickets.
+    let holders: std::collections::HashMap<(String, String), (Option<String>, String)> =
+        query(format!(
+            "SELECT o.order_id, h.slot, h.name, h.answers
+               FROM orders o JOIN hold_holder h ON h.event_id = o.event_id AND h.hold_id = o.hold_id
+              WHERE o.order_id {ids}",
+            ids = d.in_list("$1"),
+        ))
+        .bind(order_ids.to_vec())
+        .fetch_all(&mut tx.conn())
+        .await?
+        .iter()
+        .map(|row| Ok(((row.get(0)?, row.get(1)?), (row.get(2)?, row.get(3)?))))
+        .collect::<StoreResult<_>>()?;
     let mut drafts = Vec::new();
     for row in &orders {
         let (order_id, event_id, account_id): (String, String, String) =
@@ -401,13 +422,31 @@ pub async fn issue_tickets(db: &Db, order_ids: &[String], sign: &SignTicket) -> 
                 .map(|(t, _, _)| i32::try_from(t.unit).unwrap_or(i32::MAX)),
         )
         .texts("c", drafts.iter().map(|(_, _, c)| c.as_str()));
+    let holder_of = |draft: &TicketDraft| {
+        let slot = HolderSlot::of_ticket(draft.seat_id.as_deref(), draft.unit).key();
+        holders.get(&(draft.order_id.clone(), slot))
+    };
+    let rows = rows
+        .opt_texts(
+            "hn",
+            drafts
+                .iter()
+                .map(|(t, _, _)| holder_of(t).and_then(|(name, _)| name.clone())),
+        )
+        .opt_texts(
+            "ha",
+            drafts
+                .iter()
+                .map(|(t, _, _)| holder_of(t).map(|(_, answers)| answers.clone())),
+        );
     // (`WHERE true`: SQLite would read `ON CONFLICT` as the join's `ON`.)
     let issued = query(format!(
         "INSERT INTO ticket (event_id, ticket_id, order_id, account_id, seat_id, tier_id, unit, code,
-                             status, void_reason, issued_at)
+                             status, void_reason, issued_at, holder_name, holder_answers)
          SELECT u.e, u.t, u.o, u.a, u.s, u.r, u.n, u.c,
                 CASE WHEN c.event_id IS NULL THEN 'VALID' ELSE 'VOIDED' END,
-                CASE WHEN c.event_id IS NULL THEN NULL ELSE '{cancelled}' END, {now}
+                CASE WHEN c.event_id IS NULL THEN NULL ELSE '{cancelled}' END, {now},
+                u.hn, u.ha
            FROM {u} LEFT JOIN event_cancellation c ON c.event_id = u.e WHERE true
          ON CONFLICT (order_id, unit) DO NOTHING",
         now = d.now_ms(),

@@ -26,5 +26,17 @@ pub async fn lists(db: &Db, event_id: &str) -> StoreResult<DoorLists> {
             lists.checked_in.push(ticket_id);
         }
     }
+    lists.holders = query(
+        "SELECT ticket_id, holder_name FROM ticket
+          WHERE event_id = $1 AND status = 'VALID' AND holder_name IS NOT NULL
+          ORDER BY ticket_id LIMIT $2",
+    )
+    .bind(event_id)
+    .bind(DOOR_LIST_MAX)
+    .fetch_all(&mut pooled.conn())
+    .await?
+    .iter()
+    .map(|row| Ok((row.get(0)?, row.get(1)?)))
+    .collect::<StoreResult<_>>()?;
     Ok(lists)
 }

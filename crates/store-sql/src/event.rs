@@ -6,7 +6,7 @@ use boxoffice_domain::event::{EventSpec, RefundPolicy};
 use boxoffice_domain::event::{Section, Tier};
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
 use boxoffice_store::{
-    EventCounts, EventRecord, NewRecord, RenderEvent, StoreResult, event_record,
+    EventCounts, EventRecord, NewRecord, RenderEvent, StoreError, StoreResult, event_record,
     parse_waiting_room, waiting_room_json,
 };
 
@@ -28,7 +28,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<EventRecord>> {
         "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
                 max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
                 transfer_cutoff_s, waitlist_offer_ttl_s, refund_cutoff_s, refund_keep_fee_minor,
-                CAST(waiting_room AS text) AS waiting_room, created_at
+                CAST(waiting_room AS text) AS waiting_room, created_at, holder_policy
            FROM event WHERE event_id = $1",
     )
     .bind(event_id)
@@ -90,6 +90,13 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<EventRecord>> {
                     fan_refund_cutoff_s: to_u32(cutoff_s),
                     keep_fee_minor: row.get("refund_keep_fee_minor")?,
                 })
+            })
+            .transpose()?,
+        holder_policy: row
+            .get::<Option<String>, _>("holder_policy")?
+            .map(|json| {
+                serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Internal(format!("event holder_policy: {e}")))
             })
             .transpose()?,
         waiting_room: parse_waiting_room(&row.get::<String, _>("waiting_room")?),
@@ -203,8 +210,8 @@ pub async fn create(
         "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
                             max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
                             transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at,
-                            refund_cutoff_s, refund_keep_fee_minor)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, {}, $14, $15, $16)",
+                            refund_cutoff_s, refund_keep_fee_minor, holder_policy)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, {}, $14, $15, $16, $17)",
         d.json("$13"),
     ))
     .bind(&record.event_id)
@@ -227,6 +234,12 @@ pub async fn create(
             .map(|p| i32::try_from(p.fan_refund_cutoff_s).unwrap_or(i32::MAX)),
     )
     .bind(record.refund_policy.map_or(0, |p| p.keep_fee_minor))
+    .bind(
+        record
+            .holder_policy
+            .as_ref()
+            .map(|p| serde_json::to_string(p).unwrap_or_default()),
+    )
     .execute(&mut tx.conn())
     .await?;
     if !spec.sections.is_empty() {

@@ -21,6 +21,7 @@ pub mod exchange;
 pub mod expiry;
 pub mod group;
 pub mod hold;
+pub mod holder;
 pub mod idempotency;
 pub mod inventory;
 pub mod lease;
@@ -268,6 +269,24 @@ macro_rules! impl_store {
                     Ok(committed)
                 }
             );
+
+            $crate::__forward!($store, ::boxoffice_store::holder::HolderStore {
+                hold_holders(event_id: &str, hold_id: &str)
+                    -> Vec<::boxoffice_store::holder::HoldHolder> = holder::hold_holders;
+                set_hold_holders(
+                    event_id: &str,
+                    hold_id: &str,
+                    account_id: &str,
+                    holders: &[::boxoffice_store::holder::HoldHolder]
+                ) -> ::boxoffice_store::holder::HoldHoldersSet = holder::set_hold_holders;
+                set_ticket_holder(
+                    event_id: &str,
+                    ticket_id: &str,
+                    account_id: &str,
+                    details: &::boxoffice_domain::holder::HolderDetails,
+                    change_cutoff_s: u32
+                ) -> ::boxoffice_store::holder::TicketHolderSet = holder::set_ticket_holder;
+            });
 
             $crate::__forward!($store, ::boxoffice_store::door::DoorStore {
                 door_lists(event_id: &str) -> ::boxoffice_store::door::DoorLists = door::lists;

@@ -40,6 +40,7 @@ fn spec(hold_ttl_s: u32, payment_grace_s: u32) -> EventSpec {
         transfer_cutoff_s: 0,
         waitlist_offer_ttl_s: 600,
         refund_policy: None,
+        holder_policy: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: vec![Section {
             name: "A".into(),

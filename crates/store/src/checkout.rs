@@ -75,6 +75,8 @@ pub struct TicketView {
     pub refund_id: Option<String>,
     /// Why it was voided when no refund or exchange says it (`EVENT_CANCELLED`).
     pub void_reason: Option<String>,
+    /// Who will use it, when a name or answers were given (`None`: the account holding it).
+    pub holder: Option<boxoffice_domain::holder::HolderDetails>,
     pub issued_at: OffsetDateTime,
 }
 

@@ -13,6 +13,9 @@ pub const DOOR_LIST_MAX: u32 = 500_000;
 pub struct DoorLists {
     pub revoked: Vec<String>,
     pub checked_in: Vec<String>,
+    /// (ticket id, holder's name) of the valid tickets that name a holder (issue 39): the
+    /// door shows whom a ticket is for.
+    pub holders: Vec<(String, String)>,
 }
 
 #[async_trait::async_trait]

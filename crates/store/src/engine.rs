@@ -1352,6 +1352,7 @@ mod tests {
             transfer_cutoff_s: 0,
             waitlist_offer_ttl_s: 0,
             refund_policy: None,
+            holder_policy: None,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),

@@ -1079,6 +1079,48 @@ impl door::DoorStore for Front {
     }
 }
 
+/// A hold's or a ticket's holder lives with its event.
+#[async_trait]
+impl crate::holder::HolderStore for Front {
+    async fn hold_holders(
+        &self,
+        event_id: &str,
+        hold_id: &str,
+    ) -> StoreResult<Vec<crate::holder::HoldHolder>> {
+        self.event(Look, event_id)
+            .await?
+            .hold_holders(event_id, hold_id)
+            .await
+    }
+
+    async fn set_hold_holders(
+        &self,
+        event_id: &str,
+        hold_id: &str,
+        account_id: &str,
+        holders: &[crate::holder::HoldHolder],
+    ) -> StoreResult<crate::holder::HoldHoldersSet> {
+        self.event(Start, event_id)
+            .await?
+            .set_hold_holders(event_id, hold_id, account_id, holders)
+            .await
+    }
+
+    async fn set_ticket_holder(
+        &self,
+        event_id: &str,
+        ticket_id: &str,
+        account_id: &str,
+        details: &boxoffice_domain::holder::HolderDetails,
+        change_cutoff_s: u32,
+    ) -> StoreResult<crate::holder::TicketHolderSet> {
+        self.event(Start, event_id)
+            .await?
+            .set_ticket_holder(event_id, ticket_id, account_id, details, change_cutoff_s)
+            .await
+    }
+}
+
 /// Webhooks live in the home shard alone, endpoints and deliveries both: the relay fans out
 /// with the global outbox ids (local id × 64 + shard index), so a delivery's event id is
 /// unique across shards, and the delivery worker and the admin routes read one database.

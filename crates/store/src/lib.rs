@@ -16,6 +16,7 @@ pub mod engine;
 pub mod exchange;
 pub mod front;
 pub mod gate;
+pub mod holder;
 pub mod lease;
 pub mod refund;
 pub mod report;
@@ -85,6 +86,8 @@ pub struct EventRecord {
     pub transfer_cutoff_s: u32,
     pub waitlist_offer_ttl_s: u32,
     pub refund_policy: Option<boxoffice_domain::event::RefundPolicy>,
+    /// What each ticket's holder must give before payment (PATCH may change it).
+    pub holder_policy: Option<boxoffice_domain::holder::HolderPolicy>,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -130,6 +133,7 @@ pub fn event_record(event_id: &str, spec: &EventSpec, now: OffsetDateTime) -> Ev
         transfer_cutoff_s: spec.transfer_cutoff_s,
         waitlist_offer_ttl_s: spec.waitlist_offer_ttl_s,
         refund_policy: spec.refund_policy,
+        holder_policy: spec.holder_policy.clone(),
         waiting_room: spec.waiting_room.clone(),
         sections: spec.sections.clone(),
         tiers: spec.tiers.clone(),
@@ -314,6 +318,7 @@ pub trait Store:
     + waitlist::WaitlistStore
     + door::DoorStore
     + webhook::WebhookStore
+    + holder::HolderStore
     + Send
     + Sync
     + std::fmt::Debug

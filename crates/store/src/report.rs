@@ -489,6 +489,7 @@ mod tests {
             transfer_cutoff_s: 0,
             waitlist_offer_ttl_s: 600,
             refund_policy: None,
+            holder_policy: None,
             waiting_room: Default::default(),
             sections: vec![
                 Section {

@@ -34,6 +34,7 @@ fn stadium(now: time::OffsetDateTime) -> EventSpec {
         transfer_cutoff_s: 0,
         waitlist_offer_ttl_s: 600,
         refund_policy: None,
+        holder_policy: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: ('A'..='J')
             .enumerate()

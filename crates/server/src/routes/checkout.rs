@@ -92,6 +92,9 @@ pub struct TicketSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(REFUND|EXCHANGE|EVENT_CANCELLED)$")]
     pub void_reason: Option<String>,
+    /// Who will use it, when a name or answers were given; absent: the account holding it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<crate::api::HolderView>,
 }
 
 /// An order.
@@ -180,6 +183,7 @@ impl OrderResponse {
                         code: t.code.clone(),
                         status: t.status.clone(),
                         void_reason: void_reason(t),
+                        holder: t.holder.as_ref().map(crate::api::HolderView::of),
                     })
                     .collect()
             } else {
@@ -263,7 +267,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such hold for this account", body = Problem),
         (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
-        (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
+        (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED, or HOLDERS_REQUIRED: the event's holder policy asks a name or an answer that a ticket of the hold lacks (`PUT /v1/holds/{holdId}/holders` first)", body = Problem),
         (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
     ),
@@ -396,6 +400,11 @@ pub async fn checkout_hold(
                 refused = hold_expired();
             }
             return crate::gate::replay_or(state, &scope, &digest, refused).await;
+        }
+        // The event's holder questions are answered before payment: a fan's own checkout of
+        // a held hold names what is missing (an exchange's or a retry's is not asked again).
+        if hold.status == HoldStatus::Held && path.starts_with("/v1/holds/") {
+            crate::routes::holders::require_holders(state, &found, hold).await?;
         }
         event = Some(found);
     }

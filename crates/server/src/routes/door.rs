@@ -104,6 +104,14 @@ pub struct DoorKey {
     pub pem: String,
 }
 
+/// Whom a ticket is for.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DoorHolder {
+    pub ticket_id: String,
+    pub name: String,
+}
+
 /// Everything a scanner needs to check an event's tickets offline.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -126,6 +134,8 @@ pub struct DoorBundle {
     pub revoked_ticket_ids: Vec<String>,
     /// Tickets already checked in (by any device that synced).
     pub checked_in_ticket_ids: Vec<String>,
+    /// The holders' names of the valid tickets that name one (issue 39), in ticket id order.
+    pub holders: Vec<DoorHolder>,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub generated_at: time::OffsetDateTime,
@@ -168,6 +178,11 @@ pub async fn door_bundle(
             .collect(),
         revoked_ticket_ids: lists.revoked,
         checked_in_ticket_ids: lists.checked_in,
+        holders: lists
+            .holders
+            .into_iter()
+            .map(|(ticket_id, name)| DoorHolder { ticket_id, name })
+            .collect(),
         generated_at,
     })
     .into_response())

@@ -8,6 +8,7 @@ pub mod door;
 pub mod events;
 pub mod exchanges;
 pub mod health;
+pub mod holders;
 pub mod holds;
 pub mod queue;
 pub mod refunds;

@@ -27,9 +27,27 @@ pub struct TicketResponse {
     pub code: String,
     #[schema(value_type = crate::api::status_names::TicketStatus, example = "VALID")]
     pub status: String,
+    /// Who will use it, when a name or answers were given; absent: the account holding it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<crate::api::HolderView>,
 }
 
-async fn owned_ticket(
+impl TicketResponse {
+    pub fn new(ticket: boxoffice_store::checkout::TicketView) -> Self {
+        Self {
+            holder: ticket.holder.as_ref().map(crate::api::HolderView::of),
+            ticket_id: ticket.ticket_id,
+            event_id: ticket.event_id,
+            order_id: ticket.order_id,
+            seat_id: ticket.seat_id,
+            tier_id: ticket.tier_id,
+            code: ticket.code,
+            status: ticket.status,
+        }
+    }
+}
+
+pub(crate) async fn owned_ticket(
     state: &AppState,
     account: &Account,
     ticket_id: &str,
@@ -59,16 +77,7 @@ pub async fn get_ticket(
     Path(ticket_id): Path<String>,
 ) -> ApiResult<Response> {
     let ticket = owned_ticket(&state, &account, &ticket_id).await?;
-    Ok(axum::Json(TicketResponse {
-        ticket_id: ticket.ticket_id,
-        event_id: ticket.event_id,
-        order_id: ticket.order_id,
-        seat_id: ticket.seat_id,
-        tier_id: ticket.tier_id,
-        code: ticket.code,
-        status: ticket.status,
-    })
-    .into_response())
+    Ok(axum::Json(TicketResponse::new(ticket)).into_response())
 }
 
 /// The media types a client may ask for with `Accept`, the first of each pair by default: the
@@ -259,16 +268,7 @@ pub async fn check_in(
                 .get_ticket(&claims.ticket_id)
                 .await?
                 .ok_or_else(|| invalid("no such ticket"))?;
-            Ok(axum::Json(TicketResponse {
-                ticket_id: ticket.ticket_id,
-                event_id: ticket.event_id,
-                order_id: ticket.order_id,
-                seat_id: ticket.seat_id,
-                tier_id: ticket.tier_id,
-                code: ticket.code,
-                status: ticket.status,
-            })
-            .into_response())
+            Ok(axum::Json(TicketResponse::new(ticket)).into_response())
         }
         (false, "CHECKED_IN") => Err(ApiError::new(
             StatusCode::CONFLICT,

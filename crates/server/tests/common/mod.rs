@@ -524,6 +524,17 @@ impl TestApp {
         self.send(request).await
     }
 
+    pub async fn put(&self, token: &str, path: &str, body: &Value) -> Answer {
+        self.send(
+            self.http
+                .put(format!("{}{path}", self.base))
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(body).unwrap()),
+        )
+        .await
+    }
+
     /// Creates an event from `overrides` merged over a small default and returns its id.
     pub async fn create_event(&self, overrides: Value) -> String {
         let mut body = json!({
