@@ -89,11 +89,17 @@ async function expectText(page, testId, pattern) {
   }
 }
 
+const refused = [];
+
 async function setUp(browser, name, eventId) {
   const context = await browser.newContext({ locale: 'de-DE', viewport: { width: 480, height: 900 } });
   const page = await context.newPage();
   page.setDefaultTimeout(T);
   page.on('pageerror', (error) => { throw new Failure(`${name}: ${error.message}`); });
+  // Whatever the pages' Content Security Policy refuses is a fault of the pages.
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && /Content Security Policy/i.test(msg.text())) refused.push(`${name}: ${msg.text()}`);
+  });
   await page.goto(`${BASE}/door/`);
   await started_(page);
   await expectText(page, 'door-setup', /Dieses Gerät einrichten/);
@@ -206,6 +212,7 @@ async function main() {
     const ticket = await call(fan, 'GET', `/v1/tickets/${t1.ticketId}`);
     check(ticket.data.status === 'CHECKED_IN', `the ticket is ${ticket.data.status}`);
     log('synced: first scan checked in, the other device\'s reported as a duplicate');
+    check(refused.length === 0, `refused by the Content Security Policy: ${refused.join('; ')}`);
   } finally {
     await browser.close();
   }

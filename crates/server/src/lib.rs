@@ -250,6 +250,7 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::health::healthz))
         .routes(routes!(routes::health::readyz))
         .routes(routes!(routes::health::metrics))
+        .routes(routes!(web::catalogue))
         .routes(routes!(routes::events::create_event))
         .routes(routes!(routes::events::list_events))
         .routes(routes!(routes::events::get_event))

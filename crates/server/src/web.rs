@@ -189,7 +189,21 @@ static CATALOGUES: OnceLock<HashMap<(&'static str, &'static str), Asset>> = Once
 
 /// `GET /i18n/{locale}/{file}.json`: the messages of a page catalogue in a language (English
 /// for a language boxoffice does not speak, 404 for a file that is not a page catalogue).
-async fn catalogue(
+/// In the OpenAPI document (a client of the pages' texts may fetch it), routed by
+/// `crate::api_router`.
+#[utoipa::path(
+    get, path = "/i18n/{locale}/{file}", tag = "pages",
+    params(
+        ("locale" = String, Path, description = "A language tag (`de`, `de-AT`, `zh-Hans`): its primary language counts; one not spoken answers English"),
+        ("file" = String, Path, description = "`storefront.json` or `door.json`"),
+    ),
+    responses(
+        (status = 200, description = "Message id → the message's text as written, `{ $name }` placeables left to fill; `Content-Language` names the language", body = std::collections::BTreeMap<String, String>),
+        (status = 304, description = "Not modified (`If-None-Match` named the current `ETag`)"),
+        (status = 404, description = "No such page catalogue", body = crate::api::Problem),
+    )
+)]
+pub async fn catalogue(
     path: Result<Path<(String, String)>, PathRejection>,
     request: HeaderMap,
 ) -> Response {
@@ -300,7 +314,6 @@ pub fn routes() -> Router<AppState> {
             "/assets/i18n.js",
             get(|h: HeaderMap| async move { I18N_JS.respond(&h) }),
         )
-        .route("/i18n/{locale}/{file}", get(catalogue))
         .route(
             "/assets/style.css",
             get(|h: HeaderMap| async move { STYLE.respond(&h) }),

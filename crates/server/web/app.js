@@ -1126,6 +1126,8 @@
         if (e.code === 'HOLD_EXPIRED') {
           this.clearHold();
         } else if (e.code === 'HOLDERS_REQUIRED') {
+          // Not an answer to keep: the next try, holders given, is a new checkout.
+          this.payKeys.delete(keyName);
           const missing = (this.holderFields || []).find((f) => !f.name.value.trim());
           if (missing) missing.name.focus();
         } else if (e.code === 'HOLD_IN_CHECKOUT') {
