@@ -120,7 +120,9 @@ pub struct HolderQuestionBody {
     )]
     pub question_id: String,
     #[schema(
-        min_length = 1, max_length = 200, example = "Date of birth",
+        min_length = 1,
+        max_length = 200,
+        example = "Date of birth",
         pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
     )]
     pub label: String,
@@ -137,7 +139,8 @@ pub struct HolderView {
     /// The holder's name (at most 200 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(
-        max_length = 200, example = "Ada Lovelace",
+        max_length = 200,
+        example = "Ada Lovelace",
         pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
     )]
     pub name: Option<String>,

@@ -39,7 +39,8 @@ pub struct HoldHolderBody {
     pub unit: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(
-        max_length = 200, example = "Ada Lovelace",
+        max_length = 200,
+        example = "Ada Lovelace",
         pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
     )]
     pub name: Option<String>,
@@ -273,7 +274,8 @@ pub(crate) async fn require_holders(
 pub struct TicketHolderBody {
     #[serde(default)]
     #[schema(
-        max_length = 200, example = "Ada Lovelace",
+        max_length = 200,
+        example = "Ada Lovelace",
         pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
     )]
     pub name: Option<String>,
