@@ -74,6 +74,21 @@ RULES_BEYOND_A_SCHEMA = [
     # (the contract's 422 VALIDATION), and names tickets of the stored order.
     ("amountMinor", "can still go back to this order"),
     ("ticketIds", "is not a ticket of this order"),
+    # An event's holder questions are unique by questionId (uniqueItems compares whole items).
+    ("holderPolicy.questions[", "asked twice"),
+    # A hold's holders name the stored hold's seats or units (1 to its quantity), each once,
+    # by its seatId or its unit (a hold of seats or of a tier: the stored hold says which).
+    ("holders[", "is not a seat of this hold"),
+    ("holders[", "unit must be 1-"),
+    ("holders[", "this ticket is named twice"),
+    ("holders[", "names either a seatId"),
+    # Answers answer the stored event's questions, each of its question's kind (a date or
+    # text), and a ticket keeps what the stored policy requires.
+    ("holders[", "the event asks no such question"),
+    ("holders[", "a date, YYYY-MM-DD"),
+    ("holder.answers.", "the event asks no such question"),
+    ("holder.answers.", "a date, YYYY-MM-DD"),
+    ("holder.", "required by the event"),
 ]
 
 

@@ -19,21 +19,27 @@ fn main() {
         for file in std::fs::read_dir(locale.path()).expect("a locale folder is readable") {
             let path = file.expect("a catalogue").path();
             if path.extension().is_some_and(|ext| ext == "ftl") {
-                entries.push((
-                    locale.file_name().to_string_lossy().into_owned(),
-                    path.file_stem()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned(),
-                    path.display().to_string(),
-                ));
+                let locale = locale.file_name().to_string_lossy().into_owned();
+                let file = path
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                // Relative to the crate, so that a target folder copied from another checkout
+                // still reads this checkout's catalogues.
+                let relative = format!("/locales/{locale}/{file}.ftl");
+                entries.push((locale, file, relative));
             }
         }
     }
     entries.sort();
     let mut out = String::from("pub(crate) static CATALOGUES: &[(&str, &str, &str)] = &[\n");
     for (locale, file, path) in entries {
-        writeln!(out, "    ({locale:?}, {file:?}, include_str!({path:?})),").unwrap();
+        writeln!(
+            out,
+            "    ({locale:?}, {file:?}, include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), {path:?}))),"
+        )
+        .unwrap();
     }
     out.push_str("];\n");
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("catalogues.rs");

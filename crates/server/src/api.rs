@@ -119,7 +119,12 @@ pub struct HolderQuestionBody {
         example = "dob"
     )]
     pub question_id: String,
-    #[schema(min_length = 1, max_length = 200, example = "Date of birth")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        example = "Date of birth",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub label: String,
     pub kind: QuestionKindName,
     /// The checkout is refused until every ticket has an answer.
@@ -133,7 +138,11 @@ pub struct HolderQuestionBody {
 pub struct HolderView {
     /// The holder's name (at most 200 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200, example = "Ada Lovelace")]
+    #[schema(
+        max_length = 200,
+        example = "Ada Lovelace",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: Option<String>,
     /// Answers by question id: text, or a date as `YYYY-MM-DD`.
     #[serde(default)]

@@ -182,6 +182,17 @@ async fn holders_asked_before_payment_ride_on_the_tickets_to_the_door(backend: B
         .json();
     assert_eq!(one["holder"]["answers"]["dob"], "1985-06-15");
 
+    // The PDF tickets print each holder (in the Latin and the Chinese font).
+    let pdf = app
+        .get(&token("ann"), &format!("/v1/orders/{order_id}/tickets.pdf"))
+        .await;
+    assert_eq!(pdf.status, StatusCode::OK);
+    let text = boxoffice_delivery::readback::pdf_text(&pdf.bytes);
+    assert!(
+        text.contains("Ada Lovelace") && text.contains("张伟"),
+        "{text}"
+    );
+
     // Checked out: the hold's holders are closed; the ticket's holder is where to change.
     let late = put_holders(&app, "ann", &hold_id, json!([ada])).await;
     assert_eq!(late.code(), "HOLD_IN_CHECKOUT", "{}", late.json());

@@ -64,6 +64,9 @@ pub(crate) struct ServeArgs {
     /// commas. From any other peer the header is ignored.
     #[arg(long, env = "BOXOFFICE_TRUSTED_PROXIES", value_delimiter = ',')]
     trusted_proxy: Vec<String>,
+    // Boxed: the command enum keeps its variants of similar sizes.
+    #[command(flatten)]
+    wallet: Box<crate::cmd::wallet::WalletArgs>,
 }
 
 impl ServeArgs {
@@ -83,6 +86,7 @@ impl ServeArgs {
             limit,
             rollover,
             trusted_proxy,
+            wallet,
         } = self;
         let secret = match (jwt_secret, dev_auth) {
             (Some(secret), _) => secret,
@@ -96,6 +100,8 @@ impl ServeArgs {
         };
         let (store, places) = open_stores(&database_url).await?;
         store.migrate().await?;
+        // The pages of these origins may show Google's "save" button for a link.
+        let cors_origins_for_wallet = cors_allow_origin.clone();
         let side = SideStores {
             max_connections,
             node,
@@ -104,6 +110,7 @@ impl ServeArgs {
             limits: limits_of(&limit)?,
             rollover,
             trusted_proxies: trusted_proxy,
+            wallet: wallet.config(&cors_origins_for_wallet)?,
             ..open_side_stores(&database_url, places).await?
         };
         serve_with(
@@ -439,6 +446,7 @@ pub(crate) async fn serve_with(
         },
         limits: side.limits,
         trusted_proxies: side.trusted_proxies,
+        wallet: side.wallet,
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -521,6 +529,8 @@ pub(crate) struct SideStores {
     pub(crate) rollover: RolloverArgs,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub(crate) trusted_proxies: Vec<String>,
+    /// The keys that sign wallet passes (none by default).
+    pub(crate) wallet: boxoffice_server::WalletConfig,
 }
 
 /// `BOXOFFICE_LIMITS` (comma-separated `NAME=RATE`), for commands without `--limit`.

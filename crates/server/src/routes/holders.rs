@@ -38,7 +38,11 @@ pub struct HoldHolderBody {
     #[schema(minimum = 1, maximum = 100)]
     pub unit: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200, example = "Ada Lovelace")]
+    #[schema(
+        max_length = 200,
+        example = "Ada Lovelace",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: Option<String>,
     /// Answers to the event's questions by question id.
     #[serde(default)]
@@ -269,7 +273,11 @@ pub(crate) async fn require_holders(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TicketHolderBody {
     #[serde(default)]
-    #[schema(max_length = 200, example = "Ada Lovelace")]
+    #[schema(
+        max_length = 200,
+        example = "Ada Lovelace",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: Option<String>,
     #[serde(default)]
     pub answers: std::collections::BTreeMap<String, String>,
