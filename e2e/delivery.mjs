@@ -13,22 +13,20 @@
 //  3. on a standing event whose holder changes have closed, two tickets held by quantity
 //     (units), one holder named: the order shows it, and a change is refused
 //     (HOLDER_CHANGE_CLOSED) with the page saying why;
-//  4. a door device (German) downloads the first event's list and scans both tickets: each
-//     result names its holder;
-//  5. with DELIVERY_FILES (below): the order's PDF tickets download as a PDF, and the wallet
-//     buttons either give a pass or, the wallets not configured on this server, are disabled
-//     with a message.
+//  4. the page switched to German, the order's PDF tickets download as a PDF in German that
+//     names the holders (read back with poppler's pdftotext), and each wallet button either
+//     gives a pass or, that wallet not configured on this server, is disabled with a message;
+//  5. a door device (German) downloads the first event's list and scans both tickets: each
+//     result names its holder.
 // Exits non-zero with a message on any failure.
 
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-/** Part 5 needs GET /v1/orders/{id}/tickets.pdf and the wallet routes (issue 39's delivery
- *  branch): set to true once they are merged. */
-const DELIVERY_FILES = false;
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.BASE_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
@@ -194,7 +192,50 @@ async function main() {
     check((await call(fanToken, 'GET', `/v1/tickets/${named[0].ticketId}`)).data.holder.name === 'Dana Scully', 'a closed change went through');
     log('standing tickets named by unit; a change after the cutoff refused (HOLDER_CHANGE_CLOSED) and said');
 
-    // 4. The door names the holder.
+    // 4. PDF tickets (in the page's language) and wallet passes.
+    await page.goto(`${BASE}/#/orders/${encodeURIComponent(order.orderId)}`);
+    await page.getByTestId('language-select').selectOption('de');
+    await page.getByTestId('pdf-tickets').waitFor();
+    await expectText(page, byTestId('pdf-tickets'), /^PDF-Tickets$/);
+    const [download] = await Promise.all([page.waitForEvent('download', { timeout: T }), page.getByTestId('pdf-tickets').click()]);
+    const pdfPath = await download.path();
+    check(fs.readFileSync(pdfPath).subarray(0, 5).toString() === '%PDF-', 'the PDF tickets are not a PDF');
+    check(download.suggestedFilename() === `tickets-${order.orderId}.pdf`, `PDF named ${download.suggestedFilename()}`);
+    const pdfText = execFileSync('pdftotext', ['-layout', pdfPath, '-'], { encoding: 'utf8' });
+    check(/Club night/.test(pdfText) && /Inhaber: Grace Hopper/.test(pdfText) && /Inhaber: Charles Babbage/.test(pdfText),
+      `the PDF is not in German with its holders:\n${pdfText}`);
+    log('PDF tickets downloaded, in German, naming their holders');
+    for (const kind of ['apple', 'google']) {
+      const answer = await call(fanToken, 'GET', `/v1/tickets/${ada.ticketId}/wallet/${kind}`);
+      const button = page.getByTestId(`${kind}-wallet`).first();
+      if (answer.status === 409) {
+        check(answer.data?.code === 'WALLET_NOT_CONFIGURED', `${kind}: ${JSON.stringify(answer.data)}`);
+        await button.click();
+        try {
+          await page.waitForFunction((id) => [...document.querySelectorAll(`[data-testid="${id}"]`)].every((b) => b.disabled),
+            `${kind}-wallet`, { timeout: T, polling: 200 });
+        } catch {
+          throw new Failure(`${kind}'s buttons stay enabled`);
+        }
+        await expectText(page, byTestId('wallet-note'), kind === 'apple'
+          ? /^(Apple-Wallet-Pässe|Wallet-Pässe) gibt es für diese Veranstaltung nicht\.$/
+          : /^(Google-Wallet-Pässe|Wallet-Pässe) gibt es für diese Veranstaltung nicht\.$/);
+        log(`${kind} wallet not configured here: its buttons disabled, the page says so`);
+      } else if (kind === 'apple') {
+        check(answer.status === 200, `apple wallet: ${answer.status}`);
+        const [pass] = await Promise.all([page.waitForEvent('download', { timeout: T }), button.click()]);
+        check(fs.readFileSync(await pass.path()).subarray(0, 2).toString() === 'PK', 'the pass is not a zip');
+        log('apple wallet pass downloaded');
+      } else {
+        check(answer.status === 200 && answer.data.saveUrl.startsWith('https://'), `google wallet: ${JSON.stringify(answer.data)}`);
+        const [popup] = await Promise.all([page.waitForEvent('popup', { timeout: T }), button.click()]);
+        check(popup.url().startsWith('https://') || popup.url().startsWith('chrome-error:'), `Google Wallet opened ${popup.url()}`);
+        check((await page.getByTestId('google-wallet-link').first().getAttribute('href')).startsWith('https://pay.google.com/'), 'the save link is not shown');
+        log('google wallet save link opened');
+      }
+    }
+
+    // 5. The door names the holder (its scans check the tickets in: last).
     const doorContext = await browser.newContext({ locale: 'de-DE', viewport: { width: 480, height: 900 } });
     const door = watch(await doorContext.newPage(), 'door');
     await door.goto(`${BASE}/door/`);
@@ -210,36 +251,6 @@ async function main() {
     check(await door.evaluate((code) => window.door.scanText(code), ada.code) === 'VALID', 'the door refused the changed ticket');
     await expectText(door, byTestId('door-holder'), /^Inhaber: Grace Hopper$/);
     log('the door app names each ticket\'s holder (the changed one too)');
-
-    // 5. PDF tickets and wallet passes.
-    if (DELIVERY_FILES) {
-      await page.goto(`${BASE}/#/orders/${encodeURIComponent(order.orderId)}`);
-      await page.getByTestId('pdf-tickets').waitFor();
-      const [download] = await Promise.all([page.waitForEvent('download', { timeout: T }), page.getByTestId('pdf-tickets').click()]);
-      const pdf = fs.readFileSync(await download.path());
-      check(pdf.subarray(0, 5).toString() === '%PDF-', `the PDF tickets are not a PDF: ${pdf.subarray(0, 16)}`);
-      check(download.suggestedFilename() === `tickets-${order.orderId}.pdf`, `PDF named ${download.suggestedFilename()}`);
-      for (const kind of ['apple', 'google']) {
-        const answer = await call(fanToken, 'GET', `/v1/tickets/${ada.ticketId}/wallet/${kind}`);
-        const button = page.getByTestId(`${kind}-wallet`).first();
-        if (answer.status === 409) {
-          check(answer.data?.code === 'WALLET_NOT_CONFIGURED', `${kind}: ${JSON.stringify(answer.data)}`);
-          await button.click();
-          await expectText(page, byTestId('wallet-note'), /not available for this event/);
-          check(await page.getByTestId(`${kind}-wallet`).last().isDisabled(), `${kind}'s buttons stay enabled`);
-        } else if (kind === 'apple') {
-          const [pass] = await Promise.all([page.waitForEvent('download', { timeout: T }), button.click()]);
-          check(fs.readFileSync(await pass.path()).subarray(0, 2).toString() === 'PK', 'the pass is not a zip');
-        } else {
-          const [popup] = await Promise.all([page.waitForEvent('popup', { timeout: T }), button.click()]);
-          check(popup.url().startsWith('https://') || popup.url().startsWith('chrome-error:'), `Google Wallet opened ${popup.url()}`);
-          check((await page.getByTestId('google-wallet-link').first().getAttribute('href')) === answer.data.saveUrl, 'the save link is not shown');
-        }
-      }
-      log('PDF tickets downloaded; wallet buttons give a pass or say why not');
-    } else {
-      log('PDF tickets and wallets: not checked (DELIVERY_FILES is false until their routes are merged)');
-    }
 
     check(pageErrors.length === 0, `page errors: ${pageErrors.join('; ')}`);
   } finally {

@@ -213,10 +213,11 @@ fn door_app_offline_in_headless_chromium() {
 /// Ticket holders (issue 39): asked per ticket before payment (the server's
 /// `HOLDERS_REQUIRED` shown when one is missing), shown and changed on the order page (a
 /// change after the event's cutoff refused), by seat and by standing unit, and named by the
-/// door app on a scan. The PDF tickets and wallet buttons are checked too once
-/// `e2e/delivery.mjs`'s `DELIVERY_FILES` is set (when their routes are merged).
+/// door app on a scan; the order's PDF tickets downloaded in the page's language (read back
+/// with poppler's `pdftotext`) and the wallet buttons.
 #[test]
 fn ticket_holders_and_delivery_in_headless_chromium() {
+    support::ensure_debian_package("/usr/bin/pdftotext", "poppler-utils");
     story("delivery.mjs", &["holders.png"]);
 }
 

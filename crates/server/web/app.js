@@ -226,6 +226,7 @@
       case 'HOLDERS_REQUIRED': return t('storefront-error-holders-required');
       case 'HOLDER_CHANGE_CLOSED': return t('storefront-error-holder-change-closed');
       case 'WALLET_NOT_CONFIGURED': return t('storefront-error-wallet-not-configured');
+      case 'TICKETS_NOT_ISSUED': return t('storefront-error-tickets-not-issued');
       case 'RATE_LIMITED':
       case 'UNAVAILABLE':
       case 'PAYMENTS_UNAVAILABLE': return t('storefront-error-busy');
@@ -2555,7 +2556,7 @@
     link.click();
   }
 
-  /** "PDF tickets": every ticket of the order in one PDF. */
+  /** "PDF tickets": every ticket of the order in one PDF, in the page's language. */
   function pdfButton(scope, order) {
     const link = h('a', { class: 'btn small', hidden: true, 'data-testid': 'pdf-link' }, t('storefront-pdf-save'));
     const status = h('span', { class: 'hint', role: 'status', 'data-testid': 'pdf-status' });
@@ -2564,7 +2565,7 @@
       button.disabled = true;
       status.textContent = t('storefront-pdf-preparing');
       try {
-        const blob = await fetchBlob(`/v1/orders/${encodeURIComponent(order.orderId)}/tickets.pdf`);
+        const blob = await fetchBlob(`/v1/orders/${encodeURIComponent(order.orderId)}/tickets.pdf?lang=${window.i18n.locale()}`);
         if (!scope.alive) return;
         offerDownload(scope, link, blob, `tickets-${order.orderId}.pdf`);
         status.textContent = '';
@@ -2616,7 +2617,7 @@
         apple.disabled = true;
         status.textContent = t('storefront-wallet-preparing');
         try {
-          const blob = await fetchBlob(`/v1/tickets/${encodeURIComponent(ticket.ticketId)}/wallet/apple`);
+          const blob = await fetchBlob(`/v1/tickets/${encodeURIComponent(ticket.ticketId)}/wallet/apple?lang=${window.i18n.locale()}`);
           if (!this.scope.alive) return;
           offerDownload(this.scope, passLink, new Blob([blob], { type: 'application/vnd.apple.pkpass' }), `${ticket.ticketId}.pkpass`);
           status.textContent = '';
@@ -2630,7 +2631,7 @@
         google.disabled = true;
         status.textContent = t('storefront-wallet-preparing');
         try {
-          const { data } = await api('GET', `/v1/tickets/${encodeURIComponent(ticket.ticketId)}/wallet/google`);
+          const { data } = await api('GET', `/v1/tickets/${encodeURIComponent(ticket.ticketId)}/wallet/google?lang=${window.i18n.locale()}`);
           if (!this.scope.alive) return;
           // Only a web address: a "javascript:" link must never be opened from here.
           const saveUrl = data && typeof data.saveUrl === 'string' && /^https:\/\//i.test(data.saveUrl) ? data.saveUrl : null;

@@ -41,6 +41,7 @@ storefront-error-hold-in-checkout = Diese Reservierung wird bereits bezahlt.
 storefront-error-holders-required = Bitte geben Sie vor dem Bezahlen den Namen jedes Ticketinhabers an.
 storefront-error-holder-change-closed = Der Inhaber dieses Tickets kann nicht mehr geändert werden: Änderungen sind für diese Veranstaltung geschlossen.
 storefront-error-wallet-not-configured = Wallet-Pässe gibt es für diese Veranstaltung nicht.
+storefront-error-tickets-not-issued = Ihre Tickets sind noch nicht ausgestellt. Versuchen Sie es gleich noch einmal.
 storefront-error-busy = Gerade ist sehr viel los. Bitte versuchen Sie es gleich noch einmal.
 storefront-error-sign-in-again = Bitte melden Sie sich erneut an.
 storefront-error-not-found = Das haben wir nicht gefunden. Vielleicht gehört es zu einem anderen Konto.

@@ -41,6 +41,7 @@ storefront-error-hold-in-checkout = This hold is already being paid for.
 storefront-error-holders-required = Please give the name of each ticket holder before paying.
 storefront-error-holder-change-closed = The holder of this ticket can no longer be changed: changes have closed for this event.
 storefront-error-wallet-not-configured = Wallet passes are not available for this event.
+storefront-error-tickets-not-issued = Your tickets are not issued yet. Try again in a moment.
 storefront-error-busy = We are very busy right now. Please try again in a moment.
 storefront-error-sign-in-again = Please sign in again.
 storefront-error-not-found = We could not find that. It may belong to another account.

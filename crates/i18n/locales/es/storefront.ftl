@@ -41,6 +41,7 @@ storefront-error-hold-in-checkout = Esta reserva ya se está pagando.
 storefront-error-holders-required = Indique el nombre del titular de cada entrada antes de pagar.
 storefront-error-holder-change-closed = El titular de esta entrada ya no se puede cambiar: los cambios para este evento están cerrados.
 storefront-error-wallet-not-configured = Los pases de Wallet no están disponibles para este evento.
+storefront-error-tickets-not-issued = Sus entradas todavía no se han emitido. Inténtelo de nuevo en un momento.
 storefront-error-busy = Ahora mismo hay mucha demanda. Inténtelo de nuevo en un momento.
 storefront-error-sign-in-again = Vuelva a iniciar sesión.
 storefront-error-not-found = No lo encontramos. Quizá pertenezca a otra cuenta.

@@ -41,6 +41,7 @@ storefront-error-hold-in-checkout = Cette réservation est déjà en cours de pa
 storefront-error-holders-required = Indiquez le nom de chaque titulaire de billet avant de payer.
 storefront-error-holder-change-closed = Le titulaire de ce billet ne peut plus être changé : les modifications sont fermées pour cet événement.
 storefront-error-wallet-not-configured = Les cartes Wallet ne sont pas disponibles pour cet événement.
+storefront-error-tickets-not-issued = Vos billets ne sont pas encore émis. Réessayez dans un instant.
 storefront-error-busy = Nous sommes très sollicités en ce moment. Réessayez dans un instant.
 storefront-error-sign-in-again = Veuillez vous reconnecter.
 storefront-error-not-found = Introuvable. Cela appartient peut-être à un autre compte.

@@ -28,6 +28,7 @@ storefront-error-hold-in-checkout = 这份保留正在付款中。
 storefront-error-holders-required = 付款前请填写每张票的持票人姓名。
 storefront-error-holder-change-closed = 此票的持票人已无法更改：本场活动的更改已截止。
 storefront-error-wallet-not-configured = 本场活动不提供电子钱包票。
+storefront-error-tickets-not-issued = 您的门票尚未出票。请稍后再试。
 storefront-error-busy = 当前访问人数过多，请稍后再试。
 storefront-error-sign-in-again = 请重新登录。
 storefront-error-not-found = 未找到。它可能属于另一个账号。
