@@ -85,9 +85,14 @@ async function signIn(page, account) {
 
 /** Opens the event, picks `seats` on the map and holds them; after each pick the hold button
  *  must read the pattern of `buttons` at its place (the language's plural forms). */
-async function hold(page, eventId, seats, buttons) {
+async function hold(page, eventId, seats, buttons, { removed } = {}) {
   await page.goto(`${BASE}/#/events/${encodeURIComponent(eventId)}`);
   await page.waitForFunction(() => window.boxoffice && window.boxoffice.ready(), null, { timeout: T });
+  if (removed) {
+    // Picked and put back: what a screen reader hears names "no seat" (a `[0]` variant).
+    await page.evaluate((id) => { window.boxoffice.selectSeat(id); window.boxoffice.selectSeat(id); }, seats[0]);
+    await expectText(page, 'announce', removed);
+  }
   for (const [i, seat] of seats.entries()) {
     check(await page.evaluate((id) => window.boxoffice.selectSeat(id), seat), `could not select ${seat}`);
     await expectText(page, 'hold-button', buttons[i]);
@@ -140,7 +145,8 @@ async function main() {
     check(/1\. März 2030|01\.03\.2030|1\. Mär/.test(cardText), `a German date: ${cardText}`);
     await signIn(de, 'fan-de');
     await expectText(de, 'signed-in-as', /^Angemeldet als fan-de$/);
-    await hold(de, eventId, ['A-1-8', 'A-1-9'], [/^Einen Platz reservieren$/, /^2 Plätze reservieren$/]);
+    await hold(de, eventId, ['A-1-8', 'A-1-9'], [/^Einen Platz reservieren$/, /^2 Plätze reservieren$/],
+      { removed: /^Block A · Reihe 1 · Platz 8 entfernt\. Kein Platz gewählt\.$/ });
     await expectText(de, 'map-status', /Plätzen frei/);
     await expectText(de, 'hold-seats', /Block A · Reihe 1 · Platz 8/);
     await expectText(de, 'pay-button', /^90,00\s€ bezahlen$/);

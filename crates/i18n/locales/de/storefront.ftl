@@ -113,6 +113,7 @@ storefront-queue-waitlist-link = Auf die Warteliste
 storefront-queue-updated = Zuletzt aktualisiert { $time }
 storefront-announce-queue =
     { $count ->
+        [0] Warteraum: niemand vor Ihnen.
         [one] Warteraum: eine Person vor Ihnen.
        *[other] Warteraum: { $count } Personen vor Ihnen.
     }
@@ -228,6 +229,7 @@ storefront-map-status-updating = Wird aktualisiert · { $available } von { $coun
 storefront-map-locked = Bezahlen Sie die reservierten Plätze oder geben Sie sie frei, bevor Sie weitere wählen.
 storefront-announce-seat-removed =
     { $count ->
+        [0] { $seat } entfernt. Kein Platz gewählt.
         [one] { $seat } entfernt. Ein Platz gewählt.
        *[other] { $seat } entfernt. { $count } Plätze gewählt.
     }

@@ -1,6 +1,7 @@
 # The storefront (crates/server/web/index.html, app.js): every text a fan reads there.
 # Placeables `{ $name }` are filled by the page (i18n.js); numbers come formatted for the
-# language. A message that depends on a count is one select expression on it.
+# language. A message that depends on a count is one select expression on it (`[0]` where
+# nothing is a case of its own: French counts 0 as `one`).
 
 storefront-duration-few-seconds = a few seconds
 storefront-duration-seconds = about { $count } seconds
@@ -113,6 +114,7 @@ storefront-queue-waitlist-link = Join the waiting list
 storefront-queue-updated = Last updated { $time }
 storefront-announce-queue =
     { $count ->
+        [0] Waiting room: nobody ahead of you.
         [one] Waiting room: one person ahead of you.
        *[other] Waiting room: { $count } people ahead of you.
     }
@@ -228,6 +230,7 @@ storefront-map-status-updating = Updating · { $available } of { $count } seats 
 storefront-map-locked = Pay for or release the seats you hold before picking more.
 storefront-announce-seat-removed =
     { $count ->
+        [0] { $seat } removed. No seats selected.
         [one] { $seat } removed. One seat selected.
        *[other] { $seat } removed. { $count } seats selected.
     }

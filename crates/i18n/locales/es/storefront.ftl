@@ -113,6 +113,7 @@ storefront-queue-waitlist-link = Apuntarse a la lista de espera
 storefront-queue-updated = Última actualización { $time }
 storefront-announce-queue =
     { $count ->
+        [0] Sala de espera: nadie delante de usted.
         [one] Sala de espera: una persona delante de usted.
        *[other] Sala de espera: { $count } personas delante de usted.
     }
@@ -228,6 +229,7 @@ storefront-map-status-updating = Actualizando · { $available } de { $count } as
 storefront-map-locked = Pague o libere los asientos reservados antes de elegir más.
 storefront-announce-seat-removed =
     { $count ->
+        [0] { $seat } quitado. Ningún asiento elegido.
         [one] { $seat } quitado. Un asiento elegido.
        *[other] { $seat } quitado. { $count } asientos elegidos.
     }

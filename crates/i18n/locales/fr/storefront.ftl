@@ -113,6 +113,7 @@ storefront-queue-waitlist-link = Rejoindre la liste d'attente
 storefront-queue-updated = Dernière mise à jour { $time }
 storefront-announce-queue =
     { $count ->
+        [0] Salle d'attente : personne devant vous.
         [one] Salle d'attente : une personne devant vous.
        *[other] Salle d'attente : { $count } personnes devant vous.
     }
@@ -228,6 +229,7 @@ storefront-map-status-updating = Mise à jour · { $available } places libres su
 storefront-map-locked = Payez ou libérez les places réservées avant d'en choisir d'autres.
 storefront-announce-seat-removed =
     { $count ->
+        [0] { $seat } retirée. Aucune place choisie.
         [one] { $seat } retirée. Une place choisie.
        *[other] { $seat } retirée. { $count } places choisies.
     }
