@@ -187,10 +187,12 @@ pub const PAGE_CATALOGUES: [&str; 2] = ["storefront", "door"];
 /// Every page catalogue in every language as JSON, made on first use.
 static CATALOGUES: OnceLock<HashMap<(&'static str, &'static str), Asset>> = OnceLock::new();
 
-/// `GET /i18n/{locale}/{file}.json`: the messages of a page catalogue in a language (English
-/// for a language boxoffice does not speak, 404 for a file that is not a page catalogue).
-/// In the OpenAPI document (a client of the pages' texts may fetch it), routed by
-/// `crate::api_router`.
+// In the OpenAPI document (a client of the pages' texts may fetch them too), so it is routed
+// by `crate::api_router` rather than `routes` below.
+/// The messages of a page catalogue in a language.
+///
+/// `file` is `storefront.json` or `door.json`. A language boxoffice does not speak answers
+/// English, and so does a message the language lacks; any other file is 404.
 #[utoipa::path(
     get, path = "/i18n/{locale}/{file}", tag = "pages",
     params(
