@@ -340,6 +340,8 @@
   }
 
   let scope = new Scope();
+  /** The event page shown, if any (a language switch waits while it pays). */
+  let eventPage = null;
   const view = () => $('#view');
 
   function route() {
@@ -356,8 +358,10 @@
       }
     }
     let m;
+    eventPage = null;
     if ((m = hash.match(/^#\/events\/([^/?#]+)$/))) {
-      new EventPage(scope, decodeURIComponent(m[1])).start();
+      eventPage = new EventPage(scope, decodeURIComponent(m[1]));
+      eventPage.start();
     } else if ((m = hash.match(/^#\/events\/([^/?#]+)\/waitlist$/))) {
       waitlistPage(scope, decodeURIComponent(m[1]));
     } else if (hash === '#/transfers') {
@@ -2960,6 +2964,9 @@
     clear(box, label, window.i18n.switcher({ id: 'language-select', 'data-testid': 'language-select' }));
     window.i18n.onChange(() => {
       renderAccount();
+      // Rendering the page again restarts it; a payment under way is followed to its end
+      // first (its order page then opens in the new language).
+      if (eventPage && eventPage.paying) return;
       route();
     });
   }
