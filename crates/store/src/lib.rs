@@ -17,6 +17,7 @@ pub mod exchange;
 pub mod front;
 pub mod gate;
 pub mod lease;
+pub mod mail;
 pub mod refund;
 pub mod report;
 pub mod seatmap;
@@ -314,6 +315,7 @@ pub trait Store:
     + waitlist::WaitlistStore
     + door::DoorStore
     + webhook::WebhookStore
+    + mail::MailStore
     + Send
     + Sync
     + std::fmt::Debug
