@@ -3,9 +3,17 @@
 //! per ticket (`google`). Nothing here reads the store or the network: the caller gathers an
 //! [`OrderSheet`] and gets bytes back.
 //!
-//! (Issue 39. The renderers are being built; this file fixes the shapes they share.)
+//! Every label is a message of the `tickets` catalogue (`crates/i18n/locales/<l>/tickets.ftl`,
+//! ids `tickets-…`), formatted in the order's language ([`labels`]).
 
 use time::OffsetDateTime;
+
+pub mod labels;
+pub mod pdf;
+#[cfg(feature = "readback")]
+pub mod readback;
+
+pub use pdf::order_pdf;
 
 /// One ticket as printed on its page and on its pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,4 +54,42 @@ pub enum DeliveryError {
     Signing(String),
     #[error("bad configuration: {0}")]
     Config(String),
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A two-ticket order: a seat with a holder, and a general-admission ticket without one.
+    pub(crate) fn sample_order() -> OrderSheet {
+        OrderSheet {
+            order_id: "019a0000-0000-7000-8000-00000000a001".into(),
+            event_id: "019a0000-0000-7000-8000-00000000e001".into(),
+            event_name: "Rust Symphony: Live at the Tonhalle".into(),
+            starts_at: time::macros::datetime!(2027-03-14 20:00 +01:00),
+            currency: "EUR".into(),
+            total_minor: 12_000,
+            locale: "en".into(),
+            tickets: vec![
+                TicketSheet {
+                    ticket_id: "019a0000-0000-7000-8000-0000000000t1".into(),
+                    seat_id: Some("A-12-7".into()),
+                    tier_id: None,
+                    holder_name: Some("Zoë Müller".into()),
+                    code: "BO1.eyJ0aWNrZXRJZCI6InQxIiwiZXZlbnRJZCI6ImUxIn0.c2lnbmF0dXJlLW9uZQ"
+                        .into(),
+                    status: "VALID".into(),
+                },
+                TicketSheet {
+                    ticket_id: "019a0000-0000-7000-8000-0000000000t2".into(),
+                    seat_id: None,
+                    tier_id: Some("standing".into()),
+                    holder_name: None,
+                    code: "BO1.eyJ0aWNrZXRJZCI6InQyIiwiZXZlbnRJZCI6ImUxIn0.c2lnbmF0dXJlLXR3bw"
+                        .into(),
+                    status: "VALID".into(),
+                },
+            ],
+        }
+    }
 }
