@@ -6,8 +6,8 @@
 //! writer does that by itself.
 
 use boxoffice_store::mail::{
-    AccountRecord, AccountUpdate, ClaimedMail, EmailSource, MailMessage, MailOutcome, MailStatus,
-    MAIL_SUBJECT_LEN_MAX, NewMail, Resent, bounded_error,
+    AccountRecord, AccountUpdate, ClaimedMail, EmailSource, MAIL_SUBJECT_LEN_MAX, MailMessage,
+    MailOutcome, MailStatus, NewMail, Resent, bounded_error,
 };
 use boxoffice_store::{StoreError, StoreResult};
 
@@ -268,7 +268,12 @@ pub async fn record(db: &Db, mail_id: i64, outcome: &MailOutcome) -> StoreResult
             now = d.now_ms()
         ))
         .bind(mail_id)
-        .bind(subject.chars().take(MAIL_SUBJECT_LEN_MAX).collect::<String>()),
+        .bind(
+            subject
+                .chars()
+                .take(MAIL_SUBJECT_LEN_MAX)
+                .collect::<String>(),
+        ),
         MailOutcome::Retry {
             error,
             retry_in_s: Some(delay_s),
@@ -288,6 +293,12 @@ pub async fn record(db: &Db, mail_id: i64, outcome: &MailOutcome) -> StoreResult
         }
         | MailOutcome::Failed { error } => query(
             "UPDATE mail_message SET status = 'FAILED', last_error = $2, lease_until = NULL
+              WHERE mail_id = $1 AND status = 'SENDING'",
+        )
+        .bind(mail_id)
+        .bind(bounded_error(error)),
+        MailOutcome::Uncertain { error } => query(
+            "UPDATE mail_message SET status = 'UNCERTAIN', last_error = $2, lease_until = NULL
               WHERE mail_id = $1 AND status = 'SENDING'",
         )
         .bind(mail_id)

@@ -239,6 +239,8 @@ pub enum MailOutcome {
     },
     /// Refused for good (SMTP 5xx), or it cannot be rendered.
     Failed { error: String },
+    /// The connection broke inside the SMTP transaction: the server may have taken it.
+    Uncertain { error: String },
     /// The account has no address.
     NoAddress,
 }
@@ -279,8 +281,11 @@ pub trait MailStore: Send + Sync {
     async fn fan_out_mail(&self, mails: &[NewMail]) -> StoreResult<u64>;
 
     /// The accounts whose tickets of `event_id` its cancellation voided (at most `limit`).
-    async fn cancelled_ticket_accounts(&self, event_id: &str, limit: u32)
-    -> StoreResult<Vec<String>>;
+    async fn cancelled_ticket_accounts(
+        &self,
+        event_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<String>>;
 
     /// Every `SENDING` mail whose lease ended becomes `UNCERTAIN`; how many did.
     async fn expire_mail_leases(&self) -> StoreResult<u64>;
