@@ -9,6 +9,8 @@ pub mod events;
 pub mod exchanges;
 pub mod health;
 pub mod holds;
+pub mod mail;
+pub mod me;
 pub mod queue;
 pub mod refunds;
 pub mod reports;

@@ -355,6 +355,46 @@ impl TestApp {
         limits: boxoffice_server::limits::LimitsConfig,
         counted: Option<Payments>,
     ) -> Self {
+        Self::spawn_mailing(
+            db,
+            sim_config,
+            rooms,
+            waitroom_running,
+            limits,
+            counted,
+            None,
+        )
+        .await
+    }
+
+    /// [`TestApp::spawn`] with fans' mail going where `mail` says: the relay fans mails out;
+    /// the mail sender does not run (tests call `state.mail`'s `run_once`).
+    pub async fn spawn_with_mail(
+        backend: Backend,
+        mail: boxoffice_workers::mail::MailConfig,
+    ) -> Self {
+        Self::spawn_mailing(
+            TestStore::new(backend).await,
+            SimulatorConfig::default(),
+            RoomSetup::default(),
+            false,
+            boxoffice_server::limits::LimitsConfig::default(),
+            None,
+            Some(mail),
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn_mailing(
+        db: TestStore,
+        sim_config: SimulatorConfig,
+        rooms: RoomSetup,
+        waitroom_running: bool,
+        limits: boxoffice_server::limits::LimitsConfig,
+        counted: Option<Payments>,
+        mail: Option<boxoffice_workers::mail::MailConfig>,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let webhook_url = format!("http://{addr}/v1/payments/webhooks/stripe");
@@ -427,6 +467,7 @@ impl TestApp {
             },
             limits,
             trusted_proxies: Vec::new(),
+            mail,
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
         let mut tasks = vec![
@@ -435,6 +476,12 @@ impl TestApp {
             tokio::spawn(state.seatmaps.clone().run()),
             tokio::spawn(state.cancellations.clone().run()),
         ];
+        if let Some(emails) = state.token_emails.lock().unwrap().take() {
+            tasks.push(tokio::spawn(boxoffice_server::auth::record_token_emails(
+                state.workers_store.clone(),
+                emails,
+            )));
+        }
         if waitroom_running {
             tasks.push(tokio::spawn(
                 state
