@@ -375,7 +375,11 @@ pub fn order_sheet(order: &OrderView, facts: &Facts, locale: &str) -> OrderSheet
         currency: order.currency.clone(),
         total_minor: order.total_minor,
         locale: locale.to_owned(),
-        tickets: valid_tickets(order)
+        // Every ticket of the order: one voided before the mail went out (exchanged,
+        // refunded) is printed as void, so the PDF never shows a code that no longer works.
+        tickets: order
+            .tickets
+            .iter()
             .map(|ticket| TicketSheet {
                 ticket_id: ticket.ticket_id.clone(),
                 seat_id: ticket.seat_id.clone(),

@@ -266,6 +266,18 @@ pub fn token(account: &str) -> String {
     mint_token(SECRET, &AccountId::parse(account).unwrap(), false, 3600).unwrap()
 }
 
+/// A token whose `email` claim is `email`.
+pub fn token_with_email(account: &str, email: &str) -> String {
+    boxoffice_server::auth::mint_token_with_email(
+        SECRET,
+        &AccountId::parse(account).unwrap(),
+        false,
+        3600,
+        Some(email),
+    )
+    .unwrap()
+}
+
 pub fn admin_token() -> String {
     mint_token(SECRET, &AccountId::parse("ops").unwrap(), true, 3600).unwrap()
 }
