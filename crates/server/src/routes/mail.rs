@@ -23,6 +23,9 @@ use crate::error::{ApiError, ApiResult};
 pub const MAIL_PAGE_DEFAULT: u32 = 50;
 /// Largest page size of the mail list.
 pub const MAIL_PAGE_MAX: u32 = 200;
+/// The media types a mail file is served as: the mail's own, or plain text when `Accept`
+/// asks for that.
+pub const EML_MEDIA_TYPES: [&str; 2] = ["message/rfc822", "text/plain"];
 /// Largest mail file served, in bytes (a mail with its PDF is far smaller).
 pub const EML_LEN_MAX: u64 = 20 * 1024 * 1024;
 
@@ -139,13 +142,17 @@ fn mail_id_of(raw: &str) -> Option<i64> {
     raw.parse().ok().filter(|id| *id >= 1)
 }
 
-/// A mail as the file it was written to (`<mailId>.eml`, `message/rfc822`), when the server
-/// writes mail to a folder (`--mail-dir`, the demo); 404 otherwise.
+/// A mail as the file it was written to (`<mailId>.eml`, `message/rfc822`, or `text/plain`
+/// when `Accept` asks for that), when the server writes mail to a folder (`--mail-dir`, the
+/// demo); 404 otherwise.
 #[utoipa::path(
     get, path = "/v1/admin/mail/{mailFile}", tag = "mail",
     params(("mailFile" = String, Path, description = "`<mailId>.eml`")),
     responses(
-        (status = 200, description = "The mail as sent", content_type = "message/rfc822"),
+        (status = 200, description = "The mail as sent", content(
+            (String = "message/rfc822"),
+            (String = "text/plain"),
+        )),
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "Not an admin", body = Problem),
         (status = 404, description = "No such mail file (or mail goes through SMTP)", body = Problem),
@@ -156,6 +163,7 @@ pub async fn mail_file(
     State(state): State<AppState>,
     Admin(_admin): Admin,
     Path(mail_file): Path<String>,
+    headers: axum::http::HeaderMap,
 ) -> ApiResult<Response> {
     let mail_id = mail_file
         .strip_suffix(".eml")
@@ -178,7 +186,8 @@ pub async fn mail_file(
     let bytes = tokio::fs::read(&path)
         .await
         .map_err(|_| ApiError::not_found("mail file"))?;
-    Ok(([(header::CONTENT_TYPE, "message/rfc822")], bytes).into_response())
+    let media = crate::routes::tickets::negotiated(&headers, EML_MEDIA_TYPES);
+    Ok(([(header::CONTENT_TYPE, media)], bytes).into_response())
 }
 
 /// Queues a mail again that may be missing (`FAILED`, `UNCERTAIN`, `NO_ADDRESS`): `PENDING`,
