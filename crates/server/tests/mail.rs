@@ -112,14 +112,16 @@ impl SmtpServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("python3 -m aiosmtpd");
+        // Owned at once: a server that never listens is stopped by the drop of the panic.
+        let server = Self {
+            child,
+            url: format!("smtp://127.0.0.1:{port}"),
+            received,
+            _scratch: scratch,
+        };
         for _ in 0..200 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Self {
-                    child,
-                    url: format!("smtp://127.0.0.1:{port}"),
-                    received,
-                    _scratch: scratch,
-                };
+                return server;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
