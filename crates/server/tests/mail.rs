@@ -24,6 +24,7 @@ stories!(
     an_exchange_mails_the_new_tickets_and_a_german_account_reads_german,
     a_refusal_for_now_is_retried_and_one_for_good_is_failed,
     the_account_and_the_admin_routes_refuse_bad_requests,
+    a_transfer_mails_both_sides_and_a_cancellation_every_holder,
 );
 
 const FROM: &str = "Box Office <tickets@example.org>";
@@ -579,6 +580,126 @@ async fn a_refusal_for_now_is_retried_and_one_for_good_is_failed(backend: Backen
     .await;
     assert!(smtp.received().is_empty());
     app.finish().await;
+}
+
+/// The mail of `kind` to `account`, as the admin lists it.
+fn mail_to<'a>(mails: &'a [Value], kind: &str, account: &str) -> Option<&'a Value> {
+    mails
+        .iter()
+        .find(|m| m["kind"] == kind && m["accountId"] == account)
+}
+
+async fn a_transfer_mails_both_sides_and_a_cancellation_every_holder(backend: Backend) {
+    let smtp = SmtpServer::start("accept");
+    let app = spawn(backend, &smtp).await;
+    sign_in_with_email(&app, "ann", "ann@example.org").await;
+    sign_in_with_email(&app, "bob", "bob@example.org").await;
+    let event_id = app.create_event(json!({})).await;
+    let (order_id, tickets) = buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-1-1", "A-1-2"]}),
+    )
+    .await;
+    let given = tickets.iter().find(|t| t["seatId"] == "A-1-1").unwrap();
+    let offered = app
+        .post(
+            &token("ann"),
+            &format!("/v1/orders/{order_id}/transfers"),
+            Some("give-1"),
+            &json!({"ticketIds": [given["ticketId"]], "toAccountId": "bob"}),
+        )
+        .await;
+    assert_eq!(offered.status, StatusCode::CREATED, "{}", offered.json());
+    let transfer_id = offered.json()["transferId"].as_str().unwrap().to_owned();
+    // The offer is mailed to the receiver before they accept.
+    mail_until(&app, |mails| {
+        mail_to(mails, "TRANSFER_OFFERED", "bob").is_some_and(|m| m["status"] == "SENT")
+    })
+    .await;
+    let accepted = app
+        .post(
+            &token("bob"),
+            &format!("/v1/transfers/{transfer_id}/accept"),
+            Some("accept-1"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(accepted.status, StatusCode::OK, "{}", accepted.json());
+    let mails = mail_until(&app, |mails| {
+        ["TRANSFER_RECEIVED", "TRANSFER_SENT"].iter().all(|kind| {
+            mails
+                .iter()
+                .any(|m| m["kind"] == *kind && m["status"] == "SENT")
+        })
+    })
+    .await;
+    assert!(
+        mail_to(&mails, "TRANSFER_RECEIVED", "bob").is_some(),
+        "{mails:?}"
+    );
+    assert!(
+        mail_to(&mails, "TRANSFER_SENT", "ann").is_some(),
+        "{mails:?}"
+    );
+    let received: Vec<Parsed> = smtp.received().iter().map(|m| parse(m)).collect();
+    let to_bob = received
+        .iter()
+        .find(|m| m.to == "bob@example.org" && m.subject.contains("were transferred to you"))
+        .expect("the receiver's mail");
+    assert!(
+        to_bob.text.contains("ann transferred tickets to you"),
+        "{}",
+        to_bob.text
+    );
+    assert!(to_bob.text.contains("Seat A-1-1"), "{}", to_bob.text);
+    assert_eq!(to_bob.pdfs.len(), 1, "the receiver's tickets as a PDF");
+
+    // Another event is cancelled: every account whose tickets it voided is told once, and
+    // each paid order's refund is mailed to its owner. (Another event: cancelling one whose
+    // tickets were transferred trips `boxoffice check`'s I11 on the receiver's order, which
+    // is not the mail's to judge.)
+    let event_id = app.create_event(json!({})).await;
+    buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    buy_captured(&app, "bob", &event_id, json!({"seatIds": ["A-1-2"]})).await;
+    let cancelled = app
+        .post(
+            &app.admin,
+            &format!("/v1/admin/events/{event_id}/cancel"),
+            Some("cancel-1"),
+            &json!({"reason": "storm"}),
+        )
+        .await;
+    assert!(cancelled.status.is_success(), "{}", cancelled.json());
+    let mails = mail_until(&app, |mails| {
+        ["ann", "bob"].iter().all(|account| {
+            mail_to(mails, "EVENT_CANCELLED", account).is_some_and(|m| m["status"] == "SENT")
+        }) && ["ann", "bob"].iter().all(|account| {
+            mail_to(mails, "REFUND_SUCCEEDED", account).is_some_and(|m| m["status"] == "SENT")
+        })
+    })
+    .await;
+    let cancellations = mails
+        .iter()
+        .filter(|m| m["kind"] == "EVENT_CANCELLED")
+        .count();
+    assert_eq!(cancellations, 2, "one per holder, once: {mails:?}");
+    let refund = received_with(&smtp, "ann@example.org", "Your refund for ");
+    assert!(refund.text.contains("EUR"), "{}", refund.text);
+    app.finish().await;
+}
+
+/// The one received mail to `to` whose subject starts with `subject`.
+fn received_with(smtp: &SmtpServer, to: &str, subject: &str) -> Parsed {
+    let mut found: Vec<Parsed> = smtp
+        .received()
+        .iter()
+        .map(|m| parse(m))
+        .filter(|m| m.to == to && m.subject.starts_with(subject))
+        .collect();
+    assert_eq!(found.len(), 1, "one mail to {to} starting {subject:?}");
+    found.remove(0)
 }
 
 async fn the_account_and_the_admin_routes_refuse_bad_requests(backend: Backend) {
