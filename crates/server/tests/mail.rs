@@ -25,6 +25,7 @@ stories!(
     a_refusal_for_now_is_retried_and_one_for_good_is_failed,
     the_account_and_the_admin_routes_refuse_bad_requests,
     a_transfer_mails_both_sides_and_a_cancellation_every_holder,
+    the_store_moves_a_mail_through_its_states_once,
 );
 
 const FROM: &str = "Box Office <tickets@example.org>";
@@ -773,4 +774,150 @@ async fn the_account_and_the_admin_routes_refuse_bad_requests(backend: Backend) 
         );
     }
     app.finish().await;
+}
+
+/// The store's side alone: a fan-out is once per (message, account); a claim is `SENDING`
+/// with the account's address; a lapsed claim is `UNCERTAIN` and no outcome but the
+/// server's acceptance is recorded on it; a resend only of what cannot be going out; a
+/// token's address never overwrites the fan's.
+async fn the_store_moves_a_mail_through_its_states_once(backend: Backend) {
+    use boxoffice_store::mail::{AccountUpdate, MailOutcome, MailStatus, NewMail, Resent};
+    let db = common::TestStore::new(backend).await;
+    let store = db.store.clone();
+    assert!(
+        store
+            .record_token_email("ann", "ann@token.org")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .record_token_email("ann", "ann@token.org")
+            .await
+            .unwrap()
+    );
+    store
+        .update_account(
+            "ann",
+            &AccountUpdate {
+                email: Some("ann@fan.org".into()),
+                locale: Some("fr".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .record_token_email("ann", "ann@other.org")
+            .await
+            .unwrap()
+    );
+    let ann = store.get_account("ann").await.unwrap().unwrap();
+    assert_eq!(
+        (ann.email.as_deref(), ann.locale.as_deref()),
+        (Some("ann@fan.org"), Some("fr"))
+    );
+
+    let mail = |outbox_id: i64, account: &str| NewMail {
+        outbox_id,
+        account_id: account.into(),
+        kind: "EVENT_CANCELLED".into(),
+        payload: "{}".into(),
+    };
+    assert_eq!(
+        store
+            .fan_out_mail(&[mail(7, "ann"), mail(7, "bob")])
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store
+            .fan_out_mail(&[mail(7, "ann"), mail(8, "ann")])
+            .await
+            .unwrap(),
+        1
+    );
+
+    let claimed = store.claim_mail(10, 1.0).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    assert!(
+        claimed
+            .iter()
+            .all(|c| c.mail.status == MailStatus::Sending && c.mail.n_attempts == 1)
+    );
+    let to_ann = claimed.iter().find(|c| c.mail.account_id == "ann").unwrap();
+    assert_eq!(to_ann.mail.to_address.as_deref(), Some("ann@fan.org"));
+    assert_eq!(to_ann.locale.as_deref(), Some("fr"));
+    let to_bob = claimed.iter().find(|c| c.mail.account_id == "bob").unwrap();
+    assert_eq!(to_bob.mail.to_address, None);
+    assert!(
+        store.claim_mail(10, 1.0).await.unwrap().is_empty(),
+        "claimed once"
+    );
+
+    // Nothing lapses before its lease; after it, every claim left SENDING is UNCERTAIN.
+    assert_eq!(store.expire_mail_leases().await.unwrap(), 0);
+    let sent = claimed[0].mail.mail_id;
+    assert!(
+        store
+            .record_mail(
+                sent,
+                &MailOutcome::Sent {
+                    subject: "s".into()
+                }
+            )
+            .await
+            .unwrap()
+    );
+    db.advance_clock(2_000).await;
+    assert_eq!(store.expire_mail_leases().await.unwrap(), 2);
+    let uncertain = claimed[1].mail.mail_id;
+    let retry = MailOutcome::Retry {
+        error: "451".into(),
+        retry_in_s: Some(5.0),
+    };
+    assert!(
+        !store.record_mail(uncertain, &retry).await.unwrap(),
+        "an UNCERTAIN mail is not retried"
+    );
+    assert!(
+        store.claim_mail(10, 1.0).await.unwrap().is_empty(),
+        "nor claimed"
+    );
+    assert!(
+        store
+            .record_mail(
+                uncertain,
+                &MailOutcome::Sent {
+                    subject: "late".into()
+                }
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get_mail(uncertain).await.unwrap().unwrap().status,
+        MailStatus::Sent
+    );
+
+    let third = claimed[2].mail.mail_id;
+    assert!(matches!(
+        store.resend_mail(sent).await.unwrap(),
+        Some(Resent::NotResendable(_))
+    ));
+    assert!(store.resend_mail(9_999).await.unwrap().is_none());
+    match store.resend_mail(third).await.unwrap() {
+        Some(Resent::Queued(mail)) => {
+            assert_eq!((mail.status, mail.n_attempts), (MailStatus::Pending, 0))
+        }
+        other => panic!("{other:?}"),
+    }
+    let listed = store
+        .list_mail(Some(MailStatus::Sent), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed[0].mail_id > listed[1].mail_id, "newest first");
+    db.cleanup().await;
 }

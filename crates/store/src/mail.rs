@@ -53,6 +53,10 @@ pub mod kind {
     ];
 }
 
+/// What [`email_is_valid`] accepts, as the OpenAPI document states it (with
+/// [`EMAIL_LEN_MAX`]): something, one `@`, something, none of it a space or a control
+/// character.
+pub const EMAIL_PATTERN: &str = r"^[^@\s\x00-\x1f\x7f-\x9f]+@[^@\s\x00-\x1f\x7f-\x9f]+$";
 /// Longest address accepted, in characters (RFC 5321's path limit).
 pub const EMAIL_LEN_MAX: usize = 254;
 /// Most mails one fan-out of a cancelled event makes (accounts with tickets of the event).

@@ -25,7 +25,10 @@ pub struct DevTokenBody {
     #[serde(default)]
     pub admin: bool,
     /// The account's address, carried as the token's `email` claim.
-    #[schema(max_length = 254)]
+    #[schema(
+        max_length = 254,
+        pattern = r"^[^@\s\x00-\x1f\x7f-\x9f]+@[^@\s\x00-\x1f\x7f-\x9f]+$"
+    )]
     pub email: Option<String>,
 }
 

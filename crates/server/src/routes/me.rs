@@ -44,9 +44,13 @@ impl MeView {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateMeBody {
     /// An address (at most 254 characters, one `@`, no spaces or control characters).
-    #[schema(max_length = 254)]
+    #[schema(
+        max_length = 254,
+        pattern = r"^[^@\s\x00-\x1f\x7f-\x9f]+@[^@\s\x00-\x1f\x7f-\x9f]+$"
+    )]
     pub email: Option<String>,
     /// One of `en`, `de`, `fr`, `es`, `zh`.
+    #[schema(pattern = "^(en|de|fr|es|zh)$")]
     pub locale: Option<String>,
 }
 
@@ -96,4 +100,26 @@ pub async fn update_me(
     };
     let record = state.store.update_account(&account_id, &update).await?;
     Ok(axum::Json(MeView::new(&account_id, Some(&record))).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_document_states_the_address_rule_the_store_applies() {
+        let document = serde_json::to_value(crate::openapi()).unwrap();
+        let schemas = &document["components"]["schemas"];
+        for schema in ["UpdateMeBody", "DevTokenBody"] {
+            let email = &schemas[schema]["properties"]["email"];
+            assert_eq!(
+                email["pattern"],
+                boxoffice_store::mail::EMAIL_PATTERN,
+                "{schema}"
+            );
+            assert_eq!(
+                email["maxLength"],
+                boxoffice_store::mail::EMAIL_LEN_MAX,
+                "{schema}"
+            );
+        }
+    }
 }
