@@ -8,6 +8,8 @@
 
 use time::OffsetDateTime;
 
+pub mod apple;
+pub mod google;
 pub mod labels;
 pub mod pdf;
 #[cfg(feature = "readback")]

@@ -271,8 +271,10 @@ struct Fonts {
 }
 
 struct Face {
+    /// What krilla draws with (and subsets into the PDF).
     font: Font,
-    data: &'static [u8],
+    /// The same bytes read by skrifa: its character map and advances.
+    metrics: skrifa::FontRef<'static>,
 }
 
 impl Fonts {
@@ -282,7 +284,10 @@ impl Fonts {
             .map(|data| {
                 let font = Font::new(data.into(), 0)
                     .ok_or_else(|| DeliveryError::Render("a vendored font does not load".into()))?;
-                Ok(Face { font, data })
+                let metrics = skrifa::FontRef::new(data).map_err(|error| {
+                    DeliveryError::Render(format!("a vendored font does not read: {error}"))
+                })?;
+                Ok(Face { font, metrics })
             })
             .collect::<Result<_, DeliveryError>>()?;
         Ok(Self { faces })
@@ -407,18 +412,14 @@ impl Fonts {
 
 impl Face {
     fn has(&self, character: char) -> bool {
-        skrifa::FontRef::new(self.data)
-            .ok()
-            .and_then(|font| font.charmap().map(character))
-            .is_some()
+        self.metrics.charmap().map(character).is_some()
     }
 
     fn width(&self, text: &str, size: f32) -> f32 {
-        let Ok(font) = skrifa::FontRef::new(self.data) else {
-            return 0.0;
-        };
-        let charmap = font.charmap();
-        let metrics = font.glyph_metrics(Size::new(size), LocationRef::default());
+        let charmap = self.metrics.charmap();
+        let metrics = self
+            .metrics
+            .glyph_metrics(Size::new(size), LocationRef::default());
         text.chars()
             .filter_map(|character| charmap.map(character))
             .filter_map(|glyph| metrics.advance_width(glyph))

@@ -166,3 +166,99 @@ pub fn pdf_qr_codes(pdf: &[u8]) -> Vec<Vec<String>> {
         })
         .collect()
 }
+
+/// What a `.pkpass` holds once checked: its `pass.json` and the names of its files.
+#[derive(Debug)]
+pub struct CheckedPass {
+    pub pass_json: serde_json::Value,
+    pub files: Vec<String>,
+}
+
+/// Unpacks `pkpass` (Python's `zipfile`, another zip reader than the one that wrote it),
+/// checks that `manifest.json` lists every other file with its SHA-1 (`sha1sum`) and that
+/// `signature` is a detached PKCS #7 signature of the manifest by `certificate_pem`
+/// (`openssl smime -verify -binary -inform DER … -CAfile cert.pem -purpose any`). Panics
+/// saying what failed.
+pub fn check_pkpass(pkpass: &[u8], certificate_pem: &str) -> CheckedPass {
+    ensure_debian_package("/usr/bin/openssl", "openssl");
+    let scratch = Scratch::new("pkpass");
+    let archive = scratch.write("pass.pkpass", pkpass);
+    let unpacked = scratch.path().join("unpacked");
+    run(
+        Command::new("python3")
+            .args(["-m", "zipfile", "-e"])
+            .arg(&archive)
+            .arg(&unpacked),
+        "python3 -m zipfile -e",
+    );
+    let mut files: Vec<String> = std::fs::read_dir(&unpacked)
+        .expect("unpacked")
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let manifest: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(
+        &std::fs::read(unpacked.join("manifest.json")).expect("manifest.json in the pass"),
+    )
+    .expect("manifest.json is a JSON object");
+    let listed: Vec<&String> = manifest.keys().collect();
+    let expected: Vec<&String> = files
+        .iter()
+        .filter(|name| *name != "manifest.json" && *name != "signature")
+        .collect();
+    assert_eq!(listed, expected, "the manifest lists every other file");
+    for (name, hash) in &manifest {
+        let out = run(Command::new("sha1sum").arg(unpacked.join(name)), "sha1sum");
+        let sum = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            Some(sum.split_whitespace().next().unwrap_or_default()),
+            hash.as_str(),
+            "{name}'s SHA-1"
+        );
+    }
+    let ca = scratch.write("cert.pem", certificate_pem.as_bytes());
+    run(
+        Command::new("openssl")
+            .args(["smime", "-verify", "-binary", "-inform", "DER", "-in"])
+            .arg(unpacked.join("signature"))
+            .arg("-content")
+            .arg(unpacked.join("manifest.json"))
+            .arg("-CAfile")
+            .arg(&ca)
+            .args(["-purpose", "any", "-out", "/dev/null"]),
+        "openssl smime -verify",
+    );
+    let pass_json = serde_json::from_slice(
+        &std::fs::read(unpacked.join("pass.json")).expect("pass.json in the pass"),
+    )
+    .expect("pass.json is JSON");
+    CheckedPass { pass_json, files }
+}
+
+/// True when `openssl smime -verify` accepts `pkpass`'s signature against `certificate_pem`
+/// (for checking that another certificate is refused).
+pub fn pkpass_verifies_with(pkpass: &[u8], certificate_pem: &str) -> bool {
+    let scratch = Scratch::new("pkpass-other");
+    let archive = scratch.write("pass.pkpass", pkpass);
+    let unpacked = scratch.path().join("unpacked");
+    run(
+        Command::new("python3")
+            .args(["-m", "zipfile", "-e"])
+            .arg(&archive)
+            .arg(&unpacked),
+        "python3 -m zipfile -e",
+    );
+    let ca = scratch.write("cert.pem", certificate_pem.as_bytes());
+    Command::new("openssl")
+        .args(["smime", "-verify", "-binary", "-inform", "DER", "-in"])
+        .arg(unpacked.join("signature"))
+        .arg("-content")
+        .arg(unpacked.join("manifest.json"))
+        .arg("-CAfile")
+        .arg(&ca)
+        .args(["-purpose", "any", "-out", "/dev/null"])
+        .output()
+        .expect("openssl starts")
+        .status
+        .success()
+}

@@ -62,6 +62,7 @@ use boxoffice_workers::webhooks::WebhookSender;
 use crate::auth::TokenVerifier;
 use crate::error::ApiError;
 use crate::idempotency::InFlight;
+pub use crate::routes::delivery::WalletConfig;
 use crate::runtime::seatmap::SeatMaps;
 use crate::runtime::waitroom::{SlotReturner, WaitingRoom, WaitingRoomOptions};
 use crate::runtime::writer::EventWriters;
@@ -132,6 +133,8 @@ pub struct Shared {
     /// This node's leases and its forwarding to the other nodes' (`None`: a server without
     /// leases, as in most tests: its writers are fenced by the writer sequence alone).
     pub cluster: Option<runtime::cluster::Cluster>,
+    /// The keys that sign Apple and Google Wallet passes (either may be absent).
+    pub wallet: WalletConfig,
 }
 
 /// What a server needs besides its store.
@@ -184,6 +187,9 @@ pub struct ServerConfig {
     pub trusted_proxies: Vec<String>,
     /// Where fans' mail goes (an SMTP server or a folder); `None`: no mail is made.
     pub mail: Option<boxoffice_workers::mail::MailConfig>,
+    /// The keys that sign wallet passes; `Default`: none (the wallet routes answer 409
+    /// `WALLET_NOT_CONFIGURED`).
+    pub wallet: WalletConfig,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -316,6 +322,9 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::tickets::get_ticket))
         .routes(routes!(routes::tickets::ticket_qr))
         .routes(routes!(routes::tickets::check_in))
+        .routes(routes!(routes::delivery::order_pdf))
+        .routes(routes!(routes::delivery::apple_pass))
+        .routes(routes!(routes::delivery::google_link))
         .routes(routes!(routes::door::rotating_ticket))
         .routes(routes!(routes::door::door_bundle))
         .routes(routes!(routes::door::door_sync))
@@ -729,6 +738,7 @@ impl AppState {
             ticket_signer: config.ticket_signer.clone(),
             writers,
             cluster,
+            wallet: config.wallet.clone(),
             lookup: lookup::AnswerLookup::new(store.clone()),
             seatmaps: SeatMaps::new(store.clone()),
             store,

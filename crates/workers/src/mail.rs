@@ -363,15 +363,20 @@ fn html_escape(text: &str) -> String {
     out
 }
 
-/// The tickets of an order as the PDF prints them.
-pub fn order_sheet(order: &OrderView, facts: &Facts, locale: &str) -> OrderSheet {
+/// What is printed of `order` (its tickets in the order the store lists them) for its event
+/// (`event_name`, starting `starts_at`), in `locale`: the mail's attachment and the PDF and
+/// passes the server's delivery routes answer.
+pub fn order_sheet(
+    order: &OrderView,
+    event_name: &str,
+    starts_at: boxoffice_domain::OffsetDateTime,
+    locale: &str,
+) -> OrderSheet {
     OrderSheet {
         order_id: order.order_id.clone(),
         event_id: order.event_id.clone(),
-        event_name: facts.event_name.clone(),
-        starts_at: facts
-            .event_starts_at
-            .unwrap_or(boxoffice_domain::OffsetDateTime::UNIX_EPOCH),
+        event_name: event_name.to_owned(),
+        starts_at,
         currency: order.currency.clone(),
         total_minor: order.total_minor,
         locale: locale.to_owned(),
@@ -561,8 +566,12 @@ fn attach_pdf(rendered: &mut Rendered, facts: &Facts, locale: &str) -> Result<()
         return Ok(());
     };
     let locale = boxoffice_i18n::spoken(locale).unwrap_or(boxoffice_i18n::DEFAULT_LOCALE);
-    let pdf = boxoffice_delivery::pdf::order_pdf(&order_sheet(order, facts, locale))
-        .map_err(|e| format!("the PDF tickets: {e}"))?;
+    let starts_at = facts
+        .event_starts_at
+        .unwrap_or(boxoffice_domain::OffsetDateTime::UNIX_EPOCH);
+    let sheet = order_sheet(order, &facts.event_name, starts_at, locale);
+    let pdf =
+        boxoffice_delivery::pdf::order_pdf(&sheet).map_err(|e| format!("the PDF tickets: {e}"))?;
     rendered.attachment = Some((format!("tickets-{}.pdf", order.order_id), pdf));
     Ok(())
 }

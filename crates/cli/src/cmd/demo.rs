@@ -138,6 +138,11 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
         sim_refund_latency_ms: (0, 0),
     };
     println!(
+        "wallet passes: signed with a self-signed certificate and a stand-in Google key in {}\n  \
+         (GET /v1/orders/ORDER/tickets.pdf, /v1/tickets/TICKET/wallet/apple, /v1/tickets/TICKET/wallet/google)",
+        data_dir.join("wallet").display()
+    );
+    println!(
         "payments: the built-in simulator (cards pm_card_visa, pm_card_chargeDeclined, pm_card_threeDSecure2Required)"
     );
     serve::serve_with(
@@ -152,6 +157,7 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
                 )
                 .map_err(anyhow::Error::msg)?,
             ),
+            wallet: crate::cmd::wallet::WalletArgs::demo(data_dir)?.config(&[])?,
             ..serve::SideStores::default()
         },
         secret,

@@ -16,3 +16,4 @@ pub(crate) mod serve;
 pub(crate) mod shard;
 pub(crate) mod simulate;
 pub(crate) mod token;
+pub(crate) mod wallet;

@@ -64,8 +64,12 @@ pub(crate) struct ServeArgs {
     /// commas. From any other peer the header is ignored.
     #[arg(long, env = "BOXOFFICE_TRUSTED_PROXIES", value_delimiter = ',')]
     trusted_proxy: Vec<String>,
+    // Boxed, as the wallet's: the command enum keeps its variants of similar sizes.
     #[command(flatten)]
-    mail: MailArgs,
+    mail: Box<MailArgs>,
+    // Boxed: the command enum keeps its variants of similar sizes.
+    #[command(flatten)]
+    wallet: Box<crate::cmd::wallet::WalletArgs>,
 }
 
 /// Where fans' mail goes.
@@ -120,6 +124,7 @@ impl ServeArgs {
             rollover,
             trusted_proxy,
             mail,
+            wallet,
         } = self;
         let secret = match (jwt_secret, dev_auth) {
             (Some(secret), _) => secret,
@@ -133,6 +138,8 @@ impl ServeArgs {
         };
         let (store, places) = open_stores(&database_url).await?;
         store.migrate().await?;
+        // The pages of these origins may show Google's "save" button for a link.
+        let cors_origins_for_wallet = cors_allow_origin.clone();
         let side = SideStores {
             max_connections,
             node,
@@ -142,6 +149,7 @@ impl ServeArgs {
             rollover,
             trusted_proxies: trusted_proxy,
             mail: mail.config()?,
+            wallet: wallet.config(&cors_origins_for_wallet)?,
             ..open_side_stores(&database_url, places).await?
         };
         serve_with(
@@ -478,6 +486,7 @@ pub(crate) async fn serve_with(
         limits: side.limits,
         trusted_proxies: side.trusted_proxies,
         mail: side.mail,
+        wallet: side.wallet,
     };
     tracing::info!(%addr, "listening");
     // Test harnesses read this line to learn the port when listening on port 0.
@@ -562,6 +571,8 @@ pub(crate) struct SideStores {
     pub(crate) trusted_proxies: Vec<String>,
     /// Where fans' mail goes; `None`: no mail.
     pub(crate) mail: Option<boxoffice_workers::mail::MailConfig>,
+    /// The keys that sign wallet passes (none by default).
+    pub(crate) wallet: boxoffice_server::WalletConfig,
 }
 
 /// `BOXOFFICE_LIMITS` (comma-separated `NAME=RATE`), for commands without `--limit`.

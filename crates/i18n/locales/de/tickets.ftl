@@ -28,5 +28,6 @@ tickets-field-seat = Platz
 tickets-field-tier = Einlass
 tickets-field-holder = Inhaber
 tickets-field-order = Bestellung
+tickets-field-ticket = Ticket
 tickets-field-status = Status
 tickets-pass-description = Ticket für { $event }

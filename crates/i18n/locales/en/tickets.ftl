@@ -30,5 +30,6 @@ tickets-field-seat = Seat
 tickets-field-tier = Admission
 tickets-field-holder = Holder
 tickets-field-order = Order
+tickets-field-ticket = Ticket
 tickets-field-status = Status
 tickets-pass-description = Ticket for { $event }

@@ -28,5 +28,6 @@ tickets-field-seat = Asiento
 tickets-field-tier = Acceso
 tickets-field-holder = Titular
 tickets-field-order = Pedido
+tickets-field-ticket = Entrada
 tickets-field-status = Estado
 tickets-pass-description = Entrada para { $event }

@@ -28,5 +28,6 @@ tickets-field-seat = Place
 tickets-field-tier = Entrée
 tickets-field-holder = Titulaire
 tickets-field-order = Commande
+tickets-field-ticket = Billet
 tickets-field-status = Statut
 tickets-pass-description = Billet pour { $event }

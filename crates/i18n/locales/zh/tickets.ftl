@@ -28,5 +28,6 @@ tickets-field-seat = 座位
 tickets-field-tier = 入场
 tickets-field-holder = 持票人
 tickets-field-order = 订单
+tickets-field-ticket = 门票
 tickets-field-status = 状态
 tickets-pass-description = { $event } 门票

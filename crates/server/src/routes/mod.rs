@@ -3,6 +3,7 @@
 pub mod cancellation;
 pub mod checkout;
 pub mod cluster;
+pub mod delivery;
 pub mod dev;
 pub mod door;
 pub mod events;

@@ -29,7 +29,7 @@ pub struct TicketResponse {
     pub status: String,
 }
 
-async fn owned_ticket(
+pub(crate) async fn owned_ticket(
     state: &AppState,
     account: &Account,
     ticket_id: &str,

@@ -340,7 +340,33 @@ impl TestApp {
         waitroom_running: bool,
         limits: boxoffice_server::limits::LimitsConfig,
     ) -> Self {
-        Self::spawn_paying(db, sim_config, rooms, waitroom_running, limits, None).await
+        Self::spawn_paying(
+            db,
+            sim_config,
+            rooms,
+            waitroom_running,
+            limits,
+            None,
+            boxoffice_server::WalletConfig::default(),
+        )
+        .await
+    }
+
+    /// [`TestApp::spawn`] signing wallet passes with `wallet`.
+    pub async fn spawn_with_wallet(
+        backend: Backend,
+        wallet: boxoffice_server::WalletConfig,
+    ) -> Self {
+        Self::spawn_paying(
+            TestStore::new(backend).await,
+            SimulatorConfig::default(),
+            RoomSetup::default(),
+            false,
+            boxoffice_server::limits::LimitsConfig::default(),
+            None,
+            wallet,
+        )
+        .await
     }
 
     /// [`TestApp::spawn`] paying through `payments` behind a [`CountingProxy`]
@@ -355,6 +381,7 @@ impl TestApp {
             false,
             boxoffice_server::limits::LimitsConfig::default(),
             Some(payments),
+            boxoffice_server::WalletConfig::default(),
         )
         .await
     }
@@ -366,6 +393,7 @@ impl TestApp {
         waitroom_running: bool,
         limits: boxoffice_server::limits::LimitsConfig,
         counted: Option<Payments>,
+        wallet: boxoffice_server::WalletConfig,
     ) -> Self {
         Self::spawn_mailing(
             db,
@@ -374,6 +402,7 @@ impl TestApp {
             waitroom_running,
             limits,
             counted,
+            wallet,
             None,
         )
         .await
@@ -392,6 +421,7 @@ impl TestApp {
             false,
             boxoffice_server::limits::LimitsConfig::default(),
             None,
+            boxoffice_server::WalletConfig::default(),
             Some(mail),
         )
         .await
@@ -405,6 +435,7 @@ impl TestApp {
         waitroom_running: bool,
         limits: boxoffice_server::limits::LimitsConfig,
         counted: Option<Payments>,
+        wallet: boxoffice_server::WalletConfig,
         mail: Option<boxoffice_workers::mail::MailConfig>,
     ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -480,6 +511,7 @@ impl TestApp {
             limits,
             trusted_proxies: Vec::new(),
             mail,
+            wallet,
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
         let mut tasks = vec![
