@@ -2,7 +2,7 @@
 //! test starts (Python's aiosmtpd, with a handler that stores every message it accepts and
 //! can refuse): a purchase sends exactly one mail to the address of the buyer's token, with
 //! a text and an HTML part and the PDF tickets (read back with pdftotext: the seat is on
-//! it); the relay delivering the same outbox message again sends no second mail; an
+//! it; zbarimg reads the ticket's code from its QR); the relay delivering the same outbox message again sends no second mail; an
 //! exchange sends the new tickets; a German account's mail is in German; a server that
 //! answers 451 then 250 gets the mail once after the backoff (the store's clock moved, not
 //! slept), one that answers 550 leaves it FAILED with the reply; the admin lists, serves and
@@ -343,7 +343,7 @@ async fn a_purchase_mails_the_buyer_once_with_both_parts_and_the_pdf(backend: Ba
     let app = spawn(backend, &smtp).await;
     sign_in_with_email(&app, "ann", "ann@example.org").await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, _tickets) =
+    let (order_id, tickets) =
         buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
 
     let mails = mail_until(&app, |mails| {
@@ -390,6 +390,12 @@ async fn a_purchase_mails_the_buyer_once_with_both_parts_and_the_pdf(backend: Ba
     assert_eq!(name, &format!("tickets-{order_id}.pdf"));
     let text = boxoffice_delivery::readback::pdf_text(pdf);
     assert!(text.contains("A-1-1"), "the seat on the PDF: {text}");
+    // Its QR code (zbarimg) is the ticket's code.
+    let codes = boxoffice_delivery::readback::pdf_qr_codes(pdf);
+    assert_eq!(
+        codes,
+        vec![vec![tickets[0]["code"].as_str().unwrap().to_owned()]]
+    );
 
     // The relay delivers the same message again (as after a crash before it marked it):
     // no second mail is made, none is sent.
