@@ -332,19 +332,13 @@ fn money(amount_minor: i64, currency: &str) -> String {
     format!("{sign}{}.{:02} {currency}", amount / 100, amount % 100)
 }
 
-fn time_text(at: boxoffice_domain::OffsetDateTime) -> String {
-    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
-    at.to_offset(time::UtcOffset::UTC)
-        .format(format)
-        .unwrap_or_default()
-}
-
-fn rfc3339_text(raw: Option<&str>) -> String {
+/// An RFC 3339 time of a payload written the way `locale` writes dates (as the PDF does).
+fn rfc3339_text(locale: &str, raw: Option<&str>) -> String {
     raw.and_then(|raw| {
         boxoffice_domain::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
             .ok()
     })
-    .map(time_text)
+    .map(|at| boxoffice_delivery::labels::date(locale, at))
     .unwrap_or_default()
 }
 
@@ -441,7 +435,7 @@ pub fn render(mail_kind: &str, payload: &str, locale: &str, facts: &Facts) -> Re
         ),
         kind::TRANSFER_OFFERED => {
             let from = text("fromAccountId");
-            let expires = rfc3339_text(payload["expiresAt"].as_str());
+            let expires = rfc3339_text(locale, payload["expiresAt"].as_str());
             (
                 m(
                     "mail-transfer-offered-subject",
@@ -458,7 +452,7 @@ pub fn render(mail_kind: &str, payload: &str, locale: &str, facts: &Facts) -> Re
                 .as_array()
                 .map(|seats| seats.iter().filter_map(|s| s.as_str()).collect())
                 .unwrap_or_default();
-            let expires = rfc3339_text(payload["expiresAt"].as_str());
+            let expires = rfc3339_text(locale, payload["expiresAt"].as_str());
             (
                 m("mail-waitlist-subject", &[("event", event)]),
                 m(
@@ -505,9 +499,12 @@ pub fn render(mail_kind: &str, payload: &str, locale: &str, facts: &Facts) -> Re
             )
         })
         .collect();
-    let starts = facts
-        .event_starts_at
-        .map(|at| m("mail-starts", &[("starts", &time_text(at))]));
+    let starts = facts.event_starts_at.map(|at| {
+        m(
+            "mail-starts",
+            &[("starts", &boxoffice_delivery::labels::date(locale, at))],
+        )
+    });
     let attachment_note = facts.order.as_ref().map(|_| m("mail-attachment", &[]));
     let greeting = m("mail-greeting", &[]);
     let signoff = m("mail-signoff", &[]);
@@ -878,8 +875,22 @@ mod tests {
         let body = payload(serde_json::json!({"eventId": "e"}));
         let german = render(kind::EVENT_CANCELLED, &body, "de", &facts());
         assert_eq!(german.subject, "Stadium Night ist abgesagt");
+        assert!(
+            german
+                .text
+                .contains("Beginn: 15. Januar 2027, 08:00 Uhr (UTC)"),
+            "{}",
+            german.text
+        );
         let unknown = render(kind::EVENT_CANCELLED, &body, "xx", &facts());
         assert_eq!(unknown.subject, "Stadium Night is cancelled");
+        assert!(
+            unknown
+                .text
+                .contains("Starts January 15, 2027, 08:00 (UTC)"),
+            "{}",
+            unknown.text
+        );
     }
 
     #[test]
