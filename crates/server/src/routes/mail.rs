@@ -42,6 +42,7 @@ pub struct MailView {
     pub to: Option<String>,
     pub subject: Option<String>,
     /// PENDING, SENDING, SENT, FAILED, UNCERTAIN or NO_ADDRESS.
+    #[schema(pattern = "^(PENDING|SENDING|SENT|FAILED|UNCERTAIN|NO_ADDRESS)$")]
     pub status: String,
     pub attempts: u32,
     pub last_error: Option<String>,
@@ -83,6 +84,7 @@ pub struct MailPage {
 #[into_params(parameter_in = Query)]
 pub struct MailQuery {
     /// Only mails of this status (PENDING, SENDING, SENT, FAILED, UNCERTAIN, NO_ADDRESS).
+    #[param(pattern = "^(PENDING|SENDING|SENT|FAILED|UNCERTAIN|NO_ADDRESS)$")]
     pub status: Option<String>,
     /// Only mails with a smaller `mailId` (the previous page's `nextBefore`).
     #[param(minimum = 1)]
@@ -227,5 +229,27 @@ pub async fn resend_mail(
             }
             Ok(axum::Json(MailView::new(&mail)).into_response())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_names_every_status_the_store_has() {
+        let statuses: Vec<&str> = MailStatus::ALL.iter().map(|s| s.as_str()).collect();
+        let pattern = format!("^({})$", statuses.join("|"));
+        let document = serde_json::to_value(crate::openapi()).unwrap();
+        let list = &document["paths"]["/v1/admin/mail"]["get"]["parameters"];
+        let status = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "status")
+            .unwrap();
+        assert_eq!(status["schema"]["pattern"], pattern.as_str());
+        let view = &document["components"]["schemas"]["MailView"]["properties"]["status"];
+        assert_eq!(view["pattern"], pattern.as_str());
     }
 }
