@@ -18,6 +18,7 @@ pub mod front;
 pub mod gate;
 pub mod holder;
 pub mod lease;
+pub mod mail;
 pub mod refund;
 pub mod report;
 pub mod seatmap;
@@ -319,6 +320,7 @@ pub trait Store:
     + door::DoorStore
     + webhook::WebhookStore
     + holder::HolderStore
+    + mail::MailStore
     + Send
     + Sync
     + std::fmt::Debug
