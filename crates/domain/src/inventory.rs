@@ -52,6 +52,9 @@ pub struct OrderRecord {
     /// A `refund.due` names the order's payment (a capture that came after it was
     /// cancelled is given back).
     pub refund_recorded: bool,
+    /// What its payment operation took (0 for the order a transfer gave its receiver: the
+    /// giver's order paid, and gets the money back).
+    pub paid_minor: i64,
 }
 
 /// A ticket as stored, with the status of the exchange it names (if any).
@@ -788,7 +791,9 @@ impl Inventory {
                         );
                         continue;
                     }
+                    // A transfer's order took nothing: the giver's paid, and is refunded.
                     let paid = order.status == OrderStatus::Confirmed
+                        && order.paid_minor > 0
                         && matches!(
                             order.payment_status,
                             PaymentStatus::Authorized | PaymentStatus::Captured
@@ -866,6 +871,7 @@ mod tests {
                 quantity: 1,
                 live_tickets: 1,
                 refund_recorded: false,
+                paid_minor: 1000,
             }],
             tickets: vec![TicketRecord {
                 ticket_id: "t".into(),

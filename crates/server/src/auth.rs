@@ -14,7 +14,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::token_cache::TokenCache;
 
-pub use boxoffice_token::{Claims, DEV_JWT_SECRET, mint_token};
+pub use boxoffice_token::{Claims, DEV_JWT_SECRET, mint_token, mint_token_with_email};
 
 /// Clock skew tolerated when checking `exp`.
 pub const JWT_LEEWAY_S: u64 = 5;
@@ -23,6 +23,13 @@ pub const JWT_SECRET_LEN_MIN: usize = 16;
 /// Longest bearer token accepted, in bytes.
 pub const TOKEN_LEN_MAX: usize = 4096;
 
+/// Token addresses waiting to be recorded; more are dropped (the next verification of a
+/// token with the claim, after the cache forgot it, offers it again).
+pub const TOKEN_EMAILS_QUEUED_MAX: usize = 1_024;
+
+/// An identity token's `email` claim: (account id, address).
+pub type TokenEmail = (String, String);
+
 /// Verifies tokens with the configured secrets.
 #[derive(Clone)]
 pub struct TokenVerifier {
@@ -30,6 +37,9 @@ pub struct TokenVerifier {
     validation: Validation,
     /// Tokens that verified, with their account and `exp` (re-checked on every hit).
     verified: std::sync::Arc<TokenCache<(Account, u64)>>,
+    /// Where a verified token's `email` claim goes (once per token while it is cached):
+    /// [`record_token_emails`] writes it to the account, never on the request's path.
+    emails: Option<tokio::sync::mpsc::Sender<TokenEmail>>,
 }
 
 impl std::fmt::Debug for TokenVerifier {
@@ -57,7 +67,14 @@ impl TokenVerifier {
             keys,
             validation,
             verified: std::sync::Arc::default(),
+            emails: None,
         })
+    }
+
+    /// Sends verified tokens' `email` claims to `sink` (never waiting: a full queue drops).
+    pub fn with_email_sink(mut self, sink: tokio::sync::mpsc::Sender<TokenEmail>) -> Self {
+        self.emails = Some(sink);
+        self
     }
 
     /// `read` of the account of a bearer token that verified before and has not expired;
@@ -91,6 +108,12 @@ impl TokenVerifier {
             account_id,
             admin: data.claims.role.as_deref() == Some("admin"),
         };
+        if let (Some(sink), Some(email)) = (&self.emails, data.claims.email)
+            && boxoffice_store::mail::email_is_valid(&email)
+        {
+            // A hold never waits for this: a full queue drops the address.
+            let _ = sink.try_send((account.account_id.to_string(), email));
+        }
         self.verified
             .insert(token, (account.clone(), data.claims.exp));
         Ok(account)
@@ -152,5 +175,18 @@ impl FromRequestParts<AppState> for Admin {
             ));
         }
         Ok(Self(account))
+    }
+}
+
+/// Records the addresses of tokens' `email` claims until the verifiers are gone (an address
+/// the fan set is kept: `MailStore::record_token_email`).
+pub async fn record_token_emails(
+    store: std::sync::Arc<dyn boxoffice_store::Store>,
+    mut emails: tokio::sync::mpsc::Receiver<TokenEmail>,
+) {
+    while let Some((account_id, email)) = emails.recv().await {
+        if let Err(error) = store.record_token_email(&account_id, &email).await {
+            tracing::warn!(%account_id, %error, "recording a token's email failed");
+        }
     }
 }

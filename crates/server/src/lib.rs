@@ -119,6 +119,10 @@ pub struct Shared {
     pub cancellations: boxoffice_workers::cancellation::CancellationJob,
     /// Sends integrators' webhook deliveries; poked by the relay's fan-out and by a replay.
     pub webhooks: WebhookSender,
+    /// Sends fans' mail (when configured); poked by the relay's fan-out and by a resend.
+    pub mail: Option<boxoffice_workers::mail::MailSender>,
+    /// The addresses of identity tokens' `email` claims, recorded off the request path.
+    pub token_emails: Mutex<Option<tokio::sync::mpsc::Receiver<auth::TokenEmail>>>,
     pub waitroom: WaitingRoom,
     /// The server signs with the public development secret: `POST /v1/dev/token` works.
     pub dev_auth: bool,
@@ -181,6 +185,8 @@ pub struct ServerConfig {
     /// Proxies (addresses or blocks) whose `X-Forwarded-For` names the client
     /// ([`forwarded`]); empty: the TCP peer is the client.
     pub trusted_proxies: Vec<String>,
+    /// Where fans' mail goes (an SMTP server or a folder); `None`: no mail is made.
+    pub mail: Option<boxoffice_workers::mail::MailConfig>,
     /// The keys that sign wallet passes; `Default`: none (the wallet routes answer 409
     /// `WALLET_NOT_CONFIGURED`).
     pub wallet: WalletConfig,
@@ -312,6 +318,10 @@ fn api_router() -> OpenApiRouter<AppState> {
             routes::webhooks::delete_webhook
         ))
         .routes(routes!(routes::webhooks::list_deliveries))
+        .routes(routes!(routes::me::get_me, routes::me::update_me))
+        .routes(routes!(routes::mail::list_mail))
+        .routes(routes!(routes::mail::mail_file))
+        .routes(routes!(routes::mail::resend_mail))
         .routes(routes!(routes::webhooks::replay_delivery))
         .routes(routes!(routes::tickets::public_key))
         .routes(routes!(routes::tickets::public_keys))
@@ -651,7 +661,10 @@ impl AppState {
             waitroom: waitroom.clone(),
             store: workers_store.clone(),
         };
-        let verifier = TokenVerifier::with_previous(jwt_secret, &config.jwt_previous_secrets)?;
+        let (token_emails_in, token_emails) =
+            tokio::sync::mpsc::channel(auth::TOKEN_EMAILS_QUEUED_MAX);
+        let verifier = TokenVerifier::with_previous(jwt_secret, &config.jwt_previous_secrets)?
+            .with_email_sink(token_emails_in);
         let web = policy::Headers::new(&config.web)?;
         let cluster = config
             .cluster
@@ -689,19 +702,27 @@ impl AppState {
             writers
         };
         let webhooks = WebhookSender::new(workers_store.clone());
+        let mail = config
+            .mail
+            .clone()
+            .map(|mail| boxoffice_workers::mail::MailSender::new(workers_store.clone(), mail));
+        let relay = OutboxRelay::new(
+            workers_store.clone(),
+            config.provider.clone(),
+            config.ticket_signer.clone(),
+        )
+        .with_listener(Arc::new(slots))
+        .with_webhooks_poke(webhooks.poke_handle());
+        let relay = match &mail {
+            Some(mail) => relay.with_mail(mail.poke_handle()),
+            None => relay,
+        };
         Ok(Self(Arc::new_cyclic(|shared| Shared {
             web,
             limits: limits::Limits::new(config.limits),
             ledger,
             trusted_proxies,
-            relay: OutboxRelay::new(
-                workers_store.clone(),
-                config.provider.clone(),
-                config.ticket_signer.clone(),
-            )
-            .with_listener(Arc::new(slots))
-            .with_webhooks_poke(webhooks.poke_handle())
-            .with_settler(Arc::new(WriterSettler {
+            relay: relay.with_settler(Arc::new(WriterSettler {
                 shared: shared.clone(),
                 store: workers_store.clone(),
             })),
@@ -712,6 +733,8 @@ impl AppState {
                     store: workers_store.clone(),
                 })),
             webhooks,
+            mail,
+            token_emails: Mutex::new(Some(token_emails)),
             cancellations: boxoffice_workers::cancellation::CancellationJob::new(
                 workers_store.clone(),
                 config.limits.cancellation_refunds_per_second,
@@ -1026,6 +1049,20 @@ pub fn spawn_workers(state: &AppState) {
     tokio::spawn(state.relay.clone().run());
     tokio::spawn(state.reconciler.clone().run());
     tokio::spawn(state.webhooks.clone().run());
+    if let Some(mail) = &state.mail {
+        tokio::spawn(mail.clone().run());
+    }
+    let token_emails = state
+        .token_emails
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    if let Some(token_emails) = token_emails {
+        tokio::spawn(auth::record_token_emails(
+            state.workers_store.clone(),
+            token_emails,
+        ));
+    }
     tokio::spawn(state.cancellations.clone().run());
     tokio::spawn(
         state

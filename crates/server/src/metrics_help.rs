@@ -316,6 +316,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_mail_messages_total",
+        "Fans' mails the mail sender finished a round with, by outcome (sent, retried, failed, no_address, uncertain)",
+    ),
+    (
+        "counter",
+        "boxoffice_mail_made_total",
+        "Fans' mails the outbox relay's fan-out made (one per outbox message and account)",
+    ),
+    (
+        "counter",
+        "boxoffice_mail_resends_total",
+        "Fans' mails queued again from the admin route",
+    ),
+    (
+        "counter",
         "boxoffice_transfers_total",
         "Transfer offers made, accepted, declined and withdrawn, by status",
     ),

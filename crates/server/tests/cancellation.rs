@@ -14,6 +14,7 @@ stories!(
     a_cancelled_event_stops_selling_and_refunds_every_buyer_once,
     a_cancellation_refunds_what_is_left_and_shows_what_failed,
     an_exchange_out_of_a_cancelled_event_ends_and_one_into_it_is_refused,
+    a_cancellation_after_a_transfer_refunds_the_giver_who_paid,
 );
 
 async fn cancel(
@@ -399,6 +400,73 @@ async fn an_exchange_out_of_a_cancelled_event_ends_and_one_into_it_is_refused(ba
         (StatusCode::CONFLICT, "EVENT_CANCELLED"),
         "{}",
         into.json()
+    );
+    app.finish().await;
+}
+
+/// A ticket given away, then the event cancelled: the giver, who paid, gets all of it back;
+/// the receiver's order took nothing and gets nothing (its ticket is void like the rest).
+/// (The invariant check used to count the receiver's order as unpaid money.)
+async fn a_cancellation_after_a_transfer_refunds_the_giver_who_paid(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(json!({})).await;
+    let (ann_order, ann_tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-3-1", "A-3-2"]}),
+    )
+    .await;
+    let offered = app
+        .post(
+            &token("ann"),
+            &format!("/v1/orders/{ann_order}/transfers"),
+            Some("give"),
+            &json!({"ticketIds": [ann_tickets[0]["ticketId"]], "toAccountId": "bob"}),
+        )
+        .await;
+    assert_eq!(offered.status, StatusCode::CREATED, "{}", offered.json());
+    let transfer_id = offered.json()["transferId"].as_str().unwrap().to_owned();
+    let accepted = app
+        .post(
+            &token("bob"),
+            &format!("/v1/transfers/{transfer_id}/accept"),
+            Some("take"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(accepted.json()["status"], "ACCEPTED", "{}", accepted.json());
+    let bob_order = accepted.json()["newOrderId"].as_str().unwrap().to_owned();
+
+    let first = cancel(
+        &app,
+        &app.admin,
+        &event_id,
+        "c-t",
+        json!({"reason": "Flood"}),
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.json());
+    let done = cancellation_until(&app, &event_id, |c| c["status"] == "CANCELLED").await;
+    assert_eq!(done["failed"], 0, "{done}");
+    assert_eq!(
+        done["amountRefundedMinor"], 2_000,
+        "ann paid for both seats: {done}"
+    );
+    let ann = common::order_until(&app, "ann", &ann_order, |o| o["refundedMinor"] == 2_000).await;
+    assert_eq!(ann["refunds"][0]["status"], "SUCCEEDED", "{ann}");
+    let bob = app
+        .get(&token("bob"), &format!("/v1/orders/{bob_order}"))
+        .await
+        .json();
+    assert_eq!(bob["refunds"], json!([]), "{bob}");
+    assert!(
+        bob["tickets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "VOIDED"),
+        "{bob}"
     );
     app.finish().await;
 }

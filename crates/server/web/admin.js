@@ -874,3 +874,124 @@
   new MutationObserver(sync).observe($('#console'), { attributes: true, attributeFilter: ['hidden'] });
   sync();
 })();
+
+// -- Mail panel (issue 39) -------------------------------------------------------------------
+// The mails sent to fans, newest first, by status; a resend of a FAILED, UNCERTAIN or
+// NO_ADDRESS one; the mail itself when the server writes mail to a folder (the demo).
+// Self-contained like the Webhooks panel: the operator's token from the session, shown with
+// the console.
+(() => {
+  const $ = (selector) => document.querySelector(selector);
+  const PAGE = 50;
+  const RESENDABLE = ['FAILED', 'UNCERTAIN', 'NO_ADDRESS'];
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name.startsWith('on') && typeof value === 'function') el.addEventListener(name.slice(2), value);
+      else if (name === 'class') el.className = value;
+      else if (value === true) el.setAttribute(name, '');
+      else el.setAttribute(name, String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function token() {
+    try { return (JSON.parse(sessionStorage.getItem('bo.admin')) || {}).token; } catch { return undefined; }
+  }
+
+  async function call(method, path, accept = 'application/json') {
+    let res;
+    try {
+      res = await fetch(path, { method, headers: { Accept: accept, Authorization: `Bearer ${token()}` }, cache: 'no-store' });
+    } catch {
+      throw new Error('The server cannot be reached.');
+    }
+    const text = await res.text();
+    if (accept !== 'application/json') {
+      if (!res.ok) throw new Error(res.status === 404 ? 'Mail goes through SMTP: no file is kept.' : `HTTP ${res.status}`);
+      return text;
+    }
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+    if (!res.ok) throw new Error((data && (data.detail || data.title)) || `HTTP ${res.status}`);
+    return data;
+  }
+
+  const when = (at) => (at ? new Date(at).toLocaleString() : '—');
+
+  function say(text, kind = 'info') {
+    const el = $('#toast');
+    el.replaceChildren(h('div', { class: kind }, text));
+    setTimeout(() => el.replaceChildren(), 6000);
+  }
+
+  async function view(mail) {
+    const pre = $('#mail-view');
+    try {
+      pre.textContent = await call('GET', `/v1/admin/mail/${mail.mailId}.eml`, 'text/plain');
+      pre.hidden = false;
+    } catch (err) {
+      say(err.message, 'error');
+    }
+  }
+
+  async function load(before) {
+    const box = $('#mail-list');
+    const status = $('#mail-status').value;
+    const query = `?limit=${PAGE}${status ? `&status=${status}` : ''}${before ? `&before=${before}` : ''}`;
+    let page;
+    try {
+      page = await call('GET', `/v1/admin/mail${query}`);
+    } catch (err) {
+      box.replaceChildren(h('p', { class: 'notice error' }, err.message));
+      return;
+    }
+    box.replaceChildren(
+      page.mails.length ? h('table', { class: 'data' },
+        h('thead', {}, h('tr', {}, ['Mail', 'Account', 'Kind', 'To', 'Subject', 'Status', 'Attempts', 'Created', 'Sent', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, page.mails.map((m) => h('tr', { 'data-testid': 'mail-row' },
+          h('td', {}, String(m.mailId)),
+          h('td', {}, m.accountId),
+          h('td', {}, m.kind),
+          h('td', {}, m.to || '—'),
+          h('td', {}, m.subject || '—'),
+          h('td', { title: m.lastError || '' }, m.status),
+          h('td', {}, String(m.attempts)),
+          h('td', {}, when(m.createdAt)),
+          h('td', {}, when(m.sentAt)),
+          h('td', {},
+            m.status === 'SENT' ? h('button', { class: 'btn small', type: 'button', 'data-testid': 'mail-view-button', onclick: () => view(m) }, 'View') : null,
+            RESENDABLE.includes(m.status) ? h('button', {
+              class: 'btn small', type: 'button', 'data-testid': 'mail-resend',
+              onclick: async () => {
+                try {
+                  await call('POST', `/v1/admin/mail/${m.mailId}/resend`);
+                  say(`Mail ${m.mailId} queued again.`);
+                } catch (err) {
+                  say(err.message, 'error');
+                }
+                load(before);
+              },
+            }, 'Resend') : null))))) : h('p', { class: 'hint' }, 'No mail yet.'),
+      h('div', { class: 'actions' },
+        h('button', { class: 'btn small', type: 'button', onclick: () => load(before) }, 'Refresh'),
+        before ? h('button', { class: 'btn small', type: 'button', onclick: () => load() }, 'Newest') : null,
+        page.nextBefore ? h('button', { class: 'btn small', type: 'button', onclick: () => load(page.nextBefore) }, 'Older') : null));
+  }
+
+  $('#mail-status').addEventListener('change', () => load());
+  const panel = $('#mail');
+  const sync = () => {
+    const shown = !$('#console').hidden;
+    if (shown && panel.hidden) load();
+    panel.hidden = !shown;
+  };
+  new MutationObserver(sync).observe($('#console'), { attributes: true, attributeFilter: ['hidden'] });
+  sync();
+})();

@@ -97,6 +97,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
             row.get(7)?,
             row.get(8)?,
             row.get(9)?,
+            row.get(10)?,
         ))
     })
     .collect::<StoreResult<Vec<_>>>()?;

@@ -25,6 +25,7 @@ pub mod holder;
 pub mod idempotency;
 pub mod inventory;
 pub mod lease;
+pub mod mail;
 pub mod outbox;
 pub mod refund;
 pub mod report;
@@ -332,6 +333,31 @@ macro_rules! impl_store {
                     -> Vec<WebhookDelivery> = webhook::deliveries;
                 replay_webhook_delivery(endpoint_id: &str, delivery_id: i64)
                     -> Option<WebhookDelivery> = webhook::replay;
+            });
+
+            $crate::__forward!($store, ::boxoffice_store::mail::MailStore {
+                get_account(account_id: &str) -> Option<::boxoffice_store::mail::AccountRecord>
+                    = mail::account;
+                update_account(account_id: &str, update: &::boxoffice_store::mail::AccountUpdate)
+                    -> ::boxoffice_store::mail::AccountRecord = mail::update_account;
+                record_token_email(account_id: &str, email: &str) -> bool
+                    = mail::record_token_email;
+                fan_out_mail(mails: &[::boxoffice_store::mail::NewMail]) -> u64 = mail::fan_out;
+                cancelled_ticket_accounts(event_id: &str, limit: u32) -> Vec<String>
+                    = mail::cancelled_ticket_accounts;
+                expire_mail_leases() -> u64 = mail::expire_leases;
+                claim_mail(limit: u32, lease_s: f64) -> Vec<::boxoffice_store::mail::ClaimedMail>
+                    = mail::claim;
+                record_mail(mail_id: i64, outcome: &::boxoffice_store::mail::MailOutcome) -> bool
+                    = mail::record;
+                get_mail(mail_id: i64) -> Option<::boxoffice_store::mail::MailMessage> = mail::get;
+                list_mail(
+                    status: Option<::boxoffice_store::mail::MailStatus>,
+                    before: Option<i64>,
+                    limit: u32
+                ) -> Vec<::boxoffice_store::mail::MailMessage> = mail::list;
+                resend_mail(mail_id: i64) -> Option<::boxoffice_store::mail::Resent>
+                    = mail::resend;
             });
 
             $crate::__forward!($store, ::boxoffice_store::refund::RefundStore {

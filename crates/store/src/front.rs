@@ -26,6 +26,10 @@ use crate::cancellation;
 use crate::engine::{EngineStore, GroupCommitted, GroupWrite};
 use crate::gate::{CALLS_MIN, CALLS_PER_CONNECTION, Call, CallBound, Slot};
 use crate::lease::{Fence, Lease, LeaseStore, NodeRecord, Taken};
+use crate::mail::{
+    AccountRecord, AccountUpdate, ClaimedMail, MailMessage, MailOutcome, MailStatus, MailStore,
+    NewMail, Resent,
+};
 use crate::refund::{RefundSettled, RefundStore, RefundView, RefundWrite};
 use crate::report::{ReportRows, ReportStore, TimelineRows};
 use crate::shard::{OUTBOX_ID_SHARDS, Places, REMEMBERED_IDS_MAX};
@@ -1190,6 +1194,71 @@ impl WebhookStore for Front {
     ) -> StoreResult<Option<WebhookDelivery>> {
         let via = self.home(Start)?;
         via.replay_webhook_delivery(endpoint_id, delivery_id).await
+    }
+}
+
+/// Accounts and mails live in the home shard alone, as webhooks do: the relay fans out with
+/// the global outbox ids, so a mail's (outbox id, account) is unique across shards, and the
+/// mail worker and the admin routes read one database. Only the accounts with tickets of a
+/// cancelled event are read where the event is.
+#[async_trait]
+impl MailStore for Front {
+    async fn get_account(&self, account_id: &str) -> StoreResult<Option<AccountRecord>> {
+        self.home(Look)?.get_account(account_id).await
+    }
+
+    async fn update_account(
+        &self,
+        account_id: &str,
+        update: &AccountUpdate,
+    ) -> StoreResult<AccountRecord> {
+        self.home(Start)?.update_account(account_id, update).await
+    }
+
+    async fn record_token_email(&self, account_id: &str, email: &str) -> StoreResult<bool> {
+        self.home(Pass)?.record_token_email(account_id, email).await
+    }
+
+    async fn fan_out_mail(&self, mails: &[NewMail]) -> StoreResult<u64> {
+        self.home(Pass)?.fan_out_mail(mails).await
+    }
+
+    async fn cancelled_ticket_accounts(
+        &self,
+        event_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<String>> {
+        let via = self.event(Pass, event_id).await?;
+        via.cancelled_ticket_accounts(event_id, limit).await
+    }
+
+    async fn expire_mail_leases(&self) -> StoreResult<u64> {
+        self.home(Pass)?.expire_mail_leases().await
+    }
+
+    async fn claim_mail(&self, limit: u32, lease_s: f64) -> StoreResult<Vec<ClaimedMail>> {
+        self.home(Pass)?.claim_mail(limit, lease_s).await
+    }
+
+    async fn record_mail(&self, mail_id: i64, outcome: &MailOutcome) -> StoreResult<bool> {
+        self.home(Pass)?.record_mail(mail_id, outcome).await
+    }
+
+    async fn get_mail(&self, mail_id: i64) -> StoreResult<Option<MailMessage>> {
+        self.home(Look)?.get_mail(mail_id).await
+    }
+
+    async fn list_mail(
+        &self,
+        status: Option<MailStatus>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<MailMessage>> {
+        self.home(Look)?.list_mail(status, before, limit).await
+    }
+
+    async fn resend_mail(&self, mail_id: i64) -> StoreResult<Option<Resent>> {
+        self.home(Start)?.resend_mail(mail_id).await
     }
 }
 

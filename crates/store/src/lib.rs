@@ -18,6 +18,7 @@ pub mod front;
 pub mod gate;
 pub mod holder;
 pub mod lease;
+pub mod mail;
 pub mod refund;
 pub mod report;
 pub mod seatmap;
@@ -319,6 +320,7 @@ pub trait Store:
     + door::DoorStore
     + webhook::WebhookStore
     + holder::HolderStore
+    + mail::MailStore
     + Send
     + Sync
     + std::fmt::Debug
@@ -754,6 +756,7 @@ pub type OrderColumns = (
     i64,
     i64,
     i64,
+    i64,
 );
 
 /// The SQL (without placeholders' dialect: `{p}` is the event id parameter) that reads
@@ -765,7 +768,8 @@ pub const ORDER_RECORDS_SQL: &str =
         CASE WHEN o.status = 'CANCELLED' AND p.status = 'CAPTURED'
              THEN (SELECT count(*) FROM outbox b
                     WHERE b.topic = 'refund.due' AND CAST(b.payload AS TEXT) LIKE '%' || p.operation_id || '%')
-             ELSE 0 END
+             ELSE 0 END,
+        p.amount_minor
    FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
   WHERE o.event_id = {p} ORDER BY o.order_id";
 
@@ -864,6 +868,7 @@ pub fn order_record(
         quantity,
         live_tickets,
         refunds,
+        paid_minor,
     ) = columns;
     let status = boxoffice_domain::order::OrderStatus::parse(&status)
         .ok_or_else(|| StoreError::Internal(format!("order {order_id} has status {status:?}")))?;
@@ -887,6 +892,7 @@ pub fn order_record(
         quantity: u32::try_from(quantity).unwrap_or(0),
         live_tickets: u32::try_from(live_tickets).unwrap_or(0),
         refund_recorded: refunds > 0,
+        paid_minor,
     })
 }
 

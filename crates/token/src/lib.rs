@@ -26,6 +26,10 @@ pub struct Claims {
     /// `"admin"` for an operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The account's address, when the identity provider knows it: the server records it
+    /// for the account's mail unless the fan set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
 }
 
 /// Signs a token for `account_id`, valid for `ttl_s` seconds from now, naming the secret's
@@ -36,6 +40,17 @@ pub fn mint_token(
     admin: bool,
     ttl_s: u64,
 ) -> Result<String, String> {
+    mint_token_with_email(secret, account_id, admin, ttl_s, None)
+}
+
+/// [`mint_token`] with an `email` claim.
+pub fn mint_token_with_email(
+    secret: &str,
+    account_id: &AccountId,
+    admin: bool,
+    ttl_s: u64,
+    email: Option<&str>,
+) -> Result<String, String> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|e| e.to_string())?
@@ -44,6 +59,7 @@ pub fn mint_token(
         sub: account_id.to_string(),
         exp: now.saturating_add(ttl_s),
         role: admin.then(|| "admin".to_owned()),
+        email: email.map(str::to_owned),
     };
     HsKeys::new(secret.as_bytes(), &[] as &[&[u8]], 0)
         .map_err(|e| e.to_string())?

@@ -44,6 +44,10 @@ pub const REFUND_POINTS: [&str; 4] = [
 /// recorded, none paid yet).
 pub const CANCELLATION_POINTS: [&str; 2] = ["cancel_committed", "cancellation_step"];
 
+/// The points of a mail, in the order they are passed: its claim committed (`SENDING`,
+/// before any SMTP traffic), then the server's acceptance (before `SENT` is recorded).
+pub const MAIL_POINTS: [&str; 2] = ["mail_claimed", "mail_accepted"];
+
 /// Aborts the process if `BOXOFFICE_CRASH_AT` names `name`.
 pub fn point(name: &str) {
     static TARGET: OnceLock<Option<String>> = OnceLock::new();

@@ -10,7 +10,10 @@
 //! A delivered message whose topic integrators hear about (`boxoffice_store::webhook::
 //! event_type_of`) is fanned out into webhook deliveries before it is marked
 //! ([`Store::fan_out_webhooks`], exactly once per endpoint and message whatever the relay
-//! redelivers); the webhook sender (`crate::webhooks`) sends them.
+//! redelivers); the webhook sender (`crate::webhooks`) sends them. With mail on
+//! ([`OutboxRelay::with_mail`]), one that tells fans something is fanned out into mails the
+//! same way ([`crate::mail::mails_of`], [`Store::fan_out_mail`]); the mail sender
+//! (`crate::mail`) sends them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,6 +97,9 @@ pub struct OutboxRelay {
     settler: Arc<dyn Settler>,
     /// Woken after a fan-out made webhook deliveries (the webhook sender's poke).
     webhooks_poke: Option<Arc<Notify>>,
+    /// Mail is on: delivered messages are fanned out into mails, and this (the mail
+    /// sender's poke) is woken after a fan-out made some.
+    mail_poke: Option<Arc<Notify>>,
 }
 
 impl std::fmt::Debug for OutboxRelay {
@@ -125,6 +131,7 @@ impl OutboxRelay {
             poke: Arc::new(Notify::new()),
             listener: None,
             webhooks_poke: None,
+            mail_poke: None,
         }
     }
 
@@ -144,6 +151,13 @@ impl OutboxRelay {
     /// Wakes `poke` (the webhook sender's) after a fan-out made deliveries.
     pub fn with_webhooks_poke(mut self, poke: Arc<Notify>) -> Self {
         self.webhooks_poke = Some(poke);
+        self
+    }
+
+    /// Fans delivered messages out into mails too, and wakes `poke` (the mail sender's)
+    /// after a fan-out made some.
+    pub fn with_mail(mut self, poke: Arc<Notify>) -> Self {
+        self.mail_poke = Some(poke);
         self
     }
 
@@ -203,12 +217,16 @@ impl OutboxRelay {
         outcomes.extend(captures.into_iter().zip(captured));
         let mut delivered = Vec::with_capacity(outcomes.len());
         let mut events = Vec::new();
+        let mut mail_sources = Vec::new();
         for (message, outcome) in outcomes {
             match outcome {
                 Ok(()) => {
                     crate::crash::point("outbox_delivered");
                     delivered.push(message.id);
                     events.extend(WebhookEvent::of(&message));
+                    if self.mail_poke.is_some() && crate::mail::makes_mail(&message.topic) {
+                        mail_sources.push(message);
+                    }
                     report.delivered += 1;
                 }
                 Err(Delivery::Retry(why)) => {
@@ -216,12 +234,12 @@ impl OutboxRelay {
                     report.retried += 1;
                 }
                 Err(Delivery::Store(error)) => {
-                    self.finish(delivered, events).await?;
+                    self.finish(delivered, events, mail_sources).await?;
                     return Err(error);
                 }
             }
         }
-        self.finish(delivered, events).await?;
+        self.finish(delivered, events, mail_sources).await?;
         Ok(report)
     }
 
@@ -232,13 +250,15 @@ impl OutboxRelay {
         self.store.retry_outbox(message.id, delay_s, why).await
     }
 
-    /// Fans the delivered messages out into webhook deliveries, then marks them published.
-    /// A fan-out that fails leaves its messages unmarked (delivered again after their lease,
-    /// which every consumer allows, and fanned out then), never marked without deliveries.
+    /// Fans the delivered messages out into webhook deliveries and mails, then marks them
+    /// published. A fan-out that fails leaves its messages unmarked (delivered again after
+    /// their lease, which every consumer allows, and fanned out then), never marked without
+    /// deliveries or mails.
     async fn finish(
         &self,
         mut delivered: Vec<i64>,
         events: Vec<WebhookEvent>,
+        mail_sources: Vec<OutboxMessage>,
     ) -> Result<(), StoreError> {
         if !events.is_empty() {
             match self.store.fan_out_webhooks(&events).await {
@@ -256,7 +276,56 @@ impl OutboxRelay {
                 }
             }
         }
+        if !mail_sources.is_empty() {
+            let not_mailed = self.fan_out_mail(&mail_sources).await;
+            delivered.retain(|id| !not_mailed.contains(id));
+        }
         self.store.finish_outbox(&delivered).await
+    }
+
+    /// The mails of these delivered messages, made in one store call; the ids of the
+    /// messages whose mails could not be made (their readers or the fan-out failed).
+    async fn fan_out_mail(&self, messages: &[OutboxMessage]) -> Vec<i64> {
+        let read = futures_util::stream::iter(messages.to_vec())
+            .map(|message| {
+                let store = self.store.clone();
+                async move {
+                    let made = crate::mail::mails_of(store.as_ref(), &message).await;
+                    (message.id, made)
+                }
+            })
+            .buffer_unordered(crate::mail::FAN_OUT_READS_CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+        let mut not_mailed = Vec::new();
+        let mut mails = Vec::new();
+        for (id, made) in read {
+            match made {
+                Ok(made) => mails.extend(made),
+                Err(error) => {
+                    tracing::warn!(id, %error, "reading who to mail failed; the message stays unmarked");
+                    not_mailed.push(id);
+                }
+            }
+        }
+        if mails.is_empty() {
+            return not_mailed;
+        }
+        match self.store.fan_out_mail(&mails).await {
+            Ok(made) => {
+                metrics::counter!("boxoffice_mail_made_total").increment(made);
+                if made > 0
+                    && let Some(poke) = &self.mail_poke
+                {
+                    poke.notify_one();
+                }
+                not_mailed
+            }
+            Err(error) => {
+                tracing::warn!(%error, "mail fan-out failed; its messages stay unmarked");
+                messages.iter().map(|message| message.id).collect()
+            }
+        }
     }
 
     async fn deliver(&self, message: &OutboxMessage) -> Result<(), Delivery> {

@@ -13,6 +13,8 @@ use boxoffice_server::auth::{DEV_JWT_SECRET, mint_token};
 
 use crate::cmd::serve;
 
+/// The demo fan's address (its token's `email` claim).
+const DEMO_FAN_EMAIL: &str = "fan@demo.boxoffice.invalid";
 /// Account that owns the demo event's creation record.
 const DEMO_ADMIN: &str = "demo-admin";
 /// Account whose token the demo prints for trying holds.
@@ -96,11 +98,13 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
         }
     };
 
-    let fan = mint_token(
+    // The fan's token carries an address: the demo's mail (data folder's mail/) goes there.
+    let fan = boxoffice_server::auth::mint_token_with_email(
         &secret,
         &AccountId::parse(DEMO_FAN)?,
         false,
         DEMO_TOKEN_TTL_S,
+        Some(DEMO_FAN_EMAIL),
     )
     .map_err(anyhow::Error::msg)?;
     let admin = mint_token(
@@ -146,6 +150,14 @@ pub async fn run(data_dir: &Path, listen: SocketAddr) -> anyhow::Result<()> {
         store,
         serve::SideStores {
             limits: serve::limits_of(&serve::limits_from_env())?,
+            // Mail to a folder the admin page lists: nothing to install.
+            mail: Some(
+                boxoffice_workers::mail::MailConfig::folder(
+                    data_dir.join("mail"),
+                    boxoffice_workers::mail::DEFAULT_MAIL_FROM,
+                )
+                .map_err(anyhow::Error::msg)?,
+            ),
             wallet: crate::cmd::wallet::WalletArgs::demo(data_dir)?.config(&[])?,
             ..serve::SideStores::default()
         },

@@ -64,9 +64,46 @@ pub(crate) struct ServeArgs {
     /// commas. From any other peer the header is ignored.
     #[arg(long, env = "BOXOFFICE_TRUSTED_PROXIES", value_delimiter = ',')]
     trusted_proxy: Vec<String>,
+    // Boxed, as the wallet's: the command enum keeps its variants of similar sizes.
+    #[command(flatten)]
+    mail: Box<MailArgs>,
     // Boxed: the command enum keeps its variants of similar sizes.
     #[command(flatten)]
     wallet: Box<crate::cmd::wallet::WalletArgs>,
+}
+
+/// Where fans' mail goes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct MailArgs {
+    /// The SMTP server fans' mail goes through: `smtp://host:port` (plain, or
+    /// `?tls=required` for STARTTLS), `smtps://host:port` (TLS), with `user:password@`
+    /// when it asks for a login. Unset (and no --mail-dir): no mail is sent.
+    #[arg(
+        long,
+        env = "BOXOFFICE_SMTP_URL",
+        hide_env_values = true,
+        conflicts_with = "mail_dir"
+    )]
+    smtp_url: Option<String>,
+    /// Write each mail to DIR/<mailId>.eml instead of sending it (the demo's way).
+    #[arg(long, env = "BOXOFFICE_MAIL_DIR")]
+    mail_dir: Option<std::path::PathBuf>,
+    /// The sender of fans' mail: `tickets@example.org` or `Box Office <tickets@example.org>`.
+    #[arg(long, env = "BOXOFFICE_MAIL_FROM", default_value = boxoffice_workers::mail::DEFAULT_MAIL_FROM)]
+    mail_from: String,
+}
+
+impl MailArgs {
+    /// The mail configuration these flags name.
+    pub(crate) fn config(&self) -> anyhow::Result<Option<boxoffice_workers::mail::MailConfig>> {
+        use boxoffice_workers::mail::MailConfig;
+        let config = match (&self.smtp_url, &self.mail_dir) {
+            (Some(url), _) => Some(MailConfig::smtp(url, &self.mail_from)),
+            (None, Some(dir)) => Some(MailConfig::folder(dir.clone(), &self.mail_from)),
+            (None, None) => None,
+        };
+        config.transpose().map_err(anyhow::Error::msg)
+    }
 }
 
 impl ServeArgs {
@@ -86,6 +123,7 @@ impl ServeArgs {
             limit,
             rollover,
             trusted_proxy,
+            mail,
             wallet,
         } = self;
         let secret = match (jwt_secret, dev_auth) {
@@ -110,6 +148,7 @@ impl ServeArgs {
             limits: limits_of(&limit)?,
             rollover,
             trusted_proxies: trusted_proxy,
+            mail: mail.config()?,
             wallet: wallet.config(&cors_origins_for_wallet)?,
             ..open_side_stores(&database_url, places).await?
         };
@@ -446,6 +485,7 @@ pub(crate) async fn serve_with(
         },
         limits: side.limits,
         trusted_proxies: side.trusted_proxies,
+        mail: side.mail,
         wallet: side.wallet,
     };
     tracing::info!(%addr, "listening");
@@ -529,6 +569,8 @@ pub(crate) struct SideStores {
     pub(crate) rollover: RolloverArgs,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub(crate) trusted_proxies: Vec<String>,
+    /// Where fans' mail goes; `None`: no mail.
+    pub(crate) mail: Option<boxoffice_workers::mail::MailConfig>,
     /// The keys that sign wallet passes (none by default).
     pub(crate) wallet: boxoffice_server::WalletConfig,
 }

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, bail};
 use boxoffice_domain::ids::AccountId;
-use boxoffice_server::auth::{DEV_JWT_SECRET, mint_token};
+use boxoffice_server::auth::{DEV_JWT_SECRET, mint_token_with_email};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct TokenArgs {
@@ -14,6 +14,10 @@ pub(crate) struct TokenArgs {
     /// Lifetime: `90s`, `30m`, `1h`, `7d`.
     #[arg(long, default_value = "1h")]
     ttl: String,
+    /// The account's address (the token's `email` claim): mail goes there unless the fan set
+    /// another with `PUT /v1/me`.
+    #[arg(long)]
+    email: Option<String>,
     /// Defaults to the development secret when unset.
     #[arg(long, env = "BOXOFFICE_JWT_SECRET", hide_env_values = true)]
     jwt_secret: Option<String>,
@@ -25,15 +29,27 @@ impl TokenArgs {
             account,
             admin,
             ttl,
+            email,
             jwt_secret,
         } = self;
+        if let Some(email) = &email
+            && !boxoffice_store::mail::email_is_valid(email)
+        {
+            bail!("--email {email:?} is not an address");
+        }
         let account = AccountId::parse(&account).map_err(|e| anyhow::anyhow!("--account: {e}"))?;
         let secret = jwt_secret.unwrap_or_else(|| {
             eprintln!("note: BOXOFFICE_JWT_SECRET is not set; signing with the development secret");
             DEV_JWT_SECRET.to_owned()
         });
-        let token =
-            mint_token(&secret, &account, admin, parse_ttl_s(&ttl)?).map_err(anyhow::Error::msg)?;
+        let token = mint_token_with_email(
+            &secret,
+            &account,
+            admin,
+            parse_ttl_s(&ttl)?,
+            email.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
         println!("{token}");
         Ok(())
     }

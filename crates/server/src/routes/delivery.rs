@@ -92,29 +92,9 @@ fn locale_of(
 }
 
 /// What is printed of `order` (its tickets in the order the store lists them) for `event`,
-/// in `locale`.
+/// in `locale`: the same sheet the order's mail attaches (`boxoffice_workers::mail`).
 pub fn sheet_of(order: &OrderView, event: &EventRecord, locale: &str) -> OrderSheet {
-    OrderSheet {
-        order_id: order.order_id.clone(),
-        event_id: order.event_id.clone(),
-        event_name: event.name.clone(),
-        starts_at: event.starts_at,
-        currency: order.currency.clone(),
-        total_minor: order.total_minor,
-        locale: locale.to_owned(),
-        tickets: order
-            .tickets
-            .iter()
-            .map(|ticket| TicketSheet {
-                ticket_id: ticket.ticket_id.clone(),
-                seat_id: ticket.seat_id.clone(),
-                tier_id: ticket.tier_id.clone(),
-                holder_name: ticket.holder.as_ref().and_then(|h| h.name.clone()),
-                code: ticket.code.clone(),
-                status: ticket.status.clone(),
-            })
-            .collect(),
-    }
+    boxoffice_workers::mail::order_sheet(order, &event.name, event.starts_at, locale)
 }
 
 /// The caller's order `order_id` (404 for anyone else) with its event.

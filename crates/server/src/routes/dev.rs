@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::AppState;
-use crate::auth::mint_token;
+use crate::auth::mint_token_with_email;
 use crate::body::JsonBody;
 use crate::error::ApiError;
 
@@ -24,6 +24,12 @@ pub struct DevTokenBody {
     /// An operator token.
     #[serde(default)]
     pub admin: bool,
+    /// The account's address, carried as the token's `email` claim.
+    #[schema(
+        max_length = 254,
+        pattern = r"^[^@\s\x00-\x1f\x7f-\x9f]+@[^@\s\x00-\x1f\x7f-\x9f]+$"
+    )]
+    pub email: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -56,11 +62,17 @@ pub async fn dev_token(
     let request: DevTokenBody = body.parse()?;
     let account =
         AccountId::parse(&request.account_id).map_err(|e| ApiError::validation("accountId", e))?;
-    let token = mint_token(
+    if let Some(email) = &request.email
+        && !boxoffice_store::mail::email_is_valid(email)
+    {
+        return Err(ApiError::validation("email", "is not an address"));
+    }
+    let token = mint_token_with_email(
         crate::auth::DEV_JWT_SECRET,
         &account,
         request.admin,
         DEV_TOKEN_TTL_S,
+        request.email.as_deref(),
     )
     .map_err(|error| {
         tracing::error!(%error, "minting a development token");

@@ -11,6 +11,8 @@ pub mod exchanges;
 pub mod health;
 pub mod holders;
 pub mod holds;
+pub mod mail;
+pub mod me;
 pub mod queue;
 pub mod refunds;
 pub mod reports;

@@ -266,6 +266,18 @@ pub fn token(account: &str) -> String {
     mint_token(SECRET, &AccountId::parse(account).unwrap(), false, 3600).unwrap()
 }
 
+/// A token whose `email` claim is `email`.
+pub fn token_with_email(account: &str, email: &str) -> String {
+    boxoffice_server::auth::mint_token_with_email(
+        SECRET,
+        &AccountId::parse(account).unwrap(),
+        false,
+        3600,
+        Some(email),
+    )
+    .unwrap()
+}
+
 pub fn admin_token() -> String {
     mint_token(SECRET, &AccountId::parse("ops").unwrap(), true, 3600).unwrap()
 }
@@ -383,6 +395,49 @@ impl TestApp {
         counted: Option<Payments>,
         wallet: boxoffice_server::WalletConfig,
     ) -> Self {
+        Self::spawn_mailing(
+            db,
+            sim_config,
+            rooms,
+            waitroom_running,
+            limits,
+            counted,
+            wallet,
+            None,
+        )
+        .await
+    }
+
+    /// [`TestApp::spawn`] with fans' mail going where `mail` says: the relay fans mails out;
+    /// the mail sender does not run (tests call `state.mail`'s `run_once`).
+    pub async fn spawn_with_mail(
+        backend: Backend,
+        mail: boxoffice_workers::mail::MailConfig,
+    ) -> Self {
+        Self::spawn_mailing(
+            TestStore::new(backend).await,
+            SimulatorConfig::default(),
+            RoomSetup::default(),
+            false,
+            boxoffice_server::limits::LimitsConfig::default(),
+            None,
+            boxoffice_server::WalletConfig::default(),
+            Some(mail),
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn_mailing(
+        db: TestStore,
+        sim_config: SimulatorConfig,
+        rooms: RoomSetup,
+        waitroom_running: bool,
+        limits: boxoffice_server::limits::LimitsConfig,
+        counted: Option<Payments>,
+        wallet: boxoffice_server::WalletConfig,
+        mail: Option<boxoffice_workers::mail::MailConfig>,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let webhook_url = format!("http://{addr}/v1/payments/webhooks/stripe");
@@ -455,6 +510,7 @@ impl TestApp {
             },
             limits,
             trusted_proxies: Vec::new(),
+            mail,
             wallet,
         };
         let state = AppState::new(db.store.clone(), &config).expect("state");
@@ -464,6 +520,12 @@ impl TestApp {
             tokio::spawn(state.seatmaps.clone().run()),
             tokio::spawn(state.cancellations.clone().run()),
         ];
+        if let Some(emails) = state.token_emails.lock().unwrap().take() {
+            tasks.push(tokio::spawn(boxoffice_server::auth::record_token_emails(
+                state.workers_store.clone(),
+                emails,
+            )));
+        }
         if waitroom_running {
             tasks.push(tokio::spawn(
                 state

@@ -1,0 +1,26 @@
+# Die Mails, die boxoffice an Fans schickt (crates/workers/src/mail.rs).
+mail-greeting = Hallo,
+mail-signoff = Viel Spaß bei der Veranstaltung! Ihr boxoffice
+mail-starts = Beginn: { $starts }
+mail-seat = Platz { $seat }
+mail-general = Freie Platzwahl ({ $tier })
+mail-ticket-line = { $place } (Ticket { $ticket })
+mail-attachment = Ihre Tickets hängen als PDF an: Drucken Sie sie aus oder zeigen Sie sie auf dem Handy vor.
+mail-order-subject = Ihre Tickets für { $event }
+mail-order-body = Ihre Bestellung { $order } ist bestätigt. Hier sind Ihre Tickets:
+mail-exchange-subject = Ihre neuen Tickets für { $event }
+mail-exchange-body = Ihr Umtausch ist abgeschlossen. Ihre bisherigen Tickets sind nicht mehr gültig; hier sind die neuen:
+mail-transfer-received-subject = Tickets für { $event } wurden an Sie übertragen
+mail-transfer-received-body = { $from } hat Ihnen Tickets übertragen. Hier sind sie:
+mail-transfer-sent-subject = Ihre Tickets für { $event } wurden übertragen
+mail-transfer-sent-body = { $to } hat die Tickets angenommen, die Sie übertragen haben. Ihre bisherigen Tickets sind nicht mehr gültig.
+mail-transfer-offered-subject = { $from } bietet Ihnen Tickets für { $event } an
+mail-transfer-offered-body = { $from } möchte Ihnen Tickets für { $event } geben. Melden Sie sich an, um das Angebot vor { $expires } anzunehmen oder abzulehnen.
+mail-waitlist-subject = Plätze für Sie reserviert: { $event }
+mail-waitlist-body = Auf der Warteliste sind Plätze für Sie frei geworden ({ $seats }). Schließen Sie Ihren Kauf vor { $expires } ab.
+mail-refund-subject = Ihre Erstattung für { $event }
+mail-refund-succeeded-body = Wir haben { $amount } für Ihre Bestellung { $order } erstattet.
+mail-refund-failed-subject = Ihre Erstattung für { $event } konnte nicht abgeschlossen werden
+mail-refund-failed-body = Die Erstattung von { $amount } für Ihre Bestellung { $order } ist nicht durchgegangen. Wir kümmern uns darum und melden uns bei Ihnen.
+mail-cancelled-subject = { $event } ist abgesagt
+mail-cancelled-body = Es tut uns leid: { $event } ist abgesagt. Ihre Tickets sind nicht mehr gültig, bezahlte Bestellungen werden automatisch erstattet.

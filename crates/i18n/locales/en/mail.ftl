@@ -1,0 +1,26 @@
+# The mails boxoffice sends to fans (crates/workers/src/mail.rs).
+mail-greeting = Hello,
+mail-signoff = Enjoy the event! Your boxoffice
+mail-starts = Starts { $starts }
+mail-seat = Seat { $seat }
+mail-general = General admission ({ $tier })
+mail-ticket-line = { $place } (ticket { $ticket })
+mail-attachment = Your tickets are attached as a PDF: print them or show them on your phone.
+mail-order-subject = Your tickets for { $event }
+mail-order-body = Your order { $order } is confirmed. Here are your tickets:
+mail-exchange-subject = Your new tickets for { $event }
+mail-exchange-body = Your exchange is complete. Your previous tickets are no longer valid; here are your new ones:
+mail-transfer-received-subject = Tickets for { $event } were transferred to you
+mail-transfer-received-body = { $from } transferred tickets to you. Here they are:
+mail-transfer-sent-subject = Your tickets for { $event } were transferred
+mail-transfer-sent-body = { $to } accepted the tickets you transferred. Your previous tickets are no longer valid.
+mail-transfer-offered-subject = { $from } is offering you tickets for { $event }
+mail-transfer-offered-body = { $from } wants to give you tickets for { $event }. Sign in to accept or decline before { $expires }.
+mail-waitlist-subject = Seats are held for you: { $event }
+mail-waitlist-body = Seats came free for you on the waiting list ({ $seats }). Complete your purchase before { $expires }.
+mail-refund-subject = Your refund for { $event }
+mail-refund-succeeded-body = We refunded { $amount } for your order { $order }.
+mail-refund-failed-subject = Your refund for { $event } could not be completed
+mail-refund-failed-body = Refunding { $amount } for your order { $order } did not go through. We are looking into it and will contact you.
+mail-cancelled-subject = { $event } is cancelled
+mail-cancelled-body = We are sorry: { $event } is cancelled. Your tickets are no longer valid, and paid orders are refunded automatically.

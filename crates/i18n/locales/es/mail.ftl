@@ -1,0 +1,26 @@
+# Los correos que boxoffice envía a los fans (crates/workers/src/mail.rs).
+mail-greeting = Hola:
+mail-signoff = ¡Disfruta del evento! Tu boxoffice
+mail-starts = Comienza: { $starts }
+mail-seat = Asiento { $seat }
+mail-general = Entrada general ({ $tier })
+mail-ticket-line = { $place } (entrada { $ticket })
+mail-attachment = Tus entradas van adjuntas en PDF: imprímelas o muéstralas en tu móvil.
+mail-order-subject = Tus entradas para { $event }
+mail-order-body = Tu pedido { $order } está confirmado. Aquí tienes tus entradas:
+mail-exchange-subject = Tus nuevas entradas para { $event }
+mail-exchange-body = Tu cambio se ha completado. Tus entradas anteriores ya no son válidas; aquí tienes las nuevas:
+mail-transfer-received-subject = Te han transferido entradas para { $event }
+mail-transfer-received-body = { $from } te ha transferido entradas. Aquí las tienes:
+mail-transfer-sent-subject = Tus entradas para { $event } se han transferido
+mail-transfer-sent-body = { $to } ha aceptado las entradas que transferiste. Tus entradas anteriores ya no son válidas.
+mail-transfer-offered-subject = { $from } te ofrece entradas para { $event }
+mail-transfer-offered-body = { $from } quiere darte entradas para { $event }. Inicia sesión para aceptar o rechazar la oferta antes del { $expires }.
+mail-waitlist-subject = Hay asientos reservados para ti: { $event }
+mail-waitlist-body = Se han liberado asientos para ti en la lista de espera ({ $seats }). Completa tu compra antes del { $expires }.
+mail-refund-subject = Tu reembolso para { $event }
+mail-refund-succeeded-body = Hemos reembolsado { $amount } de tu pedido { $order }.
+mail-refund-failed-subject = No se pudo completar tu reembolso para { $event }
+mail-refund-failed-body = El reembolso de { $amount } de tu pedido { $order } no se ha podido realizar. Lo estamos revisando y nos pondremos en contacto contigo.
+mail-cancelled-subject = { $event } se ha cancelado
+mail-cancelled-body = Lo sentimos: { $event } se ha cancelado. Tus entradas ya no son válidas y los pedidos pagados se reembolsan automáticamente.

@@ -1,0 +1,26 @@
+# Les e-mails que boxoffice envoie aux fans (crates/workers/src/mail.rs).
+mail-greeting = Bonjour,
+mail-signoff = Bon spectacle ! Votre boxoffice
+mail-starts = Début : { $starts }
+mail-seat = Place { $seat }
+mail-general = Placement libre ({ $tier })
+mail-ticket-line = { $place } (billet { $ticket })
+mail-attachment = Vos billets sont joints en PDF : imprimez-les ou présentez-les sur votre téléphone.
+mail-order-subject = Vos billets pour { $event }
+mail-order-body = Votre commande { $order } est confirmée. Voici vos billets :
+mail-exchange-subject = Vos nouveaux billets pour { $event }
+mail-exchange-body = Votre échange est terminé. Vos anciens billets ne sont plus valables ; voici les nouveaux :
+mail-transfer-received-subject = Des billets pour { $event } vous ont été transférés
+mail-transfer-received-body = { $from } vous a transféré des billets. Les voici :
+mail-transfer-sent-subject = Vos billets pour { $event } ont été transférés
+mail-transfer-sent-body = { $to } a accepté les billets que vous avez transférés. Vos anciens billets ne sont plus valables.
+mail-transfer-offered-subject = { $from } vous propose des billets pour { $event }
+mail-transfer-offered-body = { $from } souhaite vous donner des billets pour { $event }. Connectez-vous pour accepter ou refuser avant le { $expires }.
+mail-waitlist-subject = Des places vous sont réservées : { $event }
+mail-waitlist-body = Des places se sont libérées pour vous sur la liste d'attente ({ $seats }). Finalisez votre achat avant le { $expires }.
+mail-refund-subject = Votre remboursement pour { $event }
+mail-refund-succeeded-body = Nous avons remboursé { $amount } pour votre commande { $order }.
+mail-refund-failed-subject = Votre remboursement pour { $event } n'a pas pu aboutir
+mail-refund-failed-body = Le remboursement de { $amount } pour votre commande { $order } n'a pas abouti. Nous nous en occupons et reviendrons vers vous.
+mail-cancelled-subject = { $event } est annulé
+mail-cancelled-body = Nous sommes désolés : { $event } est annulé. Vos billets ne sont plus valables et les commandes payées sont remboursées automatiquement.

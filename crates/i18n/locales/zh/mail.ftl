@@ -1,0 +1,26 @@
+# boxoffice 发给观众的邮件（crates/workers/src/mail.rs）。
+mail-greeting = 您好：
+mail-signoff = 祝您观演愉快！您的 boxoffice
+mail-starts = 开始时间：{ $starts }
+mail-seat = 座位 { $seat }
+mail-general = 普通入场（{ $tier }）
+mail-ticket-line = { $place }（门票 { $ticket }）
+mail-attachment = 您的门票已作为 PDF 附上：可打印或在手机上出示。
+mail-order-subject = 您的 { $event } 门票
+mail-order-body = 您的订单 { $order } 已确认。以下是您的门票：
+mail-exchange-subject = 您的 { $event } 新门票
+mail-exchange-body = 您的换票已完成。原门票已失效，以下是新门票：
+mail-transfer-received-subject = 有人向您转让了 { $event } 的门票
+mail-transfer-received-body = { $from } 向您转让了门票。门票如下：
+mail-transfer-sent-subject = 您的 { $event } 门票已转让
+mail-transfer-sent-body = { $to } 已接受您转让的门票。您原来的门票已失效。
+mail-transfer-offered-subject = { $from } 想把 { $event } 的门票转让给您
+mail-transfer-offered-body = { $from } 想把 { $event } 的门票送给您。请在 { $expires } 之前登录接受或拒绝。
+mail-waitlist-subject = 已为您保留座位：{ $event }
+mail-waitlist-body = 候补名单中有座位为您空出（{ $seats }）。请在 { $expires } 之前完成购买。
+mail-refund-subject = 您的 { $event } 退款
+mail-refund-succeeded-body = 我们已为您的订单 { $order } 退款 { $amount }。
+mail-refund-failed-subject = 您的 { $event } 退款未能完成
+mail-refund-failed-body = 您的订单 { $order } 的 { $amount } 退款未能成功。我们正在处理，并会与您联系。
+mail-cancelled-subject = { $event } 已取消
+mail-cancelled-body = 很抱歉：{ $event } 已取消。您的门票已失效，已付款的订单将自动退款。
