@@ -10,9 +10,10 @@
 //     hold (the ticket holders asked before payment) and the paid order all speak German,
 //     and money and dates are written the German way; screenshot storefront-de.png;
 //  3. an English browser switches to Chinese in the page: the page renders again in Chinese
-//     without a reload, the choice is remembered over a reload, a hold and its payment
-//     button speak Chinese; screenshot storefront-zh.png; switching back to English
-//     re-renders the held seats in English;
+//     without a reload, the choice is remembered over a reload, the account signed in there
+//     gets Chinese as its language (its mail's), a hold and its payment button speak
+//     Chinese; screenshot storefront-zh.png; switching back to English re-renders the held
+//     seats in English and makes the account's language English;
 //  4. a browser whose languages are Chinese gets the Chinese page at once (the server's
 //     <html lang> and the page agree).
 // Exits non-zero with a message on any failure.
@@ -60,6 +61,18 @@ async function devToken(accountId, admin = false) {
   });
   check(res.status === 201, `dev token for ${accountId}: ${res.status}`);
   return (await res.json()).token;
+}
+
+/** Waits until the account's language (`GET /v1/me`, what its mail is written in) is
+ *  `locale`: the page saves it without being waited for. */
+async function accountLocale(token, locale, what) {
+  let seen = null;
+  for (let i = 0; i < 100; i++) {
+    seen = (await call(token, 'GET', '/v1/me')).data;
+    if (seen && seen.locale === locale) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Failure(`${what}: its language is ${JSON.stringify(seen)}, not ${locale}`);
 }
 
 const text = async (page, testId) => ((await page.getByTestId(testId).first().textContent()) || '').trim();
@@ -175,6 +188,8 @@ async function main() {
     await expectText(en, 'nav-orders', /^我的订单$/);
     await signIn(en, 'fan-zh');
     await expectText(en, 'signed-in-as', /当前账号/);
+    const fanZh = await devToken('fan-zh');
+    await accountLocale(fanZh, 'zh', 'the account signed in on the Chinese page');
     await hold(en, eventId, ['B-2-6', 'B-2-7', 'B-2-8'], [/^保留 1 个座位$/, /^保留 2 个座位$/, /^保留 3 个座位$/]);
     await expectText(en, 'hold-seats', /B 区 · 2 排 · 6 号/);
     await expectText(en, 'pay-button', /^支付 €87\.00$/);
@@ -185,6 +200,7 @@ async function main() {
     await en.getByTestId('language-select').selectOption('en');
     await expectText(en, 'hold-seats', /Section B · Row 2 · Seat 6/);
     await expectText(en, 'pay-button', /^Pay €87\.00$/);
+    await accountLocale(fanZh, 'en', 'the account after the switch to English');
     check(await en.evaluate(() => window.notReloaded === true), 'switching back reloaded the page');
     log('English → Chinese by the switch, remembered, and back to English with the hold kept');
 

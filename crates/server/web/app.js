@@ -281,6 +281,7 @@
       try {
         const { data } = await api('POST', '/v1/dev/token', { body: { accountId, admin: false }, auth: false });
         session.signIn(data.token, data.accountId);
+        saveAccountLocale(true);
         announce(t('storefront-announce-signed-in', { account: data.accountId }));
         route();
       } catch (e) {
@@ -301,6 +302,7 @@
         return;
       }
       session.signIn(token, claims.sub);
+      saveAccountLocale(true);
       route();
     });
   }
@@ -2957,12 +2959,29 @@
 
   // ---------------------------------------------------------------------------------------
 
+  /** The account's language, which its mail is written in (`PUT /v1/me`): the page's, when
+   *  the fan chooses one, or at sign-in when the account has none yet. Best effort: the page
+   *  works on whatever the answer. */
+  async function saveAccountLocale(onlyIfUnset) {
+    if (!session.token) return;
+    try {
+      if (onlyIfUnset) {
+        const { data } = await api('GET', '/v1/me');
+        if (data && data.locale) return;
+      }
+      await api('PUT', '/v1/me', { body: { locale: window.i18n.locale() } });
+    } catch {
+      // The mail stays in the account's language so far.
+    }
+  }
+
   /** The language switch in the header; a choice renders the header and the page again. */
   function setupLanguage() {
     const box = $('#language');
     const label = h('label', { for: 'language-select', 'data-i18n': 'storefront-language' }, t('storefront-language'));
     clear(box, label, window.i18n.switcher({ id: 'language-select', 'data-testid': 'language-select' }));
     window.i18n.onChange(() => {
+      saveAccountLocale(false);
       renderAccount();
       // Rendering the page again restarts it; a payment under way is followed to its end
       // first (its order page then opens in the new language).
