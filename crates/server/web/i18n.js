@@ -201,7 +201,8 @@
       select.append(option);
     }
     select.value = locale;
-    select.addEventListener('change', () => setLocale(select.value));
+    // A catalogue that cannot be had (offline, never fetched) leaves the language as it was.
+    select.addEventListener('change', () => setLocale(select.value).catch(() => { select.value = locale; }));
     listeners.push(() => { select.value = locale; });
     return select;
   }
