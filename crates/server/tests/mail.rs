@@ -343,8 +343,33 @@ async fn a_purchase_mails_the_buyer_once_with_both_parts_and_the_pdf(backend: Ba
     let app = spawn(backend, &smtp).await;
     sign_in_with_email(&app, "ann", "ann@example.org").await;
     let event_id = app.create_event(json!({})).await;
-    let (order_id, tickets) =
-        buy_captured(&app, "ann", &event_id, json!({"seatIds": ["A-1-1"]})).await;
+    // The ticket names its holder (asked before payment): the PDF prints it.
+    let held = app
+        .hold("ann", &event_id, "h-ann", json!({"seatIds": ["A-1-1"]}))
+        .await;
+    let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+    let named = app
+        .put(
+            &token("ann"),
+            &format!("/v1/holds/{hold_id}/holders"),
+            &json!({"holders": [{"seatId": "A-1-1", "name": "Ada Lovelace"}]}),
+        )
+        .await;
+    assert_eq!(named.status, StatusCode::OK, "{}", named.json());
+    let paid = app
+        .post(
+            &token("ann"),
+            &format!("/v1/holds/{hold_id}/checkout"),
+            Some("pay-ann"),
+            &json!({"paymentMethodToken": "pm_card_visa"}),
+        )
+        .await;
+    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
+    let order = common::order_until(&app, "ann", &order_id, |o| {
+        o["paymentStatus"] == "CAPTURED" && o["tickets"].as_array().is_some_and(|t| t.len() == 1)
+    })
+    .await;
+    let tickets = order["tickets"].as_array().unwrap().clone();
 
     let mails = mail_until(&app, |mails| {
         order_mails(mails, "ORDER_TICKETS")
@@ -390,6 +415,10 @@ async fn a_purchase_mails_the_buyer_once_with_both_parts_and_the_pdf(backend: Ba
     assert_eq!(name, &format!("tickets-{order_id}.pdf"));
     let text = boxoffice_delivery::readback::pdf_text(pdf);
     assert!(text.contains("A-1-1"), "the seat on the PDF: {text}");
+    assert!(
+        text.contains("Ada Lovelace"),
+        "the holder on the PDF: {text}"
+    );
     // Its QR code (zbarimg) is the ticket's code.
     let codes = boxoffice_delivery::readback::pdf_qr_codes(pdf);
     assert_eq!(
