@@ -163,7 +163,7 @@ async function main() {
     await adaCard.getByTestId('holder-change-name').fill('Grace Hopper');
     await adaCard.getByTestId('holder-change-submit').click();
     await expectText(page, `[data-ticket-id="${ada.ticketId}"] ${byTestId('ticket-holder')}`, /^Holder: Grace Hopper$/);
-    await expectText(page, `[data-ticket-id="${ada.ticketId}"] ${byTestId('holder-change-form')} [role="status"]`, /^The ticket now belongs to Grace Hopper\.$/);
+    await expectText(page, `[data-ticket-id="${ada.ticketId}"] ${byTestId('holder-change-form')} [role="status"]`, /^Grace Hopper will use this ticket now; it stays in your account\.$/);
     const changed = (await call(fanToken, 'GET', `/v1/tickets/${ada.ticketId}`)).data;
     check(changed.holder?.name === 'Grace Hopper' && changed.holder?.answers?.dob === '1990-12-10', `changed: ${JSON.stringify(changed.holder)}`);
     await page.screenshot({ path: path.join(SHOTS, 'holders.png'), fullPage: true });
