@@ -280,21 +280,21 @@ mod tests {
     #[test]
     fn a_message_is_formatted_with_its_arguments_and_falls_back_to_english() {
         assert_eq!(
-            message("de", "common-seat", &[("seat", "A-1-2")]),
+            message("de", "tickets-seat", &[("seat", "A-1-2")]),
             "Platz A-1-2"
         );
         assert_eq!(
-            message("en", "common-seat", &[("seat", "A-1-2")]),
+            message("en", "tickets-seat", &[("seat", "A-1-2")]),
             "Seat A-1-2"
         );
         assert_eq!(
-            message("xx", "common-seat", &[("seat", "A-1-2")]),
+            message("xx", "tickets-seat", &[("seat", "A-1-2")]),
             "Seat A-1-2"
         );
         assert_eq!(message("de", "no-such-message", &[]), "no-such-message");
-        let json = catalogue_json("zh", "common").unwrap();
+        let json = catalogue_json("zh", "tickets").unwrap();
         assert!(
-            json.contains("\"common-seat\":\"座位 { $seat }\""),
+            json.contains("\"tickets-seat\":\"座位 { $seat }\""),
             "{json}"
         );
         assert!(catalogue_json("de", "no-such-file").is_none());

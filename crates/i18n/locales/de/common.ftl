@@ -1,3 +1,0 @@
-common-seat = Platz { $seat }
-common-holder = Inhaber: { $name }
-common-order = Bestellung { $order }

@@ -1,4 +1,0 @@
-# Words every part shares.
-common-seat = Seat { $seat }
-common-holder = Holder: { $name }
-common-order = Order { $order }

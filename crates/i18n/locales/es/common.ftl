@@ -1,3 +1,0 @@
-common-seat = Asiento { $seat }
-common-holder = Titular: { $name }
-common-order = Pedido { $order }

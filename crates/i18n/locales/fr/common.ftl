@@ -1,3 +1,0 @@
-common-seat = Place { $seat }
-common-holder = Titulaire : { $name }
-common-order = Commande { $order }
