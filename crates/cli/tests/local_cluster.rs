@@ -882,7 +882,13 @@ async fn post_until_answered(
         if let Ok(answer) = answer
             && !matches!(status, 503 | 429 | 502 | 504)
         {
-            return (status, answer.json().await.unwrap_or(Value::Null));
+            let body = answer.json().await.unwrap_or(Value::Null);
+            // A try that timed out here may still be running on a node (a commit waiting for
+            // a synchronous standby that died): the key's answer is not known yet, and the
+            // contract's 409 IDEMPOTENCY_IN_PROGRESS says to ask again later.
+            if !(status == 409 && body["code"] == "IDEMPOTENCY_IN_PROGRESS") {
+                return (status, body);
+            }
         }
         assert!(
             Instant::now() < deadline,
