@@ -9,115 +9,16 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use boxoffice_delivery::readback::SmtpServer;
 use serde_json::{Value, json};
 use support::{BIN, Paysim, first_line_url};
 
 const SECRET: &str = "mail-crash-test-secret-0123456789";
 /// How long a case may take to converge after the restart.
 const CONVERGE_S: u64 = 60;
-
-/// The SMTP handler: stores each message it accepts as `<n>.eml` in its folder.
-const HANDLER: &str = r#"
-import os, itertools
-
-class Storing:
-    def __init__(self, folder):
-        self.folder = folder
-        self.seen = itertools.count()
-
-    @classmethod
-    def from_cli(cls, parser, *args):
-        return cls(*args)
-
-    async def handle_DATA(self, server, session, envelope):
-        path = os.path.join(self.folder, "%d.eml" % next(self.seen))
-        with open(path + ".part", "wb") as f:
-            f.write(envelope.original_content or envelope.content)
-        os.rename(path + ".part", path)
-        return "250 OK stored"
-"#;
-
-struct SmtpServer {
-    child: Child,
-    url: String,
-    received: PathBuf,
-    scratch: PathBuf,
-}
-
-impl SmtpServer {
-    fn start() -> Self {
-        let present = Command::new("python3")
-            .args(["-c", "import aiosmtpd"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !present {
-            let installed = Command::new("python3")
-                .args(["-m", "pip", "install", "--quiet", "--break-system-packages"])
-                .arg("aiosmtpd==1.4.6")
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(installed, "pip install aiosmtpd==1.4.6 failed");
-        }
-        let scratch =
-            std::env::temp_dir().join(format!("boxoffice-mail-crash-{}", uuid::Uuid::now_v7()));
-        let received = scratch.join("received");
-        std::fs::create_dir_all(&received).unwrap();
-        std::fs::write(scratch.join("storing.py"), HANDLER).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("python3")
-            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
-            .args(["-c", "storing.Storing"])
-            .arg(&received)
-            .env("PYTHONPATH", &scratch)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 -m aiosmtpd");
-        // Owned at once: a server that never listens is stopped by the drop of the panic.
-        let server = Self {
-            child,
-            url: format!("smtp://127.0.0.1:{port}"),
-            received,
-            scratch,
-        };
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("aiosmtpd never listened on {port}");
-    }
-
-    fn received(&self) -> usize {
-        std::fs::read_dir(&self.received)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "eml")
-            })
-            .count()
-    }
-}
-
-impl Drop for SmtpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.scratch);
-    }
-}
 
 struct Server {
     child: Child,
@@ -146,7 +47,7 @@ impl Server {
             .args(["--waitroom-state", &format!("{ticket_key}.waitroom")])
             .args([
                 "--smtp-url",
-                &smtp.url,
+                smtp.url(),
                 "--mail-from",
                 "tickets@example.org",
             ])
@@ -282,7 +183,7 @@ async fn mail_crash_case(database_url: &str, point: &str) {
         .build()
         .unwrap();
     let paysim = Paysim::start();
-    let smtp = SmtpServer::start();
+    let smtp = SmtpServer::start("accept");
     let key_path = std::env::temp_dir().join(format!(
         "boxoffice-mail-crash-key-{}.pem",
         uuid::Uuid::now_v7().simple()
@@ -331,7 +232,7 @@ async fn mail_crash_case(database_url: &str, point: &str) {
     assert_eq!(paid["orderStatus"], "CONFIRMED", "{point}: {paid}");
     // The relay issues the tickets and fans the mail out; the sender claims it and dies.
     server.wait_for_crash();
-    let sent_before_restart = smtp.received();
+    let sent_before_restart = smtp.received().len();
     match point {
         "mail_claimed" => assert_eq!(sent_before_restart, 0, "{point}: nothing sent yet"),
         "mail_accepted" => assert_eq!(sent_before_restart, 1, "{point}: the server has it"),
@@ -351,7 +252,7 @@ async fn mail_crash_case(database_url: &str, point: &str) {
     // Rounds go by (the sender runs every second); the SMTP server still has what it had.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(
-        smtp.received(),
+        smtp.received().len(),
         sent_before_restart,
         "{point}: never sent twice by a worker"
     );
@@ -369,7 +270,7 @@ async fn mail_crash_case(database_url: &str, point: &str) {
             mails[0]["status"] == "SENT"
         })
         .await;
-        assert_eq!(smtp.received(), 1, "{point}: the resend arrived once");
+        assert_eq!(smtp.received().len(), 1, "{point}: the resend arrived once");
     }
     drop(server);
     let _ = std::fs::remove_file(&key_path);

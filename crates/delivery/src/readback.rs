@@ -262,3 +262,132 @@ pub fn pkpass_verifies_with(pkpass: &[u8], certificate_pem: &str) -> bool {
         .status
         .success()
 }
+
+/// The SMTP handler of [`SmtpServer`]: stores each accepted message as `<n>.eml` in its
+/// folder; `mode` says what it answers to DATA: `accept`, `451-once` (451 to the first
+/// message, then 250) or `550` (refuses every message for good).
+const SMTP_HANDLER: &str = r#"
+import os, itertools
+
+class Storing:
+    def __init__(self, folder, mode="accept"):
+        self.folder = folder
+        self.mode = mode
+        self.seen = itertools.count()
+
+    @classmethod
+    def from_cli(cls, parser, *args):
+        return cls(*args)
+
+    async def handle_DATA(self, server, session, envelope):
+        n = next(self.seen)
+        if self.mode == "550":
+            return "550 5.7.1 mailbox unavailable for this test"
+        if self.mode == "451-once" and n == 0:
+            return "451 4.3.0 try again later"
+        path = os.path.join(self.folder, "%d.eml" % n)
+        with open(path + ".part", "wb") as f:
+            f.write(envelope.original_content or envelope.content)
+        os.rename(path + ".part", path)
+        return "250 OK stored"
+"#;
+
+/// Installs aiosmtpd 1.4.6 with pip when Python cannot import it.
+fn ensure_aiosmtpd() {
+    let present = Command::new("python3")
+        .args(["-c", "import aiosmtpd"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if present {
+        return;
+    }
+    let installed = Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--break-system-packages"])
+        .arg("aiosmtpd==1.4.6")
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(installed, "pip install aiosmtpd==1.4.6 failed");
+}
+
+/// A real SMTP server (Python's aiosmtpd) on a free port that stores what it accepts, for
+/// the mail tests of the server and of the binary; stopped when dropped.
+#[derive(Debug)]
+pub struct SmtpServer {
+    child: std::process::Child,
+    url: String,
+    received: PathBuf,
+    _scratch: Scratch,
+}
+
+impl SmtpServer {
+    /// Starts one answering DATA as `mode` says (see [`SMTP_HANDLER`]).
+    pub fn start(mode: &str) -> Self {
+        ensure_aiosmtpd();
+        let scratch = Scratch::new("smtp");
+        let received = scratch.path().join("received");
+        std::fs::create_dir_all(&received).expect("a temporary folder");
+        scratch.write("storing.py", SMTP_HANDLER.as_bytes());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("python3")
+            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
+            .args(["-c", "storing.Storing"])
+            .arg(&received)
+            .arg(mode)
+            .env("PYTHONPATH", scratch.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m aiosmtpd");
+        // Owned at once: a server that never listens is stopped by the drop of the panic.
+        let server = Self {
+            child,
+            url: format!("smtp://127.0.0.1:{port}"),
+            received,
+            _scratch: scratch,
+        };
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return server;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("aiosmtpd never listened on {port}");
+    }
+
+    /// `smtp://127.0.0.1:<port>`, for `--smtp-url`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The messages the server accepted, in order.
+    pub fn received(&self) -> Vec<Vec<u8>> {
+        let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(&self.received)
+            .expect("the server's folder")
+            .map(|e| e.expect("an entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "eml"))
+            .map(|p| {
+                let n = p
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(u64::MAX);
+                (n, p)
+            })
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|(_, p)| std::fs::read(p).expect("a stored message"))
+            .collect()
+    }
+}
+
+impl Drop for SmtpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

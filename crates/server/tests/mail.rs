@@ -10,10 +10,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use boxoffice_delivery::readback::SmtpServer;
 use boxoffice_workers::mail::{MailConfig, MailReport};
 use common::{Backend, TestApp, buy_captured, token, token_with_email};
 use reqwest::StatusCode;
@@ -29,118 +29,6 @@ stories!(
 );
 
 const FROM: &str = "Box Office <tickets@example.org>";
-
-/// The SMTP handler: stores each accepted message as `<n>.eml` in the folder; `mode` says
-/// what it answers to DATA: `accept`, `451-once` (451 to the first message, then 250) or
-/// `550` (refuses every message for good).
-const HANDLER: &str = r#"
-import os, itertools
-
-class Storing:
-    def __init__(self, folder, mode="accept"):
-        self.folder = folder
-        self.mode = mode
-        self.seen = itertools.count()
-
-    @classmethod
-    def from_cli(cls, parser, *args):
-        return cls(*args)
-
-    async def handle_DATA(self, server, session, envelope):
-        n = next(self.seen)
-        if self.mode == "550":
-            return "550 5.7.1 mailbox unavailable for this test"
-        if self.mode == "451-once" and n == 0:
-            return "451 4.3.0 try again later"
-        path = os.path.join(self.folder, "%d.eml" % n)
-        with open(path + ".part", "wb") as f:
-            f.write(envelope.original_content or envelope.content)
-        os.rename(path + ".part", path)
-        return "250 OK stored"
-"#;
-
-/// A real SMTP server on a free port, stopped when dropped.
-struct SmtpServer {
-    child: Child,
-    url: String,
-    received: PathBuf,
-    _scratch: PathBuf,
-}
-
-impl Drop for SmtpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self._scratch);
-    }
-}
-
-/// Installs aiosmtpd 1.4.6 with pip when Python cannot import it.
-fn ensure_aiosmtpd() {
-    let present = Command::new("python3")
-        .args(["-c", "import aiosmtpd"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if present {
-        return;
-    }
-    let installed = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--break-system-packages"])
-        .arg("aiosmtpd==1.4.6")
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(installed, "pip install aiosmtpd==1.4.6 failed");
-}
-
-impl SmtpServer {
-    fn start(mode: &str) -> Self {
-        ensure_aiosmtpd();
-        let scratch = std::env::temp_dir().join(format!("boxoffice-smtp-{}", uuid::Uuid::now_v7()));
-        let received = scratch.join("received");
-        std::fs::create_dir_all(&received).unwrap();
-        std::fs::write(scratch.join("storing.py"), HANDLER).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("python3")
-            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
-            .args(["-c", "storing.Storing"])
-            .arg(&received)
-            .arg(mode)
-            .env("PYTHONPATH", &scratch)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 -m aiosmtpd");
-        // Owned at once: a server that never listens is stopped by the drop of the panic.
-        let server = Self {
-            child,
-            url: format!("smtp://127.0.0.1:{port}"),
-            received,
-            _scratch: scratch,
-        };
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("aiosmtpd never listened on {port}");
-    }
-
-    /// The messages the server accepted, in order.
-    fn received(&self) -> Vec<Vec<u8>> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.received)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "eml"))
-            .collect();
-        files.sort();
-        files.iter().map(|p| std::fs::read(p).unwrap()).collect()
-    }
-}
 
 /// A received message read by Python's `email` package: its headers, the content types of
 /// its parts, its text and HTML, and its PDF attachments (name and bytes).
@@ -222,7 +110,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
 }
 
 async fn spawn(backend: Backend, smtp: &SmtpServer) -> TestApp {
-    TestApp::spawn_with_mail(backend, MailConfig::smtp(&smtp.url, FROM).unwrap()).await
+    TestApp::spawn_with_mail(backend, MailConfig::smtp(smtp.url(), FROM).unwrap()).await
 }
 
 /// One round of the mail sender.
