@@ -213,18 +213,29 @@ pub async fn order_pdf(
     let sheet = sheet_of(&order, &event, locale);
     let pdf = render("pdf", move || boxoffice_delivery::order_pdf(&sheet)).await?;
     let disposition = format!("inline; filename=\"tickets-{}.pdf\"", order.order_id);
-    Ok((
+    Ok(file_answer(&headers, PDF_MEDIA_TYPES, disposition, pdf))
+}
+
+/// A document as the answer: its media type as `Accept` negotiates it among `media_types`,
+/// its file name, and never cached (it is the account's own).
+fn file_answer(
+    headers: &HeaderMap,
+    media_types: [&'static str; 2],
+    disposition: String,
+    bytes: Vec<u8>,
+) -> Response {
+    (
         [
             (
                 header::CONTENT_TYPE,
-                crate::routes::tickets::negotiated(&headers, PDF_MEDIA_TYPES).to_owned(),
+                crate::routes::tickets::negotiated(headers, media_types).to_owned(),
             ),
             (header::CONTENT_DISPOSITION, disposition),
             (header::CACHE_CONTROL, "private, no-store".to_owned()),
         ],
-        pdf,
+        bytes,
     )
-        .into_response())
+        .into_response()
 }
 
 /// The ticket's Apple Wallet pass (`.pkpass`): an event ticket whose QR code is the ticket's
@@ -260,18 +271,7 @@ pub async fn apple_pass(
     })
     .await?;
     let disposition = format!("attachment; filename=\"ticket-{ticket_id}.pkpass\"");
-    Ok((
-        [
-            (
-                header::CONTENT_TYPE,
-                crate::routes::tickets::negotiated(&headers, PKPASS_MEDIA_TYPES).to_owned(),
-            ),
-            (header::CONTENT_DISPOSITION, disposition),
-            (header::CACHE_CONTROL, "private, no-store".to_owned()),
-        ],
-        pass,
-    )
-        .into_response())
+    Ok(file_answer(&headers, PKPASS_MEDIA_TYPES, disposition, pass))
 }
 
 /// A "Save to Google Wallet" link of one ticket.
