@@ -181,6 +181,9 @@ pub struct EventSpec {
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
+    /// Ticket types, fees and tax, phases, allocations (issue 40); the default sells as
+    /// before.
+    pub sale: crate::sale::SaleSetup,
 }
 
 /// A refusal of an event definition: the field and why.
@@ -191,7 +194,7 @@ pub struct SpecError {
     pub reason: String,
 }
 
-fn spec_error(field: impl Into<String>, reason: impl Into<String>) -> SpecError {
+pub(crate) fn spec_error(field: impl Into<String>, reason: impl Into<String>) -> SpecError {
     SpecError {
         field: field.into(),
         reason: reason.into(),
@@ -403,7 +406,7 @@ impl EventSpec {
             )?;
             check_price(&field("priceMinor"), tier.price_minor)?;
         }
-        Ok(())
+        self.sale.validate(self)
     }
 
     /// Every seat of every section, in section order then row then number.
@@ -442,6 +445,7 @@ mod tests {
             waitlist_offer_ttl_s: 600,
             refund_policy: None,
             holder_policy: None,
+            sale: Default::default(),
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),

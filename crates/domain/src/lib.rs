@@ -17,6 +17,7 @@
 //! Architecture invariant: this crate depends on no async runtime, no database driver and no
 //! web framework (CI checks `cargo tree`).
 
+pub mod allocation;
 pub mod best;
 pub mod decide;
 pub mod engine;
@@ -28,7 +29,10 @@ pub mod idempotency;
 pub mod ids;
 pub mod inventory;
 pub mod order;
+pub mod phase;
 pub mod pipeline;
+pub mod pricing;
+pub mod sale;
 pub mod seatmap;
 pub mod settlement;
 

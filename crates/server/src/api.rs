@@ -61,6 +61,25 @@ pub struct CreateEventBody {
     pub holder_policy: Option<HolderPolicyBody>,
     #[serde(default)]
     pub waiting_room: Option<WaitingRoomBody>,
+    /// Ticket types beyond the standard one (each section's or tier's own `priceMinor`).
+    #[serde(default)]
+    #[schema(max_items = 20)]
+    pub ticket_types: Vec<crate::sale_api::pricing::TicketTypeBody>,
+    /// Fees per ticket or per order, shown in every all-in price.
+    #[serde(default)]
+    #[schema(max_items = 10)]
+    pub fees: Vec<crate::sale_api::pricing::FeeBody>,
+    /// The tax on face value and fees; absent: none.
+    #[serde(default)]
+    pub tax: Option<crate::sale_api::pricing::TaxBody>,
+    /// Presale lanes and the general sale; absent: one general sale from `onSaleAt`.
+    #[serde(default)]
+    #[schema(max_items = 20)]
+    pub phases: Vec<crate::sale_api::phases::PhaseBody>,
+    /// Seats and tier units kept back from sale.
+    #[serde(default)]
+    #[schema(max_items = 100)]
+    pub allocations: Vec<crate::sale_api::allocations::AllocationBody>,
     /// Reserved seating: at most 200 sections with unique names and 200,000 seats in all;
     /// an event needs at least one section or one tier.
     #[serde(default)]
@@ -375,6 +394,13 @@ impl CreateEventBody {
                 keep_fee_minor: p.keep_fee_minor,
             }),
             holder_policy: self.holder_policy.map(HolderPolicyBody::into_policy),
+            sale: crate::sale_api::setup(
+                self.ticket_types,
+                self.fees,
+                self.tax,
+                self.phases,
+                self.allocations,
+            ),
             waiting_room,
             sections: self
                 .sections
@@ -433,6 +459,20 @@ pub struct EventView {
     /// is asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holder_policy: Option<HolderPolicyBody>,
+    /// Ticket types beyond the standard one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ticket_types: Vec<crate::sale_api::pricing::TicketTypeBody>,
+    /// Fees per ticket or per order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fees: Vec<crate::sale_api::pricing::FeeBody>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tax: Option<crate::sale_api::pricing::TaxBody>,
+    /// The sale's phases; absent: one general sale from `onSaleAt`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<crate::sale_api::phases::PhaseBody>,
+    /// Allocations as created.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<crate::sale_api::allocations::AllocationBody>,
     pub waiting_room: WaitingRoomView,
     pub sections: Vec<SectionView>,
     pub tiers: Vec<TierView>,
@@ -532,6 +572,11 @@ impl EventView {
                 keep_fee_minor: p.keep_fee_minor,
             }),
             holder_policy: event.holder_policy.as_ref().map(HolderPolicyBody::of),
+            ticket_types: event.sale.ticket_types.iter().map(Into::into).collect(),
+            fees: event.sale.fees.iter().map(Into::into).collect(),
+            tax: event.sale.tax.as_ref().map(Into::into),
+            phases: event.sale.phases.iter().map(Into::into).collect(),
+            allocations: event.sale.allocations.iter().map(Into::into).collect(),
             waiting_room: WaitingRoomView {
                 enabled: event.waiting_room.enabled,
                 policy: event.waiting_room.policy,

@@ -78,6 +78,7 @@ impl Fixture {
             waitlist_offer_ttl_s: 600,
             refund_policy: None,
             holder_policy: None,
+            sale: Default::default(),
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![
                 section("A", 10, 20, 4_500),

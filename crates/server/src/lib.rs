@@ -29,6 +29,7 @@ pub mod policy;
 pub mod pressure;
 pub mod routes;
 pub mod runtime;
+pub mod sale_api;
 pub mod token_cache;
 pub mod turns;
 pub mod web;

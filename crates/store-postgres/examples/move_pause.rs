@@ -70,6 +70,7 @@ fn spec(name: &str, sections: u32, rows: u32, seats_per_row: u32) -> EventSpec {
         waitlist_offer_ttl_s: 600,
         refund_policy: None,
         holder_policy: None,
+        sale: Default::default(),
         waiting_room: WaitingRoomSettings::default(),
         sections: (0..sections)
             .map(|n| Section {

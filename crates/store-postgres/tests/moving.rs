@@ -194,6 +194,7 @@ fn spec() -> EventSpec {
         waitlist_offer_ttl_s: 600,
         refund_policy: None,
         holder_policy: None,
+        sale: Default::default(),
         waiting_room: WaitingRoomSettings::default(),
         sections: vec![Section {
             name: "A".into(),

@@ -44,6 +44,7 @@ fn spec(hold_ttl_s: u32) -> EventSpec {
         waitlist_offer_ttl_s: 600,
         refund_policy: None,
         holder_policy: None,
+        sale: Default::default(),
         waiting_room: WaitingRoomSettings::default(),
         sections: ["A", "B"]
             .into_iter()

@@ -28,7 +28,8 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<EventRecord>> {
         "SELECT event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
                 max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
                 transfer_cutoff_s, waitlist_offer_ttl_s, refund_cutoff_s, refund_keep_fee_minor,
-                CAST(waiting_room AS text) AS waiting_room, created_at, holder_policy
+                CAST(waiting_room AS text) AS waiting_room, created_at, holder_policy,
+                sale_setup
            FROM event WHERE event_id = $1",
     )
     .bind(event_id)
@@ -99,6 +100,8 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<EventRecord>> {
                     .map_err(|e| StoreError::Internal(format!("event holder_policy: {e}")))
             })
             .transpose()?,
+        sale: serde_json::from_str(&row.get::<String, _>("sale_setup")?)
+            .map_err(|e| StoreError::Internal(format!("event sale_setup: {e}")))?,
         waiting_room: parse_waiting_room(&row.get::<String, _>("waiting_room")?),
         sections,
         tiers,
@@ -210,8 +213,8 @@ pub async fn create(
         "INSERT INTO event (event_id, name, starts_at, on_sale_at, currency, hold_ttl_s, payment_grace_s,
                             max_seats_per_hold, max_tickets_per_account, exchange_cutoff_s,
                             transfer_cutoff_s, waitlist_offer_ttl_s, waiting_room, created_at,
-                            refund_cutoff_s, refund_keep_fee_minor, holder_policy)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, {}, $14, $15, $16, $17)",
+                            refund_cutoff_s, refund_keep_fee_minor, holder_policy, sale_setup)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, {}, $14, $15, $16, $17, $18)",
         d.json("$13"),
     ))
     .bind(&record.event_id)
@@ -240,6 +243,7 @@ pub async fn create(
             .as_ref()
             .map(|p| serde_json::to_string(p).unwrap_or_default()),
     )
+    .bind(serde_json::to_string(&record.sale).unwrap_or_else(|_| "{}".into()))
     .execute(&mut tx.conn())
     .await?;
     if !spec.sections.is_empty() {

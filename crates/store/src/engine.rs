@@ -1353,6 +1353,7 @@ mod tests {
             waitlist_offer_ttl_s: 0,
             refund_policy: None,
             holder_policy: None,
+            sale: Default::default(),
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),

@@ -89,6 +89,8 @@ pub struct EventRecord {
     pub refund_policy: Option<boxoffice_domain::event::RefundPolicy>,
     /// What each ticket's holder must give before payment (PATCH may change it).
     pub holder_policy: Option<boxoffice_domain::holder::HolderPolicy>,
+    /// Ticket types, fees and tax, phases, allocations as created (issue 40).
+    pub sale: boxoffice_domain::sale::SaleSetup,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -135,6 +137,7 @@ pub fn event_record(event_id: &str, spec: &EventSpec, now: OffsetDateTime) -> Ev
         waitlist_offer_ttl_s: spec.waitlist_offer_ttl_s,
         refund_policy: spec.refund_policy,
         holder_policy: spec.holder_policy.clone(),
+        sale: spec.sale.clone(),
         waiting_room: spec.waiting_room.clone(),
         sections: spec.sections.clone(),
         tiers: spec.tiers.clone(),

@@ -490,6 +490,7 @@ mod tests {
             waitlist_offer_ttl_s: 600,
             refund_policy: None,
             holder_policy: None,
+            sale: Default::default(),
             waiting_room: Default::default(),
             sections: vec![
                 Section {

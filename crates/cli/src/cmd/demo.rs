@@ -37,6 +37,7 @@ fn stadium(now: time::OffsetDateTime) -> EventSpec {
         waitlist_offer_ttl_s: 600,
         refund_policy: None,
         holder_policy: None,
+        sale: Default::default(),
         waiting_room: WaitingRoomSettings::default(),
         sections: ('A'..='J')
             .enumerate()
