@@ -1,5 +1,6 @@
 //! Route handlers, one module per resource.
 
+pub mod allocations;
 pub mod cancellation;
 pub mod checkout;
 pub mod cluster;
