@@ -306,6 +306,8 @@ fn api_router() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(routes::allocations::release_allocation))
         .routes(routes!(routes::allocations::issue_comp))
+        .routes(routes!(routes::box_office::sell))
+        .routes(routes!(routes::box_office::admin_order_pdf))
         .routes(routes!(routes::events::update_event))
         .routes(routes!(routes::cancellation::cancel_event))
         .routes(routes!(routes::cancellation::get_cancellation))

@@ -15,6 +15,7 @@ stories!(
     kept_seats_go_on_sale_at_release_time_by_the_store_clock,
     comps_from_an_allocation_are_the_accounts_tickets_and_counted,
     allocations_are_for_operators_only,
+    a_box_office_sale_confirms_with_its_tickets_under_the_sale_rules,
 );
 
 fn allocations(event_id: &str) -> String {
@@ -408,5 +409,111 @@ async fn allocations_are_for_operators_only(backend: Backend) {
             refused.json()
         );
     }
+    app.finish().await;
+}
+
+async fn a_box_office_sale_confirms_with_its_tickets_under_the_sale_rules(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app
+        .create_event(json!({
+            "maxSeatsPerHold": 4,
+            "allocations": [{"allocationId": "artist", "name": "Artist", "seatIds": ["A-4-3"]}]
+        }))
+        .await;
+    let sales = format!("/v1/admin/events/{event_id}/box-office/sales");
+    let body = json!({"seatIds": ["A-4-1", "A-4-2"], "payment": "cash",
+                      "buyer": {"name": "Walk-in", "email": "walk@example.com"}});
+    let sold = app.post(&app.admin, &sales, Some("bo-1"), &body).await;
+    assert_eq!(sold.status, StatusCode::CREATED, "{}", sold.json());
+    let view = sold.json();
+    assert_eq!(view["status"], "CONFIRMED", "{view}");
+    assert_eq!(view["payment"], "cash");
+    assert_eq!(view["totalMinor"], 2000, "{view}");
+    let tickets = view["tickets"].as_array().unwrap();
+    assert_eq!(tickets.len(), 2, "{view}");
+    assert!(tickets[0]["qrSvg"].as_str().unwrap().contains("<svg"));
+    assert!(!tickets[0]["code"].as_str().unwrap().is_empty());
+    let replay = app.post(&app.admin, &sales, Some("bo-1"), &body).await;
+    assert_eq!(replay.bytes, sold.bytes, "a replay sells nothing more");
+    let pdf_url = view["pdfUrl"].as_str().unwrap();
+    let pdf = app.get(&app.admin, pdf_url).await;
+    assert_eq!(pdf.status, StatusCode::OK);
+    assert!(pdf.bytes.starts_with(b"%PDF"));
+    assert_eq!(
+        app.get(&token("ann"), pdf_url).await.status,
+        StatusCode::FORBIDDEN
+    );
+    // Sold like any sale: a fan cannot have the seats, nor the box office a kept one.
+    let (status, refused) = hold_code(&app, "ann", &event_id, json!({"seatIds": ["A-4-1"]})).await;
+    assert_eq!(
+        (status, refused["code"].clone()),
+        (StatusCode::CONFLICT, json!("SEATS_UNAVAILABLE"))
+    );
+    let kept = app
+        .post(
+            &app.admin,
+            &sales,
+            Some("bo-2"),
+            &json!({"seatIds": ["A-4-3"], "payment": "cash"}),
+        )
+        .await;
+    assert_eq!(kept.status, StatusCode::CONFLICT, "{}", kept.json());
+    assert_eq!(kept.code(), "SEATS_UNAVAILABLE");
+    let card = app
+        .post(
+            &app.admin,
+            &sales,
+            Some("bo-3"),
+            &json!({"tierId": "GA", "quantity": 2, "payment": "card_present"}),
+        )
+        .await;
+    assert_eq!(card.status, StatusCode::CREATED, "{}", card.json());
+    assert_eq!(card.json()["status"], "CONFIRMED");
+    assert_eq!(card.json()["tickets"].as_array().unwrap().len(), 2);
+    for (bad, field) in [
+        (json!({"seatIds": ["A-4-5"], "payment": "cheque"}), None),
+        (
+            json!({"tierId": "GA", "quantity": 5, "payment": "cash"}),
+            Some("quantity"),
+        ),
+        (json!({"payment": "cash"}), Some("body")),
+        (
+            json!({"seatIds": ["A-4-5"], "payment": "cash", "buyer": {"email": "nope"}}),
+            Some("buyer.email"),
+        ),
+    ] {
+        let refused = app
+            .post(
+                &app.admin,
+                &sales,
+                Some(&format!("bad-{}", uuid::Uuid::now_v7())),
+                &bad,
+            )
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{bad}: {}",
+            refused.json()
+        );
+        if let Some(field) = field {
+            assert_eq!(refused.json()["field"], field, "{}", refused.json());
+        }
+    }
+    let fan = app
+        .post(
+            &token("ann"),
+            &sales,
+            Some("bo-fan"),
+            &json!({"seatIds": ["A-4-5"], "payment": "cash"}),
+        )
+        .await;
+    assert_eq!(fan.status, StatusCode::FORBIDDEN);
+    let report = app
+        .get(&app.admin, &format!("/v1/admin/events/{event_id}/report"))
+        .await
+        .json();
+    assert_eq!(report["totals"]["sold"], 4, "{report}");
+    assert_eq!(report["totals"]["comps"], 0, "{report}");
     app.finish().await;
 }

@@ -143,7 +143,7 @@ fn allocations_path(event_id: &str) -> String {
 }
 
 /// A stable id or key from parts (hex of their SHA-256), so a retry asks the same.
-fn derived(parts: &[&str]) -> String {
+pub(crate) fn derived(parts: &[&str]) -> String {
     let mut hasher = Sha256::new();
     for part in parts {
         hasher.update(part.as_bytes());
@@ -157,7 +157,7 @@ fn hex_of(bytes: &[u8]) -> String {
 }
 
 /// A hold id derived from parts: a UUID's form, stable across retries.
-fn derived_hold_id(parts: &[&str]) -> String {
+pub(crate) fn derived_hold_id(parts: &[&str]) -> String {
     let digest = Sha256::digest(parts.join("\u{0}").as_bytes());
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
@@ -418,7 +418,7 @@ fn kept_holds(kept: &[KeptRow], allocation_id: &str) -> Vec<KeptHold> {
         .collect()
 }
 
-fn json_response(status: u16, body: &impl Serialize) -> StoredResponse {
+pub(crate) fn json_response(status: u16, body: &impl Serialize) -> StoredResponse {
     StoredResponse {
         status,
         body: serde_json::to_vec(body).unwrap_or_default(),
@@ -433,7 +433,7 @@ fn problem_response(error: &ApiError) -> StoredResponse {
     }
 }
 
-fn record(scope: &IdempotencyScope, digest: &str, response: &StoredResponse) -> Answer {
+pub(crate) fn record(scope: &IdempotencyScope, digest: &str, response: &StoredResponse) -> Answer {
     Answer {
         endpoint: scope.endpoint.clone(),
         record: NewRecord {
@@ -446,7 +446,7 @@ fn record(scope: &IdempotencyScope, digest: &str, response: &StoredResponse) -> 
 }
 
 /// The stored answer of this key, if it has one (a replay, or the key reused: 422).
-async fn replayed(
+pub(crate) async fn replayed(
     state: &AppState,
     scope: &IdempotencyScope,
     digest: &str,
@@ -455,7 +455,7 @@ async fn replayed(
 }
 
 /// The event, for an operator.
-async fn event_of(state: &AppState, event_id: &str) -> ApiResult<Arc<EventRecord>> {
+pub(crate) async fn event_of(state: &AppState, event_id: &str) -> ApiResult<Arc<EventRecord>> {
     if event_id.is_empty() || event_id.len() > 128 {
         return Err(ApiError::not_found("event"));
     }
@@ -827,7 +827,7 @@ pub async fn issue_comp(
     let order = confirm_free(
         &state,
         &event,
-        &to,
+        to.as_str(),
         &hold_id,
         &IdempotencyScope {
             account_id: to.to_string(),
@@ -926,13 +926,20 @@ fn only_tier(holds: &[KeptHold]) -> ApiResult<String> {
 pub(crate) async fn confirm_free(
     state: &AppState,
     event: &Arc<EventRecord>,
-    account: &AccountId,
+    account_id: &str,
     hold_id: &str,
     scope: &IdempotencyScope,
     provider: &str,
 ) -> ApiResult<OrderView> {
-    let (order, operation) =
-        start_checkout(state, event, account, hold_id, scope, provider).await?;
+    let (order, operation) = start_checkout(
+        state,
+        event,
+        account_id,
+        hold_id,
+        scope,
+        (provider, provider),
+    )
+    .await?;
     let verdict = ProviderVerdict::Captured {
         provider_ref: format!("{provider}_{}", order.order_id),
     };
@@ -943,16 +950,16 @@ pub(crate) async fn confirm_free(
 pub(crate) async fn start_checkout(
     state: &AppState,
     event: &Arc<EventRecord>,
-    account: &AccountId,
+    account_id: &str,
     hold_id: &str,
     scope: &IdempotencyScope,
-    provider: &str,
+    (provider, payment_method): (&str, &str),
 ) -> ApiResult<(OrderView, boxoffice_store::checkout::PaymentOperation)> {
     let hold = state
         .store
         .get_hold(hold_id)
         .await?
-        .filter(|hold| hold.account_id == account.as_str())
+        .filter(|hold| hold.account_id == account_id)
         .ok_or_else(|| ApiError::not_found("hold"))?;
     let start = CheckoutStart {
         scope: scope.clone(),
@@ -961,7 +968,7 @@ pub(crate) async fn start_checkout(
         order_id: uuid::Uuid::now_v7().to_string(),
         operation_id: uuid::Uuid::now_v7().to_string(),
         provider: provider.to_owned(),
-        payment_method: provider.to_owned(),
+        payment_method: payment_method.to_owned(),
     };
     let begun = state
         .writers
