@@ -242,6 +242,8 @@ struct Kept {
     /// Seats that could not be kept (sold or held), and tiers short of units.
     unavailable_seat_ids: Vec<String>,
     short_tiers: Vec<String>,
+    /// The event was cancelled: nothing can be kept.
+    cancelled: bool,
 }
 
 /// Keeps each item of `allocation` on the event's writer, one hold each, under keys derived
@@ -280,10 +282,17 @@ async fn keep(
         granted: Vec::new(),
         unavailable_seat_ids: Vec::new(),
         short_tiers: Vec::new(),
+        cancelled: false,
     };
     for (item, hold_id, submitted) in futures_util::future::join_all(asked).await {
         let granted = match submitted? {
-            Idempotent::Fresh(stored) | Idempotent::Replayed(stored) => stored.status == 201,
+            Idempotent::Fresh(stored) | Idempotent::Replayed(stored) => {
+                let code = serde_json::from_slice::<serde_json::Value>(&stored.body)
+                    .ok()
+                    .and_then(|body| body["code"].as_str().map(str::to_owned));
+                kept.cancelled |= code.as_deref() == Some("EVENT_CANCELLED");
+                stored.status == 201
+            }
             Idempotent::KeyReusedWithOtherRequest => false,
         };
         if granted {
@@ -557,7 +566,9 @@ pub async fn add_allocation(
         &derived(&[&scope.account_id, &scope.key, &digest])[..24]
     );
     let kept = keep(&state, &event, &allocation, &base).await?;
-    let refusal = if !kept.unavailable_seat_ids.is_empty() {
+    let refusal = if kept.cancelled {
+        Some(conflict("EVENT_CANCELLED", "the event was cancelled"))
+    } else if !kept.unavailable_seat_ids.is_empty() {
         let mut error = conflict(
             "SEATS_UNAVAILABLE",
             "some seats are held or sold: nothing was kept",
