@@ -51,6 +51,9 @@ pub enum HoldShape {
         max_price_minor: Option<i64>,
         together: Together,
     },
+    /// An allocation's hold (`crate::allocation`): a seat or unit kept back, or a comp given
+    /// from them; decided outside the sale's rules, on the same inventory.
+    Allocation(crate::allocation::AllocationShape),
 }
 
 impl HoldShape {
@@ -58,6 +61,7 @@ impl HoldShape {
         match self {
             Self::Seats { seat_ids } => u32::try_from(seat_ids.len()).unwrap_or(u32::MAX),
             Self::Tier { quantity, .. } | Self::BestAvailable { quantity, .. } => *quantity,
+            Self::Allocation(allocation) => allocation.quantity(),
         }
     }
 }
@@ -232,7 +236,16 @@ fn decide_one(
     rows: &mut Option<RowIndex>,
     request: &HoldRequest,
 ) -> HoldOutcome {
-    if state.now < rules.on_sale_at {
+    // An allocation's hold is decided on its plain shape, outside the sale's rules: before
+    // the sale opens, past the per-hold bound, at price 0; what it keeps is no account's
+    // purchase (`crate::allocation`).
+    let allocation = match &request.shape {
+        HoldShape::Allocation(allocation) => Some(allocation),
+        HoldShape::Seats { .. } | HoldShape::Tier { .. } | HoldShape::BestAvailable { .. } => None,
+    };
+    let plain = allocation.map(crate::allocation::AllocationShape::plain);
+    let shape = plain.as_ref().unwrap_or(&request.shape);
+    if allocation.is_none() && state.now < rules.on_sale_at {
         return HoldOutcome::SaleNotOpen {
             on_sale_at: rules.on_sale_at,
         };
@@ -241,13 +254,16 @@ fn decide_one(
     if requested == 0 {
         return invalid("quantity", "must hold at least one seat");
     }
-    if requested > rules.max_seats_per_hold {
+    if allocation.is_some_and(|a| !a.seat_ids.is_empty() && a.tier.is_some()) {
+        return invalid("allocation", "seats or units of one tier, not both");
+    }
+    if allocation.is_none() && requested > rules.max_seats_per_hold {
         return invalid(
             "quantity",
             format!("at most {} seats per hold", rules.max_seats_per_hold),
         );
     }
-    if let HoldShape::Seats { seat_ids } = &request.shape {
+    if let HoldShape::Seats { seat_ids } = shape {
         let distinct: BTreeSet<&String> = seat_ids.iter().collect();
         if distinct.len() != seat_ids.len() {
             return invalid("seatIds", "duplicate seat ids");
@@ -256,7 +272,7 @@ fn decide_one(
             return invalid("seatIds", format!("unknown seat {unknown}"));
         }
     }
-    if let HoldShape::Tier { tier_id, .. } = &request.shape
+    if let HoldShape::Tier { tier_id, .. } = shape
         && !state.tiers.contains_key(tier_id)
     {
         return invalid("tierId", format!("unknown tier {tier_id}"));
@@ -264,7 +280,7 @@ fn decide_one(
     if let HoldShape::BestAvailable {
         section: Some(section),
         ..
-    } = &request.shape
+    } = shape
         && !rules.section_order.contains(section)
     {
         return invalid(
@@ -277,16 +293,21 @@ fn decide_one(
         .get(&request.account_id)
         .copied()
         .unwrap_or(0);
-    if current.saturating_add(requested) > rules.max_tickets_per_account {
+    let kept_until = allocation.and_then(|a| a.kept_until());
+    if kept_until.is_none() && current.saturating_add(requested) > rules.max_tickets_per_account {
         return HoldOutcome::PurchaseLimit {
             limit: rules.max_tickets_per_account,
             current,
             requested,
         };
     }
-    let expires_at = state.now + Duration::seconds(i64::from(rules.hold_ttl_s));
+    let expires_at =
+        kept_until.unwrap_or_else(|| state.now + Duration::seconds(i64::from(rules.hold_ttl_s)));
+    if expires_at <= state.now {
+        return invalid("releaseAt", "already passed");
+    }
     let chosen;
-    let new_hold = match &request.shape {
+    let mut new_hold = match shape {
         HoldShape::Seats { seat_ids } => {
             match hold_seats(state, request, seat_ids, requested, expires_at) {
                 Ok(hold) => hold,
@@ -361,13 +382,22 @@ fn decide_one(
                 split: false,
             }
         }
+        HoldShape::Allocation(_) => return invalid("allocation", "nested allocation shape"),
     };
+    if allocation.is_some() {
+        for (_, price) in &mut new_hold.seats {
+            *price = 0;
+        }
+        new_hold.total_minor = 0;
+    }
     if let Some(index) = rows {
         index.take(new_hold.seats.iter().map(|(seat_id, _)| seat_id.as_str()));
     }
-    state
-        .usage_by_account
-        .insert(request.account_id.clone(), current + requested);
+    if kept_until.is_none() {
+        state
+            .usage_by_account
+            .insert(request.account_id.clone(), current + requested);
+    }
     HoldOutcome::Held(new_hold)
 }
 

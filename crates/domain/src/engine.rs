@@ -36,6 +36,7 @@ use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 use crate::hold_ttl::{HoldToPay, HoldTtlPolicy};
 use crate::settlement;
 
+mod allocation;
 mod cancel;
 mod effects;
 mod exchange;
@@ -616,10 +617,12 @@ impl EventEngine {
     pub fn has_timers_or_waiters(&self) -> bool {
         !self.waitlist.is_empty()
             || !self.offered_by_account.is_empty()
-            || self
-                .holds
-                .values()
-                .any(|hold| hold.status == HoldStatus::Held)
+            || self.holds.values().any(|hold| {
+                // What an allocation keeps lapses at its `releaseAt`, maybe months away: the
+                // sweeper ends it if no writer is loaded then.
+                hold.status == HoldStatus::Held
+                    && !crate::allocation::is_allocation_account(&hold.account_id)
+            })
     }
 
     /// How many hold keys the engine remembers (at most those of the last
@@ -676,10 +679,19 @@ impl EventEngine {
         let mut index = 0;
         while index < commands.len() {
             match &commands[index] {
+                // A comp ends the allocation's holds it gives first (`engine::allocation`).
+                Command::Hold(request) if allocation::is_comp(request) => {
+                    let outcome = self.decide_comp(index, request, &mut effects);
+                    decisions.push(Decision::Hold(outcome));
+                    index += 1;
+                }
                 Command::Hold(_) => {
                     let run_end = commands[index..]
                         .iter()
-                        .position(|c| !matches!(c, Command::Hold(_)))
+                        .position(|c| match c {
+                            Command::Hold(request) => allocation::is_comp(request),
+                            _ => true,
+                        })
                         .map_or(commands.len(), |n| index + n);
                     let run: Vec<HoldRequest> = commands[index..run_end]
                         .iter()
@@ -1245,7 +1257,10 @@ impl EventEngine {
             let usage = self
                 .usage(account_id, now)
                 .saturating_sub(pending_exchanges);
-            if usage > self.rules.max_tickets_per_account {
+            // What an allocation keeps is no purchase (`crate::allocation`).
+            if usage > self.rules.max_tickets_per_account
+                && !crate::allocation::is_allocation_account(account_id)
+            {
                 violations.push(format!(
                     "account {account_id} holds or owns {usage} > {}",
                     self.rules.max_tickets_per_account

@@ -477,6 +477,8 @@ impl Reference {
                 }
                 Vec::new()
             }
+            // Allocations' holds are the engine's own unit tests' (`engine/allocation.rs`).
+            HoldShape::Allocation(_) => unreachable!("the model asks for no allocation hold"),
         };
         let expires_at = self.now + Duration::seconds(i64::from(TTL_S));
         for seat_id in &seats {

@@ -272,6 +272,9 @@ impl Reference {
             HoldShape::BestAvailable { .. } => {
                 unreachable!("best available is covered by domain::best and the HTTP stories")
             }
+            HoldShape::Allocation(_) => {
+                unreachable!("allocations are covered by engine::allocation and the HTTP stories")
+            }
         };
         let mut distinct = seat_ids.clone();
         distinct.sort();

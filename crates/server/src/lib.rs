@@ -300,6 +300,14 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::refunds::create_refund))
         .routes(routes!(routes::refunds::get_refund))
         .routes(routes!(routes::refunds::admin_refund))
+        .routes(routes!(
+            routes::allocations::list_allocations,
+            routes::allocations::add_allocation
+        ))
+        .routes(routes!(routes::allocations::release_allocation))
+        .routes(routes!(routes::allocations::issue_comp))
+        .routes(routes!(routes::box_office::sell))
+        .routes(routes!(routes::box_office::admin_order_pdf))
         .routes(routes!(routes::events::update_event))
         .routes(routes!(routes::cancellation::cancel_event))
         .routes(routes!(routes::cancellation::get_cancellation))

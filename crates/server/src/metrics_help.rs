@@ -6,8 +6,28 @@
 pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "counter",
+        "boxoffice_allocation_items_kept_total",
+        "Seats and tier units allocations added by an operator keep back",
+    ),
+    (
+        "counter",
+        "boxoffice_allocation_items_released_total",
+        "Kept seats and tier units an operator put back on sale",
+    ),
+    (
+        "counter",
+        "boxoffice_box_office_sales_total",
+        "Sales made at the box office, by payment (cash, card_present)",
+    ),
+    (
+        "counter",
         "boxoffice_capture_compensations_total",
         "Confirmed orders given back because their capture failed for good",
+    ),
+    (
+        "counter",
+        "boxoffice_comps_issued_total",
+        "Comp tickets issued from allocations",
     ),
     (
         "histogram",

@@ -173,6 +173,10 @@ static ADMIN_JS: Asset = Asset::new(
     include_str!("../web/admin.js"),
     "text/javascript; charset=utf-8",
 );
+static ADMIN_BOXOFFICE_JS: Asset = Asset::new(
+    include_str!("../web/admin-boxoffice.js"),
+    "text/javascript; charset=utf-8",
+);
 static STYLE: Asset = Asset::new(include_str!("../web/style.css"), "text/css; charset=utf-8");
 static DOOR: LocalizedPage = LocalizedPage::new(include_str!("../web/door.html"));
 static I18N_JS: Asset = Asset::new(
@@ -311,6 +315,10 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/assets/admin.js",
             get(|h: HeaderMap| async move { ADMIN_JS.respond(&h) }),
+        )
+        .route(
+            "/assets/admin-boxoffice.js",
+            get(|h: HeaderMap| async move { ADMIN_BOXOFFICE_JS.respond(&h) }),
         )
         .route(
             "/assets/i18n.js",

@@ -10,6 +10,7 @@
 //! transaction's writes, the decoding of a row) is written in this crate once; a backend
 //! crate may say how to connect, never what to write.
 
+pub mod allocation;
 pub mod cancellation;
 pub mod checkout;
 pub mod conformance;
@@ -291,6 +292,33 @@ macro_rules! impl_store {
 
             $crate::__forward!($store, ::boxoffice_store::door::DoorStore {
                 door_lists(event_id: &str) -> ::boxoffice_store::door::DoorLists = door::lists;
+            });
+
+            $crate::__forward!($store, ::boxoffice_store::allocation::AllocationStore {
+                add_allocations(
+                    event_id: &str,
+                    allocations: &[::boxoffice_domain::allocation::Allocation],
+                    answer: Option<&::boxoffice_store::allocation::Answer>
+                ) -> Vec<String> = allocation::add;
+                allocations(event_id: &str)
+                    -> Vec<::boxoffice_domain::allocation::Allocation> = allocation::list;
+                kept_holds(event_id: &str)
+                    -> Vec<::boxoffice_store::allocation::KeptRow> = allocation::kept;
+                record_comp(
+                    comp: &::boxoffice_store::allocation::CompRecord,
+                    answer: Option<&::boxoffice_store::allocation::Answer>
+                ) -> () = allocation::record_comp;
+                comps(event_id: &str)
+                    -> Vec<::boxoffice_store::allocation::CompRecord> = allocation::comps;
+                record_box_office_sale(
+                    sale: &::boxoffice_store::allocation::BoxOfficeSale,
+                    answer: Option<&::boxoffice_store::allocation::Answer>
+                ) -> () = allocation::record_sale;
+                box_office_sale(event_id: &str, order_id: &str)
+                    -> Option<::boxoffice_store::allocation::BoxOfficeSale> = allocation::sale;
+                unrecorded_comp_orders(event_id: &str) -> Vec<String> = allocation::unrecorded_comps;
+                record_answer(event_id: &str, answer: &::boxoffice_store::allocation::Answer)
+                    -> () = allocation::record_answer;
             });
 
             $crate::__forward!($store, ::boxoffice_store::lease::LeaseStore {

@@ -26,6 +26,21 @@ const SECTIONS_CHECKED_IN_SQL: &str = "SELECT s.section, count(*)
    FROM ticket t JOIN seat s ON s.event_id = t.event_id AND s.seat_id = t.seat_id
   WHERE t.event_id = $1 AND t.status = 'CHECKED_IN' GROUP BY s.section";
 
+/// Per section: `SOLD` seats of comps (payment `comp`, issue 40) and Σ their prices.
+const SECTIONS_COMPS_SQL: &str = "SELECT s.section, count(*),
+        CAST(coalesce(sum(s.price_minor), 0) AS bigint)
+   FROM seat s JOIN payment_operation p ON p.order_id = s.order_id
+  WHERE s.event_id = $1 AND s.status = 'SOLD' AND p.provider = 'comp'
+  GROUP BY s.section";
+
+/// Per tier: units of confirmed comps.
+const TIERS_COMPS_SQL: &str = "SELECT o.tier_id, CAST(coalesce(sum(o.quantity), 0) AS bigint),
+        CAST(0 AS bigint)
+   FROM orders o JOIN payment_operation p ON p.order_id = o.order_id
+  WHERE o.event_id = $1 AND o.status = 'CONFIRMED' AND o.tier_id IS NOT NULL
+    AND p.provider = 'comp'
+  GROUP BY o.tier_id";
+
 /// Per tier: capacity, units held now (live holds at `$2`), sold, tickets checked in.
 const TIERS_SQL: &str = "SELECT t.tier_id, t.capacity,
         CAST(coalesce((SELECT sum(h.quantity) FROM hold h
@@ -142,6 +157,29 @@ pub async fn report_rows(db: &Db, event: &EventRecord) -> StoreResult<ReportRows
         .iter()
         .map(|row| Ok((row.get::<String, _>(0)?, row.get::<i64, _>(1)?)))
         .collect::<StoreResult<Vec<_>>>()?;
+    let comps_of = |rows: Vec<Row>| -> StoreResult<Vec<(String, i64, i64)>> {
+        rows.iter()
+            .map(|row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .collect()
+    };
+    let section_comps = comps_of(
+        query(SECTIONS_COMPS_SQL)
+            .bind(event_id)
+            .fetch_all(&mut tx.conn())
+            .await?,
+    )?;
+    let tier_comps = comps_of(
+        query(TIERS_COMPS_SQL)
+            .bind(event_id)
+            .fetch_all(&mut tx.conn())
+            .await?,
+    )?;
+    let comps_in = |comps: &[(String, i64, i64)], place: &str| {
+        comps
+            .iter()
+            .find(|(p, _, _)| p == place)
+            .map_or((0, 0), |(_, n, value)| (*n, *value))
+    };
     let sections = query(SECTIONS_SQL)
         .bind(event_id)
         .bind(now)
@@ -150,7 +188,10 @@ pub async fn report_rows(db: &Db, event: &EventRecord) -> StoreResult<ReportRows
         .iter()
         .map(|row| {
             let section: String = row.get(0)?;
+            let (comps, comps_value_minor) = comps_in(&section_comps, &section);
             Ok(SectionRow {
+                comps,
+                comps_value_minor,
                 checked_in: checked_in
                     .iter()
                     .find(|(name, _)| *name == section)
@@ -170,8 +211,10 @@ pub async fn report_rows(db: &Db, event: &EventRecord) -> StoreResult<ReportRows
         .await?
         .iter()
         .map(|row| {
+            let tier_id: String = row.get(0)?;
             Ok(TierRow {
-                tier_id: row.get(0)?,
+                comps: comps_in(&tier_comps, &tier_id).0,
+                tier_id,
                 capacity: row.get(1)?,
                 held_now: row.get(2)?,
                 sold: row.get(3)?,

@@ -1077,6 +1077,78 @@ impl waitlist::WaitlistStore for Front {
 }
 
 #[async_trait]
+impl crate::allocation::AllocationStore for Front {
+    async fn add_allocations(
+        &self,
+        event_id: &str,
+        allocations: &[boxoffice_domain::allocation::Allocation],
+        answer: Option<&crate::allocation::Answer>,
+    ) -> StoreResult<Vec<String>> {
+        let via = self.event(Start, event_id).await?;
+        via.add_allocations(event_id, allocations, answer).await
+    }
+
+    async fn allocations(
+        &self,
+        event_id: &str,
+    ) -> StoreResult<Vec<boxoffice_domain::allocation::Allocation>> {
+        self.event(Look, event_id)
+            .await?
+            .allocations(event_id)
+            .await
+    }
+
+    async fn kept_holds(&self, event_id: &str) -> StoreResult<Vec<crate::allocation::KeptRow>> {
+        self.event(Look, event_id).await?.kept_holds(event_id).await
+    }
+
+    async fn record_comp(
+        &self,
+        comp: &crate::allocation::CompRecord,
+        answer: Option<&crate::allocation::Answer>,
+    ) -> StoreResult<()> {
+        let via = self.event(Start, &comp.event_id).await?;
+        via.record_comp(comp, answer).await
+    }
+
+    async fn comps(&self, event_id: &str) -> StoreResult<Vec<crate::allocation::CompRecord>> {
+        self.event(Look, event_id).await?.comps(event_id).await
+    }
+
+    async fn record_box_office_sale(
+        &self,
+        sale: &crate::allocation::BoxOfficeSale,
+        answer: Option<&crate::allocation::Answer>,
+    ) -> StoreResult<()> {
+        let via = self.event(Start, &sale.event_id).await?;
+        via.record_box_office_sale(sale, answer).await
+    }
+
+    async fn box_office_sale(
+        &self,
+        event_id: &str,
+        order_id: &str,
+    ) -> StoreResult<Option<crate::allocation::BoxOfficeSale>> {
+        let via = self.event(Look, event_id).await?;
+        via.box_office_sale(event_id, order_id).await
+    }
+
+    async fn unrecorded_comp_orders(&self, event_id: &str) -> StoreResult<Vec<String>> {
+        let via = self.event(Look, event_id).await?;
+        via.unrecorded_comp_orders(event_id).await
+    }
+
+    async fn record_answer(
+        &self,
+        event_id: &str,
+        answer: &crate::allocation::Answer,
+    ) -> StoreResult<()> {
+        let via = self.event(Start, event_id).await?;
+        via.record_answer(event_id, answer).await
+    }
+}
+
+#[async_trait]
 impl door::DoorStore for Front {
     async fn door_lists(&self, event_id: &str) -> StoreResult<door::DoorLists> {
         self.event(Look, event_id).await?.door_lists(event_id).await

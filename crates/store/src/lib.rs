@@ -8,6 +8,7 @@
 //! repeated call finds nothing to do. Every idempotent write stores its response in the same
 //! transaction as the state it creates.
 
+pub mod allocation;
 pub mod cancellation;
 pub mod checkout;
 pub mod clock;
@@ -321,6 +322,7 @@ pub trait Store:
     + cancellation::CancellationStore
     + waitlist::WaitlistStore
     + door::DoorStore
+    + allocation::AllocationStore
     + webhook::WebhookStore
     + holder::HolderStore
     + mail::MailStore

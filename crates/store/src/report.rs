@@ -10,12 +10,12 @@
 //!   `HELD` or `PAYMENT_PENDING` whose deadline is after it.
 //! - `sold`: seats `SOLD`, tier units sold (the tier's counter). An exchange gives its old
 //!   seats back and sells the new ones, so they move.
-//! - `comps`: always 0. boxoffice has no complimentary tickets: every ticket comes from a
-//!   paid order or an exchange of one.
+//! - `comps`: seats and units sold as comps (issue 40: an order of amount 0 paid by `comp`,
+//!   issued from an allocation); they count in `sold` too, and not in `revenue_minor`.
 //! - `checked_in`: tickets `CHECKED_IN`.
 //! - `revenue_minor`: the face value of what is sold now — every `SOLD` seat at its price,
-//!   every sold tier unit at the tier's price. Not the sum of the `CONFIRMED` orders' totals:
-//!   an exchanged order stays `CONFIRMED` (its tickets voided) beside the exchange's new
+//!   every sold tier unit at the tier's price — less the comps'. Not the sum of the
+//!   `CONFIRMED` orders' totals: an exchanged order stays `CONFIRMED` (its tickets voided) beside the exchange's new
 //!   order, whose payment (provider `exchange`) charged nothing or only the difference, so
 //!   that sum counts an exchanged seat twice. What the fans were charged is
 //!   [`EventReport::charged_minor`]; with no compensation, charged minus refunds due is the
@@ -63,6 +63,9 @@ pub struct SectionRow {
     /// Σ price of the section's `SOLD` seats.
     pub sold_value_minor: i64,
     pub checked_in: i64,
+    /// `SOLD` seats of comps (orders paid by `comp`), and Σ their prices.
+    pub comps: i64,
+    pub comps_value_minor: i64,
 }
 
 /// A tier's figures as a backend reads them.
@@ -73,6 +76,8 @@ pub struct TierRow {
     pub held_now: i64,
     pub sold: i64,
     pub checked_in: i64,
+    /// Units of confirmed comps (orders paid by `comp`).
+    pub comps: i64,
 }
 
 /// One refund due and one section's or tier's share of what it refunds: a refund names as
@@ -179,9 +184,9 @@ impl EventReport {
                     capacity,
                     held_now: row.held_now,
                     sold: row.sold,
-                    comps: 0,
+                    comps: row.comps,
                     checked_in: row.checked_in,
-                    revenue_minor: row.sold_value_minor,
+                    revenue_minor: row.sold_value_minor - row.comps_value_minor,
                     refunds_due_minor: 0,
                 },
             });
@@ -203,9 +208,9 @@ impl EventReport {
                     },
                     held_now: row.held_now,
                     sold: row.sold,
-                    comps: 0,
+                    comps: row.comps,
                     checked_in: row.checked_in,
-                    revenue_minor: row.sold.saturating_mul(tier.price_minor),
+                    revenue_minor: (row.sold - row.comps).saturating_mul(tier.price_minor),
                     refunds_due_minor: 0,
                 },
             });
@@ -528,6 +533,7 @@ mod tests {
                 sold: 2,
                 sold_value_minor: 2000,
                 checked_in: 1,
+                ..SectionRow::default()
             }],
             tiers: vec![TierRow {
                 tier_id: "GA".into(),
@@ -535,6 +541,7 @@ mod tests {
                 held_now: 0,
                 sold: 3,
                 checked_in: 0,
+                ..TierRow::default()
             }],
             refunds: vec![
                 RefundPart {

@@ -27,6 +27,11 @@ pub async fn run(store: &dyn Store) -> anyhow::Result<bool> {
             n_violations += 1;
             println!("VIOLATION event {event_id}: {violation}");
         }
+        // Comps come only from allocations (issue 40).
+        for violation in boxoffice_store::allocation::violations(store, event_id).await? {
+            n_violations += 1;
+            println!("VIOLATION event {event_id}: {violation}");
+        }
     }
     println!(
         "checked {} events, {n_seats} seats, {n_holds} holds ({}): {}",

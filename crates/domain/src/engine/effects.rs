@@ -331,6 +331,8 @@ impl Effects {
                 | Effect::WaitlistPurchased { .. }
                 | Effect::EventCancelled(_) => None,
             })
+            // What an allocation keeps is no purchase (`crate::allocation`).
+            .filter(|account| !crate::allocation::is_allocation_account(account))
             .collect()
     }
 

@@ -66,7 +66,7 @@ pub struct LangQuery {
 
 /// The language of a document: `?lang=` when given (422 when boxoffice does not speak it),
 /// else the best match of `Accept-Language`.
-fn locale_of(
+pub(crate) fn locale_of(
     query: Result<Query<LangQuery>, axum::extract::rejection::QueryRejection>,
     headers: &HeaderMap,
 ) -> ApiResult<&'static str> {
@@ -133,7 +133,7 @@ async fn owned_ticket_sheet(
 }
 
 /// Runs `render` on the blocking pool once a render slot is free.
-async fn render<T: Send + 'static>(
+pub(crate) async fn render<T: Send + 'static>(
     what: &'static str,
     render: impl FnOnce() -> Result<T, DeliveryError> + Send + 'static,
 ) -> ApiResult<T> {
@@ -218,7 +218,7 @@ pub async fn order_pdf(
 
 /// A document as the answer: its media type as `Accept` negotiates it among `media_types`,
 /// its file name, and never cached (it is the account's own).
-fn file_answer(
+pub(crate) fn file_answer(
     headers: &HeaderMap,
     media_types: [&'static str; 2],
     disposition: String,

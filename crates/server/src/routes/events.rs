@@ -74,6 +74,9 @@ pub async fn create_event(
         .store
         .create_event(&scope, &digest, &event_id, &spec, &render)
         .await?;
+    if !spec.sale.allocations.is_empty() {
+        crate::routes::allocations::keep_created(&state, &result).await?;
+    }
     Ok(answer(result))
 }
 

@@ -1,5 +1,7 @@
 //! Route handlers, one module per resource.
 
+pub mod allocations;
+pub mod box_office;
 pub mod cancellation;
 pub mod checkout;
 pub mod cluster;

@@ -247,7 +247,7 @@ impl LiveMap {
                 })
             }
             // Tier counts exclude held units that may expire: the store decides.
-            HoldShape::Tier { .. } => None,
+            HoldShape::Tier { .. } | HoldShape::Allocation(_) => None,
         }
     }
 

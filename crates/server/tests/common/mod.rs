@@ -116,6 +116,11 @@ impl TestStore {
                 .await
                 .expect("seat-map check");
             out.extend(map.into_iter().map(|v| format!("{event_id}: {v}")));
+            // Comps come only from allocations (issue 40), as `boxoffice check` finds.
+            let comps = boxoffice_store::allocation::violations(self.store.as_ref(), &event_id)
+                .await
+                .expect("comps check");
+            out.extend(comps.into_iter().map(|v| format!("{event_id}: {v}")));
         }
         out
     }

@@ -84,11 +84,15 @@ pub const MOVE_DELETE_BATCH_ROWS: i64 = 5_000;
 /// rows before it takes the WAL position (in key order, as the writers do) and deletes them
 /// before it commits, so that such a write either is replicated or finds no row; the other
 /// tables' rows go after the flip, in batches. (Table, key.)
-const WRITTEN_BESIDE_THE_SEATMAP: [(&str, &str); 4] = [
+const WRITTEN_BESIDE_THE_SEATMAP: [(&str, &str); 7] = [
     ("ticket", "ticket_id"),
     ("payment_operation", "operation_id"),
     ("refund", "refund_id"),
     ("event_cancellation", "event_id"),
+    // Issue 40: an allocation as given, a comp and a box-office sale as recorded.
+    ("allocation", "allocation_id"),
+    ("allocation_comp", "order_id"),
+    ("box_office_sale", "order_id"),
 ];
 /// How often the copy and the catch-up are looked at.
 const MOVE_POLL_INTERVAL_MS: u64 = 20;
