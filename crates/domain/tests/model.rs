@@ -322,6 +322,9 @@ fn kind(outcome: &HoldOutcome) -> &'static str {
         HoldOutcome::PurchaseLimit { .. } => "limit",
         HoldOutcome::SaleNotOpen { .. } => "not-open",
         HoldOutcome::EventCancelled => "cancelled",
+        HoldOutcome::PhaseEnded { .. } => "phase-ended",
+        HoldOutcome::OutsidePhase { .. } => "outside-phase",
+        HoldOutcome::AccessCodeRequired { .. } => "code-required",
         HoldOutcome::Invalid { .. } => "invalid",
     }
 }
@@ -350,6 +353,7 @@ proptest! {
                                 request_digest: format!("{shape:?}"),
                                 new_hold_id: format!("h{}", subject.next_hold),
                                 shape,
+                                phase_id: None,
                             }
                         })
                         .collect();
@@ -397,6 +401,7 @@ fn invariants_catch_a_planted_double_hold() {
         shape: HoldShape::Seats {
             seat_ids: vec!["A-1-1".into()],
         },
+        phase_id: None,
     };
     let out = subject.batch(&[req("k1", "a0")]);
     assert!(matches!(out[0], HoldOutcome::Held(_)));

@@ -67,6 +67,8 @@ pub const EVENT_TABLES: &[&str] = &[
     "refund",
     "event_cancellation",
     "waitlist",
+    "access_code",
+    "access_redemption",
     "seatmap",
     "seatmap_change",
     "idempotency",

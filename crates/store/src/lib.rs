@@ -19,6 +19,7 @@ pub mod gate;
 pub mod holder;
 pub mod lease;
 pub mod mail;
+pub mod phase;
 pub mod refund;
 pub mod report;
 pub mod seatmap;
@@ -320,6 +321,7 @@ pub trait Store:
     + refund::RefundStore
     + cancellation::CancellationStore
     + waitlist::WaitlistStore
+    + phase::PhaseStore
     + door::DoorStore
     + webhook::WebhookStore
     + holder::HolderStore
