@@ -20,6 +20,10 @@ use crate::ids::check_name_id;
 
 /// Phases per event.
 pub const PHASES_PER_EVENT_MAX: usize = 20;
+/// A phase's own purchase limit at most (as the API documents it).
+pub const PHASE_TICKETS_PER_ACCOUNT_MAX: u32 = 10_000;
+/// Bytes of a phase's name at most.
+pub const PHASE_NAME_LEN_MAX: usize = 200;
 
 /// Who may buy in a phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -327,6 +331,21 @@ pub fn validate(phases: &[Phase], spec: &EventSpec) -> Result<(), SpecError> {
         if !seen.insert(phase.phase_id.as_str()) {
             return Err(spec_error(field("phaseId"), "duplicate phase id"));
         }
+        if phase
+            .max_tickets_per_account
+            .is_some_and(|n| n == 0 || n > PHASE_TICKETS_PER_ACCOUNT_MAX)
+        {
+            return Err(spec_error(
+                field("maxTicketsPerAccount"),
+                format!("must be 1-{PHASE_TICKETS_PER_ACCOUNT_MAX}"),
+            ));
+        }
+        if phase.name.trim().is_empty() || phase.name.len() > PHASE_NAME_LEN_MAX {
+            return Err(spec_error(
+                field("name"),
+                format!("must be 1-{PHASE_NAME_LEN_MAX} characters"),
+            ));
+        }
         if phase.ends_at.is_some_and(|end| end <= phase.starts_at) {
             return Err(spec_error(field("endsAt"), "must be after startsAt"));
         }
@@ -348,4 +367,119 @@ pub fn validate(phases: &[Phase], spec: &EventSpec) -> Result<(), SpecError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use time::Duration;
+    use time::macros::datetime;
+
+    use super::*;
+
+    const NOW: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
+
+    fn phase(phase_id: &str, access: PhaseAccess, from_h: i64, to_h: Option<i64>) -> Phase {
+        Phase {
+            phase_id: phase_id.into(),
+            name: phase_id.into(),
+            starts_at: NOW + Duration::hours(from_h),
+            ends_at: to_h.map(|h| NOW + Duration::hours(h)),
+            access,
+            sections: Vec::new(),
+            tiers: Vec::new(),
+            max_tickets_per_account: None,
+            waiting_room: None,
+        }
+    }
+
+    #[test]
+    fn a_hold_goes_to_the_phase_open_now_an_open_one_first() {
+        let phases = vec![
+            phase("presale", PhaseAccess::Code, -1, Some(2)),
+            phase("general", PhaseAccess::Open, 1, None),
+        ];
+        let at = |h: i64| NOW + Duration::hours(h);
+        assert_eq!(phase_for(&[], None, NOW), Ok(None));
+        assert_eq!(
+            phase_for(&phases, None, NOW).unwrap().unwrap().phase_id,
+            "presale"
+        );
+        // Both open: the open one.
+        assert_eq!(
+            phase_for(&phases, None, at(1)).unwrap().unwrap().phase_id,
+            "general"
+        );
+        assert_eq!(
+            phase_for(&phases, None, at(-2)),
+            Err(PhaseRefusal::NotOpen { starts_at: at(-1) })
+        );
+        assert_eq!(
+            phase_for(&phases, Some("general"), NOW),
+            Err(PhaseRefusal::NotOpen { starts_at: at(1) })
+        );
+        assert_eq!(
+            phase_for(&phases, Some("presale"), at(2)),
+            Err(PhaseRefusal::Ended {
+                phase_id: "presale".into(),
+                ended_at: at(2)
+            })
+        );
+        assert_eq!(
+            phase_for(&phases, Some("nope"), NOW),
+            Err(PhaseRefusal::Unknown {
+                phase_id: "nope".into()
+            })
+        );
+        let ended = vec![phase("presale", PhaseAccess::Code, -3, Some(-1))];
+        assert_eq!(
+            phase_for(&ended, None, NOW),
+            Err(PhaseRefusal::Ended {
+                phase_id: "presale".into(),
+                ended_at: at(-1)
+            })
+        );
+    }
+
+    #[test]
+    fn a_phase_sells_what_it_names_or_everything() {
+        let mut lane = phase("lane", PhaseAccess::Code, 0, None);
+        assert!(lane.sells_section("A") && lane.sells_tier("GA"));
+        lane.sections = vec!["A".into()];
+        assert!(lane.sells_section("A"));
+        assert!(!lane.sells_section("B"));
+        assert!(!lane.sells_tier("GA"));
+        lane.tiers = vec!["GA".into()];
+        assert!(lane.sells_tier("GA"));
+    }
+
+    #[test]
+    fn codes_are_normalised_and_generated_from_the_alphabet() {
+        assert_eq!(normalize_code("  ab-12cd "), Ok("AB-12CD".into()));
+        assert!(normalize_code("abc").is_err());
+        assert!(normalize_code("with space").is_err());
+        assert!(normalize_code(&"A".repeat(41)).is_err());
+        let code = code_from_random(&[0, 31, 32, 255, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(code.len(), ACCESS_CODE_GENERATED_LEN);
+        assert_eq!(&code[..4], "0Z0Z");
+        assert!(normalize_code(&code).is_ok());
+    }
+
+    #[test]
+    fn an_imported_csv_names_the_line_of_its_first_error() {
+        let parsed = parse_codes_csv("code,uses\nfans0001,2\n\nFANS0002\n", 10).unwrap();
+        assert_eq!(
+            parsed,
+            vec![("FANS0001".to_owned(), 2), ("FANS0002".to_owned(), 1)]
+        );
+        let line = |text: &str| parse_codes_csv(text, 10).unwrap_err().line;
+        assert_eq!(line("code,uses\nGOOD0001,1\nBAD,1\n"), 3);
+        assert_eq!(line("GOOD0001,0\n"), 1);
+        assert_eq!(line("GOOD0001,1,extra\n"), 1);
+        assert_eq!(line("GOOD0001\ngood0001\n"), 2);
+        assert_eq!(line("code,uses\n"), 1);
+        assert_eq!(
+            parse_codes_csv("A001\nA002\nA003\n", 2).unwrap_err().line,
+            3
+        );
+    }
 }

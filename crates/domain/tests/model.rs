@@ -103,6 +103,7 @@ impl Subject {
                 exchanges: Vec::new(),
                 waitlist: Vec::new(),
                 refunds: Vec::new(),
+                phases: Vec::new(),
             },
             records: BTreeMap::new(),
             next_hold: 0,
@@ -204,6 +205,7 @@ impl Subject {
                     quantity: new_hold.quantity,
                     idempotency_key: request.idempotency_key.clone(),
                     exchanged_out: 0,
+                    phase_id: None,
                 });
             }
         }

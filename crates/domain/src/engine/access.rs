@@ -112,3 +112,215 @@ impl EventEngine {
         AccessDecision::Redeemed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+    use time::{Duration, OffsetDateTime};
+
+    use super::*;
+    use crate::decide::{HoldOutcome, HoldRequest, HoldShape, SeatRow};
+    use crate::engine::{Command, Decision, EngineSnapshot, EventEngine};
+    use crate::event::SaleRules;
+    use crate::hold::SeatStatus;
+    use crate::phase::{Lanes, Phase};
+
+    const NOW: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
+
+    fn phase(phase_id: &str, access: PhaseAccess, sections: &[&str], limit: Option<u32>) -> Phase {
+        Phase {
+            phase_id: phase_id.into(),
+            name: phase_id.into(),
+            starts_at: NOW - Duration::minutes(1),
+            ends_at: Some(NOW + Duration::hours(1)),
+            access,
+            sections: sections.iter().map(|s| (*s).to_owned()).collect(),
+            tiers: Vec::new(),
+            max_tickets_per_account: limit,
+            waiting_room: None,
+        }
+    }
+
+    /// Sections A and B of 10 seats each; a code presale of A (2 per account) open now and a
+    /// general sale from an hour on.
+    fn engine() -> EventEngine {
+        let seats = ["A", "B"]
+            .iter()
+            .flat_map(|section| {
+                (1..=10).map(move |n| SeatRow {
+                    seat_id: format!("{section}-1-{n}"),
+                    status: SeatStatus::Available,
+                    hold_id: None,
+                    hold_expires_at: None,
+                    price_minor: 1000,
+                })
+            })
+            .collect();
+        let mut general = phase("general", PhaseAccess::Open, &[], None);
+        general.starts_at = NOW + Duration::hours(1);
+        general.ends_at = None;
+        let snapshot = EngineSnapshot {
+            seats,
+            lanes: Lanes::new(
+                vec![
+                    phase("presale", PhaseAccess::Code, &["A"], Some(2)),
+                    general,
+                ],
+                Vec::new(),
+            ),
+            ..EngineSnapshot::default()
+        };
+        let rules = SaleRules {
+            section_order: vec!["A".into(), "B".into()],
+            on_sale_at: NOW + Duration::days(1),
+            hold_ttl_s: 300,
+            max_seats_per_hold: 4,
+            max_tickets_per_account: 6,
+            currency: "EUR".into(),
+        };
+        EventEngine::load(rules, snapshot, NOW)
+    }
+
+    fn redeem(account: &str, code: &str, max_uses: Option<u32>) -> Command {
+        Command::RedeemAccess(AccessRedeem {
+            account_id: account.into(),
+            phase_id: "presale".into(),
+            code: code.into(),
+            max_uses,
+        })
+    }
+
+    fn hold(account: &str, key: &str, seat_ids: &[&str], phase_id: Option<&str>) -> Command {
+        let shape = HoldShape::Seats {
+            seat_ids: seat_ids.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        Command::Hold(HoldRequest {
+            account_id: account.into(),
+            idempotency_key: key.into(),
+            request_digest: format!("{shape:?}"),
+            new_hold_id: format!("h-{account}-{key}"),
+            shape,
+            phase_id: phase_id.map(str::to_owned),
+        })
+    }
+
+    fn access(decision: &Decision) -> &AccessDecision {
+        match decision {
+            Decision::Access(decision) => decision,
+            other => panic!("not a redemption's decision: {other:?}"),
+        }
+    }
+
+    fn outcome(decision: &Decision) -> &HoldOutcome {
+        match decision {
+            Decision::Hold(outcome) => outcome,
+            other => panic!("not a hold's decision: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_single_use_code_in_one_group_admits_the_first_only() {
+        let mut engine = engine();
+        let commands: Vec<Command> = (0..5)
+            .map(|i| redeem(&format!("fan{i}"), "CODE1", Some(1)))
+            .collect();
+        let (decisions, effects) = engine.decide(NOW, &commands);
+        assert_eq!(access(&decisions[0]), &AccessDecision::Redeemed);
+        for decision in &decisions[1..] {
+            assert_eq!(access(decision), &AccessDecision::UsedUp);
+        }
+        assert_eq!(effects.access_redeemed().count(), 1);
+        // And in a later group too.
+        let (decisions, effects) = engine.decide(NOW, &[redeem("late", "CODE1", Some(1))]);
+        assert_eq!(access(&decisions[0]), &AccessDecision::UsedUp);
+        assert!(effects.is_empty());
+    }
+
+    #[test]
+    fn an_account_redeems_once_and_again_is_the_same_success() {
+        let mut engine = engine();
+        let (decisions, _) = engine.decide(
+            NOW,
+            &[
+                redeem("ann", "CODE2", Some(3)),
+                redeem("ann", "CODE2", Some(3)),
+                redeem("ann", "OTHER", None),
+            ],
+        );
+        assert_eq!(access(&decisions[0]), &AccessDecision::Redeemed);
+        assert_eq!(access(&decisions[1]), &AccessDecision::AlreadyRedeemed);
+        assert_eq!(access(&decisions[2]), &AccessDecision::AlreadyRedeemed);
+        assert_eq!(engine.code_uses("presale", "CODE2"), 1);
+        let (decisions, _) = engine.decide(NOW, &[redeem("bob", "NOPE", None)]);
+        assert_eq!(access(&decisions[0]), &AccessDecision::UnknownCode);
+    }
+
+    #[test]
+    fn a_code_phase_holds_for_redeemers_inside_its_sections_and_limit() {
+        let mut engine = engine();
+        let (decisions, _) = engine.decide(NOW, &[hold("ann", "k1", &["A-1-1"], None)]);
+        assert_eq!(
+            outcome(&decisions[0]),
+            &HoldOutcome::AccessCodeRequired {
+                phase_id: "presale".into()
+            }
+        );
+        engine.decide(NOW, &[redeem("ann", "CODE3", Some(1))]);
+        let (decisions, effects) = engine.decide(
+            NOW,
+            &[
+                hold("ann", "k2", &["B-1-1"], Some("presale")),
+                hold("ann", "k3", &["A-1-1", "A-1-2"], None),
+                hold("ann", "k4", &["A-1-3"], None),
+            ],
+        );
+        assert!(matches!(
+            outcome(&decisions[0]),
+            HoldOutcome::OutsidePhase { phase_id, .. } if phase_id == "presale"
+        ));
+        let HoldOutcome::Held(held) = outcome(&decisions[1]) else {
+            panic!("{decisions:?}");
+        };
+        assert_eq!(held.phase_id.as_deref(), Some("presale"));
+        assert_eq!(
+            outcome(&decisions[2]),
+            &HoldOutcome::PurchaseLimit {
+                limit: 2,
+                current: 2,
+                requested: 1
+            }
+        );
+        assert_eq!(effects.holds_created().count(), 1);
+        assert_eq!(engine.invariants(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_general_sale_opens_after_the_presale_by_the_clock() {
+        let mut engine = engine();
+        let (decisions, _) = engine.decide(NOW, &[hold("bob", "k1", &["B-1-1"], Some("general"))]);
+        assert_eq!(
+            outcome(&decisions[0]),
+            &HoldOutcome::SaleNotOpen {
+                on_sale_at: NOW + Duration::hours(1)
+            }
+        );
+        let later = NOW + Duration::hours(1) + Duration::seconds(1);
+        let (decisions, _) = engine.decide(
+            later,
+            &[
+                hold("bob", "k2", &["B-1-1"], None),
+                hold("bob", "k3", &["A-1-1"], Some("presale")),
+                redeem("carl", "CODE4", Some(1)),
+            ],
+        );
+        let HoldOutcome::Held(held) = outcome(&decisions[0]) else {
+            panic!("{decisions:?}");
+        };
+        assert_eq!(held.phase_id.as_deref(), Some("general"));
+        assert!(matches!(
+            outcome(&decisions[1]),
+            HoldOutcome::PhaseEnded { phase_id, .. } if phase_id == "presale"
+        ));
+        assert_eq!(access(&decisions[2]), &AccessDecision::PhaseEnded);
+    }
+}
