@@ -17,6 +17,7 @@ stories!(
     a_single_use_code_raced_by_fifty_accounts_admits_one,
     a_lane_refuses_holds_outside_its_inventory_and_keeps_its_limit,
     the_general_sale_follows_the_presale,
+    an_admission_names_the_lane_its_fan_queued_for,
 );
 
 const HOUR_MS: u64 = 3_600_000;
@@ -30,7 +31,13 @@ fn at(offset_s: i64) -> String {
 /// An event with sections A and B and tier GA: a fan-club presale (code, section A only,
 /// 2 tickets per account) open now for an hour, then the general sale of everything.
 async fn presale_event(app: &TestApp) -> String {
+    presale_event_with(app, json!({"enabled": false})).await
+}
+
+/// [`presale_event`] with these waiting-room settings.
+async fn presale_event_with(app: &TestApp, waiting_room: Value) -> String {
     app.create_event(json!({
+        "waitingRoom": waiting_room,
         "onSaleAt": at(-60),
         "maxTicketsPerAccount": 8,
         "sections": [
@@ -457,4 +464,97 @@ async fn the_general_sale_follows_the_presale(backend: Backend) {
         common::buy_captured(&app, "fay", &event_id, json!({"seatIds": ["B-4-4"]})).await;
     assert_eq!(tickets.len(), 1);
     app.finish().await;
+}
+
+async fn an_admission_names_the_lane_its_fan_queued_for(backend: Backend) {
+    let app = TestApp::spawn_full(
+        common::TestStore::new(backend).await,
+        boxoffice_payments::simulator::SimulatorConfig::default(),
+        common::RoomSetup::default(),
+        true,
+    )
+    .await;
+    let event_id = presale_event_with(
+        &app,
+        json!({"enabled": true, "policy": "fifo", "maxActiveShoppers": 10,
+               "admissionTtlSeconds": 600}),
+    )
+    .await;
+    let code = generate(&app, &event_id, 1, 1).await.remove(0);
+    assert_eq!(
+        redeem(&app, "ann", &event_id, &code).await.status,
+        StatusCode::OK
+    );
+    let unknown = app
+        .post(
+            &token("ann"),
+            &format!("/v1/events/{event_id}/queue?phaseId=nope"),
+            None,
+            &json!({}),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let joined = app
+        .post(
+            &token("ann"),
+            &format!("/v1/events/{event_id}/queue?phaseId=fanclub"),
+            None,
+            &json!({}),
+        )
+        .await;
+    assert_eq!(joined.status, StatusCode::CREATED, "{}", joined.json());
+    let ticket = joined.json()["queueTicket"].as_str().unwrap().to_owned();
+    let admission = admitted(&app, "ann", &event_id, &ticket).await;
+    // The token's claims name the lane.
+    use base64::Engine as _;
+    let claims = admission.split('.').nth(1).unwrap();
+    let claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(claims)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(claims["lane"], "fanclub", "{claims}");
+    let with_token = |body: Value| {
+        app.http
+            .post(format!("{}/v1/events/{event_id}/holds", app.base))
+            .bearer_auth(token("ann"))
+            .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+            .header("admission-token", admission.clone())
+            .json(&body)
+    };
+    let outside = app.send(with_token(json!({"seatIds": ["B-1-1"]}))).await;
+    assert_eq!(outside.status, StatusCode::CONFLICT, "{}", outside.json());
+    assert_eq!(outside.code(), "OUTSIDE_PHASE");
+    let other_lane = app
+        .send(with_token(
+            json!({"seatIds": ["A-1-1"], "phaseId": "general"}),
+        ))
+        .await;
+    assert_eq!(other_lane.code(), "OUTSIDE_PHASE");
+    assert_eq!(other_lane.json()["phaseId"], "fanclub");
+    let held = app.send(with_token(json!({"seatIds": ["A-1-1"]}))).await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.json());
+    app.finish().await;
+}
+
+/// Polls the queue status until admitted; the admission token.
+async fn admitted(app: &TestApp, account: &str, event_id: &str, ticket: &str) -> String {
+    for _ in 0..600 {
+        let answer = app
+            .send(
+                app.http
+                    .get(format!("{}/v1/events/{event_id}/queue/status", app.base))
+                    .bearer_auth(token(account))
+                    .header("queue-ticket", ticket),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.json());
+        match answer.json()["status"].as_str().unwrap() {
+            "ADMITTED" => return answer.json()["admissionToken"].as_str().unwrap().to_owned(),
+            "WAITING" => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            other => panic!("{account}: {other}"),
+        }
+    }
+    panic!("{account} never admitted");
 }

@@ -37,6 +37,9 @@ pub struct AdmissionClaims {
     pub exp: u64,
     /// Always [`TYP_ADMISSION`].
     pub typ: String,
+    /// The sale phase (presale lane) the fan queued for: its holds are decided in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// Claims of a queue ticket. It carries no `exp`: the queue's state, not the ticket, says
@@ -50,6 +53,9 @@ pub struct QueueTicketClaims {
     pub idx: u64,
     /// Always [`TYP_QUEUE`].
     pub typ: String,
+    /// The sale phase the fan queued for, carried onto the admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// Why the keys could not be built.
@@ -134,12 +140,25 @@ impl TokenKeys {
         session_id: &str,
         exp_s: u64,
     ) -> Result<String, KeyError> {
+        self.issue_admission_in_lane(event_id, account_id, session_id, exp_s, None)
+    }
+
+    /// [`Self::issue_admission`] naming the sale phase the fan queued for.
+    pub fn issue_admission_in_lane(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        session_id: &str,
+        exp_s: u64,
+        lane: Option<&str>,
+    ) -> Result<String, KeyError> {
         let claims = AdmissionClaims {
             sub: account_id.to_owned(),
             evt: event_id.to_owned(),
             sid: session_id.to_owned(),
             exp: exp_s,
             typ: TYP_ADMISSION.to_owned(),
+            lane: lane.map(str::to_owned),
         };
         self.sign(&claims)
     }
@@ -151,11 +170,23 @@ impl TokenKeys {
         account_id: &str,
         index: u64,
     ) -> Result<String, KeyError> {
+        self.issue_queue_ticket_in_lane(event_id, account_id, index, None)
+    }
+
+    /// [`Self::issue_queue_ticket`] naming the sale phase the fan queues for.
+    pub fn issue_queue_ticket_in_lane(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        index: u64,
+        lane: Option<&str>,
+    ) -> Result<String, KeyError> {
         let claims = QueueTicketClaims {
             sub: account_id.to_owned(),
             evt: event_id.to_owned(),
             idx: index,
             typ: TYP_QUEUE.to_owned(),
+            lane: lane.map(str::to_owned),
         };
         self.sign(&claims)
     }

@@ -16,7 +16,7 @@ use crate::api::{CreateHoldBody, HeldSeatView, HoldResponse, Problem};
 use crate::auth::Account;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
-use crate::gate::{check_admission, replay_or};
+use crate::gate::{admission_lane, replay_or};
 use crate::idempotency::{answer, request_key};
 use crate::runtime::writer::SubmitError;
 
@@ -76,7 +76,7 @@ pub async fn create_hold(
         let refused = ApiError::rate_limited(refused.limit, refused.wait);
         return replay_or(&state, &scope, &digest, refused).await;
     }
-    let admitted = check_admission(
+    let admitted = admission_lane(
         &state,
         &event,
         &account,
@@ -85,9 +85,10 @@ pub async fn create_hold(
         true,
     )
     .await;
-    if let Err(refused) = admitted {
-        return replay_or(&state, &scope, &digest, refused).await;
-    }
+    let lane = match admitted {
+        Ok(lane) => lane,
+        Err(refused) => return replay_or(&state, &scope, &digest, refused).await,
+    };
     let phase_id = match hold_body.phase_id.clone() {
         Some(phase_id) => {
             boxoffice_domain::ids::check_name_id(&phase_id, "phase id")
@@ -95,6 +96,19 @@ pub async fn create_hold(
             Some(phase_id)
         }
         None => None,
+    };
+    // The admission names the lane the fan queued for: its holds are decided in it.
+    let phase_id = match (lane, phase_id) {
+        (Some(lane), Some(asked)) if lane != asked => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "OUTSIDE_PHASE",
+                format!("the admission is for phase {lane}, not {asked}; nothing was held"),
+            )
+            .with("phaseId", lane));
+        }
+        (Some(lane), _) => Some(lane),
+        (None, asked) => asked,
     };
     let shape = hold_shape(&event, hold_body)?;
     if let Some(map) = state.seatmaps.loaded(&event.event_id)
