@@ -337,6 +337,33 @@ mod tests {
     }
 
     #[test]
+    fn a_lane_rides_from_the_queue_ticket_to_the_admission() {
+        let keys = keys();
+        let ticket = keys
+            .issue_queue_ticket_in_lane("evt-a", "acct-x", 3, Some("fanclub"))
+            .unwrap();
+        let queued = keys
+            .verify_queue_ticket(&ticket, "evt-a", "acct-x")
+            .unwrap();
+        assert_eq!(queued.lane.as_deref(), Some("fanclub"));
+        let admission = keys
+            .issue_admission_in_lane("evt-a", "acct-x", "sess-1", EXP_S, queued.lane.as_deref())
+            .unwrap();
+        let claims = keys
+            .verify_admission(&admission, "evt-a", "acct-x", NOW_S)
+            .unwrap();
+        assert_eq!(claims.lane.as_deref(), Some("fanclub"));
+        // A token without a lane (every token issued before lanes) has none.
+        let plain = keys
+            .issue_admission("evt-a", "acct-x", "sess-1", EXP_S)
+            .unwrap();
+        let claims = keys
+            .verify_admission(&plain, "evt-a", "acct-x", NOW_S)
+            .unwrap();
+        assert_eq!(claims.lane, None);
+    }
+
+    #[test]
     fn refuses_short_secrets() {
         assert_eq!(
             TokenKeys::new(b"short").err(),
@@ -361,6 +388,7 @@ mod tests {
                 sid: "sess-1".into(),
                 exp: EXP_S,
                 typ: TYP_ADMISSION.into(),
+                lane: None,
             }
         );
     }
@@ -394,6 +422,7 @@ mod tests {
                 sid: "sess-1".into(),
                 exp: EXP_S,
                 typ: TYP_ADMISSION.into(),
+                lane: None,
             };
             jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(SECRET).unwrap())
                 .unwrap()
@@ -405,6 +434,7 @@ mod tests {
                 sid: "sess-1".into(),
                 exp: EXP_S,
                 typ: TYP_QUEUE.into(),
+                lane: None,
             })
             .unwrap();
         let queue_ticket = keys.issue_queue_ticket("evt-a", "acct-x", 7).unwrap();
@@ -491,6 +521,7 @@ mod tests {
                 evt: "evt-a".into(),
                 idx: 7,
                 typ: TYP_QUEUE.into(),
+                lane: None,
             })
         );
         assert_eq!(
