@@ -240,6 +240,15 @@ fn allocations_and_box_office_in_headless_chromium() {
     story("boxoffice.mjs", &["boxoffice.png"]);
 }
 
+/// Sale phases and access codes (issue 40): the operator's phases panel generates codes (a
+/// CSV download) and downloads them with uses left; a fan sees the phases and their windows,
+/// a wrong code refused, the right one unlocking the presale, and holds a seat in it; the
+/// single-use code is used up for the next fan.
+#[test]
+fn sale_phases_and_access_codes_in_headless_chromium() {
+    story("phases.mjs", &["phases.png", "phases-admin.png"]);
+}
+
 /// Runs `node e2e/<script>` against a fresh `serve --dev-auth`; each of `shots` must be
 /// written by the run.
 fn story(script: &str, shots: &[&str]) {

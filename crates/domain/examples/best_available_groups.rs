@@ -73,6 +73,7 @@ fn main() {
                             max_price_minor: None,
                             together,
                         },
+                        phase_id: None,
                     })
                 })
                 .collect();

@@ -77,6 +77,7 @@ fn main() {
                 request_digest: String::new(),
                 new_hold_id: format!("h-{account}"),
                 shape: HoldShape::Seats { seat_ids },
+                phase_id: None,
             }));
         }
     }

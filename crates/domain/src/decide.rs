@@ -13,6 +13,7 @@ use crate::best::{BestRequest, RowSeats, Together};
 use crate::event::SaleRules;
 use crate::hold::{SeatStatus, seat_is_free};
 use crate::ids::SeatRef;
+use crate::phase::{Lanes, Phase, PhaseRefusal, phase_for};
 
 /// One reserved seat as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +76,8 @@ pub struct HoldRequest {
     /// The id the hold gets if granted, chosen by the caller so this function stays pure.
     pub new_hold_id: String,
     pub shape: HoldShape,
+    /// The sale phase the hold asks to buy in (`crate::phase`); `None`: the phase open now.
+    pub phase_id: Option<String>,
 }
 
 /// A granted hold: what the store writes.
@@ -90,6 +93,8 @@ pub struct NewHold {
     pub expires_at: OffsetDateTime,
     /// A best-available party seated apart because no block of its size was left.
     pub split: bool,
+    /// The sale phase the hold was granted in (`None`: the event has no phases).
+    pub phase_id: Option<String>,
 }
 
 /// The outcome of one request. Exhaustive: the store and the HTTP layer match on every case.
@@ -128,6 +133,20 @@ pub enum HoldOutcome {
     },
     /// The event was cancelled: nothing sells any more.
     EventCancelled,
+    /// The phase asked for (or every phase) has ended.
+    PhaseEnded {
+        phase_id: String,
+        ended_at: OffsetDateTime,
+    },
+    /// The seats, tier or section asked for are not sold in the phase.
+    OutsidePhase {
+        phase_id: String,
+        reason: String,
+    },
+    /// The phase sells to access-code holders only, and the account redeemed none for it.
+    AccessCodeRequired {
+        phase_id: String,
+    },
     /// The request does not fit the event: unknown seat or tier, zero, too many, duplicates.
     Invalid {
         field: String,
@@ -151,6 +170,9 @@ impl HoldOutcome {
             | Self::KeyReusedWithOtherRequest
             | Self::SaleNotOpen { .. }
             | Self::EventCancelled
+            | Self::PhaseEnded { .. }
+            | Self::OutsidePhase { .. }
+            | Self::AccessCodeRequired { .. }
             | Self::Invalid { .. } => false,
         }
     }
@@ -177,7 +199,13 @@ pub fn decide_holds(
     state: &mut BatchState,
     requests: &[HoldRequest],
 ) -> Vec<HoldOutcome> {
-    decide_holds_indexed(rules, state, requests, &mut None)
+    decide_holds_indexed(
+        rules,
+        state,
+        requests,
+        &mut None,
+        &mut crate::phase::Lanes::default(),
+    )
 }
 
 /// [`decide_holds`] with a row index the caller keeps between calls (the event engine keeps
@@ -188,6 +216,7 @@ pub(crate) fn decide_holds_indexed(
     state: &mut BatchState,
     requests: &[HoldRequest],
     rows: &mut Option<RowIndex>,
+    lanes: &mut Lanes,
 ) -> Vec<HoldOutcome> {
     let mut first_in_batch: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     let mut outcomes = Vec::with_capacity(requests.len());
@@ -209,7 +238,7 @@ pub(crate) fn decide_holds_indexed(
             let outcome = match prior {
                 Some(digest) if *digest == request.request_digest => HoldOutcome::Replayed,
                 Some(_) => HoldOutcome::KeyReusedWithOtherRequest,
-                None => decide_one(rules, state, rows, request),
+                None => decide_one(rules, state, rows, lanes, request),
             };
             // Only a recorded outcome binds the key for the rest of the batch, exactly as a
             // stored record binds it for later batches.
@@ -234,20 +263,47 @@ fn decide_one(
     rules: &SaleRules,
     state: &mut BatchState,
     rows: &mut Option<RowIndex>,
+    lanes: &mut Lanes,
     request: &HoldRequest,
 ) -> HoldOutcome {
     // An allocation's hold is decided on its plain shape, outside the sale's rules: before
-    // the sale opens, past the per-hold bound, at price 0; what it keeps is no account's
-    // purchase (`crate::allocation`).
+    // the sale opens, past the per-hold bound, at price 0, in no phase; what it keeps is no
+    // account's purchase (`crate::allocation`).
     let allocation = match &request.shape {
         HoldShape::Allocation(allocation) => Some(allocation),
         HoldShape::Seats { .. } | HoldShape::Tier { .. } | HoldShape::BestAvailable { .. } => None,
     };
     let plain = allocation.map(crate::allocation::AllocationShape::plain);
     let shape = plain.as_ref().unwrap_or(&request.shape);
-    if allocation.is_none() && state.now < rules.on_sale_at {
+    // With phases, their windows decide when a hold may be made (a presale may open before
+    // `onSaleAt`); without, the general sale opens at `onSaleAt`.
+    let phase = match allocation {
+        Some(_) => None,
+        None => match phase_for(&lanes.phases, request.phase_id.as_deref(), state.now) {
+            Ok(phase) => phase.cloned(),
+            Err(PhaseRefusal::Unknown { phase_id }) => {
+                return invalid("phaseId", format!("unknown phase {phase_id}"));
+            }
+            Err(PhaseRefusal::NotOpen { starts_at }) => {
+                return HoldOutcome::SaleNotOpen {
+                    on_sale_at: starts_at,
+                };
+            }
+            Err(PhaseRefusal::Ended { phase_id, ended_at }) => {
+                return HoldOutcome::PhaseEnded { phase_id, ended_at };
+            }
+        },
+    };
+    if allocation.is_none() && phase.is_none() && state.now < rules.on_sale_at {
         return HoldOutcome::SaleNotOpen {
             on_sale_at: rules.on_sale_at,
+        };
+    }
+    if let Some(phase) = &phase
+        && !lanes.admits(phase, &request.account_id)
+    {
+        return HoldOutcome::AccessCodeRequired {
+            phase_id: phase.phase_id.clone(),
         };
     }
     let requested = request.shape.quantity();
@@ -288,6 +344,14 @@ fn decide_one(
             format!("unknown section {section}"),
         );
     }
+    if let Some(phase) = &phase
+        && let Some(reason) = outside_phase(phase, &request.shape)
+    {
+        return HoldOutcome::OutsidePhase {
+            phase_id: phase.phase_id.clone(),
+            reason,
+        };
+    }
     let current = state
         .usage_by_account
         .get(&request.account_id)
@@ -298,6 +362,22 @@ fn decide_one(
         return HoldOutcome::PurchaseLimit {
             limit: rules.max_tickets_per_account,
             current,
+            requested,
+        };
+    }
+    let phase_key = phase
+        .as_ref()
+        .map(|p| (request.account_id.clone(), p.phase_id.clone()));
+    let phase_current = phase_key
+        .as_ref()
+        .and_then(|key| lanes.usage.get(key).copied())
+        .unwrap_or(0);
+    if let Some(limit) = phase.as_ref().and_then(|p| p.max_tickets_per_account)
+        && phase_current.saturating_add(requested) > limit
+    {
+        return HoldOutcome::PurchaseLimit {
+            limit,
+            current: phase_current,
             requested,
         };
     }
@@ -325,21 +405,39 @@ fn decide_one(
             max_price_minor,
             together,
         } => {
-            let best = BestRequest {
-                quantity: *quantity,
-                section: section.clone(),
-                max_price_minor: *max_price_minor,
+            // A lane that sells some sections only is searched section by section, in the
+            // event's order (`outside_phase` refused a section it does not sell).
+            let sections: Vec<Option<String>> = match (&phase, section) {
+                (Some(phase), None) if !phase.sells_everything() => rules
+                    .section_order
+                    .iter()
+                    .filter(|s| phase.sells_section(s))
+                    .map(|s| Some(s.clone()))
+                    .collect(),
+                _ => vec![section.clone()],
             };
             let index = rows.get_or_insert_with(|| RowIndex::build(rules, state));
-            // `seat` keeps to the request's section and price cap itself; the index knows
-            // each row's longest free run, so a party that fits nowhere together is refused
-            // (`Required`) without a look at any seat.
-            let largest_block = index.largest_block(&best);
-            let seating = if largest_block >= *quantity || *together != Together::Required {
-                crate::best::seat_counted(&index.rows, index.counts(), &best, *together)
-            } else {
-                None
-            };
+            let mut largest_block = 0;
+            let mut seating = None;
+            for section in sections {
+                let best = BestRequest {
+                    quantity: *quantity,
+                    section,
+                    max_price_minor: *max_price_minor,
+                };
+                // `seat` keeps to the request's section and price cap itself; the index
+                // knows each row's longest free run, so a party that fits nowhere together
+                // is refused (`Required`) without a look at any seat.
+                let block = index.largest_block(&best);
+                largest_block = largest_block.max(block);
+                if block >= *quantity || *together != Together::Required {
+                    seating =
+                        crate::best::seat_counted(&index.rows, index.counts(), &best, *together);
+                }
+                if seating.is_some() {
+                    break;
+                }
+            }
             let Some(seating) = seating else {
                 return HoldOutcome::SeatsUnavailable {
                     unavailable_seat_ids: Vec::new(),
@@ -380,6 +478,7 @@ fn decide_one(
                 total_minor: tier.price_minor * quantity_i64,
                 expires_at,
                 split: false,
+                phase_id: None,
             }
         }
         HoldShape::Allocation(_) => return invalid("allocation", "nested allocation shape"),
@@ -398,7 +497,33 @@ fn decide_one(
             .usage_by_account
             .insert(request.account_id.clone(), current + requested);
     }
-    HoldOutcome::Held(new_hold)
+    if let Some(key) = phase_key {
+        lanes.usage.insert(key, phase_current + requested);
+    }
+    HoldOutcome::Held(NewHold {
+        phase_id: phase.map(|p| p.phase_id),
+        ..new_hold
+    })
+}
+
+/// Why `shape` asks for what `phase` does not sell, if it does.
+fn outside_phase(phase: &Phase, shape: &HoldShape) -> Option<String> {
+    match shape {
+        HoldShape::Seats { seat_ids } => seat_ids.iter().find_map(|seat_id| {
+            let section = SeatRef::parse(seat_id).ok()?.section;
+            (!phase.sells_section(&section))
+                .then(|| format!("seat {seat_id} is not sold in phase {}", phase.phase_id))
+        }),
+        HoldShape::Tier { tier_id, .. } => (!phase.sells_tier(tier_id))
+            .then(|| format!("tier {tier_id} is not sold in phase {}", phase.phase_id)),
+        HoldShape::BestAvailable { section, .. } => match section {
+            Some(section) => (!phase.sells_section(section))
+                .then(|| format!("section {section} is not sold in phase {}", phase.phase_id)),
+            None => (!phase.sells_everything() && phase.sections.is_empty())
+                .then(|| format!("phase {} sells no reserved seats", phase.phase_id)),
+        },
+        HoldShape::Allocation(_) => None,
+    }
 }
 
 /// Holds `seat_ids` for `request` if every one is free (marking them held in `state`);
@@ -439,6 +564,7 @@ fn hold_seats(
         total_minor,
         expires_at,
         split: false,
+        phase_id: None,
     })
 }
 

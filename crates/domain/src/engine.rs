@@ -36,6 +36,7 @@ use crate::hold::{HoldStatus, SeatStatus, seat_is_free};
 use crate::hold_ttl::{HoldToPay, HoldTtlPolicy};
 use crate::settlement;
 
+mod access;
 mod allocation;
 mod cancel;
 mod effects;
@@ -45,6 +46,7 @@ mod refund;
 mod transfer;
 mod waitlist;
 
+pub use access::{AccessDecision, AccessRedeem, AccessRedeemed};
 pub use cancel::{CancelDecision, CancelRequest, EventCancelled};
 pub use effects::{
     CheckoutCancelled, Effect, Effects, HoldCreated, HoldReleased, MapSeatChange, SeatTaken,
@@ -89,6 +91,8 @@ pub struct EngineHold {
     /// The new hold of an exchange: its payment also completes the exchange, which the
     /// store's own settlement does (the engine leaves its verdicts alone).
     pub exchange: bool,
+    /// The sale phase the hold was granted in: it counts against that phase's limit too.
+    pub phase_id: Option<String>,
 }
 
 impl EngineHold {
@@ -129,6 +133,8 @@ pub struct EngineSnapshot {
     pub waitlist_offer_ttl_s: u32,
     /// The event is cancelled (`engine::cancel`): nothing sells.
     pub cancelled: bool,
+    /// The event's sale phases and the access codes redeemed for them (`crate::phase`).
+    pub lanes: crate::phase::Lanes,
 }
 
 /// Current rows of what changed elsewhere, for [`EventEngine::refresh`].
@@ -161,6 +167,8 @@ pub enum Command {
     },
     /// The organiser cancels the event (`engine::cancel`).
     Cancel(CancelRequest),
+    /// A fan redeems an access code for a presale lane (`engine::access`).
+    RedeemAccess(AccessRedeem),
 }
 
 /// A capture refused for good: the confirmed order is cancelled and its sale given back
@@ -315,6 +323,7 @@ pub enum Decision {
     Refund(RefundDecision),
     Waitlist(WaitlistDecision),
     Cancel(CancelDecision),
+    Access(AccessDecision),
 }
 
 /// An order the group gives back: the store cancels it only if it is still `CONFIRMED` and
@@ -394,6 +403,9 @@ pub struct EventEngine {
     /// The event is cancelled: holds are refused, payments cancel their checkouts, the
     /// waiting list offers nothing (`engine::cancel`).
     cancelled: bool,
+    /// The sale phases, the redemptions of their codes, and per group the accounts' usage
+    /// per phase (`crate::phase`, `engine::access`).
+    lanes: crate::phase::Lanes,
 }
 
 impl EventEngine {
@@ -455,6 +467,7 @@ impl EventEngine {
             granted_at: BTreeMap::new(),
             demand_waiting: true,
             cancelled: snapshot.cancelled,
+            lanes: snapshot.lanes,
         };
         for hold in snapshot.holds {
             engine.keep_hold(hold);
@@ -549,6 +562,36 @@ impl EventEngine {
             .filter(|hold| hold.counts_at(now))
             .map(|hold| hold.quantity)
             .fold(0u32, u32::saturating_add)
+    }
+
+    /// Seats or units each of `accounts` holds live or owns at `now`, per sale phase.
+    fn phase_usage(
+        &self,
+        accounts: &BTreeSet<&str>,
+        now: OffsetDateTime,
+    ) -> BTreeMap<(String, String), u32> {
+        let mut usage: BTreeMap<(String, String), u32> = BTreeMap::new();
+        if self.lanes.phases.is_empty() {
+            return usage;
+        }
+        for account in accounts {
+            let holds = self
+                .holds_by_account
+                .get(*account)
+                .into_iter()
+                .flatten()
+                .filter_map(|hold_id| self.holds.get(hold_id))
+                .filter(|hold| hold.counts_at(now));
+            for hold in holds {
+                if let Some(phase_id) = &hold.phase_id {
+                    let n = usage
+                        .entry(((*account).to_owned(), phase_id.clone()))
+                        .or_default();
+                    *n = n.saturating_add(hold.quantity);
+                }
+            }
+        }
+        usage
     }
 
     /// The holds the engine connects with these seats and tiers: what a refresh must read
@@ -706,7 +749,8 @@ impl EventEngine {
                             | Command::Refund(_)
                             | Command::WaitlistJoin(_)
                             | Command::WaitlistLeave { .. }
-                            | Command::Cancel(_) => None,
+                            | Command::Cancel(_)
+                            | Command::RedeemAccess(_) => None,
                         })
                         .collect();
                     let outcomes = self.decide_holds(&run, index);
@@ -778,6 +822,11 @@ impl EventEngine {
                     decisions.push(Decision::Cancel(decision));
                     index += 1;
                 }
+                Command::RedeemAccess(request) => {
+                    let decision = self.decide_redeem(index, request, &mut effects);
+                    decisions.push(Decision::Access(decision));
+                    index += 1;
+                }
             }
         }
         self.offers_moved_on(&mut effects);
@@ -798,9 +847,16 @@ impl EventEngine {
             .iter()
             .map(|account| ((*account).to_owned(), self.usage(account, now)))
             .collect();
+        self.lanes.usage = self.phase_usage(&accounts, now);
         // An expired hold whose seats a new hold takes stays kept (it no longer counts
         // against its account, and a release finds it ended) until a refresh drops it.
-        let mut outcomes = decide_holds_indexed(&self.rules, &mut self.state, run, &mut self.rows);
+        let mut outcomes = decide_holds_indexed(
+            &self.rules,
+            &mut self.state,
+            run,
+            &mut self.rows,
+            &mut self.lanes,
+        );
         // A replay of an earlier request of the run names it by its place in the group.
         for outcome in &mut outcomes {
             if let HoldOutcome::ReplayOfEarlierInBatch { index } = outcome {
@@ -836,6 +892,7 @@ impl EventEngine {
                 seat_ids: hold.seats.iter().map(|(id, _)| id.clone()).collect(),
                 expires_at: hold.expires_at,
                 exchange: false,
+                phase_id: hold.phase_id.clone(),
             });
         }
         outcomes

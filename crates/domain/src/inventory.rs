@@ -35,6 +35,8 @@ pub struct HoldRecord {
     pub idempotency_key: String,
     /// Units of a confirmed hold that left by exchange.
     pub exchanged_out: u32,
+    /// The sale phase the hold was granted in.
+    pub phase_id: Option<String>,
 }
 
 /// An order as stored, with its payment status and how many of its tickets are not voided.
@@ -101,6 +103,8 @@ pub struct Inventory {
     pub refunds: Vec<RefundRecord>,
     /// The event's cancellation, when it was cancelled.
     pub cancellation: Option<CancellationRecord>,
+    /// The event's sale phases (`crate::phase`).
+    pub phases: Vec<crate::phase::Phase>,
 }
 
 /// An event's cancellation as stored.
@@ -828,6 +832,46 @@ impl Inventory {
                 }
             }
         }
+        // I12 (sale phases): no hold or ticket of a phase lies outside the phase's sections
+        // and tiers, and every phase a hold names is one of the event's.
+        for hold in &self.holds {
+            let Some(phase_id) = &hold.phase_id else {
+                continue;
+            };
+            let Some(phase) = self.phases.iter().find(|p| &p.phase_id == phase_id) else {
+                fail(
+                    "I12",
+                    format!(
+                        "hold {} names phase {phase_id}, which the event has not",
+                        hold.hold_id
+                    ),
+                );
+                continue;
+            };
+            for seat_id in &hold.seat_ids {
+                let section = crate::ids::SeatRef::parse(seat_id).map(|seat| seat.section);
+                if section.is_ok_and(|section| !phase.sells_section(&section)) {
+                    fail(
+                        "I12",
+                        format!(
+                            "hold {} of phase {phase_id} has seat {seat_id}, outside the phase",
+                            hold.hold_id
+                        ),
+                    );
+                }
+            }
+            if let Some(tier_id) = &hold.tier_id
+                && !phase.sells_tier(tier_id)
+            {
+                fail(
+                    "I12",
+                    format!(
+                        "hold {} of phase {phase_id} has tier {tier_id}, outside the phase",
+                        hold.hold_id
+                    ),
+                );
+            }
+        }
         out
     }
 }
@@ -862,6 +906,7 @@ mod tests {
                 quantity: 1,
                 idempotency_key: "k".into(),
                 exchanged_out: 0,
+                phase_id: None,
             }],
             orders: vec![OrderRecord {
                 order_id: "o".into(),
@@ -889,6 +934,7 @@ mod tests {
             exchanges: Vec::new(),
             waitlist: Vec::new(),
             refunds: Vec::new(),
+            phases: Vec::new(),
         }
     }
 
@@ -913,6 +959,37 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found[0].contains("which it did not void"), "{found:?}");
         assert!(found[1].contains("give back 5000"), "{found:?}");
+    }
+
+    #[test]
+    fn a_ticket_of_a_lane_outside_the_lane_is_named() {
+        let phase = |sections: &[&str]| crate::phase::Phase {
+            phase_id: "fanclub".into(),
+            name: "Fan club".into(),
+            starts_at: datetime!(2026-12-01 09:00 UTC),
+            ends_at: None,
+            access: crate::phase::PhaseAccess::Code,
+            sections: sections.iter().map(|s| (*s).to_owned()).collect(),
+            tiers: Vec::new(),
+            max_tickets_per_account: None,
+            waiting_room: None,
+        };
+        let mut inventory = sold_inventory();
+        inventory.holds[0].phase_id = Some("fanclub".into());
+        inventory.phases = vec![phase(&["A"])];
+        assert_eq!(inventory.invariants(), Vec::new());
+        // The planted bug: the lane sold a seat of a section it does not sell.
+        inventory.phases = vec![phase(&["B"])];
+        let found = inventory.invariants();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].invariant, "I12");
+        assert!(found[0].detail.contains("seat A-1-1"), "{found:?}");
+        inventory.phases.clear();
+        let found = inventory.invariants();
+        assert!(
+            found[0].detail.contains("which the event has not"),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -157,7 +157,8 @@ impl Lane {
             | Command::Refund(_)
             | Command::WaitlistJoin(_)
             | Command::WaitlistLeave { .. }
-            | Command::Cancel(_) => Self::Sale,
+            | Command::Cancel(_)
+            | Command::RedeemAccess(_) => Self::Sale,
         }
     }
 }

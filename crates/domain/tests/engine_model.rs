@@ -225,8 +225,13 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Hold(
             HoldOutcome::SaleNotOpen { .. }
             | HoldOutcome::Invalid { .. }
+            | HoldOutcome::PhaseEnded { .. }
+            | HoldOutcome::OutsidePhase { .. }
+            | HoldOutcome::AccessCodeRequired { .. }
             | HoldOutcome::EventCancelled,
         ) => Verdict::Invalid,
+        // (The model has no phases: it never redeems a code.)
+        Decision::Access(_) => Verdict::Invalid,
         Decision::Release(ReleaseDecision::Released { .. }) => Verdict::Released,
         Decision::Release(ReleaseDecision::InCheckout) => Verdict::InCheckout,
         Decision::Release(ReleaseDecision::AlreadyEnded) => Verdict::Ended,
@@ -753,6 +758,7 @@ impl Reference {
             seat_ids: hold.seats.clone(),
             expires_at: hold.expires_at,
             exchange: hold.exchange,
+            phase_id: None,
         }
     }
 
@@ -852,6 +858,7 @@ fn request(account: usize, key: u8, ask: &Ask, hold_id: String) -> HoldRequest {
         request_digest: format!("{shape:?}"),
         new_hold_id: hold_id,
         shape,
+        phase_id: None,
     }
 }
 

@@ -103,6 +103,7 @@ impl Subject {
                 exchanges: Vec::new(),
                 waitlist: Vec::new(),
                 refunds: Vec::new(),
+                phases: Vec::new(),
             },
             records: BTreeMap::new(),
             next_hold: 0,
@@ -204,6 +205,7 @@ impl Subject {
                     quantity: new_hold.quantity,
                     idempotency_key: request.idempotency_key.clone(),
                     exchanged_out: 0,
+                    phase_id: None,
                 });
             }
         }
@@ -325,6 +327,9 @@ fn kind(outcome: &HoldOutcome) -> &'static str {
         HoldOutcome::PurchaseLimit { .. } => "limit",
         HoldOutcome::SaleNotOpen { .. } => "not-open",
         HoldOutcome::EventCancelled => "cancelled",
+        HoldOutcome::PhaseEnded { .. } => "phase-ended",
+        HoldOutcome::OutsidePhase { .. } => "outside-phase",
+        HoldOutcome::AccessCodeRequired { .. } => "code-required",
         HoldOutcome::Invalid { .. } => "invalid",
     }
 }
@@ -353,6 +358,7 @@ proptest! {
                                 request_digest: format!("{shape:?}"),
                                 new_hold_id: format!("h{}", subject.next_hold),
                                 shape,
+                                phase_id: None,
                             }
                         })
                         .collect();
@@ -400,6 +406,7 @@ fn invariants_catch_a_planted_double_hold() {
         shape: HoldShape::Seats {
             seat_ids: vec!["A-1-1".into()],
         },
+        phase_id: None,
     };
     let out = subject.batch(&[req("k1", "a0")]);
     assert!(matches!(out[0], HoldOutcome::Held(_)));

@@ -715,6 +715,11 @@ pub struct CreateHoldBody {
     /// Alternative to the `Admission-Token` header.
     #[serde(default)]
     pub admission_token: Option<String>,
+    /// The sale phase to buy in (absent: the admission token's lane, else the phase open
+    /// now, an open one first).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_]{1,64}$")]
+    pub phase_id: Option<String>,
 }
 
 /// A seat id: `<section>-<row>-<number>`, e.g. `A-1-1`.
@@ -981,6 +986,20 @@ pub struct Problem {
     /// 409 of a waiting-list join: the account's live entry on the event.
     #[serde(rename = "waitlistId", skip_serializing_if = "Option::is_none")]
     pub waitlist_id: Option<String>,
+    /// The sale phase of a refusal: 403 `ACCESS_CODE_REQUIRED`, 409 `OUTSIDE_PHASE`,
+    /// `PHASE_ENDED`, `ACCESS_CODE_USED_UP`, `NOT_A_CODE_PHASE`; 422 `ACCESS_CODE_INVALID`.
+    #[serde(rename = "phaseId", skip_serializing_if = "Option::is_none")]
+    pub phase_id: Option<String>,
+    /// 409 `PHASE_ENDED` of a hold: when the phase ended.
+    #[serde(rename = "endedAt", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub ended_at: Option<String>,
+    /// 422 `CSV_INVALID`: the 1-based line of the imported CSV at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// 409 `ACCESS_CODE_EXISTS`: the imported code the phase has already.
+    #[serde(rename = "accessCode", skip_serializing_if = "Option::is_none")]
+    pub access_code: Option<String>,
 }
 
 /// `limit` of a problem: an abuse limit's name (429) or a purchase limit (409).

@@ -59,8 +59,23 @@ pub async fn check_admission(
     body_token: Option<&str>,
     take_slot: bool,
 ) -> ApiResult<()> {
+    admission_lane(state, event, account, headers, body_token, take_slot)
+        .await
+        .map(|_| ())
+}
+
+/// [`check_admission`], answering the sale phase the admission names (the lane the fan
+/// queued for), if any.
+pub async fn admission_lane(
+    state: &AppState,
+    event: &EventRecord,
+    account: &Account,
+    headers: &HeaderMap,
+    body_token: Option<&str>,
+    take_slot: bool,
+) -> ApiResult<Option<String>> {
     if !event.waiting_room.enabled {
-        return Ok(());
+        return Ok(None);
     }
     let header_token = headers.get("admission-token").and_then(|v| v.to_str().ok());
     let Some(token) = header_token.or(body_token) else {

@@ -314,6 +314,20 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::transfers::decline_transfer))
         .routes(routes!(routes::waitlist::join_waitlist))
         .routes(routes!(
+            routes::phases::generate_codes,
+            routes::phases::list_codes
+        ))
+        .routes({
+            // An import is a CSV of up to 100,000 codes: its own body limit.
+            let (schemas, paths, method_router) = routes!(routes::phases::import_codes);
+            let limit = DefaultBodyLimit::max(routes::phases::IMPORT_BODY_BYTES_MAX);
+            (schemas, paths, method_router.layer(limit))
+        })
+        .routes(routes!(
+            routes::phases::redeem_access,
+            routes::phases::get_access
+        ))
+        .routes(routes!(
             routes::waitlist::get_waitlist_entry,
             routes::waitlist::leave_waitlist
         ))

@@ -311,6 +311,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_access_codes_created_total",
+        "Access codes of presale lanes created, by how (generated, imported)",
+    ),
+    (
+        "counter",
+        "boxoffice_access_redemptions_total",
+        "Access-code redemptions decided by the event writers, by decision",
+    ),
+    (
+        "counter",
         "boxoffice_waitlist_total",
         "Waiting-list entries joined and offered seats at once, by status",
     ),

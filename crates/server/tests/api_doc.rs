@@ -127,13 +127,15 @@ fn the_document_names_what_is_left() {
 
 /// The operations whose handlers refuse a request without a key (400
 /// `IDEMPOTENCY_KEY_REQUIRED`, `idempotency::request_key`).
-const KEYED: [&str; 18] = [
+const KEYED: [&str; 20] = [
     "POST /v1/admin/events",
     "POST /v1/admin/events/{}/allocations",
     "POST /v1/admin/events/{}/allocations/{}/comps",
     "POST /v1/admin/events/{}/allocations/{}/release",
     "POST /v1/admin/events/{}/box-office/sales",
     "POST /v1/admin/events/{}/cancel",
+    "POST /v1/admin/events/{}/phases/{}/codes",
+    "POST /v1/admin/events/{}/phases/{}/codes/import",
     "POST /v1/admin/orders/{}/refunds",
     "POST /v1/admin/trips",
     "POST /v1/admin/webhooks",

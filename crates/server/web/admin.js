@@ -995,3 +995,163 @@
   new MutationObserver(sync).observe($('#console'), { attributes: true, attributeFilter: ['hidden'] });
   sync();
 })();
+
+// -- Sale phases panel (issue 40) ------------------------------------------------------------
+// The phases of the event watched under Live sales (window, access, sections, limit); for a
+// code phase: generate codes (answered as a CSV download), import a CSV of `code,uses`, and
+// download the codes with their uses left. Self-contained like the panels above.
+(() => {
+  const $ = (selector) => document.querySelector(selector);
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name.startsWith('on') && typeof value === 'function') el.addEventListener(name.slice(2), value);
+      else if (name === 'class') el.className = value;
+      else if (value === true) el.setAttribute(name, '');
+      else el.setAttribute(name, String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function token() {
+    try { return (JSON.parse(sessionStorage.getItem('bo.admin')) || {}).token; } catch { return undefined; }
+  }
+
+  function uuid() {
+    if (crypto.randomUUID) return crypto.randomUUID();
+    return `${Date.now().toString(16)}-${Math.random().toString(16).slice(2)}`;
+  }
+
+  const when = (at) => (at ? new Date(at).toLocaleString() : '—');
+
+  /** A request whose answer is a file (or a problem): saved as `name` when it is a file. */
+  async function fetchFile(method, path, { body, contentType, key, name }) {
+    const headers = { Accept: 'text/csv', Authorization: `Bearer ${token()}` };
+    if (contentType) headers['Content-Type'] = contentType;
+    if (key) headers['Idempotency-Key'] = key;
+    const res = await fetch(path, { method, headers, body, cache: 'no-store' });
+    if (!res.ok) {
+      let detail = `HTTP ${res.status}`;
+      try { const p = await res.json(); detail = p.detail || p.title || detail; } catch { /* not JSON */ }
+      throw new Error(detail);
+    }
+    const text = await res.text();
+    const named = /filename="([^"]+)"/.exec(res.headers.get('content-disposition') || '');
+    const url = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
+    const a = h('a', { href: url, download: named ? named[1] : name });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    return text;
+  }
+
+  function codeTools(eventId, phase) {
+    const base = `/v1/admin/events/${encodeURIComponent(eventId)}/phases/${encodeURIComponent(phase.phaseId)}/codes`;
+    const status = h('p', { class: 'notice', role: 'status', 'data-testid': `codes-status-${phase.phaseId}` });
+    const say = (text, kind) => { status.className = `notice ${kind}`; status.textContent = text; };
+    const count = h('input', { type: 'number', min: '1', max: '100000', value: '100', id: `codes-count-${phase.phaseId}`, 'data-testid': `codes-count-${phase.phaseId}` });
+    const uses = h('input', { type: 'number', min: '1', max: '100000', value: '1', id: `codes-uses-${phase.phaseId}` });
+    // One key per filled-in form: a retry after a lost answer gets the same codes back.
+    let generateKey = uuid();
+    count.addEventListener('input', () => { generateKey = uuid(); });
+    uses.addEventListener('input', () => { generateKey = uuid(); });
+    const generate = h('form', { class: 'field-row', 'data-testid': `codes-generate-${phase.phaseId}` },
+      h('label', { for: count.id }, 'Codes'), count,
+      h('label', { for: uses.id }, 'Uses each'), uses,
+      h('button', { class: 'btn primary', type: 'submit', 'data-testid': `codes-generate-submit-${phase.phaseId}` }, 'Generate and download (CSV)'));
+    generate.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      try {
+        const body = JSON.stringify({ count: Number(count.value), uses: Number(uses.value) });
+        const text = await fetchFile('POST', base, { body, contentType: 'application/json', key: generateKey, name: `codes-${phase.phaseId}.csv` });
+        say(`${text.trim().split('\n').length - 1} codes made and downloaded.`, 'ok');
+        generateKey = uuid();
+      } catch (err) {
+        say(err.message, 'error');
+      }
+    });
+    const file = h('input', { type: 'file', accept: '.csv,text/csv', id: `codes-file-${phase.phaseId}`, 'data-testid': `codes-import-file-${phase.phaseId}` });
+    const importForm = h('form', { class: 'field-row', 'data-testid': `codes-import-${phase.phaseId}` },
+      h('label', { for: file.id }, 'Import a CSV (code,uses)'), file,
+      h('button', { class: 'btn', type: 'submit', 'data-testid': `codes-import-submit-${phase.phaseId}` }, 'Import'));
+    importForm.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const chosen = file.files && file.files[0];
+      if (!chosen) { say('Choose a CSV file first.', 'error'); return; }
+      try {
+        const res = await fetch(base + '/import', {
+          method: 'POST',
+          headers: { Accept: 'application/json', Authorization: `Bearer ${token()}`, 'Content-Type': 'text/csv', 'Idempotency-Key': uuid() },
+          body: await chosen.text(),
+          cache: 'no-store',
+        });
+        const data = await res.json().catch(() => null);
+        if (!res.ok) throw new Error((data && data.detail) || `HTTP ${res.status}`);
+        say(`${data.codes.length} codes imported.`, 'ok');
+      } catch (err) {
+        say(err.message, 'error');
+      }
+    });
+    const download = h('button', {
+      class: 'btn small', type: 'button', 'data-testid': `codes-download-${phase.phaseId}`,
+      onclick: async () => {
+        try {
+          const text = await fetchFile('GET', base, { name: `codes-${phase.phaseId}.csv` });
+          say(`${text.trim().split('\n').length - 1} codes downloaded with their uses left.`, 'ok');
+        } catch (err) {
+          say(err.message, 'error');
+        }
+      },
+    }, 'Download codes with uses left (CSV)');
+    return h('div', { class: 'code-tools' }, generate, importForm, h('p', { class: 'actions' }, download), status);
+  }
+
+  let shownFor = null;
+
+  async function render(eventId) {
+    shownFor = eventId;
+    const box = $('#phases-list');
+    if (!eventId) { box.replaceChildren(h('p', { class: 'muted' }, 'No event watched.')); return; }
+    let event;
+    try {
+      const res = await fetch(`/v1/events/${encodeURIComponent(eventId)}`, { cache: 'no-store' });
+      event = await res.json();
+    } catch (err) {
+      box.replaceChildren(h('p', { class: 'notice error' }, 'The event could not be read.'));
+      return;
+    }
+    if (shownFor !== eventId) return;
+    const phases = event.phases || [];
+    if (!phases.length) {
+      box.replaceChildren(h('p', { class: 'muted', 'data-testid': 'phases-none' }, `One general sale from ${when(event.onSaleAt)}: this event has no phases.`));
+      return;
+    }
+    box.replaceChildren(...phases.map((p) => h('article', { class: 'phase-admin', 'data-testid': `phase-admin-${p.phaseId}` },
+      h('h3', {}, p.name, ' ', h('span', { class: 'badge' }, p.access === 'code' ? 'Access code' : 'Open to all')),
+      h('p', { class: 'hint' },
+        `${when(p.startsAt)} – ${p.endsAt ? when(p.endsAt) : 'no end'} · `,
+        p.sections.length || p.tiers.length ? `sells ${[...p.sections.map((s) => `section ${s}`), ...p.tiers.map((t) => `tier ${t}`)].join(', ')}` : 'sells everything',
+        p.maxTicketsPerAccount ? ` · ${p.maxTicketsPerAccount} per account` : ''),
+      p.access === 'code' ? codeTools(event.eventId, p) : null)));
+  }
+
+  const panel = $('#phases');
+  const watch = $('#watch');
+  watch.addEventListener('change', () => render(watch.value));
+  // The list of events loads after sign-in; follow its first choice.
+  setInterval(() => { if (!panel.hidden && watch.value !== shownFor) render(watch.value); }, 1000);
+  const sync = () => {
+    const shown = !$('#console').hidden;
+    if (shown && panel.hidden) render(watch.value);
+    panel.hidden = !shown;
+  };
+  new MutationObserver(sync).observe($('#console'), { attributes: true, attributeFilter: ['hidden'] });
+  sync();
+})();

@@ -219,6 +219,11 @@
       case 'SALE_NOT_OPEN':
         return event ? t('storefront-error-sale-opens', { when: when(event.onSaleAt) }) : t('storefront-error-sale-not-open');
       case 'EVENT_CANCELLED': return t('storefront-error-event-cancelled');
+      case 'ACCESS_CODE_REQUIRED': return t('storefront-error-access-code-required');
+      case 'ACCESS_CODE_INVALID': return t('storefront-error-access-code-invalid');
+      case 'ACCESS_CODE_USED_UP': return t('storefront-error-access-code-used-up');
+      case 'OUTSIDE_PHASE': return t('storefront-error-outside-phase');
+      case 'PHASE_ENDED': return t('storefront-error-phase-ended');
       case 'ADMISSION_REQUIRED':
       case 'ADMISSION_INVALID': return t('storefront-error-admission');
       case 'HOLD_EXPIRED': return t('storefront-error-hold-expired');
@@ -497,12 +502,79 @@
       }
       this.queueBox = h('div', { hidden: true });
       this.shopBox = h('div', { hidden: true });
-      append(clear(this.body), this.queueBox, this.shopBox);
+      this.phaseBox = h('div', {});
+      append(clear(this.body), this.phaseBox, this.queueBox, this.shopBox);
+      await this.phases();
+      if (!this.scope.alive) return;
       if (ev.waitingRoom.enabled && !this.admission()) {
         await this.waitingRoom();
         if (!this.scope.alive) return;
       }
       this.shop();
+    }
+
+    // -- Sale phases ------------------------------------------------------------------
+
+    /** The sale's phases with their windows; a code entry for each presale lane not over. */
+    async phases() {
+      const phases = this.event.phases || [];
+      this.lane = null;
+      if (!phases.length) return;
+      const now = Date.now();
+      const open = (p) => Date.parse(p.startsAt) <= now && (!p.endsAt || now < Date.parse(p.endsAt));
+      const items = [];
+      for (const p of phases) {
+        const ended = p.endsAt && Date.parse(p.endsAt) <= now;
+        const window = p.endsAt
+          ? t('storefront-phase-window', { from: when(p.startsAt), to: when(p.endsAt) })
+          : t('storefront-phase-from', { from: when(p.startsAt) });
+        const state = ended ? t('storefront-phase-ended') : open(p) ? t('storefront-phase-open') : t('storefront-phase-later');
+        const item = h('li', { class: 'phase', 'data-testid': `phase-${p.phaseId}` },
+          h('strong', {}, p.name), ' ',
+          p.access === 'code' ? h('span', { class: 'badge' }, t('storefront-phase-code-badge')) : null, ' ',
+          h('span', { class: 'muted' }, `${window} · ${state}`));
+        if (p.access === 'code' && !ended) item.append(await this.codeEntry(p, open(p)));
+        items.push(item);
+      }
+      clear(this.phaseBox, h('section', { class: 'card phases', 'data-testid': 'phases', 'aria-labelledby': 'phases-title' },
+        h('h2', { id: 'phases-title' }, t('storefront-phases-title')),
+        h('ul', { class: 'phase-list' }, items)));
+    }
+
+    /** A presale lane's code entry, or "unlocked" once the account redeemed a code. */
+    async codeEntry(phase, openNow) {
+      const base = `/v1/events/${encodeURIComponent(this.eventId)}/phases/${encodeURIComponent(phase.phaseId)}/access`;
+      const box = h('div', { class: 'code-entry' });
+      const unlocked = () => {
+        if (openNow) this.lane = phase.phaseId;
+        clear(box, h('p', { class: 'notice ok', 'data-testid': `phase-unlocked-${phase.phaseId}` },
+          t('storefront-phase-unlocked', { phase: phase.name })));
+      };
+      try {
+        const { data } = await api('GET', base);
+        if (data.redeemed) { unlocked(); return box; }
+      } catch (e) { /* the entry below still works */ }
+      const id = `code-${phase.phaseId}`;
+      const input = h('input', { id, name: 'code', autocomplete: 'off', required: true, maxlength: '40',
+        spellcheck: 'false', 'data-testid': `phase-code-${phase.phaseId}` });
+      const problem = h('p', { class: 'notice error', role: 'alert' });
+      const form = h('form', { class: 'field-row', 'data-testid': `phase-code-form-${phase.phaseId}` },
+        h('label', { for: id }, t('storefront-phase-code-label')), input,
+        h('button', { class: 'btn primary', type: 'submit', 'data-testid': `phase-code-submit-${phase.phaseId}` },
+          t('storefront-phase-code-submit')));
+      form.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        problem.textContent = '';
+        try {
+          await api('POST', base, { body: { code: input.value.trim() } });
+          unlocked();
+          announce(t('storefront-phase-unlocked', { phase: phase.name }));
+        } catch (e) {
+          problem.textContent = explain(e, this.event);
+        }
+      });
+      clear(box, form, problem);
+      return box;
     }
 
     // -- Waiting room ------------------------------------------------------------------
@@ -886,6 +958,8 @@
       this.busy = true;
       this.say('');
       this.renderPick();
+      // A fan who unlocked the presale open now buys in it.
+      if (this.lane && !body.phaseId) body = { ...body, phaseId: this.lane };
       const digest = JSON.stringify(body);
       // The same request after a lost answer reuses its key: the server replays, never holds twice.
       if (!this.holdKeys.has(digest)) this.holdKeys.set(digest, uuid());

@@ -514,6 +514,7 @@ impl Sim {
                 // As the API's default: a party is split when no block is left.
                 together: boxoffice_domain::best::Together::Prefer,
             },
+            phase_id: None,
         });
         self.submit(fan, command);
     }
@@ -724,7 +725,8 @@ impl Sim {
             | Decision::Exchange(_)
             | Decision::Transfer(_)
             | Decision::Refund(_)
-            | Decision::Cancel(_) => Stage::Done,
+            | Decision::Cancel(_)
+            | Decision::Access(_) => Stage::Done,
         };
         if stage != expected {
             self.violation(
@@ -808,7 +810,8 @@ impl Sim {
             | Decision::Exchange(_)
             | Decision::Transfer(_)
             | Decision::Refund(_)
-            | Decision::Cancel(_) => {}
+            | Decision::Cancel(_)
+            | Decision::Access(_) => {}
         }
     }
 
@@ -846,9 +849,12 @@ impl Sim {
                     },
                 );
             }
-            // (The simulated sale is never cancelled.)
+            // (The simulated sale is never cancelled and has no phases.)
             HoldOutcome::KeyReusedWithOtherRequest
             | HoldOutcome::Invalid { .. }
+            | HoldOutcome::PhaseEnded { .. }
+            | HoldOutcome::OutsidePhase { .. }
+            | HoldOutcome::AccessCodeRequired { .. }
             | HoldOutcome::EventCancelled => {
                 self.violation(
                     ViolationKind::Unexpected,
@@ -977,6 +983,9 @@ fn hold_word(outcome: &HoldOutcome) -> String {
         HoldOutcome::PurchaseLimit { .. } => "purchase-limit".to_owned(),
         HoldOutcome::SaleNotOpen { .. } => "not-open".to_owned(),
         HoldOutcome::EventCancelled => "cancelled".to_owned(),
+        HoldOutcome::PhaseEnded { .. } => "phase-ended".to_owned(),
+        HoldOutcome::OutsidePhase { .. } => "outside-phase".to_owned(),
+        HoldOutcome::AccessCodeRequired { .. } => "code-required".to_owned(),
         HoldOutcome::Invalid { .. } => "invalid".to_owned(),
     }
 }

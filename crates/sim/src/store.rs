@@ -40,6 +40,9 @@ impl Recorded {
             | HoldOutcome::KeyReusedWithOtherRequest
             | HoldOutcome::SaleNotOpen { .. }
             | HoldOutcome::EventCancelled
+            | HoldOutcome::PhaseEnded { .. }
+            | HoldOutcome::OutsidePhase { .. }
+            | HoldOutcome::AccessCodeRequired { .. }
             | HoldOutcome::Invalid { .. } => None,
         }
     }
@@ -164,6 +167,7 @@ impl SimStore {
     pub(crate) fn snapshot(&self) -> EngineSnapshot {
         EngineSnapshot {
             cancelled: false,
+            lanes: Default::default(),
             version: self.version,
             writer_seq: self.writer_seq,
             seats: self.seats.clone(),
@@ -303,6 +307,7 @@ impl SimStore {
                 seat_ids: created.seats.iter().map(|(id, _)| id.clone()).collect(),
                 expires_at: created.expires_at,
                 exchange: false,
+                phase_id: None,
             },
         );
     }
@@ -457,6 +462,7 @@ mod tests {
                 total_minor: 15_000,
                 expires_at,
                 split: false,
+                phase_id: None,
             },
         })]);
         store.apply(&offered, Vec::new(), EPOCH + Duration::seconds(1));

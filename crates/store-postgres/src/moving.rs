@@ -70,6 +70,8 @@ pub const EVENT_TABLES: &[&str] = &[
     "allocation",
     "allocation_comp",
     "box_office_sale",
+    "access_code",
+    "access_redemption",
     "seatmap",
     "seatmap_change",
     "idempotency",

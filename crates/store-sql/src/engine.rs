@@ -14,7 +14,7 @@ use crate::{outbox, waitlist};
 /// Hold columns as [`engine_hold`] reads them.
 const HOLD_SELECT: &str = "SELECT hold_id, account_id, status, tier_id, quantity, exchanged_out,
         CAST(seats AS text), expires_at,
-        EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = hold.hold_id) FROM hold";
+        EXISTS (SELECT 1 FROM exchange x WHERE x.new_hold_id = hold.hold_id), phase_id FROM hold";
 
 const SEAT_SELECT: &str =
     "SELECT seat_id, status, hold_id, hold_expires_at, price_minor FROM seat WHERE event_id = $1";
@@ -60,6 +60,7 @@ fn engine_hold(row: &Row) -> StoreResult<EngineHold> {
             .collect(),
         expires_at: row.get(7)?,
         exchange: row.get(8)?,
+        phase_id: row.get(9)?,
     })
 }
 
@@ -120,6 +121,11 @@ pub async fn load(
     .collect::<StoreResult<_>>()?;
     let waitlist = waitlist::load_entries(&mut conn, event_id).await?;
     let cancelled = crate::cancellation::is_cancelled(&mut conn, event_id).await?;
+    let redemptions = if event.sale.phases.is_empty() {
+        Vec::new()
+    } else {
+        crate::phase::load_redemptions(&mut conn, event_id).await?
+    };
     tx.commit().await?;
     let snapshot = EngineSnapshot {
         version: u64::try_from(version).unwrap_or(0),
@@ -131,6 +137,7 @@ pub async fn load(
         waitlist,
         waitlist_offer_ttl_s: event.waitlist_offer_ttl_s,
         cancelled,
+        lanes: boxoffice_domain::phase::Lanes::new(event.sale.phases.clone(), redemptions),
     };
     Ok((snapshot, now))
 }

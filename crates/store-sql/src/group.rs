@@ -61,6 +61,7 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
     cancellation::write(&mut tx.conn(), group).await?;
     insert_holds(&mut tx.conn(), group).await?;
     waitlist::write(&mut tx.conn(), group).await?;
+    crate::phase::write(&mut tx.conn(), group).await?;
     take_seats(&mut tx.conn(), group).await?;
     take_tier_units(&mut tx.conn(), group, &mut map).await?;
     start_checkouts(&mut tx.conn(), group).await?;
@@ -915,16 +916,17 @@ async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResul
         .texts("seats", holds.iter().map(|h| held_seats_json(&h.seats)))
         .ints("total", holds.iter().map(|h| h.total_minor))
         .texts("idem_key", created.iter().map(|c| c.key.as_str()))
-        .times("expires_at", holds.iter().map(|h| h.expires_at));
+        .times("expires_at", holds.iter().map(|h| h.expires_at))
+        .opt_texts("phase_id", holds.iter().map(|h| h.phase_id.clone()));
     let payloads: Vec<String> = holds
         .iter()
         .map(|h| hold_created_payload(event_id, h))
         .collect();
     let insert = format!(
         "INSERT INTO hold (event_id, hold_id, account_id, status, tier_id, quantity, seats, total_minor,
-                           currency, idempotency_key, created_at, expires_at, updated_at)
+                           currency, idempotency_key, created_at, expires_at, updated_at, phase_id)
          SELECT $1, u.hold_id, u.account_id, 'HELD', u.tier_id, u.quantity, {seats}, u.total,
-                $2, u.idem_key, $3, u.expires_at, $3
+                $2, u.idem_key, $3, u.expires_at, $3, u.phase_id
            FROM {u}",
         seats = d.json("u.seats"),
         u = rows.table(d, 4, "u"),

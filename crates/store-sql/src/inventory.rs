@@ -53,7 +53,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
     .map(engine::tier_row)
     .collect::<StoreResult<Vec<_>>>()?;
     let holds = query(format!(
-        "SELECT {HOLD_COLUMNS}, idempotency_key, exchanged_out FROM hold
+        "SELECT {HOLD_COLUMNS}, idempotency_key, exchanged_out, phase_id FROM hold
           WHERE event_id = $1 ORDER BY hold_id"
     ))
     .bind(event_id)
@@ -73,6 +73,7 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
             quantity: view.quantity,
             idempotency_key: row.get("idempotency_key")?,
             exchanged_out: u32::try_from(row.get::<i32, _>("exchanged_out")?).unwrap_or(0),
+            phase_id: row.get("phase_id")?,
         })
     })
     .collect::<StoreResult<Vec<_>>>()?;
@@ -194,5 +195,6 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
         exchanges,
         waitlist,
         refunds,
+        phases: event.sale.phases.clone(),
     }))
 }

@@ -28,6 +28,7 @@ pub mod inventory;
 pub mod lease;
 pub mod mail;
 pub mod outbox;
+pub mod phase;
 pub mod refund;
 pub mod report;
 pub mod seatmap;
@@ -336,6 +337,17 @@ macro_rules! impl_store {
                     = report::report_rows;
                 timeline_rows(event: &EventRecord, bucket_s: u32)
                     -> ::boxoffice_store::report::TimelineRows = report::timeline_rows;
+            });
+
+            $crate::__forward!($store, ::boxoffice_store::phase::PhaseStore {
+                insert_access_codes(batch: &::boxoffice_store::phase::CodeBatch)
+                    -> ::boxoffice_store::phase::CodesInserted = phase::insert;
+                access_codes(event_id: &str, phase_id: &str, limit: u32)
+                    -> Vec<::boxoffice_store::phase::AccessCodeRow> = phase::list;
+                access_code(event_id: &str, phase_id: &str, code: &str)
+                    -> Option<::boxoffice_store::phase::AccessCodeRow> = phase::get;
+                access_redeemed(event_id: &str, phase_id: &str, account_id: &str)
+                    -> bool = phase::redeemed;
             });
 
             $crate::__forward!($store, ::boxoffice_store::waitlist::WaitlistStore {

@@ -533,7 +533,8 @@ impl GroupWrite<'_> {
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
                 | Effect::WaitlistPurchased { .. }
-                | Effect::EventCancelled(_) => {}
+                | Effect::EventCancelled(_)
+                | Effect::AccessRedeemed(_) => {}
             }
         }
         tiers.into_iter().map(str::to_owned).collect()
@@ -569,7 +570,8 @@ impl GroupWrite<'_> {
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
                 | Effect::WaitlistPurchased { .. }
-                | Effect::EventCancelled(_) => {}
+                | Effect::EventCancelled(_)
+                | Effect::AccessRedeemed(_) => {}
             }
         }
         seat_ids.sort_unstable();
@@ -1263,7 +1265,8 @@ where
             | Decision::Transfer(_)
             | Decision::Refund(_)
             | Decision::Waitlist(_)
-            | Decision::Cancel(_) => None,
+            | Decision::Cancel(_)
+            | Decision::Access(_) => None,
             Decision::Hold(outcome) => {
                 let response = render(outcome);
                 if outcome.is_recorded() {

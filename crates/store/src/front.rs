@@ -1076,6 +1076,56 @@ impl waitlist::WaitlistStore for Front {
     }
 }
 
+/// A phase's access codes live with their event.
+#[async_trait]
+impl crate::phase::PhaseStore for Front {
+    async fn insert_access_codes(
+        &self,
+        batch: &crate::phase::CodeBatch,
+    ) -> StoreResult<crate::phase::CodesInserted> {
+        self.event(Start, &batch.event_id)
+            .await?
+            .insert_access_codes(batch)
+            .await
+    }
+
+    async fn access_codes(
+        &self,
+        event_id: &str,
+        phase_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<crate::phase::AccessCodeRow>> {
+        self.event(Look, event_id)
+            .await?
+            .access_codes(event_id, phase_id, limit)
+            .await
+    }
+
+    async fn access_code(
+        &self,
+        event_id: &str,
+        phase_id: &str,
+        code: &str,
+    ) -> StoreResult<Option<crate::phase::AccessCodeRow>> {
+        self.event(Start, event_id)
+            .await?
+            .access_code(event_id, phase_id, code)
+            .await
+    }
+
+    async fn access_redeemed(
+        &self,
+        event_id: &str,
+        phase_id: &str,
+        account_id: &str,
+    ) -> StoreResult<bool> {
+        self.event(Look, event_id)
+            .await?
+            .access_redeemed(event_id, phase_id, account_id)
+            .await
+    }
+}
+
 #[async_trait]
 impl crate::allocation::AllocationStore for Front {
     async fn add_allocations(

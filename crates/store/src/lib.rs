@@ -20,6 +20,7 @@ pub mod gate;
 pub mod holder;
 pub mod lease;
 pub mod mail;
+pub mod phase;
 pub mod refund;
 pub mod report;
 pub mod seatmap;
@@ -321,6 +322,7 @@ pub trait Store:
     + refund::RefundStore
     + cancellation::CancellationStore
     + waitlist::WaitlistStore
+    + phase::PhaseStore
     + door::DoorStore
     + allocation::AllocationStore
     + webhook::WebhookStore

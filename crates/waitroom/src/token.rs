@@ -37,6 +37,9 @@ pub struct AdmissionClaims {
     pub exp: u64,
     /// Always [`TYP_ADMISSION`].
     pub typ: String,
+    /// The sale phase (presale lane) the fan queued for: its holds are decided in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// Claims of a queue ticket. It carries no `exp`: the queue's state, not the ticket, says
@@ -50,6 +53,9 @@ pub struct QueueTicketClaims {
     pub idx: u64,
     /// Always [`TYP_QUEUE`].
     pub typ: String,
+    /// The sale phase the fan queued for, carried onto the admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 /// Why the keys could not be built.
@@ -134,12 +140,25 @@ impl TokenKeys {
         session_id: &str,
         exp_s: u64,
     ) -> Result<String, KeyError> {
+        self.issue_admission_in_lane(event_id, account_id, session_id, exp_s, None)
+    }
+
+    /// [`Self::issue_admission`] naming the sale phase the fan queued for.
+    pub fn issue_admission_in_lane(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        session_id: &str,
+        exp_s: u64,
+        lane: Option<&str>,
+    ) -> Result<String, KeyError> {
         let claims = AdmissionClaims {
             sub: account_id.to_owned(),
             evt: event_id.to_owned(),
             sid: session_id.to_owned(),
             exp: exp_s,
             typ: TYP_ADMISSION.to_owned(),
+            lane: lane.map(str::to_owned),
         };
         self.sign(&claims)
     }
@@ -151,11 +170,23 @@ impl TokenKeys {
         account_id: &str,
         index: u64,
     ) -> Result<String, KeyError> {
+        self.issue_queue_ticket_in_lane(event_id, account_id, index, None)
+    }
+
+    /// [`Self::issue_queue_ticket`] naming the sale phase the fan queues for.
+    pub fn issue_queue_ticket_in_lane(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        index: u64,
+        lane: Option<&str>,
+    ) -> Result<String, KeyError> {
         let claims = QueueTicketClaims {
             sub: account_id.to_owned(),
             evt: event_id.to_owned(),
             idx: index,
             typ: TYP_QUEUE.to_owned(),
+            lane: lane.map(str::to_owned),
         };
         self.sign(&claims)
     }
@@ -306,6 +337,33 @@ mod tests {
     }
 
     #[test]
+    fn a_lane_rides_from_the_queue_ticket_to_the_admission() {
+        let keys = keys();
+        let ticket = keys
+            .issue_queue_ticket_in_lane("evt-a", "acct-x", 3, Some("fanclub"))
+            .unwrap();
+        let queued = keys
+            .verify_queue_ticket(&ticket, "evt-a", "acct-x")
+            .unwrap();
+        assert_eq!(queued.lane.as_deref(), Some("fanclub"));
+        let admission = keys
+            .issue_admission_in_lane("evt-a", "acct-x", "sess-1", EXP_S, queued.lane.as_deref())
+            .unwrap();
+        let claims = keys
+            .verify_admission(&admission, "evt-a", "acct-x", NOW_S)
+            .unwrap();
+        assert_eq!(claims.lane.as_deref(), Some("fanclub"));
+        // A token without a lane (every token issued before lanes) has none.
+        let plain = keys
+            .issue_admission("evt-a", "acct-x", "sess-1", EXP_S)
+            .unwrap();
+        let claims = keys
+            .verify_admission(&plain, "evt-a", "acct-x", NOW_S)
+            .unwrap();
+        assert_eq!(claims.lane, None);
+    }
+
+    #[test]
     fn refuses_short_secrets() {
         assert_eq!(
             TokenKeys::new(b"short").err(),
@@ -330,6 +388,7 @@ mod tests {
                 sid: "sess-1".into(),
                 exp: EXP_S,
                 typ: TYP_ADMISSION.into(),
+                lane: None,
             }
         );
     }
@@ -363,6 +422,7 @@ mod tests {
                 sid: "sess-1".into(),
                 exp: EXP_S,
                 typ: TYP_ADMISSION.into(),
+                lane: None,
             };
             jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(SECRET).unwrap())
                 .unwrap()
@@ -374,6 +434,7 @@ mod tests {
                 sid: "sess-1".into(),
                 exp: EXP_S,
                 typ: TYP_QUEUE.into(),
+                lane: None,
             })
             .unwrap();
         let queue_ticket = keys.issue_queue_ticket("evt-a", "acct-x", 7).unwrap();
@@ -460,6 +521,7 @@ mod tests {
                 evt: "evt-a".into(),
                 idx: 7,
                 typ: TYP_QUEUE.into(),
+                lane: None,
             })
         );
         assert_eq!(

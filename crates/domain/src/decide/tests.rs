@@ -60,6 +60,7 @@ fn seats_req(account: &str, key: &str, seat_ids: &[&str]) -> HoldRequest {
         shape: HoldShape::Seats {
             seat_ids: seat_ids.iter().map(|s| s.to_string()).collect(),
         },
+        phase_id: None,
     }
 }
 
@@ -73,6 +74,7 @@ fn tier_req(account: &str, key: &str, quantity: u32) -> HoldRequest {
             tier_id: "GA".into(),
             quantity,
         },
+        phase_id: None,
     }
 }
 
@@ -89,6 +91,9 @@ fn kinds(outcomes: &[HoldOutcome]) -> Vec<&'static str> {
             HoldOutcome::PurchaseLimit { .. } => "limit",
             HoldOutcome::SaleNotOpen { .. } => "not-open",
             HoldOutcome::EventCancelled => "cancelled",
+            HoldOutcome::PhaseEnded { .. } => "phase-ended",
+            HoldOutcome::OutsidePhase { .. } => "outside-phase",
+            HoldOutcome::AccessCodeRequired { .. } => "code-required",
             HoldOutcome::Invalid { .. } => "invalid",
         })
         .collect()

@@ -184,6 +184,7 @@ mod tests {
             request_digest: format!("{shape:?}"),
             new_hold_id: hold_id.into(),
             shape,
+            phase_id: None,
         })
     }
 

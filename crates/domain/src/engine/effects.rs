@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use time::OffsetDateTime;
 
 use super::{
-    CheckoutStarted, EventCancelled, ExchangeTaken, HoldConfirmed, OrderCompensated, RefundTaken,
-    TransferTaken, WaitEntry, WaitlistOffer,
+    AccessRedeemed, CheckoutStarted, EventCancelled, ExchangeTaken, HoldConfirmed,
+    OrderCompensated, RefundTaken, TransferTaken, WaitEntry, WaitlistOffer,
 };
 use crate::decide::NewHold;
 use crate::hold::SeatStatus;
@@ -109,6 +109,8 @@ pub enum Effect {
     },
     /// The event cancelled (`engine::cancel`): the store records it and voids every ticket.
     EventCancelled(EventCancelled),
+    /// An access code redeemed for a presale lane (`engine::access`).
+    AccessRedeemed(AccessRedeemed),
 }
 
 /// The rows a group writes: one list of [`Effect`]s in the order the engine decided them.
@@ -212,6 +214,13 @@ impl Effects {
         })
     }
 
+    pub fn access_redeemed(&self) -> impl Iterator<Item = &AccessRedeemed> {
+        self.iter().filter_map(|effect| match effect {
+            Effect::AccessRedeemed(redeemed) => Some(redeemed),
+            _ => None,
+        })
+    }
+
     pub fn refunds(&self) -> impl Iterator<Item = &RefundTaken> {
         self.iter().filter_map(|effect| match effect {
             Effect::Refunded(taken) => Some(taken),
@@ -277,7 +286,8 @@ impl Effects {
             | Effect::WaitlistLeft { .. }
             | Effect::WaitlistLapsed { .. }
             | Effect::WaitlistPurchased { .. }
-            | Effect::EventCancelled(_) => None,
+            | Effect::EventCancelled(_)
+            | Effect::AccessRedeemed(_) => None,
         })
     }
 
@@ -329,7 +339,8 @@ impl Effects {
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
                 | Effect::WaitlistPurchased { .. }
-                | Effect::EventCancelled(_) => None,
+                | Effect::EventCancelled(_)
+                | Effect::AccessRedeemed(_) => None,
             })
             // What an allocation keeps is no purchase (`crate::allocation`).
             .filter(|account| !crate::allocation::is_allocation_account(account))
@@ -355,7 +366,8 @@ impl Effects {
             | Effect::WaitlistOffered(_)
             | Effect::WaitlistLapsed { .. }
             | Effect::WaitlistPurchased { .. }
-            | Effect::EventCancelled(_) => false,
+            | Effect::EventCancelled(_)
+            | Effect::AccessRedeemed(_) => false,
         })
     }
 
@@ -418,7 +430,8 @@ impl Effects {
                 | Effect::WaitlistLeft { .. }
                 | Effect::WaitlistLapsed { .. }
                 | Effect::WaitlistPurchased { .. }
-                | Effect::EventCancelled(_) => {}
+                | Effect::EventCancelled(_)
+                | Effect::AccessRedeemed(_) => {}
             }
         }
         changes

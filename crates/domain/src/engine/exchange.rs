@@ -333,6 +333,7 @@ impl EventEngine {
             quantity: request.takes.quantity(),
             seat_ids,
             expires_at,
+            phase_id: None,
             exchange: true,
         });
     }

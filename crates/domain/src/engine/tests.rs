@@ -51,6 +51,7 @@ fn hold(account: &str, key: &str, shape: HoldShape) -> Command {
         request_digest: format!("{shape:?}"),
         new_hold_id: format!("h-{account}-{key}"),
         shape,
+        phase_id: None,
     })
 }
 
@@ -409,6 +410,7 @@ fn a_refresh_takes_in_a_sale_made_elsewhere() {
         seat_ids: vec!["A-1-1".into()],
         expires_at: NOW + Duration::seconds(300),
         exchange: false,
+        phase_id: None,
     };
     engine.refresh(EngineRows {
         seats: vec![sold],
@@ -530,6 +532,7 @@ fn engine_with_a_sale(seats: usize) -> EventEngine {
             seat_ids: vec!["A-1-1".into()],
             expires_at: NOW,
             exchange: false,
+            phase_id: None,
         }],
     });
     engine

@@ -158,6 +158,7 @@ impl EventEngine {
             seat_ids: request.seat_ids.clone(),
             expires_at: now,
             exchange: false,
+            phase_id: None,
         });
         // The receiver's limit is checked by the store too (`Effects::accounts_checked`).
         effects.push(Effect::TransferTaken(TransferTaken {

@@ -442,6 +442,7 @@ impl EventEngine {
                 Some(
                     HoldOutcome::PurchaseLimit { .. }
                     | HoldOutcome::KeyReusedWithOtherRequest
+                    | HoldOutcome::AccessCodeRequired { .. }
                     | HoldOutcome::Replayed
                     | HoldOutcome::ReplayOfEarlierInBatch { .. },
                 ) => {
@@ -453,6 +454,8 @@ impl EventEngine {
                     | HoldOutcome::SoldOut { .. }
                     | HoldOutcome::SaleNotOpen { .. }
                     | HoldOutcome::EventCancelled
+                    | HoldOutcome::PhaseEnded { .. }
+                    | HoldOutcome::OutsidePhase { .. }
                     | HoldOutcome::Invalid { .. },
                 )
                 | None => {
@@ -480,6 +483,7 @@ impl EventEngine {
             request_digest: String::new(),
             new_hold_id: entry.offer_hold_id.clone(),
             shape,
+            phase_id: None,
         };
         // The offer is a hold with the offer's TTL, decided by the hold rules; it is not a
         // command of the group, so it is the offer's effect, not a new hold's.

@@ -49,6 +49,7 @@ fn hold(ticket: u32, seat: usize) -> Command {
         shape: HoldShape::Seats {
             seat_ids: vec![format!("A-1-{seat}")],
         },
+        phase_id: None,
     })
 }
 

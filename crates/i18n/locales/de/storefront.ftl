@@ -399,3 +399,20 @@ storefront-3ds-hint = Simulierte 3-D-Secure-Prüfung
 storefront-3ds-question = Diese Zahlung an boxoffice genehmigen?
 storefront-3ds-confirm = Zahlung bestätigen
 storefront-3ds-fail = Authentifizierung scheitern lassen
+
+## Verkaufsphasen und Zugangscodes
+storefront-phases-title = Verkaufsphasen
+storefront-phase-window = { $from } bis { $to }
+storefront-phase-from = ab { $from }
+storefront-phase-open = läuft jetzt
+storefront-phase-later = noch nicht geöffnet
+storefront-phase-ended = beendet
+storefront-phase-code-badge = Zugangscode
+storefront-phase-code-label = Ihr Zugangscode
+storefront-phase-code-submit = Vorverkauf freischalten
+storefront-phase-unlocked = Freigeschaltet: Sie können in { $phase } kaufen.
+storefront-error-access-code-required = Dieser Vorverkauf ist für Inhaber eines Zugangscodes: Geben Sie Ihren Code oben ein.
+storefront-error-access-code-invalid = Dieser Code gilt nicht für diesen Vorverkauf.
+storefront-error-access-code-used-up = Dieser Code wurde bereits verwendet.
+storefront-error-outside-phase = Diese Plätze sind in dieser Phase nicht im Verkauf.
+storefront-error-phase-ended = Diese Verkaufsphase ist beendet.

@@ -400,3 +400,20 @@ storefront-3ds-hint = Simulated 3-D Secure check
 storefront-3ds-question = Approve this payment to boxoffice?
 storefront-3ds-confirm = Confirm payment
 storefront-3ds-fail = Fail authentication
+
+## Sale phases and access codes
+storefront-phases-title = Sale phases
+storefront-phase-window = { $from } to { $to }
+storefront-phase-from = from { $from }
+storefront-phase-open = on now
+storefront-phase-later = not yet open
+storefront-phase-ended = ended
+storefront-phase-code-badge = Access code
+storefront-phase-code-label = Your access code
+storefront-phase-code-submit = Unlock presale
+storefront-phase-unlocked = Unlocked: you can buy in { $phase }.
+storefront-error-access-code-required = This presale is for access-code holders: enter your code above.
+storefront-error-access-code-invalid = That code is not valid for this presale.
+storefront-error-access-code-used-up = That code has been used already.
+storefront-error-outside-phase = Those seats are not on sale in this phase.
+storefront-error-phase-ended = This sale phase has ended.

@@ -399,3 +399,20 @@ storefront-3ds-hint = Comprobación 3-D Secure simulada
 storefront-3ds-question = ¿Aprobar este pago a boxoffice?
 storefront-3ds-confirm = Confirmar el pago
 storefront-3ds-fail = Hacer fallar la autenticación
+
+## Fases de venta y códigos de acceso
+storefront-phases-title = Fases de venta
+storefront-phase-window = del { $from } al { $to }
+storefront-phase-from = desde el { $from }
+storefront-phase-open = en curso
+storefront-phase-later = aún no abierta
+storefront-phase-ended = terminada
+storefront-phase-code-badge = Código de acceso
+storefront-phase-code-label = Su código de acceso
+storefront-phase-code-submit = Desbloquear preventa
+storefront-phase-unlocked = Desbloqueado: puede comprar en { $phase }.
+storefront-error-access-code-required = Esta preventa es para titulares de un código de acceso: introduzca su código arriba.
+storefront-error-access-code-invalid = Ese código no es válido para esta preventa.
+storefront-error-access-code-used-up = Ese código ya se ha usado.
+storefront-error-outside-phase = Esos asientos no están a la venta en esta fase.
+storefront-error-phase-ended = Esta fase de venta ha terminado.

@@ -399,3 +399,20 @@ storefront-3ds-hint = Vérification 3-D Secure simulée
 storefront-3ds-question = Approuver ce paiement à boxoffice ?
 storefront-3ds-confirm = Confirmer le paiement
 storefront-3ds-fail = Faire échouer l'authentification
+
+## Phases de vente et codes d'accès
+storefront-phases-title = Phases de vente
+storefront-phase-window = du { $from } au { $to }
+storefront-phase-from = à partir du { $from }
+storefront-phase-open = en cours
+storefront-phase-later = pas encore ouverte
+storefront-phase-ended = terminée
+storefront-phase-code-badge = Code d'accès
+storefront-phase-code-label = Votre code d'accès
+storefront-phase-code-submit = Débloquer la prévente
+storefront-phase-unlocked = Débloqué : vous pouvez acheter dans { $phase }.
+storefront-error-access-code-required = Cette prévente est réservée aux détenteurs d'un code d'accès : saisissez votre code ci-dessus.
+storefront-error-access-code-invalid = Ce code n'est pas valable pour cette prévente.
+storefront-error-access-code-used-up = Ce code a déjà été utilisé.
+storefront-error-outside-phase = Ces places ne sont pas en vente dans cette phase.
+storefront-error-phase-ended = Cette phase de vente est terminée.

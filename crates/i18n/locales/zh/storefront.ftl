@@ -344,3 +344,20 @@ storefront-3ds-hint = 模拟的 3-D Secure 验证
 storefront-3ds-question = 批准向 boxoffice 支付这笔款项？
 storefront-3ds-confirm = 确认付款
 storefront-3ds-fail = 让验证失败
+
+## 销售阶段与访问码
+storefront-phases-title = 销售阶段
+storefront-phase-window = { $from } 至 { $to }
+storefront-phase-from = 自 { $from } 起
+storefront-phase-open = 进行中
+storefront-phase-later = 尚未开始
+storefront-phase-ended = 已结束
+storefront-phase-code-badge = 访问码
+storefront-phase-code-label = 您的访问码
+storefront-phase-code-submit = 解锁预售
+storefront-phase-unlocked = 已解锁：您可以在{ $phase }中购买。
+storefront-error-access-code-required = 此预售仅限访问码持有者：请在上方输入您的访问码。
+storefront-error-access-code-invalid = 该访问码不适用于此预售。
+storefront-error-access-code-used-up = 该访问码已被使用。
+storefront-error-outside-phase = 这些座位不在此阶段出售。
+storefront-error-phase-ended = 此销售阶段已结束。

@@ -268,6 +268,7 @@ async fn keep(
                 request_digest: derived(&[&key, &format!("{item:?}"), &until.to_string()]),
                 new_hold_id: derived_hold_id(&[&event.event_id, &account_id, &key]),
                 shape: rules::keep_shape(&item, until),
+                phase_id: None,
             };
             (item, request)
         })
@@ -821,6 +822,7 @@ pub async fn issue_comp(
         request_digest: derived(&[&comp_key, &format!("{shape:?}")]),
         new_hold_id: derived_hold_id(&[&event.event_id, to.as_str(), &comp_key]),
         shape,
+        phase_id: None,
     };
     let hold_id = hold_request.new_hold_id.clone();
     let held = state.writers.hold(event.clone(), hold_request).await?;

@@ -186,6 +186,7 @@ pub async fn sell(
             best_available: request.best_available,
             idempotency_key: None,
             admission_token: None,
+            phase_id: None,
         },
     )?;
     let path = format!("/v1/admin/events/{}/box-office/sales", event.event_id);
@@ -208,6 +209,7 @@ pub async fn sell(
         request_digest: digest.clone(),
         new_hold_id: derived_hold_id(&[&event.event_id, &buyer_account, &hold_key]),
         shape,
+        phase_id: None,
     };
     let hold_id = hold_request.new_hold_id.clone();
     match state.writers.hold(event.clone(), hold_request).await? {

@@ -16,7 +16,7 @@ use crate::api::{CreateHoldBody, HeldSeatView, HoldResponse, Problem};
 use crate::auth::Account;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
-use crate::gate::{check_admission, replay_or};
+use crate::gate::{admission_lane, replay_or};
 use crate::idempotency::{answer, request_key};
 use crate::runtime::writer::SubmitError;
 
@@ -33,9 +33,9 @@ use crate::runtime::writer::SubmitError;
         (status = 201, description = "Held", body = HoldResponse),
         (status = 400, description = "Idempotency key missing", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
-        (status = 403, description = "Admission token missing or invalid", body = Problem),
+        (status = 403, description = "Admission token missing or invalid, or ACCESS_CODE_REQUIRED: the phase sells to access-code holders and the account redeemed none", body = Problem),
         (status = 404, description = "No such event", body = Problem),
-        (status = 409, description = "SEATS_UNAVAILABLE (for best available with `largestBlock`: the most seats still free together in the asked sections), SOLD_OUT, PURCHASE_LIMIT, SALE_NOT_OPEN, EVENT_CANCELLED or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "SEATS_UNAVAILABLE (for best available with `largestBlock`: the most seats still free together in the asked sections), SOLD_OUT, PURCHASE_LIMIT (the event's or the phase's), SALE_NOT_OPEN (the phase's `onSaleAt`: when it starts), PHASE_ENDED, OUTSIDE_PHASE (the seats, tier or section are not sold in the phase), EVENT_CANCELLED or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 413, description = "Body over 64 KiB", body = Problem),
         (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_KEY_MISMATCH", body = Problem),
         (status = 429, description = "RATE_LIMITED: holds-per-account, holds-per-address, live-holds-per-account or lapsed-holds-per-account (the problem's `limit`), too many queued requests for this event, or the store is busy; retry after Retry-After", body = Problem),
@@ -76,7 +76,7 @@ pub async fn create_hold(
         let refused = ApiError::rate_limited(refused.limit, refused.wait);
         return replay_or(&state, &scope, &digest, refused).await;
     }
-    let admitted = check_admission(
+    let admitted = admission_lane(
         &state,
         &event,
         &account,
@@ -85,9 +85,31 @@ pub async fn create_hold(
         true,
     )
     .await;
-    if let Err(refused) = admitted {
-        return replay_or(&state, &scope, &digest, refused).await;
-    }
+    let lane = match admitted {
+        Ok(lane) => lane,
+        Err(refused) => return replay_or(&state, &scope, &digest, refused).await,
+    };
+    let phase_id = match hold_body.phase_id.clone() {
+        Some(phase_id) => {
+            boxoffice_domain::ids::check_name_id(&phase_id, "phase id")
+                .map_err(|e| ApiError::validation("phaseId", e.0))?;
+            Some(phase_id)
+        }
+        None => None,
+    };
+    // The admission names the lane the fan queued for: its holds are decided in it.
+    let phase_id = match (lane, phase_id) {
+        (Some(lane), Some(asked)) if lane != asked => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "OUTSIDE_PHASE",
+                format!("the admission is for phase {lane}, not {asked}; nothing was held"),
+            )
+            .with("phaseId", lane));
+        }
+        (Some(lane), _) => Some(lane),
+        (None, asked) => asked,
+    };
     let shape = hold_shape(&event, hold_body)?;
     if let Some(map) = state.seatmaps.loaded(&event.event_id)
         && let Some(refusal) = map.sure_refusal(&shape)
@@ -117,6 +139,7 @@ pub async fn create_hold(
         request_digest: digest,
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
+        phase_id,
     };
     let timer = state.waitroom.meter.hold_started();
     let room_enabled = event.waiting_room.enabled;
@@ -317,6 +340,28 @@ pub fn render_hold_outcome(event: &EventRecord, outcome: &HoldOutcome) -> Stored
             on_sale_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
         ),
         HoldOutcome::EventCancelled => crate::routes::cancellation::event_cancelled(),
+        HoldOutcome::PhaseEnded { phase_id, ended_at } => ApiError::new(
+            StatusCode::CONFLICT,
+            "PHASE_ENDED",
+            format!("phase {phase_id} has ended; nothing was held"),
+        )
+        .with("phaseId", phase_id.clone())
+        .with(
+            "endedAt",
+            ended_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        ),
+        HoldOutcome::OutsidePhase { phase_id, reason } => ApiError::new(
+            StatusCode::CONFLICT,
+            "OUTSIDE_PHASE",
+            format!("{reason}; nothing was held"),
+        )
+        .with("phaseId", phase_id.clone()),
+        HoldOutcome::AccessCodeRequired { phase_id } => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "ACCESS_CODE_REQUIRED",
+            format!("phase {phase_id} sells to access-code holders: redeem a code first"),
+        )
+        .with("phaseId", phase_id.clone()),
         HoldOutcome::Invalid { field, reason } => ApiError::validation(field, reason),
         HoldOutcome::Replayed | HoldOutcome::ReplayOfEarlierInBatch { .. } | HoldOutcome::KeyReusedWithOtherRequest => {
             // Never rendered: replays answer with stored bytes (see boxoffice_store::answer_batch).

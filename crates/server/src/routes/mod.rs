@@ -15,6 +15,7 @@ pub mod holders;
 pub mod holds;
 pub mod mail;
 pub mod me;
+pub mod phases;
 pub mod queue;
 pub mod refunds;
 pub mod reports;

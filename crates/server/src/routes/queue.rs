@@ -237,14 +237,26 @@ async fn room_of(state: &AppState, event: &EventRecord) -> ApiResult<std::sync::
     state.waitroom.room(event).await.map_err(state_error)
 }
 
-/// Joins the event's queue; joining again returns the same place.
+/// `POST /v1/events/{eventId}/queue` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct JoinQueueQuery {
+    /// The sale phase (presale lane) to queue for: the admission names it, and the fan's
+    /// holds are decided in it (absent: the phase open when the fan holds).
+    #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_]{1,64}$")]
+    pub phase_id: Option<String>,
+}
+
+/// Joins the event's queue; joining again returns the same place (with `phaseId`, a ticket
+/// for that lane).
 #[utoipa::path(
     post, path = "/v1/events/{eventId}/queue", tag = "waiting room",
-    params(("eventId" = String, Path)),
+    params(("eventId" = String, Path), JoinQueueQuery),
     responses(
         (status = 201, description = "The account's place (the same one on every join)", body = JoinQueueResponse),
         (status = 401, description = "No valid token", body = Problem),
-        (status = 404, description = "No such event", body = Problem),
+        (status = 404, description = "No such event, or no such phase", body = Problem),
         (status = 409, description = "WAITING_ROOM_DISABLED or QUEUE_FULL", body = Problem),
         (status = 503, description = "Waiting-room state unavailable", body = Problem),
         (status = 429, description = "RATE_LIMITED: joins-per-account or joins-per-address; retry after Retry-After", body = Problem),
@@ -255,8 +267,10 @@ pub async fn join_queue(
     State(state): State<AppState>,
     account: Account,
     Path(event_id): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<JoinQueueQuery>,
     address: Option<axum::Extension<crate::ClientAddr>>,
 ) -> ApiResult<Response> {
+    let lane = query.phase_id;
     state.limits.take_both(
         crate::limits::Limit::JoinsPerAccount,
         account.account_id.as_str(),
@@ -264,10 +278,15 @@ pub async fn join_queue(
         address.as_ref(),
     )?;
     let event = state.event(&event_id).await?;
+    if let Some(lane) = &lane
+        && !event.sale.phases.iter().any(|p| &p.phase_id == lane)
+    {
+        return Err(ApiError::not_found("phase"));
+    }
     let room = room_of(&state, &event).await?;
     let (ticket, place, answer) = state
         .waitroom
-        .join(&room, account.account_id.as_str())
+        .join(&room, account.account_id.as_str(), lane.as_deref())
         .await?;
     let (status, estimated_wait_s, retry_after_s) = match answer {
         PollAnswer::Waiting {

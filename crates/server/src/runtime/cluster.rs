@@ -492,6 +492,7 @@ impl Cluster {
                 Ok(Some(order.event_id))
             }
             (&Method::POST, ["v1", "events", event_id, "waitlist"])
+            | (&Method::POST, ["v1", "events", event_id, "phases", _, "access"])
             | (&Method::DELETE, ["v1", "events", event_id, "waitlist", _]) => {
                 Ok(Some((*event_id).to_owned()))
             }

@@ -646,11 +646,13 @@ impl WaitingRoom {
         Ok(n)
     }
 
-    /// Joins `account_id` to the room; returns the signed queue ticket and the place.
+    /// Joins `account_id` to the room; returns the signed queue ticket and the place. A fan
+    /// who queues for a sale phase (`lane`) gets a ticket, then an admission, naming it.
     pub async fn join(
         &self,
         room: &RoomHandle,
         account_id: &str,
+        lane: Option<&str>,
     ) -> Result<(String, boxoffice_waitroom::queue::Place, PollAnswer), RoomError> {
         let now_ms = self.now_ms();
         let place = self
@@ -659,7 +661,7 @@ impl WaitingRoom {
             .await??;
         let ticket = self
             .keys
-            .issue_queue_ticket(&room.event_id, account_id, place.index)
+            .issue_queue_ticket_in_lane(&room.event_id, account_id, place.index, lane)
             .map_err(|e| RoomError::Signing(e.to_string()))?;
         let view = room.view();
         let ahead = place.position.saturating_sub(view.serving + 1);
@@ -786,7 +788,8 @@ impl WaitingRoom {
                 })
             }
             Status::Released { position } | Status::Expired { position } => {
-                self.claim(room, &claims.sub, position, now_ms).await
+                self.claim(room, &claims.sub, position, now_ms, claims.lane.as_deref())
+                    .await
             }
         }
     }
@@ -797,6 +800,7 @@ impl WaitingRoom {
         account_id: &str,
         position: u64,
         now_ms: i64,
+        lane: Option<&str>,
     ) -> Result<PollAnswer, RoomError> {
         let session_id = uuid::Uuid::now_v7().simple().to_string();
         match self
@@ -808,7 +812,13 @@ impl WaitingRoom {
                 let exp_s = u64::try_from(admission.expires_at_ms / 1_000).unwrap_or(0);
                 let token = self
                     .keys
-                    .issue_admission(&room.event_id, account_id, &admission.session_id, exp_s)
+                    .issue_admission_in_lane(
+                        &room.event_id,
+                        account_id,
+                        &admission.session_id,
+                        exp_s,
+                        lane,
+                    )
                     .map_err(|e| RoomError::Signing(e.to_string()))?;
                 Ok(PollAnswer::Admitted {
                     position,
@@ -840,7 +850,7 @@ impl WaitingRoom {
         account_id: &str,
         token: &str,
         take_slot: bool,
-    ) -> Result<(), RoomError> {
+    ) -> Result<Option<String>, RoomError> {
         let now_ms = self.now_ms();
         let now_s = u64::try_from(now_ms / 1_000).unwrap_or(0);
         let claims = self
@@ -854,7 +864,7 @@ impl WaitingRoom {
         {
             Some(admission) if admission.session_id == claims.sid => {
                 if !take_slot || admission.slot.is_some() {
-                    return Ok(());
+                    return Ok(claims.lane);
                 }
                 match self
                     .store
@@ -865,7 +875,7 @@ impl WaitingRoom {
                         if again.session_id == claims.sid && again.slot.is_some() =>
                     {
                         metrics::counter!("boxoffice_waitroom_slots_retaken_total").increment(1);
-                        Ok(())
+                        Ok(claims.lane)
                     }
                     _ => Err(RoomError::SlotGone),
                 }

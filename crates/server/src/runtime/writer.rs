@@ -45,11 +45,11 @@ use std::time::{Duration as StdDuration, Instant};
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest};
 use boxoffice_domain::engine::{
-    CancelDecision, CancelRequest, CheckoutDecision, CheckoutRequest, Command,
-    CompensationDecision, CompensationRequest, Decision, Effects, EventEngine, ExchangeDecision,
-    ExchangeGivesUp, ExchangeRequest, PaymentDecision, PaymentOutcome, PaymentRequest,
-    RefundDecision, RefundRequest, ReleaseDecision, TransferDecision, TransferRequest,
-    WaitlistDecision, WaitlistJoin,
+    AccessDecision, AccessRedeem, CancelDecision, CancelRequest, CheckoutDecision, CheckoutRequest,
+    Command, CompensationDecision, CompensationRequest, Decision, Effects, EventEngine,
+    ExchangeDecision, ExchangeGivesUp, ExchangeRequest, PaymentDecision, PaymentOutcome,
+    PaymentRequest, RefundDecision, RefundRequest, ReleaseDecision, TransferDecision,
+    TransferRequest, WaitlistDecision, WaitlistJoin,
 };
 use boxoffice_domain::hold::HoldStatus;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse};
@@ -157,6 +157,7 @@ enum Answer {
     Refund(RefundAnswer),
     Waitlist(WaitlistAnswer),
     Cancel(CancelDecision),
+    Access(AccessDecision),
 }
 
 /// What a refund got.
@@ -742,6 +743,22 @@ impl EventWriters {
             Answer::Cancel(decision) => Ok(decision),
             _ => Err(SubmitError::Store(StoreError::Internal(
                 "a cancellation was answered as another command".into(),
+            ))),
+        }
+    }
+
+    /// Redeems an access code for a presale lane on the event's writer: two accounts racing a
+    /// single-use code get one `Redeemed` (`engine::access`).
+    pub async fn redeem_access(
+        &self,
+        event: Arc<EventRecord>,
+        request: AccessRedeem,
+    ) -> Result<AccessDecision, SubmitError> {
+        let job = self.job(Command::RedeemAccess(request), |_| {});
+        match self.submit_job(event, job).await? {
+            Answer::Access(decision) => Ok(decision),
+            _ => Err(SubmitError::Store(StoreError::Internal(
+                "a redemption was answered as another command".into(),
             ))),
         }
     }
@@ -1630,6 +1647,7 @@ impl Writer {
                 Decision::Refund(d) => ("refund", *d != RefundDecision::NotKept),
                 Decision::Waitlist(_) => ("waitlist", true),
                 Decision::Cancel(_) => ("cancel", true),
+                Decision::Access(_) => ("access", true),
             };
             // Commands the engine decided, those asked again after a catch-up (a checkout or
             // release of a hold it does not keep), and payments for the store's settlement.
@@ -2108,6 +2126,10 @@ async fn deliver(
             (Command::Cancel(_), Decision::Cancel(decision)) => {
                 delivered.push(None);
                 Ok(Answer::Cancel(decision.clone()))
+            }
+            (Command::RedeemAccess(_), Decision::Access(decision)) => {
+                delivered.push(None);
+                Ok(Answer::Access(decision))
             }
             (Command::Checkout(_), Decision::Checkout(CheckoutDecision::NotKept)) => {
                 delivered.push(None);
