@@ -45,3 +45,11 @@ async fn postgres_matches_the_model() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn postgres_keeps_access_code_batches() {
+    with_store(|store| async move {
+        conformance::access_code_batches(&store).await;
+    })
+    .await;
+}

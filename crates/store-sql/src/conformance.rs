@@ -305,3 +305,78 @@ where
         "seed {seed}: the sequence must create, release, expire and refuse: {seen:?}"
     );
 }
+
+/// A phase's access codes (issue 40): a batch is inserted all or nothing, a retry of it
+/// answers its codes, its key with another request is refused, a code the phase has already
+/// refuses the batch, and a phase never holds more codes than its maximum.
+pub async fn access_code_batches(store: &dyn Store) {
+    use boxoffice_store::phase::{AccessCodeRow, CodeBatch, CodesInserted};
+
+    let event = create_event(store, "codes", 300).await;
+    let batch = |key: &str, digest: &str, codes: &[(&str, u32)], max: u64| CodeBatch {
+        event_id: event.event_id.clone(),
+        phase_id: "fanclub".into(),
+        batch_key: format!("ops:{key}"),
+        batch_digest: digest.into(),
+        codes: codes.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect(),
+        phase_codes_max: max,
+    };
+    let row = |code: &str, max_uses: u32| AccessCodeRow {
+        code: code.into(),
+        max_uses,
+        uses: 0,
+    };
+    let first = batch("k1", "d1", &[("BBBB0001", 1), ("AAAA0001", 2)], 3);
+    let inserted = store.insert_access_codes(&first).await.expect("insert");
+    assert_eq!(
+        inserted,
+        CodesInserted::Inserted(vec![row("BBBB0001", 1), row("AAAA0001", 2)])
+    );
+    let replayed = store.insert_access_codes(&first).await.expect("replay");
+    assert_eq!(
+        replayed,
+        CodesInserted::Replayed(vec![row("AAAA0001", 2), row("BBBB0001", 1)])
+    );
+    let reused = batch("k1", "d2", &[("CCCC0001", 1)], 3);
+    assert_eq!(
+        store.insert_access_codes(&reused).await.expect("reuse"),
+        CodesInserted::KeyReused
+    );
+    let duplicate = batch("k2", "d3", &[("CCCC0001", 1), ("BBBB0001", 1)], 10);
+    assert_eq!(
+        store
+            .insert_access_codes(&duplicate)
+            .await
+            .expect("duplicate"),
+        CodesInserted::Duplicate("BBBB0001".into())
+    );
+    let too_many = batch("k3", "d4", &[("CCCC0001", 1), ("DDDD0001", 1)], 3);
+    assert_eq!(
+        store
+            .insert_access_codes(&too_many)
+            .await
+            .expect("too many"),
+        CodesInserted::TooMany { held: 2 }
+    );
+    // Nothing of the refused batches was written.
+    let listed = store
+        .access_codes(&event.event_id, "fanclub", 10)
+        .await
+        .expect("list");
+    assert_eq!(listed, vec![row("AAAA0001", 2), row("BBBB0001", 1)]);
+    let one = store
+        .access_code(&event.event_id, "fanclub", "AAAA0001")
+        .await
+        .expect("get");
+    assert_eq!(one, Some(row("AAAA0001", 2)));
+    let none = store
+        .access_code(&event.event_id, "other", "AAAA0001")
+        .await
+        .expect("get in another phase");
+    assert_eq!(none, None);
+    let redeemed = store
+        .access_redeemed(&event.event_id, "fanclub", "ann")
+        .await
+        .expect("redeemed");
+    assert!(!redeemed);
+}

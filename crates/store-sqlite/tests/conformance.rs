@@ -20,3 +20,16 @@ async fn sqlite_matches_the_model() {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
 }
+
+#[tokio::test]
+async fn sqlite_keeps_access_code_batches() {
+    let path = std::env::temp_dir().join(format!("boxoffice-codes-{}.db", uuid::Uuid::now_v7()));
+    let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("open");
+    store.migrate().await.expect("migrate");
+    conformance::access_code_batches(&store).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
