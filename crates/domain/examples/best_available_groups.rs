@@ -24,6 +24,7 @@ fn main() {
         max_seats_per_hold: 6,
         max_tickets_per_account: 6,
         currency: "EUR".into(),
+        prices: Default::default(),
     };
     for (label, sold_every) in [
         ("mid-sale: every 7th seat sold", 7u32),
@@ -73,6 +74,7 @@ fn main() {
                             max_price_minor: None,
                             together,
                         },
+                        ticket_types: Default::default(),
                     })
                 })
                 .collect();

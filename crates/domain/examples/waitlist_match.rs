@@ -53,6 +53,7 @@ fn main() {
         max_seats_per_hold: 100,
         max_tickets_per_account: 100,
         currency: "EUR".into(),
+        prices: Default::default(),
     };
     let mut seats = Vec::new();
     let mut holds = Vec::new();
@@ -77,6 +78,7 @@ fn main() {
                 request_digest: String::new(),
                 new_hold_id: format!("h-{account}"),
                 shape: HoldShape::Seats { seat_ids },
+                ticket_types: Default::default(),
             }));
         }
     }

@@ -13,6 +13,7 @@ use crate::best::{BestRequest, RowSeats, Together};
 use crate::event::SaleRules;
 use crate::hold::{SeatStatus, seat_is_free};
 use crate::ids::SeatRef;
+use crate::pricing::{OrderPrice, Place, assign_types, price_order};
 
 /// One reserved seat as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +72,9 @@ pub struct HoldRequest {
     /// The id the hold gets if granted, chosen by the caller so this function stays pure.
     pub new_hold_id: String,
     pub shape: HoldShape,
+    /// Ticket types asked (type id → count; empty: all standard), given to the hold's seats
+    /// in its seat order ([`crate::pricing::assign_types`]).
+    pub ticket_types: BTreeMap<String, u32>,
 }
 
 /// A granted hold: what the store writes.
@@ -86,6 +90,9 @@ pub struct NewHold {
     pub expires_at: OffsetDateTime,
     /// A best-available party seated apart because no block of its size was left.
     pub split: bool,
+    /// Each ticket's type and price parts, and the order's fees: `seats`' prices and
+    /// `total_minor` are its all-in prices ([`crate::pricing::price_order`]).
+    pub price: OrderPrice,
 }
 
 /// The outcome of one request. Exhaustive: the store and the HTTP layer match on every case.
@@ -284,10 +291,19 @@ fn decide_one(
             requested,
         };
     }
+    let types = match assign_types(&rules.prices, &request.ticket_types, requested) {
+        Ok(types) => types,
+        Err(refused) => return invalid(&refused.field, refused.reason),
+    };
     let expires_at = state.now + Duration::seconds(i64::from(rules.hold_ttl_s));
     let chosen;
+    let price;
     let new_hold = match &request.shape {
         HoldShape::Seats { seat_ids } => {
+            price = match price_seats(rules, state, seat_ids, &types) {
+                Ok(price) => price,
+                Err(refused) => return refused,
+            };
             match hold_seats(state, request, seat_ids, requested, expires_at) {
                 Ok(hold) => hold,
                 Err(unavailable_seat_ids) => {
@@ -307,7 +323,8 @@ fn decide_one(
             let best = BestRequest {
                 quantity: *quantity,
                 section: section.clone(),
-                max_price_minor: *max_price_minor,
+                // The cap is the standard type's all-in price; the rows know face prices.
+                max_price_minor: max_price_minor.map(|cap| rules.prices.face_cap_minor(cap)),
             };
             let index = rows.get_or_insert_with(|| RowIndex::build(rules, state));
             // `seat` keeps to the request's section and price cap itself; the index knows
@@ -326,6 +343,10 @@ fn decide_one(
                 };
             };
             chosen = seating.seat_ids;
+            price = match price_seats(rules, state, &chosen, &types) {
+                Ok(price) => price,
+                Err(refused) => return refused,
+            };
             match hold_seats(state, request, &chosen, requested, expires_at) {
                 Ok(hold) => NewHold {
                     split: seating.split,
@@ -348,6 +369,15 @@ fn decide_one(
                     available: tier.available,
                 };
             }
+            let place = Place {
+                seat_id: None,
+                place: tier_id.clone(),
+                standard_face_minor: tier.price_minor,
+            };
+            price = match price_order(&rules.prices, &vec![place; types.len()], &types, None) {
+                Ok(price) => price,
+                Err(refused) => return invalid(&refused.field, refused.reason),
+            };
             tier.available -= quantity_i64;
             tier.held += quantity_i64;
             NewHold {
@@ -359,9 +389,11 @@ fn decide_one(
                 total_minor: tier.price_minor * quantity_i64,
                 expires_at,
                 split: false,
+                price: OrderPrice::default(),
             }
         }
     };
+    let new_hold = new_hold.priced(price);
     if let Some(index) = rows {
         index.take(new_hold.seats.iter().map(|(seat_id, _)| seat_id.as_str()));
     }
@@ -409,7 +441,42 @@ fn hold_seats(
         total_minor,
         expires_at,
         split: false,
+        price: OrderPrice::default(),
     })
+}
+
+/// Prices the tickets of seats about to be held, their types given in seat order; a seat
+/// whose section does not sell its type refuses the request.
+fn price_seats(
+    rules: &SaleRules,
+    state: &BatchState,
+    seat_ids: &[String],
+    types: &[String],
+) -> Result<OrderPrice, HoldOutcome> {
+    let places: Vec<Place> = seat_ids
+        .iter()
+        .map(|seat_id| Place {
+            seat_id: Some(seat_id.clone()),
+            place: SeatRef::parse(seat_id)
+                .map(|seat| seat.section)
+                .unwrap_or_default(),
+            standard_face_minor: state.seats.get(seat_id).map_or(0, |row| row.price_minor),
+        })
+        .collect();
+    price_order(&rules.prices, &places, types, None)
+        .map_err(|refused| invalid(&refused.field, refused.reason))
+}
+
+impl NewHold {
+    /// The hold at its all-in prices: each seat's is its line's, the total the order's.
+    fn priced(mut self, price: OrderPrice) -> Self {
+        for ((_, seat_price), line) in self.seats.iter_mut().zip(&price.lines) {
+            *seat_price = line.all_in_minor;
+        }
+        self.total_minor = price.total_minor;
+        self.price = price;
+        self
+    }
 }
 
 /// The rows of the batch's seats with their free seats, in section order (best first), built

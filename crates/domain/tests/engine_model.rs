@@ -46,6 +46,7 @@ fn rules() -> SaleRules {
         max_seats_per_hold: MAX_PER_HOLD,
         max_tickets_per_account: LIMIT,
         currency: "EUR".into(),
+        prices: Default::default(),
     }
 }
 
@@ -850,6 +851,7 @@ fn request(account: usize, key: u8, ask: &Ask, hold_id: String) -> HoldRequest {
         request_digest: format!("{shape:?}"),
         new_hold_id: hold_id,
         shape,
+        ticket_types: Default::default(),
     }
 }
 

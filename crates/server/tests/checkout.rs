@@ -1074,6 +1074,7 @@ async fn a_used_ticket_refuses_its_compensation_alone(backend: Backend) {
         request_digest: format!("{shape:?}"),
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
+        ticket_types: Default::default(),
     };
     let commands = vec![
         Command::Compensate(CompensationRequest {
@@ -2023,6 +2024,7 @@ async fn a_compensation_read_before_its_operation_moved_is_refused_alone(backend
         request_digest: format!("{shape:?}"),
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
+        ticket_types: Default::default(),
     };
     let commands = vec![
         Command::Compensate(CompensationRequest {

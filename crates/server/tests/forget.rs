@@ -55,6 +55,7 @@ fn seat_request(account: &str, key: &str, seat_id: &str) -> HoldRequest {
         request_digest: format!("{shape:?}"),
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
+        ticket_types: Default::default(),
     }
 }
 

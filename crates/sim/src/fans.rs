@@ -514,6 +514,7 @@ impl Sim {
                 // As the API's default: a party is split when no block is left.
                 together: boxoffice_domain::best::Together::Prefer,
             },
+            ticket_types: Default::default(),
         });
         self.submit(fan, command);
     }

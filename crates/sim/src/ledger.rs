@@ -550,6 +550,7 @@ mod tests {
             total_minor: 100 * seats.len() as i64,
             expires_at: EPOCH + Duration::seconds(until_s),
             split: false,
+            price: Default::default(),
         }
     }
 

@@ -457,6 +457,7 @@ mod tests {
                 total_minor: 15_000,
                 expires_at,
                 split: false,
+                price: Default::default(),
             },
         })]);
         store.apply(&offered, Vec::new(), EPOCH + Duration::seconds(1));

@@ -169,6 +169,7 @@ async fn sell(
             request_digest: format!("{shape:?}"),
             new_hold_id: format!("h-{}-{n}", event.event_id),
             shape,
+            ticket_types: Default::default(),
         };
         let sent = Instant::now();
         let answer = front

@@ -251,6 +251,7 @@ fn seat_request(account: &str, key: &str, hold_id: &str, seat_id: &str) -> HoldR
         request_digest: format!("{shape:?}"),
         new_hold_id: hold_id.into(),
         shape,
+        ticket_types: Default::default(),
     }
 }
 

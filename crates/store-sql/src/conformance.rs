@@ -142,6 +142,7 @@ fn command(rng: &mut Rng, step: u64, live: &[(String, String)]) -> Command {
         idempotency_key: key,
         new_hold_id: format!("hold-{step}-{}", uuid::Uuid::now_v7().simple()),
         shape,
+        ticket_types: Default::default(),
     })
 }
 

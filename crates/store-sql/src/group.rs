@@ -970,7 +970,8 @@ async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResul
     if written != created.len() as u64 {
         return Err(mismatch("new holds", created.len(), written));
     }
-    Ok(())
+    // Each ticket's type, fees and tax beside the hold (issue 40).
+    crate::pricing::insert_lines(conn, group.event, &group.effects).await
 }
 
 /// Takes the seats the engine gave to new holds, each only if it is still free.

@@ -123,6 +123,7 @@ async fn hold(
         request_digest: format!("{shape:?}"),
         new_hold_id: hold_id.into(),
         shape,
+        ticket_types: Default::default(),
     };
     let endpoint = format!("POST /v1/events/{}/holds", event.event_id);
     let answers = store

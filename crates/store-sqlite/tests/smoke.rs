@@ -78,6 +78,7 @@ fn request(account: &str, key: &str, hold_id: &str, shape: HoldShape) -> HoldReq
         request_digest: format!("{shape:?}"),
         new_hold_id: hold_id.into(),
         shape,
+        ticket_types: Default::default(),
     }
 }
 

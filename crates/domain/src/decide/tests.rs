@@ -17,6 +17,7 @@ fn rules() -> SaleRules {
         max_seats_per_hold: 3,
         max_tickets_per_account: 4,
         currency: "EUR".into(),
+        prices: Default::default(),
     }
 }
 
@@ -60,6 +61,7 @@ fn seats_req(account: &str, key: &str, seat_ids: &[&str]) -> HoldRequest {
         shape: HoldShape::Seats {
             seat_ids: seat_ids.iter().map(|s| s.to_string()).collect(),
         },
+        ticket_types: Default::default(),
     }
 }
 
@@ -73,6 +75,7 @@ fn tier_req(account: &str, key: &str, quantity: u32) -> HoldRequest {
             tier_id: "GA".into(),
             quantity,
         },
+        ticket_types: Default::default(),
     }
 }
 

@@ -480,6 +480,7 @@ impl EventEngine {
             request_digest: String::new(),
             new_hold_id: entry.offer_hold_id.clone(),
             shape,
+            ticket_types: Default::default(),
         };
         // The offer is a hold with the offer's TTL, decided by the hold rules; it is not a
         // command of the group, so it is the offer's effect, not a new hold's.

@@ -23,6 +23,7 @@ fn engine(seats: usize) -> EventEngine {
         max_seats_per_hold: 4,
         max_tickets_per_account: 4,
         currency: "EUR".into(),
+        prices: Default::default(),
     };
     let snapshot = EngineSnapshot {
         seats: (1..=seats)
@@ -49,6 +50,7 @@ fn hold(ticket: u32, seat: usize) -> Command {
         shape: HoldShape::Seats {
             seat_ids: vec![format!("A-1-{seat}")],
         },
+        ticket_types: Default::default(),
     })
 }
 

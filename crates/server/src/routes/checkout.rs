@@ -128,6 +128,13 @@ pub struct OrderResponse {
     pub refunds: Vec<crate::routes::refunds::RefundResponse>,
     /// What the order's refunds give back (pending ones included; failed ones not).
     pub refunded_minor: i64,
+    /// Each ticket priced (type, face, discount, fees, tax, all-in), in seat order; on
+    /// `GET /v1/orders/{orderId}`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<crate::sale_api::pricing::PriceLineView>,
+    /// The order's price in sums; on `GET /v1/orders/{orderId}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<crate::sale_api::pricing::BreakdownView>,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub created_at: time::OffsetDateTime,
@@ -163,6 +170,10 @@ impl OrderResponse {
                 .map(|s| HeldSeatView {
                     seat_id: s.seat_id.clone(),
                     price_minor: s.price_minor,
+                    ticket_type: None,
+                    face_minor: None,
+                    fees_minor: None,
+                    tax_minor: None,
                 })
                 .collect(),
             tier_id: order.tier_id.clone(),
@@ -195,9 +206,19 @@ impl OrderResponse {
                 .map(crate::routes::refunds::RefundResponse::new)
                 .collect(),
             refunded_minor: order.refunded_minor(),
+            lines: Vec::new(),
+            breakdown: None,
             created_at: order.created_at,
             updated_at: order.updated_at,
         }
+    }
+
+    /// The order with its price's lines and breakdown (its seats with their types).
+    pub fn priced(mut self, price: &boxoffice_domain::pricing::OrderPrice) -> Self {
+        self.seats = HeldSeatView::of_price(price);
+        self.lines = price.lines.iter().map(Into::into).collect();
+        self.breakdown = Some(price.breakdown().into());
+        self
     }
 }
 
@@ -617,7 +638,17 @@ pub async fn get_order(
         .await?
         .filter(|o| o.account_id == account.account_id.as_str())
         .ok_or_else(|| ApiError::not_found("order"))?;
-    Ok(axum::Json(OrderResponse::new(&order)).into_response())
+    let stored = state
+        .store
+        .hold_price(&order.event_id, &order.hold_id)
+        .await?;
+    let price = crate::sale_api::pricing::shown_price(
+        stored,
+        &order.seats,
+        order.quantity,
+        order.total_minor,
+    );
+    Ok(axum::Json(OrderResponse::new(&order).priced(&price)).into_response())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
