@@ -127,9 +127,10 @@ fn the_document_names_what_is_left() {
 
 /// The operations whose handlers refuse a request without a key (400
 /// `IDEMPOTENCY_KEY_REQUIRED`, `idempotency::request_key`).
-const KEYED: [&str; 14] = [
+const KEYED: [&str; 15] = [
     "POST /v1/admin/events",
     "POST /v1/admin/events/{}/cancel",
+    "POST /v1/admin/events/{}/promo-codes",
     "POST /v1/admin/orders/{}/refunds",
     "POST /v1/admin/trips",
     "POST /v1/admin/webhooks",

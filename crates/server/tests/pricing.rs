@@ -1,7 +1,8 @@
 //! Ticket types, fees and tax shown all-in (issue 40) over HTTP on both backends: holds priced
 //! per ticket type (named seats, best available, a tier), the worked example's amounts equal
 //! to the cent in the hold, the order, the payment, the report and its CSV, `boxoffice
-//! check`'s rule that an order costs the sum of its lines, and the requests a type refuses.
+//! check`'s rule that an order costs the sum of its lines, the requests a type refuses, and
+//! promo codes: a worked discount to the cent, and a code of one use raced by four checkouts.
 
 mod common;
 
@@ -13,6 +14,7 @@ stories!(
     adult_and_child_seats_are_priced_all_in_to_the_cent_from_hold_to_report,
     best_available_and_tiers_sell_types_and_compare_all_in_prices,
     a_ticket_type_request_that_does_not_fit_is_refused_by_field,
+    a_promo_code_reprices_the_checkout_to_the_cent_and_racing_checkouts_use_it_once,
 );
 
 /// Section A sells adult and child, section B only the standard type; a VAT of 20 %
@@ -332,5 +334,167 @@ async fn a_ticket_type_request_that_does_not_fit_is_refused_by_field(backend: Ba
         "{}",
         bad.json()
     );
+    app.finish().await;
+}
+
+async fn create_code(app: &TestApp, event_id: &str, key: &str, body: Value) -> common::Answer {
+    app.post(
+        &app.admin,
+        &format!("/v1/admin/events/{event_id}/promo-codes"),
+        Some(key),
+        &body,
+    )
+    .await
+}
+
+async fn checkout_with(app: &TestApp, account: &str, hold_id: &str, code: &str) -> common::Answer {
+    app.post(
+        &token(account),
+        &format!("/v1/holds/{hold_id}/checkout"),
+        Some(&format!("pay-{hold_id}")),
+        &json!({"paymentMethodToken": "pm_card_visa", "promoCode": code}),
+    )
+    .await
+}
+
+async fn a_promo_code_reprices_the_checkout_to_the_cent_and_racing_checkouts_use_it_once(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let event_id = app.create_event(priced_event()).await;
+
+    // 10 % off adult tickets, once; a retry of the creation answers the same.
+    let body = json!({"code": "Save10", "percentOffBp": 1000, "ticketTypes": ["adult"],
+                      "maxUses": 1});
+    let created = create_code(&app, &event_id, "code-1", body.clone()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json());
+    assert_eq!(created.json()["code"], "SAVE10");
+    let again = create_code(&app, &event_id, "code-1", body.clone()).await;
+    assert_eq!(again.status, StatusCode::CREATED);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    let twice = create_code(&app, &event_id, "code-2", body).await;
+    assert_eq!(twice.status, StatusCode::CONFLICT);
+    assert_eq!(twice.code(), "PROMO_CODE_EXISTS");
+    let both = create_code(
+        &app,
+        &event_id,
+        "code-3",
+        json!({"code": "X", "percentOffBp": 10, "amountOffMinor": 10, "maxUses": 1}),
+    )
+    .await;
+    assert_eq!(both.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let once = create_code(
+        &app,
+        &event_id,
+        "code-4",
+        json!({"code": "ONCE", "amountOffMinor": 1000, "maxUses": 1}),
+    )
+    .await;
+    assert_eq!(once.status, StatusCode::CREATED, "{}", once.json());
+
+    // An adult and a child; the code comes off the adult's face only. Adult: 4900 - 490 =
+    // 4410, fees 150 + 110.25 → 110 = 260, VAT round(4670 / 6 = 778.33) = 778, all-in 4670.
+    // Child as before: 2713 (VAT 452). Booking fee 300 (VAT 50). Total 7683.
+    let held = hold(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-1-4", "A-1-5"], "ticketTypes": {"adult": 1, "child": 1}}),
+    )
+    .await;
+    assert_eq!(
+        held.json()["totalMinor"],
+        5173 + 2713 + 300,
+        "{}",
+        held.json()
+    );
+    let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+    let unknown = checkout_with(&app, "ann", &hold_id, "NOPE").await;
+    assert_eq!(unknown.status, StatusCode::CONFLICT, "{}", unknown.json());
+    assert_eq!(unknown.code(), "PROMO_CODE_INVALID");
+    let paid = checkout_with(&app, "ann", &hold_id, "save10").await;
+    assert_eq!(paid.json()["orderStatus"], "CONFIRMED", "{}", paid.json());
+    let order_id = paid.json()["orderId"].as_str().unwrap().to_owned();
+    let order =
+        common::order_until(&app, "ann", &order_id, |o| o["paymentStatus"] == "CAPTURED").await;
+    assert_eq!(order["totalMinor"], 7683, "{order}");
+    assert_eq!(
+        order["breakdown"],
+        json!({"faceMinor": 6910, "discountMinor": 490, "feesMinor": 473,
+               "taxMinor": 778 + 452 + 50, "orderFeesMinor": 300, "totalMinor": 7683})
+    );
+    assert_eq!(
+        order["lines"][0],
+        json!({"seatId": "A-1-4", "ticketType": "adult", "faceMinor": 4410,
+               "discountMinor": 490, "feesMinor": 260, "taxMinor": 778, "allInMinor": 4670})
+    );
+    assert_eq!(order["seats"][0]["priceMinor"], 4670);
+    // A retry of the checkout is a replay; the code is not counted again.
+    let replay = checkout_with(&app, "ann", &hold_id, "save10").await;
+    assert_eq!(replay.json()["orderId"], order_id.as_str());
+    // The code is used up now.
+    let other = hold(&app, "bob", &event_id, json!({"seatIds": ["A-1-6"]})).await;
+    let other_id = other.json()["holdId"].as_str().unwrap().to_owned();
+    let used_up = checkout_with(&app, "bob", &other_id, "SAVE10").await;
+    assert_eq!(used_up.code(), "PROMO_CODE_INVALID");
+    assert!(
+        used_up.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("used up")
+    );
+
+    // Four fans race for the one use of ONCE: one order is discounted (face 3900, fees 150
+    // + 97.5 → 98, all-in 4148, + 300), the others are refused and can pay full price.
+    let fans = ["f1", "f2", "f3", "f4"];
+    let mut holds = Vec::new();
+    for (i, fan) in fans.iter().enumerate() {
+        let seat = format!("A-1-{}", 7 + i);
+        let held = hold(&app, fan, &event_id, json!({"seatIds": [seat]})).await;
+        assert_eq!(held.status, StatusCode::CREATED, "{}", held.json());
+        holds.push(held.json()["holdId"].as_str().unwrap().to_owned());
+    }
+    let answers = futures_util::future::join_all(
+        fans.iter()
+            .zip(&holds)
+            .map(|(fan, hold_id)| checkout_with(&app, fan, hold_id, "once")),
+    )
+    .await;
+    let won: Vec<&common::Answer> = answers
+        .iter()
+        .filter(|a| a.status == StatusCode::CREATED)
+        .collect();
+    assert_eq!(won.len(), 1, "one discounted checkout");
+    for answer in answers.iter().filter(|a| a.status != StatusCode::CREATED) {
+        assert_eq!(answer.code(), "PROMO_CODE_INVALID");
+    }
+    let winner = won[0].json()["orderId"].as_str().unwrap().to_owned();
+    let (fan, _) = fans
+        .iter()
+        .zip(&answers)
+        .find(|(_, a)| a.status == StatusCode::CREATED)
+        .unwrap();
+    let order = common::order_until(&app, fan, &winner, |o| o["paymentStatus"] == "CAPTURED").await;
+    assert_eq!(order["totalMinor"], 4448, "{order}");
+    let codes = app
+        .get(
+            &app.admin,
+            &format!("/v1/admin/events/{event_id}/promo-codes"),
+        )
+        .await
+        .json();
+    let uses: Vec<(String, u64)> = codes["promoCodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["code"].as_str().unwrap().to_owned(),
+                c["uses"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(uses, [("ONCE".to_owned(), 1), ("SAVE10".to_owned(), 1)]);
+    app.db.assert_invariants().await;
     app.finish().await;
 }

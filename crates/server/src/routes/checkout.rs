@@ -46,6 +46,12 @@ pub struct CheckoutBody {
     pub idempotency_key: Option<String>,
     #[serde(default)]
     pub admission_token: Option<String>,
+    /// A promo code of the event (any case): applied to the hold before the checkout starts,
+    /// the order charged the re-priced total; 409 `PROMO_CODE_INVALID` when it cannot be
+    /// used. Ignored by an exchange's checkout.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_-]{1,32}$")]
+    pub promo_code: Option<String>,
 }
 
 /// What the shopper must do next (3-D Secure).
@@ -287,7 +293,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         (status = 400, description = "Idempotency key missing", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such hold for this account", body = Problem),
-        (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT, IDEMPOTENCY_IN_PROGRESS or PROMO_CODE_INVALID (unknown, not valid yet, expired, used up, or the hold has another code)", body = Problem),
         (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED, or HOLDERS_REQUIRED: the event's holder policy asks a name or an answer that a ticket of the hold lacks (`PUT /v1/holds/{holdId}/holders` first)", body = Problem),
         (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
@@ -426,6 +432,13 @@ pub async fn checkout_hold(
         // a held hold names what is missing (an exchange's or a retry's is not asked again).
         if hold.status == HoldStatus::Held && path.starts_with("/v1/holds/") {
             crate::routes::holders::require_holders(state, &found, hold).await?;
+        }
+        if let Some(code) = checkout.promo_code.as_deref()
+            && hold.status == HoldStatus::Held
+            && path.starts_with("/v1/holds/")
+        {
+            let account_id = account.account_id.as_str();
+            crate::routes::promo::apply(state, &found, &hold.hold_id, account_id, code).await?;
         }
         event = Some(found);
     }

@@ -13,6 +13,7 @@ pub mod holders;
 pub mod holds;
 pub mod mail;
 pub mod me;
+pub mod promo;
 pub mod queue;
 pub mod refunds;
 pub mod reports;
