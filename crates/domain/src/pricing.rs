@@ -706,4 +706,96 @@ mod tests {
         );
         assert_eq!(refused.unwrap_err().field, "ticketTypes");
     }
+
+    /// The hold decision prices each granted seat by its type, all or nothing: a request
+    /// whose types do not fit holds nothing; best available's cap is the all-in price.
+    #[test]
+    fn the_hold_decision_prices_each_seat_by_its_type() {
+        use crate::decide::{
+            BatchState, HoldOutcome, HoldRequest, HoldShape, SeatRow, decide_holds,
+        };
+        use crate::event::SaleRules;
+        use crate::hold::SeatStatus;
+        let now = time::macros::datetime!(2026-12-01 10:00 UTC);
+        let rules = SaleRules {
+            on_sale_at: now,
+            section_order: vec!["A".into()],
+            hold_ttl_s: 300,
+            max_seats_per_hold: 4,
+            max_tickets_per_account: 8,
+            currency: "EUR".into(),
+            prices: PriceList {
+                ticket_types: vec![child()],
+                fees: vec![
+                    fee(FeeBasis::Ticket, 150, 250),
+                    fee(FeeBasis::Order, 300, 0),
+                ],
+                tax: None,
+            },
+        };
+        let seats = (1..=4)
+            .map(|n| {
+                let seat_id = format!("A-1-{n}");
+                let row = SeatRow {
+                    seat_id: seat_id.clone(),
+                    status: SeatStatus::Available,
+                    hold_id: None,
+                    hold_expires_at: None,
+                    price_minor: 4900,
+                };
+                (seat_id, row)
+            })
+            .collect();
+        let mut state = BatchState {
+            now,
+            seats,
+            tiers: BTreeMap::new(),
+            usage_by_account: BTreeMap::new(),
+            prior_digests: BTreeMap::new(),
+        };
+        let request = |key: &str, shape: HoldShape, counts: &[(&str, u32)]| HoldRequest {
+            account_id: "ann".into(),
+            idempotency_key: key.into(),
+            request_digest: key.into(),
+            new_hold_id: format!("h-{key}"),
+            shape,
+            ticket_types: counts.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect(),
+        };
+        let named = HoldShape::Seats {
+            seat_ids: vec!["A-1-1".into(), "A-1-2".into()],
+        };
+        let cheap = HoldShape::BestAvailable {
+            quantity: 2,
+            section: None,
+            // One under the standard all-in price (4900 + 150 + 123 = 5173).
+            max_price_minor: Some(5172),
+            together: crate::best::Together::Prefer,
+        };
+        let outcomes = decide_holds(
+            &rules,
+            &mut state,
+            &[
+                request("too-many", named.clone(), &[("child", 3)]),
+                request("typed", named, &[("standard", 1), ("child", 1)]),
+                request("capped", cheap, &[]),
+            ],
+        );
+        assert!(
+            matches!(&outcomes[0], HoldOutcome::Invalid { field, .. } if field == "ticketTypes")
+        );
+        let HoldOutcome::Held(hold) = &outcomes[1] else {
+            panic!("{:?}", outcomes[1]);
+        };
+        assert_eq!(
+            hold.seats,
+            vec![("A-1-1".to_owned(), 5173), ("A-1-2".to_owned(), 2713)]
+        );
+        assert_eq!(hold.total_minor, 5173 + 2713 + 300);
+        assert_eq!(hold.price.lines[1].ticket_type, "child");
+        assert!(
+            matches!(&outcomes[2], HoldOutcome::SeatsUnavailable { .. }),
+            "{:?}",
+            outcomes[2]
+        );
+    }
 }

@@ -61,6 +61,8 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
     cancellation::write(&mut tx.conn(), group).await?;
     insert_holds(&mut tx.conn(), group).await?;
     waitlist::write(&mut tx.conn(), group).await?;
+    // Each new hold's tickets priced (types, fees, tax: issue 40), the offers' too.
+    crate::pricing::insert_lines(&mut tx.conn(), group.event, &group.effects).await?;
     take_seats(&mut tx.conn(), group).await?;
     take_tier_units(&mut tx.conn(), group, &mut map).await?;
     start_checkouts(&mut tx.conn(), group).await?;
@@ -970,8 +972,7 @@ async fn insert_holds(conn: &mut Conn<'_>, group: &GroupWrite<'_>) -> StoreResul
     if written != created.len() as u64 {
         return Err(mismatch("new holds", created.len(), written));
     }
-    // Each ticket's type, fees and tax beside the hold (issue 40).
-    crate::pricing::insert_lines(conn, group.event, &group.effects).await
+    Ok(())
 }
 
 /// Takes the seats the engine gave to new holds, each only if it is still free.

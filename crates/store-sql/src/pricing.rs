@@ -1,5 +1,5 @@
 //! Prices as stored (see `boxoffice_store::pricing`): a hold's lines written with the hold in
-//! its group's transaction ([`insert_lines`], called by `group::insert_holds`), read back for
+//! its group's transaction ([`insert_lines`], called by `group::apply`), read back for
 //! the hold, its order and the report; an event's promo codes and their application to a
 //! hold, one transaction that counts the use conditionally and re-prices the hold.
 
@@ -27,10 +27,10 @@ pub async fn insert_lines(
         return Ok(());
     }
     let rows: Vec<(&str, LineRow)> = effects
-        .holds_created()
-        .flat_map(|created| {
-            let hold_id = created.hold.hold_id.as_str();
-            line_rows(&created.hold.price)
+        .new_holds()
+        .flat_map(|hold| {
+            let hold_id = hold.hold_id.as_str();
+            line_rows(&hold.price)
                 .into_iter()
                 .map(move |row| (hold_id, row))
         })

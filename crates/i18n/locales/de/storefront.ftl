@@ -399,3 +399,14 @@ storefront-3ds-hint = Simulierte 3-D-Secure-Prüfung
 storefront-3ds-question = Diese Zahlung an boxoffice genehmigen?
 storefront-3ds-confirm = Zahlung bestätigen
 storefront-3ds-fail = Authentifizierung scheitern lassen
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = Tickets nach Art
+storefront-types-hint = Wie viele von jeder Art; alle auf 0 lassen für Standardtickets. Die Arten gehen der Reihe nach an Ihre Plätze.
+storefront-type-standard = Standard
+storefront-breakdown-face = Nennwert
+storefront-breakdown-discount = Rabatt
+storefront-breakdown-fees = Gebühren
+storefront-breakdown-order-fees = Bestellgebühr
+storefront-breakdown-tax = Steuer (enthalten oder zuzüglich)
+storefront-promo-label = Aktionscode

@@ -400,3 +400,14 @@ storefront-3ds-hint = Simulated 3-D Secure check
 storefront-3ds-question = Approve this payment to boxoffice?
 storefront-3ds-confirm = Confirm payment
 storefront-3ds-fail = Fail authentication
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = Tickets by type
+storefront-types-hint = How many of each; leave all at 0 for standard tickets. Types go to your seats in order.
+storefront-type-standard = Standard
+storefront-breakdown-face = Face value
+storefront-breakdown-discount = Promo discount
+storefront-breakdown-fees = Fees
+storefront-breakdown-order-fees = Order fee
+storefront-breakdown-tax = Tax (included or added)
+storefront-promo-label = Promo code

@@ -399,3 +399,14 @@ storefront-3ds-hint = Comprobación 3-D Secure simulada
 storefront-3ds-question = ¿Aprobar este pago a boxoffice?
 storefront-3ds-confirm = Confirmar el pago
 storefront-3ds-fail = Hacer fallar la autenticación
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = Entradas por tipo
+storefront-types-hint = Cuántas de cada tipo; déjalas todas en 0 para entradas estándar. Los tipos se asignan a tus asientos en orden.
+storefront-type-standard = Estándar
+storefront-breakdown-face = Valor nominal
+storefront-breakdown-discount = Descuento
+storefront-breakdown-fees = Gastos
+storefront-breakdown-order-fees = Gastos del pedido
+storefront-breakdown-tax = Impuestos (incluidos o añadidos)
+storefront-promo-label = Código promocional

@@ -399,3 +399,14 @@ storefront-3ds-hint = Vérification 3-D Secure simulée
 storefront-3ds-question = Approuver ce paiement à boxoffice ?
 storefront-3ds-confirm = Confirmer le paiement
 storefront-3ds-fail = Faire échouer l'authentification
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = Billets par tarif
+storefront-types-hint = Combien de chaque tarif ; laissez tout à 0 pour des billets standard. Les tarifs vont à vos places dans l’ordre.
+storefront-type-standard = Standard
+storefront-breakdown-face = Valeur faciale
+storefront-breakdown-discount = Réduction
+storefront-breakdown-fees = Frais
+storefront-breakdown-order-fees = Frais de commande
+storefront-breakdown-tax = Taxes (incluses ou ajoutées)
+storefront-promo-label = Code promo

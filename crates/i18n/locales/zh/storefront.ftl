@@ -344,3 +344,14 @@ storefront-3ds-hint = 模拟的 3-D Secure 验证
 storefront-3ds-question = 批准向 boxoffice 支付这笔款项？
 storefront-3ds-confirm = 确认付款
 storefront-3ds-fail = 让验证失败
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = 按票种选择
+storefront-types-hint = 每种票的数量；全部为 0 即为标准票。票种按座位顺序分配。
+storefront-type-standard = 标准
+storefront-breakdown-face = 票面价
+storefront-breakdown-discount = 优惠
+storefront-breakdown-fees = 服务费
+storefront-breakdown-order-fees = 订单费
+storefront-breakdown-tax = 税费（已含或另加）
+storefront-promo-label = 优惠码
