@@ -427,7 +427,7 @@
   function eventCard(event) {
     const seats = event.sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0)
       + event.tiers.reduce((n, t) => n + t.capacity, 0);
-    const prices = [...event.sections.map((s) => s.priceMinor), ...event.tiers.map((t) => t.priceMinor)];
+    const prices = [...event.sections.map((s) => s.allInPriceMinor ?? s.priceMinor), ...event.tiers.map((t) => t.allInPriceMinor ?? t.priceMinor)];
     const from = prices.length ? Math.min(...prices) : 0;
     const href = `#/events/${encodeURIComponent(event.eventId)}`;
     return h('li', { class: 'card event-card', 'data-testid': 'event-card', 'data-event-id': event.eventId },
@@ -776,7 +776,7 @@
         Array.from({ length: max }, (_, i) => h('option', { value: String(i + 1), selected: i === 1 }, String(i + 1))));
       const section = h('select', { id: 'best-section', 'data-testid': 'best-section' },
         h('option', { value: '' }, t('storefront-best-any-section')),
-        ev.sections.map((s) => h('option', { value: s.name }, t('storefront-section-price', { section: s.name, price: money(s.priceMinor, ev.currency) }))));
+        ev.sections.map((s) => h('option', { value: s.name }, t('storefront-section-price', { section: s.name, price: money(s.allInPriceMinor ?? s.priceMinor, ev.currency) }))));
       // What the party accepts when no block of its size is left (the API's `together`).
       const together = h('select', { id: 'best-together', 'data-testid': 'best-together' },
         h('option', { value: 'prefer' }, t('storefront-best-together-prefer')),
@@ -823,8 +823,8 @@
       const tier = h('select', { id: 'tier-id' }, ev.tiers.map((area) => {
         const left = avail.has(area.tierId) ? avail.get(area.tierId) : area.available;
         return h('option', { value: area.tierId }, left !== undefined
-          ? t('storefront-tier-option-left', { tier: area.name, price: money(area.priceMinor, ev.currency), count: left })
-          : t('storefront-tier-option', { tier: area.name, price: money(area.priceMinor, ev.currency) }));
+          ? t('storefront-tier-option-left', { tier: area.name, price: money(area.allInPriceMinor ?? area.priceMinor, ev.currency), count: left })
+          : t('storefront-tier-option', { tier: area.name, price: money(area.allInPriceMinor ?? area.priceMinor, ev.currency) }));
       }));
       const qty = h('select', { id: 'tier-qty' }, Array.from({ length: max }, (_, i) => h('option', { value: String(i + 1) }, String(i + 1))));
       const old = this.tierBox.querySelector('form');
@@ -1405,7 +1405,7 @@
       this.sections = [];
       let offset = 0;
       for (const s of event.sections) {
-        this.sections.push({ name: s.name, rows: s.rows, perRow: s.seatsPerRow, price: s.priceMinor, offset, x: 0, y: 0 });
+        this.sections.push({ name: s.name, rows: s.rows, perRow: s.seatsPerRow, price: s.allInPriceMinor ?? s.priceMinor, offset, x: 0, y: 0 });
         offset += s.rows * s.seatsPerRow;
       }
       this.count = offset;
