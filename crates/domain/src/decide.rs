@@ -302,7 +302,7 @@ fn decide_one(
         HoldShape::Seats { seat_ids } => {
             price = match price_seats(rules, state, seat_ids, &types) {
                 Ok(price) => price,
-                Err(refused) => return refused,
+                Err(refused) => return invalid(&refused.field, refused.reason),
             };
             match hold_seats(state, request, seat_ids, requested, expires_at) {
                 Ok(hold) => hold,
@@ -345,7 +345,7 @@ fn decide_one(
             chosen = seating.seat_ids;
             price = match price_seats(rules, state, &chosen, &types) {
                 Ok(price) => price,
-                Err(refused) => return refused,
+                Err(refused) => return invalid(&refused.field, refused.reason),
             };
             match hold_seats(state, request, &chosen, requested, expires_at) {
                 Ok(hold) => NewHold {
@@ -452,7 +452,7 @@ fn price_seats(
     state: &BatchState,
     seat_ids: &[String],
     types: &[String],
-) -> Result<OrderPrice, HoldOutcome> {
+) -> Result<OrderPrice, crate::pricing::PriceError> {
     let places: Vec<Place> = seat_ids
         .iter()
         .map(|seat_id| Place {
@@ -464,7 +464,6 @@ fn price_seats(
         })
         .collect();
     price_order(&rules.prices, &places, types, None)
-        .map_err(|refused| invalid(&refused.field, refused.reason))
 }
 
 impl NewHold {

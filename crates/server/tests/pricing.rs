@@ -443,6 +443,30 @@ async fn a_promo_code_reprices_the_checkout_to_the_cent_and_racing_checkouts_use
             .unwrap()
             .contains("used up")
     );
+    // Codes outside their validity, by the store's clock.
+    for (code, window, why) in [
+        (
+            "LATE",
+            json!({"validUntil": "2020-01-01T00:00:00Z"}),
+            "expired",
+        ),
+        (
+            "SOON",
+            json!({"validFrom": "2099-01-01T00:00:00Z"}),
+            "not valid yet",
+        ),
+    ] {
+        let mut body = json!({"code": code, "amountOffMinor": 100, "maxUses": 5});
+        for (k, v) in window.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let made = create_code(&app, &event_id, &format!("code-{code}"), body).await;
+        assert_eq!(made.status, StatusCode::CREATED, "{}", made.json());
+        let refused = checkout_with(&app, "bob", &other_id, code).await;
+        assert_eq!(refused.code(), "PROMO_CODE_INVALID");
+        let detail = refused.json()["detail"].as_str().unwrap().to_owned();
+        assert!(detail.contains(why), "{detail}");
+    }
 
     // Four fans race for the one use of ONCE: one order is discounted (face 3900, fees 150
     // + 97.5 → 98, all-in 4148, + 300), the others are refused and can pay full price.
@@ -494,7 +518,15 @@ async fn a_promo_code_reprices_the_checkout_to_the_cent_and_racing_checkouts_use
             )
         })
         .collect();
-    assert_eq!(uses, [("ONCE".to_owned(), 1), ("SAVE10".to_owned(), 1)]);
+    assert_eq!(
+        uses,
+        [
+            ("LATE".to_owned(), 0),
+            ("ONCE".to_owned(), 1),
+            ("SAVE10".to_owned(), 1),
+            ("SOON".to_owned(), 0)
+        ]
+    );
     app.db.assert_invariants().await;
     app.finish().await;
 }

@@ -632,6 +632,7 @@ mod tests {
                 charged_minor: 100,
                 orders_confirmed: 1,
             },
+            sales: None,
         };
         let csv = report_csv(&report);
         let line = csv.lines().nth(1).expect("the tier's line");
