@@ -6,8 +6,8 @@
 -- type '_order'); lines 1..n the tickets in the hold's seat order (a tier's units in order).
 -- Written in the group transaction that creates the hold (rewritten when a promo code is
 -- applied), for events with ticket types, fees or tax and for holds with a promo code; a hold
--- without lines is priced by its seats JSON and total as before. The order of the hold, its
--- tickets, the report and `boxoffice check` (an order's total is the sum of its lines) read
+-- without lines is priced by its seats JSON and total as before. The hold's and its order's
+-- answers, the report and `boxoffice check` (an order's total is the sum of its lines) read
 -- them.
 CREATE TABLE hold_line (
     event_id        text NOT NULL,

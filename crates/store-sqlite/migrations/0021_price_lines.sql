@@ -6,15 +6,15 @@
 -- type '_order'); lines 1..n the tickets in the hold's seat order (a tier's units in order).
 -- Written in the group transaction that creates the hold (rewritten when a promo code is
 -- applied), for events with ticket types, fees or tax and for holds with a promo code; a hold
--- without lines is priced by its seats JSON and total as before. The order of the hold, its
--- tickets, the report and `boxoffice check` (an order's total is the sum of its lines) read
+-- without lines is priced by its seats JSON and total as before. The hold's and its order's
+-- answers, the report and `boxoffice check` (an order's total is the sum of its lines) read
 -- them.
 CREATE TABLE hold_line (
-    event_id        text NOT NULL,
-    hold_id         text NOT NULL,
-    line            integer NOT NULL CHECK (line >= 0),
-    seat_id         text,
-    ticket_type     text NOT NULL,
+    event_id        TEXT NOT NULL,
+    hold_id         TEXT NOT NULL,
+    line            INTEGER NOT NULL CHECK (line >= 0),
+    seat_id         TEXT,
+    ticket_type     TEXT NOT NULL,
     face_minor      INTEGER NOT NULL CHECK (face_minor >= 0),
     discount_minor  INTEGER NOT NULL CHECK (discount_minor >= 0),
     fees_minor      INTEGER NOT NULL CHECK (fees_minor >= 0),
@@ -28,13 +28,13 @@ CREATE TABLE hold_line (
 -- `valid_from` and `valid_until` (NULL: open). `uses` only grows by a conditional update
 -- (`uses < max_uses`), so racing checkouts cannot use a code more than `max_uses` times.
 CREATE TABLE promo_code (
-    event_id          text NOT NULL,
-    code              text NOT NULL,
-    percent_off_bp    integer NOT NULL CHECK (percent_off_bp BETWEEN 0 AND 10000),
+    event_id          TEXT NOT NULL,
+    code              TEXT NOT NULL,
+    percent_off_bp    INTEGER NOT NULL CHECK (percent_off_bp BETWEEN 0 AND 10000),
     amount_off_minor  INTEGER NOT NULL CHECK (amount_off_minor >= 0),
-    ticket_types      text NOT NULL DEFAULT '[]',
-    max_uses          integer NOT NULL CHECK (max_uses >= 1),
-    uses              integer NOT NULL DEFAULT 0 CHECK (uses >= 0 AND uses <= max_uses),
+    ticket_types      TEXT NOT NULL DEFAULT '[]',
+    max_uses          INTEGER NOT NULL CHECK (max_uses >= 1),
+    uses              INTEGER NOT NULL DEFAULT 0 CHECK (uses >= 0 AND uses <= max_uses),
     valid_from        INTEGER,
     valid_until       INTEGER,
     created_at        INTEGER NOT NULL,
@@ -44,9 +44,9 @@ CREATE TABLE promo_code (
 -- The code applied to a hold (one per hold): its use is counted once, however often the
 -- hold's checkout is retried.
 CREATE TABLE hold_promo (
-    event_id    text NOT NULL,
-    hold_id     text NOT NULL,
-    code        text NOT NULL,
+    event_id    TEXT NOT NULL,
+    hold_id     TEXT NOT NULL,
+    code        TEXT NOT NULL,
     applied_at  INTEGER NOT NULL,
     PRIMARY KEY (event_id, hold_id)
 ) STRICT;
