@@ -15,6 +15,7 @@ stories!(
     best_available_and_tiers_sell_types_and_compare_all_in_prices,
     a_ticket_type_request_that_does_not_fit_is_refused_by_field,
     a_promo_code_reprices_the_checkout_to_the_cent_and_racing_checkouts_use_it_once,
+    a_fan_refund_gives_back_each_tickets_all_in_price,
 );
 
 /// Section A sells adult and child, section B only the standard type; a VAT of 20 %
@@ -527,6 +528,35 @@ async fn a_promo_code_reprices_the_checkout_to_the_cent_and_racing_checkouts_use
             ("SOON".to_owned(), 0)
         ]
     );
+    app.db.assert_invariants().await;
+    app.finish().await;
+}
+
+/// A refund gives back what a ticket cost the fan: its all-in price (the order's own fee
+/// stays with the organiser, as the refund policy's kept fee does).
+async fn a_fan_refund_gives_back_each_tickets_all_in_price(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut event = priced_event();
+    event["refundPolicy"] = json!({"fanRefundCutoffSeconds": 0, "keepFeeMinor": 0});
+    let event_id = app.create_event(event).await;
+    let (order_id, tickets) = common::buy_captured(
+        &app,
+        "ann",
+        &event_id,
+        json!({"seatIds": ["A-1-1", "A-1-2"], "ticketTypes": {"adult": 1, "child": 1}}),
+    )
+    .await;
+    let child = tickets.iter().find(|t| t["seatId"] == "A-1-2").unwrap();
+    let path = format!("/v1/orders/{order_id}/refunds");
+    let body = json!({"ticketIds": [child["ticketId"]]});
+    let first = app.post(&token("ann"), &path, Some("r-child"), &body).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.json());
+    assert_eq!(first.json()["amountMinor"], 2713);
+    let rest = app
+        .post(&token("ann"), &path, Some("r-rest"), &json!({}))
+        .await;
+    assert_eq!(rest.status, StatusCode::ACCEPTED, "{}", rest.json());
+    assert_eq!(rest.json()["amountMinor"], 5173);
     app.db.assert_invariants().await;
     app.finish().await;
 }
