@@ -533,7 +533,8 @@ async fn a_promo_code_reprices_the_checkout_to_the_cent_and_racing_checkouts_use
 }
 
 /// A refund gives back what a ticket cost the fan: its all-in price (the order's own fee
-/// stays with the organiser, as the refund policy's kept fee does).
+/// stays with the organiser, as the refund policy's kept fee does); an exchange compares the
+/// old and the new tickets' all-in prices.
 async fn a_fan_refund_gives_back_each_tickets_all_in_price(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let mut event = priced_event();
@@ -557,6 +558,30 @@ async fn a_fan_refund_gives_back_each_tickets_all_in_price(backend: Backend) {
         .await;
     assert_eq!(rest.status, StatusCode::ACCEPTED, "{}", rest.json());
     assert_eq!(rest.json()["amountMinor"], 5173);
+
+    // An exchange values both sides all-in: an adult at A (5173) for a standard seat at B
+    // (3000 + 150 + 75 = 3225) gives 1948 back.
+    let (adult_order, _) = common::buy_captured(
+        &app,
+        "bob",
+        &event_id,
+        json!({"seatIds": ["A-1-5"], "ticketTypes": {"adult": 1}}),
+    )
+    .await;
+    let moved = app
+        .post(
+            &token("bob"),
+            &format!("/v1/orders/{adult_order}/exchanges"),
+            Some("x-bob"),
+            &json!({"fromSeatIds": ["A-1-5"], "toSeatIds": ["B-1-1"]}),
+        )
+        .await;
+    assert_eq!(
+        moved.json()["amountDueMinor"],
+        3225 - 5173,
+        "{}",
+        moved.json()
+    );
     app.db.assert_invariants().await;
     app.finish().await;
 }
