@@ -384,6 +384,28 @@ async fn a_promo_code_reprices_the_checkout_to_the_cent_and_racing_checkouts_use
     )
     .await;
     assert_eq!(both.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let no_uses = create_code(
+        &app,
+        &event_id,
+        "code-5",
+        json!({"code": "ZERO", "amountOffMinor": 10, "maxUses": 0}),
+    )
+    .await;
+    assert_eq!(no_uses.json()["field"], "maxUses", "{}", no_uses.json());
+    // A fan is not an organiser; an unknown event is not found.
+    let fan = app
+        .post(
+            &token("ann"),
+            &format!("/v1/admin/events/{event_id}/promo-codes"),
+            Some("code-fan"),
+            &json!({"code": "MINE", "amountOffMinor": 10, "maxUses": 1}),
+        )
+        .await;
+    assert_eq!(fan.status, StatusCode::FORBIDDEN);
+    let unknown = app
+        .get(&app.admin, "/v1/admin/events/no-such-event/promo-codes")
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     let once = create_code(
         &app,
         &event_id,
