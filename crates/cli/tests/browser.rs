@@ -249,6 +249,14 @@ fn sale_phases_and_access_codes_in_headless_chromium() {
     story("phases.mjs", &["phases.png", "phases-admin.png"]);
 }
 
+/// Ticket types, all-in prices and promo codes (issue 40): the type picker before holding,
+/// each seat's all-in price and the hold's breakdown, a promo code at checkout, the order's
+/// re-priced total to the cent.
+#[test]
+fn ticket_types_all_in_prices_and_a_promo_code_in_headless_chromium() {
+    story("pricing.mjs", &["pricing.png"]);
+}
+
 /// Runs `node e2e/<script>` against a fresh `serve --dev-auth`; each of `shots` must be
 /// written by the run.
 fn story(script: &str, shots: &[&str]) {

@@ -24,6 +24,7 @@ fn main() {
         max_seats_per_hold: 6,
         max_tickets_per_account: 6,
         currency: "EUR".into(),
+        prices: Default::default(),
     };
     for (label, sold_every) in [
         ("mid-sale: every 7th seat sold", 7u32),
@@ -74,6 +75,7 @@ fn main() {
                             together,
                         },
                         phase_id: None,
+                        ticket_types: Default::default(),
                     })
                 })
                 .collect();

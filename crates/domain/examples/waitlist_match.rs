@@ -53,6 +53,7 @@ fn main() {
         max_seats_per_hold: 100,
         max_tickets_per_account: 100,
         currency: "EUR".into(),
+        prices: Default::default(),
     };
     let mut seats = Vec::new();
     let mut holds = Vec::new();
@@ -78,6 +79,7 @@ fn main() {
                 new_hold_id: format!("h-{account}"),
                 shape: HoldShape::Seats { seat_ids },
                 phase_id: None,
+                ticket_types: Default::default(),
             }));
         }
     }

@@ -14,6 +14,7 @@ use crate::event::SaleRules;
 use crate::hold::{SeatStatus, seat_is_free};
 use crate::ids::SeatRef;
 use crate::phase::{Lanes, Phase, PhaseRefusal, phase_for};
+use crate::pricing::{OrderPrice, Place, assign_types, price_order};
 
 /// One reserved seat as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +79,9 @@ pub struct HoldRequest {
     pub shape: HoldShape,
     /// The sale phase the hold asks to buy in (`crate::phase`); `None`: the phase open now.
     pub phase_id: Option<String>,
+    /// Ticket types asked (type id → count; empty: all standard), given to the hold's seats
+    /// in its seat order ([`crate::pricing::assign_types`]).
+    pub ticket_types: BTreeMap<String, u32>,
 }
 
 /// A granted hold: what the store writes.
@@ -95,6 +99,9 @@ pub struct NewHold {
     pub split: bool,
     /// The sale phase the hold was granted in (`None`: the event has no phases).
     pub phase_id: Option<String>,
+    /// Each ticket's type and price parts, and the order's fees: `seats`' prices and
+    /// `total_minor` are its all-in prices ([`crate::pricing::price_order`]).
+    pub price: OrderPrice,
 }
 
 /// The outcome of one request. Exhaustive: the store and the HTTP layer match on every case.
@@ -381,14 +388,23 @@ fn decide_one(
             requested,
         };
     }
+    let types = match assign_types(&rules.prices, &request.ticket_types, requested) {
+        Ok(types) => types,
+        Err(refused) => return invalid(&refused.field, refused.reason),
+    };
     let expires_at =
         kept_until.unwrap_or_else(|| state.now + Duration::seconds(i64::from(rules.hold_ttl_s)));
     if expires_at <= state.now {
         return invalid("releaseAt", "already passed");
     }
     let chosen;
+    let price;
     let mut new_hold = match shape {
         HoldShape::Seats { seat_ids } => {
+            price = match price_seats(rules, state, seat_ids, &types) {
+                Ok(price) => price,
+                Err(refused) => return invalid(&refused.field, refused.reason),
+            };
             match hold_seats(state, request, seat_ids, requested, expires_at) {
                 Ok(hold) => hold,
                 Err(unavailable_seat_ids) => {
@@ -423,7 +439,8 @@ fn decide_one(
                 let best = BestRequest {
                     quantity: *quantity,
                     section,
-                    max_price_minor: *max_price_minor,
+                    // The cap is the standard type's all-in price; the rows know face prices.
+                    max_price_minor: max_price_minor.map(|cap| rules.prices.face_cap_minor(cap)),
                 };
                 // `seat` keeps to the request's section and price cap itself; the index
                 // knows each row's longest free run, so a party that fits nowhere together
@@ -445,6 +462,10 @@ fn decide_one(
                 };
             };
             chosen = seating.seat_ids;
+            price = match price_seats(rules, state, &chosen, &types) {
+                Ok(price) => price,
+                Err(refused) => return invalid(&refused.field, refused.reason),
+            };
             match hold_seats(state, request, &chosen, requested, expires_at) {
                 Ok(hold) => NewHold {
                     split: seating.split,
@@ -467,6 +488,15 @@ fn decide_one(
                     available: tier.available,
                 };
             }
+            let place = Place {
+                seat_id: None,
+                place: tier_id.clone(),
+                standard_face_minor: tier.price_minor,
+            };
+            price = match price_order(&rules.prices, &vec![place; types.len()], &types, None) {
+                Ok(price) => price,
+                Err(refused) => return invalid(&refused.field, refused.reason),
+            };
             tier.available -= quantity_i64;
             tier.held += quantity_i64;
             NewHold {
@@ -479,15 +509,20 @@ fn decide_one(
                 expires_at,
                 split: false,
                 phase_id: None,
+                price: OrderPrice::default(),
             }
         }
         HoldShape::Allocation(_) => return invalid("allocation", "nested allocation shape"),
     };
+    // What an allocation keeps is priced at 0: it is no sale (a comp from it is an order of
+    // amount 0); every other hold at its types' all-in prices.
     if allocation.is_some() {
         for (_, price) in &mut new_hold.seats {
             *price = 0;
         }
         new_hold.total_minor = 0;
+    } else {
+        new_hold = new_hold.priced(price);
     }
     if let Some(index) = rows {
         index.take(new_hold.seats.iter().map(|(seat_id, _)| seat_id.as_str()));
@@ -565,7 +600,41 @@ fn hold_seats(
         expires_at,
         split: false,
         phase_id: None,
+        price: OrderPrice::default(),
     })
+}
+
+/// Prices the tickets of seats about to be held, their types given in seat order; a seat
+/// whose section does not sell its type refuses the request.
+fn price_seats(
+    rules: &SaleRules,
+    state: &BatchState,
+    seat_ids: &[String],
+    types: &[String],
+) -> Result<OrderPrice, crate::pricing::PriceError> {
+    let places: Vec<Place> = seat_ids
+        .iter()
+        .map(|seat_id| Place {
+            seat_id: Some(seat_id.clone()),
+            place: SeatRef::parse(seat_id)
+                .map(|seat| seat.section)
+                .unwrap_or_default(),
+            standard_face_minor: state.seats.get(seat_id).map_or(0, |row| row.price_minor),
+        })
+        .collect();
+    price_order(&rules.prices, &places, types, None)
+}
+
+impl NewHold {
+    /// The hold at its all-in prices: each seat's is its line's, the total the order's.
+    fn priced(mut self, price: OrderPrice) -> Self {
+        for ((_, seat_price), line) in self.seats.iter_mut().zip(&price.lines) {
+            *seat_price = line.all_in_minor;
+        }
+        self.total_minor = price.total_minor;
+        self.price = price;
+        self
+    }
 }
 
 /// The rows of the batch's seats with their free seats, in section order (best first), built

@@ -146,6 +146,8 @@ pub struct SaleRules {
     pub max_seats_per_hold: u32,
     pub max_tickets_per_account: u32,
     pub currency: String,
+    /// Ticket types, fees and tax: every granted hold is priced with them.
+    pub prices: crate::pricing::PriceList,
 }
 
 /// When and for how much fans may refund their own tickets (absent: they may not).

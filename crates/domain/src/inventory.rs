@@ -105,6 +105,16 @@ pub struct Inventory {
     pub cancellation: Option<CancellationRecord>,
     /// The event's sale phases (`crate::phase`).
     pub phases: Vec<crate::phase::Phase>,
+    /// The orders whose holds have priced lines (issue 40), with the lines' sum.
+    pub order_prices: Vec<OrderPriceRecord>,
+}
+
+/// An order's total beside the sum of its hold's priced lines (the order's fees included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderPriceRecord {
+    pub order_id: String,
+    pub total_minor: i64,
+    pub lines_minor: i64,
 }
 
 /// An event's cancellation as stored.
@@ -872,6 +882,19 @@ impl Inventory {
                 );
             }
         }
+        // P1: an order costs what its lines say — every ticket's all-in price and the
+        // order's fees — whatever re-priced it (a promo code rewrites both together).
+        for price in &self.order_prices {
+            if price.total_minor != price.lines_minor {
+                fail(
+                    "P1",
+                    format!(
+                        "order {} totals {} but its lines sum to {}",
+                        price.order_id, price.total_minor, price.lines_minor
+                    ),
+                );
+            }
+        }
         out
     }
 }
@@ -935,7 +958,24 @@ mod tests {
             waitlist: Vec::new(),
             refunds: Vec::new(),
             phases: Vec::new(),
+            order_prices: vec![OrderPriceRecord {
+                order_id: "o".into(),
+                total_minor: 1000,
+                lines_minor: 1000,
+            }],
         }
+    }
+
+    #[test]
+    fn an_order_whose_lines_do_not_sum_to_its_total_is_named() {
+        let mut inventory = sold_inventory();
+        inventory.order_prices[0].lines_minor = 999;
+        let found: Vec<&str> = inventory
+            .invariants()
+            .iter()
+            .map(|v| v.invariant)
+            .collect::<Vec<_>>();
+        assert_eq!(found, vec!["P1"]);
     }
 
     #[test]

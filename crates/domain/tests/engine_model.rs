@@ -46,6 +46,7 @@ fn rules() -> SaleRules {
         max_seats_per_hold: MAX_PER_HOLD,
         max_tickets_per_account: LIMIT,
         currency: "EUR".into(),
+        prices: Default::default(),
     }
 }
 
@@ -859,6 +860,7 @@ fn request(account: usize, key: u8, ask: &Ask, hold_id: String) -> HoldRequest {
         new_hold_id: hold_id,
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     }
 }
 

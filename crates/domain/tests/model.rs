@@ -29,6 +29,7 @@ fn rules() -> SaleRules {
         max_seats_per_hold: 3,
         max_tickets_per_account: 4,
         currency: "EUR".into(),
+        prices: Default::default(),
     }
 }
 
@@ -92,6 +93,7 @@ impl Subject {
         Self {
             inv: Inventory {
                 cancellation: None,
+                order_prices: Vec::new(),
                 event_id: "e".into(),
                 now: START,
                 max_tickets_per_account: 4,
@@ -359,6 +361,7 @@ proptest! {
                                 new_hold_id: format!("h{}", subject.next_hold),
                                 shape,
                                 phase_id: None,
+                                ticket_types: Default::default(),
                             }
                         })
                         .collect();
@@ -407,6 +410,7 @@ fn invariants_catch_a_planted_double_hold() {
             seat_ids: vec!["A-1-1".into()],
         },
         phase_id: None,
+        ticket_types: Default::default(),
     };
     let out = subject.batch(&[req("k1", "a0")]);
     assert!(matches!(out[0], HoldOutcome::Held(_)));

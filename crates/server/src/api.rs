@@ -5,7 +5,7 @@ use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::event::{
     EventSpec, QueuePolicy, RefundPolicy, Section, Tier, WaitingRoomSettings,
 };
-use boxoffice_store::{Counts, EventCounts, EventRecord, HeldSeat, HoldView};
+use boxoffice_store::{Counts, EventCounts, EventRecord, HoldView};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -515,6 +515,12 @@ pub struct SectionView {
     /// `sections[].largestBlock`; with the counts only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub largest_block: Option<u32>,
+    /// The standard ticket's all-in price: face, per-ticket fees and added tax.
+    pub all_in_price_minor: i64,
+    /// Every type sold here with its all-in price, standard first; absent when the event
+    /// has no ticket types, fees or tax.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ticket_prices: Vec<crate::sale_api::pricing::TypePriceView>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -530,11 +536,23 @@ pub struct TierView {
     pub held: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sold: Option<i64>,
+    /// As a section's.
+    pub all_in_price_minor: i64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ticket_prices: Vec<crate::sale_api::pricing::TypePriceView>,
 }
 
 impl EventView {
     /// The event; `counts` fills the per-section and per-tier counts when given.
     pub fn new(event: &EventRecord, counts: Option<&EventCounts>) -> Self {
+        let prices = boxoffice_domain::pricing::PriceList::of(&event.sale);
+        let shown_types = |place: &str, price_minor: i64| {
+            if prices.is_plain() {
+                Vec::new()
+            } else {
+                crate::sale_api::pricing::type_prices(&prices, place, price_minor)
+            }
+        };
         let section_counts = |name: &str| -> Option<Counts> {
             counts.map(|c| {
                 c.sections
@@ -603,6 +621,8 @@ impl EventView {
                         held: c.map(|c| c.held),
                         sold: c.map(|c| c.sold),
                         largest_block: None,
+                        all_in_price_minor: prices.ticket(s.price_minor).all_in_minor,
+                        ticket_prices: shown_types(&s.name, s.price_minor),
                     }
                 })
                 .collect(),
@@ -619,6 +639,8 @@ impl EventView {
                         available: c.map(|c| c.available),
                         held: c.map(|c| c.held),
                         sold: c.map(|c| c.sold),
+                        all_in_price_minor: prices.ticket(t.price_minor).all_in_minor,
+                        ticket_prices: shown_types(&t.tier_id, t.price_minor),
                     }
                 })
                 .collect(),
@@ -708,6 +730,11 @@ pub struct CreateHoldBody {
     pub quantity: Option<u32>,
     #[serde(default)]
     pub best_available: Option<BestAvailableBody>,
+    /// Ticket types by count (`{"adult": 2, "child": 1}`), summing to the hold's quantity;
+    /// given to the hold's seats in its seat order, `standard` first, then the event's types
+    /// in the event's order. Absent: every ticket `standard`.
+    #[serde(default)]
+    pub ticket_types: Option<std::collections::BTreeMap<String, u32>>,
     /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
     #[serde(default)]
     #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
@@ -905,19 +932,53 @@ pub struct HoldResponse {
     pub tier_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantity: Option<u32>,
+    /// The all-in total: every ticket's all-in price and the order's fees.
     pub total_minor: i64,
     pub currency: String,
     /// `true` on the 201 of a best-available hold whose party was seated apart (no block of
     /// its size was left); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub split: Option<bool>,
+    /// Each ticket priced, in seat order (a tier's units in order).
+    pub lines: Vec<crate::sale_api::pricing::PriceLineView>,
+    pub breakdown: crate::sale_api::pricing::BreakdownView,
 }
 
+/// A seat of a hold or order at its all-in price (`priceMinor`), with its ticket type and
+/// what the price is made of.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HeldSeatView {
     pub seat_id: String,
     pub price_minor: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ticket_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub face_minor: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fees_minor: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tax_minor: Option<i64>,
+}
+
+impl HeldSeatView {
+    /// The seats of `price`'s lines (a tier's lines have none).
+    pub fn of_price(price: &boxoffice_domain::pricing::OrderPrice) -> Vec<Self> {
+        price
+            .lines
+            .iter()
+            .filter_map(|line| {
+                Some(Self {
+                    seat_id: line.seat_id.clone()?,
+                    price_minor: line.all_in_minor,
+                    ticket_type: Some(line.ticket_type.clone()),
+                    face_minor: Some(line.face_minor),
+                    fees_minor: Some(line.fees_minor),
+                    tax_minor: Some(line.tax_minor),
+                })
+            })
+            .collect()
+    }
 }
 
 impl HoldResponse {
@@ -927,20 +988,30 @@ impl HoldResponse {
             event_id: hold.event_id.clone(),
             status: hold.effective_status(now).as_str().to_owned(),
             expires_at: hold.expires_at,
-            seats: hold.seats.iter().map(seat_view).collect(),
+            seats: Vec::new(),
             tier_id: hold.tier_id.clone(),
             quantity: hold.tier_id.as_ref().map(|_| hold.quantity),
             total_minor: hold.total_minor,
             currency: hold.currency.clone(),
             split: None,
+            lines: Vec::new(),
+            breakdown: Default::default(),
         }
+        .priced(&crate::sale_api::pricing::shown_price(
+            None,
+            &hold.seats,
+            hold.quantity,
+            hold.total_minor,
+        ))
     }
-}
 
-fn seat_view(seat: &HeldSeat) -> HeldSeatView {
-    HeldSeatView {
-        seat_id: seat.seat_id.clone(),
-        price_minor: seat.price_minor,
+    /// The hold at `price`: its seats, lines, breakdown and total.
+    pub fn priced(mut self, price: &boxoffice_domain::pricing::OrderPrice) -> Self {
+        self.seats = HeldSeatView::of_price(price);
+        self.lines = price.lines.iter().map(Into::into).collect();
+        self.breakdown = price.breakdown().into();
+        self.total_minor = price.total_minor;
+        self
     }
 }
 

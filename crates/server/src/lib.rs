@@ -309,6 +309,10 @@ fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(routes::box_office::sell))
         .routes(routes!(routes::box_office::admin_order_pdf))
         .routes(routes!(routes::events::update_event))
+        .routes(routes!(
+            routes::promo::create_promo_code,
+            routes::promo::list_promo_codes
+        ))
         .routes(routes!(routes::cancellation::cancel_event))
         .routes(routes!(routes::cancellation::get_cancellation))
         .routes(routes!(routes::transfers::decline_transfer))

@@ -151,6 +151,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_promo_codes_applied_total",
+        "Promo codes applied to a hold at its checkout (each use counted once)",
+    ),
+    (
+        "counter",
+        "boxoffice_promo_codes_refused_total",
+        "Checkouts refused 409 PROMO_CODE_INVALID (unknown, expired or used-up code)",
+    ),
+    (
+        "counter",
         "boxoffice_reconciler_settled_total",
         "Payment operations the reconciler settled",
     ),

@@ -127,7 +127,7 @@ fn the_document_names_what_is_left() {
 
 /// The operations whose handlers refuse a request without a key (400
 /// `IDEMPOTENCY_KEY_REQUIRED`, `idempotency::request_key`).
-const KEYED: [&str; 20] = [
+const KEYED: [&str; 21] = [
     "POST /v1/admin/events",
     "POST /v1/admin/events/{}/allocations",
     "POST /v1/admin/events/{}/allocations/{}/comps",
@@ -136,6 +136,7 @@ const KEYED: [&str; 20] = [
     "POST /v1/admin/events/{}/cancel",
     "POST /v1/admin/events/{}/phases/{}/codes",
     "POST /v1/admin/events/{}/phases/{}/codes/import",
+    "POST /v1/admin/events/{}/promo-codes",
     "POST /v1/admin/orders/{}/refunds",
     "POST /v1/admin/trips",
     "POST /v1/admin/webhooks",

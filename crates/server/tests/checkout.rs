@@ -1075,6 +1075,7 @@ async fn a_used_ticket_refuses_its_compensation_alone(backend: Backend) {
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     };
     let commands = vec![
         Command::Compensate(CompensationRequest {
@@ -2025,6 +2026,7 @@ async fn a_compensation_read_before_its_operation_moved_is_refused_alone(backend
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     };
     let commands = vec![
         Command::Compensate(CompensationRequest {

@@ -159,6 +159,7 @@ fn seat_request(account: &str, key: &str, seat_id: &str) -> HoldRequest {
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     }
 }
 

@@ -432,7 +432,7 @@
   function eventCard(event) {
     const seats = event.sections.reduce((n, s) => n + s.rows * s.seatsPerRow, 0)
       + event.tiers.reduce((n, t) => n + t.capacity, 0);
-    const prices = [...event.sections.map((s) => s.priceMinor), ...event.tiers.map((t) => t.priceMinor)];
+    const prices = [...event.sections.map((s) => s.allInPriceMinor ?? s.priceMinor), ...event.tiers.map((t) => t.allInPriceMinor ?? t.priceMinor)];
     const from = prices.length ? Math.min(...prices) : 0;
     const href = `#/events/${encodeURIComponent(event.eventId)}`;
     return h('li', { class: 'card event-card', 'data-testid': 'event-card', 'data-event-id': event.eventId },
@@ -848,7 +848,7 @@
         Array.from({ length: max }, (_, i) => h('option', { value: String(i + 1), selected: i === 1 }, String(i + 1))));
       const section = h('select', { id: 'best-section', 'data-testid': 'best-section' },
         h('option', { value: '' }, t('storefront-best-any-section')),
-        ev.sections.map((s) => h('option', { value: s.name }, t('storefront-section-price', { section: s.name, price: money(s.priceMinor, ev.currency) }))));
+        ev.sections.map((s) => h('option', { value: s.name }, t('storefront-section-price', { section: s.name, price: money(s.allInPriceMinor ?? s.priceMinor, ev.currency) }))));
       // What the party accepts when no block of its size is left (the API's `together`).
       const together = h('select', { id: 'best-together', 'data-testid': 'best-together' },
         h('option', { value: 'prefer' }, t('storefront-best-together-prefer')),
@@ -895,8 +895,8 @@
       const tier = h('select', { id: 'tier-id' }, ev.tiers.map((area) => {
         const left = avail.has(area.tierId) ? avail.get(area.tierId) : area.available;
         return h('option', { value: area.tierId }, left !== undefined
-          ? t('storefront-tier-option-left', { tier: area.name, price: money(area.priceMinor, ev.currency), count: left })
-          : t('storefront-tier-option', { tier: area.name, price: money(area.priceMinor, ev.currency) }));
+          ? t('storefront-tier-option-left', { tier: area.name, price: money(area.allInPriceMinor ?? area.priceMinor, ev.currency), count: left })
+          : t('storefront-tier-option', { tier: area.name, price: money(area.allInPriceMinor ?? area.priceMinor, ev.currency) }));
       }));
       const qty = h('select', { id: 'tier-qty' }, Array.from({ length: max }, (_, i) => h('option', { value: String(i + 1) }, String(i + 1))));
       const old = this.tierBox.querySelector('form');
@@ -947,6 +947,7 @@
               }, '✕')))),
             h('p', { class: 'total' }, h('span', {}, t('storefront-total')), h('span', { 'data-testid': 'selection-total' }, money(total, ev.currency))),
           ],
+        this.typePicker(),
         this.map ? holdBtn : null,
         selected.length ? h('div', { class: 'actions' }, h('button', {
           class: 'btn small', type: 'button', onclick: () => this.map.clearSelection(),
@@ -955,6 +956,8 @@
 
     async placeHold(body) {
       if (this.busy || this.hold) return;
+      const types = this.typesPicked();
+      if (types) body = { ...body, ticketTypes: types };
       this.busy = true;
       this.say('');
       this.renderPick();
@@ -1063,12 +1066,50 @@
       }
     }
 
+    /** Counts per ticket type before holding (issue 40); none when the event sells one type. */
+    typePicker() {
+      const ev = this.event;
+      const types = ev.ticketTypes || [];
+      if (!types.length) return null;
+      if (!this.typeBox) {
+        const all = [{ typeId: 'standard', name: t('storefront-type-standard') }, ...types];
+        this.typeBox = h('fieldset', { class: 'types', 'data-testid': 'type-picker' },
+          h('legend', {}, t('storefront-types-title')),
+          h('p', { class: 'hint' }, t('storefront-types-hint')),
+          all.map((type) => h('label', {}, h('span', {}, type.name),
+            h('input', { type: 'number', min: '0', max: String(ev.maxSeatsPerHold || 6), value: '0', inputmode: 'numeric',
+              'data-type-id': type.typeId, 'data-testid': `type-count-${type.typeId}` }))));
+      }
+      return this.typeBox;
+    }
+
+    /** The picked counts (`{typeId: n}`), or null when none was picked (all standard). */
+    typesPicked() {
+      if (!this.typeBox) return null;
+      const counts = {};
+      for (const input of this.typeBox.querySelectorAll('input[data-type-id]')) {
+        const n = Math.max(0, Math.floor(Number(input.value) || 0));
+        if (n > 0) counts[input.dataset.typeId] = n;
+      }
+      return Object.keys(counts).length ? counts : null;
+    }
+
+    /** The promo code field of the hold panel (kept across re-renders). */
+    promoField() {
+      if (!this.promoInput) {
+        this.promoInput = h('input', { id: 'promo-code', type: 'text', maxlength: '32', autocomplete: 'off', 'data-testid': 'promo-code' });
+      }
+      return h('div', { class: 'promo' }, h('label', { for: 'promo-code' }, t('storefront-promo-label')), this.promoInput);
+    }
+
     renderHold() {
       const ev = this.event;
       const hold = this.hold;
       this.timerEl = h('span', { class: 'countdown', role: 'timer', 'aria-live': 'off', 'data-testid': 'hold-countdown' }, '');
       const items = hold.seats.length
-        ? hold.seats.map((s) => h('li', { 'data-seat-id': s.seatId }, h('span', {}, seatLabel(s.seatId)), h('span', { class: 'price' }, money(s.priceMinor, ev.currency))))
+        ? hold.seats.map((s) => h('li', { 'data-seat-id': s.seatId, 'data-ticket-type': s.ticketType || 'standard' },
+          h('span', {}, seatLabel(s.seatId), s.ticketType && s.ticketType !== 'standard' ? ` · ${typeName(ev, s.ticketType)}` : ''),
+          h('span', { class: 'price' }, money(s.priceMinor, ev.currency))))
         : [h('li', {}, h('span', {}, t('storefront-tier-quantity', { count: hold.quantity, tier: tierName(ev, hold.tierId) })),
           h('span', { class: 'price' }, money(hold.totalMinor, hold.currency)))];
       const cards = h('fieldset', { class: 'cards' },
@@ -1085,6 +1126,8 @@
         this.timerEl,
         h('ul', { class: 'seat-list', 'data-testid': 'hold-seats' }, items),
         h('p', { class: 'total' }, h('span', {}, t('storefront-total')), h('span', { 'data-testid': 'hold-total' }, money(hold.totalMinor, hold.currency))),
+        priceBreakdown(hold, 'hold-breakdown'),
+        this.promoField(),
         this.renderHolders(hold),
         cards, this.payBtn, this.payStatus,
         h('div', { class: 'actions' }, release));
@@ -1187,12 +1230,14 @@
         }
       }
       this.payStatus.textContent = card === 'pm_sim_slow' ? t('storefront-pay-contacting-slow') : t('storefront-pay-contacting');
-      const keyName = `${hold.holdId}/${card}`;
+      const promoCode = this.promoInput ? this.promoInput.value.trim() : '';
+      const keyName = `${hold.holdId}/${card}/${promoCode}`;
       if (!this.payKeys.has(keyName)) this.payKeys.set(keyName, uuid());
       let order;
       try {
+        const checkoutBody = promoCode ? { paymentMethodToken: card, promoCode } : { paymentMethodToken: card };
         const res = await api('POST', `/v1/holds/${encodeURIComponent(hold.holdId)}/checkout`, {
-          body: { paymentMethodToken: card }, key: this.payKeys.get(keyName), headers: this.admissionHeaders(),
+          body: checkoutBody, key: this.payKeys.get(keyName), headers: this.admissionHeaders(),
         });
         order = res.data;
       } catch (e) {
@@ -1286,6 +1331,25 @@
     } catch {
       return null;
     }
+  }
+
+  /** A ticket type's display name (issue 40). */
+  function typeName(event, typeId) {
+    const type = (event.ticketTypes || []).find((x) => x.typeId === typeId);
+    return type ? type.name : typeId;
+  }
+
+  /** What an all-in price is made of: face, discount, fees, tax, order fees (issue 40). */
+  function priceBreakdown(priced, testid) {
+    const b = priced.breakdown;
+    if (!b || (b.feesMinor === 0 && b.taxMinor === 0 && b.orderFeesMinor === 0 && b.discountMinor === 0)) return null;
+    const row = (label, amount, key) => h('li', { 'data-part': key }, h('span', {}, label), h('span', { class: 'price' }, money(amount, priced.currency)));
+    return h('ul', { class: 'breakdown', 'data-testid': testid },
+      row(t('storefront-breakdown-face'), b.faceMinor, 'face'),
+      b.discountMinor ? row(t('storefront-breakdown-discount'), -b.discountMinor, 'discount') : null,
+      b.feesMinor ? row(t('storefront-breakdown-fees'), b.feesMinor, 'fees') : null,
+      b.orderFeesMinor ? row(t('storefront-breakdown-order-fees'), b.orderFeesMinor, 'order-fees') : null,
+      b.taxMinor ? row(t('storefront-breakdown-tax'), b.taxMinor, 'tax') : null);
   }
 
   function seatLabel(seatId) {
@@ -1415,7 +1479,7 @@
       this.sections = [];
       let offset = 0;
       for (const s of event.sections) {
-        this.sections.push({ name: s.name, rows: s.rows, perRow: s.seatsPerRow, price: s.priceMinor, offset, x: 0, y: 0 });
+        this.sections.push({ name: s.name, rows: s.rows, perRow: s.seatsPerRow, price: s.allInPriceMinor ?? s.priceMinor, offset, x: 0, y: 0 });
         offset += s.rows * s.seatsPerRow;
       }
       this.count = offset;
@@ -2508,7 +2572,7 @@
         h('dt', {}, t('storefront-order-payment')), h('dd', {}, paymentStatusText(order.paymentStatus)),
         h('dt', {}, order.seats.length ? t('storefront-order-seats') : t('storefront-order-tickets-count')),
         h('dd', {}, order.seats.length ? order.seats.map((s) => s.seatId).join(', ') : t('storefront-tier-quantity', { count: order.quantity, tier: tierName(event, order.tierId) })),
-        h('dt', {}, t('storefront-total')), h('dd', {}, money(order.totalMinor, order.currency)),
+        h('dt', {}, t('storefront-total')), h('dd', {}, money(order.totalMinor, order.currency), priceBreakdown(order, 'order-breakdown')),
         ...((order.refunds || []).length ? [h('dt', {}, t('storefront-order-refunds')), h('dd', { 'data-testid': 'order-refunds' },
           order.refunds.map((r) => (r.failure
             ? t('storefront-refund-line-failed', { amount: money(r.amountMinor, r.currency), status: refundStatusText(r.status), failure: r.failure })

@@ -515,6 +515,7 @@ impl Sim {
                 together: boxoffice_domain::best::Together::Prefer,
             },
             phase_id: None,
+            ticket_types: Default::default(),
         });
         self.submit(fan, command);
     }

@@ -551,6 +551,7 @@ mod tests {
             expires_at: EPOCH + Duration::seconds(until_s),
             split: false,
             phase_id: None,
+            price: Default::default(),
         }
     }
 

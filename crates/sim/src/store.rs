@@ -463,6 +463,7 @@ mod tests {
                 expires_at,
                 split: false,
                 phase_id: None,
+                price: Default::default(),
             },
         })]);
         store.apply(&offered, Vec::new(), EPOCH + Duration::seconds(1));

@@ -170,6 +170,7 @@ async fn sell(
             new_hold_id: format!("h-{}-{n}", event.event_id),
             shape,
             phase_id: None,
+            ticket_types: Default::default(),
         };
         let sent = Instant::now();
         let answer = front

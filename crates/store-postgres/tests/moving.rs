@@ -252,6 +252,7 @@ fn seat_request(account: &str, key: &str, hold_id: &str, seat_id: &str) -> HoldR
         new_hold_id: hold_id.into(),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     }
 }
 

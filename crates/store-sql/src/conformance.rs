@@ -143,6 +143,7 @@ fn command(rng: &mut Rng, step: u64, live: &[(String, String)]) -> Command {
         new_hold_id: format!("hold-{step}-{}", uuid::Uuid::now_v7().simple()),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     })
 }
 

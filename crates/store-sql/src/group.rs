@@ -62,6 +62,8 @@ pub async fn apply(db: &Db, group: &GroupWrite<'_>) -> StoreResult<GroupCommitte
     insert_holds(&mut tx.conn(), group).await?;
     waitlist::write(&mut tx.conn(), group).await?;
     crate::phase::write(&mut tx.conn(), group).await?;
+    // Each new hold's tickets priced (types, fees, tax: issue 40), the offers' too.
+    crate::pricing::insert_lines(&mut tx.conn(), group.event, group.effects).await?;
     take_seats(&mut tx.conn(), group).await?;
     take_tier_units(&mut tx.conn(), group, &mut map).await?;
     start_checkouts(&mut tx.conn(), group).await?;

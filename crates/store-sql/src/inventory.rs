@@ -181,8 +181,27 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
             })
         })
         .transpose()?;
+    // The orders of priced holds, each with its lines' sum (line 0, the order's fees, included).
+    let order_prices = query(
+        "SELECT o.order_id, o.total_minor, CAST(sum(l.all_in_minor) AS bigint)
+           FROM orders o JOIN hold_line l ON l.event_id = o.event_id AND l.hold_id = o.hold_id
+          WHERE o.event_id = $1 GROUP BY o.order_id, o.total_minor ORDER BY o.order_id",
+    )
+    .bind(event_id)
+    .fetch_all(&mut conn)
+    .await?
+    .iter()
+    .map(|row| {
+        Ok(boxoffice_domain::inventory::OrderPriceRecord {
+            order_id: row.get(0)?,
+            total_minor: row.get(1)?,
+            lines_minor: row.get(2)?,
+        })
+    })
+    .collect::<StoreResult<Vec<_>>>()?;
     tx.commit().await?;
     Ok(Some(Inventory {
+        order_prices,
         cancellation,
         event_id: event_id.to_owned(),
         now,

@@ -29,6 +29,7 @@ pub mod lease;
 pub mod mail;
 pub mod outbox;
 pub mod phase;
+pub mod pricing;
 pub mod refund;
 pub mod report;
 pub mod seatmap;
@@ -289,6 +290,28 @@ macro_rules! impl_store {
                     details: &::boxoffice_domain::holder::HolderDetails,
                     change_cutoff_s: u32
                 ) -> ::boxoffice_store::holder::TicketHolderSet = holder::set_ticket_holder;
+            });
+
+            $crate::__forward!($store, ::boxoffice_store::pricing::PricingStore {
+                sales_split(event_id: &str) -> ::boxoffice_store::pricing::SalesSplit
+                    = pricing::sales_split;
+                hold_price(event_id: &str, hold_id: &str)
+                    -> Option<::boxoffice_domain::pricing::OrderPrice> = pricing::hold_price;
+                create_promo_code(
+                    code: &::boxoffice_store::pricing::PromoCode,
+                    scope: &::boxoffice_domain::idempotency::IdempotencyScope,
+                    request_digest: &str,
+                    response: &::boxoffice_domain::idempotency::StoredResponse
+                ) -> Option<::boxoffice_domain::idempotency::Idempotent>
+                    = pricing::create_promo_code;
+                promo_codes(event_id: &str) -> Vec<::boxoffice_store::pricing::PromoCode>
+                    = pricing::promo_codes;
+                apply_promo_code(
+                    event: &EventRecord,
+                    hold_id: &str,
+                    account_id: &str,
+                    code: &str
+                ) -> ::boxoffice_store::pricing::PromoApplied = pricing::apply_promo_code;
             });
 
             $crate::__forward!($store, ::boxoffice_store::door::DoorStore {

@@ -124,6 +124,7 @@ async fn hold(
         new_hold_id: hold_id.into(),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     };
     let endpoint = format!("POST /v1/events/{}/holds", event.event_id);
     let answers = store

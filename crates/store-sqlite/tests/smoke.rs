@@ -79,6 +79,7 @@ fn request(account: &str, key: &str, hold_id: &str, shape: HoldShape) -> HoldReq
         new_hold_id: hold_id.into(),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     }
 }
 

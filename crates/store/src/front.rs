@@ -1247,6 +1247,61 @@ impl crate::holder::HolderStore for Front {
     }
 }
 
+/// A hold's lines and an event's promo codes live with their event.
+#[async_trait]
+impl crate::pricing::PricingStore for Front {
+    async fn sales_split(&self, event_id: &str) -> StoreResult<crate::pricing::SalesSplit> {
+        self.event(Look, event_id)
+            .await?
+            .sales_split(event_id)
+            .await
+    }
+
+    async fn hold_price(
+        &self,
+        event_id: &str,
+        hold_id: &str,
+    ) -> StoreResult<Option<boxoffice_domain::pricing::OrderPrice>> {
+        self.event(Look, event_id)
+            .await?
+            .hold_price(event_id, hold_id)
+            .await
+    }
+
+    async fn create_promo_code(
+        &self,
+        code: &crate::pricing::PromoCode,
+        scope: &boxoffice_domain::idempotency::IdempotencyScope,
+        request_digest: &str,
+        response: &boxoffice_domain::idempotency::StoredResponse,
+    ) -> StoreResult<Option<boxoffice_domain::idempotency::Idempotent>> {
+        self.event(Start, &code.event_id)
+            .await?
+            .create_promo_code(code, scope, request_digest, response)
+            .await
+    }
+
+    async fn promo_codes(&self, event_id: &str) -> StoreResult<Vec<crate::pricing::PromoCode>> {
+        self.event(Look, event_id)
+            .await?
+            .promo_codes(event_id)
+            .await
+    }
+
+    async fn apply_promo_code(
+        &self,
+        event: &EventRecord,
+        hold_id: &str,
+        account_id: &str,
+        code: &str,
+    ) -> StoreResult<crate::pricing::PromoApplied> {
+        self.event(Start, &event.event_id)
+            .await?
+            .apply_promo_code(event, hold_id, account_id, code)
+            .await
+    }
+}
+
 /// Webhooks live in the home shard alone, endpoints and deliveries both: the relay fans out
 /// with the global outbox ids (local id × 64 + shard index), so a delivery's event id is
 /// unique across shards, and the delivery worker and the admin routes read one database.

@@ -21,6 +21,7 @@ pub mod holder;
 pub mod lease;
 pub mod mail;
 pub mod phase;
+pub mod pricing;
 pub mod refund;
 pub mod report;
 pub mod seatmap;
@@ -108,6 +109,7 @@ impl EventRecord {
             max_seats_per_hold: self.max_seats_per_hold,
             max_tickets_per_account: self.max_tickets_per_account,
             currency: self.currency.clone(),
+            prices: boxoffice_domain::pricing::PriceList::of(&self.sale),
         }
     }
 
@@ -328,6 +330,7 @@ pub trait Store:
     + webhook::WebhookStore
     + holder::HolderStore
     + mail::MailStore
+    + pricing::PricingStore
     + Send
     + Sync
     + std::fmt::Debug

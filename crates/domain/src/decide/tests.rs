@@ -17,6 +17,7 @@ fn rules() -> SaleRules {
         max_seats_per_hold: 3,
         max_tickets_per_account: 4,
         currency: "EUR".into(),
+        prices: Default::default(),
     }
 }
 
@@ -61,6 +62,7 @@ fn seats_req(account: &str, key: &str, seat_ids: &[&str]) -> HoldRequest {
             seat_ids: seat_ids.iter().map(|s| s.to_string()).collect(),
         },
         phase_id: None,
+        ticket_types: Default::default(),
     }
 }
 
@@ -75,6 +77,7 @@ fn tier_req(account: &str, key: &str, quantity: u32) -> HoldRequest {
             quantity,
         },
         phase_id: None,
+        ticket_types: Default::default(),
     }
 }
 

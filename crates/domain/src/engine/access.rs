@@ -177,6 +177,7 @@ mod tests {
             max_seats_per_hold: 4,
             max_tickets_per_account: 6,
             currency: "EUR".into(),
+            prices: Default::default(),
         };
         EventEngine::load(rules, snapshot, NOW)
     }
@@ -201,6 +202,7 @@ mod tests {
             new_hold_id: format!("h-{account}-{key}"),
             shape,
             phase_id: phase_id.map(str::to_owned),
+            ticket_types: Default::default(),
         })
     }
 

@@ -173,6 +173,7 @@ mod tests {
             max_seats_per_hold: 4,
             max_tickets_per_account: 4,
             currency: "EUR".into(),
+            prices: Default::default(),
         };
         EventEngine::load(rules, snapshot, NOW)
     }
@@ -185,6 +186,7 @@ mod tests {
             new_hold_id: hold_id.into(),
             shape,
             phase_id: None,
+            ticket_types: Default::default(),
         })
     }
 

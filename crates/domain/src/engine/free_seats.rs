@@ -202,6 +202,7 @@ mod tests {
             max_seats_per_hold: 6,
             max_tickets_per_account: 6,
             currency: "EUR".into(),
+            prices: Default::default(),
         };
         let state = BatchState {
             now,

@@ -17,6 +17,7 @@ fn rules() -> SaleRules {
         max_seats_per_hold: 4,
         max_tickets_per_account: 4,
         currency: "EUR".into(),
+        prices: Default::default(),
     }
 }
 
@@ -52,6 +53,7 @@ fn hold(account: &str, key: &str, shape: HoldShape) -> Command {
         new_hold_id: format!("h-{account}-{key}"),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     })
 }
 

@@ -484,6 +484,7 @@ impl EventEngine {
             new_hold_id: entry.offer_hold_id.clone(),
             shape,
             phase_id: None,
+            ticket_types: Default::default(),
         };
         // The offer is a hold with the offer's TTL, decided by the hold rules; it is not a
         // command of the group, so it is the offer's effect, not a new hold's.

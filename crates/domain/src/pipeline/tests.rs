@@ -23,6 +23,7 @@ fn engine(seats: usize) -> EventEngine {
         max_seats_per_hold: 4,
         max_tickets_per_account: 4,
         currency: "EUR".into(),
+        prices: Default::default(),
     };
     let snapshot = EngineSnapshot {
         seats: (1..=seats)
@@ -50,6 +51,7 @@ fn hold(ticket: u32, seat: usize) -> Command {
             seat_ids: vec![format!("A-1-{seat}")],
         },
         phase_id: None,
+        ticket_types: Default::default(),
     })
 }
 

@@ -416,3 +416,14 @@ storefront-error-access-code-invalid = Dieser Code gilt nicht für diesen Vorver
 storefront-error-access-code-used-up = Dieser Code wurde bereits verwendet.
 storefront-error-outside-phase = Diese Plätze sind in dieser Phase nicht im Verkauf.
 storefront-error-phase-ended = Diese Verkaufsphase ist beendet.
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = Tickets nach Art
+storefront-types-hint = Wie viele von jeder Art; alle auf 0 lassen für Standardtickets. Die Arten gehen der Reihe nach an Ihre Plätze.
+storefront-type-standard = Standard
+storefront-breakdown-face = Nennwert
+storefront-breakdown-discount = Rabatt
+storefront-breakdown-fees = Gebühren
+storefront-breakdown-order-fees = Bestellgebühr
+storefront-breakdown-tax = Steuer (enthalten oder zuzüglich)
+storefront-promo-label = Aktionscode

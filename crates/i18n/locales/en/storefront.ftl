@@ -417,3 +417,14 @@ storefront-error-access-code-invalid = That code is not valid for this presale.
 storefront-error-access-code-used-up = That code has been used already.
 storefront-error-outside-phase = Those seats are not on sale in this phase.
 storefront-error-phase-ended = This sale phase has ended.
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = Tickets by type
+storefront-types-hint = How many of each; leave all at 0 for standard tickets. Types go to your seats in order.
+storefront-type-standard = Standard
+storefront-breakdown-face = Face value
+storefront-breakdown-discount = Promo discount
+storefront-breakdown-fees = Fees
+storefront-breakdown-order-fees = Order fee
+storefront-breakdown-tax = Tax (included or added)
+storefront-promo-label = Promo code

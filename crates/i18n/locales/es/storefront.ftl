@@ -416,3 +416,14 @@ storefront-error-access-code-invalid = Ese código no es válido para esta preve
 storefront-error-access-code-used-up = Ese código ya se ha usado.
 storefront-error-outside-phase = Esos asientos no están a la venta en esta fase.
 storefront-error-phase-ended = Esta fase de venta ha terminado.
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = Entradas por tipo
+storefront-types-hint = Cuántas de cada tipo; déjalas todas en 0 para entradas estándar. Los tipos se asignan a tus asientos en orden.
+storefront-type-standard = Estándar
+storefront-breakdown-face = Valor nominal
+storefront-breakdown-discount = Descuento
+storefront-breakdown-fees = Gastos
+storefront-breakdown-order-fees = Gastos del pedido
+storefront-breakdown-tax = Impuestos (incluidos o añadidos)
+storefront-promo-label = Código promocional

@@ -416,3 +416,14 @@ storefront-error-access-code-invalid = Ce code n'est pas valable pour cette pré
 storefront-error-access-code-used-up = Ce code a déjà été utilisé.
 storefront-error-outside-phase = Ces places ne sont pas en vente dans cette phase.
 storefront-error-phase-ended = Cette phase de vente est terminée.
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = Billets par tarif
+storefront-types-hint = Combien de chaque tarif ; laissez tout à 0 pour des billets standard. Les tarifs vont à vos places dans l’ordre.
+storefront-type-standard = Standard
+storefront-breakdown-face = Valeur faciale
+storefront-breakdown-discount = Réduction
+storefront-breakdown-fees = Frais
+storefront-breakdown-order-fees = Frais de commande
+storefront-breakdown-tax = Taxes (incluses ou ajoutées)
+storefront-promo-label = Code promo

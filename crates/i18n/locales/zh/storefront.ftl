@@ -361,3 +361,14 @@ storefront-error-access-code-invalid = 该访问码不适用于此预售。
 storefront-error-access-code-used-up = 该访问码已被使用。
 storefront-error-outside-phase = 这些座位不在此阶段出售。
 storefront-error-phase-ended = 此销售阶段已结束。
+
+## Ticket types, all-in prices and promo codes (issue 40)
+storefront-types-title = 按票种选择
+storefront-types-hint = 每种票的数量；全部为 0 即为标准票。票种按座位顺序分配。
+storefront-type-standard = 标准
+storefront-breakdown-face = 票面价
+storefront-breakdown-discount = 优惠
+storefront-breakdown-fees = 服务费
+storefront-breakdown-order-fees = 订单费
+storefront-breakdown-tax = 税费（已含或另加）
+storefront-promo-label = 优惠码

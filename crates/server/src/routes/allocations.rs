@@ -269,6 +269,7 @@ async fn keep(
                 new_hold_id: derived_hold_id(&[&event.event_id, &account_id, &key]),
                 shape: rules::keep_shape(&item, until),
                 phase_id: None,
+                ticket_types: Default::default(),
             };
             (item, request)
         })
@@ -823,6 +824,7 @@ pub async fn issue_comp(
         new_hold_id: derived_hold_id(&[&event.event_id, to.as_str(), &comp_key]),
         shape,
         phase_id: None,
+        ticket_types: Default::default(),
     };
     let hold_id = hold_request.new_hold_id.clone();
     let held = state.writers.hold(event.clone(), hold_request).await?;

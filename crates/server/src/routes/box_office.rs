@@ -75,6 +75,9 @@ pub struct BoxOfficeSaleBody {
     pub quantity: Option<u32>,
     #[serde(default)]
     pub best_available: Option<BestAvailableBody>,
+    /// Ticket types by count, as for a hold (absent: every ticket `standard`).
+    #[serde(default)]
+    pub ticket_types: Option<std::collections::BTreeMap<String, u32>>,
     pub payment: PaymentKind,
     #[serde(default)]
     pub buyer: Option<BuyerBody>,
@@ -187,6 +190,7 @@ pub async fn sell(
             idempotency_key: None,
             admission_token: None,
             phase_id: None,
+            ticket_types: None,
         },
     )?;
     let path = format!("/v1/admin/events/{}/box-office/sales", event.event_id);
@@ -210,6 +214,7 @@ pub async fn sell(
         new_hold_id: derived_hold_id(&[&event.event_id, &buyer_account, &hold_key]),
         shape,
         phase_id: None,
+        ticket_types: request.ticket_types.clone().unwrap_or_default(),
     };
     let hold_id = hold_request.new_hold_id.clone();
     match state.writers.hold(event.clone(), hold_request).await? {

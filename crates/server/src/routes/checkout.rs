@@ -46,6 +46,12 @@ pub struct CheckoutBody {
     pub idempotency_key: Option<String>,
     #[serde(default)]
     pub admission_token: Option<String>,
+    /// A promo code of the event (any case): applied to the hold before the checkout starts,
+    /// the order charged the re-priced total; 409 `PROMO_CODE_INVALID` when it cannot be
+    /// used. Ignored by an exchange's checkout.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_-]{1,32}$")]
+    pub promo_code: Option<String>,
 }
 
 /// What the shopper must do next (3-D Secure).
@@ -128,6 +134,13 @@ pub struct OrderResponse {
     pub refunds: Vec<crate::routes::refunds::RefundResponse>,
     /// What the order's refunds give back (pending ones included; failed ones not).
     pub refunded_minor: i64,
+    /// Each ticket priced (type, face, discount, fees, tax, all-in), in seat order; on
+    /// `GET /v1/orders/{orderId}`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<crate::sale_api::pricing::PriceLineView>,
+    /// The order's price in sums; on `GET /v1/orders/{orderId}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<crate::sale_api::pricing::BreakdownView>,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub created_at: time::OffsetDateTime,
@@ -163,6 +176,10 @@ impl OrderResponse {
                 .map(|s| HeldSeatView {
                     seat_id: s.seat_id.clone(),
                     price_minor: s.price_minor,
+                    ticket_type: None,
+                    face_minor: None,
+                    fees_minor: None,
+                    tax_minor: None,
                 })
                 .collect(),
             tier_id: order.tier_id.clone(),
@@ -195,9 +212,19 @@ impl OrderResponse {
                 .map(crate::routes::refunds::RefundResponse::new)
                 .collect(),
             refunded_minor: order.refunded_minor(),
+            lines: Vec::new(),
+            breakdown: None,
             created_at: order.created_at,
             updated_at: order.updated_at,
         }
+    }
+
+    /// The order with its price's lines and breakdown (its seats with their types).
+    pub fn priced(mut self, price: &boxoffice_domain::pricing::OrderPrice) -> Self {
+        self.seats = HeldSeatView::of_price(price);
+        self.lines = price.lines.iter().map(Into::into).collect();
+        self.breakdown = Some(price.breakdown().into());
+        self
     }
 }
 
@@ -266,7 +293,7 @@ pub fn render_checkout(order: &OrderView) -> StoredResponse {
         (status = 400, description = "Idempotency key missing", body = Problem),
         (status = 401, description = "No valid token", body = Problem),
         (status = 404, description = "No such hold for this account", body = Problem),
-        (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "HOLD_EXPIRED (also instead of a 403 when the hold's end ended the admission), HOLD_IN_CHECKOUT, IDEMPOTENCY_IN_PROGRESS or PROMO_CODE_INVALID (unknown, not valid yet, expired, used up, or the hold has another code)", body = Problem),
         (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED, or HOLDERS_REQUIRED: the event's holder policy asks a name or an answer that a ticket of the hold lacks (`PUT /v1/holds/{holdId}/holders` first)", body = Problem),
         (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), the event's writer has too much queued, the store is busy, or too many checkouts waited for their turn (arrival order, up to 20 s); retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),
@@ -405,6 +432,13 @@ pub async fn checkout_hold(
         // a held hold names what is missing (an exchange's or a retry's is not asked again).
         if hold.status == HoldStatus::Held && path.starts_with("/v1/holds/") {
             crate::routes::holders::require_holders(state, &found, hold).await?;
+        }
+        if let Some(code) = checkout.promo_code.as_deref()
+            && hold.status == HoldStatus::Held
+            && path.starts_with("/v1/holds/")
+        {
+            let account_id = account.account_id.as_str();
+            crate::routes::promo::apply(state, &found, &hold.hold_id, account_id, code).await?;
         }
         event = Some(found);
     }
@@ -617,7 +651,17 @@ pub async fn get_order(
         .await?
         .filter(|o| o.account_id == account.account_id.as_str())
         .ok_or_else(|| ApiError::not_found("order"))?;
-    Ok(axum::Json(OrderResponse::new(&order)).into_response())
+    let stored = state
+        .store
+        .hold_price(&order.event_id, &order.hold_id)
+        .await?;
+    let price = crate::sale_api::pricing::shown_price(
+        stored,
+        &order.seats,
+        order.quantity,
+        order.total_minor,
+    );
+    Ok(axum::Json(OrderResponse::new(&order).priced(&price)).into_response())
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

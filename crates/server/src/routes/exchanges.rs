@@ -256,9 +256,14 @@ pub(crate) fn sides(
             quantity,
         },
     };
+    let prices = boxoffice_domain::pricing::PriceList::of(&target.sale);
+    let all_in = |face_minor: i64| prices.ticket(face_minor).all_in_minor;
     let to = match to {
         Named::Seats(_, refs) => {
             let mut seats = Vec::with_capacity(refs.len());
+            // The new tickets are valued like the old: all-in (a standard ticket's face,
+            // per-ticket fees and added tax; issue 40), so the difference compares like with
+            // like. Without fees or tax it is the face.
             for seat in &refs {
                 let seat_id = seat.to_string();
                 let section = target
@@ -282,7 +287,7 @@ pub(crate) fn sides(
                 }
                 seats.push(HeldSeat {
                     seat_id,
-                    price_minor: section.price_minor,
+                    price_minor: all_in(section.price_minor),
                 });
             }
             ToSide::Seats(seats)
@@ -301,7 +306,7 @@ pub(crate) fn sides(
             ToSide::Tier {
                 tier_id: tier_id.to_owned(),
                 quantity,
-                price_minor: tier.price_minor,
+                price_minor: all_in(tier.price_minor),
             }
         }
     };

@@ -12,7 +12,7 @@ use boxoffice_store::{EventRecord, ReleaseOutcome};
 use boxoffice_waitroom::admission::Shop;
 
 use crate::AppState;
-use crate::api::{CreateHoldBody, HeldSeatView, HoldResponse, Problem};
+use crate::api::{CreateHoldBody, HoldResponse, Problem};
 use crate::auth::Account;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
@@ -110,6 +110,7 @@ pub async fn create_hold(
         (Some(lane), _) => Some(lane),
         (None, asked) => asked,
     };
+    let ticket_types = hold_body.ticket_types.clone().unwrap_or_default();
     let shape = hold_shape(&event, hold_body)?;
     if let Some(map) = state.seatmaps.loaded(&event.event_id)
         && let Some(refusal) = map.sure_refusal(&shape)
@@ -140,6 +141,7 @@ pub async fn create_hold(
         new_hold_id: uuid::Uuid::now_v7().to_string(),
         shape,
         phase_id,
+        ticket_types,
     };
     let timer = state.waitroom.meter.hold_started();
     let room_enabled = event.waiting_room.enabled;
@@ -279,20 +281,16 @@ pub fn render_hold_outcome(event: &EventRecord, outcome: &HoldOutcome) -> Stored
                 event_id: event.event_id.clone(),
                 status: "HELD".into(),
                 expires_at: hold.expires_at,
-                seats: hold
-                    .seats
-                    .iter()
-                    .map(|(seat_id, price_minor)| HeldSeatView {
-                        seat_id: seat_id.clone(),
-                        price_minor: *price_minor,
-                    })
-                    .collect(),
+                seats: Vec::new(),
                 tier_id: hold.tier_id.clone(),
                 quantity: hold.tier_id.as_ref().map(|_| hold.quantity),
                 total_minor: hold.total_minor,
                 currency: event.currency.clone(),
                 split: hold.split.then_some(true),
-            };
+                lines: Vec::new(),
+                breakdown: Default::default(),
+            }
+            .priced(&hold.price);
             return StoredResponse {
                 status: 201,
                 body: serde_json::to_vec(&view).unwrap_or_default(),
@@ -395,7 +393,16 @@ pub async fn get_hold(
         .filter(|h| h.account_id == account.account_id.as_str())
         .ok_or_else(|| ApiError::not_found("hold"))?;
     let now = state.store.now().await?;
-    Ok(axum::Json(HoldResponse::from_view(&hold, now)).into_response())
+    let price = state
+        .store
+        .hold_price(&hold.event_id, &hold.hold_id)
+        .await?;
+    let view = HoldResponse::from_view(&hold, now);
+    Ok(axum::Json(match price {
+        Some(price) => view.priced(&price),
+        None => view,
+    })
+    .into_response())
 }
 
 /// Releases a held hold; repeating it is harmless.
@@ -442,7 +449,16 @@ pub async fn release_hold(
     }
     match outcome {
         ReleaseOutcome::Released(hold) | ReleaseOutcome::AlreadyEnded(hold) => {
-            Ok(axum::Json(HoldResponse::from_view(&hold, now)).into_response())
+            let price = state
+                .store
+                .hold_price(&hold.event_id, &hold.hold_id)
+                .await?;
+            let view = HoldResponse::from_view(&hold, now);
+            Ok(axum::Json(match price {
+                Some(price) => view.priced(&price),
+                None => view,
+            })
+            .into_response())
         }
         ReleaseOutcome::InCheckout(_) => Err(ApiError::new(
             StatusCode::CONFLICT,

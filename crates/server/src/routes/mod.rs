@@ -16,6 +16,7 @@ pub mod holds;
 pub mod mail;
 pub mod me;
 pub mod phases;
+pub mod promo;
 pub mod queue;
 pub mod refunds;
 pub mod reports;

@@ -83,6 +83,10 @@ pub struct EventReportResponse {
     /// The sections, then the tiers, in the event's order.
     pub lines: Vec<ReportLine>,
     pub totals: ReportTotals,
+    /// The confirmed sales split into face value, fees and tax (issue 40); absent when the
+    /// event has no ticket types, fees or tax.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sales: Option<crate::sale_api::pricing::SalesView>,
 }
 
 /// `?bucketSeconds=` of the timeline.
@@ -213,13 +217,19 @@ fn report_response(event: &EventRecord, report: EventReport) -> EventReportRespo
             charged_minor: report.charged_minor,
             orders_confirmed: report.orders_confirmed,
         },
+        sales: None,
     }
 }
 
 async fn event_report(state: &AppState, event_id: &str) -> ApiResult<EventReportResponse> {
     let event = state.event(event_id).await?;
     let rows = state.store.report_rows(&event).await?;
-    Ok(report_response(&event, EventReport::assemble(&event, rows)))
+    let mut report = report_response(&event, EventReport::assemble(&event, rows));
+    if !boxoffice_domain::pricing::PriceList::of(&event.sale).is_plain() {
+        let split = state.store.sales_split(event_id).await?;
+        report.sales = Some(crate::sale_api::pricing::SalesView::new(&event, &split));
+    }
+    Ok(report)
 }
 
 /// The bucket asked for, or a 422 naming `bucketSeconds`.
@@ -409,6 +419,9 @@ fn report_csv(report: &EventReportResponse) -> String {
         totals.refunds_due_minor.to_string(),
         report.currency.clone(),
     ]);
+    if let Some(sales) = &report.sales {
+        crate::sale_api::pricing::sales_csv_columns(sales, &mut rows);
+    }
     csv(&rows)
 }
 
@@ -619,6 +632,7 @@ mod tests {
                 charged_minor: 100,
                 orders_confirmed: 1,
             },
+            sales: None,
         };
         let csv = report_csv(&report);
         let line = csv.lines().nth(1).expect("the tier's line");
