@@ -435,6 +435,18 @@ async fn a_box_office_sale_confirms_with_its_tickets_under_the_sale_rules(backen
     assert!(!tickets[0]["code"].as_str().unwrap().is_empty());
     let replay = app.post(&app.admin, &sales, Some("bo-1"), &body).await;
     assert_eq!(replay.bytes, sold.bytes, "a replay sells nothing more");
+    // The sale's account has the buyer's address: its tickets are mailed as any order's.
+    let sql = "SELECT account_id FROM account WHERE email = 'walk@example.com'";
+    let accounts: Vec<String> = match (&app.db.pg, &app.db.sqlite) {
+        (Some(pg), _) => sqlx::query_scalar(sql).fetch_all(pg.pool()).await.unwrap(),
+        (None, Some(sqlite)) => sqlx::query_scalar(sql)
+            .fetch_all(sqlite.pool())
+            .await
+            .unwrap(),
+        (None, None) => unreachable!("a test store has a backend"),
+    };
+    assert_eq!(accounts.len(), 1, "{accounts:?}");
+    assert!(accounts[0].starts_with("box-office:"), "{accounts:?}");
     let pdf_url = view["pdfUrl"].as_str().unwrap();
     let pdf = app.get(&app.admin, pdf_url).await;
     assert_eq!(pdf.status, StatusCode::OK);
