@@ -333,6 +333,36 @@ async fn comps_from_an_allocation_are_the_accounts_tickets_and_counted(backend: 
     assert_eq!(guests["kept"]["seatIds"], json!(["A-3-3"]), "{guests}");
     assert_eq!(guests["kept"]["tierUnits"]["GA"], 1, "{guests}");
     assert!(app.db.violations().await.is_empty());
+    // The check can fail: a comp order whose record is gone is no allocation's comp.
+    let sql = format!("DELETE FROM allocation_comp WHERE order_id = '{order_id}'");
+    let sql = sqlx::AssertSqlSafe(sql);
+    match (&app.db.pg, &app.db.sqlite) {
+        (Some(pg), _) => sqlx::query(sql).execute(pg.pool()).await.map(|_| ()),
+        (None, Some(sqlite)) => sqlx::query(sql).execute(sqlite.pool()).await.map(|_| ()),
+        (None, None) => unreachable!("a test store has a backend"),
+    }
+    .unwrap();
+    let violations = app.db.violations().await;
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.contains(order_id) && v.contains("no allocation's comp")),
+        "{violations:?}"
+    );
+    app.db
+        .store
+        .record_comp(
+            &boxoffice_store::allocation::CompRecord {
+                event_id: event_id.clone(),
+                order_id: order_id.to_owned(),
+                allocation_id: "guests".into(),
+                account_id: "guest".into(),
+                issued_by: "ops".into(),
+            },
+            None,
+        )
+        .await
+        .unwrap();
     app.finish().await;
 }
 
