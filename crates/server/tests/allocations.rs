@@ -557,5 +557,13 @@ async fn a_box_office_sale_confirms_with_its_tickets_under_the_sale_rules(backen
         .json();
     assert_eq!(report["totals"]["sold"], 4, "{report}");
     assert_eq!(report["totals"]["comps"], 0, "{report}");
+    assert_eq!(
+        report["boxOffice"],
+        json!([
+            {"payment": "card_present", "orders": 1, "seats": 2, "chargedMinor": 1000},
+            {"payment": "cash", "orders": 1, "seats": 2, "chargedMinor": 2000},
+        ]),
+        "{report}"
+    );
     app.finish().await;
 }

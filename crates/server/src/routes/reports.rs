@@ -83,6 +83,20 @@ pub struct EventReportResponse {
     /// The sections, then the tiers, in the event's order.
     pub lines: Vec<ReportLine>,
     pub totals: ReportTotals,
+    /// Confirmed box-office sales by payment kind (kinds without a sale are left out).
+    pub box_office: Vec<BoxOfficeLine>,
+}
+
+/// The confirmed box-office sales of one payment kind.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BoxOfficeLine {
+    /// `cash` or `card_present`.
+    pub payment: String,
+    pub orders: i64,
+    /// Seats and tier units.
+    pub seats: i64,
+    pub charged_minor: i64,
 }
 
 /// `?bucketSeconds=` of the timeline.
@@ -213,6 +227,16 @@ fn report_response(event: &EventRecord, report: EventReport) -> EventReportRespo
             charged_minor: report.charged_minor,
             orders_confirmed: report.orders_confirmed,
         },
+        box_office: report
+            .box_office
+            .iter()
+            .map(|row| BoxOfficeLine {
+                payment: row.payment_kind.clone(),
+                orders: row.orders,
+                seats: row.seats,
+                charged_minor: row.charged_minor,
+            })
+            .collect(),
     }
 }
 
