@@ -643,6 +643,7 @@ mod tests {
                 charged_minor: 100,
                 orders_confirmed: 1,
             },
+            box_office: Vec::new(),
         };
         let csv = report_csv(&report);
         let line = csv.lines().nth(1).expect("the tier's line");
