@@ -333,6 +333,36 @@ async fn comps_from_an_allocation_are_the_accounts_tickets_and_counted(backend: 
     assert_eq!(guests["kept"]["seatIds"], json!(["A-3-3"]), "{guests}");
     assert_eq!(guests["kept"]["tierUnits"]["GA"], 1, "{guests}");
     assert!(app.db.violations().await.is_empty());
+    // The check can fail: a comp order whose record is gone is no allocation's comp.
+    let sql = format!("DELETE FROM allocation_comp WHERE order_id = '{order_id}'");
+    let sql = sqlx::AssertSqlSafe(sql);
+    match (&app.db.pg, &app.db.sqlite) {
+        (Some(pg), _) => sqlx::query(sql).execute(pg.pool()).await.map(|_| ()),
+        (None, Some(sqlite)) => sqlx::query(sql).execute(sqlite.pool()).await.map(|_| ()),
+        (None, None) => unreachable!("a test store has a backend"),
+    }
+    .unwrap();
+    let violations = app.db.violations().await;
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.contains(order_id) && v.contains("no allocation's comp")),
+        "{violations:?}"
+    );
+    app.db
+        .store
+        .record_comp(
+            &boxoffice_store::allocation::CompRecord {
+                event_id: event_id.clone(),
+                order_id: order_id.to_owned(),
+                allocation_id: "guests".into(),
+                account_id: "guest".into(),
+                issued_by: "ops".into(),
+            },
+            None,
+        )
+        .await
+        .unwrap();
     app.finish().await;
 }
 
@@ -435,6 +465,18 @@ async fn a_box_office_sale_confirms_with_its_tickets_under_the_sale_rules(backen
     assert!(!tickets[0]["code"].as_str().unwrap().is_empty());
     let replay = app.post(&app.admin, &sales, Some("bo-1"), &body).await;
     assert_eq!(replay.bytes, sold.bytes, "a replay sells nothing more");
+    // The sale's account has the buyer's address: its tickets are mailed as any order's.
+    let sql = "SELECT account_id FROM account WHERE email = 'walk@example.com'";
+    let accounts: Vec<String> = match (&app.db.pg, &app.db.sqlite) {
+        (Some(pg), _) => sqlx::query_scalar(sql).fetch_all(pg.pool()).await.unwrap(),
+        (None, Some(sqlite)) => sqlx::query_scalar(sql)
+            .fetch_all(sqlite.pool())
+            .await
+            .unwrap(),
+        (None, None) => unreachable!("a test store has a backend"),
+    };
+    assert_eq!(accounts.len(), 1, "{accounts:?}");
+    assert!(accounts[0].starts_with("box-office:"), "{accounts:?}");
     let pdf_url = view["pdfUrl"].as_str().unwrap();
     let pdf = app.get(&app.admin, pdf_url).await;
     assert_eq!(pdf.status, StatusCode::OK);
@@ -515,5 +557,13 @@ async fn a_box_office_sale_confirms_with_its_tickets_under_the_sale_rules(backen
         .json();
     assert_eq!(report["totals"]["sold"], 4, "{report}");
     assert_eq!(report["totals"]["comps"], 0, "{report}");
+    assert_eq!(
+        report["boxOffice"],
+        json!([
+            {"payment": "card_present", "orders": 1, "seats": 2, "chargedMinor": 1000},
+            {"payment": "cash", "orders": 1, "seats": 2, "chargedMinor": 2000},
+        ]),
+        "{report}"
+    );
     app.finish().await;
 }

@@ -52,6 +52,13 @@
     return data;
   }
 
+  function money(minor, currency) {
+    try {
+      const fmt = new Intl.NumberFormat(undefined, { style: 'currency', currency });
+      return fmt.format(minor / 10 ** fmt.resolvedOptions().maximumFractionDigits);
+    } catch { return `${minor} ${currency} (minor units)`; }
+  }
+
   const list = (value) => value.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
   const eventId = () => $('#bo-event').value.trim();
   const base = () => `/v1/admin/events/${encodeURIComponent(eventId())}/allocations`;
@@ -214,7 +221,7 @@
     if (Object.keys(buyer).length) body.buyer = buyer;
     try {
       const sale = await call('POST', `/v1/admin/events/${encodeURIComponent(eventId())}/box-office/sales`, body, newKey());
-      showTickets(`Sold (${sale.payment === 'cash' ? 'cash' : 'card'}, ${sale.totalMinor} ${sale.currency} in minor units)`, sale.orderId, sale.tickets);
+      showTickets(`Sold (${sale.payment === 'cash' ? 'cash' : 'card'}, ${money(sale.totalMinor, sale.currency)})`, sale.orderId, sale.tickets);
     } catch (err) {
       error(err.message);
     }

@@ -8,7 +8,8 @@
 
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_store::report::{
-    BucketRow, Place, RefundPart, ReportRows, SectionRow, TierRow, TimelineRows, TimelineWindow,
+    BoxOfficeRow, BucketRow, Place, RefundPart, ReportRows, SectionRow, TierRow, TimelineRows,
+    TimelineWindow,
 };
 use boxoffice_store::{EventRecord, StoreResult};
 
@@ -86,6 +87,16 @@ fn cancelled_refunds_sql(d: Dialect) -> String {
           GROUP BY p.operation_id, p.amount_minor, s.section, o.tier_id"
     )
 }
+
+/// Confirmed box-office sales by payment kind (issue 40): orders, seats and units, charged.
+const BOX_OFFICE_SQL: &str = "SELECT b.payment_kind, count(*),
+        CAST(coalesce(sum(o.quantity), 0) AS bigint),
+        CAST(coalesce(sum(p.amount_minor), 0) AS bigint)
+   FROM box_office_sale b
+   JOIN orders o ON o.event_id = b.event_id AND o.order_id = b.order_id
+   JOIN payment_operation p ON p.order_id = o.order_id
+  WHERE b.event_id = $1 AND o.status = 'CONFIRMED'
+  GROUP BY b.payment_kind ORDER BY b.payment_kind";
 
 /// The confirmed orders and what their payments charged.
 const CHARGED_SQL: &str = "SELECT count(*), CAST(coalesce(sum(p.amount_minor), 0) AS bigint)
@@ -236,6 +247,20 @@ pub async fn report_rows(db: &Db, event: &EventRecord) -> StoreResult<ReportRows
         .fetch_one(&mut tx.conn())
         .await?;
     let (orders_confirmed, charged_minor) = (charged.get(0)?, charged.get(1)?);
+    let box_office = query(BOX_OFFICE_SQL)
+        .bind(event_id)
+        .fetch_all(&mut tx.conn())
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(BoxOfficeRow {
+                payment_kind: row.get(0)?,
+                orders: row.get(1)?,
+                seats: row.get(2)?,
+                charged_minor: row.get(3)?,
+            })
+        })
+        .collect::<StoreResult<_>>()?;
     tx.commit().await?;
     Ok(ReportRows {
         now,
@@ -244,6 +269,7 @@ pub async fn report_rows(db: &Db, event: &EventRecord) -> StoreResult<ReportRows
         refunds,
         charged_minor,
         orders_confirmed,
+        box_office,
     })
 }
 

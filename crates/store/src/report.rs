@@ -111,6 +111,18 @@ pub struct ReportRows {
     pub charged_minor: i64,
     /// `CONFIRMED` orders, the ones exchanges and transfers made included.
     pub orders_confirmed: i64,
+    /// Confirmed box-office sales by payment kind (issue 40).
+    pub box_office: Vec<BoxOfficeRow>,
+}
+
+/// The confirmed box-office sales of one payment kind (`cash`, `card_present`): orders, their
+/// seats and units, what their payments charged.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BoxOfficeRow {
+    pub payment_kind: String,
+    pub orders: i64,
+    pub seats: i64,
+    pub charged_minor: i64,
 }
 
 /// One section's or tier's figures, or the event's totals.
@@ -159,6 +171,8 @@ pub struct EventReport {
     /// difference paid, 0 when nothing was due).
     pub charged_minor: i64,
     pub orders_confirmed: i64,
+    /// Confirmed box-office sales by payment kind, as read.
+    pub box_office: Vec<BoxOfficeRow>,
 }
 
 impl EventReport {
@@ -243,6 +257,7 @@ impl EventReport {
             totals,
             charged_minor: rows.charged_minor,
             orders_confirmed: rows.orders_confirmed,
+            box_office: rows.box_office,
         }
     }
 }
@@ -565,6 +580,7 @@ mod tests {
             ],
             charged_minor: 4500,
             orders_confirmed: 3,
+            box_office: Vec::new(),
         };
         let report = EventReport::assemble(&event, rows);
         let names: Vec<&Place> = report.lines.iter().map(|l| &l.place).collect();

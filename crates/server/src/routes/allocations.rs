@@ -554,6 +554,15 @@ pub async fn add_allocation(
         return Err(ApiError::validation("releaseAt", "already passed"));
     }
     let existing = state.store.allocations(&event.event_id).await?;
+    if existing.len() >= rules::ALLOCATIONS_PER_EVENT_MAX {
+        return Err(ApiError::validation(
+            "allocationId",
+            format!(
+                "an event has at most {} allocations",
+                rules::ALLOCATIONS_PER_EVENT_MAX
+            ),
+        ));
+    }
     if existing
         .iter()
         .any(|a| a.allocation_id == allocation.allocation_id)

@@ -6,7 +6,8 @@
 //! their QR codes, and where to print them (`GET /v1/admin/orders/{orderId}/tickets.pdf`).
 //!
 //! Each sale's order belongs to a system account of its own (`box-office:<id>`, which no
-//! token can be), so the event's purchase limit bounds one sale, not the box office's day.
+//! token can be), so the event's purchase limit bounds one sale, not the box office's day;
+//! the buyer's email, when given, is that account's address, so the tickets are mailed.
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -226,6 +227,14 @@ pub async fn sell(
         Idempotent::KeyReusedWithOtherRequest => {
             return Ok(answer(Idempotent::KeyReusedWithOtherRequest));
         }
+    }
+    if let Some(email) = request.buyer.as_ref().and_then(|b| b.email.as_deref()) {
+        // The sale's account gets the buyer's address: its tickets are mailed as any
+        // order's are.
+        state
+            .store
+            .record_token_email(&buyer_account, email)
+            .await?;
     }
     let checkout_scope = IdempotencyScope {
         account_id: buyer_account.clone(),

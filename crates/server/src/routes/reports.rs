@@ -87,6 +87,20 @@ pub struct EventReportResponse {
     /// event has no ticket types, fees or tax.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sales: Option<crate::sale_api::pricing::SalesView>,
+    /// Confirmed box-office sales by payment kind (kinds without a sale are left out).
+    pub box_office: Vec<BoxOfficeLine>,
+}
+
+/// The confirmed box-office sales of one payment kind.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BoxOfficeLine {
+    /// `cash` or `card_present`.
+    pub payment: String,
+    pub orders: i64,
+    /// Seats and tier units.
+    pub seats: i64,
+    pub charged_minor: i64,
 }
 
 /// `?bucketSeconds=` of the timeline.
@@ -218,6 +232,16 @@ fn report_response(event: &EventRecord, report: EventReport) -> EventReportRespo
             orders_confirmed: report.orders_confirmed,
         },
         sales: None,
+        box_office: report
+            .box_office
+            .iter()
+            .map(|row| BoxOfficeLine {
+                payment: row.payment_kind.clone(),
+                orders: row.orders,
+                seats: row.seats,
+                charged_minor: row.charged_minor,
+            })
+            .collect(),
     }
 }
 
@@ -633,6 +657,7 @@ mod tests {
                 orders_confirmed: 1,
             },
             sales: None,
+            box_office: Vec::new(),
         };
         let csv = report_csv(&report);
         let line = csv.lines().nth(1).expect("the tier's line");
