@@ -18,6 +18,11 @@
 //!   in the handler), a hold expired or an order confirmed (when the outbox relay delivers
 //!   `hold.released`, `hold.expired` or `order.confirmed`). An end only frees an admission
 //!   that began before the hold ended, so a late message never ends a newer admission.
+//! - **A room per lane**: the general room is keyed by the event id; a sale phase fans queue
+//!   for (`?phaseId=`) has its own room, keyed [`room_key`] `{event_id}~{phase_id}` here and
+//!   in the [`RoomStore`], with its own queue, controller, shopper slots and controls, and the
+//!   phase's own settings ([`room_config_in`]). Tickets and admissions name the lane; an end
+//!   without the admission goes to the room where the account shops ([`WaitingRoom::end`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
