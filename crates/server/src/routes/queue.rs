@@ -121,7 +121,8 @@ pub struct AdminQueueResponse {
     /// Nothing is left to sell (as this node's seat map shows): release is stopped and
     /// queued fans are answered `SOLD_OUT`.
     pub sold_out: bool,
-    /// The settings the release runs with (the event's `waitingRoom`).
+    /// The settings the release runs with (the event's `waitingRoom`; a phase's queue: the
+    /// phase's own `waitingRoom` when it has one).
     pub settings: QueueSettings,
     /// The controller's last decisions (one a second, the last minute), oldest first;
     /// only the releasing node decides.
