@@ -91,6 +91,56 @@ pub struct WaitingRoomSettings {
     pub hold_ttl_follows_sale: bool,
 }
 
+impl WaitingRoomSettings {
+    /// Checks the settings' ranges; `prefix` names them in an error (`waitingRoom`, or a
+    /// phase's `phases[0].waitingRoom`).
+    pub fn validate(&self, prefix: &str) -> Result<(), SpecError> {
+        check_range(
+            &format!("{prefix}.maxActiveShoppers"),
+            self.max_active_shoppers.into(),
+            1,
+            10_000_000,
+        )?;
+        check_range(
+            &format!("{prefix}.admissionTtlSeconds"),
+            self.admission_ttl_seconds.into(),
+            10,
+            86_400,
+        )?;
+        check_range(
+            &format!("{prefix}.maxReleasePerSecond"),
+            self.max_release_per_second.into(),
+            1,
+            RELEASE_PER_S_MAX.into(),
+        )?;
+        check_range(
+            &format!("{prefix}.startReleasePerSecond"),
+            self.start_release_per_second.into(),
+            1,
+            self.max_release_per_second.into(),
+        )?;
+        check_range(
+            &format!("{prefix}.targetHoldP99Ms"),
+            self.target_hold_p99_ms.into(),
+            1,
+            TARGET_HOLD_P99_MS_MAX.into(),
+        )?;
+        check_range(
+            &format!("{prefix}.claimWindowSeconds"),
+            self.claim_window_seconds.into(),
+            10,
+            86_400,
+        )?;
+        check_range(
+            &format!("{prefix}.holdWindowSeconds"),
+            self.hold_window_seconds.into(),
+            10,
+            3_600,
+        )?;
+        Ok(())
+    }
+}
+
 /// Highest release rate an event may set, per second.
 pub const RELEASE_PER_S_MAX: u32 = 100_000;
 /// Highest hold p99 target an event may set, in milliseconds.
@@ -296,48 +346,7 @@ impl EventSpec {
             1,
             86_400,
         )?;
-        check_range(
-            "waitingRoom.maxActiveShoppers",
-            self.waiting_room.max_active_shoppers.into(),
-            1,
-            10_000_000,
-        )?;
-        check_range(
-            "waitingRoom.admissionTtlSeconds",
-            self.waiting_room.admission_ttl_seconds.into(),
-            10,
-            86_400,
-        )?;
-        check_range(
-            "waitingRoom.maxReleasePerSecond",
-            self.waiting_room.max_release_per_second.into(),
-            1,
-            RELEASE_PER_S_MAX.into(),
-        )?;
-        check_range(
-            "waitingRoom.startReleasePerSecond",
-            self.waiting_room.start_release_per_second.into(),
-            1,
-            self.waiting_room.max_release_per_second.into(),
-        )?;
-        check_range(
-            "waitingRoom.targetHoldP99Ms",
-            self.waiting_room.target_hold_p99_ms.into(),
-            1,
-            TARGET_HOLD_P99_MS_MAX.into(),
-        )?;
-        check_range(
-            "waitingRoom.claimWindowSeconds",
-            self.waiting_room.claim_window_seconds.into(),
-            10,
-            86_400,
-        )?;
-        check_range(
-            "waitingRoom.holdWindowSeconds",
-            self.waiting_room.hold_window_seconds.into(),
-            10,
-            3_600,
-        )?;
+        self.waiting_room.validate("waitingRoom")?;
         if self.sections.is_empty() && self.tiers.is_empty() {
             return Err(spec_error(
                 "sections",

@@ -346,6 +346,9 @@ pub fn validate(phases: &[Phase], spec: &EventSpec) -> Result<(), SpecError> {
                 format!("must be 1-{PHASE_NAME_LEN_MAX} characters"),
             ));
         }
+        if let Some(settings) = &phase.waiting_room {
+            settings.validate(&field("waitingRoom"))?;
+        }
         if phase.ends_at.is_some_and(|end| end <= phase.starts_at) {
             return Err(spec_error(field("endsAt"), "must be after startsAt"));
         }

@@ -45,6 +45,17 @@
 //! default 10,000 from 0.1 up: enough slots that a quick run is paced by the release
 //! controller rather than by fans who walked away holding a slot for the hold TTL).
 //!
+//! **Two queues at once** (`--presale-share 0.3`, a created event with its waiting room on):
+//! the event gets a code phase [`PRESALE_PHASE`] selling the best half of the sections
+//! ([`presale_sections`]) with its own waiting-room queue (`maxActiveShoppers` the share of
+//! the event's, at least 1), and the general phase [`GENERAL_PHASE`] selling everything, both
+//! open at on-sale. Codes are generated (`POST …/phases/fanclub/codes`, each admitting up to
+//! [`PRESALE_CODE_USES`] accounts); that share of the fans ([`in_presale`], spread evenly
+//! over the arrivals) redeems one, queues in the lane (`?phaseId=fanclub`), holds in the
+//! lane's sections and leaves the lane's queue; the others queue in the general room as
+//! before. The report adds `lanes`: per lane the fans, `admitted`, `held` (the visit held
+//! seats at some point: sold, declined, abandoned, expired or unsettled) and `sold`.
+//!
 //! Measured: latency histograms per step (join from the scheduled arrival; status, hold,
 //! checkout per request; order_final from the checkout request to the final order status;
 //! queue_wait from arrival to admission; e2e from the scheduled arrival to the confirmed
@@ -97,6 +108,12 @@ pub const ERRORS_LISTED_MAX: usize = 50;
 pub const HOLD_TTL_S: u32 = 30;
 /// Admission TTL of the created event: a fan that vanished frees its slot after this.
 pub const ADMISSION_TTL_S: u32 = 300;
+/// The presale lane of `--presale-share` (a code phase with its own queue).
+pub const PRESALE_PHASE: &str = "fanclub";
+/// The general sale of `--presale-share` (an open phase: the event's general queue).
+pub const GENERAL_PHASE: &str = "general";
+/// Accounts one generated presale code admits (the API's most).
+pub const PRESALE_CODE_USES: u64 = 100_000;
 const ROWS: u32 = 50;
 const SEATS_PER_ROW: u32 = 100;
 const TOKEN_TTL_S: u64 = 6 * 3600;
@@ -253,6 +270,20 @@ pub fn arrival_offset(i: u64, n: u64, arrival_s: f64) -> Duration {
     Duration::from_secs_f64(arrival_s * i as f64 / n as f64)
 }
 
+/// Whether fan `i` (0-based arrival index) is a presale fan when `share` of the fans are:
+/// exactly `floor(n × share)` of the first `n` fans are, spread evenly over the arrivals.
+pub fn in_presale(i: u64, share: f64) -> bool {
+    if share <= 0.0 {
+        return false;
+    }
+    ((i + 1) as f64 * share).floor() > (i as f64 * share).floor()
+}
+
+/// How many of the best sections the presale lane sells: the best half, at least one.
+pub fn presale_sections(sections: u32) -> u32 {
+    sections.div_ceil(2).max(1)
+}
+
 /// Default active-shopper cap for a scale (see the module docs).
 pub fn default_max_active(scale: f64) -> u32 {
     (100_000.0 * scale).round().clamp(200.0, 10_000.0) as u32
@@ -290,6 +321,9 @@ pub struct OnsaleScenario {
     pub report: std::path::PathBuf,
     /// The created event's queue policy and release settings.
     pub door: DoorSettings,
+    /// Share of fans (0-1) who queue in a presale lane of their own (see the module docs);
+    /// 0: one general queue, as before.
+    pub presale_share: f64,
 }
 
 /// The waiting room of a created event: its policy and the release controller's settings
@@ -372,6 +406,19 @@ enum Outcome {
 }
 
 impl Outcome {
+    /// Whether the visit held seats at some point.
+    fn held(self) -> bool {
+        matches!(
+            self,
+            Outcome::Sold
+                | Outcome::Declined
+                | Outcome::AbandonedReleased
+                | Outcome::AbandonedWalkedAway
+                | Outcome::HoldExpired
+                | Outcome::Unsettled
+        )
+    }
+
     fn name(self) -> &'static str {
         match self {
             Outcome::Sold => "sold",
@@ -444,6 +491,8 @@ struct Metrics {
     /// Fans refused seats who joined the waiting list, and of them those offered seats.
     waitlist_joined: u64,
     waitlist_offered: u64,
+    /// Per lane (`fanclub`, `general`) with `--presale-share`: fans, admitted, held, sold.
+    lanes: BTreeMap<&'static str, [u64; 4]>,
 }
 
 impl Metrics {
@@ -501,6 +550,11 @@ struct Shared {
     /// The event's waiting room is on: fans queue for an admission.
     waiting_room: bool,
     refused_fans_wait: bool,
+    /// Share of fans in the presale lane, its access codes, and how many of the best
+    /// sections it sells.
+    presale_share: f64,
+    presale_codes: Vec<String>,
+    presale_sections: u32,
     /// Seats of the house, and whether the event page last said nothing is free or held
     /// (read once a second by [`watch_house`]): fans on the waiting list go home then.
     venue_seats: u64,
@@ -665,18 +719,26 @@ impl Shared {
 struct Plan {
     quantity: u32,
     section: u32,
+    /// How many of the best sections the fan may try (the lane's, for a presale fan).
+    sections: u32,
     abandon: Option<bool>,
     card: Card,
 }
 
-fn plan(shared: &Shared) -> Plan {
+fn plan(shared: &Shared, presale: bool) -> Plan {
     let mut rng = rand::rng();
     let abandon = rng
         .random_bool(shared.abandon)
         .then(|| rng.random_bool(0.5));
+    let sections = if presale {
+        shared.presale_sections
+    } else {
+        shared.sections.len() as u32
+    };
     Plan {
         quantity: rng.random_range(1..=shared.max_seats.clamp(1, 6)),
-        section: pick_section(rng.random::<f64>(), shared.sections.len() as u32),
+        section: pick_section(rng.random::<f64>(), sections),
+        sections,
         abandon,
         card: shared.cards.pick(rng.random_range(0..shared.cards.total())),
     }
@@ -705,10 +767,15 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
             return Outcome::Failed;
         }
     };
-    let plan = plan(&shared);
+    let presale = in_presale(i, shared.presale_share);
+    let lane = presale.then_some(PRESALE_PHASE);
+    let plan = plan(&shared, presale);
+    if presale && let Err(outcome) = redeem(&shared, &token, i).await {
+        return outcome;
+    }
     let admission = if shared.waiting_room {
         g.waiting.fetch_add(1, Ordering::Relaxed);
-        let admitted = wait_in_room(&shared, &token, i, due).await;
+        let admitted = wait_in_room(&shared, &token, i, due, lane).await;
         g.waiting.fetch_sub(1, Ordering::Relaxed);
         match admitted {
             Ok(admission) => admission,
@@ -717,6 +784,13 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
     } else {
         String::new()
     };
+    if shared.presale_share > 0.0 {
+        shared
+            .lock()
+            .lanes
+            .entry(lane.unwrap_or(GENERAL_PHASE))
+            .or_default()[1] += 1;
+    }
     shared.measure(Metric::QueueWait, due);
     g.shopping.fetch_add(1, Ordering::Relaxed);
     let outcome = shop(&shared, &token, &admission, &plan, due).await;
@@ -730,7 +804,7 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
         // The fan closes the page: the slot goes to the next in line at once.
         let request = shared
             .http
-            .delete(shared.url(&token, &format!("/v1/events/{}/queue", shared.event_id)))
+            .delete(shared.url(&token, &queue_path(&shared.event_id, lane)))
             .bearer_auth(&token);
         let answer = shared.call("leave", request).await;
         if answer.status != 200 {
@@ -740,15 +814,69 @@ async fn fan(shared: Arc<Shared>, i: u64, due: Instant) -> Outcome {
     outcome
 }
 
-/// Joins and polls until admitted; the admission token, or how the wait ended.
+/// The queue of the event, or of its lane `lane`.
+fn queue_path(event_id: &str, lane: Option<&str>) -> String {
+    match lane {
+        Some(lane) => format!("/v1/events/{event_id}/queue?phaseId={lane}"),
+        None => format!("/v1/events/{event_id}/queue"),
+    }
+}
+
+/// A presale fan redeems its code (fan `i` takes code `i / PRESALE_CODE_USES`).
+async fn redeem(shared: &Shared, token: &str, i: u64) -> Result<(), Outcome> {
+    let index = usize::try_from(i / PRESALE_CODE_USES).unwrap_or(usize::MAX);
+    let Some(code) = shared
+        .presale_codes
+        .get(index)
+        .or(shared.presale_codes.last())
+    else {
+        shared.error("redeem", 0, "no presale code was generated");
+        return Err(Outcome::Failed);
+    };
+    let url = shared.url(
+        token,
+        &format!(
+            "/v1/events/{}/phases/{PRESALE_PHASE}/access",
+            shared.event_id
+        ),
+    );
+    for _ in 0..JOIN_ATTEMPTS {
+        let request = shared
+            .http
+            .post(&url)
+            .bearer_auth(token)
+            .json(&json!({ "code": code }));
+        let answer = shared.call("redeem", request).await;
+        match answer.status {
+            200 => return Ok(()),
+            0 | 429 | 503 => {
+                let wait = answer.retry_after_s.unwrap_or(1).clamp(1, 30);
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+            }
+            _ => {
+                shared.unexpected("redeem", &answer);
+                return Err(Outcome::Failed);
+            }
+        }
+    }
+    Err(Outcome::GaveUp)
+}
+
+/// Joins (the lane's queue with `lane`) and polls until admitted; the admission token, or
+/// how the wait ended.
 async fn wait_in_room(
     shared: &Shared,
     token: &str,
     i: u64,
     due: Instant,
+    lane: Option<&str>,
 ) -> Result<String, Outcome> {
     let deadline = due + QUEUE_WAIT_MAX;
-    let queue = shared.url(token, &format!("/v1/events/{}/queue", shared.event_id));
+    let status_url = shared.url(
+        token,
+        &format!("/v1/events/{}/queue/status", shared.event_id),
+    );
+    let queue = shared.url(token, &queue_path(&shared.event_id, lane));
     let join_key = key();
     let mut joined = None;
     for attempt in 0..JOIN_ATTEMPTS {
@@ -791,7 +919,6 @@ async fn wait_in_room(
         shared.saw_sold_out();
         return Err(Outcome::SoldOut);
     }
-    let status_url = format!("{queue}/status");
     let mut retry_after_s = joined.retry_after_s.unwrap_or(1);
     loop {
         let wait = Duration::from_secs(retry_after_s.clamp(1, 60));
@@ -858,7 +985,7 @@ async fn wait_in_room(
 async fn shop(shared: &Shared, token: &str, admission: &str, plan: &Plan, due: Instant) -> Outcome {
     let g = &shared.gauges;
     let holds = shared.url(token, &format!("/v1/events/{}/holds", shared.event_id));
-    let n = shared.sections.len() as u32;
+    let n = plan.sections.min(shared.sections.len() as u32).max(1);
     let mut hold = None;
     let mut t = 0;
     let mut refusals_429 = 0;
@@ -1274,7 +1401,8 @@ async fn create_event(
             room[name] = json!(value);
         }
     }
-    let request = json!({
+    let on_sale_at = rfc3339(std::time::SystemTime::now() + on_sale_in)?;
+    let mut request = json!({
         "name": "On-sale simulation stadium",
         "startsAt": "2030-01-01T20:00:00Z",
         "currency": "EUR",
@@ -1284,10 +1412,28 @@ async fn create_event(
         "waitlistOfferTtlSeconds": hold_ttl_s,
         "maxSeatsPerHold": 6,
         "maxTicketsPerAccount": 6,
-        "onSaleAt": rfc3339(std::time::SystemTime::now() + on_sale_in)?,
-        "waitingRoom": room,
+        "onSaleAt": on_sale_at,
+        "waitingRoom": room.clone(),
         "sections": sections,
     });
+    if scenario.presale_share > 0.0 {
+        // The lane's own queue: the share of the shopper slots, the event's release.
+        let mut lane_room = room;
+        if let Some(room) = lane_room.as_object_mut() {
+            room.remove("enabled");
+        }
+        lane_room["maxActiveShoppers"] =
+            json!(((f64::from(max_active) * scenario.presale_share).round() as u32).max(1));
+        let best: Vec<String> = (0..presale_sections(scenario.sections))
+            .map(|i| format!("S{i}"))
+            .collect();
+        request["phases"] = json!([
+            {"phaseId": PRESALE_PHASE, "name": "Fan club presale", "access": "code",
+             "startsAt": on_sale_at, "sections": best, "waitingRoom": lane_room},
+            {"phaseId": GENERAL_PHASE, "name": "General sale", "access": "open",
+             "startsAt": on_sale_at},
+        ]);
+    }
     // The same key each time: a request whose node died before answering (a chaos run on a
     // cluster, 502 from the balancer) is sent again and answered as the first was.
     let key = key();
@@ -1322,6 +1468,42 @@ async fn create_event(
         }
         return Ok(body["eventId"].as_str().context("eventId")?.to_owned());
     }
+}
+
+/// Generates the presale codes for `fans` presale fans: one code per
+/// [`PRESALE_CODE_USES`] of them.
+async fn presale_codes(
+    http: &reqwest::Client,
+    base: &str,
+    secret: &str,
+    event_id: &str,
+    fans: u64,
+) -> anyhow::Result<Vec<String>> {
+    let count = fans.div_ceil(PRESALE_CODE_USES).max(1);
+    let made = http
+        .post(format!(
+            "{base}/v1/admin/events/{event_id}/phases/{PRESALE_PHASE}/codes"
+        ))
+        .bearer_auth(admin_token(secret)?)
+        .header("idempotency-key", key())
+        .json(&json!({"count": count, "uses": fans.clamp(1, PRESALE_CODE_USES)}))
+        .send()
+        .await
+        .context("generating the presale codes")?;
+    let status = made.status();
+    let body: Value = made.json().await.unwrap_or_default();
+    if status.as_u16() != 201 {
+        bail!("generating the presale codes answered {status}: {body}");
+    }
+    Ok(body["codes"]
+        .as_array()
+        .map(|codes| {
+            codes
+                .iter()
+                .filter_map(|c| c["code"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 fn admin_token(secret: &str) -> anyhow::Result<String> {
@@ -1431,6 +1613,12 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
     if scenario.max_in_flight == 0 || scenario.max_in_flight > 1_000_000 {
         bail!("max-in-flight must be between 1 and 1,000,000");
     }
+    if !(0.0..1.0).contains(&scenario.presale_share) {
+        bail!("presale-share must be at least 0 and below 1");
+    }
+    if scenario.presale_share > 0.0 && (scenario.event_id.is_some() || !scenario.waiting_room) {
+        bail!("presale-share needs a created event (no --event-id) with its waiting room on");
+    }
     let accounts = scenario.accounts();
     let arrival_s = scenario.arrival_s();
     if accounts == 0 || accounts > 100_000_000 {
@@ -1523,6 +1711,13 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         }
         _ => started,
     };
+    let presale_fans = (accounts as f64 * scenario.presale_share).floor() as u64;
+    let presale_codes = if scenario.presale_share > 0.0 {
+        presale_codes(&http, &base, &scenario.jwt_secret, &event_id, presale_fans).await?
+    } else {
+        Vec::new()
+    };
+    let presale_sections = presale_sections(sections.len() as u32);
     let mut bases = vec![base];
     bases.extend(
         scenario
@@ -1540,6 +1735,9 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
         max_seats,
         waiting_room,
         refused_fans_wait: scenario.refused_fans_wait,
+        presale_share: scenario.presale_share,
+        presale_codes,
+        presale_sections,
         venue_seats,
         house_free: AtomicU64::new(u64::MAX),
         house_held: AtomicU64::new(u64::MAX),
@@ -1564,6 +1762,7 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
             all_sold_at: None,
             waitlist_joined: 0,
             waitlist_offered: 0,
+            lanes: BTreeMap::new(),
             last_fan_done: 0,
         }),
         gauges: Gauges::default(),
@@ -1635,6 +1834,17 @@ pub async fn run_onsale(scenario: &OnsaleScenario) -> anyhow::Result<OnsaleRepor
             let done = shared.started.elapsed().as_micros() as u64;
             let mut m = shared.lock();
             *m.outcomes.entry(outcome.name()).or_default() += 1;
+            if shared.presale_share > 0.0 {
+                let lane = if in_presale(i, shared.presale_share) {
+                    PRESALE_PHASE
+                } else {
+                    GENERAL_PHASE
+                };
+                let counts = m.lanes.entry(lane).or_default();
+                counts[0] += 1;
+                counts[2] += u64::from(outcome.held());
+                counts[3] += u64::from(outcome == Outcome::Sold);
+            }
             m.last_fan_done = m.last_fan_done.max(done);
             drop(m);
             shared.gauges.done.fetch_add(1, Ordering::Relaxed);
@@ -1730,6 +1940,12 @@ fn build_report(
             .collect::<Vec<_>>()
             .join(" ")
     );
+    for (lane, [fans, admitted, held, sold]) in &m.lanes {
+        let _ = writeln!(
+            table,
+            "lane {lane}: fans={fans} admitted={admitted} held={held} sold={sold}"
+        );
+    }
     let _ = writeln!(
         table,
         "sold_seats={} ({:.1}% of the venue) orders_confirmed={} queue_len_max={}",
@@ -1838,6 +2054,10 @@ fn build_report(
         "delayedByCap": delayed_by_cap,
         "steps": steps,
         "outcomes": m.outcomes,
+        "lanes": m.lanes.iter().map(|(lane, [fans, admitted, held, sold])| {
+            (lane.to_string(), json!({"fans": fans, "admitted": admitted, "held": held,
+                                      "sold": sold}))
+        }).collect::<serde_json::Map<String, Value>>(),
         "soldSeats": m.sold_seats,
         "everySeatSoldAfterOnSaleSeconds": all_sold_after_on_sale_s,
         "waitlistJoined": m.waitlist_joined,
@@ -1994,6 +2214,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_presale_share_is_exact_and_spread_over_the_arrivals() {
+        assert!((0..1_000).all(|i| !in_presale(i, 0.0)));
+        let presale: Vec<u64> = (0..1_000).filter(|&i| in_presale(i, 0.3)).collect();
+        assert_eq!(presale.len(), 300);
+        // Spread evenly: every ten arrivals hold three presale fans.
+        for tens in 0..100 {
+            let n = presale.iter().filter(|&&i| i / 10 == tens).count();
+            assert_eq!(n, 3, "arrivals {}-{}", tens * 10, tens * 10 + 9);
+        }
+        assert_eq!((0..7).filter(|&i| in_presale(i, 0.5)).count(), 3);
+        assert_eq!(presale_sections(1), 1);
+        assert_eq!(presale_sections(5), 3);
+        assert_eq!(presale_sections(10), 5);
+        assert_eq!(
+            queue_path("e1", Some(PRESALE_PHASE)),
+            "/v1/events/e1/queue?phaseId=fanclub"
+        );
+        assert_eq!(queue_path("e1", None), "/v1/events/e1/queue");
+    }
+
+    #[test]
     fn card_mix_parses_and_picks_by_weight() {
         let mix: CardMix = "visa=70,declined=10,3ds=10,slow=5,timeout=5"
             .parse()
@@ -2089,6 +2330,7 @@ mod tests {
             refused_fans_wait: true,
             report: "r.json".into(),
             door: DoorSettings::default(),
+            presale_share: 0.0,
         };
         assert_eq!(scenario.accounts(), 20_000);
         assert!((scenario.arrival_s() - 3.0).abs() < 1e-9);

@@ -253,51 +253,106 @@ fn default_exchange_cutoff() -> u32 {
     3600
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WaitingRoomBody {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<QueuePolicyName>)]
     pub policy: Option<QueuePolicy>,
     /// 1-10,000,000.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 10_000_000)]
     pub max_active_shoppers: Option<u32>,
     /// 10-86,400 s.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 10, maximum = 86_400)]
     pub admission_ttl_seconds: Option<u32>,
     /// The release controller's first rate (1 to `maxReleasePerSecond`; default 10); slow
     /// start doubles it every healthy second.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 100_000)]
     pub start_release_per_second: Option<u32>,
     /// The release controller's ceiling, 1-100000 (default 500).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 100_000)]
     pub max_release_per_second: Option<u32>,
     /// Hold latency p99 above which release backs off, 1-60000 ms (default 300).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 60_000)]
     pub target_hold_p99_ms: Option<u32>,
     /// How long a released fan may take to claim the admission, 10-86400 s (default 600).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 10, maximum = 86_400)]
     pub claim_window_seconds: Option<u32>,
     /// How long an admitted fan's shopper slot stays idle (no hold yet, or after a refused
     /// hold) before it goes back to the queue, 10-3600 s (default 60). The admission stays
     /// valid for its TTL: a later try takes a slot again if one is free.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 10, maximum = 3_600)]
     pub hold_window_seconds: Option<u32>,
     /// Let the hold TTL follow the sale (default false): while fans wait in the queue, a new
     /// hold lasts the measured 99th percentile of the time from hold to checkout start plus
     /// 30 s (at least 60 s, never more than `holdTtlSeconds`); a granted hold's `expiresAt`
     /// never moves.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_ttl_follows_sale: Option<bool>,
+}
+
+impl WaitingRoomBody {
+    /// The settings this body gives, each field absent taken from `defaults`.
+    pub fn settings(self, defaults: &WaitingRoomSettings) -> WaitingRoomSettings {
+        let body = self;
+        WaitingRoomSettings {
+            enabled: body.enabled.unwrap_or(defaults.enabled),
+            policy: body.policy.unwrap_or(defaults.policy),
+            max_active_shoppers: body
+                .max_active_shoppers
+                .unwrap_or(defaults.max_active_shoppers),
+            admission_ttl_seconds: body
+                .admission_ttl_seconds
+                .unwrap_or(defaults.admission_ttl_seconds),
+            // A lower ceiling alone brings the default start down with it.
+            start_release_per_second: body.start_release_per_second.unwrap_or(
+                defaults.start_release_per_second.min(
+                    body.max_release_per_second
+                        .unwrap_or(defaults.max_release_per_second),
+                ),
+            ),
+            max_release_per_second: body
+                .max_release_per_second
+                .unwrap_or(defaults.max_release_per_second),
+            target_hold_p99_ms: body
+                .target_hold_p99_ms
+                .unwrap_or(defaults.target_hold_p99_ms),
+            claim_window_seconds: body
+                .claim_window_seconds
+                .unwrap_or(defaults.claim_window_seconds),
+            hold_window_seconds: body
+                .hold_window_seconds
+                .unwrap_or(defaults.hold_window_seconds),
+            hold_ttl_follows_sale: body
+                .hold_ttl_follows_sale
+                .unwrap_or(defaults.hold_ttl_follows_sale),
+        }
+    }
+
+    /// The body that shows `settings` (every field given).
+    pub fn of(settings: &WaitingRoomSettings) -> Self {
+        Self {
+            enabled: Some(settings.enabled),
+            policy: Some(settings.policy),
+            max_active_shoppers: Some(settings.max_active_shoppers),
+            admission_ttl_seconds: Some(settings.admission_ttl_seconds),
+            start_release_per_second: Some(settings.start_release_per_second),
+            max_release_per_second: Some(settings.max_release_per_second),
+            target_hold_p99_ms: Some(settings.target_hold_p99_ms),
+            claim_window_seconds: Some(settings.claim_window_seconds),
+            hold_window_seconds: Some(settings.hold_window_seconds),
+            hold_ttl_follows_sale: Some(settings.hold_ttl_follows_sale),
+        }
+    }
 }
 
 /// How the waiting room orders its fans.
@@ -344,38 +399,7 @@ impl CreateEventBody {
         let defaults = WaitingRoomSettings::default();
         let waiting_room = match self.waiting_room {
             None => defaults,
-            Some(body) => WaitingRoomSettings {
-                enabled: body.enabled.unwrap_or(defaults.enabled),
-                policy: body.policy.unwrap_or(defaults.policy),
-                max_active_shoppers: body
-                    .max_active_shoppers
-                    .unwrap_or(defaults.max_active_shoppers),
-                admission_ttl_seconds: body
-                    .admission_ttl_seconds
-                    .unwrap_or(defaults.admission_ttl_seconds),
-                // A lower ceiling alone brings the default start down with it.
-                start_release_per_second: body.start_release_per_second.unwrap_or(
-                    defaults.start_release_per_second.min(
-                        body.max_release_per_second
-                            .unwrap_or(defaults.max_release_per_second),
-                    ),
-                ),
-                max_release_per_second: body
-                    .max_release_per_second
-                    .unwrap_or(defaults.max_release_per_second),
-                target_hold_p99_ms: body
-                    .target_hold_p99_ms
-                    .unwrap_or(defaults.target_hold_p99_ms),
-                claim_window_seconds: body
-                    .claim_window_seconds
-                    .unwrap_or(defaults.claim_window_seconds),
-                hold_window_seconds: body
-                    .hold_window_seconds
-                    .unwrap_or(defaults.hold_window_seconds),
-                hold_ttl_follows_sale: body
-                    .hold_ttl_follows_sale
-                    .unwrap_or(defaults.hold_ttl_follows_sale),
-            },
+            Some(body) => body.settings(&defaults),
         };
         EventSpec {
             name: self.name,

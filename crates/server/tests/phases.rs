@@ -2,7 +2,9 @@
 //! only to accounts that redeemed a code for it; a single-use code raced by fifty accounts
 //! admits exactly one (the event's writer decides every redemption); a lane sells only its
 //! sections and tiers and keeps its own purchase limit; the general sale opens after the
-//! presale by the store's clock; `check` finds every lane's tickets inside its inventory.
+//! presale by the store's clock; `check` finds every lane's tickets inside its inventory;
+//! a presale lane and the general sale each have their own queue, release and shopper slots
+//! (in memory on both store backends, and in Redis).
 
 mod common;
 
@@ -18,6 +20,7 @@ stories!(
     a_lane_refuses_holds_outside_its_inventory_and_keeps_its_limit,
     the_general_sale_follows_the_presale,
     an_admission_names_the_lane_its_fan_queued_for,
+    each_lane_has_its_own_queue_release_and_slots,
 );
 
 const HOUR_MS: u64 = 3_600_000;
@@ -557,4 +560,324 @@ async fn admitted(app: &TestApp, account: &str, event_id: &str, ticket: &str) ->
         }
     }
     panic!("{account} never admitted");
+}
+
+/// An event with a waiting room whose general queue admits one shopper at a time, a fan-club
+/// lane (code, section A) with its own queue of two shopper slots, and the general sale (open
+/// to all, everything), both open now.
+async fn two_queue_event(app: &TestApp) -> String {
+    app.create_event(json!({
+        "waitingRoom": {"enabled": true, "policy": "fifo", "maxActiveShoppers": 1,
+                        "admissionTtlSeconds": 600},
+        "onSaleAt": at(-60),
+        "sections": [
+            {"name": "A", "rows": 5, "seatsPerRow": 10, "priceMinor": 3000},
+            {"name": "B", "rows": 5, "seatsPerRow": 10, "priceMinor": 2000}
+        ],
+        "phases": [
+            {
+                "phaseId": "fanclub", "name": "Fan club presale", "access": "code",
+                "startsAt": at(-60), "sections": ["A"],
+                "waitingRoom": {"maxActiveShoppers": 2, "policy": "fifo",
+                                "admissionTtlSeconds": 600}
+            },
+            {
+                "phaseId": "general", "name": "General sale", "access": "open",
+                "startsAt": at(-60)
+            }
+        ]
+    }))
+    .await
+}
+
+fn queue_path(event_id: &str, lane: Option<&str>) -> String {
+    match lane {
+        Some(lane) => format!("/v1/events/{event_id}/queue?phaseId={lane}"),
+        None => format!("/v1/events/{event_id}/queue"),
+    }
+}
+
+fn admin_queue_path(event_id: &str, lane: Option<&str>) -> String {
+    queue_path(event_id, lane).replacen("/v1/", "/v1/admin/", 1)
+}
+
+/// Joins the lane's queue (or the general one); the queue ticket.
+async fn join_queue(app: &TestApp, account: &str, event_id: &str, lane: Option<&str>) -> String {
+    let joined = app
+        .post(
+            &token(account),
+            &queue_path(event_id, lane),
+            None,
+            &json!({}),
+        )
+        .await;
+    assert_eq!(joined.status, StatusCode::CREATED, "{}", joined.json());
+    joined.json()["queueTicket"].as_str().unwrap().to_owned()
+}
+
+async fn queue_admin(app: &TestApp, event_id: &str, lane: Option<&str>) -> Value {
+    let view = app.get(&app.admin, &admin_queue_path(event_id, lane)).await;
+    assert_eq!(view.status, StatusCode::OK, "{}", view.json());
+    view.json()
+}
+
+/// The admin view of the room once its release has ticked `n` more times on this node:
+/// what the release did (or did not do) in those ticks, whatever time they took.
+async fn after_ticks(app: &TestApp, event_id: &str, lane: Option<&str>, n: u64) -> Value {
+    let start = queue_admin(app, event_id, lane).await["ticks"]
+        .as_u64()
+        .unwrap();
+    for _ in 0..600 {
+        let view = queue_admin(app, event_id, lane).await;
+        if view["ticks"].as_u64().unwrap() >= start + n {
+            return view;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the room of {lane:?} never ticked {n} times");
+}
+
+async fn queue_status(app: &TestApp, account: &str, event_id: &str, ticket: &str) -> Value {
+    let answer = app
+        .send(
+            app.http
+                .get(format!("{}/v1/events/{event_id}/queue/status", app.base))
+                .bearer_auth(token(account))
+                .header("queue-ticket", ticket),
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.json());
+    answer.json()
+}
+
+async fn hold_admitted(
+    app: &TestApp,
+    account: &str,
+    event_id: &str,
+    admission: &str,
+    seat: &str,
+) -> common::Answer {
+    app.send(
+        app.http
+            .post(format!("{}/v1/events/{event_id}/holds", app.base))
+            .bearer_auth(token(account))
+            .header("idempotency-key", uuid::Uuid::now_v7().to_string())
+            .header("admission-token", admission)
+            .json(&json!({ "seatIds": [seat] })),
+    )
+    .await
+}
+
+async fn each_lane_has_its_own_queue_release_and_slots(backend: Backend) {
+    let app = TestApp::spawn_full(
+        common::TestStore::new(backend).await,
+        boxoffice_payments::simulator::SimulatorConfig::default(),
+        common::RoomSetup::default(),
+        true,
+    )
+    .await;
+    two_queues(&app).await;
+    app.finish().await;
+}
+
+/// The two-queue story, on whatever room state `app` runs.
+async fn two_queues(app: &TestApp) {
+    // A phase's own queue settings are checked as the event's.
+    let bad = app
+        .post(
+            &app.admin,
+            "/v1/admin/events",
+            Some("bad-phase-room"),
+            &json!({
+                "name": "bad", "startsAt": at(86_400), "onSaleAt": at(-60),
+                "currency": "EUR",
+                "sections": [{"name": "A", "rows": 1, "seatsPerRow": 1, "priceMinor": 1}],
+                "phases": [{"phaseId": "fanclub", "name": "Fan club", "access": "code",
+                            "startsAt": at(-60), "waitingRoom": {"maxActiveShoppers": 0}}]
+            }),
+        )
+        .await;
+    assert_eq!(
+        bad.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.json()
+    );
+    assert!(
+        bad.json()
+            .to_string()
+            .contains("phases[0].waitingRoom.maxActiveShoppers"),
+        "{}",
+        bad.json()
+    );
+
+    let event_id = two_queue_event(app).await;
+    let event = app
+        .get(&token("ann"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
+    assert_eq!(
+        event["phases"][0]["waitingRoom"]["maxActiveShoppers"], 2,
+        "{event}"
+    );
+    assert!(event["phases"][1].get("waitingRoom").is_none(), "{event}");
+
+    // The operator pauses the general queue before anyone queues.
+    let paused = app
+        .put(
+            &app.admin,
+            &admin_queue_path(&event_id, None),
+            &json!({"paused": true}),
+        )
+        .await;
+    assert_eq!(paused.status, StatusCode::OK, "{}", paused.json());
+    assert_eq!(paused.json()["paused"], true);
+    assert!(paused.json().get("phaseId").is_none());
+    let lane = queue_admin(app, &event_id, Some("fanclub")).await;
+    assert_eq!(lane["phaseId"], "fanclub", "{lane}");
+    assert_eq!(lane["paused"], false, "{lane}");
+    assert_eq!(lane["maxActiveShoppers"], 2, "{lane}");
+    assert_eq!(
+        queue_admin(app, &event_id, None).await["maxActiveShoppers"],
+        1
+    );
+    let unknown = app
+        .get(&app.admin, &admin_queue_path(&event_id, Some("nope")))
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let unknown = app
+        .delete(&token("ann"), &queue_path(&event_id, Some("nope")))
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+
+    // Three fan-club members queue in the lane, one fan in the general queue.
+    let codes = generate(app, &event_id, 3, 1).await;
+    let members = ["ann", "bob", "cat"];
+    let mut tickets = std::collections::BTreeMap::new();
+    for (member, code) in members.iter().zip(&codes) {
+        assert_eq!(
+            redeem(app, member, &event_id, code).await.status,
+            StatusCode::OK
+        );
+        tickets.insert(
+            *member,
+            join_queue(app, member, &event_id, Some("fanclub")).await,
+        );
+    }
+    let dan = join_queue(app, "dan", &event_id, None).await;
+    // Joining again keeps the place: one per account per queue.
+    assert_eq!(
+        queue_admin(app, &event_id, Some("fanclub")).await["joined"],
+        3
+    );
+    assert_eq!(queue_admin(app, &event_id, None).await["joined"], 1);
+
+    // The paused general queue does not stop the lane: its first two are admitted.
+    let ann = admitted(app, "ann", &event_id, &tickets["ann"]).await;
+    let _bob = admitted(app, "bob", &event_id, &tickets["bob"]).await;
+    // ... and the lane's own cap holds the third back, tick after tick.
+    let lane = after_ticks(app, &event_id, Some("fanclub"), 20).await;
+    assert_eq!(lane["activeShoppers"], 2, "{lane}");
+    assert_eq!(lane["admitted"], 2, "{lane}");
+    assert_eq!(
+        queue_status(app, "cat", &event_id, &tickets["cat"]).await["status"],
+        "WAITING"
+    );
+    let general = after_ticks(app, &event_id, None, 20).await;
+    assert_eq!(general["admitted"], 0, "{general}");
+    assert_eq!(general["serving"], 0, "{general}");
+    assert_eq!(
+        queue_status(app, "dan", &event_id, &dan).await["status"],
+        "WAITING"
+    );
+
+    // A lane admission holds in its lane only, and its slot is the lane's.
+    let outside = hold_admitted(app, "ann", &event_id, &ann, "B-1-1").await;
+    assert_eq!(outside.code(), "OUTSIDE_PHASE", "{}", outside.json());
+    let held = hold_admitted(app, "ann", &event_id, &ann, "A-1-1").await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.json());
+    let lane = queue_admin(app, &event_id, Some("fanclub")).await;
+    assert_eq!(lane["slots"]["holding"], 1, "{lane}");
+    assert_eq!(queue_admin(app, &event_id, None).await["activeShoppers"], 0);
+
+    // A member leaving the lane frees a lane slot: the third member is admitted, while
+    // the general queue is still paused.
+    let left = app
+        .delete(&token("bob"), &queue_path(&event_id, Some("fanclub")))
+        .await;
+    assert_eq!(left.status, StatusCode::OK, "{}", left.json());
+    assert_eq!(left.json()["admissionEnded"], true);
+    let cat = admitted(app, "cat", &event_id, &tickets["cat"]).await;
+    // Leaving the general queue touches nothing of the lane.
+    let left = app
+        .delete(&token("cat"), &queue_path(&event_id, None))
+        .await;
+    assert_eq!(left.json()["admissionEnded"], false);
+    let held = hold_admitted(app, "cat", &event_id, &cat, "A-1-2").await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.json());
+
+    // A released hold gives its slot back in the lane's room.
+    let hold_id = held.json()["holdId"].as_str().unwrap().to_owned();
+    let released = app
+        .delete(&token("cat"), &format!("/v1/holds/{hold_id}"))
+        .await;
+    assert_eq!(released.status, StatusCode::OK, "{}", released.json());
+    let lane = queue_admin(app, &event_id, Some("fanclub")).await;
+    assert_eq!(lane["slots"]["holding"], 1, "{lane}");
+
+    // Resumed, the general queue admits its fan, whose slot is the general room's.
+    let resumed = app
+        .put(
+            &app.admin,
+            &admin_queue_path(&event_id, None),
+            &json!({"paused": false}),
+        )
+        .await;
+    assert_eq!(resumed.json()["paused"], false);
+    let dan = admitted(app, "dan", &event_id, &dan).await;
+    let held = hold_admitted(app, "dan", &event_id, &dan, "B-1-1").await;
+    assert_eq!(held.status, StatusCode::CREATED, "{}", held.json());
+    let general = queue_admin(app, &event_id, None).await;
+    assert_eq!(general["slots"]["holding"], 1, "{general}");
+    assert_eq!(general["admitted"], 1, "{general}");
+    // A general admission is no lane admission: its fan's ticket polls the general room.
+    assert_eq!(
+        queue_admin(app, &event_id, Some("fanclub")).await["admitted"],
+        3
+    );
+}
+
+/// The two-queue story with the rooms in Redis (`BOXOFFICE_TEST_REDIS_URL`, default
+/// `redis://127.0.0.1:6379`): a lane's room keys (`{event~phase}`) live beside the event's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_lane_has_its_own_queue_in_redis() {
+    let url = std::env::var("BOXOFFICE_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!("bo:test:{}:", uuid::Uuid::now_v7().simple());
+    let rooms = boxoffice_waitroom_state::redis::RedisRooms::connect(&url, &prefix)
+        .await
+        .expect("Redis for the waiting-room tests (BOXOFFICE_TEST_REDIS_URL)");
+    let app = TestApp::spawn_full(
+        common::TestStore::new(Backend::Sqlite).await,
+        boxoffice_payments::simulator::SimulatorConfig::default(),
+        common::RoomSetup {
+            state: std::sync::Arc::new(rooms),
+            options: Default::default(),
+        },
+        true,
+    )
+    .await;
+    two_queues(&app).await;
+    app.finish().await;
+    let client = ::redis::Client::open(url).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let keys: Vec<String> = ::redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        keys.iter().any(|key| key.contains("~fanclub}")),
+        "the lane's room is in Redis: {keys:?}"
+    );
+    let _: () = ::redis::cmd("DEL").arg(keys).query(&mut conn).unwrap();
 }

@@ -97,7 +97,9 @@ pub async fn create_hold(
         }
         None => None,
     };
-    // The admission names the lane the fan queued for: its holds are decided in it.
+    // The admission names the lane the fan queued for: its holds are decided in it, and its
+    // shopper slot is one of the lane's room.
+    let room_lane = lane.clone();
     let phase_id = match (lane, phase_id) {
         (Some(lane), Some(asked)) if lane != asked => {
             return Err(ApiError::new(
@@ -125,7 +127,12 @@ pub async fn create_hold(
         if event.waiting_room.enabled {
             state
                 .waitroom
-                .shopped(&event.event_id, account.account_id.as_str(), Shop::Refused)
+                .shopped_in(
+                    &event.event_id,
+                    room_lane.as_deref(),
+                    account.account_id.as_str(),
+                    Shop::Refused,
+                )
                 .await;
         }
         return Ok(crate::idempotency::stored_response(
@@ -157,7 +164,9 @@ pub async fn create_hold(
     // still holding other seats keeps it).
     if room_enabled && let Idempotent::Fresh(response) = &submitted {
         if response.status == 201 {
-            state.waitroom.granted(&event_id, seats);
+            state
+                .waitroom
+                .granted(&event_id, room_lane.as_deref(), seats);
         }
         let shop = match response.status {
             201 => Some(Shop::Held),
@@ -167,7 +176,12 @@ pub async fn create_hold(
         if let Some(shop) = shop {
             state
                 .waitroom
-                .shopped(&event_id, account.account_id.as_str(), shop)
+                .shopped_in(
+                    &event_id,
+                    room_lane.as_deref(),
+                    account.account_id.as_str(),
+                    shop,
+                )
                 .await;
         }
     }

@@ -83,6 +83,9 @@ pub struct QueueStatusResponse {
 #[serde(rename_all = "camelCase")]
 pub struct AdminQueueResponse {
     pub event_id: String,
+    /// The sale phase whose own queue this is (absent: the event's general queue).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase_id: Option<String>,
     /// `fifo` or `random`.
     pub policy: &'static str,
     pub on_sale_at: String,
@@ -118,7 +121,8 @@ pub struct AdminQueueResponse {
     /// Nothing is left to sell (as this node's seat map shows): release is stopped and
     /// queued fans are answered `SOLD_OUT`.
     pub sold_out: bool,
-    /// The settings the release runs with (the event's `waitingRoom`).
+    /// The settings the release runs with (the event's `waitingRoom`; a phase's queue: the
+    /// phase's own `waitingRoom` when it has one).
     pub settings: QueueSettings,
     /// The controller's last decisions (one a second, the last minute), oldest first;
     /// only the releasing node decides.
@@ -225,8 +229,18 @@ fn state_error(error: boxoffice_waitroom_state::StateError) -> ApiError {
     RoomError::State(error).into()
 }
 
-/// The room of an event whose waiting room is enabled.
-async fn room_of(state: &AppState, event: &EventRecord) -> ApiResult<std::sync::Arc<RoomHandle>> {
+/// The room of a lane (`lane`: a phase id of the event, else 404) or, without one, the
+/// event's general room; the event's waiting room must be enabled.
+async fn lane_room_of(
+    state: &AppState,
+    event: &EventRecord,
+    lane: Option<&str>,
+) -> ApiResult<std::sync::Arc<RoomHandle>> {
+    if let Some(lane) = lane
+        && !event.sale.phases.iter().any(|p| p.phase_id == lane)
+    {
+        return Err(ApiError::not_found("phase"));
+    }
     if !event.waiting_room.enabled {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -234,7 +248,21 @@ async fn room_of(state: &AppState, event: &EventRecord) -> ApiResult<std::sync::
             "this event has no waiting room: hold seats directly",
         ));
     }
-    state.waitroom.room(event).await.map_err(state_error)
+    state
+        .waitroom
+        .room_in(event, lane)
+        .await
+        .map_err(state_error)
+}
+
+/// The `phaseId` query of the queue routes: a sale phase (presale lane) has its own room.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct LaneQuery {
+    /// The sale phase whose own queue is meant (absent: the event's general queue).
+    #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_]{1,64}$")]
+    pub phase_id: Option<String>,
 }
 
 /// `POST /v1/events/{eventId}/queue` query.
@@ -242,14 +270,16 @@ async fn room_of(state: &AppState, event: &EventRecord) -> ApiResult<std::sync::
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]
 pub struct JoinQueueQuery {
-    /// The sale phase (presale lane) to queue for: the admission names it, and the fan's
-    /// holds are decided in it (absent: the phase open when the fan holds).
+    /// The sale phase (presale lane) to queue for: the fan joins the phase's own queue (its
+    /// own release and shopper slots), the admission names it, and the fan's holds are
+    /// decided in it (absent: the event's general queue; holds go to the phase open when
+    /// the fan holds).
     #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_]{1,64}$")]
     pub phase_id: Option<String>,
 }
 
-/// Joins the event's queue; joining again returns the same place (with `phaseId`, a ticket
-/// for that lane).
+/// Joins the event's queue; joining again returns the same place (with `phaseId`, a place in
+/// that phase's own queue).
 #[utoipa::path(
     post, path = "/v1/events/{eventId}/queue", tag = "waiting room",
     params(("eventId" = String, Path), JoinQueueQuery),
@@ -278,15 +308,10 @@ pub async fn join_queue(
         address.as_ref(),
     )?;
     let event = state.event(&event_id).await?;
-    if let Some(lane) = &lane
-        && !event.sale.phases.iter().any(|p| &p.phase_id == lane)
-    {
-        return Err(ApiError::not_found("phase"));
-    }
-    let room = room_of(&state, &event).await?;
+    let room = lane_room_of(&state, &event, lane.as_deref()).await?;
     let (ticket, place, answer) = state
         .waitroom
-        .join(&room, account.account_id.as_str(), lane.as_deref())
+        .join(&room, account.account_id.as_str())
         .await?;
     let (status, estimated_wait_s, retry_after_s) = match answer {
         PollAnswer::Waiting {
@@ -327,14 +352,14 @@ pub struct LeaveQueueResponse {
 /// Ends the account's shopping session now (the page was closed, the fan gave up): its
 /// active-shopper slot goes to the next in line at once and its admission token stops
 /// working. The place is kept; polling again within the claim window admits anew if a slot
-/// is free.
+/// is free. With `phaseId`, the session of that phase's own queue.
 #[utoipa::path(
     delete, path = "/v1/events/{eventId}/queue", tag = "waiting room",
-    params(("eventId" = String, Path)),
+    params(("eventId" = String, Path), LaneQuery),
     responses(
         (status = 200, description = "The session ended (or there was none)", body = LeaveQueueResponse),
         (status = 401, description = "No valid token", body = Problem),
-        (status = 404, description = "No such event", body = Problem),
+        (status = 404, description = "No such event, or no such phase", body = Problem),
         (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
         (status = 503, description = "Waiting-room state unavailable", body = Problem),
     ),
@@ -344,19 +369,21 @@ pub async fn leave_queue(
     State(state): State<AppState>,
     account: Account,
     Path(event_id): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<LaneQuery>,
 ) -> ApiResult<Response> {
     let event = state.event(&event_id).await?;
-    let room = room_of(&state, &event).await?;
+    let room = lane_room_of(&state, &event, query.phase_id.as_deref()).await?;
     let now_ms = state.waitroom.now_ms();
     let admission_ended = state
         .waitroom
-        .end(&room.event_id, account.account_id.as_str(), now_ms)
+        .end_in(&room, account.account_id.as_str(), now_ms)
         .await
         .map_err(state_error)?;
     Ok(axum::Json(LeaveQueueResponse { admission_ended }).into_response())
 }
 
-/// Where the account stands; answered from memory. `Retry-After` says when to poll again.
+/// Where the account stands; answered from memory. `Retry-After` says when to poll again. A
+/// ticket from a phase's queue (`phaseId` on joining) is a place in that queue.
 #[utoipa::path(
     get, path = "/v1/events/{eventId}/queue/status", tag = "waiting room",
     params(
@@ -384,16 +411,17 @@ pub async fn queue_status(
         .get("queue-ticket")
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| ApiError::validation("Queue-Ticket", "header is required"))?;
-    let room = match state.waitroom.cached(&event_id) {
+    let claims = state
+        .waitroom
+        .verify_ticket(&event_id, ticket, account.account_id.as_str())?;
+    let key = crate::runtime::waitroom::room_key(&event_id, claims.lane.as_deref());
+    let room = match state.waitroom.cached(&key) {
         Some(room) => room,
         None => {
             let event = state.event(&event_id).await?;
-            room_of(&state, &event).await?
+            lane_room_of(&state, &event, claims.lane.as_deref()).await?
         }
     };
-    let claims = state
-        .waitroom
-        .verify_ticket(&room, ticket, account.account_id.as_str())?;
     let answer = state.waitroom.poll(&room, &claims).await?;
     let (body, retry_after_s) = match answer {
         PollAnswer::Waiting {
@@ -584,6 +612,7 @@ fn admin_response(state: &AppState, room: &RoomHandle, view: AdminView) -> Admin
     let opened = view.opened;
     AdminQueueResponse {
         event_id: room.event_id.clone(),
+        phase_id: room.lane.clone(),
         policy: match view.config.queue.policy {
             boxoffice_waitroom::queue::QueuePolicy::Fifo => "fifo",
             boxoffice_waitroom::queue::QueuePolicy::Random => "random",
@@ -637,15 +666,16 @@ fn admin_response(state: &AppState, room: &RoomHandle, view: AdminView) -> Admin
     }
 }
 
-/// Waiting, admitted, active shoppers, the release rate and why.
+/// Waiting, admitted, active shoppers, the release rate and why (with `phaseId`, of that
+/// phase's own queue).
 #[utoipa::path(
     get, path = "/v1/admin/events/{eventId}/queue", tag = "waiting room",
-    params(("eventId" = String, Path)),
+    params(("eventId" = String, Path), LaneQuery),
     responses(
         (status = 200, description = "The queue", body = AdminQueueResponse),
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "Not an admin", body = Problem),
-        (status = 404, description = "No such event", body = Problem),
+        (status = 404, description = "No such event, or no such phase", body = Problem),
         (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
     ),
     security(("bearer" = []))
@@ -654,9 +684,10 @@ pub async fn get_queue(
     State(state): State<AppState>,
     _admin: Admin,
     Path(event_id): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<LaneQuery>,
 ) -> ApiResult<Response> {
     let event = state.event(&event_id).await?;
-    let room = room_of(&state, &event).await?;
+    let room = lane_room_of(&state, &event, query.phase_id.as_deref()).await?;
     let view = state
         .waitroom
         .admin_view(&room)
@@ -679,16 +710,16 @@ pub(crate) fn queue_update(body: &JsonBody) -> ApiResult<UpdateQueueBody> {
     Ok(update)
 }
 
-/// Pauses, resumes or caps release.
+/// Pauses, resumes or caps release (with `phaseId`, of that phase's own queue only).
 #[utoipa::path(
     put, path = "/v1/admin/events/{eventId}/queue", tag = "waiting room",
-    params(("eventId" = String, Path)),
+    params(("eventId" = String, Path), LaneQuery),
     request_body = UpdateQueueBody,
     responses(
         (status = 200, description = "The queue after the change", body = AdminQueueResponse),
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "Not an admin", body = Problem),
-        (status = 404, description = "No such event", body = Problem),
+        (status = 404, description = "No such event, or no such phase", body = Problem),
         (status = 409, description = "WAITING_ROOM_DISABLED", body = Problem),
         (status = 422, description = "VALIDATION", body = Problem),
     ),
@@ -698,11 +729,12 @@ pub async fn update_queue(
     State(state): State<AppState>,
     _admin: Admin,
     Path(event_id): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<LaneQuery>,
     body: JsonBody,
 ) -> ApiResult<Response> {
     let update = queue_update(&body)?;
     let event = state.event(&event_id).await?;
-    let room = room_of(&state, &event).await?;
+    let room = lane_room_of(&state, &event, query.phase_id.as_deref()).await?;
     let current = state
         .waitroom
         .admin_view(&room)

@@ -18,6 +18,11 @@
 //!   in the handler), a hold expired or an order confirmed (when the outbox relay delivers
 //!   `hold.released`, `hold.expired` or `order.confirmed`). An end only frees an admission
 //!   that began before the hold ended, so a late message never ends a newer admission.
+//! - **A room per lane**: the general room is keyed by the event id; a sale phase fans queue
+//!   for (`?phaseId=`) has its own room, keyed [`room_key`] `{event_id}~{phase_id}` here and
+//!   in the [`RoomStore`], with its own queue, controller, shopper slots and controls, and the
+//!   phase's own settings ([`room_config_in`]). Tickets and admissions name the lane; an end
+//!   without the admission goes to the room where the account shops ([`WaitingRoom::end`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +43,26 @@ use boxoffice_waitroom_state::{RoomStore, StateError};
 use boxoffice_workers::relay::OutboxListener;
 
 use crate::token_cache::TokenCache;
+
+/// Between an event id and a phase id in a lane room's key (neither id may contain it).
+pub const LANE_SEPARATOR: char = '~';
+
+/// The key of a room: the event id for the general room, `"{event_id}~{phase_id}"` for the
+/// room of a sale phase (a lane), which has its own queue, release and shopper slots.
+pub fn room_key(event_id: &str, lane: Option<&str>) -> String {
+    match lane {
+        None => event_id.to_owned(),
+        Some(phase_id) => format!("{event_id}{LANE_SEPARATOR}{phase_id}"),
+    }
+}
+
+/// The event id and lane of a room key (see [`room_key`]).
+pub fn split_room_key(key: &str) -> (&str, Option<&str>) {
+    match key.split_once(LANE_SEPARATOR) {
+        Some((event_id, lane)) => (event_id, Some(lane)),
+        None => (key, None),
+    }
+}
 
 /// How often rooms tick: release a slice, expire admissions, refresh views.
 pub const TICK_MS: u64 = 100;
@@ -177,14 +202,23 @@ impl HealthMeter {
         }
     }
 
-    /// Whether the room of `event_id` has fans waiting; `None` for an event without a room
-    /// on this node (a writer then assumes demand waits).
+    /// Whether a room of `event_id` (the event's, or one of its lanes') has fans waiting;
+    /// `None` for an event without a room on this node (a writer then assumes demand waits).
     pub fn queue_waiting(&self, event_id: &str) -> Option<bool> {
-        self.queues_waiting
+        let queues = self
+            .queues_waiting
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(event_id)
-            .copied()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut known = queues.get(event_id).copied();
+        if queues.len() > 1 {
+            let lanes = format!("{event_id}{LANE_SEPARATOR}");
+            for (key, waiting) in queues.iter() {
+                if key.starts_with(&lanes) {
+                    known = Some(known.unwrap_or(false) || *waiting);
+                }
+            }
+        }
+        known
     }
 
     /// An event writer's queues hold `depth` commands.
@@ -271,10 +305,16 @@ struct Control {
     decisions: VecDeque<(i64, Decision)>,
 }
 
-/// One event's room as this node serves it.
+/// One room as this node serves it: an event's general room, or the room of one of its sale
+/// phases (a lane, see [`room_key`]).
 #[derive(Debug)]
 pub struct RoomHandle {
+    /// The room's key in the room map and the state store: the event id for the general
+    /// room, `"{event_id}~{phase_id}"` for a lane's.
+    pub key: String,
     pub event_id: String,
+    /// The sale phase whose room this is (`None`: the event's general room).
+    pub lane: Option<String>,
     pub config: RoomConfig,
     view: RwLock<Arc<QueueView>>,
     control: Mutex<Control>,
@@ -493,12 +533,22 @@ pub fn unix_ms_of(at: time::OffsetDateTime) -> i64 {
 /// The room settings of an event. The shuffle seed is drawn once, when the room is first
 /// created; an existing room keeps its own (and logs it when it opens).
 pub fn room_config(event: &EventRecord) -> RoomConfig {
-    let policy = match event.waiting_room.policy {
+    room_config_in(event, None)
+}
+
+/// The room settings of a lane (`lane`: a phase id): the phase's own `waitingRoom` when it
+/// has one, else the event's; a lane's queue opens when its phase starts. Without `lane`,
+/// or for a phase the event does not have, the event's room.
+pub fn room_config_in(event: &EventRecord, lane: Option<&str>) -> RoomConfig {
+    let phase = lane.and_then(|lane| event.sale.phases.iter().find(|p| p.phase_id == lane));
+    let settings = phase
+        .and_then(|phase| phase.waiting_room.as_ref())
+        .unwrap_or(&event.waiting_room);
+    let policy = match settings.policy {
         boxoffice_domain::event::QueuePolicy::Fifo => QueuePolicy::Fifo,
         boxoffice_domain::event::QueuePolicy::Random => QueuePolicy::Random,
     };
-    let on_sale_at_ms = unix_ms_of(event.on_sale_at);
-    let settings = &event.waiting_room;
+    let on_sale_at_ms = unix_ms_of(phase.map_or(event.on_sale_at, |phase| phase.starts_at));
     let mut queue = QueueConfig::new(policy, on_sale_at_ms, rand::random());
     queue.claim_window_ms = i64::from(settings.claim_window_seconds) * 1_000;
     RoomConfig {
@@ -564,41 +614,63 @@ impl WaitingRoom {
         &self.keys
     }
 
-    /// The cached room of `event_id`, if this node knows it.
-    pub fn cached(&self, event_id: &str) -> Option<Arc<RoomHandle>> {
+    /// The cached room of `key` (an event id, or a lane's [`room_key`]), if this node knows
+    /// it.
+    pub fn cached(&self, key: &str) -> Option<Arc<RoomHandle>> {
         self.rooms
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(event_id)
+            .get(key)
             .cloned()
     }
 
-    /// The room of an event whose waiting room is enabled, created on first use.
+    /// The cached rooms of `event_id`: its general room and its lanes' rooms.
+    fn cached_of_event(&self, event_id: &str) -> Vec<Arc<RoomHandle>> {
+        self.rooms
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|room| room.event_id == event_id)
+            .cloned()
+            .collect()
+    }
+
+    /// The general room of an event whose waiting room is enabled, created on first use.
     pub async fn room(&self, event: &EventRecord) -> Result<Arc<RoomHandle>, StateError> {
-        if let Some(room) = self.cached(&event.event_id) {
+        self.room_in(event, None).await
+    }
+
+    /// The room of a lane of the event (`lane`: a phase id; `None`: the general room),
+    /// created on first use.
+    pub async fn room_in(
+        &self,
+        event: &EventRecord,
+        lane: Option<&str>,
+    ) -> Result<Arc<RoomHandle>, StateError> {
+        let key = room_key(&event.event_id, lane);
+        if let Some(room) = self.cached(&key) {
             return Ok(room);
         }
         let config = self
             .store
-            .ensure_room(&event.event_id, room_config(event))
+            .ensure_room(&key, room_config_in(event, lane))
             .await?;
-        let room = self.adopt(&event.event_id, config).await?;
+        let room = self.adopt(&key, config).await?;
         let _ = room.event.set(Arc::new(event.clone()));
         Ok(room)
     }
 
-    async fn adopt(
-        &self,
-        event_id: &str,
-        config: RoomConfig,
-    ) -> Result<Arc<RoomHandle>, StateError> {
-        let view = self.store.view(event_id).await?;
-        let stats = self.store.stats(event_id).await?;
+    async fn adopt(&self, key: &str, config: RoomConfig) -> Result<Arc<RoomHandle>, StateError> {
+        let (event_id, lane) = split_room_key(key);
+        let view = self.store.view(key).await?;
+        let stats = self.store.stats(key).await?;
         let settings = self.controller_config(&config);
         let mut controller = ReleaseController::new(settings);
         apply_controls(&mut controller, stats.controls, settings);
         let handle = Arc::new(RoomHandle {
+            key: key.to_owned(),
             event_id: event_id.to_owned(),
+            lane: lane.map(str::to_owned),
             config,
             view: RwLock::new(Arc::new(view)),
             control: Mutex::new(Control {
@@ -626,7 +698,7 @@ impl WaitingRoom {
             seats_granted: AtomicU64::new(0),
         });
         let mut rooms = self.rooms.write().unwrap_or_else(|e| e.into_inner());
-        Ok(rooms.entry(event_id.to_owned()).or_insert(handle).clone())
+        Ok(rooms.entry(key.to_owned()).or_insert(handle).clone())
     }
 
     /// The controller settings of a room: its own, unless the options replace them.
@@ -638,30 +710,31 @@ impl WaitingRoom {
     pub async fn resume(&self) -> Result<usize, StateError> {
         let rooms = self.store.rooms().await?;
         let n = rooms.len();
-        for (event_id, config) in rooms {
-            if self.cached(&event_id).is_none() {
-                self.adopt(&event_id, config).await?;
+        for (key, config) in rooms {
+            if self.cached(&key).is_none() {
+                self.adopt(&key, config).await?;
             }
         }
         Ok(n)
     }
 
     /// Joins `account_id` to the room; returns the signed queue ticket and the place. A fan
-    /// who queues for a sale phase (`lane`) gets a ticket, then an admission, naming it.
+    /// who queues in a lane's room gets a ticket, then an admission, naming the lane.
     pub async fn join(
         &self,
         room: &RoomHandle,
         account_id: &str,
-        lane: Option<&str>,
     ) -> Result<(String, boxoffice_waitroom::queue::Place, PollAnswer), RoomError> {
         let now_ms = self.now_ms();
-        let place = self
-            .store
-            .join(&room.event_id, account_id, now_ms)
-            .await??;
+        let place = self.store.join(&room.key, account_id, now_ms).await??;
         let ticket = self
             .keys
-            .issue_queue_ticket_in_lane(&room.event_id, account_id, place.index, lane)
+            .issue_queue_ticket_in_lane(
+                &room.event_id,
+                account_id,
+                place.index,
+                room.lane.as_deref(),
+            )
             .map_err(|e| RoomError::Signing(e.to_string()))?;
         let view = room.view();
         let ahead = place.position.saturating_sub(view.serving + 1);
@@ -680,15 +753,16 @@ impl WaitingRoom {
         Ok((ticket, place, answer))
     }
 
-    /// Verifies a queue ticket for `account_id` on `room`.
+    /// Verifies a queue ticket for `account_id` on `event_id`; its `lane` names the room it
+    /// is a place in.
     pub fn verify_ticket(
         &self,
-        room: &RoomHandle,
+        event_id: &str,
         ticket: &str,
         account_id: &str,
     ) -> Result<QueueTicketClaims, RoomError> {
         if let Some(claims) = self.tickets.get(ticket) {
-            if claims.evt != room.event_id {
+            if claims.evt != event_id {
                 return Err(QueueTicketError::OtherEvent.into());
             }
             if claims.sub != account_id {
@@ -698,7 +772,7 @@ impl WaitingRoom {
         }
         let claims = self
             .keys
-            .verify_queue_ticket(ticket, &room.event_id, account_id)?;
+            .verify_queue_ticket(ticket, event_id, account_id)?;
         self.tickets.insert(ticket, claims.clone());
         Ok(claims)
     }
@@ -713,13 +787,21 @@ impl WaitingRoom {
         account_id: &str,
         ticket: &str,
     ) -> Option<PollAnswer> {
-        let room = self.cached(event_id)?;
-        let index = self
+        let (index, room) = self
             .tickets
             .with(ticket, |claims| {
-                (claims.evt == event_id && claims.sub == account_id).then_some(claims.idx)
+                (claims.evt == event_id && claims.sub == account_id).then(|| {
+                    (
+                        claims.idx,
+                        match claims.lane.as_deref() {
+                            None => self.cached(event_id),
+                            lane => self.cached(&room_key(event_id, lane)),
+                        },
+                    )
+                })
             })
             .flatten()?;
+        let room = room?;
         let view = room.view();
         match view.status(index, self.now_ms()) {
             Status::Waiting {
@@ -778,7 +860,7 @@ impl WaitingRoom {
                 if room.sold_out()
                     && self
                         .store
-                        .admission(&room.event_id, &claims.sub, now_ms)
+                        .admission(&room.key, &claims.sub, now_ms)
                         .await?
                         .is_none() =>
             {
@@ -788,8 +870,7 @@ impl WaitingRoom {
                 })
             }
             Status::Released { position } | Status::Expired { position } => {
-                self.claim(room, &claims.sub, position, now_ms, claims.lane.as_deref())
-                    .await
+                self.claim(room, &claims.sub, position, now_ms).await
             }
         }
     }
@@ -800,12 +881,11 @@ impl WaitingRoom {
         account_id: &str,
         position: u64,
         now_ms: i64,
-        lane: Option<&str>,
     ) -> Result<PollAnswer, RoomError> {
         let session_id = uuid::Uuid::now_v7().simple().to_string();
         match self
             .store
-            .claim(&room.event_id, account_id, &session_id, now_ms)
+            .claim(&room.key, account_id, &session_id, now_ms)
             .await?
         {
             ClaimOutcome::Admitted(admission) => {
@@ -817,7 +897,7 @@ impl WaitingRoom {
                         account_id,
                         &admission.session_id,
                         exp_s,
-                        lane,
+                        room.lane.as_deref(),
                     )
                     .map_err(|e| RoomError::Signing(e.to_string()))?;
                 Ok(PollAnswer::Admitted {
@@ -856,19 +936,16 @@ impl WaitingRoom {
         let claims = self
             .keys
             .verify_admission(token, &event.event_id, account_id, now_s)?;
-        let room = self.room(event).await?;
-        match self
-            .store
-            .admission(&room.event_id, account_id, now_ms)
-            .await?
-        {
+        // The admission's lane names the room whose slot it takes.
+        let room = self.room_in(event, claims.lane.as_deref()).await?;
+        match self.store.admission(&room.key, account_id, now_ms).await? {
             Some(admission) if admission.session_id == claims.sid => {
                 if !take_slot || admission.slot.is_some() {
                     return Ok(claims.lane);
                 }
                 match self
                     .store
-                    .claim(&room.event_id, account_id, &admission.session_id, now_ms)
+                    .claim(&room.key, account_id, &admission.session_id, now_ms)
                     .await?
                 {
                     ClaimOutcome::Admitted(again)
@@ -884,26 +961,77 @@ impl WaitingRoom {
         }
     }
 
-    /// A hold of `seats` was granted on `event_id`: counted for the party size release
-    /// assumes.
-    pub fn granted(&self, event_id: &str, seats: u32) {
-        if let Some(room) = self.cached(event_id) {
+    /// A hold of `seats` was granted on `event_id` to a fan admitted in `lane` (`None`: the
+    /// general room): counted for the party size release assumes.
+    pub fn granted(&self, event_id: &str, lane: Option<&str>, seats: u32) {
+        if let Some(room) = self.cached(&room_key(event_id, lane)) {
             room.holds_granted.fetch_add(1, Ordering::Relaxed);
             room.seats_granted
                 .fetch_add(u64::from(seats), Ordering::Relaxed);
         }
     }
 
-    /// What a fan's request did to its shopper slot (a hold granted or refused, a checkout
-    /// started): the room moves the slot (`Op::Shop`). A failure of the room's state is
-    /// logged, never the request's: the slot then lapses by its hold window or TTL.
-    pub async fn shopped(&self, event_id: &str, account_id: &str, shop: Shop) {
-        if self.cached(event_id).is_none() {
-            return;
+    /// The room where the account's shopping trip on `event_id` is: the general room, unless
+    /// the event has lane rooms on this node and the account holds a slot in one of them
+    /// (a lane first; an account shopping in two rooms of one event at once is rare).
+    async fn trip_room(
+        &self,
+        event_id: &str,
+        account_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<Arc<RoomHandle>>, StateError> {
+        let rooms = self.cached_of_event(event_id);
+        let mut general = None;
+        for room in rooms {
+            if room.lane.is_none() {
+                general = Some(room);
+            } else if self
+                .store
+                .admission(&room.key, account_id, now_ms)
+                .await?
+                .is_some_and(|admission| admission.slot.is_some())
+            {
+                return Ok(Some(room));
+            }
         }
+        Ok(general)
+    }
+
+    /// What a fan's request did to its shopper slot (a hold granted or refused, a checkout
+    /// started), in the room of the admission's `lane` (`None`: the general room): the room
+    /// moves the slot (`Op::Shop`). A failure of the room's state is logged, never the
+    /// request's: the slot then lapses by its hold window or TTL.
+    pub async fn shopped_in(
+        &self,
+        event_id: &str,
+        lane: Option<&str>,
+        account_id: &str,
+        shop: Shop,
+    ) {
+        let Some(room) = self.cached(&room_key(event_id, lane)) else {
+            return;
+        };
+        self.shop_room(&room, account_id, shop).await;
+    }
+
+    /// As [`Self::shopped_in`], for a request that does not carry the admission (a hold
+    /// released, a checkout): the room is the one where the account shops.
+    pub async fn shopped(&self, event_id: &str, account_id: &str, shop: Shop) {
+        let room = match self.trip_room(event_id, account_id, self.now_ms()).await {
+            Ok(Some(room)) => room,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, event_id, "waiting room: slot not moved");
+                return;
+            }
+        };
+        self.shop_room(&room, account_id, shop).await;
+    }
+
+    async fn shop_room(&self, room: &RoomHandle, account_id: &str, shop: Shop) {
         match self
             .store
-            .shop(event_id, account_id, shop, self.now_ms())
+            .shop(&room.key, account_id, shop, self.now_ms())
             .await
         {
             Ok(true) => {
@@ -911,21 +1039,34 @@ impl WaitingRoom {
                     .increment(1);
             }
             Ok(false) => {}
-            Err(error) => tracing::warn!(%error, event_id, "waiting room: slot not moved"),
+            Err(error) => {
+                tracing::warn!(%error, room = %room.key, "waiting room: slot not moved");
+            }
         }
     }
 
-    /// The account's shopping trip on `event_id` ended at `at_ms`: frees its slot.
+    /// The account's shopping trip on `event_id` ended at `at_ms`: frees its slot (in the
+    /// room where it shops, see [`Self::trip_room`]).
     pub async fn end(
         &self,
         event_id: &str,
         account_id: &str,
         at_ms: i64,
     ) -> Result<bool, StateError> {
-        if self.cached(event_id).is_none() {
+        let Some(room) = self.trip_room(event_id, account_id, self.now_ms()).await? else {
             return Ok(false);
-        }
-        let ended = self.store.end(event_id, account_id, at_ms).await?;
+        };
+        self.end_in(&room, account_id, at_ms).await
+    }
+
+    /// The account's shopping trip in `room` ended at `at_ms`: frees its slot.
+    pub async fn end_in(
+        &self,
+        room: &RoomHandle,
+        account_id: &str,
+        at_ms: i64,
+    ) -> Result<bool, StateError> {
+        let ended = self.store.end(&room.key, account_id, at_ms).await?;
         if ended {
             self.meter.completed.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("boxoffice_waitroom_slots_returned_total").increment(1);
@@ -941,12 +1082,12 @@ impl WaitingRoom {
         account_id: &str,
         at_ms: i64,
     ) -> Result<bool, StateError> {
-        if self.cached(event_id).is_none() {
+        let Some(room) = self.trip_room(event_id, account_id, self.now_ms()).await? else {
             return Ok(false);
-        }
+        };
         let freed = self
             .store
-            .shop(event_id, account_id, Shop::Ended, at_ms)
+            .shop(&room.key, account_id, Shop::Ended, at_ms)
             .await?;
         if freed {
             self.meter.completed.fetch_add(1, Ordering::Relaxed);
@@ -957,7 +1098,7 @@ impl WaitingRoom {
 
     /// The admin view of a room.
     pub async fn admin_view(&self, room: &RoomHandle) -> Result<AdminView, StateError> {
-        let stats = self.store.stats(&room.event_id).await?;
+        let stats = self.store.stats(&room.key).await?;
         let control = room.control.lock().unwrap_or_else(|e| e.into_inner());
         Ok(AdminView {
             stats,
@@ -981,7 +1122,7 @@ impl WaitingRoom {
         room: &RoomHandle,
         controls: Controls,
     ) -> Result<Controls, StateError> {
-        let controls = self.store.set_controls(&room.event_id, controls).await?;
+        let controls = self.store.set_controls(&room.key, controls).await?;
         let mut control = room.control.lock().unwrap_or_else(|e| e.into_inner());
         apply_controls(
             &mut control.controller,
@@ -1030,7 +1171,7 @@ impl WaitingRoom {
                         .store(largest.map_or(u64::MAX, u64::from), Ordering::Relaxed);
                 }
                 if let Err(error) = self.tick_room(&room, decide, signals, store_down).await {
-                    tracing::warn!(event_id = %room.event_id, %error, "waiting-room tick failed");
+                    tracing::warn!(room = %room.key, %error, "waiting-room tick failed");
                 }
                 room.ticks.fetch_add(1, Ordering::Relaxed);
             }
@@ -1049,7 +1190,7 @@ impl WaitingRoom {
         if decide {
             let leader = self
                 .store
-                .lead(&room.event_id, &self.node_id, LEAD_LEASE_MS)
+                .lead(&room.key, &self.node_id, LEAD_LEASE_MS)
                 .await?;
             room.control
                 .lock()
@@ -1064,13 +1205,12 @@ impl WaitingRoom {
         // One read of the counters per tick serves both the release plan (leader) and, once
         // a second, the metrics.
         let stats = if leader || decide {
-            Some(self.store.stats(&room.event_id).await?)
+            Some(self.store.stats(&room.key).await?)
         } else {
             None
         };
         if let Some(stats) = &stats {
-            self.meter
-                .set_queue_waiting(&room.event_id, stats.waiting > 0);
+            self.meter.set_queue_waiting(&room.key, stats.waiting > 0);
         }
         if let (true, Some(stats)) = (leader, &stats) {
             let release = {
@@ -1113,7 +1253,7 @@ impl WaitingRoom {
                     };
                     let decision = control.controller.tick(&signals);
                     if control.decision.as_ref().map(|d| d.kind) != Some(decision.kind) {
-                        tracing::info!(event_id = %room.event_id, reason = %decision.reason, "release rate");
+                        tracing::info!(room = %room.key, reason = %decision.reason, "release rate");
                     }
                     room.rate_per_s
                         .store(decision.rate_per_s, Ordering::Relaxed);
@@ -1150,16 +1290,16 @@ impl WaitingRoom {
                     plan_release(&mut control, free)
                 }
             };
-            let released = self.store.tick(&room.event_id, now_ms, release).await?;
+            let released = self.store.tick(&room.key, now_ms, release).await?;
             if released > 0 {
-                metrics::counter!("boxoffice_waitroom_released_total", "event" => room.event_id.clone())
+                metrics::counter!("boxoffice_waitroom_released_total", "event" => room.key.clone())
                     .increment(released);
             }
         }
-        let view = self.store.view(&room.event_id).await?;
+        let view = self.store.view(&room.key).await?;
         if let (None, Some(opened)) = (room.view().opened, view.opened) {
             tracing::info!(
-                event_id = %room.event_id,
+                room = %room.key,
                 policy = ?room.config.queue.policy,
                 permutation_seed = ?opened.permutation_seed,
                 pre_queue_len = opened.pre_queue_len,
@@ -1176,9 +1316,10 @@ impl WaitingRoom {
 }
 
 impl WaitingRoom {
-    /// Marks the event's room cancelled, on this node (the cancel route does it at once).
+    /// Marks the event's rooms (general and lanes) cancelled, on this node (the cancel route
+    /// does it at once).
     pub fn mark_cancelled(&self, event_id: &str) {
-        if let Some(room) = self.cached(event_id) {
+        for room in self.cached_of_event(event_id) {
             room.cancelled.store(true, Ordering::Relaxed);
         }
     }
@@ -1349,7 +1490,7 @@ fn waiting(room: &RoomHandle, position: u64, ahead_of_you: u64) -> PollAnswer {
 }
 
 fn publish_metrics(room: &RoomHandle, stats: &RoomStats) {
-    let event = room.event_id.clone();
+    let event = room.key.clone();
     let rate = room
         .control
         .lock()
@@ -1399,7 +1540,7 @@ pub struct SlotReturner {
 #[async_trait::async_trait]
 impl OutboxListener for SlotReturner {
     async fn delivered(&self, message: &OutboxMessage) -> Result<(), String> {
-        if self.waitroom.cached(&message.event_id).is_none() {
+        if self.waitroom.cached_of_event(&message.event_id).is_empty() {
             return Ok(());
         }
         let payload: serde_json::Value = serde_json::from_str(&message.payload).unwrap_or_default();

@@ -47,6 +47,14 @@ pub struct PhaseBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 10_000)]
     pub max_tickets_per_account: Option<u32>,
+    /// The phase's own waiting-room queue settings (with the event's waiting room enabled,
+    /// every phase queued for with `phaseId` has its own queue, release rate and shopper
+    /// slots): `maxActiveShoppers`, the release rates, windows and `policy`, validated as the
+    /// event's; a field left out takes the default an event's would. `enabled` and
+    /// `holdTtlFollowsSale` are the event's alone and ignored here. The phase's queue opens
+    /// at its `startsAt`. Absent: the phase's queue runs with the event's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_room: Option<crate::api::WaitingRoomBody>,
 }
 
 impl From<PhaseBody> for Phase {
@@ -63,7 +71,9 @@ impl From<PhaseBody> for Phase {
             sections: body.sections,
             tiers: body.tiers,
             max_tickets_per_account: body.max_tickets_per_account,
-            waiting_room: None,
+            waiting_room: body.waiting_room.map(|settings| {
+                settings.settings(&boxoffice_domain::event::WaitingRoomSettings::default())
+            }),
         }
     }
 }
@@ -82,6 +92,12 @@ impl From<&Phase> for PhaseBody {
             sections: phase.sections.clone(),
             tiers: phase.tiers.clone(),
             max_tickets_per_account: phase.max_tickets_per_account,
+            waiting_room: phase.waiting_room.as_ref().map(|settings| {
+                let mut body = crate::api::WaitingRoomBody::of(settings);
+                body.enabled = None;
+                body.hold_ttl_follows_sale = None;
+                body
+            }),
         }
     }
 }

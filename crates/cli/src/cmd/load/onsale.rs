@@ -50,6 +50,13 @@ pub(crate) struct OnsaleArgs {
     /// (the load tool's fans before issue 35: an A/B of what the waiting fans cost).
     #[arg(long)]
     refused_fans_leave: bool,
+    /// Share of fans (0 to below 1) in a presale lane with its own queue: the created event
+    /// gets a code phase `fanclub` (the best half of the sections, its own waiting room with
+    /// that share of the shopper slots) and the general phase; that share of the fans redeem
+    /// a generated code and queue in the lane, the others in the general queue. The report
+    /// gives admitted, held and sold per lane.
+    #[arg(long, default_value_t = 0.0)]
+    presale_share: f64,
     /// The created event's queue is `random`: it goes on sale when the last fan has
     /// arrived, and the fans who joined before are shuffled once (default `fifo`, on
     /// sale at once).
@@ -126,6 +133,7 @@ impl OnsaleArgs {
             hold_ttl_s,
             no_waiting_room,
             refused_fans_leave,
+            presale_share,
             random_queue,
             start_release,
             max_release,
@@ -157,6 +165,7 @@ impl OnsaleArgs {
             hold_ttl_s,
             waiting_room: !no_waiting_room,
             refused_fans_wait: !refused_fans_leave,
+            presale_share,
             report,
             door: boxoffice_load::DoorSettings {
                 random: random_queue,
