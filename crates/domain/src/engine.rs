@@ -515,6 +515,12 @@ impl EventEngine {
         &self.hold_to_pay
     }
 
+    /// Starts from what an engine before this one measured (the pipeline carries it over a
+    /// reload: a measurement of the sale, not state of the inventory).
+    pub fn keep_measured(&mut self, measured: HoldToPay) {
+        self.hold_to_pay = measured;
+    }
+
     pub fn rules(&self) -> &SaleRules {
         &self.rules
     }

@@ -187,6 +187,11 @@ pub enum Action<T, E> {
 #[derive(Debug)]
 pub struct Pipeline<T, E> {
     engine: Option<EventEngine>,
+    /// What the engine thrown away had measured (times from grant to checkout start, which
+    /// the hold TTL follows): measurements, not state, so the next engine starts with them
+    /// instead of with none (a reload mid-sale would otherwise put new holds back on the
+    /// event's full TTL until 50 more fans paid).
+    measured: Option<crate::hold_ttl::HoldToPay>,
     /// A load was asked for and not answered yet.
     loading: bool,
     /// Releases, checkouts, payment verdicts, ...: taken first.
@@ -227,6 +232,7 @@ impl<T, E> Pipeline<T, E> {
     pub fn new() -> Self {
         Self {
             engine: None,
+            measured: None,
             loading: false,
             sale: VecDeque::new(),
             holds: VecDeque::new(),
@@ -240,6 +246,13 @@ impl<T, E> Pipeline<T, E> {
             next_group: 0,
             timer_at: None,
             actions: VecDeque::new(),
+        }
+    }
+
+    /// Throws the engine away, keeping what it measured for the next one.
+    fn discard_engine(&mut self) {
+        if let Some(engine) = self.engine.take() {
+            self.measured = Some(engine.hold_to_pay().clone());
         }
     }
 
@@ -299,7 +312,10 @@ impl<T, E> Pipeline<T, E> {
         self.broken = false;
         self.stale = false;
         match result {
-            Ok(engine) => {
+            Ok(mut engine) => {
+                if let Some(measured) = self.measured.take() {
+                    engine.keep_measured(measured);
+                }
                 self.engine = Some(engine);
                 self.fresh = true;
                 // The new engine's deadlines are armed afresh.
@@ -340,7 +356,7 @@ impl<T, E> Pipeline<T, E> {
         self.finished(group.id);
         if !engine_was_right {
             self.broken = true;
-            self.engine = None;
+            self.discard_engine();
         }
         self.actions.push_back(Action::Answer(group));
         self.return_refused();
@@ -355,7 +371,7 @@ impl<T, E> Pipeline<T, E> {
     {
         self.finished(group.id);
         self.broken = true;
-        self.engine = None;
+        self.discard_engine();
         for mut job in group.jobs {
             match refusal {
                 Refusal::Own => job.attempts += 1,
@@ -389,7 +405,7 @@ impl<T, E> Pipeline<T, E> {
     where
         E: Clone,
     {
-        self.engine = None;
+        self.discard_engine();
         self.loading = false;
         self.broken = false;
         self.stale = false;
@@ -436,7 +452,7 @@ impl<T, E> Pipeline<T, E> {
             // Only an empty pipeline loads: every group in flight must come back first.
             if self.in_flight.is_empty() && (self.broken || self.queued_len() > 0) {
                 self.broken = false;
-                self.engine = None;
+                self.discard_engine();
                 self.loading = true;
                 self.actions.push_back(Action::Load);
             }

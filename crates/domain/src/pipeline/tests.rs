@@ -446,3 +446,20 @@ fn a_failed_catch_up_loads_the_engine_again() {
     let groups = commits(drain(&mut pipeline, clock()));
     assert_eq!(tickets(&groups[0]), [2]);
 }
+
+#[test]
+fn a_reload_keeps_what_the_engine_measured_of_the_sale() {
+    let mut pipeline = TestPipeline::new();
+    let group = loaded_with(&mut pipeline, vec![hold(1, 1)]).remove(0);
+    let mut measured = crate::hold_ttl::HoldToPay::default();
+    for ms in [1_000, 2_000, 3_000] {
+        measured.record(ms);
+    }
+    pipeline.engine_mut().unwrap().keep_measured(measured);
+    pipeline.refused(group, Refusal::Own, "conflict".into());
+    let actions = drain(&mut pipeline, clock());
+    assert!(matches!(actions.as_slice(), [Action::Load]), "{actions:?}");
+    // The store's fresh snapshot knows nothing of the times from grant to checkout start.
+    pipeline.loaded(Ok(engine(8)));
+    assert_eq!(pipeline.engine().unwrap().hold_to_pay().len(), 3);
+}
