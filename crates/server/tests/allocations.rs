@@ -565,5 +565,43 @@ async fn a_box_office_sale_confirms_with_its_tickets_under_the_sale_rules(backen
         ]),
         "{report}"
     );
+
+    // The event is cancelled: the card sale's money goes back through the provider; the cash
+    // sale's cannot (the provider never took it), so its refund is FAILED, the operator's to
+    // pay at the desk, and says why; `check` (in `finish`) holds every paid order refunded or
+    // FAILED.
+    let cancelled = app
+        .post(
+            &app.admin,
+            &format!("/v1/admin/events/{event_id}/cancel"),
+            Some("bo-cancel"),
+            &json!({"reason": "Box office story over"}),
+        )
+        .await;
+    assert_eq!(
+        cancelled.status,
+        StatusCode::ACCEPTED,
+        "{}",
+        cancelled.json()
+    );
+    let mut done = Value::Null;
+    for _ in 0..300 {
+        done = app
+            .get(
+                &app.admin,
+                &format!("/v1/admin/events/{event_id}/cancellation"),
+            )
+            .await
+            .json();
+        if done["status"] == "CANCELLED" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(done["status"], "CANCELLED", "{done}");
+    assert_eq!(done["orders"], 2, "{done}");
+    assert_eq!(done["refunded"], 1, "{done}");
+    assert_eq!(done["failed"], 1, "{done}");
+    assert_eq!(done["amountRefundedMinor"], 1000, "{done}");
     app.finish().await;
 }

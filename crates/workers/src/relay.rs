@@ -609,8 +609,22 @@ impl OutboxRelay {
             .await;
         };
         if refund.amount_minor == 0 {
-            // The kept fee took it all: nothing to pay back.
+            // The kept fee took it all (or a comp cost nothing): nothing to pay back.
             return settle(RefundSettled::Succeeded { provider_ref: None }).await;
+        }
+        if operation.provider != self.provider.name() {
+            // Taken by another hand than this provider's (cash at the box office): the
+            // provider knows no such payment, so the money goes back the way it came, by
+            // the operator; the refund says so instead of asking the provider.
+            return settle(RefundSettled::Failed {
+                provider_ref: None,
+                reason: format!(
+                    "paid by {} at the box office, not through {}: the operator pays it back",
+                    operation.provider,
+                    self.provider.name()
+                ),
+            })
+            .await;
         }
         match operation.status {
             PaymentStatus::Captured => {}
