@@ -1349,7 +1349,9 @@
       b.discountMinor ? row(t('storefront-breakdown-discount'), -b.discountMinor, 'discount') : null,
       b.feesMinor ? row(t('storefront-breakdown-fees'), b.feesMinor, 'fees') : null,
       b.orderFeesMinor ? row(t('storefront-breakdown-order-fees'), b.orderFeesMinor, 'order-fees') : null,
-      b.taxMinor ? row(t('storefront-breakdown-tax'), b.taxMinor, 'tax') : null);
+      // Tax in the prices (VAT) adds nothing to the total; tax on top does.
+      b.taxMinor ? row(b.totalMinor === b.faceMinor + b.feesMinor + b.orderFeesMinor
+        ? t('storefront-breakdown-tax-included') : t('storefront-breakdown-tax-added'), b.taxMinor, 'tax') : null);
   }
 
   function seatLabel(seatId) {

@@ -425,5 +425,6 @@ storefront-breakdown-face = Nennwert
 storefront-breakdown-discount = Rabatt
 storefront-breakdown-fees = Gebühren
 storefront-breakdown-order-fees = Bestellgebühr
-storefront-breakdown-tax = Steuer (enthalten oder zuzüglich)
+storefront-breakdown-tax-included = Enthaltene Steuer
+storefront-breakdown-tax-added = Zuzüglich Steuer
 storefront-promo-label = Aktionscode

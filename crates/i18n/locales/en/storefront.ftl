@@ -426,5 +426,6 @@ storefront-breakdown-face = Face value
 storefront-breakdown-discount = Promo discount
 storefront-breakdown-fees = Fees
 storefront-breakdown-order-fees = Order fee
-storefront-breakdown-tax = Tax (included or added)
+storefront-breakdown-tax-included = Tax included
+storefront-breakdown-tax-added = Tax added
 storefront-promo-label = Promo code

@@ -425,5 +425,6 @@ storefront-breakdown-face = Valor nominal
 storefront-breakdown-discount = Descuento
 storefront-breakdown-fees = Gastos
 storefront-breakdown-order-fees = Gastos del pedido
-storefront-breakdown-tax = Impuestos (incluidos o añadidos)
+storefront-breakdown-tax-included = Impuestos incluidos
+storefront-breakdown-tax-added = Impuestos añadidos
 storefront-promo-label = Código promocional

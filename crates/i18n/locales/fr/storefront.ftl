@@ -425,5 +425,6 @@ storefront-breakdown-face = Valeur faciale
 storefront-breakdown-discount = Réduction
 storefront-breakdown-fees = Frais
 storefront-breakdown-order-fees = Frais de commande
-storefront-breakdown-tax = Taxes (incluses ou ajoutées)
+storefront-breakdown-tax-included = Taxes incluses
+storefront-breakdown-tax-added = Taxes ajoutées
 storefront-promo-label = Code promo

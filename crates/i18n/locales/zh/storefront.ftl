@@ -370,5 +370,6 @@ storefront-breakdown-face = 票面价
 storefront-breakdown-discount = 优惠
 storefront-breakdown-fees = 服务费
 storefront-breakdown-order-fees = 订单费
-storefront-breakdown-tax = 税费（已含或另加）
+storefront-breakdown-tax-included = 已含税费
+storefront-breakdown-tax-added = 另加税费
 storefront-promo-label = 优惠码
