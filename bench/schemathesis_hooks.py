@@ -89,6 +89,43 @@ RULES_BEYOND_A_SCHEMA = [
     ("holder.answers.", "the event asks no such question"),
     ("holder.answers.", "a date, YYYY-MM-DD"),
     ("holder.", "required by the event"),
+    # Issue 40. An event's sale setup names the sections, tiers and seats of the same
+    # request's layout; a phase's end comes after its start; ids are unique in their list
+    # (uniqueItems compares whole items); an allocation keeps at most 1,000 seats and units
+    # (seatIds is bounded in the document, the units are counts in a map).
+    ("phases[", "is no section of the event"),
+    ("phases[", "is no tier of the event"),
+    ("phases[", "must be after startsAt"),
+    ("phases[", "duplicate phase id"),
+    # A phase's own waiting room: startReleasePerSecond <= maxReleasePerSecond, as the event's.
+    ("phases[", ".waitingRoom.startReleasePerSecond: must be between"),
+    ("ticketTypes[", "is no section or tier of the event"),
+    ("ticketTypes[", "must be unique and not"),
+    ("allocations[", "is no seat of the event"),
+    ("allocations[", "kept twice"),
+    ("allocations[", "is no tier of the event"),
+    ("allocations[", "seats and units per allocation"),
+    ("allocations[", "from 1 to the tier's capacity"),
+    ("allocations[", "duplicate allocation id"),
+    # A hold's ticket types are the stored event's, sold where its seats are, counting its
+    # seats, within each type's maxPerOrder.
+    ("ticketTypes", "unknown ticket type"),
+    ("ticketTypes", "the counts sum to"),
+    ("ticketTypes", "tickets per order"),
+    ("ticketTypes", "is not sold"),
+    # The allocation routes name the stored event's seats and tiers, and the stored
+    # allocation's kept seats and tiers; a comp of units without tierId needs an allocation
+    # that keeps one tier.
+    ("seatIds", "is no seat of the event"),
+    ("seatIds", "kept twice"),
+    ("tierUnits", "is no tier of the event"),
+    ("tierUnits", "from 1 to the tier's capacity"),
+    ("seatIds", "seats and units per allocation"),
+    ("tierId", "keeps units of several tiers"),
+    # A promo code's window relates two fields; its ticket types are the stored event's.
+    ("validUntil", "after validFrom"),
+    ("ticketTypes[", "unknown ticket type"),
+    ("ticketTypes", "too many types"),
 ]
 
 

@@ -56,6 +56,9 @@
 #                          waiting on the waiting list (an A/B of what the waiting costs)
 #   DOOR_MAX_RELEASE       the door case's maxReleasePerSecond (default 2000)
 #   DOOR_TARGET_HOLD_P99_MS  the door case's targetHoldP99Ms (default the API's, 300)
+#   DOOR_PRESALE_SHARE     the door case with two queues (issue 40): that share of the fans
+#                          redeem an access code and queue in a presale lane of their own
+#                          (`load onsale --presale-share`); the JSON report's lanes printed
 #   DOOR_CARDS, DOOR_ABANDON   the door case's card mix and abandon share (default the load
 #                          tool's mix, 0.1)
 #   DOOR_FANS, DOOR_ARRIVAL_S  the door case's fans and arrival window (default --scale 0.1:
@@ -261,11 +264,12 @@ for run in $(seq 1 "$RUNS"); do
     SCRAPER_PID=$!
     /usr/bin/time -f "load_cpu_s=%U+%S load_max_rss_kb=%M" -o "$WORK/door.time" \
       "$BOXOFFICE" load onsale --base-url "$URL" --scale 0.1 ${DOOR_FANS:+--accounts "$DOOR_FANS"} ${DOOR_ARRIVAL_S:+--arrival-s "$DOOR_ARRIVAL_S"} \
-      --abandon "${DOOR_ABANDON:-0.1}" ${DOOR_CARDS:+--cards "$DOOR_CARDS"} --max-in-flight 1000000 --max-release "${DOOR_MAX_RELEASE:-2000}" ${DOOR_TARGET_HOLD_P99_MS:+--target-hold-p99-ms "$DOOR_TARGET_HOLD_P99_MS"} \
+      --abandon "${DOOR_ABANDON:-0.1}" ${DOOR_CARDS:+--cards "$DOOR_CARDS"} ${DOOR_PRESALE_SHARE:+--presale-share "$DOOR_PRESALE_SHARE"} --max-in-flight 1000000 --max-release "${DOOR_MAX_RELEASE:-2000}" ${DOOR_TARGET_HOLD_P99_MS:+--target-hold-p99-ms "$DOOR_TARGET_HOLD_P99_MS"} \
       --report "$WORK/door.json" --html-report "$WORK/door-$run.html" > "$WORK/door.out" 2> "$WORK/door.err" || true
     event=$(sed -n 's/^onsale event=\([^ ]*\).*/\1/p' "$WORK/door.out")
     n=$($PSQL -At -c "SELECT count(*) FROM seat WHERE event_id = '$event' AND status = 'SOLD'" boxoffice_bench)
     echo "run $run door sold_seats=$n $(grep -E '^(outcomes|door|fairness):' "$WORK/door.out" | tr '\n' ' ')$(grep -o 'errors (5xx/transport)=[0-9]* unexpected=[0-9]*' "$WORK/door.out") elapsed_s=$(sed -n 's/.* elapsed_s=\([^ ]*\).*/\1/p' "$WORK/door.out")"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r.get("lanes"); print("lanes: " + json.dumps(l, sort_keys=True)) if l else None' "$WORK/door.json" 2>/dev/null | sed "s/^/run $run door /" || true
     cp "$WORK/door-$run.html" "${TMPDIR:-/tmp}/boxoffice-door-$run.html"
     cp "$WORK/door.json" "${TMPDIR:-/tmp}/boxoffice-door-$run.json"
     cp "$WORK/door.out" "${TMPDIR:-/tmp}/boxoffice-door-$run.txt"

@@ -82,6 +82,7 @@ pub fn validate(allocations: &[Allocation], spec: &EventSpec) -> Result<(), Spec
         let field = |f: &str| format!("allocations[{i}].{f}");
         check_name_id(&allocation.allocation_id, "allocation id")
             .map_err(|e| spec_error(field("allocationId"), e.0))?;
+        crate::event::check_label(&field("name"), &allocation.name)?;
         if !ids.insert(allocation.allocation_id.as_str()) {
             return Err(spec_error(field("allocationId"), "duplicate allocation id"));
         }

@@ -288,8 +288,13 @@ fn decide_one(
         Some(_) => None,
         None => match phase_for(&lanes.phases, request.phase_id.as_deref(), state.now) {
             Ok(phase) => phase.cloned(),
+            // A well-formed phase id the stored event does not have: a conflict with the
+            // event, like a seat outside the phase (not a malformed request).
             Err(PhaseRefusal::Unknown { phase_id }) => {
-                return invalid("phaseId", format!("unknown phase {phase_id}"));
+                return HoldOutcome::OutsidePhase {
+                    reason: format!("the event has no phase {phase_id}"),
+                    phase_id,
+                };
             }
             Err(PhaseRefusal::NotOpen { starts_at }) => {
                 return HoldOutcome::SaleNotOpen {

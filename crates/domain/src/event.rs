@@ -253,6 +253,23 @@ pub(crate) fn spec_error(field: impl Into<String>, reason: impl Into<String>) ->
     }
 }
 
+/// A name shown to fans or operators (a ticket type, a fee, a tax, a phase, an allocation):
+/// 1-200 characters, not only white space, no control characters.
+pub(crate) fn check_label(field: &str, name: &str) -> Result<(), SpecError> {
+    if name.trim().is_empty()
+        || name.chars().count() > EVENT_NAME_LEN_MAX
+        || name.chars().any(char::is_control)
+    {
+        return Err(spec_error(
+            field,
+            format!(
+                "must be 1-{EVENT_NAME_LEN_MAX} characters, not only white space, no control characters"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_range(field: &str, value: u64, min: u64, max: u64) -> Result<(), SpecError> {
     if value < min || value > max {
         return Err(spec_error(

@@ -328,6 +328,7 @@ pub fn validate(phases: &[Phase], spec: &EventSpec) -> Result<(), SpecError> {
         let field = |f: &str| format!("phases[{i}].{f}");
         check_name_id(&phase.phase_id, "phase id")
             .map_err(|e| spec_error(field("phaseId"), e.0))?;
+        crate::event::check_label(&field("name"), &phase.name)?;
         if !seen.insert(phase.phase_id.as_str()) {
             return Err(spec_error(field("phaseId"), "duplicate phase id"));
         }

@@ -75,6 +75,7 @@ pub fn validate(setup: &SaleSetup, spec: &EventSpec) -> Result<(), SpecError> {
         let field = |f: &str| format!("ticketTypes[{i}].{f}");
         check_name_id(&ticket_type.type_id, "ticket type id")
             .map_err(|e| spec_error(field("typeId"), e.0))?;
+        crate::event::check_label(&field("name"), &ticket_type.name)?;
         if ticket_type.type_id == STANDARD_TYPE
             || setup.ticket_types[..i]
                 .iter()
@@ -112,9 +113,7 @@ pub fn validate(setup: &SaleSetup, spec: &EventSpec) -> Result<(), SpecError> {
         return Err(spec_error("fees", format!("at most {FEES_MAX} fees")));
     }
     for (i, fee) in setup.fees.iter().enumerate() {
-        if fee.name.is_empty() || fee.name.len() > 200 {
-            return Err(spec_error(format!("fees[{i}].name"), "1-200 characters"));
-        }
+        crate::event::check_label(&format!("fees[{i}].name"), &fee.name)?;
         if !(0..=crate::event::PRICE_MINOR_MAX).contains(&fee.fixed_minor) {
             return Err(spec_error(
                 format!("fees[{i}].fixedMinor"),
@@ -127,6 +126,9 @@ pub fn validate(setup: &SaleSetup, spec: &EventSpec) -> Result<(), SpecError> {
                 format!("must be between 0 and {RATE_BP_MAX}"),
             ));
         }
+    }
+    if let Some(tax) = &setup.tax {
+        crate::event::check_label("tax.name", &tax.name)?;
     }
     if let Some(tax) = &setup.tax
         && tax.rate_bp > RATE_BP_MAX

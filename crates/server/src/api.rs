@@ -769,7 +769,7 @@ pub struct CreateHoldBody {
     /// The sale phase to buy in (absent: the admission token's lane, else the phase open
     /// now, an open one first).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_]{1,64}$")]
+    #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub phase_id: Option<String>,
 }
 

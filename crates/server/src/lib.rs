@@ -516,6 +516,50 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
                 shape(&[("bestAvailable", "object")], &["seatIds", "tierId", "quantity"]),
             ]}]),
         ),
+        // A box-office sale names its seats as a hold does.
+        (
+            "BoxOfficeSaleBody",
+            json!([{ "oneOf": [
+                shape(&[("seatIds", "array")], &["tierId", "quantity", "bestAvailable"]),
+                shape(&[("tierId", "string"), ("quantity", "integer")], &["seatIds", "bestAvailable"]),
+                shape(&[("bestAvailable", "object")], &["seatIds", "tierId", "quantity"]),
+            ]}]),
+        ),
+        // A promo code takes a share or an amount off, not both.
+        (
+            "CreatePromoCodeBody",
+            json!([{ "oneOf": [
+                shape(&[("percentOffBp", "integer")], &["amountOffMinor"]),
+                shape(&[("amountOffMinor", "integer")], &["percentOffBp"]),
+            ]}]),
+        ),
+        // A comp is seats, or a quantity of units (of `tierId`, when given).
+        (
+            "CompBody",
+            json!([{ "oneOf": [
+                shape(&[("seatIds", "array")], &["quantity", "tierId"]),
+                shape(&[("quantity", "integer")], &["seatIds"]),
+            ]}]),
+        ),
+        // An allocation keeps something: seats, or units of a tier (on creation too).
+        (
+            "AllocationBody",
+            json!([{ "anyOf": [
+                { "type": "object", "required": ["seatIds"],
+                  "properties": { "seatIds": { "type": "array", "minItems": 1 } } },
+                { "type": "object", "required": ["tierUnits"],
+                  "properties": { "tierUnits": { "type": "object", "minProperties": 1 } } },
+            ]}]),
+        ),
+        (
+            "AddAllocationBody",
+            json!([{ "anyOf": [
+                { "type": "object", "required": ["seatIds"],
+                  "properties": { "seatIds": { "type": "array", "minItems": 1 } } },
+                { "type": "object", "required": ["tierUnits"],
+                  "properties": { "tierUnits": { "type": "object", "minProperties": 1 } } },
+            ]}]),
+        ),
         (
             "AdminRefundBody",
             json!([{ "anyOf": [
@@ -558,6 +602,7 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
     }
     for (name, field) in [
         ("CreateHoldBody", "seatIds"),
+        ("BoxOfficeSaleBody", "seatIds"),
         ("CreateExchangeBody", "fromSeatIds"),
         ("CreateExchangeBody", "toSeatIds"),
         // Ids compared as the strings they are, as JSON Schema compares items.
@@ -568,6 +613,25 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
         if let Some(property) = schemas[name]["properties"][field].as_object_mut() {
             property.insert("uniqueItems".into(), json!(true));
         }
+    }
+    // A hold's (or box-office sale's) ticket types: at most 21, each counted at least once
+    // (utoipa has no bound on a map's size or on its values).
+    for name in ["CreateHoldBody", "BoxOfficeSaleBody"] {
+        if let Some(types) = schemas[name]["properties"]["ticketTypes"].as_object_mut() {
+            types.insert(
+                "maxProperties".into(),
+                json!(boxoffice_domain::pricing::TYPE_COUNTS_MAX),
+            );
+            types.insert(
+                "additionalProperties".into(),
+                json!({ "type": "integer", "minimum": 1, "maximum": 100 }),
+            );
+        }
+    }
+    // A ticket type is priced in 1-400 places (utoipa has no bound on a map's size).
+    if let Some(prices) = schemas["TicketTypeBody"]["properties"]["prices"].as_object_mut() {
+        prices.insert("minProperties".into(), json!(1));
+        prices.insert("maxProperties".into(), json!(400));
     }
     let mut exact: utoipa::openapi::OpenApi = match serde_json::from_value(value) {
         Ok(exact) => exact,

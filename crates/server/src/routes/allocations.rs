@@ -42,11 +42,18 @@ use crate::sale_api::allocations::AllocationBody;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AddAllocationBody {
-    #[schema(pattern = "^[A-Za-z0-9_]{1,64}$", example = "sponsor")]
+    #[schema(pattern = "^[A-Za-z0-9_]{1,32}$", example = "sponsor")]
     pub allocation_id: String,
-    #[schema(min_length = 1, max_length = 200, example = "Sponsor seats")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        example = "Sponsor seats",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: String,
+    /// At most 1,000 seats and units per allocation.
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub seat_ids: Vec<String>,
     /// Units kept back by tier id.
     #[serde(default)]
@@ -82,8 +89,9 @@ pub struct CompBody {
     /// The account that owns the comp's tickets.
     #[schema(pattern = "^[A-Za-z0-9_.-]{1,64}$")]
     pub account_id: String,
-    /// Kept seats to give (or `quantity`).
+    /// Kept seats to give (or `quantity`): 1-100.
     #[serde(default)]
+    #[schema(min_items = 1, max_items = 100, value_type = Option<Vec<crate::api::SeatId>>)]
     pub seat_ids: Option<Vec<String>>,
     /// Kept units to give, of `tierId` (needed when the allocation keeps units of several
     /// tiers).

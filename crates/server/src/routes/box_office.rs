@@ -53,11 +53,20 @@ impl PaymentKind {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BuyerBody {
+    /// An address (at most 254 characters, one `@`, no spaces or control characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 254)]
+    #[schema(
+        max_length = 254,
+        pattern = r"^[^@\s\x00-\x1f\x7f-\x9f]+@[^@\s\x00-\x1f\x7f-\x9f]+$"
+    )]
     pub email: Option<String>,
+    /// 1-200 characters, not only white space, no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: Option<String>,
 }
 
@@ -67,7 +76,7 @@ pub struct BuyerBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BoxOfficeSaleBody {
     #[serde(default)]
-    #[schema(min_items = 1, max_items = 100)]
+    #[schema(min_items = 1, max_items = 100, value_type = Option<Vec<crate::api::SeatId>>)]
     pub seat_ids: Option<Vec<String>>,
     #[serde(default)]
     pub tier_id: Option<String>,

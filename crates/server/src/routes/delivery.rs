@@ -60,7 +60,11 @@ pub struct WalletConfig {
 pub struct LangQuery {
     /// The language to print in (`en`, `de`, `fr`, `es`, `zh`); without it, the
     /// `Accept-Language` header chooses, and English when it names none of them.
-    #[param(example = "de")]
+    #[param(
+        example = "de",
+        max_length = 35,
+        pattern = "^([Ee][Nn]|[Dd][Ee]|[Ff][Rr]|[Ee][Ss]|[Zz][Hh])([-_][\\s\\S]*)?$"
+    )]
     pub lang: Option<String>,
 }
 

@@ -261,7 +261,7 @@ async fn lane_room_of(
 #[into_params(parameter_in = Query)]
 pub struct LaneQuery {
     /// The sale phase whose own queue is meant (absent: the event's general queue).
-    #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_]{1,64}$")]
+    #[param(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub phase_id: Option<String>,
 }
 
@@ -274,7 +274,7 @@ pub struct JoinQueueQuery {
     /// own release and shopper slots), the admission names it, and the fan's holds are
     /// decided in it (absent: the event's general queue; holds go to the phase open when
     /// the fan holds).
-    #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_]{1,64}$")]
+    #[param(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub phase_id: Option<String>,
 }
 
@@ -411,9 +411,22 @@ pub async fn queue_status(
         .get("queue-ticket")
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| ApiError::validation("Queue-Ticket", "header is required"))?;
-    let claims = state
+    let claims = match state
         .waitroom
-        .verify_ticket(&event_id, ticket, account.account_id.as_str())?;
+        .verify_ticket(&event_id, ticket, account.account_id.as_str())
+    {
+        Ok(claims) => claims,
+        Err(refused) => {
+            // The event's own answers come first, as before lanes: an unknown event is 404
+            // and one without a waiting room 409, whatever the ticket says (a refusal, off
+            // the hot path, may read the store).
+            let event = state.event(&event_id).await?;
+            if !event.waiting_room.enabled {
+                lane_room_of(&state, &event, None).await?;
+            }
+            return Err(refused.into());
+        }
+    };
     let key = crate::runtime::waitroom::room_key(&event_id, claims.lane.as_deref());
     let room = match state.waitroom.cached(&key) {
         Some(room) => room,

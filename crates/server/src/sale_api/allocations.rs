@@ -13,14 +13,21 @@ use utoipa::ToSchema;
 pub struct AllocationBody {
     #[schema(
         min_length = 1,
-        max_length = 64,
-        pattern = "^[A-Za-z0-9_]{1,64}$",
+        max_length = 32,
+        pattern = "^[A-Za-z0-9_]{1,32}$",
         example = "sponsor"
     )]
     pub allocation_id: String,
-    #[schema(min_length = 1, max_length = 200, example = "Sponsor seats")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        example = "Sponsor seats",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: String,
+    /// At most 1,000 seats and units per allocation.
     #[serde(default)]
+    #[schema(max_items = 1000)]
     pub seat_ids: Vec<String>,
     /// Units kept back by tier id.
     #[serde(default)]

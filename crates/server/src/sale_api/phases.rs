@@ -19,12 +19,17 @@ pub enum PhaseAccessName {
 pub struct PhaseBody {
     #[schema(
         min_length = 1,
-        max_length = 64,
-        pattern = "^[A-Za-z0-9_]{1,64}$",
+        max_length = 32,
+        pattern = "^[A-Za-z0-9_]{1,32}$",
         example = "fanclub"
     )]
     pub phase_id: String,
-    #[schema(min_length = 1, max_length = 200, example = "Fan club presale")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        example = "Fan club presale",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: String,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]

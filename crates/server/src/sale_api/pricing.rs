@@ -16,12 +16,17 @@ use utoipa::ToSchema;
 pub struct TicketTypeBody {
     #[schema(
         min_length = 1,
-        max_length = 64,
-        pattern = "^[A-Za-z0-9_]{1,64}$",
+        max_length = 32,
+        pattern = "^[A-Za-z0-9_]{1,32}$",
         example = "child"
     )]
     pub type_id: String,
-    #[schema(min_length = 1, max_length = 200, example = "Child")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        example = "Child",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: String,
     /// Face price by section name or tier id; a place not named does not sell the type.
     #[schema(value_type = BTreeMap<String, i64>)]
@@ -66,7 +71,12 @@ pub enum FeeBasisName {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FeeBody {
-    #[schema(min_length = 1, max_length = 200, example = "Service fee")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        example = "Service fee",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: String,
     pub per: FeeBasisName,
     #[serde(default)]
@@ -109,7 +119,12 @@ impl From<&Fee> for FeeBody {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaxBody {
-    #[schema(min_length = 1, max_length = 200, example = "VAT")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        example = "VAT",
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"
+    )]
     pub name: String,
     #[schema(minimum = 0, maximum = 10_000, example = 2000)]
     pub rate_bp: u32,
