@@ -413,7 +413,9 @@ async fn a_lane_refuses_holds_outside_its_inventory_and_keeps_its_limit(backend:
         json!({"seatIds": ["A-5-1"], "phaseId": "nope"}),
     )
     .await;
-    assert_eq!(unknown.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // A phase the event does not have: a conflict with the stored event, not a bad request.
+    assert_eq!(unknown.status, StatusCode::CONFLICT, "{}", unknown.json());
+    assert_eq!(unknown.code(), "OUTSIDE_PHASE");
     // Bought in the lane: the lane's tickets are inside its inventory.
     let (_, tickets) =
         common::buy_captured(&app, "bob", &event_id, json!({"seatIds": ["A-3-3"]})).await;
