@@ -4,17 +4,17 @@
 //! account gets 404 on all three, an order without tickets 409, a server without wallet keys
 //! 409 `WALLET_NOT_CONFIGURED`, and a voided ticket's documents say so.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, LazyLock};
 
+use crate::common::{Backend, TestApp, token};
 use boxoffice_delivery::apple::{ApplePassSigner, PassCertificate, self_signed_pass_certificate};
 use boxoffice_delivery::google::{
     GoogleWalletIssuer, generate_service_account_key, service_account_public_pem, verify_save_jwt,
 };
 use boxoffice_delivery::readback::{check_pkpass, pdf_qr_codes, pdf_text};
 use boxoffice_server::WalletConfig;
-use common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

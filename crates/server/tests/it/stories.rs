@@ -1,11 +1,11 @@
 //! The story tests: the hold path end to end over HTTP, each story run unchanged against
 //! PostgreSQL and SQLite (see `stories!`). Every story ends by checking the invariants.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{Backend, CORS_ORIGIN, TestApp, token};
+use crate::common::{Backend, CORS_ORIGIN, TestApp, token};
 use futures::future::join_all;
 use rand::seq::SliceRandom;
 use reqwest::StatusCode;
@@ -1250,7 +1250,7 @@ async fn openapi_document_lists_the_routes() {
         1
     );
     // The header is required; the body's idempotencyKey, which still stands in for it, is
-    // not described (tests/api_doc.rs checks every operation).
+    // not described (tests/it/api_doc.rs checks every operation).
     let key = paths["/v1/events/{eventId}/holds"]["post"]["parameters"]
         .as_array()
         .unwrap()

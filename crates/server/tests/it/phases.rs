@@ -6,9 +6,9 @@
 //! a presale lane and the general sale each have their own queue, release and shopper slots
 //! (in memory on both store backends, and in Redis).
 
-mod common;
+use crate::common;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use time::OffsetDateTime;

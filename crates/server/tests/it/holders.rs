@@ -4,9 +4,9 @@
 //! the cutoff by the store's clock; a transfer's receiver holds the new tickets; anyone
 //! else's request is a 404.
 
-mod common;
+use crate::common;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

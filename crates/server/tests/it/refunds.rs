@@ -4,9 +4,9 @@
 //! a refund racing a check-in, a transfer offer and an exchange of the same ticket (exactly
 //! one wins, 20 rounds each). Every story ends with every invariant checked.
 
-mod common;
+use crate::common;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -14,12 +14,13 @@
 //! - A node that does not own an event (a webhook's writer) learns it without waiting for
 //!   the owner's group in flight on the lease row, and routes to the owner likewise.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::common::{Backend, TestApp};
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
@@ -29,7 +30,6 @@ use boxoffice_server::runtime::cluster::{Cluster, ClusterConfig, Route};
 use boxoffice_server::runtime::writer::{EventWriters, SubmitError};
 use boxoffice_store::engine::{EngineStore, GroupCommitted, GroupWrite};
 use boxoffice_store::{EventRecord, ReleaseOutcome, StoreError, StoreResult};
-use common::{Backend, TestApp};
 use serde_json::json;
 
 fn render(_event: &EventRecord, outcome: &HoldOutcome) -> StoredResponse {

@@ -679,10 +679,25 @@ impl TestApp {
 
     /// Whether `account` can hold `seat` now (and releases it at once).
     pub async fn holdable(&self, account: &str, event_id: &str, seat: &str) -> bool {
-        let key = format!("probe-{}", uuid::Uuid::now_v7());
-        let hold = self
-            .hold(account, event_id, &key, json!({"seatIds": [seat]}))
-            .await;
+        // A busy answer (429, 503: the writer's queue full on a loaded machine) says nothing
+        // about the seat: ask again, with a fresh key, for up to 10 s.
+        let mut hold = None;
+        for attempt in 0..50 {
+            let key = format!("probe-{}", uuid::Uuid::now_v7());
+            let answer = self
+                .hold(account, event_id, &key, json!({"seatIds": [seat]}))
+                .await;
+            let busy = matches!(
+                answer.status,
+                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+            );
+            hold = Some(answer);
+            if !busy || attempt == 49 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let hold = hold.expect("at least one try");
         if hold.status != StatusCode::CREATED {
             return false;
         }
@@ -706,7 +721,7 @@ macro_rules! stories {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name(super::common::Backend::Postgres).await
+                    super::$name($crate::common::Backend::Postgres).await
                 }
             )*
         }
@@ -714,7 +729,7 @@ macro_rules! stories {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name(super::common::Backend::Sqlite).await
+                    super::$name($crate::common::Backend::Sqlite).await
                 }
             )*
         }

@@ -14,11 +14,12 @@
 //! - Requests that arrive while the engine loads wait for that one load; a load past the
 //!   writer's deadline answers them unavailable (503), and the next request loads again.
 
-mod common;
+use crate::common;
 
 use boxoffice_store::OneShot as _;
 use std::sync::{Arc, Mutex};
 
+use crate::common::{Backend, RoomSetup, TestApp, TestStore, token};
 use async_trait::async_trait;
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::decide::{HoldOutcome, HoldRequest, HoldShape};
@@ -27,7 +28,6 @@ use boxoffice_domain::idempotency::{Idempotent, StoredResponse};
 use boxoffice_server::runtime::writer::EventWriters;
 use boxoffice_store::engine::{EngineStore, GroupCommitted, GroupWrite};
 use boxoffice_store::{EventRecord, StoreError, StoreResult};
-use common::{Backend, RoomSetup, TestApp, TestStore, token};
 use reqwest::StatusCode;
 use serde_json::json;
 use tokio::sync::Notify;

@@ -6,10 +6,10 @@
 //! validation. Every story ends with every invariant checked (I9: a seat has at most one
 //! live ticket, a ticket is valid or replaced by a completed exchange, never both).
 
-mod common;
+use crate::common;
 
+use crate::common::{Backend, TestApp, buy_captured, token};
 use boxoffice_store::OneShot as _;
-use common::{Backend, TestApp, buy_captured, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -4,9 +4,9 @@
 //! account's tickets at price 0, counted in the report, and `check` stays clean; a sale at the
 //! box office confirms at once in cash with its tickets; none of it is open to a fan.
 
-mod common;
+use crate::common;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -4,13 +4,13 @@
 //! (even to a restarted server) misses nothing; a version the log no longer reaches gets 410
 //! and `event: reset`; ETag, 304 and gzip. Exchanges join the random run with issue 7.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;

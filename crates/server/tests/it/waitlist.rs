@@ -4,11 +4,11 @@
 //! through the ordinary checkout, leaving, retries, conflicts and validation; entries nothing
 //! satisfies never keep a later one from its offer (issue 35, item 5).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -6,13 +6,13 @@
 //! endpoint and event however often it runs; disabled endpoints get nothing; bad requests
 //! are 4xx. The webhook sender is driven by the test, one round at a time.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{Backend, TestApp, token};
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
-use common::{Backend, TestApp, token};
 use hmac::{Hmac, KeyInit, Mac};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -8,14 +8,14 @@
 //! slept), one that answers 550 leaves it FAILED with the reply; the admin lists, serves and
 //! resends. The mail sender is driven by the test, one round at a time.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::{Backend, TestApp, buy_captured, token, token_with_email};
 use boxoffice_delivery::readback::SmtpServer;
 use boxoffice_workers::mail::{MailConfig, MailReport};
-use common::{Backend, TestApp, buy_captured, token, token_with_email};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -7,13 +7,12 @@
 //! Redis is reached at `BOXOFFICE_TEST_REDIS_URL` (default `redis://127.0.0.1:6379`); each
 //! test uses its own key prefix and deletes those keys at the end.
 
-mod common;
-
 use boxoffice_store::OneShot as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::common::{Answer, Backend, RoomSetup, TestApp, TestStore, WAITROOM_SECRET, token};
 use base64::Engine;
 use boxoffice_domain::hold_ttl;
 use boxoffice_payments::simulator::SimulatorConfig;
@@ -23,7 +22,6 @@ use boxoffice_waitroom::token::TokenKeys;
 use boxoffice_waitroom_state::RoomStore;
 use boxoffice_waitroom_state::memory::MemoryRooms;
 use boxoffice_waitroom_state::redis::RedisRooms;
-use common::{Answer, Backend, RoomSetup, TestApp, TestStore, WAITROOM_SECRET, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -5,9 +5,9 @@
 //! retries and validation, and 404 for anyone but the two parties. Every story ends with
 //! every invariant checked (`boxoffice check`'s rules).
 
-mod common;
+use crate::common;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -8,11 +8,9 @@
 //! confirmation time puts it (the orders an exchange and a transfer make are not sales); the
 //! waiting room's totals are the queue view's; bad requests are refused with problem JSON.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

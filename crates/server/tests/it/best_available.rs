@@ -5,12 +5,12 @@
 //! refused with the largest block left when it must sit together, and what is left shown
 //! per section on the event and the seat map.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use common::{Backend, TestApp};
+use crate::common::{Backend, TestApp};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -46,7 +46,7 @@ fn written(doc: &str) -> BTreeSet<String> {
 
 #[test]
 fn the_api_reference_and_the_served_document_name_the_same_operations() {
-    let doc = include_str!("../../../docs/API.md");
+    let doc = include_str!("../../../../docs/API.md");
     let built = &doc[..doc
         .find("\n## Not built yet")
         .expect("docs/API.md has its 'Not built yet' section")];

@@ -4,9 +4,9 @@
 //! refund is not paid twice, a refund the provider refuses is counted `failed`, and the
 //! requests' idempotency. Every story ends with every invariant checked.
 
-mod common;
+use crate::common;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

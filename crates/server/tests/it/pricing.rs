@@ -4,9 +4,9 @@
 //! check`'s rule that an order costs the sum of its lines, the requests a type refuses, and
 //! promo codes: a worked discount to the cent, and a code of one use raced by four checkouts.
 
-mod common;
+use crate::common;
 
-use common::{Backend, TestApp, token};
+use crate::common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -4,11 +4,11 @@
 //! door bundle (its key reproduces each ticket's secret, revoked and checked-in lists); scans
 //! synced from two devices, first scan wins and duplicates reported.
 
-mod common;
+use crate::common;
 
+use crate::common::{Backend, TestApp, token};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::{Backend, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

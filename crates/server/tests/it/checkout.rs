@@ -3,12 +3,12 @@
 //! authorization response settled by the reconciler, replays, and webhook signatures. A few
 //! run through the Stripe adapter against localstripe too (a fake Stripe others wrote).
 
-mod common;
+use crate::common;
 
 use boxoffice_store::OneShot as _;
 use std::time::Duration;
 
-use common::{Backend, Payments, TestApp, token};
+use crate::common::{Backend, Payments, TestApp, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
