@@ -260,6 +260,7 @@ fn ticket_types_all_in_prices_and_a_promo_code_in_headless_chromium() {
 /// Runs `node e2e/<script>` against a fresh `serve --dev-auth`; each of `shots` must be
 /// written by the run.
 fn story(script: &str, shots: &[&str]) {
+    let _heavy = support::heavy();
     let root = workspace();
     let e2e = root.join("e2e");
     ensure_node_modules(&e2e);

@@ -320,6 +320,7 @@ impl Setup {
 /// by the one owner, and every node names the same owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_one_owner() {
+    let _heavy = support::heavy();
     const RACERS: usize = 256;
     const ROUNDS: usize = 3;
     let setup = Setup::postgres();
@@ -489,6 +490,7 @@ where
 /// new owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_owner_is_fenced() {
+    let _heavy = support::heavy();
     const TTL_MS: u64 = 1_000;
     let setup = Setup::postgres();
     let (a, b) = (setup.node("node-a", TTL_MS), setup.node("node-b", TTL_MS));
@@ -599,6 +601,7 @@ async fn a_paused_owner_is_fenced() {
 /// and serves it; the requests it got meanwhile are served after the takeover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_owner_is_taken_over() {
+    let _heavy = support::heavy();
     const TTL_MS: u64 = 1_500;
     let setup = Setup::postgres();
     let (a, b) = (setup.node("node-a", TTL_MS), setup.node("node-b", TTL_MS));
@@ -646,6 +649,7 @@ async fn a_killed_owner_is_taken_over() {
 /// node: the lease is handed back at once, the other node takes it, and no request fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_graceful_stop_hands_the_lease_over() {
+    let _heavy = support::heavy();
     // A long TTL: the handover must not wait for it.
     const TTL_MS: u64 = 10_000;
     let setup = Setup::postgres();
@@ -721,6 +725,7 @@ async fn a_graceful_stop_hands_the_lease_over() {
 /// the same way: one owner, the other forwards, one key on both answers once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_processes_on_one_sqlite_file_share_one_owner() {
+    let _heavy = support::heavy();
     let setup = Setup::sqlite();
     let a = setup.node("node-a", 2_000);
     let b = setup.node("node-b", 2_000);

@@ -804,6 +804,7 @@ async fn every_point(database_url: impl Fn() -> (String, Box<dyn FnOnce()>)) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_converges_after_every_crash_point() {
+    let _heavy = support::heavy();
     every_point(|| {
         let path = std::env::temp_dir().join(format!(
             "boxoffice-crash-{}.db",
@@ -822,6 +823,7 @@ async fn sqlite_converges_after_every_crash_point() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_converges_after_every_crash_point() {
+    let _heavy = support::heavy();
     let base = std::env::var("BOXOFFICE_TEST_PG_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
     let mut created = Vec::new();
@@ -867,6 +869,7 @@ async fn postgres_converges_after_every_crash_point() {
 /// message first, so they are not the owner's to die at).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_two_nodes_converge_after_the_owners_crash_points() {
+    let _heavy = support::heavy();
     let base = std::env::var("BOXOFFICE_TEST_PG_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
     let mut created = Vec::new();

@@ -176,6 +176,7 @@ fn alive(pid: u64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_comes_up_sells_through_the_balancer_and_goes_down_clean() {
+    let _heavy = support::heavy();
     ensure_cluster_tools();
     let dir = std::env::temp_dir().join(format!("boxoffice-cluster-{}", uuid::Uuid::now_v7()));
     let dir_arg = dir.display().to_string();
@@ -930,6 +931,7 @@ fn postmaster_pid(data: &str) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing_a_sale() {
+    let _heavy = support::heavy();
     ensure_cluster_tools();
     let dir = std::env::temp_dir().join(format!("boxoffice-failover-{}", uuid::Uuid::now_v7()));
     let dir_arg = dir.display().to_string();
@@ -1345,6 +1347,7 @@ async fn a_shard_primary_dies_mid_sale_and_its_standby_takes_over_without_losing
 /// every shard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chaos_on_sale_on_the_cluster_passes_check() {
+    let _heavy = support::heavy();
     ensure_cluster_tools();
     let dir = std::env::temp_dir().join(format!("boxoffice-cchaos-{}", uuid::Uuid::now_v7()));
     let dir_arg = dir.display().to_string();

@@ -6,8 +6,41 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_boxoffice");
+
+/// Tests of one binary that start clusters, browsers or crash loops at once.
+pub const HEAVY_AT_ONCE: usize = 2;
+
+static HEAVY: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// A place among the [`HEAVY_AT_ONCE`] heavy tests of this binary allowed to run at once,
+/// held until dropped. `.cargo/config.toml` runs four tests at once, for the server's many
+/// short stories; on two cores, more than two whole clusters, browsers or crash loops would
+/// only make each other time out, and four tests of three nodes each take more connections
+/// than PostgreSQL's default 100 (their nodes answer 429 "the inventory store is busy"),
+/// so those tests take a place first.
+pub fn heavy() -> Heavy {
+    let (count, freed) = &HEAVY;
+    let mut running = count.lock().unwrap_or_else(PoisonError::into_inner);
+    while *running >= HEAVY_AT_ONCE {
+        running = freed.wait(running).unwrap_or_else(PoisonError::into_inner);
+    }
+    *running += 1;
+    Heavy(())
+}
+
+/// See [`heavy`].
+pub struct Heavy(());
+
+impl Drop for Heavy {
+    fn drop(&mut self) {
+        let (count, freed) = &HEAVY;
+        *count.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
+        freed.notify_one();
+    }
+}
 
 /// The URL a process prints on its first line after `prefix`.
 pub fn first_line_url(child: &mut Child, prefix: &str) -> String {
