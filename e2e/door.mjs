@@ -23,41 +23,13 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { BASE, CHROMIUM, Failure, SHOTS, call, check, devToken, story } from './story.mjs';
 
 const require = createRequire(import.meta.url);
 const qrcode = require('qrcode-generator');
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const BASE = (process.env.BASE_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
-const SHOTS = path.resolve(process.env.SCREENSHOT_DIR || path.join(here, '..', 'docs', 'screenshots'));
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
-const T = Number(process.env.E2E_TIMEOUT_MS || 120_000);
-
-const started = Date.now();
-const log = (message) => console.log(`[door ${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${message}`);
-class Failure extends Error {}
-function check(condition, message) {
-  if (!condition) throw new Failure(message);
-}
-
-async function call(token, method, pathname, body) {
-  const res = await fetch(`${BASE}${pathname}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID() },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, data: await res.json().catch(() => null) };
-}
-
-async function devToken(accountId, admin = false) {
-  const res = await fetch(`${BASE}/v1/dev/token`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId, admin }),
-  });
-  check(res.status === 201, `dev token for ${accountId}: ${res.status}`);
-  return (await res.json()).token;
-}
+const { T, log, expectText, run } = story('door');
 
 /** The live code of a ticket at `unixS`, from its secret (as the owner's phone makes it). */
 function rotatingCode(secretB64, staticCode, unixS) {
@@ -78,16 +50,6 @@ const scan = (page, text) => page.evaluate((url) => window.door.scanImage(url), 
 
 /** The app has its catalogue and its handlers (it starts once its language is loaded). */
 const started_ = (page) => page.waitForFunction(() => window.door !== undefined, null, { timeout: T });
-
-/** Waits until `testId`'s text matches `pattern`; fails naming what it saw. */
-async function expectText(page, testId, pattern) {
-  try {
-    await page.waitForFunction(([id, source]) => new RegExp(source).test(document.querySelector(`[data-testid="${id}"]`)?.textContent || ''),
-      [testId, pattern.source], { timeout: T, polling: 200 });
-  } catch {
-    throw new Failure(`${testId} never read ${pattern}: it reads ${JSON.stringify(await page.getByTestId(testId).textContent())}`);
-  }
-}
 
 const refused = [];
 
@@ -218,16 +180,4 @@ async function main() {
   }
 }
 
-const watchdog = setTimeout(() => {
-  console.error('DOOR E2E FAILED: still running after 10 minutes');
-  process.exit(2);
-}, 10 * 60_000);
-watchdog.unref();
-
-main().then(() => {
-  log('all good');
-  process.exitCode = 0;
-}, (error) => {
-  console.error(`DOOR E2E FAILED: ${error instanceof Failure ? error.message : error.stack || error}`);
-  process.exitCode = 1;
-});
+run(main);

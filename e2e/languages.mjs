@@ -18,50 +18,11 @@
 //     <html lang> and the page agree).
 // Exits non-zero with a message on any failure.
 
-import crypto from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { BASE, CHROMIUM, Failure, SHOTS, call, check, devToken, signIn, story } from './story.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const BASE = (process.env.BASE_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
-const SHOTS = path.resolve(process.env.SCREENSHOT_DIR || path.join(here, '..', 'docs', 'screenshots'));
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
-const T = Number(process.env.E2E_TIMEOUT_MS || 120_000);
-
-const started = Date.now();
-const log = (message) => console.log(`[languages ${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${message}`);
-class Failure extends Error {}
-function check(condition, message) {
-  if (!condition) throw new Failure(message);
-}
-
-const pageErrors = [];
-function watch(page, name) {
-  page.on('pageerror', (error) => pageErrors.push(`${name}: ${error.message}`));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error' && /Content Security Policy/i.test(msg.text())) pageErrors.push(`${name}: ${msg.text()}`);
-  });
-  page.setDefaultTimeout(T);
-  return page;
-}
-
-async function call(token, method, pathname, body) {
-  const res = await fetch(`${BASE}${pathname}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID() },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, data: await res.json().catch(() => null) };
-}
-
-async function devToken(accountId, admin = false) {
-  const res = await fetch(`${BASE}/v1/dev/token`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId, admin }),
-  });
-  check(res.status === 201, `dev token for ${accountId}: ${res.status}`);
-  return (await res.json()).token;
-}
+const { T, log, pageErrors, watch, expectText, run } = story('languages');
 
 /** Waits until the account's language (`GET /v1/me`, what its mail is written in) is
  *  `locale`: the page saves it without being waited for. */
@@ -73,27 +34,6 @@ async function accountLocale(token, locale, what) {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Failure(`${what}: its language is ${JSON.stringify(seen)}, not ${locale}`);
-}
-
-const text = async (page, testId) => ((await page.getByTestId(testId).first().textContent()) || '').trim();
-
-/** Waits until `testId`'s text matches `pattern`; fails naming what it saw. */
-async function expectText(page, testId, pattern) {
-  try {
-    await page.waitForFunction(([id, source, flags]) => {
-      const el = document.querySelector(`[data-testid="${id}"]`);
-      return el && new RegExp(source, flags).test(el.textContent);
-    }, [testId, pattern.source, pattern.flags], { timeout: T, polling: 200 });
-  } catch {
-    throw new Failure(`${testId} never read ${pattern}: it reads ${JSON.stringify(await text(page, testId).catch(() => null))}`);
-  }
-}
-
-async function signIn(page, account) {
-  await page.getByTestId('open-signin').click();
-  await page.getByTestId('signin-account').fill(account);
-  await page.getByTestId('signin-submit').click();
-  await page.getByTestId('signed-in-as').waitFor();
 }
 
 /** Opens the event, picks `seats` on the map and holds them; after each pick the hold button
@@ -219,16 +159,4 @@ async function main() {
   }
 }
 
-const watchdog = setTimeout(() => {
-  console.error('LANGUAGES E2E FAILED: still running after 10 minutes');
-  process.exit(2);
-}, 10 * 60_000);
-watchdog.unref();
-
-main().then(() => {
-  log('all good');
-  process.exitCode = 0;
-}, (error) => {
-  console.error(`LANGUAGES E2E FAILED: ${error instanceof Failure ? error.message : error.stack || error}`);
-  process.exitCode = 1;
-});
+run(main);

@@ -12,57 +12,13 @@
 // its breakdown on the order page and given by the API to the cent.
 // Exits non-zero with a message on any failure.
 
-import crypto from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { BASE, CHROMIUM, SHOTS, byTestId, call, check, devToken, signIn, story } from './story.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const BASE = (process.env.BASE_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
-const SHOTS = path.resolve(process.env.SCREENSHOT_DIR || path.join(here, '..', 'docs', 'screenshots'));
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
-const T = Number(process.env.E2E_TIMEOUT_MS || 120_000);
-
-const started = Date.now();
-const log = (message) => console.log(`[pricing ${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${message}`);
-class Failure extends Error {}
-function check(condition, message) {
-  if (!condition) throw new Failure(message);
-}
-
-const pageErrors = [];
-function watch(page, name) {
-  page.on('pageerror', (error) => pageErrors.push(`${name}: ${error.message}`));
-  page.setDefaultTimeout(T);
-  return page;
-}
-
-async function call(token, method, pathname, body) {
-  const res = await fetch(`${BASE}${pathname}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID() },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, data: await res.json().catch(() => null) };
-}
-
-async function devToken(accountId, admin = false) {
-  const res = await fetch(`${BASE}/v1/dev/token`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId, admin }),
-  });
-  check(res.status === 201, `dev token for ${accountId}: ${res.status}`);
-  return (await res.json()).token;
-}
-
-async function expectText(page, selector, pattern) {
-  try {
-    await page.waitForFunction(([css, source]) => new RegExp(source).test(document.querySelector(css)?.textContent || ''),
-      [selector, pattern.source], { timeout: T, polling: 200 });
-  } catch {
-    throw new Failure(`${selector} never read ${pattern}: it reads ${JSON.stringify(await page.locator(selector).first().textContent().catch(() => null))}`);
-  }
-}
-const byTestId = (id) => `[data-testid="${id}"]`;
+// Its pages' errors are uncaught errors only (what their Content Security Policy refuses
+// is not counted).
+const { T, log, pageErrors, watch, expectText, run } = story('pricing', { expectBy: 'selector' });
 
 async function main() {
   const ops = await devToken('ops-pricing', true);
@@ -91,10 +47,7 @@ async function main() {
     const context = await browser.newContext({ locale: 'en-US', viewport: { width: 1280, height: 1100 } });
     const page = watch(await context.newPage(), 'fan');
     await page.goto(`${BASE}/`);
-    await page.getByTestId('open-signin').click();
-    await page.getByTestId('signin-account').fill('pricing-fan');
-    await page.getByTestId('signin-submit').click();
-    await page.getByTestId('signed-in-as').waitFor();
+    await signIn(page, 'pricing-fan');
     await page.goto(`${BASE}/#/events/${encodeURIComponent(eventId)}`);
     await page.waitForFunction(() => window.boxoffice && window.boxoffice.ready(), null, { timeout: T });
     for (const seat of ['A-1-4', 'A-1-5']) check(await page.evaluate((id) => window.boxoffice.selectSeat(id), seat), `select ${seat}`);
@@ -127,16 +80,4 @@ async function main() {
   }
 }
 
-const watchdog = setTimeout(() => {
-  console.error('PRICING E2E FAILED: still running after 10 minutes');
-  process.exit(2);
-}, 10 * 60_000);
-watchdog.unref();
-
-main().then(() => {
-  log('all good');
-  process.exitCode = 0;
-}, (error) => {
-  console.error(`PRICING E2E FAILED: ${error instanceof Failure ? error.message : error.stack || error}`);
-  process.exitCode = 1;
-});
+run(main);

@@ -27,41 +27,14 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { BASE, CHROMIUM, Failure, SHOTS, call, check, devToken, signIn, story } from './story.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const BASE = (process.env.BASE_URL || 'http://127.0.0.1:8080').replace(/\/$/, '');
-const SHOTS = path.resolve(process.env.SCREENSHOT_DIR || path.join(here, '..', 'docs', 'screenshots'));
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
-// The machine is slow and shared: be generous.
-const T = Number(process.env.E2E_TIMEOUT_MS || 120_000);
+// The machine is slow and shared: be generous (each wait T: E2E_TIMEOUT_MS, 120 s by default).
 const WATCHDOG_MS = Number(process.env.E2E_WATCHDOG_MS || 15 * 60_000);
-
-const started = Date.now();
-const log = (message) => console.log(`[e2e ${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${message}`);
-
-class Failure extends Error {}
-function check(condition, message) {
-  if (!condition) throw new Failure(message);
-}
-
-const pageErrors = [];
-function watch(page, name) {
-  page.on('pageerror', (error) => {
-    pageErrors.push(`${name}: ${error.message}`);
-    console.error(`[${name}] page error: ${error.stack || error.message}`);
-  });
-  page.on('console', (msg) => {
-    if (msg.type() !== 'error') return;
-    console.error(`[${name}] console: ${msg.text()}`);
-    // Whatever the pages' Content Security Policy refuses is a fault of the pages.
-    if (/Content Security Policy/i.test(msg.text())) pageErrors.push(`${name}: ${msg.text()}`);
-  });
-  page.setDefaultTimeout(T);
-  page.setDefaultNavigationTimeout(T);
-  return page;
-}
+const { T, log, pageErrors, watch, run } = story('e2e', {
+  failed: 'E2E FAILED', watchdogMs: WATCHDOG_MS, watchdogAfter: `${WATCHDOG_MS / 1000}s`, echo: true,
+});
 
 async function waitFor(page, what, fn, arg) {
   try {
@@ -69,13 +42,6 @@ async function waitFor(page, what, fn, arg) {
   } catch (error) {
     throw new Failure(`timed out waiting for ${what}: ${error.message.split('\n')[0]}`);
   }
-}
-
-async function signIn(page, account) {
-  await page.getByTestId('open-signin').click();
-  await page.getByTestId('signin-account').fill(account);
-  await page.getByTestId('signin-submit').click();
-  await page.getByTestId('signed-in-as').waitFor();
 }
 
 async function shot(page, name, options = {}) {
@@ -93,25 +59,6 @@ async function clickSeat(page, seatId) {
 
 async function statuses(page, ids) {
   return page.evaluate((seatIds) => seatIds.map((id) => window.boxoffice.seatStatus(id)), ids);
-}
-
-async function call(token, method, pathname, body, headers = {}) {
-  const res = await fetch(`${BASE}${pathname}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID(), ...headers,
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, data: await res.json().catch(() => null), headers: res.headers };
-}
-
-async function devToken(accountId, admin = false) {
-  const res = await fetch(`${BASE}/v1/dev/token`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ accountId, admin }),
-  });
-  check(res.status === 201, `dev token for ${accountId}: ${res.status}`);
-  return (await res.json()).token;
 }
 
 /** Another fan through the API: queue, admission, a hold of `quantity` adjacent seats in
@@ -458,21 +405,9 @@ async function main() {
     log(`screenshot ${reportsShot}`);
 
     check(pageErrors.length === 0, `uncaught errors or refused by the Content Security Policy:\n${pageErrors.join('\n')}`);
-    log('all good');
   } finally {
     await browser.close();
   }
 }
 
-const watchdog = setTimeout(() => {
-  console.error(`E2E FAILED: still running after ${WATCHDOG_MS / 1000}s`);
-  process.exit(2);
-}, WATCHDOG_MS);
-watchdog.unref();
-
-main().then(() => {
-  process.exitCode = 0;
-}, (error) => {
-  console.error(`E2E FAILED: ${error instanceof Failure ? error.message : error.stack || error}`);
-  process.exitCode = 1;
-});
+run(main);
