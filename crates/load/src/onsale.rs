@@ -1159,10 +1159,14 @@ async fn wait_on_list(shared: &Shared, token: &str, plan: &Plan) -> Result<Value
     let entry_url = format!("{list}/{waitlist_id}");
     let mut entry = answer.body;
     let mut refusals = 0;
+    // Why the fan is leaving, once a leave was sent: a leave answered 0, 429 or 503 may still
+    // have been decided, so the entry read next can say LEFT (the fan's own doing, not a fault).
+    let mut leaving: Option<Outcome> = None;
     loop {
-        match entry["status"].as_str() {
-            Some("OFFERED") => break,
-            Some("WAITING") => {}
+        match (entry["status"].as_str(), leaving) {
+            (Some("OFFERED"), _) => break,
+            (Some("WAITING"), _) => {}
+            (Some("LEFT"), Some(outcome)) => return Err(outcome),
             _ => {
                 shared.unexpected(
                     "waitlist",
@@ -1179,6 +1183,7 @@ async fn wait_on_list(shared: &Shared, token: &str, plan: &Plan) -> Result<Value
         if hopeless.is_some() || Instant::now() + WAITLIST_POLL > deadline {
             let request = shared.http.delete(&entry_url).bearer_auth(token);
             let left = shared.call("waitlist_leave", request).await;
+            leaving = Some(hopeless.unwrap_or(Outcome::NoSeats));
             match left.status {
                 200 => return Err(hopeless.unwrap_or(Outcome::NoSeats)),
                 // Offered meanwhile (the fan takes it after all), or busy: look again.
