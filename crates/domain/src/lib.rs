@@ -35,5 +35,6 @@ pub mod pricing;
 pub mod sale;
 pub mod seatmap;
 pub mod settlement;
+pub mod venue;
 
 pub use time::OffsetDateTime;
