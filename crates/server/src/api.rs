@@ -1089,12 +1089,19 @@ pub struct Problem {
     #[serde(rename = "endedAt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub ended_at: Option<String>,
-    /// 422 `CSV_INVALID`: the 1-based line of the imported CSV at fault.
+    /// 422 `CSV_INVALID`, `INVALID_CHART`: the 1-based line of the imported CSV at fault.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
     /// 409 `ACCESS_CODE_EXISTS`: the imported code the phase has already.
     #[serde(rename = "accessCode", skip_serializing_if = "Option::is_none")]
     pub access_code: Option<String>,
+    /// 422 `INVALID_CHART`: the chart's problems, each with its JSON path or its CSV line
+    /// and column (the first 50; `field` and `line` above repeat the first one's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problems: Option<Vec<crate::routes::venues::ChartProblemView>>,
+    /// 422 `INVALID_CHART`: how many problems the chart has in all.
+    #[serde(rename = "problemsTotal", skip_serializing_if = "Option::is_none")]
+    pub problems_total: Option<u32>,
 }
 
 /// `limit` of a problem: an abuse limit's name (429) or a purchase limit (409).

@@ -27,6 +27,7 @@ pub mod report;
 pub mod seatmap;
 pub mod shard;
 pub mod transfer;
+pub mod venue;
 pub mod waitlist;
 pub mod webhook;
 
@@ -331,6 +332,7 @@ pub trait Store:
     + holder::HolderStore
     + mail::MailStore
     + pricing::PricingStore
+    + venue::VenueStore
     + Send
     + Sync
     + std::fmt::Debug
