@@ -22,6 +22,7 @@ pub mod best;
 pub mod decide;
 pub mod engine;
 pub mod event;
+pub mod event_chart;
 pub mod hold;
 pub mod hold_ttl;
 pub mod holder;

@@ -1462,7 +1462,7 @@ fn category(key: &str, name: &str, colour: &str) -> Category {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The worked example of docs/VENUES.md: a small curved hall. Row A curves, skips seat

@@ -8,7 +8,7 @@
 mod common;
 
 use boxoffice_domain::venue::{STADIUM_SEATS, VenueChart, demo_stadium};
-use common::{Answer, Backend, TestApp, token};
+use common::{Answer, Backend, TestApp, buy_captured, token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -18,6 +18,9 @@ stories!(
     bad_charts_are_refused_with_their_lines_and_paths,
     the_demo_stadium_is_imported_whole,
     a_fan_is_refused,
+    an_event_on_a_chart_sells_its_seats_by_their_labels,
+    an_event_on_a_chart_is_refused_unless_priced_whole,
+    an_event_on_the_demo_stadium_shows_its_map,
 );
 
 const CHARTS: &str = "/v1/admin/venue-charts";
@@ -369,5 +372,350 @@ async fn a_fan_is_refused(backend: Backend) {
         .send(app.http.get(format!("{}{CHARTS}", app.base)))
         .await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    app.finish().await;
+}
+
+/// The hall's prices: front 50.00, back 30.00, standing 20.00.
+fn hall_prices() -> Value {
+    json!({"A": 5000, "B": 3000, "STAND": 2000})
+}
+
+/// Imports the hall and creates an event on it; (chart id, event id).
+async fn hall_event(app: &TestApp) -> (String, String) {
+    let created = app.post(&app.admin, CHARTS, Some("hall"), &hall()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json());
+    let chart_id = created.json()["chartId"].as_str().unwrap().to_owned();
+    let event_id = app
+        .create_event(json!({
+            "name": "Hall night",
+            "sections": [],
+            "tiers": [],
+            "chart": {"chartId": chart_id, "categoryPrices": hall_prices()},
+        }))
+        .await;
+    (chart_id, event_id)
+}
+
+/// The seat map's entry for one seat.
+fn map_seat<'a>(map: &'a Value, seat_id: &str) -> &'a Value {
+    map["seats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["seatId"] == seat_id)
+        .unwrap_or_else(|| panic!("{seat_id} is on the map"))
+}
+
+async fn an_event_on_a_chart_sells_its_seats_by_their_labels(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (chart_id, event_id) = hall_event(&app).await;
+
+    // The event: the stalls' two rows of 6 and 3 seats (row A curves, skips number 4 at its
+    // aisle), priced from the cheapest category; the standing area as a tier; the chart's
+    // categories with their prices and the standing area's outline.
+    let event = app
+        .get(&token("fan"), &format!("/v1/events/{event_id}"))
+        .await;
+    assert_eq!(event.status, StatusCode::OK);
+    let event = event.json();
+    let stalls = &event["sections"][0];
+    assert_eq!(stalls["name"], "STALLS");
+    assert_eq!(stalls["title"], "Stalls");
+    assert_eq!(
+        (stalls["rows"].clone(), stalls["seatsPerRow"].clone()),
+        (json!(2), json!(6))
+    );
+    assert_eq!(stalls["rowLengths"], json!([6, 3]));
+    assert_eq!(stalls["priceMinor"], 3000);
+    assert_eq!(stalls["available"], 9);
+    assert_eq!(stalls["largestBlock"], 6);
+    let back = &event["tiers"][0];
+    assert_eq!(back["tierId"], "BACK");
+    assert_eq!(back["capacity"], 120);
+    assert_eq!(back["priceMinor"], 2000);
+    assert_eq!(event["chart"]["chartId"], chart_id.as_str());
+    assert_eq!(event["chart"]["stage"], json!({"x": 0.0, "y": 0.0}));
+    let categories = event["chart"]["categories"].as_array().unwrap();
+    let keys: Vec<(&str, i64)> = categories
+        .iter()
+        .map(|c| {
+            (
+                c["key"].as_str().unwrap(),
+                c["priceMinor"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(keys, [("A", 5000), ("B", 3000), ("STAND", 2000)]);
+    assert_eq!(categories[0]["colour"], "#C0392B");
+    assert_eq!(categories[0]["allInPriceMinor"], 5000);
+    let area = &event["chart"]["standingAreas"][0];
+    assert_eq!(area["tierId"], "BACK");
+    assert_eq!(area["category"], "STAND");
+    assert_eq!(area["outline"].as_array().unwrap().len(), 4);
+    assert_eq!(area["outline"][2], json!({"x": 40.0, "y": 120.0}));
+
+    // The seat map: the 9 seats only, each with its labels, position, category and kind.
+    let map = app
+        .get(&token("fan"), &format!("/v1/events/{event_id}/seatmap"))
+        .await
+        .json();
+    let ids: Vec<&str> = map["seats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["seatId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "STALLS-1-1",
+            "STALLS-1-2",
+            "STALLS-1-3",
+            "STALLS-1-4",
+            "STALLS-1-5",
+            "STALLS-1-6",
+            "STALLS-2-1",
+            "STALLS-2-2",
+            "STALLS-2-3"
+        ]
+    );
+    assert_eq!(
+        *map_seat(&map, "STALLS-1-4"),
+        json!({"seatId": "STALLS-1-4", "status": "AVAILABLE", "rowLabel": "A",
+               "seatLabel": "5", "x": 10, "y": 58, "category": "A", "kind": "aisle"})
+    );
+    assert_eq!(
+        *map_seat(&map, "STALLS-2-3"),
+        json!({"seatId": "STALLS-2-3", "status": "AVAILABLE", "rowLabel": "B",
+               "seatLabel": "3", "x": 15, "y": 72, "category": "B"})
+    );
+    assert_eq!(map_seat(&map, "STALLS-2-1")["kind"], "wheelchair");
+    assert_eq!(map_seat(&map, "STALLS-2-2")["kind"], "companion");
+
+    // A place the chart does not have (beyond short row B, beyond row A's end, a third
+    // row) is refused as any unknown seat, before the writer.
+    for (i, unknown) in ["STALLS-2-4", "STALLS-1-7", "STALLS-3-1"]
+        .iter()
+        .enumerate()
+    {
+        let refused = app
+            .hold(
+                "fan",
+                &event_id,
+                &format!("unknown-{i}"),
+                json!({"seatIds": [unknown]}),
+            )
+            .await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{unknown}"
+        );
+        assert_eq!(refused.code(), "VALIDATION");
+        assert!(
+            refused.json()["detail"]
+                .as_str()
+                .unwrap()
+                .contains("unknown seat")
+        );
+    }
+
+    // Seat A5 (the fourth place of row A) bought at its category's price; its ticket names
+    // it by its labels, and it checks in.
+    let (order_id, tickets) =
+        buy_captured(&app, "fan", &event_id, json!({"seatIds": ["STALLS-1-4"]})).await;
+    let order = app
+        .get(&token("fan"), &format!("/v1/orders/{order_id}"))
+        .await
+        .json();
+    assert_eq!(order["totalMinor"], 5000, "{order}");
+    let ticket_id = tickets[0]["ticketId"].as_str().unwrap();
+    let ticket = app
+        .get(&token("fan"), &format!("/v1/tickets/{ticket_id}"))
+        .await;
+    assert_eq!(ticket.status, StatusCode::OK);
+    let ticket = ticket.json();
+    assert_eq!(ticket["seatId"], "STALLS-1-4");
+    assert_eq!(
+        ticket["seatPlace"],
+        json!({"sectionTitle": "Stalls", "rowLabel": "A", "seatLabel": "5", "category": "A",
+               "kind": "aisle"})
+    );
+    let checked_in = app.check_in(&ticket).await;
+    assert_eq!(checked_in.status, StatusCode::OK, "{}", checked_in.json());
+    let map = app
+        .get(&token("fan"), &format!("/v1/events/{event_id}/seatmap"))
+        .await
+        .json();
+    assert_eq!(map_seat(&map, "STALLS-1-4")["status"], "SOLD");
+
+    // Row B's B3 at the back category's price; best available seats two together in row A
+    // (the known gap: adjacency is by place, so A3 and A5 count as neighbours across the
+    // aisle); the standing area by quantity at its category's price.
+    let b3 = app
+        .hold("other", &event_id, "b3", json!({"seatIds": ["STALLS-2-3"]}))
+        .await;
+    assert_eq!(b3.status, StatusCode::CREATED, "{}", b3.json());
+    assert_eq!(b3.json()["totalMinor"], 3000);
+    let best = app
+        .hold(
+            "third",
+            &event_id,
+            "best",
+            json!({"bestAvailable": {"quantity": 2}}),
+        )
+        .await;
+    assert_eq!(best.status, StatusCode::CREATED, "{}", best.json());
+    assert_eq!(best.json()["totalMinor"], 10_000);
+    let standing = app
+        .hold(
+            "fourth",
+            &event_id,
+            "stand",
+            json!({"tierId": "BACK", "quantity": 3}),
+        )
+        .await;
+    assert_eq!(standing.status, StatusCode::CREATED, "{}", standing.json());
+    assert_eq!(standing.json()["totalMinor"], 6000);
+    let event = app
+        .get(&token("fan"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
+    assert_eq!(event["sections"][0]["sold"], 1);
+    assert_eq!(event["sections"][0]["held"], 3);
+    assert_eq!(event["sections"][0]["available"], 5);
+    assert_eq!(event["tiers"][0]["held"], 3);
+    // `finish` runs `boxoffice check`'s invariants over the event.
+    app.finish().await;
+}
+
+async fn an_event_on_a_chart_is_refused_unless_priced_whole(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let created = app.post(&app.admin, CHARTS, Some("hall"), &hall()).await;
+    let chart_id = created.json()["chartId"].as_str().unwrap().to_owned();
+    let event = |chart: Value| {
+        json!({"name": "Hall night", "startsAt": "2027-01-01T20:00:00Z", "currency": "EUR",
+               "chart": chart})
+    };
+    let cases = [
+        (
+            event(json!({"chartId": chart_id, "categoryPrices": {"A": 5000, "STAND": 2000}})),
+            "chart.categoryPrices.B",
+        ),
+        (
+            event(json!({"chartId": chart_id,
+                         "categoryPrices": {"A": 1, "B": 1, "STAND": 1, "VIP": 1}})),
+            "chart.categoryPrices.VIP",
+        ),
+        (
+            event(json!({"chartId": chart_id,
+                         "categoryPrices": {"A": -1, "B": 1, "STAND": 1}})),
+            "chart.categoryPrices.A",
+        ),
+        (
+            event(json!({"chartId": "no-such-chart", "categoryPrices": hall_prices()})),
+            "chart.chartId",
+        ),
+        (
+            {
+                let mut body = event(json!({"chartId": chart_id, "categoryPrices": hall_prices()}));
+                body["sections"] =
+                    json!([{"name": "A", "rows": 1, "seatsPerRow": 1, "priceMinor": 1}]);
+                body
+            },
+            "chart",
+        ),
+    ];
+    for (i, (body, field)) in cases.iter().enumerate() {
+        let refused = app
+            .post(
+                &app.admin,
+                "/v1/admin/events",
+                Some(&format!("bad-{i}")),
+                body,
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{field}");
+        assert_eq!(refused.code(), "VALIDATION", "{field}");
+        assert_eq!(refused.json()["field"], *field, "{}", refused.json());
+    }
+    // Unknown members of the chart part are refused as in every body.
+    let unknown = app
+        .post(
+            &app.admin,
+            "/v1/admin/events",
+            Some("bad-member"),
+            &event(json!({"chartId": chart_id, "categoryPrices": hall_prices(), "x": 1})),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // Nothing was created.
+    let events = app.get(&token("fan"), "/v1/events").await.json();
+    assert_eq!(events["events"].as_array().unwrap().len(), 0, "{events}");
+    app.finish().await;
+}
+
+/// The 50,000-seat stadium as an event: every seat on the map with its labels. Prints the
+/// snapshot's size and the time of its first read (load, layout and render); a benchmark's
+/// number, not an assertion.
+async fn an_event_on_the_demo_stadium_shows_its_map(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let stadium = serde_json::to_value(demo_stadium()).unwrap();
+    let created = app
+        .post(&app.admin, CHARTS, Some("stadium"), &stadium)
+        .await;
+    let chart_id = created.json()["chartId"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let event_id = app
+        .create_event(json!({
+            "name": "Stadium night",
+            "sections": [],
+            "tiers": [],
+            "chart": {"chartId": chart_id,
+                      "categoryPrices": {"CAT1": 9000, "CAT2": 7000, "CAT3": 5000, "FLOOR": 6000}},
+        }))
+        .await;
+    let created_ms = started.elapsed().as_millis();
+    let started = std::time::Instant::now();
+    let map = app
+        .get(&token("fan"), &format!("/v1/events/{event_id}/seatmap"))
+        .await;
+    let first_ms = started.elapsed().as_millis();
+    assert_eq!(map.status, StatusCode::OK);
+    let bytes = map.bytes.len();
+    let map = map.json();
+    let seats = map["seats"].as_array().unwrap();
+    assert_eq!(seats.len(), STADIUM_SEATS);
+    assert!(
+        seats
+            .iter()
+            .all(|s| s["rowLabel"].is_string() && s["x"].is_number())
+    );
+    let gzip = app
+        .send(
+            app.http
+                .get(format!("{}/v1/events/{event_id}/seatmap", app.base))
+                .header("accept-encoding", "gzip")
+                .bearer_auth(token("fan")),
+        )
+        .await
+        .bytes
+        .len();
+    eprintln!(
+        "{backend:?} stadium event: created in {created_ms} ms; seat map {bytes} bytes \
+         ({gzip} bytes gzip), first read (load + layout + render) {first_ms} ms"
+    );
+    let event = app
+        .get(&token("fan"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
+    let total: u64 = event["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["available"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, STADIUM_SEATS as u64);
+    assert_eq!(event["tiers"][0]["tierId"], "FLOOR");
     app.finish().await;
 }
