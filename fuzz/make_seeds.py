@@ -113,6 +113,40 @@ ROOM = {
 }
 
 
+# docs/VENUES.md's worked example, in both forms.
+HALL_CSV = b"""section,row,seat,x,y,category,kind,quality,capacity
+STALLS,A,1,-30,52,A,standard,,
+STALLS,A,2,-20,56,A,standard,,
+STALLS,A,3,-10,58,A,aisle,,
+STALLS,A,5,10,58,A,aisle,,
+STALLS,A,6,20,56,A,standard,900,
+STALLS,A,7,30,52,A,restricted_view,,
+STALLS,B,1,-25,70,B,wheelchair,,
+STALLS,B,2,-15,72,B,companion,,
+STALLS,B,3,15,72,B,standard,,
+BACK,,,-40,90,STAND,standing,,120
+BACK,,,40,90,STAND,standing,,
+BACK,,,40,120,STAND,standing,,
+BACK,,,-40,120,STAND,standing,,
+"""
+HALL_JSON = {
+    "name": "Small hall", "stage": {"x": 0, "y": 0},
+    "categories": [{"key": "A", "name": "Front", "colour": "#C0392B"},
+                   {"key": "B", "name": "Back"}, {"key": "STAND", "name": "Standing"}],
+    "sections": [
+        {"name": "STALLS", "kind": "reserved", "rows": [
+            {"label": "A", "seats": [
+                {"label": "1", "x": -30, "y": 52, "category": "A"},
+                {"label": "3", "x": -10, "y": 58, "category": "A", "kind": "aisle"},
+                {"label": "5", "x": 10, "y": 58, "category": "A", "kind": "aisle", "quality": 900}]},
+            {"label": "B", "seats": [
+                {"label": "1", "x": -25, "y": 70, "category": "B", "kind": "wheelchair"},
+                {"label": "2", "x": -15, "y": 72, "category": "B", "kind": "companion"}]}]},
+        {"name": "BACK", "kind": "standing", "capacity": 120, "category": "STAND",
+         "box": {"x": -40, "y": 90, "width": 80, "height": 30}}],
+}
+
+
 def seeds() -> dict:
     code = ticket_code(SEATED)
     body = compact(PAYMENT_INTENT)
@@ -192,6 +226,11 @@ def seeds() -> dict:
             "two-signatures": (stripe_signature(1900000000, body) + ",v1=00ff").encode() + b"\x00" + body,
             "sign-it": b"\xff" + (1900000000).to_bytes(8, "little") + b"\x00" + body,
             "stale": stripe_signature(1, body).encode() + b"\x00" + body,
+        },
+        "venue_charts": {
+            "hall-csv": b"\x00" + HALL_CSV,
+            "hall-json": b"\x01" + compact(HALL_JSON),
+            "bad-line": b"\x00" + HALL_CSV.replace(b"-20,56", b"west,56"),
         },
         "waitroom_journal": {
             "one-room": b"\n".join(compact(record) for record in journal) + b"\n",

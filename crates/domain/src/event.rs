@@ -32,22 +32,54 @@ pub const PRICE_MINOR_MAX: i64 = 100_000_000;
 /// The longest refund cutoff of a policy, seconds (a year).
 pub const REFUND_CUTOFF_MAX_S: u32 = 31_536_000;
 
-/// A section of reserved seats: `rows` x `seats_per_row`, one price.
+/// A section of reserved seats: `rows` x `seats_per_row`, one price; or, taken from a venue
+/// chart (`crate::event_chart`), rows of their own lengths inside that bounding box, each
+/// seat priced by its category.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Section {
     pub name: String,
     pub rows: u32,
     pub seats_per_row: u32,
+    /// The price of every seat; a chart's section: its cheapest seat's.
     pub price_minor: i64,
+    /// A chart's section: the seats of each row, front to back (`rows` of them, none above
+    /// `seats_per_row`). Empty: every row has `seats_per_row` seats.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub row_lengths: Vec<u32>,
 }
 
 impl Section {
+    /// A rectangular section of `rows` rows of `seats_per_row` seats at one price.
+    pub fn rectangle(name: &str, rows: u32, seats_per_row: u32, price_minor: i64) -> Self {
+        Self {
+            name: name.to_owned(),
+            rows,
+            seats_per_row,
+            price_minor,
+            row_lengths: Vec::new(),
+        }
+    }
+
+    /// The seats of `row` (1-based); 0 for a row the section does not have.
+    pub fn row_len(&self, row: u32) -> u32 {
+        if row == 0 || row > self.rows {
+            return 0;
+        }
+        if self.row_lengths.is_empty() {
+            return self.seats_per_row;
+        }
+        self.row_lengths.get(row as usize - 1).copied().unwrap_or(0)
+    }
+
     pub fn seat_count(&self) -> u64 {
-        u64::from(self.rows) * u64::from(self.seats_per_row)
+        if self.row_lengths.is_empty() {
+            return u64::from(self.rows) * u64::from(self.seats_per_row);
+        }
+        self.row_lengths.iter().map(|n| u64::from(*n)).sum()
     }
 
     pub fn contains(&self, seat: &SeatRef) -> bool {
-        seat.section == self.name && seat.row <= self.rows && seat.number <= self.seats_per_row
+        seat.section == self.name && seat.number >= 1 && seat.number <= self.row_len(seat.row)
     }
 }
 
@@ -236,6 +268,10 @@ pub struct EventSpec {
     /// Ticket types, fees and tax, phases, allocations (issue 40); the default sells as
     /// before.
     pub sale: crate::sale::SaleSetup,
+    /// The venue chart the event is created on, copied with its category prices (issue 41);
+    /// `sections` and `tiers` are then the chart's ([`crate::event_chart::EventChart`]).
+    /// Shared, not copied again, by the records made from the spec.
+    pub chart: Option<std::sync::Arc<crate::event_chart::EventChart>>,
 }
 
 /// A refusal of an event definition: the field and why.
@@ -404,6 +440,19 @@ impl EventSpec {
                 SEATS_PER_ROW_MAX.into(),
             )?;
             check_price(&field("priceMinor"), section.price_minor)?;
+            if !section.row_lengths.is_empty() {
+                let fits = section.row_lengths.len() == section.rows as usize
+                    && section
+                        .row_lengths
+                        .iter()
+                        .all(|n| (1..=section.seats_per_row).contains(n));
+                if !fits {
+                    return Err(spec_error(
+                        field("rowLengths"),
+                        "one length of 1 to seatsPerRow per row",
+                    ));
+                }
+            }
             seat_total += section.seat_count();
         }
         if seat_total > SEATS_PER_EVENT_MAX {
@@ -437,17 +486,23 @@ impl EventSpec {
         self.sale.validate(self)
     }
 
-    /// Every seat of every section, in section order then row then number.
+    /// Every seat of every section with its price, in section order then row then number:
+    /// a chart's seat at its category's price, any other at its section's.
     pub fn seats(&self) -> impl Iterator<Item = (SeatRef, i64)> + '_ {
-        self.sections.iter().flat_map(|section| {
+        self.sections.iter().flat_map(move |section| {
             (1..=section.rows).flat_map(move |row| {
-                (1..=section.seats_per_row).map(move |number| {
+                (1..=section.row_len(row)).map(move |number| {
                     let seat = SeatRef {
                         section: section.name.clone(),
                         row,
                         number,
                     };
-                    (seat, section.price_minor)
+                    let price = self
+                        .chart
+                        .as_ref()
+                        .and_then(|chart| chart.seat_price(&seat))
+                        .unwrap_or(section.price_minor);
+                    (seat, price)
                 })
             })
         })
@@ -474,13 +529,9 @@ mod tests {
             refund_policy: None,
             holder_policy: None,
             sale: Default::default(),
+            chart: None,
             waiting_room: WaitingRoomSettings::default(),
-            sections: vec![Section {
-                name: "A".into(),
-                rows: 2,
-                seats_per_row: 3,
-                price_minor: 9900,
-            }],
+            sections: vec![Section::rectangle("A", 2, 3, 9900)],
             tiers: vec![Tier {
                 tier_id: "FLOOR".into(),
                 name: "Floor".into(),

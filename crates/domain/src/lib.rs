@@ -22,6 +22,7 @@ pub mod best;
 pub mod decide;
 pub mod engine;
 pub mod event;
+pub mod event_chart;
 pub mod hold;
 pub mod hold_ttl;
 pub mod holder;
@@ -35,5 +36,6 @@ pub mod pricing;
 pub mod sale;
 pub mod seatmap;
 pub mod settlement;
+pub mod venue;
 
 pub use time::OffsetDateTime;

@@ -81,7 +81,7 @@ pub struct CreateEventBody {
     #[schema(max_items = 100)]
     pub allocations: Vec<crate::sale_api::allocations::AllocationBody>,
     /// Reserved seating: at most 200 sections with unique names and 200,000 seats in all;
-    /// an event needs at least one section or one tier.
+    /// an event needs at least one section or one tier, or a `chart`.
     #[serde(default)]
     #[schema(max_items = 200)]
     pub sections: Vec<SectionBody>,
@@ -89,10 +89,28 @@ pub struct CreateEventBody {
     #[serde(default)]
     #[schema(max_items = 50)]
     pub tiers: Vec<TierBody>,
+    /// Instead of `sections` and `tiers`: a stored venue chart the event copies, its
+    /// reserved sections becoming sections (seats as the chart places them) and its standing
+    /// areas tiers, each seat and area priced by its category (docs/VENUES.md).
+    #[serde(default)]
+    pub chart: Option<EventChartBody>,
     /// Alternative to the `Idempotency-Key` header (the same key when both are sent).
     #[serde(default)]
     #[schema(min_length = 1, max_length = 255, pattern = "^[!-~]+$")]
     pub idempotency_key: Option<String>,
+}
+
+/// The chart an event is created on (`POST /v1/admin/events`'s `chart`), and its prices.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventChartBody {
+    /// A chart's id (`POST /v1/admin/venue-charts`).
+    #[schema(min_length = 1, max_length = 128)]
+    pub chart_id: String,
+    /// The standard ticket's face price per category key, in minor units (0-100,000,000):
+    /// every category a seat or a standing area of the chart uses, and no other key.
+    #[schema(value_type = std::collections::HashMap<String, i64>, example = json!({"A": 5000, "B": 3000, "STAND": 2000}))]
+    pub category_prices: std::collections::BTreeMap<String, i64>,
 }
 
 /// An event's refund policy: a fan may refund until the start minus the cutoff (store
@@ -425,16 +443,13 @@ impl CreateEventBody {
                 self.phases,
                 self.allocations,
             ),
+            // Set by the route, which reads the stored chart (`routes::events::on_chart`).
+            chart: None,
             waiting_room,
             sections: self
                 .sections
                 .into_iter()
-                .map(|s| Section {
-                    name: s.name,
-                    rows: s.rows,
-                    seats_per_row: s.seats_per_row,
-                    price_minor: s.price_minor,
-                })
+                .map(|s| Section::rectangle(&s.name, s.rows, s.seats_per_row, s.price_minor))
                 .collect(),
             tiers: self
                 .tiers
@@ -500,9 +515,104 @@ pub struct EventView {
     pub waiting_room: WaitingRoomView,
     pub sections: Vec<SectionView>,
     pub tiers: Vec<TierView>,
+    /// The venue chart the event was created on; absent: sections of rows × seats. Each
+    /// seat's labels, position, category and kind are on the seat map.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chart: Option<EventChartView>,
     #[serde(with = "time::serde::rfc3339")]
     #[schema(value_type = String, format = DateTime)]
     pub created_at: OffsetDateTime,
+}
+
+/// What a chart event shows of its chart beside its sections and tiers: the categories with
+/// their prices (the seat map's legend) and the standing areas' shapes.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventChartView {
+    /// The stored chart the event copied (the event keeps its own copy).
+    pub chart_id: String,
+    pub name: String,
+    /// Where the stage (or the pitch's centre) is drawn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<boxoffice_domain::venue::Point>)]
+    pub stage: Option<boxoffice_domain::venue::Point>,
+    /// Every category of the chart, in its order.
+    pub categories: Vec<CategoryView>,
+    /// The standing areas (the event's tiers of the same ids), in the chart's order.
+    pub standing_areas: Vec<StandingAreaView>,
+}
+
+/// A price category of a chart event.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CategoryView {
+    pub key: String,
+    pub name: String,
+    /// `#RRGGBB`; absent: the storefront picks one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub colour: Option<String>,
+    /// The standard ticket's face price (0 for a category no seat uses and none was given).
+    pub price_minor: i64,
+    /// The standard ticket's all-in price: face, per-ticket fees and added tax.
+    pub all_in_price_minor: i64,
+}
+
+/// A standing area of a chart event as the map draws it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StandingAreaView {
+    /// The tier that sells it.
+    pub tier_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub category: String,
+    pub capacity: u32,
+    /// Its corners in order (a box as its four corners from the top left, clockwise).
+    #[schema(value_type = Vec<boxoffice_domain::venue::Point>)]
+    pub outline: Vec<boxoffice_domain::venue::Point>,
+}
+
+impl EventChartView {
+    fn of(
+        chart: &boxoffice_domain::event_chart::EventChart,
+        prices: &boxoffice_domain::pricing::PriceList,
+    ) -> Self {
+        use boxoffice_domain::event_chart::EventChart;
+        use boxoffice_domain::venue::SectionKind;
+        Self {
+            chart_id: chart.chart_id.clone(),
+            name: chart.chart.name.clone(),
+            stage: chart.chart.stage,
+            categories: chart
+                .chart
+                .categories
+                .iter()
+                .map(|c| {
+                    let price_minor = chart.price_of(&c.key);
+                    CategoryView {
+                        key: c.key.clone(),
+                        name: c.name.clone(),
+                        colour: c.colour.clone(),
+                        price_minor,
+                        all_in_price_minor: prices.ticket(price_minor).all_in_minor,
+                    }
+                })
+                .collect(),
+            standing_areas: chart
+                .chart
+                .sections
+                .iter()
+                .filter(|s| s.kind == SectionKind::Standing)
+                .map(|s| StandingAreaView {
+                    tier_id: s.name.clone(),
+                    title: s.title.clone(),
+                    category: s.category.clone().unwrap_or_default(),
+                    capacity: s.capacity.unwrap_or(0),
+                    outline: EventChart::outline(s),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -525,8 +635,18 @@ pub struct WaitingRoomView {
 #[serde(rename_all = "camelCase")]
 pub struct SectionView {
     pub name: String,
+    /// A chart's section: what fans read ("Lower tier, block 12"), when the chart names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// A chart's section: its rows (their lengths differ: see `rowLengths`).
     pub rows: u32,
+    /// A chart's section: its longest row.
     pub seats_per_row: u32,
+    /// A chart's section: the seats of each row, front to back; absent: every row has
+    /// `seatsPerRow`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub row_lengths: Vec<u32>,
+    /// A chart's section: its cheapest seat's price (each seat costs its category's).
     pub price_minor: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub available: Option<i64>,
@@ -638,8 +758,14 @@ impl EventView {
                     let c = section_counts(&s.name);
                     SectionView {
                         name: s.name.clone(),
+                        title: event
+                            .chart
+                            .as_ref()
+                            .and_then(|chart| chart.section(&s.name))
+                            .and_then(|chart_section| chart_section.title.clone()),
                         rows: s.rows,
                         seats_per_row: s.seats_per_row,
+                        row_lengths: s.row_lengths.clone(),
                         price_minor: s.price_minor,
                         available: c.map(|c| c.available),
                         held: c.map(|c| c.held),
@@ -668,6 +794,10 @@ impl EventView {
                     }
                 })
                 .collect(),
+            chart: event
+                .chart
+                .as_ref()
+                .map(|chart| EventChartView::of(chart, &prices)),
             created_at: event.created_at,
         }
     }
@@ -1089,12 +1219,19 @@ pub struct Problem {
     #[serde(rename = "endedAt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub ended_at: Option<String>,
-    /// 422 `CSV_INVALID`: the 1-based line of the imported CSV at fault.
+    /// 422 `CSV_INVALID`, `INVALID_CHART`: the 1-based line of the imported CSV at fault.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
     /// 409 `ACCESS_CODE_EXISTS`: the imported code the phase has already.
     #[serde(rename = "accessCode", skip_serializing_if = "Option::is_none")]
     pub access_code: Option<String>,
+    /// 422 `INVALID_CHART`: the chart's problems, each with its JSON path or its CSV line
+    /// and column (the first 50; `field` and `line` above repeat the first one's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problems: Option<Vec<crate::routes::venues::ChartProblemView>>,
+    /// 422 `INVALID_CHART`: how many problems the chart has in all.
+    #[serde(rename = "problemsTotal", skip_serializing_if = "Option::is_none")]
+    pub problems_total: Option<u32>,
 }
 
 /// `limit` of a problem: an abuse limit's name (429) or a purchase limit (409).

@@ -79,6 +79,7 @@ impl Fixture {
             refund_policy: None,
             holder_policy: None,
             sale: Default::default(),
+            chart: None,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![
                 section("A", 10, 20, 4_500),
@@ -186,6 +187,7 @@ fn section(name: &str, rows: u32, seats_per_row: u32, price_minor: i64) -> Secti
         rows,
         seats_per_row,
         price_minor,
+        row_lengths: Vec::new(),
     }
 }
 

@@ -331,6 +331,19 @@ fn api_router() -> OpenApiRouter<AppState> {
             routes::phases::redeem_access,
             routes::phases::get_access
         ))
+        .routes({
+            // A venue chart of up to 200,000 seats: its own body limit.
+            let (schemas, paths, method_router) =
+                routes!(routes::venues::create_chart, routes::venues::list_charts);
+            let limit = DefaultBodyLimit::max(routes::venues::VENUE_CHART_BODY_BYTES_MAX);
+            (schemas, paths, method_router.layer(limit))
+        })
+        .routes({
+            let (schemas, paths, method_router) = routes!(routes::venues::validate_chart);
+            let limit = DefaultBodyLimit::max(routes::venues::VENUE_CHART_BODY_BYTES_MAX);
+            (schemas, paths, method_router.layer(limit))
+        })
+        .routes(routes!(routes::venues::get_chart))
         .routes(routes!(
             routes::waitlist::get_waitlist_entry,
             routes::waitlist::leave_waitlist

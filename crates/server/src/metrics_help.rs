@@ -326,6 +326,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     (
         "counter",
+        "boxoffice_venue_charts_created_total",
+        "Venue charts imported (a replay of a key not counted)",
+    ),
+    (
+        "counter",
         "boxoffice_access_redemptions_total",
         "Access-code redemptions decided by the event writers, by decision",
     ),

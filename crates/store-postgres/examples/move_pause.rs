@@ -71,6 +71,7 @@ fn spec(name: &str, sections: u32, rows: u32, seats_per_row: u32) -> EventSpec {
         refund_policy: None,
         holder_policy: None,
         sale: Default::default(),
+        chart: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: (0..sections)
             .map(|n| Section {
@@ -78,6 +79,7 @@ fn spec(name: &str, sections: u32, rows: u32, seats_per_row: u32) -> EventSpec {
                 rows,
                 seats_per_row,
                 price_minor: 5_000,
+                row_lengths: Vec::new(),
             })
             .collect(),
         tiers: Vec::new(),

@@ -55,6 +55,7 @@ use crate::{PgStore, classify};
 /// and `outbox` are handled on their own.
 pub const EVENT_TABLES: &[&str] = &[
     "event",
+    "event_chart",
     "section",
     "tier",
     "seat",

@@ -195,12 +195,14 @@ fn spec() -> EventSpec {
         refund_policy: None,
         holder_policy: None,
         sale: Default::default(),
+        chart: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: vec![Section {
             name: "A".into(),
             rows: 1,
             seats_per_row: 4,
             price_minor: 5_000,
+            row_lengths: Vec::new(),
         }],
         tiers: Vec::new(),
     }

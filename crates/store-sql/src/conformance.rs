@@ -45,6 +45,7 @@ fn spec(hold_ttl_s: u32) -> EventSpec {
         refund_policy: None,
         holder_policy: None,
         sale: Default::default(),
+        chart: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: ["A", "B"]
             .into_iter()
@@ -53,6 +54,7 @@ fn spec(hold_ttl_s: u32) -> EventSpec {
                 rows: 3,
                 seats_per_row: 4,
                 price_minor: 5_000,
+                row_lengths: Vec::new(),
             })
             .collect(),
         tiers: vec![Tier {

@@ -4,11 +4,14 @@
 use boxoffice_domain::OffsetDateTime;
 use boxoffice_domain::event::{EventSpec, RefundPolicy};
 use boxoffice_domain::event::{Section, Tier};
+use boxoffice_domain::event_chart::EventChart;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent};
 use boxoffice_store::{
     EventCounts, EventRecord, NewRecord, RenderEvent, StoreError, StoreResult, event_record,
     parse_waiting_room, waiting_room_json,
 };
+
+use std::sync::Arc;
 
 use crate::db::{Db, Rows, query};
 use crate::{idempotency, outbox};
@@ -52,9 +55,21 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<EventRecord>> {
             rows: to_u32(row.get(1)?),
             seats_per_row: to_u32(row.get(2)?),
             price_minor: row.get(3)?,
+            row_lengths: Vec::new(),
         })
     })
-    .collect::<StoreResult<_>>()?;
+    .collect::<StoreResult<Vec<Section>>>()?;
+    let chart = load_chart(&mut conn, event_id).await?;
+    let mut sections = sections;
+    if let Some(chart) = &chart {
+        // The rows' lengths are the copy's: one truth for the seats' shape.
+        let shaped = chart.sections();
+        for section in &mut sections {
+            if let Some(from_chart) = shaped.iter().find(|s| s.name == section.name) {
+                section.row_lengths = from_chart.row_lengths.clone();
+            }
+        }
+    }
     let tiers = query(
         "SELECT tier_id, name, capacity, price_minor FROM tier WHERE event_id = $1 ORDER BY position",
     )
@@ -102,11 +117,33 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<EventRecord>> {
             .transpose()?,
         sale: serde_json::from_str(&row.get::<String, _>("sale_setup")?)
             .map_err(|e| StoreError::Internal(format!("event sale_setup: {e}")))?,
+        chart,
         waiting_room: parse_waiting_room(&row.get::<String, _>("waiting_room")?),
         sections,
         tiers,
         created_at: row.get("created_at")?,
     }))
+}
+
+/// The chart the event was created on, as it copied it (`None`: no chart).
+async fn load_chart(
+    conn: &mut crate::db::Conn<'_>,
+    event_id: &str,
+) -> StoreResult<Option<Arc<EventChart>>> {
+    let Some(row) =
+        query("SELECT chart_id, chart, category_prices FROM event_chart WHERE event_id = $1")
+            .bind(event_id)
+            .fetch_optional(conn)
+            .await?
+    else {
+        return Ok(None);
+    };
+    let damaged = |e: serde_json::Error| StoreError::Internal(format!("event_chart: {e}"));
+    Ok(Some(Arc::new(EventChart {
+        chart_id: row.get(0)?,
+        chart: serde_json::from_str(&row.get::<String, _>(1)?).map_err(damaged)?,
+        category_prices: serde_json::from_str(&row.get::<String, _>(2)?).map_err(damaged)?,
+    })))
 }
 
 /// Events after `after_event_id` in id order, at most `limit`.
@@ -246,6 +283,21 @@ pub async fn create(
     .bind(serde_json::to_string(&record.sale).unwrap_or_else(|_| "{}".into()))
     .execute(&mut tx.conn())
     .await?;
+    if let Some(chart) = &spec.chart {
+        let text = |value: Result<String, serde_json::Error>| {
+            value.map_err(|e| StoreError::Internal(format!("event_chart: {e}")))
+        };
+        query(
+            "INSERT INTO event_chart (event_id, chart_id, chart, category_prices)
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(event_id)
+        .bind(&chart.chart_id)
+        .bind(text(serde_json::to_string(&chart.chart))?)
+        .bind(text(serde_json::to_string(&chart.category_prices))?)
+        .execute(&mut tx.conn())
+        .await?;
+    }
     if !spec.sections.is_empty() {
         let sections = &spec.sections;
         let rows = Rows::new()

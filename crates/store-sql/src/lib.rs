@@ -35,6 +35,7 @@ pub mod report;
 pub mod seatmap;
 pub mod settle;
 pub mod transfer;
+pub mod venue;
 pub mod waitlist;
 pub mod webhook;
 
@@ -371,6 +372,17 @@ macro_rules! impl_store {
                     -> Option<::boxoffice_store::phase::AccessCodeRow> = phase::get;
                 access_redeemed(event_id: &str, phase_id: &str, account_id: &str)
                     -> bool = phase::redeemed;
+            });
+
+            $crate::__forward!($store, ::boxoffice_store::venue::VenueStore {
+                create_venue_chart(new: &::boxoffice_store::venue::NewChart)
+                    -> ::boxoffice_store::venue::ChartCreated = venue::create;
+                venue_chart(chart_id: &str) -> Option<(
+                    ::boxoffice_store::venue::ChartSummary,
+                    ::boxoffice_domain::venue::VenueChart
+                )> = venue::get;
+                list_venue_charts(after_chart_id: Option<&str>, limit: u32)
+                    -> Vec<::boxoffice_store::venue::ChartSummary> = venue::list;
             });
 
             $crate::__forward!($store, ::boxoffice_store::waitlist::WaitlistStore {

@@ -42,12 +42,14 @@ fn spec(hold_ttl_s: u32, payment_grace_s: u32) -> EventSpec {
         refund_policy: None,
         holder_policy: None,
         sale: Default::default(),
+        chart: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: vec![Section {
             name: "A".into(),
             rows: 2,
             seats_per_row: 3,
             price_minor: 5_000,
+            row_lengths: Vec::new(),
         }],
         tiers: vec![Tier {
             tier_id: "GA".into(),

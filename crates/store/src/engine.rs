@@ -1357,12 +1357,14 @@ mod tests {
             refund_policy: None,
             holder_policy: None,
             sale: Default::default(),
+            chart: None,
             waiting_room: WaitingRoomSettings::default(),
             sections: vec![Section {
                 name: "A".into(),
                 rows: 1,
                 seats_per_row: 4,
                 price_minor: 1000,
+                row_lengths: Vec::new(),
             }],
             tiers: Vec::new(),
         };

@@ -1302,6 +1302,39 @@ impl crate::pricing::PricingStore for Front {
     }
 }
 
+/// Venue charts belong to no event: they live in the home shard alone, as webhooks do.
+#[async_trait]
+impl crate::venue::VenueStore for Front {
+    async fn create_venue_chart(
+        &self,
+        new: &crate::venue::NewChart,
+    ) -> StoreResult<crate::venue::ChartCreated> {
+        self.home(Start)?.create_venue_chart(new).await
+    }
+
+    async fn venue_chart(
+        &self,
+        chart_id: &str,
+    ) -> StoreResult<
+        Option<(
+            crate::venue::ChartSummary,
+            boxoffice_domain::venue::VenueChart,
+        )>,
+    > {
+        self.home(Look)?.venue_chart(chart_id).await
+    }
+
+    async fn list_venue_charts(
+        &self,
+        after_chart_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<crate::venue::ChartSummary>> {
+        self.home(Look)?
+            .list_venue_charts(after_chart_id, limit)
+            .await
+    }
+}
+
 /// Webhooks live in the home shard alone, endpoints and deliveries both: the relay fans out
 /// with the global outbox ids (local id × 64 + shard index), so a delivery's event id is
 /// unique across shards, and the delivery worker and the admin routes read one database.

@@ -27,6 +27,7 @@ pub mod report;
 pub mod seatmap;
 pub mod shard;
 pub mod transfer;
+pub mod venue;
 pub mod waitlist;
 pub mod webhook;
 
@@ -94,6 +95,9 @@ pub struct EventRecord {
     pub holder_policy: Option<boxoffice_domain::holder::HolderPolicy>,
     /// Ticket types, fees and tax, phases, allocations as created (issue 40).
     pub sale: boxoffice_domain::sale::SaleSetup,
+    /// The venue chart the event was created on, as copied then (issue 41); its sections'
+    /// `row_lengths` come from it. Absent: sections of `rows` × `seats_per_row`.
+    pub chart: Option<std::sync::Arc<boxoffice_domain::event_chart::EventChart>>,
     pub waiting_room: WaitingRoomSettings,
     pub sections: Vec<Section>,
     pub tiers: Vec<Tier>,
@@ -116,6 +120,18 @@ impl EventRecord {
     /// Whether the seat exists in this event's layout; answered without the store.
     pub fn has_seat(&self, seat: &SeatRef) -> bool {
         self.sections.iter().any(|section| section.contains(seat))
+    }
+
+    /// A seat's standard face price: its category's on a chart, else its section's; `None`
+    /// for a seat the event does not have.
+    pub fn seat_price_minor(&self, seat: &SeatRef) -> Option<i64> {
+        let section = self.sections.iter().find(|s| s.contains(seat))?;
+        Some(
+            self.chart
+                .as_ref()
+                .and_then(|chart| chart.seat_price(seat))
+                .unwrap_or(section.price_minor),
+        )
     }
 
     pub fn has_tier(&self, tier_id: &str) -> bool {
@@ -142,6 +158,7 @@ pub fn event_record(event_id: &str, spec: &EventSpec, now: OffsetDateTime) -> Ev
         refund_policy: spec.refund_policy,
         holder_policy: spec.holder_policy.clone(),
         sale: spec.sale.clone(),
+        chart: spec.chart.clone(),
         waiting_room: spec.waiting_room.clone(),
         sections: spec.sections.clone(),
         tiers: spec.tiers.clone(),
@@ -331,6 +348,7 @@ pub trait Store:
     + holder::HolderStore
     + mail::MailStore
     + pricing::PricingStore
+    + venue::VenueStore
     + Send
     + Sync
     + std::fmt::Debug

@@ -511,6 +511,7 @@ mod tests {
             refund_policy: None,
             holder_policy: None,
             sale: Default::default(),
+            chart: None,
             waiting_room: Default::default(),
             sections: vec![
                 Section {
@@ -518,12 +519,14 @@ mod tests {
                     rows: 1,
                     seats_per_row: 4,
                     price_minor: 1000,
+                    row_lengths: Vec::new(),
                 },
                 Section {
                     name: "B".into(),
                     rows: 1,
                     seats_per_row: 2,
                     price_minor: 600,
+                    row_lengths: Vec::new(),
                 },
             ],
             tiers: vec![Tier {

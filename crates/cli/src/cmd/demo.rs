@@ -38,6 +38,7 @@ fn stadium(now: time::OffsetDateTime) -> EventSpec {
         refund_policy: None,
         holder_policy: None,
         sale: Default::default(),
+        chart: None,
         waiting_room: WaitingRoomSettings::default(),
         sections: ('A'..='J')
             .enumerate()
@@ -46,6 +47,7 @@ fn stadium(now: time::OffsetDateTime) -> EventSpec {
                 rows: 50,
                 seats_per_row: 100,
                 price_minor: 12_900 - 1_000 * i as i64,
+                row_lengths: Vec::new(),
             })
             .collect(),
         tiers: vec![Tier {

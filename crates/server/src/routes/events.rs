@@ -6,13 +6,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use boxoffice_domain::event::{EventSpec, RefundPolicy, SEATS_PER_EVENT_MAX};
+use boxoffice_domain::event_chart::EventChart;
 use boxoffice_domain::idempotency::{IdempotencyScope, Idempotent, StoredResponse, request_digest};
 use boxoffice_store::EventRecord;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
-use crate::api::{CreateEventBody, EventPage, EventView, Problem};
+use crate::api::{CreateEventBody, EventChartBody, EventPage, EventView, Problem};
 use crate::auth::Admin;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ApiResult};
@@ -50,7 +51,12 @@ pub async fn create_event(
     body: JsonBody,
 ) -> ApiResult<Response> {
     let key = request_key(&headers, &body)?;
-    let spec = body.parse::<CreateEventBody>()?.into_spec();
+    let mut request = body.parse::<CreateEventBody>()?;
+    let chart = request.chart.take();
+    let mut spec = request.into_spec();
+    if let Some(chart) = chart {
+        on_chart(&state, &mut spec, chart).await?;
+    }
     spec.validate()
         .map_err(|e| ApiError::validation(&e.field, e.reason))?;
     let path = "/v1/admin/events";
@@ -78,6 +84,39 @@ pub async fn create_event(
         crate::routes::allocations::keep_created(&state, &result).await?;
     }
     Ok(answer(result))
+}
+
+/// Puts the event on a stored chart: its sections and tiers become the chart's, priced by
+/// category, and the event keeps its own copy of the chart (the stored one is never read for
+/// it again). Refused (422 `VALIDATION`): `sections` or `tiers` given as well, a chart that
+/// does not exist, a category used and not priced, a price for a category the chart lacks.
+async fn on_chart(state: &AppState, spec: &mut EventSpec, body: EventChartBody) -> ApiResult<()> {
+    if !spec.sections.is_empty() || !spec.tiers.is_empty() {
+        return Err(ApiError::validation(
+            "chart",
+            "give sections and tiers, or a chart, not both",
+        ));
+    }
+    let chart = match state.store.venue_chart(&body.chart_id).await? {
+        Some((_, chart)) => chart,
+        None => {
+            return Err(ApiError::validation(
+                "chart.chartId",
+                format!("no venue chart {}", body.chart_id),
+            ));
+        }
+    };
+    let chart = EventChart::new(
+        body.chart_id,
+        chart,
+        body.category_prices,
+        "chart.categoryPrices",
+    )
+    .map_err(|e| ApiError::validation(&e.field, e.reason))?;
+    spec.sections = chart.sections();
+    spec.tiers = chart.tiers();
+    spec.chart = Some(Arc::new(chart));
+    Ok(())
 }
 
 /// Most trips one `POST /v1/admin/trips` creates.
@@ -196,6 +235,13 @@ pub(crate) fn trip_specs(trips: CreateTripsBody) -> ApiResult<Vec<EventSpec>> {
         return Err(ApiError::validation(
             "everySeconds",
             format!("must be 60-{TRIP_INTERVAL_MAX_S}"),
+        ));
+    }
+    if trips.trip.chart.is_some() {
+        // A trip's seats are its coach's rows: no venue chart (yet).
+        return Err(ApiError::validation(
+            "trip.chart",
+            "trips are not created on venue charts",
         ));
     }
     let first = trips.trip.into_spec();

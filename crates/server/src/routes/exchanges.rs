@@ -266,16 +266,13 @@ pub(crate) fn sides(
             // like. Without fees or tax it is the face.
             for seat in &refs {
                 let seat_id = seat.to_string();
-                let section = target
-                    .sections
-                    .iter()
-                    .find(|s| s.contains(seat))
-                    .ok_or_else(|| {
-                        ApiError::validation(
-                            "toSeatIds",
-                            format!("{seat_id} is not a seat of event {}", target.event_id),
-                        )
-                    })?;
+                // A chart's seat is worth its category's price, another its section's.
+                let face_minor = target.seat_price_minor(seat).ok_or_else(|| {
+                    ApiError::validation(
+                        "toSeatIds",
+                        format!("{seat_id} is not a seat of event {}", target.event_id),
+                    )
+                })?;
                 if target.event_id == order.event_id
                     && let FromSide::Seats(given) = &from
                     && given.contains(&seat_id)
@@ -287,7 +284,7 @@ pub(crate) fn sides(
                 }
                 seats.push(HeldSeat {
                     seat_id,
-                    price_minor: all_in(section.price_minor),
+                    price_minor: all_in(face_minor),
                 });
             }
             ToSide::Seats(seats)

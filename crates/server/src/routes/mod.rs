@@ -23,6 +23,7 @@ pub mod reports;
 pub mod seatmap;
 pub mod tickets;
 pub mod transfers;
+pub mod venues;
 pub mod waitlist;
 pub mod webhooks;
 

@@ -30,6 +30,41 @@ pub struct TicketResponse {
     /// Who will use it, when a name or answers were given; absent: the account holding it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holder: Option<crate::api::HolderView>,
+    /// A seat of an event on a venue chart: the seat as fans read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seat_place: Option<SeatPlaceView>,
+}
+
+/// A chart seat as printed on its ticket (the seat map shows the same per seat).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SeatPlaceView {
+    /// The section's title in the chart, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section_title: Option<String>,
+    pub row_label: String,
+    pub seat_label: String,
+    /// Its price category's key.
+    pub category: String,
+    /// `standard`, `wheelchair`, `companion`, `restricted_view` or `aisle`.
+    #[schema(value_type = boxoffice_domain::venue::SeatKind)]
+    pub kind: boxoffice_domain::venue::SeatKind,
+}
+
+impl SeatPlaceView {
+    /// The seat's place in the event's chart; `None` without a chart (or for a tier).
+    pub fn of(event: &boxoffice_store::EventRecord, seat_id: &str) -> Option<Self> {
+        let chart = event.chart.as_ref()?;
+        let seat = boxoffice_domain::ids::SeatRef::parse(seat_id).ok()?;
+        let (row, chart_seat) = chart.seat(&seat)?;
+        Some(Self {
+            section_title: chart.section(&seat.section).and_then(|s| s.title.clone()),
+            row_label: row.label.clone(),
+            seat_label: chart_seat.label.clone(),
+            category: chart_seat.category.clone(),
+            kind: chart_seat.kind,
+        })
+    }
 }
 
 impl TicketResponse {
@@ -43,7 +78,19 @@ impl TicketResponse {
             tier_id: ticket.tier_id,
             code: ticket.code,
             status: ticket.status,
+            seat_place: None,
         }
+    }
+
+    /// Adds the seat's labels when its event is on a chart (the event comes from the cache).
+    pub async fn placed(mut self, state: &AppState) -> ApiResult<Self> {
+        if let Some(seat_id) = &self.seat_id {
+            let event = state.event(&self.event_id).await?;
+            if event.chart.is_some() {
+                self.seat_place = SeatPlaceView::of(&event, seat_id);
+            }
+        }
+        Ok(self)
     }
 }
 
@@ -77,7 +124,7 @@ pub async fn get_ticket(
     Path(ticket_id): Path<String>,
 ) -> ApiResult<Response> {
     let ticket = owned_ticket(&state, &account, &ticket_id).await?;
-    Ok(axum::Json(TicketResponse::new(ticket)).into_response())
+    Ok(axum::Json(TicketResponse::new(ticket).placed(&state).await?).into_response())
 }
 
 /// The media types a client may ask for with `Accept`, the first of each pair by default: the

@@ -85,6 +85,10 @@ pub struct Layout {
     pub seat_ids: Vec<String>,
     /// Each seat id as a JSON string literal, rendered once.
     seat_json: Vec<String>,
+    /// A chart event's seats: what the snapshot shows of each beside its status (its labels,
+    /// position, category, kind: `,"rowLabel":"A",…`), rendered once, in `seat_ids`' order;
+    /// empty for an event without a chart.
+    seat_place_json: Vec<String>,
     index: HashMap<String, u32>,
     pub tier_ids: Vec<String>,
     tier_json: Vec<String>,
@@ -96,17 +100,32 @@ pub struct Layout {
 impl Layout {
     pub fn of(event: &EventRecord) -> Self {
         let mut seat_ids = Vec::new();
+        let mut seat_place_json = Vec::new();
         let mut sections = Vec::with_capacity(event.sections.len());
         for section in &event.sections {
+            let charted = event
+                .chart
+                .as_ref()
+                .and_then(|chart| chart.section(&section.name));
             let mut rows = Vec::with_capacity(section.rows as usize);
             for row in 1..=section.rows {
                 let first = seat_ids.len();
-                for number in 1..=section.seats_per_row {
+                let chart_row = charted.and_then(|s| s.rows.get(row as usize - 1));
+                for number in 1..=section.row_len(row) {
                     seat_ids.push(format!("{}-{row}-{number}", section.name));
+                    if let Some(chart_row) = chart_row
+                        && let Some(seat) = chart_row.seats.get(number as usize - 1)
+                    {
+                        seat_place_json.push(seat_place_json_of(&chart_row.label, seat));
+                    }
                 }
                 rows.push(first..seat_ids.len());
             }
             sections.push((section.name.clone(), json_string(&section.name), rows));
+        }
+        if seat_place_json.len() != seat_ids.len() {
+            // Only a chart's every seat has its place; anything else shows none.
+            seat_place_json.clear();
         }
         let tier_ids: Vec<String> = event.tiers.iter().map(|t| t.tier_id.clone()).collect();
         Self {
@@ -117,6 +136,7 @@ impl Layout {
                 .map(|(i, id)| (id.clone(), i as u32))
                 .collect(),
             seat_ids,
+            seat_place_json,
             tier_json: tier_ids.iter().map(|id| json_string(id)).collect(),
             tier_index: tier_ids
                 .iter()
@@ -135,6 +155,36 @@ impl Layout {
 
 fn json_string(raw: &str) -> String {
     serde_json::to_string(raw).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// A chart seat as the snapshot shows it beside its id and status:
+/// `,"rowLabel":"A","seatLabel":"5","x":10,"y":58,"category":"A","kind":"aisle"` (no `kind`
+/// for a standard seat).
+fn seat_place_json_of(row_label: &str, seat: &boxoffice_domain::venue::ChartSeat) -> String {
+    let mut out = format!(
+        ",\"rowLabel\":{},\"seatLabel\":{},\"x\":{},\"y\":{},\"category\":{}",
+        json_string(row_label),
+        json_string(&seat.label),
+        coordinate(seat.x),
+        coordinate(seat.y),
+        json_string(&seat.category),
+    );
+    if seat.kind != boxoffice_domain::venue::SeatKind::Standard {
+        out.push_str(&format!(",\"kind\":\"{}\"", seat.kind.as_str()));
+    }
+    out
+}
+
+/// A chart coordinate to the chart's resolution, 0.01 unit (`venue::POSITION_STEP`: two
+/// seats closer than that are one position), with no trailing zeros: `10`, `-12.5`,
+/// `181.37`. Keeps a 50,000-seat snapshot short.
+pub fn coordinate(value: f64) -> String {
+    let hundredths = (value * 100.0).round();
+    if hundredths == 0.0 || !hundredths.is_finite() {
+        return "0".into();
+    }
+    let text = format!("{:.2}", hundredths / 100.0);
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 fn map_status(seat: MapSeat) -> MapStatus {
@@ -414,7 +464,8 @@ impl LiveMap {
             let map = self.read();
             (map.version(), map.statuses().to_vec(), map.tiers().to_vec())
         };
-        let mut out = String::with_capacity(64 + statuses.len() * 44);
+        let place_bytes: usize = self.layout.seat_place_json.iter().map(String::len).sum();
+        let mut out = String::with_capacity(64 + statuses.len() * 44 + place_bytes);
         out.push_str(&format!(
             "{{\"eventId\":{},\"version\":{version},\"seats\":[",
             json_string(&self.event_id)
@@ -429,7 +480,12 @@ impl LiveMap {
             {
                 stale_after_ms = stale_after_ms.min(until_ms);
             }
-            push_seat(&mut out, &self.layout.seat_json[i], *status, now_ms, "");
+            let place = self
+                .layout
+                .seat_place_json
+                .get(i)
+                .map_or("", String::as_str);
+            push_seat(&mut out, &self.layout.seat_json[i], *status, now_ms, place);
         }
         out.push_str("],\"tiers\":[");
         for (i, available) in tiers.iter().enumerate() {

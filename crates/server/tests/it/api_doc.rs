@@ -127,7 +127,7 @@ fn the_document_names_what_is_left() {
 
 /// The operations whose handlers refuse a request without a key (400
 /// `IDEMPOTENCY_KEY_REQUIRED`, `idempotency::request_key`).
-const KEYED: [&str; 21] = [
+const KEYED: [&str; 22] = [
     "POST /v1/admin/events",
     "POST /v1/admin/events/{}/allocations",
     "POST /v1/admin/events/{}/allocations/{}/comps",
@@ -139,6 +139,7 @@ const KEYED: [&str; 21] = [
     "POST /v1/admin/events/{}/promo-codes",
     "POST /v1/admin/orders/{}/refunds",
     "POST /v1/admin/trips",
+    "POST /v1/admin/venue-charts",
     "POST /v1/admin/webhooks",
     "POST /v1/events/{}/holds",
     "POST /v1/events/{}/waitlist",

@@ -25,6 +25,7 @@ mod reports;
 mod seatmap;
 mod stories;
 mod transfers;
+mod venues;
 mod waitlist;
 mod waitroom;
 mod webhooks;
