@@ -58,7 +58,7 @@ for who in fan admin; do
   : >"$dir/excused-$who.log"
   hooks_env=()
   [ -n "$hooks" ] && hooks_env=("SCHEMATHESIS_HOOKS=$hooks")
-  if ! env -u SCHEMATHESIS_HOOKS "${hooks_env[@]}" SCHEMATHESIS_EXCUSED_LOG="$dir/excused-$who.log" st run "http://127.0.0.1:$port/openapi.json" \
+  if ! env -u SCHEMATHESIS_HOOKS "${hooks_env[@]}" SCHEMATHESIS_EXCUSED_LOG="$dir/excused-$who.log" st --config-file bench/schemathesis.toml run "http://127.0.0.1:$port/openapi.json" \
     --checks all \
     --max-examples "$max_examples" \
     --header "Authorization: Bearer $token" \

@@ -126,6 +126,11 @@ RULES_BEYOND_A_SCHEMA = [
     ("validUntil", "after validFrom"),
     ("ticketTypes[", "unknown ticket type"),
     ("ticketTypes", "too many types"),
+    # Issue 41. An event's (or a trip's) chart is a stored one, and its prices name the
+    # stored chart's categories, each one it uses.
+    ("chart.chartId", "no venue chart"),
+    ("chart.categoryPrices.", "the chart has no category"),
+    ("chart.categoryPrices.", "is used by the chart and has no price"),
 ]
 
 # Issue 41: a venue chart's 422 INVALID_CHART lists its problems (docs/VENUES.md). Those a

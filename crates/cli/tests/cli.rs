@@ -823,3 +823,42 @@ async fn per_address_limits_believe_x_forwarded_for_from_trusted_proxies_only() 
         "untrusted: the header is ignored, the peer is counted"
     );
 }
+
+/// A venue chart's body is far over a fan's 64 KiB: the served binary (a node of a cluster,
+/// whose forwarding reads writers' bodies) takes the 50,000-seat demo stadium, about 3 MB,
+/// under the chart routes' own limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_a_whole_stadium_chart() {
+    let dir = scratch_dir("chart");
+    let mut command = dev_serve_in(&dir, &[]);
+    command.stderr(Stdio::null());
+    let (mut child, base) = listening(command);
+    let http = reqwest::Client::new();
+    let admin: Value = http
+        .post(format!("{base}/v1/dev/token"))
+        .json(&json!({"accountId": "ops", "admin": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let stadium = serde_json::to_vec(&boxoffice_domain::venue::demo_stadium()).unwrap();
+    assert!(stadium.len() > 1_000_000, "{} bytes", stadium.len());
+    let answer = http
+        .post(format!("{base}/v1/admin/venue-charts"))
+        .bearer_auth(admin["token"].as_str().unwrap())
+        .header("Idempotency-Key", "stadium")
+        .header("Content-Type", "application/json")
+        .body(stadium)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let body: Value = answer.json().await.unwrap_or(Value::Null);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["seatCount"], 50_000, "{body}");
+}

@@ -155,7 +155,7 @@ impl Fixture {
                 serde_json::to_vec(&view).map_err(|_| ApiError::internal())?;
             }
             BodyKind::Trips => {
-                routes::events::trip_specs(body.parse()?)?;
+                routes::events::trip_specs(body.parse()?, None)?;
             }
             BodyKind::Hold => {
                 routes::holds::hold_shape(&self.event, body.parse::<CreateHoldBody>()?)?;

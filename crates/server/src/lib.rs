@@ -510,15 +510,22 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
         json!({ "type": "object", "required": required, "properties": properties })
     };
     let patches = [
+        // An event has sections or tiers of its own, or a stored chart's, not both.
         (
             "CreateEventBody",
             json!([{ "anyOf": [
                 { "type": "object", "required": ["sections"],
                   "properties": { "sections": { "type": "array", "minItems": 1,
-                      "items": { "$ref": "#/components/schemas/SectionBody" } } } },
+                      "items": { "$ref": "#/components/schemas/SectionBody" } },
+                      "chart": { "type": "null" } } },
                 { "type": "object", "required": ["tiers"],
                   "properties": { "tiers": { "type": "array", "minItems": 1,
-                      "items": { "$ref": "#/components/schemas/TierBody" } } } },
+                      "items": { "$ref": "#/components/schemas/TierBody" } },
+                      "chart": { "type": "null" } } },
+                { "type": "object", "required": ["chart"],
+                  "properties": { "chart": { "type": "object" },
+                      "sections": { "type": "array", "maxItems": 0 },
+                      "tiers": { "type": "array", "maxItems": 0 } } },
             ]}]),
         ),
         (
@@ -640,6 +647,19 @@ fn exact_shapes(document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi 
                 json!({ "type": "integer", "minimum": 1, "maximum": 100 }),
             );
         }
+    }
+    // A chart's prices: one per category at most (50), each 0-100,000,000 minor units.
+    if let Some(prices) = schemas["EventChartBody"]["properties"]["categoryPrices"].as_object_mut()
+    {
+        prices.insert(
+            "maxProperties".into(),
+            json!(boxoffice_domain::venue::CHART_CATEGORIES_MAX),
+        );
+        prices.insert(
+            "additionalProperties".into(),
+            json!({ "type": "integer", "minimum": 0,
+                    "maximum": boxoffice_domain::event::PRICE_MINOR_MAX }),
+        );
     }
     // A ticket type is priced in 1-400 places (utoipa has no bound on a map's size).
     if let Some(prices) = schemas["TicketTypeBody"]["properties"]["prices"].as_object_mut() {

@@ -91,28 +91,39 @@ pub async fn create_event(
 /// it again). Refused (422 `VALIDATION`): `sections` or `tiers` given as well, a chart that
 /// does not exist, a category used and not priced, a price for a category the chart lacks.
 async fn on_chart(state: &AppState, spec: &mut EventSpec, body: EventChartBody) -> ApiResult<()> {
-    if !spec.sections.is_empty() || !spec.tiers.is_empty() {
-        return Err(ApiError::validation(
-            "chart",
-            "give sections and tiers, or a chart, not both",
-        ));
-    }
+    let chart = event_chart(state, body, "chart").await?;
+    place_on_chart(spec, chart, "chart")
+}
+
+/// The stored chart `body` names with its prices, as an event's own copy; errors name
+/// fields under `field` (`chart`, or a trip's `trip.chart`).
+async fn event_chart(state: &AppState, body: EventChartBody, field: &str) -> ApiResult<EventChart> {
     let chart = match state.store.venue_chart(&body.chart_id).await? {
         Some((_, chart)) => chart,
         None => {
             return Err(ApiError::validation(
-                "chart.chartId",
+                &format!("{field}.chartId"),
                 format!("no venue chart {}", body.chart_id),
             ));
         }
     };
-    let chart = EventChart::new(
+    EventChart::new(
         body.chart_id,
         chart,
         body.category_prices,
-        "chart.categoryPrices",
+        &format!("{field}.categoryPrices"),
     )
-    .map_err(|e| ApiError::validation(&e.field, e.reason))?;
+    .map_err(|e| ApiError::validation(&e.field, e.reason))
+}
+
+/// The spec's sections and tiers become the chart's (refused when the request gave its own).
+fn place_on_chart(spec: &mut EventSpec, chart: EventChart, field: &str) -> ApiResult<()> {
+    if !spec.sections.is_empty() || !spec.tiers.is_empty() {
+        return Err(ApiError::validation(
+            field,
+            "give sections and tiers, or a chart, not both",
+        ));
+    }
     spec.sections = chart.sections();
     spec.tiers = chart.tiers();
     spec.chart = Some(Arc::new(chart));
@@ -178,7 +189,13 @@ pub async fn create_trips(
     body: JsonBody,
 ) -> ApiResult<Response> {
     let key = request_key(&headers, &body)?;
-    let specs = trip_specs(body.parse::<CreateTripsBody>()?)?;
+    let mut trips = body.parse::<CreateTripsBody>()?;
+    // Every trip of a chart gets its own copy of the chart as one event would.
+    let chart = match trips.trip.chart.take() {
+        Some(chart) => Some(event_chart(&state, chart, "trip.chart").await?),
+        None => None,
+    };
+    let specs = trip_specs(trips, chart)?;
     let path = "/v1/admin/trips";
     let scope = IdempotencyScope {
         account_id: admin.account_id.to_string(),
@@ -222,9 +239,13 @@ pub async fn create_trips(
         .into_response())
 }
 
-/// The events of a trips request, each checked as a created event would be; refused as a
-/// whole (422) if any is not valid.
-pub(crate) fn trip_specs(trips: CreateTripsBody) -> ApiResult<Vec<EventSpec>> {
+/// The events of a trips request, each checked as a created event would be, on `chart` when
+/// the request names one (resolved by the caller); refused as a whole (422) if any is not
+/// valid.
+pub(crate) fn trip_specs(
+    trips: CreateTripsBody,
+    chart: Option<EventChart>,
+) -> ApiResult<Vec<EventSpec>> {
     if !(1..=TRIPS_MAX).contains(&trips.count) {
         return Err(ApiError::validation(
             "count",
@@ -237,14 +258,10 @@ pub(crate) fn trip_specs(trips: CreateTripsBody) -> ApiResult<Vec<EventSpec>> {
             format!("must be 60-{TRIP_INTERVAL_MAX_S}"),
         ));
     }
-    if trips.trip.chart.is_some() {
-        // A trip's seats are its coach's rows: no venue chart (yet).
-        return Err(ApiError::validation(
-            "trip.chart",
-            "trips are not created on venue charts",
-        ));
+    let mut first = trips.trip.into_spec();
+    if let Some(chart) = chart {
+        place_on_chart(&mut first, chart, "trip.chart")?;
     }
-    let first = trips.trip.into_spec();
     // One request creates at most one event's worth of seats in all (found by
     // schemathesis: 22 trips of 192,000 seats each kept the server busy past its client's
     // timeout).
@@ -497,7 +514,7 @@ mod tests {
 
     fn trips(json: serde_json::Value) -> ApiResult<Vec<EventSpec>> {
         let body = JsonBody::from_bytes(json.to_string().as_bytes())?;
-        trip_specs(body.parse()?)
+        trip_specs(body.parse()?, None)
     }
 
     /// A departure past the calendar's end (year 9999) panicked in the date addition (a 500

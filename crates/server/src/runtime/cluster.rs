@@ -658,6 +658,16 @@ pub async fn forward_writes(
     {
         return next.run(request).await;
     }
+    // An operator's request is never an event writer's command (`event_of` forwards none),
+    // and some carry bodies far over a fan's 64 KiB (a venue chart, access codes to import):
+    // served here, its body unread, under its route's own limit.
+    if request.uri().path().starts_with("/v1/admin/") {
+        let mut response = next.run(request).await;
+        if let Ok(node) = HeaderValue::from_str(cluster.node_id()) {
+            response.headers_mut().insert(NODE_HEADER, node);
+        }
+        return response;
+    }
     let forwarded = request.headers().contains_key(FORWARDED_HEADER);
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, crate::body::BODY_BYTES_MAX).await {

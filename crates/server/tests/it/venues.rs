@@ -19,6 +19,7 @@ stories!(
     an_event_on_a_chart_sells_its_seats_by_their_labels,
     an_event_on_a_chart_is_refused_unless_priced_whole,
     an_event_on_the_demo_stadium_shows_its_map,
+    trips_on_a_chart_each_keep_its_seats,
 );
 
 const CHARTS: &str = "/v1/admin/venue-charts";
@@ -715,5 +716,101 @@ async fn an_event_on_the_demo_stadium_shows_its_map(backend: Backend) {
         .sum();
     assert_eq!(total, STADIUM_SEATS as u64);
     assert_eq!(event["tiers"][0]["tierId"], "FLOOR");
+    app.finish().await;
+}
+
+async fn trips_on_a_chart_each_keep_its_seats(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, one) = hall_event(&app).await;
+    let seats_of = |event: &Value| -> u64 {
+        event["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s["rowLengths"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_u64().unwrap())
+                    .sum::<u64>()
+            })
+            .sum()
+    };
+    let single = app
+        .get(&app.admin, &format!("/v1/events/{one}"))
+        .await
+        .json();
+    let created = app
+        .post(&app.admin, CHARTS, Some("hall-trips"), &hall())
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json());
+    let chart_id = created.json()["chartId"].as_str().unwrap().to_owned();
+    let trips = app
+        .post(
+            &app.admin,
+            "/v1/admin/trips",
+            Some("trips"),
+            &json!({
+                "trip": {
+                    "name": "Hall tour", "startsAt": "2031-03-01T19:00:00Z", "currency": "EUR",
+                    "chart": {"chartId": chart_id, "categoryPrices": hall_prices()},
+                },
+                "everySeconds": 86_400,
+                "count": 2,
+            }),
+        )
+        .await;
+    assert_eq!(trips.status, StatusCode::CREATED, "{}", trips.json());
+    let trips = trips.json()["trips"].as_array().unwrap().clone();
+    assert_eq!(trips.len(), 2);
+    for trip in &trips {
+        assert_eq!(seats_of(trip), seats_of(&single), "{trip}");
+        assert_eq!(trip["tiers"], single["tiers"]);
+        let event_id = trip["eventId"].as_str().unwrap();
+        let hold = app
+            .hold(
+                "fan",
+                event_id,
+                &format!("t-{event_id}"),
+                json!({"seatIds": ["STALLS-1-4"]}),
+            )
+            .await;
+        assert_eq!(hold.status, StatusCode::CREATED, "{}", hold.json());
+    }
+    // A trip gives sections or a chart, not both; an unknown chart is named under trip.chart.
+    let both = app
+        .post(
+            &app.admin,
+            "/v1/admin/trips",
+            Some("trips-both"),
+            &json!({
+                "trip": {
+                    "name": "Hall tour", "startsAt": "2031-03-01T19:00:00Z", "currency": "EUR",
+                    "sections": [{"name": "A", "rows": 1, "seatsPerRow": 2, "priceMinor": 100}],
+                    "chart": {"chartId": chart_id, "categoryPrices": hall_prices()},
+                },
+                "everySeconds": 86_400, "count": 2,
+            }),
+        )
+        .await;
+    assert_eq!(both.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(both.json()["field"], "trip.chart");
+    let unknown = app
+        .post(
+            &app.admin,
+            "/v1/admin/trips",
+            Some("trips-unknown"),
+            &json!({
+                "trip": {
+                    "name": "Hall tour", "startsAt": "2031-03-01T19:00:00Z", "currency": "EUR",
+                    "chart": {"chartId": "no-such-chart", "categoryPrices": hall_prices()},
+                },
+                "everySeconds": 86_400, "count": 2,
+            }),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(unknown.json()["field"], "trip.chart.chartId");
     app.finish().await;
 }
