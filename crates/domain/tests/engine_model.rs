@@ -47,6 +47,7 @@ fn rules() -> SaleRules {
         max_tickets_per_account: LIMIT,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     }
 }
 
@@ -229,6 +230,8 @@ fn verdict_of(decision: &Decision) -> Verdict {
             | HoldOutcome::PhaseEnded { .. }
             | HoldOutcome::OutsidePhase { .. }
             | HoldOutcome::AccessCodeRequired { .. }
+            | HoldOutcome::CompanionSeatAlone { .. }
+            | HoldOutcome::SeatKeptAccessible { .. }
             | HoldOutcome::EventCancelled,
         ) => Verdict::Invalid,
         // (The model has no phases: it never redeems a code.)
@@ -861,6 +864,7 @@ fn request(account: usize, key: u8, ask: &Ask, hold_id: String) -> HoldRequest {
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     }
 }
 

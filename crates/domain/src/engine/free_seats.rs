@@ -203,6 +203,7 @@ mod tests {
             max_tickets_per_account: 6,
             currency: "EUR".into(),
             prices: Default::default(),
+            accessibility: Default::default(),
         };
         let state = BatchState {
             now,

@@ -18,6 +18,7 @@ fn rules() -> SaleRules {
         max_tickets_per_account: 4,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     }
 }
 
@@ -54,6 +55,7 @@ fn hold(account: &str, key: &str, shape: HoldShape) -> Command {
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     })
 }
 

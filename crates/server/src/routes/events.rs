@@ -106,13 +106,14 @@ async fn on_chart(state: &AppState, spec: &mut EventSpec, body: EventChartBody) 
             ));
         }
     };
-    let chart = EventChart::new(
+    let mut chart = EventChart::new(
         body.chart_id,
         chart,
         body.category_prices,
         "chart.categoryPrices",
     )
     .map_err(|e| ApiError::validation(&e.field, e.reason))?;
+    chart.accessible_release_at = body.accessible_release_at;
     spec.sections = chart.sections();
     spec.tiers = chart.tiers();
     spec.chart = Some(Arc::new(chart));
