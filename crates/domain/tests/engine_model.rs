@@ -260,6 +260,10 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Exchange(ExchangeDecision::SeatsUnavailable(_)) => Verdict::Unavailable,
         Decision::Exchange(ExchangeDecision::PurchaseLimit) => Verdict::Limit,
         Decision::Exchange(ExchangeDecision::NotSold(_)) => Verdict::NotSold,
+        // (The model has no chart: no accessible seats.)
+        Decision::Exchange(
+            ExchangeDecision::CompanionSeatAlone(_) | ExchangeDecision::SeatKeptAccessible { .. },
+        ) => Verdict::Invalid,
         Decision::Exchange(ExchangeDecision::TicketTaken(_)) => Verdict::TicketTaken,
         Decision::Exchange(ExchangeDecision::NotKept) => Verdict::NotKept,
         Decision::Exchange(

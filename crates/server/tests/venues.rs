@@ -723,7 +723,8 @@ async fn an_event_on_the_demo_stadium_shows_its_map(backend: Backend) {
 }
 
 /// Issue 41, item 3: the hall's companion seat B2 (`STALLS-2-2`) is held only with its
-/// wheelchair space B1 (`STALLS-2-1`) in the same hold; sold so, `boxoffice check` is clean.
+/// wheelchair space B1 (`STALLS-2-1`) in the same hold (and an exchange may not take it
+/// alone); sold so, `boxoffice check` is clean.
 async fn a_companion_seat_is_held_only_with_its_wheelchair_space(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let (_, event_id) = hall_event(&app).await;
@@ -753,6 +754,20 @@ async fn a_companion_seat_is_held_only_with_its_wheelchair_space(backend: Backen
         .await
         .json();
     assert_eq!(map_seat(&map, "STALLS-2-2")["status"], "AVAILABLE");
+    // An exchange into the companion seat alone is refused the same way.
+    let (order_id, _) =
+        buy_captured(&app, "other", &event_id, json!({"seatIds": ["STALLS-2-3"]})).await;
+    let exchange = app
+        .post(
+            &token("other"),
+            &format!("/v1/orders/{order_id}/exchanges"),
+            Some("to-companion"),
+            &json!({"fromSeatIds": ["STALLS-2-3"], "toSeatIds": ["STALLS-2-2"]}),
+        )
+        .await;
+    assert_eq!(exchange.status, StatusCode::CONFLICT, "{}", exchange.json());
+    assert_eq!(exchange.code(), "COMPANION_SEAT_ALONE");
+    assert_eq!(exchange.json()["seatId"], "STALLS-2-2");
     // With its wheelchair space in the same hold, granted and sold.
     let (_, tickets) = buy_captured(
         &app,
