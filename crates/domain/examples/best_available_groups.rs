@@ -25,6 +25,7 @@ fn main() {
         max_tickets_per_account: 6,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     };
     for (label, sold_every) in [
         ("mid-sale: every 7th seat sold", 7u32),
@@ -76,6 +77,7 @@ fn main() {
                         },
                         phase_id: None,
                         ticket_types: Default::default(),
+                        accessible: false,
                     })
                 })
                 .collect();

@@ -54,6 +54,7 @@ fn main() {
         max_tickets_per_account: 100,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     };
     let mut seats = Vec::new();
     let mut holds = Vec::new();
@@ -80,6 +81,7 @@ fn main() {
                 shape: HoldShape::Seats { seat_ids },
                 phase_id: None,
                 ticket_types: Default::default(),
+                accessible: false,
             }));
         }
     }

@@ -82,6 +82,9 @@ pub struct HoldRequest {
     /// Ticket types asked (type id → count; empty: all standard), given to the hold's seats
     /// in its seat order ([`crate::pricing::assign_types`]).
     pub ticket_types: BTreeMap<String, u32>,
+    /// The fan asks for accessible places: the hold may take wheelchair spaces and companion
+    /// seats kept until the event's `accessibleReleaseAt` (`crate::accessibility`).
+    pub accessible: bool,
 }
 
 /// A granted hold: what the store writes.
@@ -154,6 +157,17 @@ pub enum HoldOutcome {
     AccessCodeRequired {
         phase_id: String,
     },
+    /// A companion seat named without a wheelchair space of its section in the same hold
+    /// (`crate::accessibility`); nothing was held.
+    CompanionSeatAlone {
+        seat_id: String,
+    },
+    /// Wheelchair spaces or companion seats kept, until `release_at` by the store's clock,
+    /// for holds that ask for accessible places; this one did not. Nothing was held.
+    SeatKeptAccessible {
+        seat_ids: Vec<String>,
+        release_at: OffsetDateTime,
+    },
     /// The request does not fit the event: unknown seat or tier, zero, too many, duplicates.
     Invalid {
         field: String,
@@ -180,6 +194,8 @@ impl HoldOutcome {
             | Self::PhaseEnded { .. }
             | Self::OutsidePhase { .. }
             | Self::AccessCodeRequired { .. }
+            | Self::CompanionSeatAlone { .. }
+            | Self::SeatKeptAccessible { .. }
             | Self::Invalid { .. } => false,
         }
     }
@@ -363,6 +379,25 @@ fn decide_one(
             phase_id: phase.phase_id.clone(),
             reason,
         };
+    }
+    if let HoldShape::Seats { seat_ids } = shape {
+        // The companion rule binds every hold of named seats, an allocation's too; the
+        // accessible seats are kept from the sale's holds only (an allocation is the
+        // operator's own choice of seats).
+        if let Some(seat_id) = rules.accessibility.companion_alone(seat_ids) {
+            return HoldOutcome::CompanionSeatAlone {
+                seat_id: seat_id.clone(),
+            };
+        }
+        if allocation.is_none() && !request.accessible {
+            let kept = rules.accessibility.kept_seats(seat_ids, state.now);
+            if let (false, Some(release_at)) = (kept.is_empty(), rules.accessibility.release_at) {
+                return HoldOutcome::SeatKeptAccessible {
+                    seat_ids: kept,
+                    release_at,
+                };
+            }
+        }
     }
     let current = state
         .usage_by_account
@@ -656,6 +691,9 @@ pub(crate) struct RowIndex {
     /// Each row's free seats, kept with `rows`: a split party's rows are found by counts.
     free_counts: Vec<u32>,
     at: BTreeMap<(String, u32), usize>,
+    /// Wheelchair spaces and companion seats: best available never seats a party in them,
+    /// so the index counts them as taken (`crate::accessibility`).
+    accessibility: crate::accessibility::Accessibility,
 }
 
 impl RowIndex {
@@ -678,7 +716,8 @@ impl RowIndex {
             if entry.free.len() <= i {
                 entry.free.resize(i + 1, false);
             }
-            entry.free[i] = seat_is_free(row.status, row.hold_expires_at, state.now);
+            entry.free[i] = seat_is_free(row.status, row.hold_expires_at, state.now)
+                && !rules.accessibility.is_accessible(seat_id);
         }
         let rows: Vec<RowSeats> = rows.into_values().collect();
         let at = rows
@@ -699,6 +738,7 @@ impl RowIndex {
             longest,
             free_counts,
             at,
+            accessibility: rules.accessibility.clone(),
         }
     }
 
@@ -749,6 +789,7 @@ impl RowIndex {
 
     /// Records whether one seat is free (a seat outside the event's sections is ignored).
     pub(crate) fn set_free(&mut self, seat_id: &str, is_free: bool) {
+        let is_free = is_free && !self.accessibility.is_accessible(seat_id);
         // A deliberately broken build (bench/planted-fault.sh): best available sees every
         // seat free, as `seat_is_free` does for named seats.
         let is_free = is_free || cfg!(feature = "planted-fault-skip-hold-condition");
@@ -788,6 +829,12 @@ impl RowIndex {
             })
             .map(|(_, row)| (row.section.clone(), row.row))
             .collect()
+    }
+
+    /// Whether best available may seat a party there when it is free (not an accessible
+    /// seat, which the index always counts as taken).
+    pub(crate) fn may_seat(&self, seat_id: &str) -> bool {
+        !self.accessibility.is_accessible(seat_id)
     }
 
     /// Whether the index says the seat is free (`None`: not in the index).

@@ -1245,8 +1245,11 @@ impl EventEngine {
                 violations.push(format!("available seat {} has a hold", seat.seat_id));
             }
             let free = seat_is_free(seat.status, seat.hold_expires_at, now);
-            let indexed = self.rows.as_ref().and_then(|r| r.is_free(&seat.seat_id));
-            if indexed.is_some_and(|indexed| indexed != free) {
+            let indexed = self.rows.as_ref().and_then(|r| {
+                r.is_free(&seat.seat_id)
+                    .map(|indexed| (indexed, free && r.may_seat(&seat.seat_id)))
+            });
+            if indexed.is_some_and(|(indexed, free)| indexed != free) {
                 violations.push(format!(
                     "seat {} is {} but the index says {}",
                     seat.seat_id,

@@ -230,6 +230,9 @@ pub struct SaleRules {
     pub currency: String,
     /// Ticket types, fees and tax: every granted hold is priced with them.
     pub prices: crate::pricing::PriceList,
+    /// The event's wheelchair spaces and companion seats and the time they are kept until
+    /// (`crate::accessibility`); the default (no chart) has none.
+    pub accessibility: crate::accessibility::Accessibility,
 }
 
 /// When and for how much fans may refund their own tickets (absent: they may not).

@@ -31,6 +31,15 @@ pub struct EventChart {
     pub chart: VenueChart,
     /// The standard ticket's face price per category key, in minor units.
     pub category_prices: BTreeMap<String, i64>,
+    /// Until this instant (the store's clock) the chart's wheelchair spaces and companion
+    /// seats are kept for holds that ask for accessible places (`crate::accessibility`);
+    /// `None`: they sell to everyone from the start.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub accessible_release_at: Option<time::OffsetDateTime>,
 }
 
 // A validated chart's numbers are finite (no NaN), so its `==` is an equivalence.
@@ -81,6 +90,7 @@ impl EventChart {
             chart_id,
             chart,
             category_prices,
+            accessible_release_at: None,
         })
     }
 

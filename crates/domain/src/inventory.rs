@@ -107,6 +107,8 @@ pub struct Inventory {
     pub phases: Vec<crate::phase::Phase>,
     /// The orders whose holds have priced lines (issue 40), with the lines' sum.
     pub order_prices: Vec<OrderPriceRecord>,
+    /// The event's wheelchair spaces and companion seats (issue 41; none without a chart).
+    pub accessibility: crate::accessibility::Accessibility,
 }
 
 /// An order's total beside the sum of its hold's priced lines (the order's fees included).
@@ -882,6 +884,27 @@ impl Inventory {
                 );
             }
         }
+        // I13 (the companion rule): no held or sold companion seat without a wheelchair space
+        // of its section in the same hold (an order's seats are its hold's).
+        for hold in &self.holds {
+            let kept = matches!(
+                hold.status,
+                HoldStatus::Held | HoldStatus::PaymentPending | HoldStatus::Confirmed
+            );
+            if !kept {
+                continue;
+            }
+            if let Some(seat_id) = self.accessibility.companion_alone(&hold.seat_ids) {
+                fail(
+                    "I13",
+                    format!(
+                        "hold {} ({}) has companion seat {seat_id} without a wheelchair space of its section",
+                        hold.hold_id,
+                        hold.status.as_str()
+                    ),
+                );
+            }
+        }
         // P1: an order costs what its lines say — every ticket's all-in price and the
         // order's fees — whatever re-priced it (a promo code rewrites both together).
         for price in &self.order_prices {
@@ -963,7 +986,36 @@ mod tests {
                 total_minor: 1000,
                 lines_minor: 1000,
             }],
+            accessibility: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_companion_seat_sold_without_its_wheelchair_space_is_named() {
+        use crate::accessibility::{AccessKind, Accessibility};
+        let mut inventory = sold_inventory();
+        inventory.accessibility = Accessibility::from_kinds(
+            [
+                ("A-1-1".to_owned(), AccessKind::Companion),
+                ("A-1-2".to_owned(), AccessKind::Wheelchair),
+            ],
+            None,
+        );
+        let found: Vec<String> = inventory
+            .invariants()
+            .into_iter()
+            .filter(|v| v.invariant == "I13")
+            .map(|v| v.detail)
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("companion seat A-1-1"), "{found:?}");
+        // With its space in the same hold, clean.
+        inventory.holds[0].seat_ids.push("A-1-2".into());
+        assert!(
+            inventory.invariants().iter().all(|v| v.invariant != "I13"),
+            "{:?}",
+            inventory.invariants()
+        );
     }
 
     #[test]

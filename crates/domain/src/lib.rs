@@ -17,6 +17,7 @@
 //! Architecture invariant: this crate depends on no async runtime, no database driver and no
 //! web framework (CI checks `cargo tree`).
 
+pub mod accessibility;
 pub mod allocation;
 pub mod best;
 pub mod decide;

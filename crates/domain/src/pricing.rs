@@ -734,6 +734,7 @@ mod tests {
                 ],
                 tax: None,
             },
+            accessibility: Default::default(),
         };
         let seats = (1..=4)
             .map(|n| {
@@ -763,6 +764,7 @@ mod tests {
             shape,
             ticket_types: counts.iter().map(|(t, n)| ((*t).to_owned(), *n)).collect(),
             phase_id: None,
+            accessible: false,
         };
         let named = HoldShape::Seats {
             seat_ids: vec!["A-1-1".into(), "A-1-2".into()],

@@ -47,6 +47,7 @@ fn rules() -> SaleRules {
         max_tickets_per_account: LIMIT,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     }
 }
 
@@ -229,6 +230,8 @@ fn verdict_of(decision: &Decision) -> Verdict {
             | HoldOutcome::PhaseEnded { .. }
             | HoldOutcome::OutsidePhase { .. }
             | HoldOutcome::AccessCodeRequired { .. }
+            | HoldOutcome::CompanionSeatAlone { .. }
+            | HoldOutcome::SeatKeptAccessible { .. }
             | HoldOutcome::EventCancelled,
         ) => Verdict::Invalid,
         // (The model has no phases: it never redeems a code.)
@@ -257,6 +260,10 @@ fn verdict_of(decision: &Decision) -> Verdict {
         Decision::Exchange(ExchangeDecision::SeatsUnavailable(_)) => Verdict::Unavailable,
         Decision::Exchange(ExchangeDecision::PurchaseLimit) => Verdict::Limit,
         Decision::Exchange(ExchangeDecision::NotSold(_)) => Verdict::NotSold,
+        // (The model has no chart: no accessible seats.)
+        Decision::Exchange(
+            ExchangeDecision::CompanionSeatAlone(_) | ExchangeDecision::SeatKeptAccessible { .. },
+        ) => Verdict::Invalid,
         Decision::Exchange(ExchangeDecision::TicketTaken(_)) => Verdict::TicketTaken,
         Decision::Exchange(ExchangeDecision::NotKept) => Verdict::NotKept,
         Decision::Exchange(
@@ -861,6 +868,7 @@ fn request(account: usize, key: u8, ask: &Ask, hold_id: String) -> HoldRequest {
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     }
 }
 

@@ -30,6 +30,7 @@ fn rules() -> SaleRules {
         max_tickets_per_account: 4,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     }
 }
 
@@ -106,6 +107,7 @@ impl Subject {
                 waitlist: Vec::new(),
                 refunds: Vec::new(),
                 phases: Vec::new(),
+                accessibility: Default::default(),
             },
             records: BTreeMap::new(),
             next_hold: 0,
@@ -332,6 +334,8 @@ fn kind(outcome: &HoldOutcome) -> &'static str {
         HoldOutcome::PhaseEnded { .. } => "phase-ended",
         HoldOutcome::OutsidePhase { .. } => "outside-phase",
         HoldOutcome::AccessCodeRequired { .. } => "code-required",
+        HoldOutcome::CompanionSeatAlone { .. } => "companion-alone",
+        HoldOutcome::SeatKeptAccessible { .. } => "kept-accessible",
         HoldOutcome::Invalid { .. } => "invalid",
     }
 }
@@ -362,6 +366,7 @@ proptest! {
                                 shape,
                                 phase_id: None,
                                 ticket_types: Default::default(),
+                                accessible: false,
                             }
                         })
                         .collect();
@@ -411,6 +416,7 @@ fn invariants_catch_a_planted_double_hold() {
         },
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     };
     let out = subject.batch(&[req("k1", "a0")]);
     assert!(matches!(out[0], HoldOutcome::Held(_)));

@@ -111,6 +111,12 @@ pub struct EventChartBody {
     /// every category a seat or a standing area of the chart uses, and no other key.
     #[schema(value_type = std::collections::HashMap<String, i64>, example = json!({"A": 5000, "B": 3000, "STAND": 2000}))]
     pub category_prices: std::collections::BTreeMap<String, i64>,
+    /// Until this instant (RFC 3339, by the store's clock) the chart's wheelchair spaces and
+    /// companion seats are kept for holds that say `accessible: true`; from it they sell to
+    /// everyone. Absent: they sell to everyone from the start.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub accessible_release_at: Option<time::OffsetDateTime>,
 }
 
 /// An event's refund policy: a fan may refund until the start minus the cutoff (store
@@ -540,6 +546,14 @@ pub struct EventChartView {
     pub categories: Vec<CategoryView>,
     /// The standing areas (the event's tiers of the same ids), in the chart's order.
     pub standing_areas: Vec<StandingAreaView>,
+    /// Until this instant (the store's clock) wheelchair spaces and companion seats are held
+    /// only by holds with `accessible: true`; absent: they sell to everyone.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub accessible_release_at: Option<OffsetDateTime>,
 }
 
 /// A price category of a chart event.
@@ -611,6 +625,7 @@ impl EventChartView {
                     outline: EventChart::outline(s),
                 })
                 .collect(),
+            accessible_release_at: chart.accessible_release_at,
         }
     }
 }
@@ -901,6 +916,12 @@ pub struct CreateHoldBody {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 32, pattern = "^[A-Za-z0-9_]{1,32}$")]
     pub phase_id: Option<String>,
+    /// The fan needs accessible places: the hold may take wheelchair spaces and companion
+    /// seats an event on a chart keeps until its `accessibleReleaseAt` (docs/VENUES.md,
+    /// "Accessible seats"). Absent: false. A companion seat is held only with a wheelchair
+    /// space of its section in the same hold, whatever this says.
+    #[serde(default)]
+    pub accessible: Option<bool>,
 }
 
 /// A seat id: `<section>-<row>-<number>`, e.g. `A-1-1`.
@@ -1188,7 +1209,8 @@ pub struct Problem {
     #[schema(value_type = Option<ProblemLimit>)]
     pub limit: Option<serde_json::Value>,
     /// 409 `SEATS_UNAVAILABLE`: the asked seats that are sold or held (empty for a
-    /// best-available hold, which names no seats).
+    /// best-available hold, which names no seats); 409 `SEAT_KEPT_ACCESSIBLE`: the asked
+    /// seats kept for fans who need accessible places.
     #[serde(rename = "unavailableSeatIds", skip_serializing_if = "Option::is_none")]
     pub unavailable_seat_ids: Option<Vec<String>>,
     /// 409 `SEATS_UNAVAILABLE` of a best-available hold: the most seats side by side in one
@@ -1232,6 +1254,15 @@ pub struct Problem {
     /// 422 `INVALID_CHART`: how many problems the chart has in all.
     #[serde(rename = "problemsTotal", skip_serializing_if = "Option::is_none")]
     pub problems_total: Option<u32>,
+    /// 409 `COMPANION_SEAT_ALONE`: the companion seat named without a wheelchair space of
+    /// its section in the same hold.
+    #[serde(rename = "seatId", skip_serializing_if = "Option::is_none")]
+    pub seat_id: Option<String>,
+    /// 409 `SEAT_KEPT_ACCESSIBLE`: when the kept wheelchair spaces and companion seats
+    /// (`unavailableSeatIds`) sell to everyone.
+    #[serde(rename = "releaseAt", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub release_at: Option<String>,
 }
 
 /// `limit` of a problem: an abuse limit's name (429) or a purchase limit (409).

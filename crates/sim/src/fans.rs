@@ -516,6 +516,7 @@ impl Sim {
             },
             phase_id: None,
             ticket_types: Default::default(),
+            accessible: false,
         });
         self.submit(fan, command);
     }
@@ -850,12 +851,14 @@ impl Sim {
                     },
                 );
             }
-            // (The simulated sale is never cancelled and has no phases.)
+            // (The simulated sale is never cancelled and has no phases or chart.)
             HoldOutcome::KeyReusedWithOtherRequest
             | HoldOutcome::Invalid { .. }
             | HoldOutcome::PhaseEnded { .. }
             | HoldOutcome::OutsidePhase { .. }
             | HoldOutcome::AccessCodeRequired { .. }
+            | HoldOutcome::CompanionSeatAlone { .. }
+            | HoldOutcome::SeatKeptAccessible { .. }
             | HoldOutcome::EventCancelled => {
                 self.violation(
                     ViolationKind::Unexpected,
@@ -987,6 +990,8 @@ fn hold_word(outcome: &HoldOutcome) -> String {
         HoldOutcome::PhaseEnded { .. } => "phase-ended".to_owned(),
         HoldOutcome::OutsidePhase { .. } => "outside-phase".to_owned(),
         HoldOutcome::AccessCodeRequired { .. } => "code-required".to_owned(),
+        HoldOutcome::CompanionSeatAlone { .. } => "companion-alone".to_owned(),
+        HoldOutcome::SeatKeptAccessible { .. } => "kept-accessible".to_owned(),
         HoldOutcome::Invalid { .. } => "invalid".to_owned(),
     }
 }

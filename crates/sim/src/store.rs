@@ -43,6 +43,8 @@ impl Recorded {
             | HoldOutcome::PhaseEnded { .. }
             | HoldOutcome::OutsidePhase { .. }
             | HoldOutcome::AccessCodeRequired { .. }
+            | HoldOutcome::CompanionSeatAlone { .. }
+            | HoldOutcome::SeatKeptAccessible { .. }
             | HoldOutcome::Invalid { .. } => None,
         }
     }

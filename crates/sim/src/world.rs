@@ -253,6 +253,7 @@ impl Sim {
             max_tickets_per_account: 4,
             currency: "EUR".to_owned(),
             prices: Default::default(),
+            accessibility: Default::default(),
         };
         let store = SimStore::new(&config.layout, config.waitlist_offer_ttl_s);
         let ledger = Ledger::new(&config.layout);

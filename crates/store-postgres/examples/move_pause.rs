@@ -173,6 +173,7 @@ async fn sell(
             shape,
             phase_id: None,
             ticket_types: Default::default(),
+            accessible: false,
         };
         let sent = Instant::now();
         let answer = front

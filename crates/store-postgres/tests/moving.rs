@@ -255,6 +255,7 @@ fn seat_request(account: &str, key: &str, hold_id: &str, seat_id: &str) -> HoldR
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     }
 }
 

@@ -146,6 +146,7 @@ fn command(rng: &mut Rng, step: u64, live: &[(String, String)]) -> Command {
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     })
 }
 

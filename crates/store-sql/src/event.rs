@@ -130,11 +130,13 @@ async fn load_chart(
     conn: &mut crate::db::Conn<'_>,
     event_id: &str,
 ) -> StoreResult<Option<Arc<EventChart>>> {
-    let Some(row) =
-        query("SELECT chart_id, chart, category_prices FROM event_chart WHERE event_id = $1")
-            .bind(event_id)
-            .fetch_optional(conn)
-            .await?
+    let Some(row) = query(
+        "SELECT chart_id, chart, category_prices, accessible_release_at FROM event_chart
+              WHERE event_id = $1",
+    )
+    .bind(event_id)
+    .fetch_optional(conn)
+    .await?
     else {
         return Ok(None);
     };
@@ -143,6 +145,7 @@ async fn load_chart(
         chart_id: row.get(0)?,
         chart: serde_json::from_str(&row.get::<String, _>(1)?).map_err(damaged)?,
         category_prices: serde_json::from_str(&row.get::<String, _>(2)?).map_err(damaged)?,
+        accessible_release_at: row.get(3)?,
     })))
 }
 
@@ -288,13 +291,15 @@ pub async fn create(
             value.map_err(|e| StoreError::Internal(format!("event_chart: {e}")))
         };
         query(
-            "INSERT INTO event_chart (event_id, chart_id, chart, category_prices)
-             VALUES ($1, $2, $3, $4)",
+            "INSERT INTO event_chart (event_id, chart_id, chart, category_prices,
+                                      accessible_release_at)
+             VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(event_id)
         .bind(&chart.chart_id)
         .bind(text(serde_json::to_string(&chart.chart))?)
         .bind(text(serde_json::to_string(&chart.category_prices))?)
+        .bind(chart.accessible_release_at)
         .execute(&mut tx.conn())
         .await?;
     }

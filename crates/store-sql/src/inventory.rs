@@ -215,5 +215,10 @@ pub async fn load(db: &Db, event_id: &str) -> StoreResult<Option<Inventory>> {
         waitlist,
         refunds,
         phases: event.sale.phases.clone(),
+        accessibility: event
+            .chart
+            .as_deref()
+            .map(boxoffice_domain::accessibility::Accessibility::of)
+            .unwrap_or_default(),
     }))
 }

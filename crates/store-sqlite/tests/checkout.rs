@@ -127,6 +127,7 @@ async fn hold(
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     };
     let endpoint = format!("POST /v1/events/{}/holds", event.event_id);
     let answers = store

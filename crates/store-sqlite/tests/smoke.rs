@@ -82,6 +82,7 @@ fn request(account: &str, key: &str, hold_id: &str, shape: HoldShape) -> HoldReq
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     }
 }
 

@@ -181,6 +181,14 @@ pub enum ExchangeRefused {
     SaleNotOpen,
     /// The target event was cancelled.
     EventCancelled,
+    /// A new companion seat without a wheelchair space of its section among the new seats.
+    CompanionSeatAlone(String),
+    /// New wheelchair spaces or companion seats kept for fans who ask for accessible places
+    /// until `release_at`.
+    SeatKeptAccessible {
+        seat_ids: Vec<String>,
+        release_at: boxoffice_domain::OffsetDateTime,
+    },
 }
 
 /// How an exchange was answered by its event's writer.

@@ -114,6 +114,11 @@ impl EventRecord {
             max_tickets_per_account: self.max_tickets_per_account,
             currency: self.currency.clone(),
             prices: boxoffice_domain::pricing::PriceList::of(&self.sale),
+            accessibility: self
+                .chart
+                .as_deref()
+                .map(boxoffice_domain::accessibility::Accessibility::of)
+                .unwrap_or_default(),
         }
     }
 

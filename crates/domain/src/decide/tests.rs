@@ -18,6 +18,7 @@ fn rules() -> SaleRules {
         max_tickets_per_account: 4,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     }
 }
 
@@ -63,6 +64,7 @@ fn seats_req(account: &str, key: &str, seat_ids: &[&str]) -> HoldRequest {
         },
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     }
 }
 
@@ -78,6 +80,7 @@ fn tier_req(account: &str, key: &str, quantity: u32) -> HoldRequest {
         },
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     }
 }
 
@@ -97,6 +100,8 @@ fn kinds(outcomes: &[HoldOutcome]) -> Vec<&'static str> {
             HoldOutcome::PhaseEnded { .. } => "phase-ended",
             HoldOutcome::OutsidePhase { .. } => "outside-phase",
             HoldOutcome::AccessCodeRequired { .. } => "code-required",
+            HoldOutcome::CompanionSeatAlone { .. } => "companion-alone",
+            HoldOutcome::SeatKeptAccessible { .. } => "kept-accessible",
             HoldOutcome::Invalid { .. } => "invalid",
         })
         .collect()
@@ -302,4 +307,100 @@ fn invalid_shapes() {
     );
     assert_eq!(kinds(&out), ["invalid"; 6]);
     assert!(st.seats.values().all(|s| s.status == SeatStatus::Available));
+}
+
+/// Row 2 of section A: a wheelchair space (A-2-1), a companion seat (A-2-2), a standard
+/// seat (A-2-3); row 1 standard seats.
+fn accessible_rules(release_at: Option<OffsetDateTime>) -> SaleRules {
+    use crate::accessibility::{AccessKind, Accessibility};
+    SaleRules {
+        accessibility: Accessibility::from_kinds(
+            [
+                ("A-2-1".to_owned(), AccessKind::Wheelchair),
+                ("A-2-2".to_owned(), AccessKind::Companion),
+            ],
+            release_at,
+        ),
+        ..rules()
+    }
+}
+
+#[test]
+fn a_companion_seat_alone_is_refused_and_held_with_its_space() {
+    let rules = accessible_rules(None);
+    let mut state = state(&["A-1-1", "A-1-2", "A-2-1", "A-2-2", "A-2-3"]);
+    let requests = [
+        seats_req("u1", "k1", &["A-2-2"]),
+        seats_req("u1", "k2", &["A-2-2", "A-2-3"]),
+        seats_req("u2", "k1", &["A-2-1", "A-2-2"]),
+    ];
+    let outcomes = decide_holds(&rules, &mut state, &requests);
+    assert_eq!(
+        kinds(&outcomes),
+        ["companion-alone", "companion-alone", "held"]
+    );
+    assert_eq!(
+        outcomes[0],
+        HoldOutcome::CompanionSeatAlone {
+            seat_id: "A-2-2".into()
+        }
+    );
+    assert!(!outcomes[0].is_recorded(), "a retry may change the request");
+    assert_eq!(state.seats["A-2-2"].status, SeatStatus::Held);
+}
+
+#[test]
+fn kept_accessible_seats_go_to_accessible_holds_until_the_release_time() {
+    let release_at = NOW + Duration::minutes(10);
+    let rules = accessible_rules(Some(release_at));
+    let mut state = state(&["A-1-1", "A-2-1", "A-2-2", "A-2-3"]);
+    let mut asks = seats_req("u2", "k1", &["A-2-1", "A-2-2"]);
+    asks.accessible = true;
+    let requests = [
+        seats_req("u1", "k1", &["A-2-1"]),
+        seats_req("u1", "k2", &["A-2-1", "A-2-2", "A-2-3"]),
+        seats_req("u1", "k3", &["A-2-3"]),
+        asks,
+    ];
+    let outcomes = decide_holds(&rules, &mut state, &requests);
+    assert_eq!(
+        kinds(&outcomes),
+        ["kept-accessible", "kept-accessible", "held", "held"]
+    );
+    assert_eq!(
+        outcomes[1],
+        HoldOutcome::SeatKeptAccessible {
+            seat_ids: vec!["A-2-1".into(), "A-2-2".into()],
+            release_at,
+        }
+    );
+    // From the release time, anyone.
+    let mut state = super::tests::state(&["A-2-1", "A-2-2"]);
+    state.now = release_at;
+    let outcomes = decide_holds(&rules, &mut state, &[seats_req("u1", "k1", &["A-2-1"])]);
+    assert_eq!(kinds(&outcomes), ["held"]);
+}
+
+#[test]
+fn best_available_never_seats_a_party_in_accessible_seats() {
+    let rules = accessible_rules(None);
+    let mut state = state(&["A-1-1", "A-2-1", "A-2-2", "A-2-3"]);
+    let best = |key: &str, quantity| HoldRequest {
+        shape: HoldShape::BestAvailable {
+            quantity,
+            section: None,
+            max_price_minor: None,
+            together: Together::Prefer,
+        },
+        ..seats_req("u1", key, &[])
+    };
+    let outcomes = decide_holds(&rules, &mut state, &[best("k1", 2)]);
+    let HoldOutcome::Held(hold) = &outcomes[0] else {
+        panic!("{outcomes:?}");
+    };
+    let mut seats: Vec<&str> = hold.seats.iter().map(|(id, _)| id.as_str()).collect();
+    seats.sort_unstable();
+    assert_eq!(seats, ["A-1-1", "A-2-3"]);
+    let outcomes = decide_holds(&rules, &mut state, &[best("k2", 1)]);
+    assert_eq!(kinds(&outcomes), ["unavailable"]);
 }

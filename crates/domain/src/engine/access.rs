@@ -178,6 +178,7 @@ mod tests {
             max_tickets_per_account: 6,
             currency: "EUR".into(),
             prices: Default::default(),
+            accessibility: Default::default(),
         };
         EventEngine::load(rules, snapshot, NOW)
     }
@@ -203,6 +204,7 @@ mod tests {
             shape,
             phase_id: phase_id.map(str::to_owned),
             ticket_types: Default::default(),
+            accessible: false,
         })
     }
 

@@ -174,6 +174,7 @@ mod tests {
             max_tickets_per_account: 4,
             currency: "EUR".into(),
             prices: Default::default(),
+            accessibility: Default::default(),
         };
         EventEngine::load(rules, snapshot, NOW)
     }
@@ -187,6 +188,7 @@ mod tests {
             shape,
             phase_id: None,
             ticket_types: Default::default(),
+            accessible: false,
         })
     }
 

@@ -134,6 +134,15 @@ pub enum ExchangeDecision {
     /// The engine does not keep the old hold (confirmed elsewhere since the last catch-up):
     /// the writer asks again after a catch-up.
     NotKept,
+    /// A new companion seat without a wheelchair space of its section among the new seats
+    /// (`crate::accessibility`).
+    CompanionSeatAlone(String),
+    /// New wheelchair spaces or companion seats kept until `release_at` (the store's clock)
+    /// for holds that ask for accessible places; an exchange does not ask.
+    SeatKeptAccessible {
+        seat_ids: Vec<String>,
+        release_at: OffsetDateTime,
+    },
 }
 
 /// An exchange the group writes: the new hold (`HELD` until `expires_at`, or `CONFIRMED` and
@@ -207,6 +216,21 @@ impl EventEngine {
                 && (old.tier_id.as_ref() != Some(tier_id) || old.quantity < *units)
             {
                 return ExchangeDecision::NotSold(tier_id.clone());
+            }
+        }
+        if let ExchangeTakes::Seats(seats) = &request.takes {
+            // The rules of a hold of named seats (`crate::decide`) bind the new seats too.
+            let seat_ids: Vec<String> = seats.iter().map(|(id, _)| id.clone()).collect();
+            let access = &self.rules.accessibility;
+            if let Some(seat_id) = access.companion_alone(&seat_ids) {
+                return ExchangeDecision::CompanionSeatAlone(seat_id.clone());
+            }
+            let kept = access.kept_seats(&seat_ids, now);
+            if let (false, Some(release_at)) = (kept.is_empty(), access.release_at) {
+                return ExchangeDecision::SeatKeptAccessible {
+                    seat_ids: kept,
+                    release_at,
+                };
             }
         }
         match &request.takes {

@@ -46,6 +46,11 @@ impl FreeSeats {
             ..Self::default()
         };
         for (seat_id, seat) in &state.seats {
+            // Wheelchair spaces and companion seats are not offered to the waiting list (as
+            // best available never seats a party in them): a fan who needs them names them.
+            if rules.accessibility.is_accessible(seat_id) {
+                continue;
+            }
             let Ok(parsed) = SeatRef::parse(seat_id) else {
                 continue;
             };
@@ -203,6 +208,7 @@ mod tests {
             max_tickets_per_account: 6,
             currency: "EUR".into(),
             prices: Default::default(),
+            accessibility: Default::default(),
         };
         let state = BatchState {
             now,

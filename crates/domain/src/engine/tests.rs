@@ -18,10 +18,15 @@ fn rules() -> SaleRules {
         max_tickets_per_account: 4,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     }
 }
 
 fn engine(seats: usize) -> EventEngine {
+    engine_under(rules(), seats)
+}
+
+fn engine_under(rules: SaleRules, seats: usize) -> EventEngine {
     let snapshot = EngineSnapshot {
         seats: (1..=seats)
             .map(|n| SeatRow {
@@ -42,7 +47,7 @@ fn engine(seats: usize) -> EventEngine {
         }],
         ..EngineSnapshot::default()
     };
-    EventEngine::load(rules(), snapshot, NOW)
+    EventEngine::load(rules, snapshot, NOW)
 }
 
 fn hold(account: &str, key: &str, shape: HoldShape) -> Command {
@@ -54,6 +59,7 @@ fn hold(account: &str, key: &str, shape: HoldShape) -> Command {
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     })
 }
 
@@ -515,7 +521,11 @@ fn a_hold_that_may_have_lapsed_by_the_stores_clock_is_neither_checked_out_nor_so
 
 /// An engine of `seats` seats where account `a` bought A-1-1 (hold `h-old`).
 fn engine_with_a_sale(seats: usize) -> EventEngine {
-    let mut engine = engine(seats);
+    sale_under(engine(seats))
+}
+
+/// `engine` with seat A-1-1 sold to account a (hold `h-old`).
+fn sale_under(mut engine: EventEngine) -> EventEngine {
     engine.refresh(EngineRows {
         seats: vec![SeatRow {
             seat_id: "A-1-1".into(),
@@ -1667,4 +1677,83 @@ fn a_held_hold_keeps_the_engine_and_a_released_one_does_not() {
     assert!(engine.has_timers_or_waiters());
     engine.decide(NOW + Duration::seconds(301), &[]);
     assert!(!engine.has_timers_or_waiters());
+}
+
+#[test]
+fn an_exchange_keeps_the_companion_rule_and_the_kept_accessible_seats() {
+    use crate::accessibility::{AccessKind, Accessibility};
+    let release_at = NOW + Duration::hours(1);
+    let rules = SaleRules {
+        accessibility: Accessibility::from_kinds(
+            [
+                ("A-1-3".to_owned(), AccessKind::Wheelchair),
+                ("A-1-4".to_owned(), AccessKind::Companion),
+            ],
+            Some(release_at),
+        ),
+        ..rules()
+    };
+    let mut engine = sale_under(engine_under(rules, 4));
+    let pair = match exchange("2", "A-1-3", 1000) {
+        Command::Exchange(mut request) => {
+            request.takes =
+                ExchangeTakes::Seats(vec![("A-1-3".to_owned(), 1000), ("A-1-4".to_owned(), 1000)]);
+            Command::Exchange(request)
+        }
+        other => other,
+    };
+    let (decisions, effects) = engine.decide(NOW, &[exchange("1", "A-1-4", 1000), pair.clone()]);
+    assert_eq!(
+        decisions[0],
+        Decision::Exchange(ExchangeDecision::CompanionSeatAlone("A-1-4".into()))
+    );
+    assert_eq!(
+        decisions[1],
+        Decision::Exchange(ExchangeDecision::SeatKeptAccessible {
+            seat_ids: vec!["A-1-3".into(), "A-1-4".into()],
+            release_at,
+        })
+    );
+    assert!(effects.exchanges().next().is_none());
+    // From the release time the pair may be taken.
+    let (decisions, _) = engine.decide(release_at, &[pair]);
+    assert!(
+        matches!(
+            decisions[0],
+            Decision::Exchange(ExchangeDecision::Granted { .. })
+        ),
+        "{decisions:?}"
+    );
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
+}
+
+#[test]
+fn the_engine_index_never_offers_accessible_seats_to_best_available() {
+    use crate::accessibility::{AccessKind, Accessibility};
+    let rules = SaleRules {
+        accessibility: Accessibility::from_kinds(
+            [("A-1-1".to_owned(), AccessKind::Wheelchair)],
+            None,
+        ),
+        ..rules()
+    };
+    let mut engine = engine_under(rules, 3);
+    let (decisions, _) = engine.decide(NOW, &[hold("a", "1", best(2))]);
+    let Decision::Hold(HoldOutcome::Held(held)) = &decisions[0] else {
+        panic!("{decisions:?}");
+    };
+    let ids: Vec<&str> = held.seats.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["A-1-2", "A-1-3"]);
+    let (decisions, _) = engine.decide(NOW, &[hold("b", "1", best(1))]);
+    assert!(
+        matches!(
+            decisions[0],
+            Decision::Hold(HoldOutcome::SeatsUnavailable { .. })
+        ),
+        "{decisions:?}"
+    );
+    // Named, the space is the fan's; the index stays in step.
+    let (decisions, _) = engine.decide(NOW, &[hold("b", "2", seats(&["A-1-1"]))]);
+    assert!(matches!(decisions[0], Decision::Hold(HoldOutcome::Held(_))));
+    assert!(engine.invariants().is_empty(), "{:?}", engine.invariants());
 }

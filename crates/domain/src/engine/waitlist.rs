@@ -456,6 +456,8 @@ impl EventEngine {
                     | HoldOutcome::EventCancelled
                     | HoldOutcome::PhaseEnded { .. }
                     | HoldOutcome::OutsidePhase { .. }
+                    | HoldOutcome::CompanionSeatAlone { .. }
+                    | HoldOutcome::SeatKeptAccessible { .. }
                     | HoldOutcome::Invalid { .. },
                 )
                 | None => {
@@ -485,6 +487,7 @@ impl EventEngine {
             shape,
             phase_id: None,
             ticket_types: Default::default(),
+            accessible: false,
         };
         // The offer is a hold with the offer's TTL, decided by the hold rules; it is not a
         // command of the group, so it is the offer's effect, not a new hold's.

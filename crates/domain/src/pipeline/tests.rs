@@ -24,6 +24,7 @@ fn engine(seats: usize) -> EventEngine {
         max_tickets_per_account: 4,
         currency: "EUR".into(),
         prices: Default::default(),
+        accessibility: Default::default(),
     };
     let snapshot = EngineSnapshot {
         seats: (1..=seats)
@@ -52,6 +53,7 @@ fn hold(ticket: u32, seat: usize) -> Command {
         },
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     })
 }
 

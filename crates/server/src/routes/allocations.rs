@@ -278,6 +278,7 @@ async fn keep(
                 shape: rules::keep_shape(&item, until),
                 phase_id: None,
                 ticket_types: Default::default(),
+                accessible: false,
             };
             (item, request)
         })
@@ -842,6 +843,7 @@ pub async fn issue_comp(
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     };
     let hold_id = hold_request.new_hold_id.clone();
     let held = state.writers.hold(event.clone(), hold_request).await?;

@@ -201,6 +201,7 @@ pub async fn sell(
             admission_token: None,
             phase_id: None,
             ticket_types: None,
+            accessible: None,
         },
     )?;
     let path = format!("/v1/admin/events/{}/box-office/sales", event.event_id);
@@ -225,6 +226,10 @@ pub async fn sell(
         shape,
         phase_id: None,
         ticket_types: request.ticket_types.clone().unwrap_or_default(),
+        // The box office sells at the counter, where the operator sees who needs accessible
+        // places: it may sell kept wheelchair spaces and companion seats (the companion rule
+        // still binds it).
+        accessible: true,
     };
     let hold_id = hold_request.new_hold_id.clone();
     match state.writers.hold(event.clone(), hold_request).await? {

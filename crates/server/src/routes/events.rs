@@ -107,13 +107,15 @@ async fn event_chart(state: &AppState, body: EventChartBody, field: &str) -> Api
             ));
         }
     };
-    EventChart::new(
+    let mut chart = EventChart::new(
         body.chart_id,
         chart,
         body.category_prices,
         &format!("{field}.categoryPrices"),
     )
-    .map_err(|e| ApiError::validation(&e.field, e.reason))
+    .map_err(|e| ApiError::validation(&e.field, e.reason))?;
+    chart.accessible_release_at = body.accessible_release_at;
+    Ok(chart)
 }
 
 /// The spec's sections and tiers become the chart's (refused when the request gave its own).

@@ -400,6 +400,32 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
             "the target event's sale is not open yet",
         ),
         ExchangeRefused::EventCancelled => crate::routes::cancellation::event_cancelled(),
+        ExchangeRefused::CompanionSeatAlone(seat_id) => ApiError::new(
+            StatusCode::CONFLICT,
+            "COMPANION_SEAT_ALONE",
+            format!(
+                "companion seat {seat_id} is sold with a wheelchair space of its section among the new seats"
+            ),
+        )
+        .with("seatId", seat_id),
+        ExchangeRefused::SeatKeptAccessible {
+            seat_ids,
+            release_at,
+        } => ApiError::new(
+            StatusCode::CONFLICT,
+            "SEAT_KEPT_ACCESSIBLE",
+            format!(
+                "{} of the new seats are kept for fans who need accessible places until the release time",
+                seat_ids.len()
+            ),
+        )
+        .with("unavailableSeatIds", seat_ids)
+        .with(
+            "releaseAt",
+            release_at
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
+        ),
     }
 }
 
@@ -417,7 +443,7 @@ fn refusal(refused: ExchangeRefused) -> ApiError {
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "ADMISSION_REQUIRED or ADMISSION_INVALID (target event's waiting room)", body = Problem),
         (status = 404, description = "No such order for this account, or no such target event", body = Problem),
-        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT (a ticket not the order's, checked in, void or being exchanged; the order not confirmed or its payment not captured yet), PURCHASE_LIMIT, SALE_NOT_OPEN, EVENT_CANCELLED or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "EXCHANGE_CLOSED, SEATS_UNAVAILABLE, EXCHANGE_CONFLICT (a ticket not the order's, checked in, void or being exchanged; the order not confirmed or its payment not captured yet), PURCHASE_LIMIT, SALE_NOT_OPEN, COMPANION_SEAT_ALONE (a new companion seat without a wheelchair space of its section among the new seats: `seatId`), SEAT_KEPT_ACCESSIBLE (new seats kept until the event's `accessibleReleaseAt`: `unavailableSeatIds`, `releaseAt`), EVENT_CANCELLED or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 422, description = "VALIDATION or IDEMPOTENCY_KEY_REUSED", body = Problem),
         (status = 429, description = "RATE_LIMITED: checkouts-per-account (the problem's `limit`), or the store is busy; retry after Retry-After", body = Problem),
         (status = 503, description = "Store unavailable", body = Problem),

@@ -35,7 +35,7 @@ use crate::runtime::writer::SubmitError;
         (status = 401, description = "No valid token", body = Problem),
         (status = 403, description = "Admission token missing or invalid, or ACCESS_CODE_REQUIRED: the phase sells to access-code holders and the account redeemed none", body = Problem),
         (status = 404, description = "No such event", body = Problem),
-        (status = 409, description = "SEATS_UNAVAILABLE (for best available with `largestBlock`: the most seats still free together in the asked sections), SOLD_OUT, PURCHASE_LIMIT (the event's or the phase's), SALE_NOT_OPEN (the phase's `onSaleAt`: when it starts), PHASE_ENDED, OUTSIDE_PHASE (the seats, tier or section are not sold in the phase), EVENT_CANCELLED or IDEMPOTENCY_IN_PROGRESS", body = Problem),
+        (status = 409, description = "SEATS_UNAVAILABLE (for best available with `largestBlock`: the most seats still free together in the asked sections), SOLD_OUT, PURCHASE_LIMIT (the event's or the phase's), SALE_NOT_OPEN (the phase's `onSaleAt`: when it starts), PHASE_ENDED, OUTSIDE_PHASE (the seats, tier or section are not sold in the phase), COMPANION_SEAT_ALONE (a companion seat without a wheelchair space of its section in the hold: `seatId`), SEAT_KEPT_ACCESSIBLE (wheelchair spaces or companion seats kept until the chart's `accessibleReleaseAt` for holds with `accessible: true`: `unavailableSeatIds`, `releaseAt`), EVENT_CANCELLED or IDEMPOTENCY_IN_PROGRESS", body = Problem),
         (status = 413, description = "Body over 64 KiB", body = Problem),
         (status = 422, description = "VALIDATION, IDEMPOTENCY_KEY_REUSED or IDEMPOTENCY_KEY_MISMATCH", body = Problem),
         (status = 429, description = "RATE_LIMITED: holds-per-account, holds-per-address, live-holds-per-account or lapsed-holds-per-account (the problem's `limit`), too many queued requests for this event, or the store is busy; retry after Retry-After", body = Problem),
@@ -113,6 +113,7 @@ pub async fn create_hold(
         (None, asked) => asked,
     };
     let ticket_types = hold_body.ticket_types.clone().unwrap_or_default();
+    let accessible = hold_body.accessible.unwrap_or(false);
     let shape = hold_shape(&event, hold_body)?;
     if let Some(map) = state.seatmaps.loaded(&event.event_id)
         && let Some(refusal) = map.sure_refusal(&shape)
@@ -149,6 +150,7 @@ pub async fn create_hold(
         shape,
         phase_id,
         ticket_types,
+        accessible,
     };
     let timer = state.waitroom.meter.hold_started();
     let room_enabled = event.waiting_room.enabled;
@@ -374,6 +376,22 @@ pub fn render_hold_outcome(event: &EventRecord, outcome: &HoldOutcome) -> Stored
             format!("phase {phase_id} sells to access-code holders: redeem a code first"),
         )
         .with("phaseId", phase_id.clone()),
+        HoldOutcome::CompanionSeatAlone { seat_id } => ApiError::new(
+            StatusCode::CONFLICT,
+            "COMPANION_SEAT_ALONE",
+            format!("companion seat {seat_id} is sold with a wheelchair space of its section in the same hold; nothing was held"),
+        )
+        .with("seatId", seat_id.clone()),
+        HoldOutcome::SeatKeptAccessible { seat_ids, release_at } => ApiError::new(
+            StatusCode::CONFLICT,
+            "SEAT_KEPT_ACCESSIBLE",
+            format!("{} of the requested seats are kept for fans who need accessible places until the release time; ask with \"accessible\": true if you do; nothing was held", seat_ids.len()),
+        )
+        .with("unavailableSeatIds", seat_ids.clone())
+        .with(
+            "releaseAt",
+            release_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        ),
         HoldOutcome::Invalid { field, reason } => ApiError::validation(field, reason),
         HoldOutcome::Replayed | HoldOutcome::ReplayOfEarlierInBatch { .. } | HoldOutcome::KeyReusedWithOtherRequest => {
             // Never rendered: replays answer with stored bytes (see boxoffice_store::answer_batch).

@@ -2386,6 +2386,16 @@ fn exchange_answer(context: &ExchangeContext, decision: ExchangeDecision, refuse
             context.order.order_id
         ))),
         ExchangeDecision::NotKept => Answer::ExchangeNotKept,
+        ExchangeDecision::CompanionSeatAlone(seat_id) => {
+            refused_for(ExchangeRefused::CompanionSeatAlone(seat_id))
+        }
+        ExchangeDecision::SeatKeptAccessible {
+            seat_ids,
+            release_at,
+        } => refused_for(ExchangeRefused::SeatKeptAccessible {
+            seat_ids,
+            release_at,
+        }),
     }
 }
 

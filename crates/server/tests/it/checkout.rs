@@ -1076,6 +1076,7 @@ async fn a_used_ticket_refuses_its_compensation_alone(backend: Backend) {
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     };
     let commands = vec![
         Command::Compensate(CompensationRequest {
@@ -2027,6 +2028,7 @@ async fn a_compensation_read_before_its_operation_moved_is_refused_alone(backend
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     };
     let commands = vec![
         Command::Compensate(CompensationRequest {

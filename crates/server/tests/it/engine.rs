@@ -160,6 +160,7 @@ fn seat_request(account: &str, key: &str, seat_id: &str) -> HoldRequest {
         shape,
         phase_id: None,
         ticket_types: Default::default(),
+        accessible: false,
     }
 }
 

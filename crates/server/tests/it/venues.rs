@@ -20,6 +20,8 @@ stories!(
     an_event_on_a_chart_is_refused_unless_priced_whole,
     an_event_on_the_demo_stadium_shows_its_map,
     trips_on_a_chart_each_keep_its_seats,
+    a_companion_seat_is_held_only_with_its_wheelchair_space,
+    kept_accessible_seats_go_to_fans_who_ask_then_to_everyone,
 );
 
 const CHARTS: &str = "/v1/admin/venue-charts";
@@ -542,11 +544,20 @@ async fn an_event_on_a_chart_sells_its_seats_by_their_labels(backend: Backend) {
     );
     let checked_in = app.check_in(&ticket).await;
     assert_eq!(checked_in.status, StatusCode::OK, "{}", checked_in.json());
-    let map = app
-        .get(&token("fan"), &format!("/v1/events/{event_id}/seatmap"))
-        .await
-        .json();
-    assert_eq!(map_seat(&map, "STALLS-1-4")["status"], "SOLD");
+    // The live seat map follows the store's changes a moment after each commit.
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        let map = app
+            .get(&token("fan"), &format!("/v1/events/{event_id}/seatmap"))
+            .await
+            .json();
+        status = map_seat(&map, "STALLS-1-4")["status"].clone();
+        if status == "SOLD" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(status, "SOLD");
 
     // Row B's B3 at the back category's price; best available seats two together in row A
     // (the known gap: adjacency is by place, so A3 and A5 count as neighbours across the
@@ -812,5 +823,162 @@ async fn trips_on_a_chart_each_keep_its_seats(backend: Backend) {
         .await;
     assert_eq!(unknown.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(unknown.json()["field"], "trip.chart.chartId");
+    app.finish().await;
+}
+
+/// Issue 41, item 3: the hall's companion seat B2 (`STALLS-2-2`) is held only with its
+/// wheelchair space B1 (`STALLS-2-1`) in the same hold (and an exchange may not take it
+/// alone); sold so, `boxoffice check` is clean.
+async fn a_companion_seat_is_held_only_with_its_wheelchair_space(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, event_id) = hall_event(&app).await;
+    for (i, seats) in [
+        json!(["STALLS-2-2"]),
+        json!(["STALLS-2-2", "STALLS-2-3"]),
+        json!(["STALLS-1-1", "STALLS-2-2"]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let alone = app
+            .hold(
+                "fan",
+                &event_id,
+                &format!("alone-{i}"),
+                json!({"seatIds": seats}),
+            )
+            .await;
+        assert_eq!(alone.status, StatusCode::CONFLICT, "{}", alone.json());
+        assert_eq!(alone.code(), "COMPANION_SEAT_ALONE");
+        assert_eq!(alone.json()["seatId"], "STALLS-2-2");
+    }
+    // Nothing was held: the seat map still shows B2 available.
+    let map = app
+        .get(&token("fan"), &format!("/v1/events/{event_id}/seatmap"))
+        .await
+        .json();
+    assert_eq!(map_seat(&map, "STALLS-2-2")["status"], "AVAILABLE");
+    // An exchange into the companion seat alone is refused the same way.
+    let (order_id, _) =
+        buy_captured(&app, "other", &event_id, json!({"seatIds": ["STALLS-2-3"]})).await;
+    let exchange = app
+        .post(
+            &token("other"),
+            &format!("/v1/orders/{order_id}/exchanges"),
+            Some("to-companion"),
+            &json!({"fromSeatIds": ["STALLS-2-3"], "toSeatIds": ["STALLS-2-2"]}),
+        )
+        .await;
+    assert_eq!(exchange.status, StatusCode::CONFLICT, "{}", exchange.json());
+    assert_eq!(exchange.code(), "COMPANION_SEAT_ALONE");
+    assert_eq!(exchange.json()["seatId"], "STALLS-2-2");
+    // With its wheelchair space in the same hold, granted and sold.
+    let (_, tickets) = buy_captured(
+        &app,
+        "fan",
+        &event_id,
+        json!({"seatIds": ["STALLS-2-1", "STALLS-2-2"]}),
+    )
+    .await;
+    assert_eq!(tickets.len(), 2);
+    let violations = app.db.violations().await;
+    assert!(violations.is_empty(), "{violations:?}");
+    app.finish().await;
+}
+
+/// Issue 41, item 3: an event on the hall keeping its accessible seats (B1, B2) for fans
+/// who ask for them until `accessibleReleaseAt`, by the store's clock; from then, anyone's.
+async fn kept_accessible_seats_go_to_fans_who_ask_then_to_everyone(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let created = app.post(&app.admin, CHARTS, Some("hall"), &hall()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json());
+    let chart_id = created.json()["chartId"].as_str().unwrap().to_owned();
+    // Ten minutes ahead of this machine's clock, which the store's follows.
+    let release_at = time::OffsetDateTime::now_utc() + time::Duration::minutes(10);
+    let release_at = time::OffsetDateTime::from_unix_timestamp(release_at.unix_timestamp())
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let event_id = app
+        .create_event(json!({
+            "name": "Hall night",
+            "sections": [],
+            "tiers": [],
+            "holdTtlSeconds": 120,
+            "chart": {"chartId": chart_id, "categoryPrices": hall_prices(),
+                      "accessibleReleaseAt": release_at},
+        }))
+        .await;
+    let event = app
+        .get(&token("fan"), &format!("/v1/events/{event_id}"))
+        .await
+        .json();
+    let shown = time::OffsetDateTime::parse(
+        event["chart"]["accessibleReleaseAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(
+        shown,
+        time::OffsetDateTime::parse(&release_at, &time::format_description::well_known::Rfc3339)
+            .unwrap()
+    );
+
+    // Before the release time: a fan who does not ask is refused the kept seats...
+    let both = json!(["STALLS-2-1", "STALLS-2-2"]);
+    let kept = app
+        .hold("fan", &event_id, "kept", json!({"seatIds": both}))
+        .await;
+    assert_eq!(kept.status, StatusCode::CONFLICT, "{}", kept.json());
+    assert_eq!(kept.code(), "SEAT_KEPT_ACCESSIBLE");
+    assert_eq!(kept.json()["unavailableSeatIds"], both);
+    assert!(kept.json()["releaseAt"].is_string());
+    let space = app
+        .hold(
+            "fan",
+            &event_id,
+            "kept-space",
+            json!({"seatIds": ["STALLS-2-1", "STALLS-2-3"], "accessible": false}),
+        )
+        .await;
+    assert_eq!(space.code(), "SEAT_KEPT_ACCESSIBLE");
+    assert_eq!(space.json()["unavailableSeatIds"], json!(["STALLS-2-1"]));
+    // ... but not the other seats, and the companion rule comes first.
+    let standard = app
+        .hold(
+            "fan",
+            &event_id,
+            "standard",
+            json!({"seatIds": ["STALLS-2-3"]}),
+        )
+        .await;
+    assert_eq!(standard.status, StatusCode::CREATED, "{}", standard.json());
+    let alone = app
+        .hold(
+            "fan",
+            &event_id,
+            "alone",
+            json!({"seatIds": ["STALLS-2-2"]}),
+        )
+        .await;
+    assert_eq!(alone.code(), "COMPANION_SEAT_ALONE");
+    // A fan who asks for accessible places gets them.
+    let asks = app
+        .hold(
+            "wheels",
+            &event_id,
+            "asks",
+            json!({"seatIds": both, "accessible": true}),
+        )
+        .await;
+    assert_eq!(asks.status, StatusCode::CREATED, "{}", asks.json());
+
+    // Past the release time (the store's clock moved eleven minutes; the hold above lapsed
+    // after its 120 s), anyone: the fan refused before buys them.
+    app.db.advance_clock(11 * 60 * 1000).await;
+    let (_, tickets) = buy_captured(&app, "fan", &event_id, json!({"seatIds": both})).await;
+    assert_eq!(tickets.len(), 2);
+    let violations = app.db.violations().await;
+    assert!(violations.is_empty(), "{violations:?}");
     app.finish().await;
 }
